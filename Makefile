@@ -1,0 +1,38 @@
+# zeroclaw — the two set-up commands are `make run` and `make test`.
+# Both work from a fresh clone: they create .venv and install the project with its dev extra.
+
+PYTHON ?= python3
+VENV   ?= .venv
+BIN     = $(VENV)/bin
+STAMP   = $(VENV)/.installed-stamp
+CONFIG ?= etc/zeroclaw.toml
+PYTEST_ARGS ?=
+
+.PHONY: run test lint bench install clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+run: install
+	$(BIN)/zeroclaw --config $(CONFIG) config validate
+
+
+lint: install
+	$(BIN)/ruff check zeroclaw tests bench
+	$(BIN)/mypy --strict zeroclaw
+
+test: lint
+	$(BIN)/python -m pytest -n 2 $(PYTEST_ARGS)
+
+bench: install
+	$(BIN)/python -m bench
+
+clean:
+	rm -rf $(VENV) build *.egg-info .mypy_cache .ruff_cache .pytest_cache .hypothesis

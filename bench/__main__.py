@@ -1,0 +1,34 @@
+"""`python -m bench`: every benchmark beside its baseline, a table, and bench/results.json."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+from pathlib import Path
+
+from . import bench_config
+from ._harness import Result, table
+
+SUITES = {"config": bench_config.run}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench")
+    parser.add_argument("only", nargs="*", help=f"suites to run (default all): {', '.join(SUITES)}")
+    parser.add_argument("--out", default=str(Path(__file__).parent / "results.json"))
+    args = parser.parse_args()
+    chosen = args.only or list(SUITES)
+    results: list[Result] = []
+    for name in chosen:
+        print(f"running {name} ...", file=sys.stderr, flush=True)
+        results.extend(SUITES[name]())
+    print(table(results))
+    Path(args.out).write_text(json.dumps([r.as_json() for r in results], indent=2) + "\n")
+    print(f"\nwrote {args.out} (python {platform.python_version()}, {platform.machine()})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,55 @@
+"""Shared benchmark plumbing: timing with medians, the result shape, the table."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+
+@dataclass(frozen=True)
+class Result:
+    """One figure beside its baseline, measured in the same run.
+
+    `ratio` is value / baseline_value, so whether lower or higher is better depends on the
+    unit (seconds: lower is better; per second: higher is better). `target` says which.
+    """
+
+    name: str
+    value: float
+    unit: str
+    baseline: str
+    baseline_value: float
+    ratio: float
+    target: str = ""
+
+    def as_json(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def result(name: str, value: float, unit: str, baseline: str, baseline_value: float, target: str = "") -> Result:
+    ratio = value / baseline_value if baseline_value else float("inf")
+    return Result(name, value, unit, baseline, baseline_value, round(ratio, 3), target)
+
+
+def median_seconds(fn: Callable[[], object], repeat: int = 7, warmup: int = 1) -> float:
+    for _ in range(warmup):
+        fn()
+    samples = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples)
+
+
+def table(results: list[Result]) -> str:
+    header = f"{'benchmark':<44} {'value':>12} {'unit':<10} {'baseline':>12} {'ratio':>8}  target"
+    lines = [header, "-" * len(header)]
+    for r in results:
+        lines.append(
+            f"{r.name:<44} {r.value:>12.4g} {r.unit:<10} {r.baseline_value:>12.4g} {r.ratio:>8.3f}  {r.target}"
+        )
+        lines.append(f"{'':<44} {'baseline: ' + r.baseline}")
+    return "\n".join(lines)

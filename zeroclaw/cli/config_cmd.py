@@ -1,0 +1,209 @@
+"""`zeroclaw config validate|show|schema|init`."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import click
+import tomli_w
+
+from ..config import (
+    Config,
+    ConfigError,
+    all_channel_peers,
+    channel_owners,
+    daemon_paths,
+    effective_risk_policy,
+    load_config,
+    starter_document,
+    user_config_path,
+    validate_document,
+    workspace_path,
+)
+from ._app import cli
+from ._common import (
+    EXIT_FAILED,
+    EXIT_USAGE,
+    CliError,
+    emit_json,
+    json_option,
+    print_config_error,
+    state,
+    wants_json,
+)
+
+
+@cli.group("config")
+def config_group() -> None:
+    """Validate, inspect and create the config file."""
+
+
+# --------------------------------------------------------------------------- validate
+
+
+@config_group.command("validate")
+@click.argument("path", required=False)
+@json_option
+def validate_cmd(path: str | None, as_json: bool) -> None:
+    """Check a config file; print every problem at once. Exit 0 valid, 2 invalid."""
+    target = Path(path) if path else state().locate()
+    try:
+        config = load_config(target)
+    except ConfigError as exc:
+        if wants_json(as_json):
+            emit_json(
+                {
+                    "file": str(target),
+                    "valid": False,
+                    "errors": [issue.as_json() for issue in exc.issues],
+                }
+            )
+        else:
+            print_config_error(exc)
+        sys.exit(EXIT_USAGE)
+    summary = _summary(config)
+    if wants_json(as_json):
+        emit_json({"file": str(target), "valid": True, "errors": [], "summary": summary})
+    else:
+        counts = ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in summary.items())
+        click.echo(f"{target}: valid ({counts})")
+
+
+def _summary(config: Config) -> dict[str, int]:
+    return {
+        "agents": len(config.agents),
+        "enabled_agents": sum(a.enabled for a in config.agents.values()),
+        "peer_groups": len(config.peer_groups),
+        "channels": len(config.channel_ids()),
+        "providers": len(config.provider_ids()),
+    }
+
+
+# --------------------------------------------------------------------------- show
+
+
+def secret_references(config: Config) -> dict[str, str]:
+    """Env var names the config refers to for secrets, and whether each is set — never values."""
+    names: set[str] = set()
+    names.update(p.api_key_env for p in config.providers.openai.values() if p.api_key_env)
+    names.update(p.api_key_env for p in config.providers.anthropic.values())
+    names.update(hook.secret_env for hook in config.channels.webhook.values())
+    return {name: ("set" if os.environ.get(name) else "missing") for name in sorted(names)}
+
+
+def resolved_view(config: Config, source: Path) -> dict[str, Any]:
+    """The config as the daemon will act on it: defaults filled, paths and policies resolved."""
+    env = os.environ
+    paths = daemon_paths(config, env)
+    peers = all_channel_peers(config)
+    agents: dict[str, Any] = {}
+    for alias, agent in sorted(config.agents.items()):
+        entry: dict[str, Any] = {
+            "enabled": agent.enabled,
+            "workspace": str(workspace_path(config, alias, paths)),
+        }
+        if agent.risk_profile is not None:
+            policy = effective_risk_policy(config, alias, env, source.parent)
+            entry["effective_risk"] = {
+                "profile": policy.profile,
+                "level": policy.level,
+                "workspace_only": policy.workspace_only,
+                "allowed_commands": sorted(policy.allowed_commands),
+                "forbidden_paths": [str(p) for p in policy.forbidden_paths],
+                "asks_approval": policy.asks_approval,
+                "sandbox": policy.sandbox,
+            }
+        entry["peers"] = {
+            channel: {
+                "agents": sorted(p.agents),
+                "groups": list(p.groups),
+                "external_any": p.external.allow_any,
+                "external_allowed": sorted(p.external.allowed),
+                "external_ignored": sorted(p.external.ignored),
+            }
+            for channel, p in peers[alias].items()
+            if p.groups
+        }
+        agents[alias] = entry
+    return {
+        "state_dir": str(paths.state_dir),
+        "runtime_dir": str(paths.runtime_dir),
+        "channel_owners": {k: list(v) for k, v in channel_owners(config).items()},
+        "agents": agents,
+    }
+
+
+@config_group.command("show")
+@json_option
+def show_cmd(as_json: bool) -> None:
+    """Print the resolved config. Secrets appear only as the names of their env vars."""
+    source, config = state().load()
+    data = config.model_dump(mode="json", exclude_none=True)
+    resolved = resolved_view(config, source)
+    secrets = secret_references(config)
+    if wants_json(as_json):
+        emit_json({"file": str(source), "config": data, "resolved": resolved, "secrets": secrets})
+        return
+    click.echo(f"# {source} (resolved; defaults filled in)")
+    click.echo(tomli_w.dumps(data).rstrip())
+    click.echo("\n# --- resolved")
+    click.echo(tomli_w.dumps({"resolved": resolved, "secrets": secrets}).rstrip())
+
+
+# --------------------------------------------------------------------------- schema
+
+
+@config_group.command("schema")
+def schema_cmd() -> None:
+    """Print the JSON Schema of the config file, with every field's description."""
+    schema = Config.model_json_schema(mode="validation")
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "zeroclaw configuration"
+    click.echo(json.dumps(schema, indent=2))
+
+
+# --------------------------------------------------------------------------- init
+
+
+@config_group.command("init")
+@click.argument("path", required=False)
+@click.option("--force", is_flag=True, help="Overwrite an existing file.")
+@json_option
+def init_cmd(path: str | None, force: bool, as_json: bool) -> None:
+    """Write a minimal valid config (default: the XDG config path)."""
+    target = Path(path or state().config_path or user_config_path(os.environ))
+    if target.exists() and not force:
+        raise CliError(f"{target} already exists; pass --force to overwrite it", EXIT_FAILED)
+    document = starter_document()
+    validate_document(document, source=str(target), base_dir=target.parent)  # never write junk
+    text = "# zeroclaw config; see `zeroclaw config schema` for every key.\n" + tomli_w.dumps(
+        document
+    )
+    try:
+        _atomic_write(target, text)
+    except OSError as exc:
+        raise CliError(f"cannot write {target}: {exc.strerror}", EXIT_FAILED) from None
+    if wants_json(as_json):
+        emit_json({"file": str(target), "written": True})
+    else:
+        click.echo(f"wrote {target}; check it with: zeroclaw --config {target} config validate")
+
+
+def _atomic_write(target: Path, text: str) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

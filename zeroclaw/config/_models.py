@@ -1,0 +1,457 @@
+"""Pydantic models of the TOML file, one per table of SPEC §3.
+
+These models check shape and value ranges of each entry on its own. Rules that span
+entries (references, aliases, peer-group bindings, shared workspaces) live in
+`_rules.py`, so every entry can be validated alone and all errors reported at once.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+ENV_VAR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+
+
+class _Strict(BaseModel):
+    """Base for every table: unknown keys are errors, inf/nan are refused, models are frozen."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        frozen=True,
+        allow_inf_nan=False,
+        str_strip_whitespace=False,
+        validate_default=False,
+    )
+
+
+def _check_env_var_name(value: str) -> str:
+    # Deliberately never echo the value: a common mistake is pasting the secret itself here.
+    if not ENV_VAR_NAME.match(value):
+        raise ValueError(
+            "must name an environment variable (letters, digits and '_', not starting with a "
+            "digit); put the secret itself in the environment, never in this file"
+        )
+    return value
+
+
+def _check_http_url(value: str) -> str:
+    if not re.match(r"^https?://[^\s/]+", value):
+        raise ValueError("must be an http:// or https:// URL")
+    return value
+
+
+def _resolve_path(value: Path, info: ValidationInfo) -> Path:
+    """Relative paths are relative to the config file's directory (passed as context)."""
+    if "\x00" in str(value):
+        raise ValueError("must not contain a NUL byte")
+    value = value.expanduser()
+    base = (info.context or {}).get("base_dir")
+    if not value.is_absolute() and base is not None:
+        value = Path(base) / value
+    # normpath, not resolve(): no I/O at load time; symlinks are checked where paths are used.
+    return Path(os.path.normpath(value))
+
+
+EnvVarName = Annotated[str, AfterValidator(_check_env_var_name)]
+HttpUrl = Annotated[str, AfterValidator(_check_http_url)]
+ConfigPath = Annotated[Path, AfterValidator(_resolve_path)]
+Seconds = Annotated[float, Field(gt=0, le=86_400 * 7)]
+
+
+# --------------------------------------------------------------------------- daemon
+
+
+class DaemonConfig(_Strict):
+    state_dir: ConfigPath | None = Field(
+        default=None,
+        description="Directory for persistent state (memory, sessions, default workspaces). "
+        "Default: $STATE_DIRECTORY, else $XDG_STATE_HOME/zeroclaw, else ~/.local/state/zeroclaw.",
+    )
+    runtime_dir: ConfigPath | None = Field(
+        default=None,
+        description="Directory for the control socket, router socket and lock file. "
+        "Default: $RUNTIME_DIRECTORY, else $XDG_RUNTIME_DIR/zeroclaw, else <state_dir>/run.",
+    )
+    shutdown_grace_secs: Annotated[float, Field(gt=0, le=3600)] = Field(
+        default=10.0,
+        description="Seconds an agent gets between SIGTERM and SIGKILL when it is stopped.",
+    )
+    log_format: Literal["auto", "text", "json"] = Field(
+        default="auto",
+        description="Log format: 'json' lines (journald-friendly), readable 'text', or 'auto' "
+        "(text on a TTY, json otherwise).",
+    )
+    log_level: Literal["debug", "info", "warning", "error"] = Field(
+        default="info", description="Minimum level of log records the daemon writes."
+    )
+    max_frame_bytes: Annotated[int, Field(ge=1024, le=64 * 1024 * 1024)] = Field(
+        default=1024 * 1024,
+        description="Largest message the router accepts, in bytes; larger frames are refused "
+        "as 'too_large'.",
+    )
+
+
+# --------------------------------------------------------------------------- providers
+
+
+class _ProviderBase(_Strict):
+    timeout_secs: Seconds = Field(
+        default=60.0, description="Seconds to wait for one model request before giving up."
+    )
+    max_retries: Annotated[int, Field(ge=0, le=20)] = Field(
+        default=3, description="Retries, with exponential backoff, on HTTP 429 and 5xx answers."
+    )
+
+
+class OfflineProvider(_Strict):
+    """The built-in deterministic provider: no network, no settings."""
+
+
+class OpenAIProvider(_ProviderBase):
+    base_url: HttpUrl = Field(
+        default="https://api.openai.com/v1",
+        description="Base URL of an OpenAI-compatible chat completions API "
+        "(Ollama, vLLM, llama.cpp server, OpenRouter).",
+    )
+    model: str = Field(min_length=1, max_length=256, description="Model name sent with requests.")
+    api_key_env: EnvVarName | None = Field(
+        default=None,
+        description="Name of the environment variable holding the API key; omit for local "
+        "servers that need none. The key itself never goes in this file.",
+    )
+
+
+class AnthropicProvider(_ProviderBase):
+    base_url: HttpUrl = Field(
+        default="https://api.anthropic.com", description="Base URL of the Anthropic Messages API."
+    )
+    model: str = Field(min_length=1, max_length=256, description="Model name sent with requests.")
+    api_key_env: EnvVarName = Field(
+        default="ANTHROPIC_API_KEY",
+        description="Name of the environment variable holding the API key.",
+    )
+    max_tokens: Annotated[int, Field(ge=1, le=1_000_000)] = Field(
+        default=1024, description="Upper bound on tokens in one answer."
+    )
+
+
+class ProvidersTable(_Strict):
+    offline: dict[str, OfflineProvider] = Field(
+        default_factory=dict,
+        description="Built-in offline providers, referenced as 'offline.<alias>'.",
+    )
+    openai: dict[str, OpenAIProvider] = Field(
+        default_factory=dict,
+        description="OpenAI-compatible providers, referenced as 'openai.<alias>'.",
+    )
+    anthropic: dict[str, AnthropicProvider] = Field(
+        default_factory=dict,
+        description="Anthropic Messages API providers, referenced as 'anthropic.<alias>'.",
+    )
+
+
+ProviderConfig = OfflineProvider | OpenAIProvider | AnthropicProvider
+
+
+# --------------------------------------------------------------------------- risk profiles
+
+RiskLevel = Literal["readonly", "supervised", "full"]
+
+DEFAULT_FORBIDDEN_PATHS = (
+    "/etc",
+    "/proc",
+    "/sys",
+    "/boot",
+    "~/.ssh",
+    "~/.gnupg",
+    "~/.aws",
+    "~/.config",
+)
+
+
+class RiskProfile(_Strict):
+    level: RiskLevel = Field(
+        description="'readonly' refuses writes and shell; 'supervised' asks approval for "
+        "medium-risk actions; 'full' lifts the workspace-only rule (forbidden paths still hold)."
+    )
+    workspace_only: bool = Field(
+        default=True,
+        description="Confine file tools to the agent's workspace (plus 'access' grants).",
+    )
+    allowed_commands: tuple[Annotated[str, Field(min_length=1, max_length=255)], ...] = Field(
+        default=(),
+        description="Program names the shell tool may run; everything else is refused.",
+    )
+    forbidden_paths: tuple[Annotated[str, Field(min_length=1, max_length=4096)], ...] = Field(
+        default=DEFAULT_FORBIDDEN_PATHS,
+        description="Paths no tool may touch, whatever the level; '~' is the daemon user's home.",
+    )
+    require_approval_for_medium_risk: bool = Field(
+        default=True,
+        description="With level 'supervised': ask the operator before medium-risk actions.",
+    )
+    block_high_risk_commands: bool = Field(
+        default=True, description="Refuse high-risk shell commands even when allowlisted."
+    )
+    sandbox: Literal["auto", "landlock", "none"] = Field(
+        default="auto",
+        description="OS sandbox: 'landlock' requires it, 'auto' uses it when the kernel has "
+        "it, 'none' disables it.",
+    )
+
+    @field_validator("allowed_commands")
+    @classmethod
+    def _bare_names(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for name in value:
+            if "/" in name or name.strip() != name or not name.isprintable():
+                raise ValueError(
+                    f"{name!r} must be a bare program name without '/' or spaces; "
+                    "the shell tool finds it on the daemon's PATH"
+                )
+        return value
+
+
+# --------------------------------------------------------------------------- runtime profiles
+
+
+class RestartPolicy(_Strict):
+    max_restarts: Annotated[int, Field(ge=0, le=10_000)] = Field(
+        default=5,
+        description="Failures tolerated inside 'window_secs'; one more puts the agent in 'fatal'.",
+    )
+    window_secs: Seconds = Field(
+        default=60.0, description="Sliding window over which failures are counted."
+    )
+    backoff_initial_secs: Seconds = Field(
+        default=1.0, description="Delay before the first restart after a failure."
+    )
+    backoff_max_secs: Seconds = Field(
+        default=60.0, description="Upper bound of the doubling restart delay."
+    )
+    stable_after_secs: Annotated[float, Field(ge=0, le=86_400)] = Field(
+        default=10.0,
+        description="A run shorter than this counts as a failure; a longer one resets the backoff.",
+    )
+
+    @model_validator(mode="after")
+    def _ordered(self) -> RestartPolicy:
+        if self.backoff_max_secs < self.backoff_initial_secs:
+            raise ValueError("backoff_max_secs must be at least backoff_initial_secs")
+        return self
+
+
+class RuntimeProfile(_Strict):
+    max_tool_iterations: Annotated[int, Field(ge=1, le=100)] = Field(
+        default=8, description="Most tool calls the model may make in one turn."
+    )
+    max_actions_per_hour: Annotated[int, Field(ge=0, le=1_000_000)] = Field(
+        default=60, description="Most tool actions per rolling hour; 0 forbids tools entirely."
+    )
+    shell_timeout_secs: Seconds = Field(
+        default=30.0, description="Seconds one shell command may run before it is killed."
+    )
+    activation: Literal["always", "on-demand"] = Field(
+        default="always",
+        description="'always' starts with the daemon; 'on-demand' starts at the first message.",
+    )
+    idle_stop_secs: Seconds = Field(
+        default=600.0, description="An on-demand agent idle this long is stopped."
+    )
+    restart: RestartPolicy = Field(
+        default_factory=RestartPolicy, description="Restart policy when the agent process exits."
+    )
+
+
+# --------------------------------------------------------------------------- channels
+
+
+class CliChannel(_Strict):
+    """Sessions opened by `zeroclaw chat` over the control socket; no settings."""
+
+
+class WebhookChannel(_Strict):
+    listen: str = Field(
+        description="host:port the HTTP listener binds, e.g. '127.0.0.1:8787'.",
+    )
+    secret_env: EnvVarName = Field(
+        description="Name of the environment variable holding the HMAC-SHA256 signing secret."
+    )
+    rate_limit_per_minute: Annotated[int, Field(ge=1, le=1_000_000)] = Field(
+        default=60, description="Requests accepted per minute per sender before 429."
+    )
+    max_body_bytes: Annotated[int, Field(ge=1, le=64 * 1024 * 1024)] = Field(
+        default=256 * 1024, description="Largest request body accepted."
+    )
+
+    @field_validator("listen")
+    @classmethod
+    def _host_port(cls, value: str) -> str:
+        host, sep, port = value.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError("must be 'host:port' with a port between 1 and 65535")
+        return value
+
+
+class SerialChannel(_Strict):
+    port: str = Field(min_length=1, max_length=4096, description="Serial device path.")
+    baud: Literal[1200, 2400, 4800, 9600, 19200, 38400, 57600, 115200, 230400, 460800, 921600] = (
+        Field(default=115200, description="Line speed in bits per second.")
+    )
+
+
+class ChannelsTable(_Strict):
+    cli: dict[str, CliChannel] = Field(
+        default_factory=dict, description="CLI chat channels, referenced as 'cli.<alias>'."
+    )
+    webhook: dict[str, WebhookChannel] = Field(
+        default_factory=dict, description="HTTP webhook channels, referenced as 'webhook.<alias>'."
+    )
+    serial: dict[str, SerialChannel] = Field(
+        default_factory=dict, description="Serial line channels, referenced as 'serial.<alias>'."
+    )
+
+
+ChannelConfig = CliChannel | WebhookChannel | SerialChannel
+
+# --------------------------------------------------------------------------- agents
+
+AccessMode = Literal["read", "write", "read_write"]
+
+
+class WorkspaceConfig(_Strict):
+    path: ConfigPath | None = Field(
+        default=None,
+        description="The agent's workspace root; relative to this file. "
+        "Default: <state_dir>/agents/<alias>/workspace.",
+    )
+    unrestricted_filesystem: bool = Field(
+        default=False,
+        description="Lift the workspace-only rule for this agent (forbidden paths still hold).",
+    )
+    access: dict[str, AccessMode] = Field(
+        default_factory=dict,
+        description="Outbound grants to other agents' workspaces: alias = read | write | "
+        "read_write.",
+    )
+
+
+class MemoryConfig(_Strict):
+    read_memory_from: tuple[str, ...] = Field(
+        default=(),
+        description="Other agents whose memory this agent may recall from (read-only).",
+    )
+
+
+class AgentConfig(_Strict):
+    enabled: bool = Field(default=True, description="A disabled agent is never started.")
+    description: str = Field(
+        default="", max_length=1024, description="One line telling operators what the agent does."
+    )
+    model_provider: str | None = Field(
+        default=None, description="Provider as '<kind>.<alias>', e.g. 'offline.default'."
+    )
+    risk_profile: str | None = Field(default=None, description="Name of a [risk_profiles] entry.")
+    runtime_profile: str | None = Field(
+        default=None, description="Name of a [runtime_profiles] entry."
+    )
+    channels: tuple[str, ...] = Field(
+        default=(), description="Channels this agent is bound to, as '<type>.<alias>'."
+    )
+    delegates: tuple[str, ...] = Field(
+        default=(), description="Agents this agent may delegate tasks to."
+    )
+    workspace: WorkspaceConfig = Field(
+        default_factory=WorkspaceConfig, description="The agent's workspace and grants."
+    )
+    memory: MemoryConfig = Field(
+        default_factory=MemoryConfig, description="Grants over other agents' memory."
+    )
+
+
+# --------------------------------------------------------------------------- peer groups
+
+
+class PeerGroup(_Strict):
+    channel: str = Field(
+        description="Channel the group applies to: a bare type ('cli') or a dotted alias "
+        "('cli.local')."
+    )
+    agents: tuple[str, ...] = Field(
+        min_length=1, description="Agents that may message one another on that channel."
+    )
+    external_peers: tuple[str, ...] = Field(
+        default=(),
+        description="Non-agent senders accepted on the channel: names matched "
+        "case-insensitively with a leading '@' stripped; '*' means anyone; [] means none.",
+    )
+    ignore: tuple[str, ...] = Field(
+        default=(), description="Senders always refused, even when 'external_peers' matches."
+    )
+
+
+# --------------------------------------------------------------------------- root
+
+
+class Config(_Strict):
+    """The whole zeroclaw configuration file."""
+
+    daemon: DaemonConfig = Field(
+        default_factory=DaemonConfig, description="Supervisor process settings."
+    )
+    providers: ProvidersTable = Field(
+        default_factory=ProvidersTable, description="Model providers, by kind then alias."
+    )
+    risk_profiles: dict[str, RiskProfile] = Field(
+        default_factory=dict, description="What agents may do: named risk profiles."
+    )
+    runtime_profiles: dict[str, RuntimeProfile] = Field(
+        default_factory=dict, description="How agents run: limits, activation, restart policy."
+    )
+    channels: ChannelsTable = Field(
+        default_factory=ChannelsTable, description="Inbound channels, by type then alias."
+    )
+    agents: dict[str, AgentConfig] = Field(
+        default_factory=dict, description="The configured agents, by alias."
+    )
+    peer_groups: dict[str, PeerGroup] = Field(
+        default_factory=dict,
+        description="Who may message whom: agents in a group may message one another on its "
+        "channel.",
+    )
+
+    # --- lookups used across the package -------------------------------------------------
+
+    def provider(self, ref: str) -> ProviderConfig | None:
+        kind, _, alias = ref.partition(".")
+        table: dict[str, ProviderConfig] | None = (
+            getattr(self.providers, kind, None) if (kind in ProvidersTable.model_fields) else None
+        )
+        return None if table is None else table.get(alias)
+
+    def channel_ids(self) -> list[str]:
+        """Every configured channel as '<type>.<alias>', sorted."""
+        return sorted(
+            f"{kind}.{alias}"
+            for kind in ChannelsTable.model_fields
+            for alias in getattr(self.channels, kind)
+        )
+
+    def provider_ids(self) -> list[str]:
+        return sorted(
+            f"{kind}.{alias}"
+            for kind in ProvidersTable.model_fields
+            for alias in getattr(self.providers, kind)
+        )

@@ -1,0 +1,238 @@
+"""Pure functions that turn a validated Config into the facts the daemon acts on.
+
+No I/O here: the environment is passed in as a mapping, paths are normalised, not
+resolved against the filesystem (symlinks are the path policy's job at use time).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from ._models import Config, RiskLevel
+
+RESERVED_ALIASES = frozenset({"daemon", "cli", "system", "all"})
+
+
+# --------------------------------------------------------------------------- daemon paths
+
+
+@dataclass(frozen=True, slots=True)
+class DaemonPaths:
+    state_dir: Path
+    runtime_dir: Path
+
+
+def _home(env: Mapping[str, str]) -> Path:
+    return Path(env.get("HOME") or os.path.expanduser("~"))
+
+
+def daemon_paths(config: Config, env: Mapping[str, str]) -> DaemonPaths:
+    """Where state and runtime files live: the file's setting, then systemd's, then XDG's."""
+    state = config.daemon.state_dir
+    if state is None:
+        if env.get("STATE_DIRECTORY"):
+            # systemd may pass several, colon-separated; the first is ours.
+            state = Path(env["STATE_DIRECTORY"].split(":")[0])
+        elif env.get("XDG_STATE_HOME"):
+            state = Path(env["XDG_STATE_HOME"]) / "zeroclaw"
+        else:
+            state = _home(env) / ".local" / "state" / "zeroclaw"
+    runtime = config.daemon.runtime_dir
+    if runtime is None:
+        if env.get("RUNTIME_DIRECTORY"):
+            runtime = Path(env["RUNTIME_DIRECTORY"].split(":")[0])
+        elif env.get("XDG_RUNTIME_DIR"):
+            runtime = Path(env["XDG_RUNTIME_DIR"]) / "zeroclaw"
+        else:
+            runtime = state / "run"
+    return DaemonPaths(Path(os.path.normpath(state)), Path(os.path.normpath(runtime)))
+
+
+def workspace_path(config: Config, alias: str, paths: DaemonPaths) -> Path:
+    """The agent's workspace root: its own setting, else `<state_dir>/agents/<alias>/workspace`."""
+    configured = config.agents[alias].workspace.path
+    if configured is not None:
+        return configured
+    return paths.state_dir / "agents" / alias / "workspace"
+
+
+# --------------------------------------------------------------------------- channels
+
+
+def channel_matches(group_channel: str, channel_id: str) -> bool:
+    """A peer group's channel is a bare type ('cli') or a dotted alias ('cli.local')."""
+    if "." in group_channel:
+        return group_channel == channel_id
+    return channel_id.partition(".")[0] == group_channel
+
+
+def default_owner(config: Config) -> str | None:
+    """`default` if it exists and is enabled, else the smallest enabled alias."""
+    enabled = sorted(alias for alias, agent in config.agents.items() if agent.enabled)
+    if "default" in enabled:
+        return "default"
+    return enabled[0] if enabled else None
+
+
+def channel_owners(config: Config) -> dict[str, tuple[str, ...]]:
+    """Which enabled agents receive inbound messages of each configured channel.
+
+    Bound agents own a channel. When no agent declares any binding at all, every channel
+    falls back to one deterministic owner (`default_owner`). A channel nobody binds while
+    others do has no owner: its input is refused, never guessed.
+    """
+    any_binding = any(agent.channels for agent in config.agents.values())
+    owners: dict[str, tuple[str, ...]] = {}
+    if not any_binding:
+        owner = default_owner(config)
+        for channel in config.channel_ids():
+            owners[channel] = (owner,) if owner else ()
+        return owners
+    for channel in config.channel_ids():
+        owners[channel] = tuple(
+            sorted(
+                alias
+                for alias, agent in config.agents.items()
+                if agent.enabled and channel in agent.channels
+            )
+        )
+    return owners
+
+
+# --------------------------------------------------------------------------- peers
+
+
+def normalize_peer_name(name: str) -> str:
+    """External sender names compare case-insensitively with one leading '@' stripped."""
+    return name.strip().removeprefix("@").casefold()
+
+
+@dataclass(frozen=True, slots=True)
+class ExternalPeerRule:
+    """Which non-agent senders an agent accepts on one channel."""
+
+    allow_any: bool
+    allowed: frozenset[str]
+    ignored: frozenset[str]
+
+    def accepts(self, sender: str) -> bool:
+        # Deny by default, and `ignore` beats any allowance from any group.
+        name = normalize_peer_name(sender)
+        if not name or name in self.ignored:
+            return False
+        return self.allow_any or name in self.allowed
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelPeers:
+    """An agent's peers on one channel: fellow agents and accepted external senders."""
+
+    channel: str
+    agents: frozenset[str]
+    groups: tuple[str, ...]
+    external: ExternalPeerRule
+
+
+def channel_peers(config: Config, alias: str, channel_id: str) -> ChannelPeers:
+    """Peers of `alias` on `channel_id`: the union over every group on that channel listing it."""
+    agents: set[str] = set()
+    groups: list[str] = []
+    allow_any = False
+    allowed: set[str] = set()
+    ignored: set[str] = set()
+    for name in sorted(config.peer_groups):
+        group = config.peer_groups[name]
+        if alias not in group.agents or not channel_matches(group.channel, channel_id):
+            continue
+        groups.append(name)
+        agents.update(a for a in group.agents if a != alias)
+        for peer in group.external_peers:
+            if peer.strip() == "*":
+                allow_any = True
+            elif normalize_peer_name(peer):
+                allowed.add(normalize_peer_name(peer))
+        ignored.update(n for n in map(normalize_peer_name, group.ignore) if n)
+    agents &= set(config.agents)
+    return ChannelPeers(
+        channel=channel_id,
+        agents=frozenset(agents),
+        groups=tuple(groups),
+        external=ExternalPeerRule(allow_any, frozenset(allowed), frozenset(ignored)),
+    )
+
+
+def all_channel_peers(config: Config) -> dict[str, dict[str, ChannelPeers]]:
+    """`{alias: {channel_id: ChannelPeers}}` for every agent and every configured channel."""
+    return {
+        alias: {ch: channel_peers(config, alias, ch) for ch in config.channel_ids()}
+        for alias in sorted(config.agents)
+    }
+
+
+# --------------------------------------------------------------------------- risk policy
+
+
+@dataclass(frozen=True, slots=True)
+class EffectiveRiskPolicy:
+    """What an agent's tools may do, after combining its profile with its workspace settings."""
+
+    profile: str
+    level: RiskLevel
+    workspace_only: bool
+    allowed_commands: frozenset[str]
+    forbidden_paths: tuple[Path, ...]
+    require_approval_for_medium_risk: bool
+    block_high_risk_commands: bool
+    sandbox: str
+
+    @property
+    def may_write(self) -> bool:
+        return self.level != "readonly"
+
+    @property
+    def may_run_shell(self) -> bool:
+        return self.level != "readonly"
+
+    @property
+    def asks_approval(self) -> bool:
+        return self.level == "supervised" and self.require_approval_for_medium_risk
+
+
+def _expand(path: str, home: Path, base_dir: Path | None) -> Path:
+    if path == "~" or path.startswith("~/"):
+        expanded = home / path[2:] if path != "~" else home
+    else:
+        expanded = Path(path)
+        if not expanded.is_absolute() and base_dir is not None:
+            expanded = base_dir / expanded
+    return Path(os.path.normpath(expanded))
+
+
+def effective_risk_policy(
+    config: Config, alias: str, env: Mapping[str, str], base_dir: Path | None = None
+) -> EffectiveRiskPolicy:
+    """`full` (or `unrestricted_filesystem`) drops workspace_only; forbidden paths always stay."""
+    agent = config.agents[alias]
+    if agent.risk_profile is None:
+        raise KeyError(f"agent {alias!r} has no risk_profile")
+    name = agent.risk_profile
+    profile = config.risk_profiles[name]
+    home = _home(env)
+    workspace_only = (
+        profile.workspace_only
+        and profile.level != "full"
+        and not agent.workspace.unrestricted_filesystem
+    )
+    return EffectiveRiskPolicy(
+        profile=name,
+        level=profile.level,
+        workspace_only=workspace_only,
+        allowed_commands=frozenset(profile.allowed_commands),
+        forbidden_paths=tuple(_expand(p, home, base_dir) for p in profile.forbidden_paths),
+        require_approval_for_medium_risk=profile.require_approval_for_medium_risk,
+        block_high_risk_commands=profile.block_high_risk_commands,
+        sandbox=profile.sandbox,
+    )

@@ -1,0 +1,290 @@
+"""Validation rules that span entries (SPEC §3). Pure: config in, issues out.
+
+Each rule is its own function so a test can break exactly one. References are checked
+against `Declared` — every name present in the raw document — so an entry that failed
+its own validation does not also produce "unknown reference" noise wherever it is used.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ._errors import ConfigIssue, did_you_mean
+from ._models import ChannelsTable, Config, ProvidersTable
+from ._resolve import RESERVED_ALIASES, channel_matches, daemon_paths, workspace_path
+
+ALIAS_SYNTAX = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
+_NAMED_TABLES = ("risk_profiles", "runtime_profiles", "agents", "peer_groups")
+
+
+@dataclass(frozen=True)
+class Declared:
+    """Every name the raw document declares, valid or not."""
+
+    agents: frozenset[str]
+    risk_profiles: frozenset[str]
+    runtime_profiles: frozenset[str]
+    providers: frozenset[str]  # "kind.alias"
+    channels: frozenset[str]  # "type.alias"
+    peer_groups: frozenset[str]
+
+    @classmethod
+    def from_document(cls, doc: Mapping[str, Any]) -> Declared:
+        def keys(table: object) -> frozenset[str]:
+            return frozenset(table) if isinstance(table, dict) else frozenset()
+
+        def two_level(name: str, kinds: Mapping[str, Any]) -> frozenset[str]:
+            table = doc.get(name)
+            if not isinstance(table, dict):
+                return frozenset()
+            return frozenset(
+                f"{kind}.{alias}"
+                for kind, entries in table.items()
+                if kind in kinds and isinstance(entries, dict)
+                for alias in entries
+            )
+
+        return cls(
+            agents=keys(doc.get("agents")),
+            risk_profiles=keys(doc.get("risk_profiles")),
+            runtime_profiles=keys(doc.get("runtime_profiles")),
+            providers=two_level("providers", ProvidersTable.model_fields),
+            channels=two_level("channels", ChannelsTable.model_fields),
+            peer_groups=keys(doc.get("peer_groups")),
+        )
+
+
+Rule = Callable[[Config, Declared, Mapping[str, str]], Iterator[ConfigIssue]]
+
+
+def check_rules(config: Config, declared: Declared, env: Mapping[str, str]) -> list[ConfigIssue]:
+    issues: list[ConfigIssue] = []
+    for rule in RULES:
+        issues.extend(rule(config, declared, env))
+    return issues
+
+
+# --------------------------------------------------------------------------- names
+
+
+def rule_alias_syntax(
+    config: Config, declared: Declared, env: Mapping[str, str]
+) -> Iterator[ConfigIssue]:
+    """Every table name (agents, profiles, groups, provider and channel aliases) is an alias."""
+    message = "name must match [a-z][a-z0-9_-]{0,31} (lowercase letter first, at most 32 chars)"
+    for table in _NAMED_TABLES:
+        for name in sorted(getattr(declared, table)):
+            if not ALIAS_SYNTAX.match(name):
+                yield ConfigIssue((table, name), message)
+    for table, ids in (("providers", declared.providers), ("channels", declared.channels)):
+        for ref in sorted(ids):
+            kind, _, alias = ref.partition(".")
+            if not ALIAS_SYNTAX.match(alias):
+                yield ConfigIssue((table, kind, alias), message)
+
+
+def rule_reserved_aliases(
+    config: Config, declared: Declared, env: Mapping[str, str]
+) -> Iterator[ConfigIssue]:
+    for name in sorted(declared.agents & RESERVED_ALIASES):
+        yield ConfigIssue(
+            ("agents", name),
+            f"{name!r} is reserved (reserved: {', '.join(sorted(RESERVED_ALIASES))}); "
+            "choose another alias",
+        )
+
+
+# --------------------------------------------------------------------------- references
+
+
+def _unknown(what: str, ref: str, known: frozenset[str]) -> str:
+    listing = ", ".join(sorted(known)) if known else "none are configured"
+    return f"unknown {what} {ref!r}{did_you_mean(ref, known)}; known: {listing}"
+
+
+def rule_agent_references(
+    config: Config, declared: Declared, env: Mapping[str, str]
+) -> Iterator[ConfigIssue]:
+    for alias, agent in sorted(config.agents.items()):
+        base = ("agents", alias)
+        if agent.model_provider is not None:
+            ref = agent.model_provider
+            if "." not in ref:
+                same_kind = sorted(p for p in declared.providers if p.startswith(ref + "."))
+                hint = (
+                    f" (did you mean {same_kind[0]!r}?)"
+                    if same_kind
+                    else did_you_mean(ref, declared.providers)
+                )
+                yield ConfigIssue(
+                    (*base, "model_provider"),
+                    f"must be '<kind>.<alias>', e.g. 'offline.default'{hint}",
+                )
+            elif ref not in declared.providers:
+                yield ConfigIssue(
+                    (*base, "model_provider"), _unknown("provider", ref, declared.providers)
+                )
+        if agent.risk_profile is not None and agent.risk_profile not in declared.risk_profiles:
+            yield ConfigIssue(
+                (*base, "risk_profile"),
+                _unknown("risk profile", agent.risk_profile, declared.risk_profiles),
+            )
+        if (
+            agent.runtime_profile is not None
+            and agent.runtime_profile not in declared.runtime_profiles
+        ):
+            yield ConfigIssue(
+                (*base, "runtime_profile"),
+                _unknown("runtime profile", agent.runtime_profile, declared.runtime_profiles),
+            )
+        for i, channel in enumerate(agent.channels):
+            if channel not in declared.channels:
+                yield ConfigIssue(
+                    (*base, "channels", i), _unknown("channel", channel, declared.channels)
+                )
+        others = declared.agents
+        for i, target in enumerate(agent.delegates):
+            if target != alias and target not in others:
+                yield ConfigIssue((*base, "delegates", i), _unknown("agent", target, others))
+        for target in sorted(agent.workspace.access):
+            if target != alias and target not in others:
+                yield ConfigIssue(
+                    (*base, "workspace", "access", target), _unknown("agent", target, others)
+                )
+        for i, target in enumerate(agent.memory.read_memory_from):
+            if target != alias and target not in others:
+                yield ConfigIssue(
+                    (*base, "memory", "read_memory_from", i), _unknown("agent", target, others)
+                )
+
+
+def rule_no_self_references(
+    config: Config, declared: Declared, env: Mapping[str, str]
+) -> Iterator[ConfigIssue]:
+    for alias, agent in sorted(config.agents.items()):
+        base = ("agents", alias)
+        for i, target in enumerate(agent.delegates):
+            if target == alias:
+                yield ConfigIssue((*base, "delegates", i), "an agent cannot delegate to itself")
+        if alias in agent.workspace.access:
+            yield ConfigIssue(
+                (*base, "workspace", "access", alias),
+                "an agent cannot grant itself access; its own workspace is always its own",
+            )
+        for i, target in enumerate(agent.memory.read_memory_from):
+            if target == alias:
+                yield ConfigIssue(
+                    (*base, "memory", "read_memory_from", i),
+                    "an agent always reads its own memory; remove itself from this list",
+                )
+
+
+def rule_enabled_agent_complete(
+    config: Config, declared: Declared, env: Mapping[str, str]
+) -> Iterator[ConfigIssue]:
+    for alias, agent in sorted(config.agents.items()):
+        if not agent.enabled:
+            continue
+        for key in ("model_provider", "risk_profile", "runtime_profile"):
+            if getattr(agent, key) is None:
+                yield ConfigIssue(
+                    ("agents", alias, key),
+                    "required for an enabled agent (set it, or set enabled = false)",
+                )
+
+
+# --------------------------------------------------------------------------- peer groups
+
+
+def rule_peer_groups(
+    config: Config, declared: Declared, env: Mapping[str, str]
+) -> Iterator[ConfigIssue]:
+    """The group's channel exists; members exist and each binds the group's channel."""
+    channel_types = set(ChannelsTable.model_fields)
+    for name, group in sorted(config.peer_groups.items()):
+        base = ("peer_groups", name)
+        channel = group.channel
+        if "." in channel:
+            channel_ok = channel in declared.channels
+            if not channel_ok:
+                yield ConfigIssue(
+                    (*base, "channel"), _unknown("channel", channel, declared.channels)
+                )
+        elif channel not in channel_types:
+            channel_ok = False
+            known = frozenset(channel_types)
+            yield ConfigIssue(
+                (*base, "channel"),
+                f"unknown channel type {channel!r}{did_you_mean(channel, known)}; "
+                f"use a type ({', '.join(sorted(known))}) or a '<type>.<alias>' channel",
+            )
+        else:
+            channel_ok = any(c.partition(".")[0] == channel for c in declared.channels)
+            if not channel_ok:
+                yield ConfigIssue(
+                    (*base, "channel"),
+                    f"no channel of type {channel!r} is configured; "
+                    f"add [channels.{channel}.<alias>]",
+                )
+        for i, member in enumerate(group.agents):
+            if member not in declared.agents:
+                yield ConfigIssue((*base, "agents", i), _unknown("agent", member, declared.agents))
+                continue
+            agent = config.agents.get(member)
+            if agent is None or not channel_ok:
+                continue  # the agent itself is broken, or the channel error was already said
+            if not any(channel_matches(channel, bound) for bound in agent.channels):
+                yield ConfigIssue(
+                    (*base, "agents", i),
+                    f"agent {member!r} does not bind channel {channel!r}; add a matching "
+                    f"channel to agents.{member}.channels",
+                )
+
+
+# --------------------------------------------------------------------------- workspaces
+
+
+def rule_distinct_workspaces(
+    config: Config, declared: Declared, env: Mapping[str, str]
+) -> Iterator[ConfigIssue]:
+    """Two agents never share a workspace, nor does one live inside another's.
+
+    Sorting the paths' parts puts every path right after its ancestors, so one sweep with
+    a stack of open ancestors finds each offender in O(n log n) instead of comparing pairs.
+    """
+    paths = daemon_paths(config, env)
+    entries = sorted(
+        (workspace_path(config, alias, paths).parts, alias) for alias in config.agents
+    )
+    open_ancestors: list[tuple[tuple[str, ...], str]] = []
+    for parts, alias in entries:
+        while open_ancestors and parts[: len(open_ancestors[-1][0])] != open_ancestors[-1][0]:
+            open_ancestors.pop()
+        if open_ancestors:
+            outer_parts, outer = open_ancestors[-1]
+            mine, theirs = Path(*parts), Path(*outer_parts)
+            key = ("agents", alias, "workspace", "path")
+            if parts == outer_parts:
+                message = f"same workspace as agents.{outer} ({mine}); each agent needs its own"
+            else:
+                message = (
+                    f"workspace {mine} lies inside the workspace of agents.{outer} ({theirs}); "
+                    "workspaces may not be nested, each agent needs a separate directory tree"
+                )
+            yield ConfigIssue(key, message)
+        open_ancestors.append((parts, alias))
+
+
+RULES: tuple[Rule, ...] = (
+    rule_alias_syntax,
+    rule_reserved_aliases,
+    rule_agent_references,
+    rule_no_self_references,
+    rule_enabled_agent_complete,
+    rule_peer_groups,
+    rule_distinct_workspaces,
+)
