@@ -28,7 +28,9 @@ class Result:
         return asdict(self)
 
 
-def result(name: str, value: float, unit: str, baseline: str, baseline_value: float, target: str = "") -> Result:
+def result(
+    name: str, value: float, unit: str, baseline: str, baseline_value: float, target: str = ""
+) -> Result:
     ratio = value / baseline_value if baseline_value else float("inf")
     return Result(name, value, unit, baseline, baseline_value, round(ratio, 3), target)
 
@@ -49,7 +51,8 @@ def table(results: list[Result]) -> str:
     lines = [header, "-" * len(header)]
     for r in results:
         lines.append(
-            f"{r.name:<44} {r.value:>12.4g} {r.unit:<10} {r.baseline_value:>12.4g} {r.ratio:>8.3f}  {r.target}"
+            f"{r.name:<44} {r.value:>12.4g} {r.unit:<10} {r.baseline_value:>12.4g} "
+            f"{r.ratio:>8.3f}  {r.target}"
         )
         lines.append(f"{'':<44} {'baseline: ' + r.baseline}")
     return "\n".join(lines)

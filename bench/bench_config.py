@@ -23,7 +23,10 @@ def generate(agents: int = 500, groups: int = 100, seed: int = 7) -> str:
             "supervised": {"level": "supervised", "allowed_commands": ["ls", "cat", "grep"]},
         },
         "runtime_profiles": {"default": {"restart": {"max_restarts": 5}}},
-        "channels": {"cli": {"local": {}}, "webhook": {"ops": {"listen": "127.0.0.1:8787", "secret_env": "HOOK"}}},
+        "channels": {
+            "cli": {"local": {}},
+            "webhook": {"ops": {"listen": "127.0.0.1:8787", "secret_env": "HOOK"}},
+        },
         "agents": {
             alias: {
                 "description": f"bench agent {alias}",
