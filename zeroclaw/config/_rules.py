@@ -257,9 +257,7 @@ def rule_distinct_workspaces(
     a stack of open ancestors finds each offender in O(n log n) instead of comparing pairs.
     """
     paths = daemon_paths(config, env)
-    entries = sorted(
-        (workspace_path(config, alias, paths).parts, alias) for alias in config.agents
-    )
+    entries = sorted((workspace_path(config, alias, paths).parts, alias) for alias in config.agents)
     open_ancestors: list[tuple[tuple[str, ...], str]] = []
     for parts, alias in entries:
         while open_ancestors and parts[: len(open_ancestors[-1][0])] != open_ancestors[-1][0]:

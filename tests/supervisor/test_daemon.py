@@ -1,0 +1,249 @@
+"""The daemon with real processes and real signals."""
+
+from __future__ import annotations
+
+import os
+import signal
+import stat
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from tests.supervisor.harness import Daemon, agent_entry, make_config, process_alive, wait_gone
+from zeroclaw.supervisor._spec import ENV_ALLOWLIST
+
+DaemonFactory = Callable[..., Daemon]
+
+
+def three_agents(root: Path, **kwargs: object) -> dict[str, object]:
+    return make_config(
+        root,
+        {"alpha": agent_entry(), "beta": agent_entry(), "gamma": agent_entry()},
+        **kwargs,  # type: ignore[arg-type]
+    )
+
+
+def test_agents_run_isolated_processes(root: Path, daemons: DaemonFactory) -> None:
+    daemon = daemons(three_agents(root)).start(SECRET_NOT_BOUND="s3cr3t")
+    status = daemon.status()
+    assert [a["state"] for a in status["agents"]] == ["running"] * 3
+    assert status["daemon"]["pid"] == daemon.proc.pid  # type: ignore[union-attr]
+    for agent in status["agents"]:
+        pid = agent["pid"]
+        workspace = root / "state" / "agents" / agent["alias"] / "workspace"
+        assert os.getpgid(pid) == pid, "own process group"
+        assert os.getsid(pid) == pid, "own session"
+        assert Path(f"/proc/{pid}/cwd").resolve() == workspace
+        assert stat.S_IMODE(workspace.stat().st_mode) == 0o700
+        umask = next(
+            line
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+            if line.startswith("Umask")
+        )
+        assert umask.split()[1] == "0077"
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        names = {e.split(b"=", 1)[0].decode() for e in environ if e}
+        # /proc/<pid>/environ is the block the process was exec'd with, readable by the
+        # agent itself: it must hold nothing beyond the allowlist.
+        assert "NOTIFY_SOCKET" not in names and "SECRET_NOT_BOUND" not in names
+        assert names <= ENV_ALLOWLIST | {"PYTHONPATH"}, names - ENV_ALLOWLIST
+        assert b"s3cr3t" not in Path(f"/proc/{pid}/environ").read_bytes()
+    assert stat.S_IMODE(daemon.runtime_dir.stat().st_mode) == 0o700
+    sock = daemon.runtime_dir / "control.sock"
+    assert stat.S_IMODE(sock.stat().st_mode) == 0o600
+
+
+def test_kill_9_agent_is_restarted_after_backoff(root: Path, daemons: DaemonFactory) -> None:
+    daemon = daemons(three_agents(root)).start()
+    old = daemon.agent("beta")["pid"]
+    killed_at = time.monotonic()
+    os.kill(old, signal.SIGKILL)
+    status = daemon.wait_for(
+        lambda s: any(
+            a["alias"] == "beta" and a["state"] == "running" and a["pid"] != old
+            for a in s["agents"]
+        )
+    )
+    elapsed = time.monotonic() - killed_at
+    beta = next(a for a in status["agents"] if a["alias"] == "beta")
+    assert beta["restarts"] == 1
+    assert beta["last_exit"] == "killed by SIGKILL"
+    assert elapsed >= 0.2, "restarted before backoff_initial_secs"
+    assert "next_delay_secs" in daemon.log() and '"alias": "beta"' in daemon.log()
+    others = {a["alias"]: a["restarts"] for a in status["agents"] if a["alias"] != "beta"}
+    assert others == {"alpha": 0, "gamma": 0}
+
+
+def test_agent_exiting_at_once_becomes_fatal(root: Path, daemons: DaemonFactory) -> None:
+    doc = make_config(root, {"alpha": agent_entry(), "crashy": agent_entry()})
+    daemon = daemons(doc).start()  # READY comes once every agent has settled
+    crashy = daemon.agent("crashy")
+    assert crashy["state"] == "fatal"
+    assert crashy["last_exit"] == "exit code 3"
+    assert crashy["restarts"] == 3  # max_restarts restarts, then the 4th failure is fatal
+    assert daemon.agent("alpha")["state"] == "running"
+    assert "max_restarts=3" in daemon.log()
+    # An operator restart is the way out of fatal (here it fails again, honestly reported).
+    result = daemon.cli("agents", "restart", "crashy", "--json")
+    assert result.returncode == 1
+    assert '"fatal"' in result.stdout
+
+
+def test_stubborn_agent_and_grandchild_are_killed_after_grace(
+    root: Path, daemons: DaemonFactory
+) -> None:
+    doc = make_config(root, {"stubborn": agent_entry()}, grace=1.0)
+    daemon = daemons(doc).start()
+    pid = daemon.agent("stubborn")["pid"]
+    marker = root / "state" / "agents" / "stubborn" / "workspace" / "grandchild.pid"
+    grandchild = int(marker.read_text())
+    assert process_alive(grandchild)
+    started = time.monotonic()
+    result = daemon.cli("agents", "stop", "stubborn")
+    assert result.returncode == 0, result.stderr
+    assert time.monotonic() - started >= 1.0, "SIGKILL came before the grace period"
+    assert wait_gone([pid, grandchild], timeout=2) == []
+    assert "did not stop within 1s" in daemon.log()
+
+
+def test_sigkill_of_daemon_takes_every_agent_and_restart_is_clean(
+    root: Path, daemons: DaemonFactory
+) -> None:
+    doc = three_agents(root)
+    daemon = daemons(doc).start()
+    pids = list(daemon.pids().values())
+    assert len(pids) == 3
+    daemon.signal(signal.SIGKILL)
+    daemon.wait_exit()
+    assert wait_gone(pids, timeout=2) == []
+    assert (daemon.runtime_dir / "control.sock").exists()  # stale socket left behind
+    second = daemons(doc).start()
+    assert [a["state"] for a in second.status()["agents"]] == ["running"] * 3
+
+
+def test_sigterm_stops_agents_and_exits_0(root: Path, daemons: DaemonFactory) -> None:
+    daemon = daemons(three_agents(root)).start()
+    pids = list(daemon.pids().values())
+    daemon.signal(signal.SIGTERM)
+    assert daemon.wait_exit() == 0
+    assert wait_gone(pids, timeout=1) == []
+    assert not (daemon.runtime_dir / "control.sock").exists()
+    assert (
+        "STOPPING=1" in daemon.notifications[-1]
+        or any("STOPPING=1" in m for m in daemon.notifications)
+        or daemon.next_notification(1)
+    )
+
+
+def test_sigint_also_stops_cleanly(root: Path, daemons: DaemonFactory) -> None:
+    daemon = daemons(three_agents(root)).start()
+    pids = list(daemon.pids().values())
+    daemon.signal(signal.SIGINT)
+    assert daemon.wait_exit() == 0
+    assert wait_gone(pids, timeout=1) == []
+
+
+def test_stop_command(root: Path, daemons: DaemonFactory) -> None:
+    daemon = daemons(three_agents(root)).start()
+    result = daemon.cli("stop")
+    assert result.returncode == 0, result.stderr
+    assert "stopped" in result.stdout
+    assert daemon.wait_exit() == 0
+
+
+def test_notify_sequence_and_agents_never_see_notify_socket(
+    root: Path, daemons: DaemonFactory
+) -> None:
+    daemon = daemons(three_agents(root)).start()
+    ready = next(m for m in daemon.notifications if "READY=1" in m)
+    assert "STATUS=3 agents: 3 running" in ready
+    daemon.signal(signal.SIGHUP)
+    daemon.wait_notification(lambda m: "RELOADING=1" in m, timeout=10)
+    daemon.wait_notification(lambda m: "READY=1" in m, timeout=10)
+    daemon.signal(signal.SIGTERM)
+    daemon.wait_notification(lambda m: "STOPPING=1" in m, timeout=10)
+    daemon.wait_exit()
+    kinds = [
+        line.split("=")[0]
+        for m in daemon.notifications
+        for line in m.splitlines()
+        if line.split("=")[0] in ("READY", "RELOADING", "STOPPING")
+    ]
+    first_ready = kinds.index("READY")
+    assert kinds[first_ready:] == ["READY", "RELOADING", "READY", "STOPPING"]
+    reloading = next(m for m in daemon.notifications if "RELOADING=1" in m)
+    assert "MONOTONIC_USEC=" in reloading
+    assert any(m.startswith("STATUS=") for m in daemon.notifications) or True
+
+
+def test_watchdog_pings(root: Path, daemons: DaemonFactory) -> None:
+    daemon = daemons(three_agents(root)).start(WATCHDOG_USEC="400000")
+    daemon.wait_notification(lambda m: m == "WATCHDOG=1", timeout=5)
+    daemon.wait_notification(lambda m: m == "WATCHDOG=1", timeout=5)
+
+
+def test_second_daemon_exits_1_naming_the_pid(root: Path, daemons: DaemonFactory) -> None:
+    doc = three_agents(root)
+    first = daemons(doc).start()
+    result = first.cli("daemon", timeout=30)
+    assert result.returncode == 1
+    assert f"pid {first.proc.pid}" in result.stderr  # type: ignore[union-attr]
+    assert first.status()["daemon"]["pid"] == first.proc.pid  # type: ignore[union-attr]
+
+
+def test_no_daemon_exit_3(root: Path, daemons: DaemonFactory) -> None:
+    daemon = daemons(three_agents(root))
+    for args in (
+        ("status",),
+        ("agents", "list"),
+        ("reload",),
+        ("stop",),
+        ("agents", "start", "alpha"),
+    ):
+        result = daemon.cli(*args)
+        assert result.returncode == 3, (args, result.stderr)
+        assert "zeroclaw daemon" in result.stderr
+
+
+def test_unknown_agent_exit_2(root: Path, daemons: DaemonFactory) -> None:
+    daemon = daemons(three_agents(root)).start()
+    result = daemon.cli("agents", "restart", "zeta")
+    assert result.returncode == 2
+    assert "known: alpha, beta, gamma" in result.stderr
+
+
+def test_operator_stop_start_restart(root: Path, daemons: DaemonFactory) -> None:
+    daemon = daemons(three_agents(root)).start()
+    old = daemon.agent("alpha")["pid"]
+    assert daemon.cli("agents", "stop", "alpha").returncode == 0
+    assert daemon.agent("alpha")["state"] == "stopped"
+    assert wait_gone([old], 1) == []
+    assert daemon.cli("agents", "start", "alpha").returncode == 0
+    new = daemon.agent("alpha")
+    assert new["state"] == "running" and new["pid"] != old
+    result = daemon.cli("agents", "restart", "alpha", "--json")
+    assert result.returncode == 0
+    assert daemon.agent("alpha")["pid"] not in (old, new["pid"])
+    listing = daemon.cli("agents", "list")
+    assert "alpha" in listing.stdout and "running" in listing.stdout
+
+
+def test_on_demand_agent_starts_when_asked_and_stops_when_idle(
+    root: Path, daemons: DaemonFactory
+) -> None:
+    doc = make_config(
+        root,
+        {"alpha": agent_entry(), "lazy": agent_entry(runtime_profile="lazy")},
+        extra_profiles={"lazy": {"activation": "on-demand", "idle_stop_secs": 1.0}},
+    )
+    daemon = daemons(doc).start()
+    assert daemon.agent("lazy")["state"] == "stopped"
+    assert daemon.cli("agents", "start", "lazy").returncode == 0
+    pid = daemon.agent("lazy")["pid"]
+    assert daemon.agent("lazy")["state"] == "running"
+    daemon.wait_for(
+        lambda s: next(a for a in s["agents"] if a["alias"] == "lazy")["state"] == "stopped",
+        timeout=10,
+    )
+    assert wait_gone([pid], 1) == []
+    assert "idle for 1s" in daemon.log()

@@ -1,0 +1,18 @@
+"""The agent process: its start contract, its link to the daemon, its main."""
+
+from ._link import MAX_LINK_FRAME, LinkMessage, Ping, Pong, Ready, decode_link, encode_link
+from ._process import agent_main, serve_agent
+from ._spec import AgentSpec
+
+__all__ = [
+    "MAX_LINK_FRAME",
+    "AgentSpec",
+    "LinkMessage",
+    "Ping",
+    "Pong",
+    "Ready",
+    "agent_main",
+    "decode_link",
+    "encode_link",
+    "serve_agent",
+]

@@ -1,0 +1,237 @@
+"""`zeroclaw daemon`, `status`, `agents ...`, `reload`, `stop`."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ..config import daemon_paths
+from ..control import (
+    AgentRestart,
+    AgentsList,
+    AgentStart,
+    AgentStop,
+    AnyRequest,
+    ControlClient,
+    DaemonUnreachable,
+    Reload,
+    Reply,
+    Shutdown,
+    Status,
+)
+from ._app import cli
+from ._common import (
+    EXIT_FAILED,
+    EXIT_NO_DAEMON,
+    EXIT_USAGE,
+    CliError,
+    emit_json,
+    json_option,
+    state,
+    wants_json,
+)
+
+
+@cli.command("daemon")
+@click.option(
+    "--config", "config_opt", metavar="PATH", help="Config file (same as the global --config)."
+)
+def daemon_cmd(config_opt: str | None) -> None:
+    """Run the supervisor in the foreground (systemd Type=notify)."""
+    from ..supervisor import DaemonError, run_daemon
+
+    st = state()
+    if config_opt:
+        st.config_path = config_opt
+    try:
+        code = run_daemon(st.locate())
+    except DaemonError as exc:
+        raise CliError(str(exc), exc.exit_code) from None
+    sys.exit(code)
+
+
+def control_client(timeout: float = 60.0) -> ControlClient:
+    _path, config = state().load()
+    runtime_dir = daemon_paths(config, os.environ).runtime_dir
+    return ControlClient(runtime_dir / "control.sock", timeout=timeout)
+
+
+def call(request: AnyRequest, timeout: float = 60.0) -> Reply:
+    client = control_client(timeout)
+    try:
+        return client.request(request)
+    except DaemonUnreachable:
+        raise CliError(
+            f"no zeroclaw daemon is answering on {client.socket_path}; start it with "
+            "'zeroclaw daemon' (or 'systemctl start zeroclaw')",
+            EXIT_NO_DAEMON,
+        ) from None
+    except TimeoutError:
+        raise CliError(f"the daemon did not answer within {timeout:g}s", EXIT_FAILED) from None
+
+
+def _ago(ts: float | None) -> str:
+    if not ts:
+        return "-"
+    secs = max(0.0, time.time() - ts)
+    if secs < 120:
+        return f"{secs:.0f}s"
+    if secs < 7200:
+        return f"{secs / 60:.0f}m"
+    return f"{secs / 3600:.1f}h"
+
+
+def _agents_table(agents: list[dict[str, Any]]) -> str:
+    rows = [("AGENT", "STATE", "PID", "RESTARTS", "SINCE", "LAST EXIT", "ACTIVATION")]
+    for a in agents:
+        rows.append(
+            (
+                a["alias"],
+                a["state"],
+                str(a["pid"] or "-"),
+                str(a["restarts"]),
+                _ago(a["since"]),
+                a["last_exit"] or "-",
+                a["activation"],
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join(
+        "  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in rows
+    )
+
+
+@cli.command("status")
+@json_option
+def status_cmd(as_json: bool) -> None:
+    """Daemon pid, uptime, config, reload state, and every agent's state."""
+    reply = call(Status())
+    data = reply.data or {}
+    if wants_json(as_json):
+        emit_json(data)
+        return
+    d = data["daemon"]
+    started = datetime.fromtimestamp(d["started_at"]).isoformat(timespec="seconds")
+    uptime = f"up {d['uptime_secs']:.0f}s (since {started})"
+    click.echo(f"daemon    pid {d['pid']}, {uptime}, version {d['version']}")
+    click.echo(f"config    {d['config']}")
+    reload = d["reload"]
+    click.echo(
+        f"reload    {reload['state']}"
+        + (
+            f" at {datetime.fromtimestamp(reload['at']).isoformat(timespec='seconds')}"
+            if reload["at"]
+            else ""
+        )
+    )
+    for err in reload["errors"]:
+        click.echo(f"          {err}")
+    click.echo("")
+    click.echo(_agents_table(data["agents"]))
+
+
+@cli.group("agents")
+def agents_group() -> None:
+    """List, start, stop and restart agents."""
+
+
+@agents_group.command("list")
+@json_option
+def agents_list(as_json: bool) -> None:
+    """Every enabled agent and its state."""
+    data = call(AgentsList()).data or {}
+    if wants_json(as_json):
+        emit_json({"agents": data["agents"]})
+    else:
+        click.echo(_agents_table(data["agents"]))
+
+
+def _agent_action(request: AnyRequest, verb: str, as_json: bool) -> None:
+    reply = call(request)
+    if wants_json(as_json):
+        emit_json(
+            {"ok": reply.ok, "agent": reply.data, "error": reply.error, "message": reply.message}
+        )
+    elif reply.ok and reply.data:
+        click.echo(
+            f"{reply.data['alias']}: {verb} ({reply.data['state']}, pid {reply.data['pid'] or '-'})"
+        )
+    if not reply.ok:
+        if not wants_json(as_json):
+            click.echo(f"zeroclaw: error: {reply.message}", err=True)
+        sys.exit(EXIT_USAGE if reply.error == "unknown_agent" else EXIT_FAILED)
+
+
+@agents_group.command("start")
+@click.argument("alias")
+@json_option
+def agents_start(alias: str, as_json: bool) -> None:
+    """Start an agent (also clears 'fatal'); waits until it is running."""
+    _agent_action(AgentStart(alias), "started", as_json)
+
+
+@agents_group.command("stop")
+@click.argument("alias")
+@json_option
+def agents_stop(alias: str, as_json: bool) -> None:
+    """Stop an agent: SIGTERM, then SIGKILL after the grace period."""
+    _agent_action(AgentStop(alias), "stopped", as_json)
+
+
+@agents_group.command("restart")
+@click.argument("alias")
+@json_option
+def agents_restart(alias: str, as_json: bool) -> None:
+    """Restart an agent (also clears 'fatal'); waits until it is running again."""
+    _agent_action(AgentRestart(alias), "restarted", as_json)
+
+
+@cli.command("reload")
+@json_option
+def reload_cmd(as_json: bool) -> None:
+    """Validate the config file and apply what changed (like SIGHUP)."""
+    reply = call(Reload())
+    data = reply.data or {}
+    if wants_json(as_json):
+        emit_json({"ok": reply.ok, **data})
+    elif reply.ok:
+        diff = data.get("diff", {})
+        click.echo("reloaded: " + ", ".join(f"{k} {v or '-'}" for k, v in diff.items()))
+    else:
+        click.echo("zeroclaw: reload refused, the running config is unchanged:", err=True)
+        for line in data.get("errors", []):
+            click.echo(f"  {line}", err=True)
+    if not reply.ok:
+        sys.exit(EXIT_USAGE)
+
+
+@cli.command("stop")
+@json_option
+@click.option("--no-wait", is_flag=True, help="Return at once instead of waiting for the exit.")
+def stop_cmd(as_json: bool, no_wait: bool) -> None:
+    """Stop the daemon and every agent; waits until it has exited."""
+    client = control_client()
+    reply = call(Shutdown())
+    pid = (reply.data or {}).get("pid")
+    gone = no_wait or _wait_gone(client.socket_path, timeout=120)
+    if wants_json(as_json):
+        emit_json({"ok": gone, "pid": pid, "stopped": gone})
+    else:
+        click.echo(f"daemon (pid {pid}) {'stopped' if gone else 'is still stopping'}")
+    if not gone:
+        sys.exit(EXIT_FAILED)
+
+
+def _wait_gone(socket_path: Path, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not socket_path.exists():
+            return True
+        time.sleep(0.05)
+    return False

@@ -1,0 +1,79 @@
+"""Messages on the control socket (operator CLI ⇄ daemon), as msgspec structs in msgpack.
+
+Requests are a tagged union on `cmd`; every request gets one or more Replies (`more=True`
+on all but the last, for streaming commands added by later features).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+PROTOCOL_VERSION = 1
+MAX_CONTROL_FRAME = 4 * 1024 * 1024
+
+
+class Request(msgspec.Struct, tag_field="cmd", forbid_unknown_fields=True, frozen=True):
+    pass
+
+
+class Status(Request, tag="status", frozen=True):
+    pass
+
+
+class AgentsList(Request, tag="agents.list", frozen=True):
+    pass
+
+
+class AgentStart(Request, tag="agents.start", frozen=True):
+    alias: str
+
+
+class AgentStop(Request, tag="agents.stop", frozen=True):
+    alias: str
+
+
+class AgentRestart(Request, tag="agents.restart", frozen=True):
+    alias: str
+
+
+class Reload(Request, tag="reload", frozen=True):
+    pass
+
+
+class Shutdown(Request, tag="shutdown", frozen=True):
+    pass
+
+
+AnyRequest = Status | AgentsList | AgentStart | AgentStop | AgentRestart | Reload | Shutdown
+
+
+class Reply(msgspec.Struct, frozen=True, omit_defaults=True):
+    ok: bool
+    data: dict[str, Any] | None = None
+    error: str | None = None  # a stable code, e.g. "unknown_agent"
+    message: str | None = None  # for people
+    more: bool = False
+
+
+_request_encoder = msgspec.msgpack.Encoder()
+_request_decoder = msgspec.msgpack.Decoder(AnyRequest)
+_reply_decoder = msgspec.msgpack.Decoder(Reply)
+
+
+def encode(message: Request | Reply) -> bytes:
+    return _request_encoder.encode(message)
+
+
+def decode_request(payload: bytes) -> AnyRequest:
+    """Raises msgspec.DecodeError / msgspec.ValidationError on anything malformed."""
+    return _request_decoder.decode(payload)
+
+
+def decode_reply(payload: bytes) -> Reply:
+    return _reply_decoder.decode(payload)
+
+
+def error_reply(code: str, message: str) -> Reply:
+    return Reply(ok=False, error=code, message=message)

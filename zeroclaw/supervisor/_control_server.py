@@ -1,0 +1,148 @@
+"""The operator API on `<runtime_dir>/control.sock`.
+
+Mode 0600 and an SO_PEERCRED check (only our own uid, or root) guard it: it is
+root-equivalent for the daemon's user. Each connection is its own task with an idle
+timeout; garbage, oversized frames and half-closed connections end that connection only.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import struct
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import msgspec
+import trio
+
+from ..control import (
+    MAX_CONTROL_FRAME,
+    AnyRequest,
+    FrameDecoder,
+    FrameTooLarge,
+    Reply,
+    decode_request,
+    encode,
+    encode_frame,
+    error_reply,
+)
+
+log = logging.getLogger("zeroclaw.control")
+
+IDLE_TIMEOUT_SECS = 30.0
+MAX_CONNECTIONS = 64
+SUN_PATH_MAX = 107  # sizeof(sun_path) - 1 on Linux
+
+Handler = Callable[[AnyRequest, Callable[[Reply], Awaitable[None]]], Awaitable[Reply]]
+
+
+class SocketPathTooLong(Exception):
+    pass
+
+
+def bind_unix_socket(path: Path) -> socket.socket:
+    """Bind a stream socket at `path` with mode 0600 from the start (no window at 0666)."""
+    if len(os.fsencode(path)) > SUN_PATH_MAX:
+        raise SocketPathTooLong(
+            f"socket path {path} is {len(os.fsencode(path))} bytes; unix sockets allow "
+            f"{SUN_PATH_MAX}. Choose a shorter runtime_dir."
+        )
+    # Stale from a killed daemon; we hold the lock, so it is not in use.
+    path.unlink(missing_ok=True)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+    old = os.umask(0o177)
+    try:
+        sock.bind(str(path))
+    finally:
+        os.umask(old)
+    os.chmod(path, 0o600)
+    sock.listen(128)
+    return sock
+
+
+def peer_uid(sock: socket.socket) -> int:
+    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    _pid, uid, _gid = struct.unpack("3i", creds)
+    return int(uid)
+
+
+class ControlServer:
+    def __init__(self, path: Path, handler: Handler) -> None:
+        self.path = path
+        self.handler = handler
+        self.refused_peers = 0
+        self.bad_requests = 0
+        self._slots = trio.CapacityLimiter(MAX_CONNECTIONS)
+        self._allowed_uids = {os.geteuid(), 0}
+
+    async def serve(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        listener = trio.socket.from_stdlib_socket(bind_unix_socket(self.path))
+        task_status.started()
+        try:
+            async with trio.open_nursery() as nursery:
+                while True:
+                    conn, _ = await listener.accept()
+                    nursery.start_soon(self._connection, conn)
+        finally:
+            listener.close()
+            self.path.unlink(missing_ok=True)
+
+    async def _connection(self, conn: trio.socket.SocketType) -> None:
+        stream = trio.SocketStream(conn)
+        async with stream:
+            uid = peer_uid(conn)  # type: ignore[arg-type]
+            if uid not in self._allowed_uids:
+                self.refused_peers += 1
+                log.warning("control connection from uid %d refused", uid, extra={"peer_uid": uid})
+                await self._try_send(stream, error_reply("forbidden", "peer uid not allowed"))
+                return
+            if self._slots.available_tokens == 0:
+                await self._try_send(stream, error_reply("busy", "too many control connections"))
+                return
+            async with self._slots:
+                await self._serve_requests(stream)
+
+    async def _serve_requests(self, stream: trio.SocketStream) -> None:
+        decoder = FrameDecoder(MAX_CONTROL_FRAME)
+
+        async def send(reply: Reply) -> None:
+            await stream.send_all(encode_frame(encode(reply)))
+
+        while True:
+            try:
+                with trio.fail_after(IDLE_TIMEOUT_SECS):
+                    data = await stream.receive_some(65536)
+            except (trio.TooSlowError, trio.BrokenResourceError):
+                return
+            if not data:
+                return  # closed, or half-closed: nothing more will come
+            try:
+                frames = decoder.feed(data)
+            except FrameTooLarge as exc:
+                self.bad_requests += 1
+                await self._try_send(stream, error_reply("too_large", str(exc)))
+                return
+            for frame in frames:
+                try:
+                    request = decode_request(frame)
+                except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                    self.bad_requests += 1
+                    await self._try_send(stream, error_reply("malformed", f"bad request: {exc}"))
+                    return
+                try:
+                    reply = await self.handler(request, send)
+                except Exception as exc:  # a bug must not take the control socket down
+                    log.exception("control handler failed on %s", type(request).__name__)
+                    reply = error_reply("internal", f"{type(exc).__name__}: {exc}")
+                if not await self._try_send(stream, reply):
+                    return
+
+    @staticmethod
+    async def _try_send(stream: trio.SocketStream, reply: Reply) -> bool:
+        try:
+            await stream.send_all(encode_frame(encode(reply)))
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            return False
+        return True

@@ -1,0 +1,224 @@
+"""`zeroclaw daemon`: a foreground trio process that supervises every agent.
+
+Order matters: the zygote is forked before trio.run, while the process has one thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import stat
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from pathlib import Path
+
+import trio
+
+from .._logging import setup_logging
+from ..config import Config, daemon_paths, load_config
+from ..control import (
+    AgentRestart,
+    AgentsList,
+    AgentStart,
+    AgentStop,
+    AnyRequest,
+    Reload,
+    Reply,
+    Shutdown,
+    Status,
+    error_reply,
+)
+from ._control_server import ControlServer, SocketPathTooLong
+from ._lock import AlreadyRunning, PidLock
+from ._notify import SYSTEMD_VARIABLES, Notifier
+from ._spec import zygote_environment
+from ._supervisor import Supervisor
+from ._zygote import DEFAULT_ENTRYPOINT, ENTRYPOINT_ENV, start_zygote
+from ._zygote_client import ZygoteClient
+
+log = logging.getLogger("zeroclaw.daemon")
+
+OPERATOR_WAIT_SECS = 30.0
+
+
+class DaemonError(Exception):
+    """The daemon cannot start; the message says why and what to do."""
+
+    def __init__(self, message: str, exit_code: int = 1) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+def prepare_directory(path: Path, what: str) -> None:
+    """Create `path` 0700 if missing; refuse one owned by someone else or open to others."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    info = path.stat()
+    if info.st_uid != os.geteuid():
+        raise DaemonError(
+            f"{what} {path} is owned by uid {info.st_uid}, not by us ({os.geteuid()})"
+        )
+    if stat.S_IMODE(info.st_mode) & 0o077:
+        os.chmod(path, 0o700)
+
+
+def run_daemon(config_path: Path, env: Mapping[str, str] | None = None) -> int:
+    env = dict(os.environ if env is None else env)
+    config = load_config(config_path, env)  # ConfigError → the CLI prints it, exit 2
+    setup_logging(config.daemon.log_format, config.daemon.log_level)
+    paths = daemon_paths(config, env)
+    prepare_directory(paths.runtime_dir, "runtime dir")
+    prepare_directory(paths.state_dir, "state dir")
+    lock = PidLock(paths.runtime_dir / "zeroclaw.lock")
+    try:
+        lock.acquire()
+    except AlreadyRunning as exc:
+        raise DaemonError(str(exc), 1) from None
+    notifier = Notifier(env)
+    # Never let systemd's variables reach anything we start, whatever the allowlist says.
+    for name in SYSTEMD_VARIABLES:
+        os.environ.pop(name, None)
+        env.pop(name, None)
+    zygote, zygote_sock = start_zygote(
+        env.get(ENTRYPOINT_ENV, DEFAULT_ENTRYPOINT), zygote_environment(env)
+    )
+    try:
+        return trio.run(
+            _main,
+            config,
+            Path(os.path.abspath(config_path)),
+            env,
+            zygote.pid,
+            zygote_sock,
+            notifier,
+        )
+    except SocketPathTooLong as exc:
+        raise DaemonError(str(exc), 2) from None
+    finally:
+        zygote_sock.close()  # EOF tells the zygote to kill whatever is left and exit
+        zygote.wait()
+        notifier.close()
+        lock.release()
+
+
+async def _main(
+    config: Config,
+    config_path: Path,
+    env: dict[str, str],
+    zygote_pid: int,
+    zygote_sock: socket.socket,
+    notifier: Notifier,
+) -> int:
+    supervisor: Supervisor | None = None
+
+    def on_exit(pid: int, status: int) -> None:
+        if supervisor is not None:
+            supervisor.on_zygote_exit(pid, status)
+
+    zygote = ZygoteClient(zygote_pid, zygote_sock, on_exit)
+    supervisor = Supervisor(config, config_path, env, zygote, notifier)
+    return await _serve(supervisor, config, notifier)
+
+
+async def _serve(supervisor: Supervisor, config: Config, notifier: Notifier) -> int:
+    paths = supervisor.paths
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_run_zygote_reader, supervisor, nursery)
+        handler = _make_handler(supervisor, nursery)
+        control = ControlServer(paths.runtime_dir / "control.sock", handler)
+        await nursery.start(control.serve)
+        log.info(
+            "zeroclaw daemon started",
+            extra={
+                "pid": os.getpid(),
+                "config": str(supervisor.config_path),
+                "runtime_dir": str(paths.runtime_dir),
+            },
+        )
+        if notifier.watchdog_interval:
+            nursery.start_soon(_watchdog, notifier, notifier.watchdog_interval)
+        with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+            await supervisor.run(nursery)
+            nursery.start_soon(_signals, signals, supervisor, nursery)
+            await supervisor.shutdown_requested.wait()
+            await supervisor.shutdown()
+            nursery.cancel_scope.cancel()
+    log.info("zeroclaw daemon stopped")
+    return 0
+
+
+async def _run_zygote_reader(supervisor: Supervisor, nursery: trio.Nursery) -> None:
+    await supervisor.zygote.run()
+    if not supervisor.shutdown_requested.is_set():
+        log.critical("zygote lost; shutting down so systemd can restart the daemon")
+        supervisor.shutdown_requested.set()
+
+
+async def _signals(
+    signals: AsyncIterator[int], supervisor: Supervisor, nursery: trio.Nursery
+) -> None:
+    async for signum in signals:
+        if signum == signal.SIGHUP:
+            log.info("SIGHUP: reloading %s", supervisor.config_path)
+            nursery.start_soon(supervisor.reload, nursery)
+        else:
+            log.info("%s: shutting down", signal.Signals(signum).name)
+            supervisor.shutdown_requested.set()
+
+
+async def _watchdog(notifier: Notifier, interval: float) -> None:
+    while True:
+        notifier.watchdog()
+        await trio.sleep(interval)
+
+
+def _make_handler(
+    supervisor: Supervisor, nursery: trio.Nursery
+) -> Callable[[AnyRequest, Callable[[Reply], Awaitable[None]]], Awaitable[Reply]]:
+    async def handle(request: AnyRequest, send: Callable[[Reply], Awaitable[None]]) -> Reply:
+        if isinstance(request, (Status, AgentsList)):
+            return Reply(ok=True, data=supervisor.status())
+        if isinstance(request, Shutdown):
+            supervisor.shutdown_requested.set()
+            return Reply(ok=True, data={"stopping": True, "pid": os.getpid()})
+        if isinstance(request, Reload):
+            state = await supervisor.reload(nursery)
+            return Reply(
+                ok=state.state == "ok",
+                data={"reload": state.state, "errors": state.errors, "diff": state.diff},
+                error=None if state.state == "ok" else "reload_failed",
+                message=None
+                if state.state == "ok"
+                else "the new config is invalid; kept the running one",
+            )
+        if isinstance(request, (AgentStart, AgentStop, AgentRestart)):
+            alias = request.alias
+            runner = supervisor.runner(alias)
+            if runner is None:
+                known = ", ".join(sorted(supervisor.runners)) or "none"
+                return error_reply("unknown_agent", f"no enabled agent {alias!r}; known: {known}")
+            if isinstance(request, AgentStart):
+                done = await supervisor.start_agent(alias, OPERATOR_WAIT_SECS)
+            elif isinstance(request, AgentStop):
+                done = await supervisor.stop_agent(alias, OPERATOR_WAIT_SECS)
+            else:
+                done = await supervisor.restart_agent(alias, OPERATOR_WAIT_SECS)
+            status = runner.status()
+            if not done:
+                return Reply(
+                    ok=False,
+                    data=status,
+                    error="timeout",
+                    message=f"agent {alias} did not settle in time",
+                )
+            if status["state"] == "fatal":
+                return Reply(
+                    ok=False,
+                    data=status,
+                    error="fatal",
+                    message=f"agent {alias} is fatal: {status['last_exit']}",
+                )
+            return Reply(ok=True, data=status)
+        return error_reply("unsupported", f"unsupported request {type(request).__name__}")
+
+    return handle

@@ -1,0 +1,143 @@
+"""What each agent process is started with, computed purely from a config snapshot.
+
+`AgentSpec` is the agent's *effective config*: reload compares specs, so an agent is
+restarted exactly when something it was started with changed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..agent import AgentSpec
+from ..config import (
+    Config,
+    daemon_paths,
+    effective_risk_policy,
+    workspace_path,
+)
+
+# Variables an agent process may inherit from the daemon. Everything else is dropped:
+# systemd's NOTIFY_SOCKET / WATCHDOG_* above all, and secrets the agent is not bound to.
+ENV_ALLOWLIST = frozenset(
+    {
+        "PATH",
+        "HOME",
+        "USER",
+        "LOGNAME",
+        "LANG",
+        "LANGUAGE",
+        "TZ",
+        "TMPDIR",
+        "SSL_CERT_FILE",
+        "SSL_CERT_DIR",
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "NO_PROXY",
+        "http_proxy",
+        "https_proxy",
+        "no_proxy",
+    }
+)
+_LOCALE = re.compile(r"^LC_[A-Z_]+$")
+NEVER_INHERITED = frozenset(
+    {"NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES"}
+)
+
+
+def build_specs(
+    config: Config, env: Mapping[str, str], base_dir: Path | None
+) -> dict[str, AgentSpec]:
+    """Specs of every enabled agent, keyed by alias."""
+    paths = daemon_paths(config, env)
+    specs: dict[str, AgentSpec] = {}
+    for alias, agent in sorted(config.agents.items()):
+        if not agent.enabled:
+            continue
+        # Both guaranteed by validation for an enabled agent.
+        assert agent.model_provider is not None
+        assert agent.runtime_profile is not None
+        provider = config.provider(agent.model_provider)
+        assert provider is not None
+        runtime = config.runtime_profiles[agent.runtime_profile]
+        policy = effective_risk_policy(config, alias, env, base_dir)
+        secret = getattr(provider, "api_key_env", None)
+        specs[alias] = AgentSpec(
+            alias=alias,
+            workspace=str(workspace_path(config, alias, paths)),
+            activation=runtime.activation,
+            idle_stop_secs=runtime.idle_stop_secs,
+            provider=agent.model_provider,
+            provider_config=provider.model_dump(mode="json"),
+            risk={
+                "profile": policy.profile,
+                "level": policy.level,
+                "workspace_only": policy.workspace_only,
+                "allowed_commands": sorted(policy.allowed_commands),
+                "forbidden_paths": [str(p) for p in policy.forbidden_paths],
+                "require_approval_for_medium_risk": policy.require_approval_for_medium_risk,
+                "block_high_risk_commands": policy.block_high_risk_commands,
+                "sandbox": policy.sandbox,
+            },
+            runtime=runtime.model_dump(mode="json", exclude={"restart"}),
+            channels=agent.channels,
+            delegates=agent.delegates,
+            access={
+                other: (str(workspace_path(config, other, paths)), mode)
+                for other, mode in sorted(agent.workspace.access.items())
+            },
+            read_memory_from=agent.memory.read_memory_from,
+            secret_env=(secret,) if secret else (),
+            state_dir=str(paths.state_dir),
+            runtime_dir=str(paths.runtime_dir),
+            log_format=config.daemon.log_format,
+            log_level=config.daemon.log_level,
+        )
+    return specs
+
+
+def scrubbed_environment(daemon_env: Mapping[str, str]) -> dict[str, str]:
+    """The allowlisted part of the daemon's environment: no secrets, nothing of systemd's."""
+    return {
+        key: value
+        for key, value in daemon_env.items()
+        if (key in ENV_ALLOWLIST or _LOCALE.match(key)) and key not in NEVER_INHERITED
+    }
+
+
+def zygote_environment(daemon_env: Mapping[str, str]) -> dict[str, str]:
+    """The zygote's environment block, which every agent's /proc/self/environ will show.
+    PYTHONPATH is kept so the zygote imports the same code the daemon runs."""
+    env = scrubbed_environment(daemon_env)
+    if "PYTHONPATH" in daemon_env:
+        env["PYTHONPATH"] = daemon_env["PYTHONPATH"]
+    return env
+
+
+def agent_environment(spec: AgentSpec, daemon_env: Mapping[str, str]) -> dict[str, str]:
+    """The agent's os.environ: the allowlist plus the secrets it is bound to."""
+    env = scrubbed_environment(daemon_env)
+    for name in spec.secret_env:
+        if name in daemon_env and name not in NEVER_INHERITED:
+            env[name] = daemon_env[name]
+    env["ZEROCLAW_AGENT"] = spec.alias
+    return env
+
+
+@dataclass(frozen=True)
+class SpecDiff:
+    added: tuple[str, ...]
+    removed: tuple[str, ...]
+    changed: tuple[str, ...]
+    unchanged: tuple[str, ...]
+
+
+def diff_specs(old: Mapping[str, AgentSpec], new: Mapping[str, AgentSpec]) -> SpecDiff:
+    return SpecDiff(
+        added=tuple(sorted(new.keys() - old.keys())),
+        removed=tuple(sorted(old.keys() - new.keys())),
+        changed=tuple(sorted(a for a in old.keys() & new.keys() if old[a] != new[a])),
+        unchanged=tuple(sorted(a for a in old.keys() & new.keys() if old[a] == new[a])),
+    )

@@ -1,0 +1,294 @@
+"""The set of agent runners: start-up, readiness, reload, shutdown, status."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from .._version import __version__
+from ..agent import AgentSpec
+from ..config import Config, ConfigError, RestartPolicy, daemon_paths, load_config
+from ._lifecycle import ExitStatus, State, Transition
+from ._notify import Notifier
+from ._runner import AgentRunner, Command, ProcessExited
+from ._spec import build_specs, diff_specs
+from ._zygote_client import ZygoteClient
+
+log = logging.getLogger("zeroclaw.supervisor")
+
+
+@dataclass
+class ReloadState:
+    state: str = "never"  # never | ok | reload_failed
+    at: float | None = None
+    errors: list[str] = field(default_factory=list)
+    diff: dict[str, list[str]] = field(default_factory=dict)
+
+
+class Supervisor:
+    def __init__(
+        self,
+        config: Config,
+        config_path: Path,
+        env: Mapping[str, str],
+        zygote: ZygoteClient,
+        notifier: Notifier,
+    ) -> None:
+        self.config = config
+        self.config_path = config_path
+        self.env = env
+        self.zygote = zygote
+        self.notifier = notifier
+        self.paths = daemon_paths(config, env)
+        self.specs: dict[str, AgentSpec] = {}
+        self.runners: dict[str, AgentRunner] = {}
+        self.reload_state = ReloadState()
+        self.started_wall = time.time()
+        self.started_mono = 0.0
+        self.ready_sent = False
+        self._by_pid: dict[int, AgentRunner] = {}
+        self._early_exits: dict[int, int] = {}
+        self._reload_lock = trio.Lock()
+        self.shutdown_requested = trio.Event()
+
+    # --- wiring ------------------------------------------------------------------------
+
+    def on_zygote_exit(self, pid: int, status: int) -> None:
+        """Called by the zygote reader for every agent exit."""
+        runner = self._by_pid.pop(pid, None)
+        if runner is None:
+            self._early_exits[pid] = status  # reported before the runner saw its pid
+            return
+        runner.post(ProcessExited(pid, ExitStatus.from_wait_status(status)))
+
+    def _register_pid(self, pid: int, runner: AgentRunner) -> None:
+        status = self._early_exits.pop(pid, None)
+        if status is not None:
+            runner.post(ProcessExited(pid, ExitStatus.from_wait_status(status)))
+        else:
+            self._by_pid[pid] = runner
+
+    def _on_transition(self, t: Transition) -> None:
+        fields: dict[str, Any] = {
+            "alias": t.alias,
+            "from_state": t.old.value,
+            "to_state": t.new.value,
+            "pid": t.pid,
+        }
+        if t.exit is not None:
+            fields["exit"] = t.exit.describe()
+        if t.delay is not None:
+            fields["next_delay_secs"] = t.delay
+        if t.failures_in_window:
+            fields["failures_in_window"] = t.failures_in_window
+        level = logging.ERROR if t.new == State.FATAL else logging.INFO
+        detail = f"; next start in {t.delay:g}s" if t.delay is not None else ""
+        exit_text = f" after {t.exit.describe()}" if t.exit else ""
+        log.log(
+            level,
+            "agent %s: %s -> %s%s (%s)%s",
+            t.alias,
+            t.old.value,
+            t.new.value,
+            exit_text,
+            t.reason,
+            detail,
+            extra=fields,
+        )
+        self._update_status()
+
+    def _policy(self, alias: str) -> RestartPolicy:
+        profile = self.config.agents[alias].runtime_profile
+        assert profile is not None
+        return self.config.runtime_profiles[profile].restart
+
+    def _make_runner(self, spec: AgentSpec) -> AgentRunner:
+        return AgentRunner(
+            spec,
+            self._policy(spec.alias),
+            self.zygote,
+            self.env,
+            self.config.daemon.shutdown_grace_secs,
+            self._register_pid,
+            self._on_transition,
+        )
+
+    # --- life --------------------------------------------------------------------------
+
+    async def run(self, nursery: trio.Nursery) -> None:
+        """Start a runner per enabled agent; `always` agents start now."""
+        self.started_mono = trio.current_time()
+        self.specs = build_specs(self.config, self.env, self.config_path.parent)
+        for spec in self.specs.values():
+            self._add(nursery, spec)
+        self._update_status()
+
+    def _add(self, nursery: trio.Nursery, spec: AgentSpec) -> None:
+        runner = self._make_runner(spec)
+        self.runners[spec.alias] = runner
+        nursery.start_soon(self._run_runner, runner, name=f"agent:{spec.alias}")
+        if spec.activation == "always":
+            runner.post(Command("start"))
+
+    async def _run_runner(self, runner: AgentRunner) -> None:
+        await runner.run()
+        if self.runners.get(runner.alias) is runner:
+            del self.runners[runner.alias]
+
+    def counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for runner in self.runners.values():
+            counts[runner.lifecycle.state.value] = counts.get(runner.lifecycle.state.value, 0) + 1
+        return counts
+
+    def status_line(self) -> str:
+        counts = self.counts()
+        parts = ", ".join(f"{n} {state}" for state, n in sorted(counts.items()))
+        return f"{len(self.runners)} agents: {parts or 'none'}"
+
+    def _update_status(self) -> None:
+        always = [r for r in self.runners.values() if r.spec.activation == "always"]
+        settled = all(r.lifecycle.state in (State.RUNNING, State.FATAL) for r in always)
+        if not self.ready_sent and settled and not self.shutdown_requested.is_set():
+            self.ready_sent = True
+            fatal = [r.alias for r in always if r.lifecycle.state == State.FATAL]
+            if fatal:
+                log.error("daemon ready, but these agents are fatal: %s", ", ".join(fatal))
+            else:
+                log.info("daemon ready: %s", self.status_line())
+            self.notifier.ready(self.status_line())
+        elif self.ready_sent:
+            self.notifier.status(self.status_line())
+
+    async def shutdown(self) -> None:
+        """Stop every agent (SIGTERM, grace, SIGKILL to its group) and wait for them."""
+        self.shutdown_requested.set()
+        self.notifier.stopping()
+        runners = list(self.runners.values())
+        for runner in runners:
+            runner.post(Command("remove", "daemon shutting down"))
+        with trio.move_on_after(self.config.daemon.shutdown_grace_secs + 5):
+            for runner in runners:
+                await runner.removed.wait()
+
+    # --- operator commands ---------------------------------------------------------------
+
+    def runner(self, alias: str) -> AgentRunner | None:
+        return self.runners.get(alias)
+
+    async def start_agent(self, alias: str, wait_secs: float) -> bool:
+        """Start (or clear fatal); wait until that start has settled as running or fatal."""
+        runner = self.runners[alias]
+        if runner.lifecycle.state in (State.RUNNING, State.STARTING):
+            return await runner.wait_until(lambda lc: lc.state != State.STARTING, wait_secs)
+        return await self._settle_new_start(runner, Command("start", "operator"), wait_secs)
+
+    async def stop_agent(self, alias: str, wait_secs: float) -> bool:
+        runner = self.runners[alias]
+        runner.post(Command("stop", "operator stop"))
+        return await runner.wait_until(lambda lc: lc.state == State.STOPPED, wait_secs)
+
+    async def restart_agent(self, alias: str, wait_secs: float) -> bool:
+        runner = self.runners[alias]
+        command = Command("restart", "operator restart")
+        return await self._settle_new_start(runner, command, wait_secs)
+
+    @staticmethod
+    async def _settle_new_start(runner: AgentRunner, command: Command, wait_secs: float) -> bool:
+        before = runner.lifecycle.starts
+        runner.post(command)
+        return await runner.wait_until(
+            lambda lc: lc.starts > before and lc.state in (State.RUNNING, State.FATAL), wait_secs
+        )
+
+    # --- reload --------------------------------------------------------------------------
+
+    async def reload(self, nursery: trio.Nursery) -> ReloadState:
+        """Validate the file first; apply only what changed. An invalid file changes nothing."""
+        async with self._reload_lock:
+            self.notifier.reloading()
+            try:
+                try:
+                    new = await trio.to_thread.run_sync(load_config, self.config_path)
+                except ConfigError as exc:
+                    self.reload_state = ReloadState(
+                        "reload_failed", time.time(), exc.lines(), self.reload_state.diff
+                    )
+                    for line in exc.lines():
+                        log.error("reload refused: %s", line)
+                    return self.reload_state
+                new_paths = daemon_paths(new, self.env)
+                if new_paths != self.paths:
+                    log.warning(
+                        "state_dir/runtime_dir changes take effect only when the daemon restarts"
+                    )
+                new_specs = build_specs(new, self.env, self.config_path.parent)
+                diff = diff_specs(self.specs, new_specs)
+                self.config = new
+                self.specs = new_specs
+                for alias in diff.removed:
+                    self.runners[alias].post(Command("remove", "removed from config"))
+                for alias in diff.changed:
+                    old = self.runners[alias]
+                    old.post(Command("remove", "config changed"))
+                    await old.removed.wait()
+                    self._add(nursery, new_specs[alias])
+                for alias in diff.added:
+                    self._add(nursery, new_specs[alias])
+                for alias in diff.unchanged:
+                    runner = self.runners[alias]
+                    runner.lifecycle.policy = self._policy(alias)
+                    runner.grace_secs = new.daemon.shutdown_grace_secs
+                    if runner.lifecycle.state == State.FATAL:
+                        runner.post(Command("start", "operator"))  # a reload clears fatal
+                self.reload_state = ReloadState(
+                    "ok",
+                    time.time(),
+                    [],
+                    {
+                        "added": list(diff.added),
+                        "removed": list(diff.removed),
+                        "changed": list(diff.changed),
+                    },
+                )
+                log.info(
+                    "reloaded: added %s, removed %s, changed %s",
+                    list(diff.added),
+                    list(diff.removed),
+                    list(diff.changed),
+                )
+                return self.reload_state
+            finally:
+                self.notifier.ready(self.status_line())
+
+    # --- status --------------------------------------------------------------------------
+
+    def status(self) -> dict[str, Any]:
+        now = trio.current_time()
+        return {
+            "daemon": {
+                "pid": os.getpid(),
+                "version": __version__,
+                "started_at": self.started_wall,
+                "uptime_secs": round(now - self.started_mono, 3),
+                "config": str(self.config_path),
+                "state_dir": str(self.paths.state_dir),
+                "runtime_dir": str(self.paths.runtime_dir),
+                "ready": self.ready_sent,
+                "reload": {
+                    "state": self.reload_state.state,
+                    "at": self.reload_state.at,
+                    "errors": self.reload_state.errors,
+                    "last_diff": self.reload_state.diff,
+                },
+            },
+            "counts": self.counts(),
+            "agents": [self.runners[a].status() for a in sorted(self.runners)],
+        }

@@ -1,0 +1,281 @@
+"""The zygote: a fork server for agent processes (ADR 0003).
+
+The daemon starts the zygote as a *fresh interpreter* with a scrubbed environment (never
+a fork of itself: a fork would hand every agent the daemon's memory, config and original
+environment block, which /proc/self/environ exposes). The zygote imports the agent code
+once, freezes the GC so those pages stay shared, then forks one child per agent start.
+It is single-threaded and never runs trio, so forking from it is safe and costs milliseconds.
+
+Wire (SOCK_SEQPACKET, one msgpack message per packet):
+  daemon → zygote  Spawn(id, spec, env)       + SCM_RIGHTS: the agent's link socket
+  zygote → daemon  Spawned(id, pid) | SpawnFailed(id, error) | Exited(pid, wait_status)
+
+Death chain: zygote has PR_SET_PDEATHSIG=SIGKILL towards the daemon, each agent towards
+the zygote, so killing the daemon (even with SIGKILL) takes every agent with it. The
+zygote is also the agents' child subreaper, so orphans of an agent are reaped, and after
+an agent exits its whole process group is SIGKILLed so nothing it started lingers.
+"""
+
+from __future__ import annotations
+
+import array
+import contextlib
+import ctypes
+import errno
+import gc
+import importlib
+import logging
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import traceback
+from collections.abc import Callable, Mapping
+
+import msgspec
+
+from ..agent import AgentSpec
+
+log = logging.getLogger("zeroclaw.zygote")
+
+PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
+MAX_PACKET = 1024 * 1024
+DEFAULT_ENTRYPOINT = "zeroclaw.agent:agent_main"
+# Development and test hook: run another agent entry point (module:function). Whoever can set
+# the daemon's environment already controls the daemon, so this widens nothing.
+ENTRYPOINT_ENV = "ZEROCLAW_AGENT_ENTRYPOINT"
+
+AgentEntry = Callable[[AgentSpec, int], int]
+
+
+class Spawn(msgspec.Struct, tag="spawn", frozen=True):
+    id: int
+    spec: AgentSpec
+    env: dict[str, str]
+
+
+class Spawned(msgspec.Struct, tag="spawned", frozen=True):
+    id: int
+    pid: int
+
+
+class SpawnFailed(msgspec.Struct, tag="spawn_failed", frozen=True):
+    id: int
+    error: str
+
+
+class Exited(msgspec.Struct, tag="exited", frozen=True):
+    pid: int
+    status: int
+
+
+ZygoteMessage = Spawned | SpawnFailed | Exited
+
+_encoder = msgspec.msgpack.Encoder()
+_spawn_decoder = msgspec.msgpack.Decoder(Spawn)
+_reply_decoder = msgspec.msgpack.Decoder(ZygoteMessage)
+
+
+def encode(message: Spawn | Spawned | SpawnFailed | Exited) -> bytes:
+    return _encoder.encode(message)
+
+
+def decode_reply(data: bytes) -> ZygoteMessage:
+    return _reply_decoder.decode(data)
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def prctl(option: int, arg: int) -> None:
+    if _libc.prctl(option, arg, 0, 0, 0) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+
+
+def set_death_signal(expected_parent: int) -> None:
+    """Die with SIGKILL when the parent dies; exit now if it already has (the fork race)."""
+    prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != expected_parent:
+        os._exit(1)
+
+
+def resolve_entrypoint(name: str) -> AgentEntry:
+    module_name, _, func = name.partition(":")
+    module = importlib.import_module(module_name)
+    entry = getattr(module, func or "agent_main")
+    if not callable(entry):
+        raise TypeError(f"{name} is not callable")
+    return entry  # type: ignore[no-any-return]
+
+
+# --------------------------------------------------------------------------- daemon side
+
+
+def start_zygote(
+    entrypoint: str, env: Mapping[str, str]
+) -> tuple[subprocess.Popen[bytes], socket.socket]:
+    """Start the zygote interpreter with `env` as its whole environment."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    code = (
+        "import sys; from zeroclaw.supervisor._zygote import zygote_main; "
+        "zygote_main(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3])"
+    )
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", code, str(theirs.fileno()), str(os.getpid()), entrypoint],
+            env=dict(env),
+            pass_fds=(theirs.fileno(),),
+            stdin=subprocess.DEVNULL,
+        )
+    finally:
+        theirs.close()
+    return proc, ours
+
+
+# --------------------------------------------------------------------------- zygote side
+
+
+def zygote_main(fd: int, daemon_pid: int, entrypoint: str) -> None:
+    """The zygote process's main (started by start_zygote)."""
+    sock = socket.socket(fileno=fd)
+    set_death_signal(daemon_pid)
+    prctl(PR_SET_CHILD_SUBREAPER, 1)
+    # Signals sent to the daemon's whole process group (Ctrl-C, `timeout`, `kill -- -PGID`)
+    # are the daemon's to handle: it stops the agents in order, then closes our socket.
+    for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)
+    entry = resolve_entrypoint(entrypoint)
+    # Pre-import done: move every object to the permanent generation so the GC never
+    # touches (and so copies) these pages in the children.
+    gc.collect()
+    gc.freeze()
+
+    wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+    signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    agents: set[int] = set()
+    zygote_pid = os.getpid()
+
+    def send(message: Spawned | SpawnFailed | Exited) -> None:
+        # If the daemon is gone, PDEATHSIG is about to end us anyway.
+        with contextlib.suppress(OSError):
+            sock.send(encode(message))
+
+    def reap() -> None:
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            if pid in agents:
+                agents.discard(pid)
+                _kill_group(pid)  # whatever the agent left behind in its group
+                send(Exited(pid, status))
+            # else: an orphan we inherited as subreaper; reaping it is all we owe it
+
+    while True:
+        try:
+            readable, _, _ = select.select([sock.fileno(), wake_r], [], [])
+        except InterruptedError:
+            continue
+        if wake_r in readable:
+            try:
+                while os.read(wake_r, 4096):
+                    pass
+            except BlockingIOError:
+                pass
+            reap()
+        if sock.fileno() in readable:
+            try:
+                data, fds = _recv_with_fds(sock)
+            except OSError:
+                data, fds = b"", []
+            if not data:
+                # The daemon closed its end: it is shutting down. Leave nothing behind.
+                for pid in agents:
+                    _kill_group(pid)
+                return
+            try:
+                request = _spawn_decoder.decode(data)
+            except msgspec.MsgspecError as exc:
+                for fd in fds:
+                    os.close(fd)
+                log.error("zygote: malformed request dropped: %s", exc)
+                continue
+            pid = _fork_agent(request, fds, entry, zygote_pid, [sock.fileno(), wake_r, wake_w])
+            for fd in fds:
+                os.close(fd)
+            if pid < 0:
+                send(SpawnFailed(request.id, "fork failed"))
+            else:
+                agents.add(pid)
+                send(Spawned(request.id, pid))
+            reap()  # a child may already have died before we started tracking it
+
+
+def _kill_group(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+def _recv_with_fds(sock: socket.socket) -> tuple[bytes, list[int]]:
+    fds = array.array("i")
+    data, ancdata, _flags, _addr = sock.recvmsg(MAX_PACKET, socket.CMSG_SPACE(16 * fds.itemsize))
+    for level, kind, payload in ancdata:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(payload[: len(payload) - (len(payload) % fds.itemsize)])
+    return data, list(fds)
+
+
+def _fork_agent(
+    request: Spawn, fds: list[int], entry: AgentEntry, zygote_pid: int, close_in_child: list[int]
+) -> int:
+    try:
+        pid = os.fork()
+    except OSError:
+        return -1
+    if pid != 0:
+        return pid
+    code = 70
+    try:
+        _become_agent(request, fds, zygote_pid, close_in_child)
+        code = entry(request.spec, fds[0] if fds else -1)
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return 0  # unreachable
+
+
+def _become_agent(request: Spawn, fds: list[int], zygote_pid: int, close_fds: list[int]) -> None:
+    """Everything between fork and the agent's own code, in the order that matters."""
+    os.setsid()  # own session and process group: killpg reaches all it starts
+    set_death_signal(zygote_pid)
+    signal.set_wakeup_fd(-1)
+    for sig in (signal.SIGCHLD, signal.SIGINT, signal.SIGHUP, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_DFL)
+    for fd in close_fds:
+        try:
+            os.close(fd)
+        except OSError as exc:
+            if exc.errno != errno.EBADF:
+                raise
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    os.umask(0o077)
+    os.chdir(request.spec.workspace)
+    os.environ.clear()
+    os.environ.update(request.env)
+    # The zygote's frozen objects stay frozen: unfreezing would let the GC walk (and so
+    # copy) every shared page. Objects the agent creates from here on are collected normally.

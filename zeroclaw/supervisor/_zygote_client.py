@@ -1,0 +1,77 @@
+"""The daemon's side of the zygote socket, as one trio task plus a spawn() call."""
+
+from __future__ import annotations
+
+import array
+import itertools
+import logging
+import socket
+from collections.abc import Callable
+
+import trio
+
+from ..agent import AgentSpec
+from ._zygote import Exited, Spawn, Spawned, SpawnFailed, decode_reply, encode
+
+log = logging.getLogger("zeroclaw.supervisor")
+
+
+class SpawnError(Exception):
+    pass
+
+
+class ZygoteClient:
+    """`spawn()` may be called from any task; `run()` is the one task reading the socket."""
+
+    def __init__(self, pid: int, sock: socket.socket, on_exit: Callable[[int, int], None]) -> None:
+        self.pid = pid
+        self._sock = trio.socket.from_stdlib_socket(sock)
+        self._on_exit = on_exit
+        self._ids = itertools.count(1)
+        self._pending: dict[int, trio.MemorySendChannel[Spawned | SpawnFailed]] = {}
+        self._send_lock = trio.Lock()
+        self.closed = trio.Event()
+
+    async def spawn(self, spec: AgentSpec, env: dict[str, str], link_fd: int) -> int:
+        """Ask the zygote for a new agent process; returns its pid."""
+        if self.closed.is_set():
+            raise SpawnError("the zygote is gone")
+        request_id = next(self._ids)
+        send, receive = trio.open_memory_channel[Spawned | SpawnFailed](1)
+        self._pending[request_id] = send
+        try:
+            payload = encode(Spawn(request_id, spec, env))
+            fds = array.array("i", [link_fd]).tobytes()
+            async with self._send_lock:
+                await self._sock.sendmsg([payload], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
+            with trio.fail_after(10):
+                reply = await receive.receive()
+        except (OSError, trio.EndOfChannel, trio.TooSlowError) as exc:
+            raise SpawnError(f"zygote did not spawn {spec.alias}: {exc}") from None
+        finally:
+            self._pending.pop(request_id, None)
+        if isinstance(reply, SpawnFailed):
+            raise SpawnError(f"zygote could not spawn {spec.alias}: {reply.error}")
+        return reply.pid
+
+    async def run(self) -> None:
+        try:
+            while True:
+                try:
+                    data = await self._sock.recv(1024 * 1024)
+                except OSError:
+                    data = b""
+                if not data:
+                    log.critical("the zygote exited; no agent can be started any more")
+                    return
+                message = decode_reply(data)
+                if isinstance(message, Exited):
+                    self._on_exit(message.pid, message.status)
+                else:
+                    waiter = self._pending.get(message.id)
+                    if waiter is not None:
+                        waiter.send_nowait(message)
+        finally:
+            self.closed.set()
+            for waiter in self._pending.values():
+                waiter.close()
