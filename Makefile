@@ -21,7 +21,7 @@ $(STAMP): pyproject.toml | $(BIN)/python
 install: $(STAMP)
 
 run: install
-	$(BIN)/zeroclaw --config $(CONFIG) config validate
+	$(BIN)/zeroclaw --config $(CONFIG) daemon
 
 
 lint: install

@@ -111,3 +111,17 @@ def test_locate_xdg_then_etc() -> None:
 def test_locate_nothing_found_says_how_to_fix() -> None:
     with pytest.raises(ConfigError, match="zeroclaw config init"):
         locate_config(None, {"HOME": "/h"}, exists=lambda p: False)
+
+
+def test_runtime_dir_hint_survives_an_invalid_file(tmp_path: Path) -> None:
+    from zeroclaw.config import runtime_dir_hint
+
+    path = tmp_path / "z.toml"
+    path.write_text('[daemon]\nruntime_dir = "rt"\n[agents.Bad]\nnope = 1\n')
+    assert runtime_dir_hint(path, {}) == tmp_path / "rt"
+    path.write_text('[daemon]\nstate_dir = "st"\n')
+    assert runtime_dir_hint(path, {}) == tmp_path / "st" / "run"
+    path.write_text("not toml at all [")
+    assert runtime_dir_hint(path, {"RUNTIME_DIRECTORY": "/run/zc"}) == Path("/run/zc")
+    path.write_text('[daemon]\nruntime_dir = "rt2"  # here\n[agents.a]\n[agents.a]\n')
+    assert runtime_dir_hint(path, {}) == tmp_path / "rt2"

@@ -247,3 +247,78 @@ def test_on_demand_agent_starts_when_asked_and_stops_when_idle(
     )
     assert wait_gone([pid], 1) == []
     assert "idle for 1s" in daemon.log()
+
+
+# --------------------------------------------------------------------------- reload
+
+
+def test_sighup_with_invalid_file_keeps_everything(root: Path, daemons: DaemonFactory) -> None:
+    daemon = daemons(three_agents(root)).start()
+    before = daemon.pids()
+    daemon.config_path.write_text(daemon.config_path.read_text() + "\n[agents.alpha]\nbogus = 1\n")
+    daemon.signal(signal.SIGHUP)
+    status = daemon.wait_for(lambda s: s["daemon"]["reload"]["state"] == "reload_failed")
+    assert daemon.pids() == before
+    errors = status["daemon"]["reload"]["errors"]
+    assert errors and all(str(daemon.config_path) in e for e in errors)
+    assert "reload refused" in daemon.log()
+    text = daemon.cli("status")
+    assert "reload_failed" in text.stdout
+    result = daemon.cli("reload")
+    assert result.returncode == 2 and "unchanged" in result.stderr
+
+
+def test_sighup_applies_only_what_changed(root: Path, daemons: DaemonFactory) -> None:
+    agents = {n: agent_entry() for n in ("keep", "drop", "change")}
+    doc = make_config(root, agents)
+    daemon = daemons(doc).start()
+    before = daemon.pids()
+    new_agents = {
+        "keep": agent_entry(),
+        "change": agent_entry(description="now with a new description", delegates=["keep"]),
+        "fresh": agent_entry(),
+    }
+    daemon.write_config(make_config(root, new_agents))
+    daemon.signal(signal.SIGHUP)
+    status = daemon.wait_for(
+        lambda s: (
+            s["daemon"]["reload"]["state"] == "ok"
+            and {a["alias"]: a["state"] for a in s["agents"]}
+            == {"keep": "running", "change": "running", "fresh": "running"}
+        )
+    )
+    after = {a["alias"]: a["pid"] for a in status["agents"]}
+    assert after["keep"] == before["keep"]
+    assert after["change"] != before["change"]
+    assert wait_gone([before["drop"], before["change"]], 2) == []
+    assert status["daemon"]["reload"]["last_diff"] == {
+        "added": ["fresh"],
+        "removed": ["drop"],
+        "changed": ["change"],
+    }
+
+
+def test_reload_command_reports_the_diff(root: Path, daemons: DaemonFactory) -> None:
+    daemon = daemons(three_agents(root)).start()
+    doc = three_agents(root)
+    del doc["agents"]["gamma"]  # type: ignore[attr-defined]
+    daemon.write_config(doc)
+    result = daemon.cli("reload", "--json")
+    assert result.returncode == 0, result.stderr
+    assert (
+        '"removed": [\n    "gamma"' in result.stdout.replace("  ", "  ") or "gamma" in result.stdout
+    )
+    assert [a["alias"] for a in daemon.status()["agents"]] == ["alpha", "beta"]
+
+
+def test_reload_clears_fatal(root: Path, daemons: DaemonFactory) -> None:
+    doc = make_config(root, {"alpha": agent_entry(), "crashy": agent_entry()})
+    daemon = daemons(doc).start()
+    assert daemon.agent("crashy")["state"] == "fatal"
+    daemon.signal(signal.SIGHUP)
+    daemon.wait_for(
+        lambda s: (
+            next(a for a in s["agents"] if a["alias"] == "crashy")["restarts"] == 0
+            or next(a for a in s["agents"] if a["alias"] == "crashy")["state"] != "fatal"
+        )
+    )

@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from ..config import daemon_paths
+from ..config import runtime_dir_hint
 from ..control import (
     AgentRestart,
     AgentsList,
@@ -57,8 +57,7 @@ def daemon_cmd(config_opt: str | None) -> None:
 
 
 def control_client(timeout: float = 60.0) -> ControlClient:
-    _path, config = state().load()
-    runtime_dir = daemon_paths(config, os.environ).runtime_dir
+    runtime_dir = runtime_dir_hint(state().locate(), os.environ)
     return ControlClient(runtime_dir / "control.sock", timeout=timeout)
 
 

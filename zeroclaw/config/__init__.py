@@ -4,7 +4,7 @@ Public API; the implementation lives in private modules beside this one.
 """
 
 from ._errors import ConfigError, ConfigIssue, did_you_mean, dotted
-from ._load import load_config, load_config_text, validate_document
+from ._load import load_config, load_config_text, runtime_dir_hint, validate_document
 from ._locate import config_candidates, locate_config, user_config_path
 from ._models import (
     AgentConfig,
@@ -80,6 +80,7 @@ __all__ = [
     "load_config_text",
     "locate_config",
     "normalize_peer_name",
+    "runtime_dir_hint",
     "starter_document",
     "user_config_path",
     "validate_document",

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ValidationError
 
 from ._errors import ConfigError, ConfigIssue, KeyPath, did_you_mean
 from ._models import Config
+from ._resolve import daemon_paths
 from ._rules import Declared, check_rules
 
 # How deep a "named entry" sits under each top-level table: a broken entry is pruned whole.
@@ -128,6 +129,57 @@ def _too_deep(doc: object) -> KeyPath | None:
         elif isinstance(node, list):
             stack.extend((child, (*path, i)) for i, child in enumerate(node))
     return None
+
+
+def runtime_dir_hint(path: str | os.PathLike[str], env: Mapping[str, str]) -> Path:
+    """Where a daemon for this config file keeps its sockets, even if the file is invalid.
+
+    Operators run `zeroclaw status` precisely when something is wrong, e.g. right after a
+    reload was refused; that must not depend on the file being valid now.
+    """
+    try:
+        return daemon_paths(load_config(path, env), env).runtime_dir
+    except ConfigError:
+        pass
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read(MAX_CONFIG_BYTES)
+        text = raw.decode("utf-8", "replace")
+    except OSError:
+        text = ""
+    try:
+        table = tomllib.loads(text).get("daemon")
+    except tomllib.TOMLDecodeError:
+        table = _scan_daemon_paths(text)  # a syntax error elsewhere must not hide these
+    table = table if isinstance(table, dict) else {}
+    partial = {k: table[k] for k in ("state_dir", "runtime_dir") if isinstance(table.get(k), str)}
+    base_dir = Path(os.path.abspath(path)).parent
+    try:
+        config = Config.model_validate({"daemon": partial}, context={"base_dir": base_dir})
+    except ValidationError:
+        config = Config()
+    return daemon_paths(config, env).runtime_dir
+
+
+_DAEMON_HEADER = re.compile(r"^\s*\[\s*daemon\s*\]\s*(#.*)?$")
+_ANY_HEADER = re.compile(r"^\s*\[")
+_PATH_LINE = re.compile(
+    r"""^\s*(state_dir|runtime_dir)\s*=\s*(?:"([^"\\]*)"|'([^']*)')\s*(#.*)?$"""
+)
+
+
+def _scan_daemon_paths(text: str) -> dict[str, str]:
+    """Read state_dir/runtime_dir from the [daemon] table of a file that does not parse."""
+    found: dict[str, str] = {}
+    inside = False
+    for line in text.splitlines():
+        if _DAEMON_HEADER.match(line):
+            inside = True
+        elif _ANY_HEADER.match(line):
+            inside = False
+        elif inside and (match := _PATH_LINE.match(line)):
+            found.setdefault(match[1], match[2] if match[2] is not None else match[3])
+    return found
 
 
 def _file_error(source: str, message: str) -> ConfigError:

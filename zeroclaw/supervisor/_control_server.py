@@ -42,13 +42,17 @@ class SocketPathTooLong(Exception):
     pass
 
 
-def bind_unix_socket(path: Path) -> socket.socket:
-    """Bind a stream socket at `path` with mode 0600 from the start (no window at 0666)."""
+def check_socket_path(path: Path) -> None:
     if len(os.fsencode(path)) > SUN_PATH_MAX:
         raise SocketPathTooLong(
             f"socket path {path} is {len(os.fsencode(path))} bytes; unix sockets allow "
             f"{SUN_PATH_MAX}. Choose a shorter runtime_dir."
         )
+
+
+def bind_unix_socket(path: Path) -> socket.socket:
+    """Bind a stream socket at `path` with mode 0600 from the start (no window at 0666)."""
+    check_socket_path(path)
     # Stale from a killed daemon; we hold the lock, so it is not in use.
     path.unlink(missing_ok=True)
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)

@@ -29,7 +29,7 @@ from ..control import (
     Status,
     error_reply,
 )
-from ._control_server import ControlServer, SocketPathTooLong
+from ._control_server import ControlServer, SocketPathTooLong, check_socket_path
 from ._lock import AlreadyRunning, PidLock
 from ._notify import SYSTEMD_VARIABLES, Notifier
 from ._spec import zygote_environment
@@ -67,6 +67,10 @@ def run_daemon(config_path: Path, env: Mapping[str, str] | None = None) -> int:
     config = load_config(config_path, env)  # ConfigError → the CLI prints it, exit 2
     setup_logging(config.daemon.log_format, config.daemon.log_level)
     paths = daemon_paths(config, env)
+    try:
+        check_socket_path(paths.runtime_dir / "control.sock")
+    except SocketPathTooLong as exc:
+        raise DaemonError(str(exc), 2) from None
     prepare_directory(paths.runtime_dir, "runtime dir")
     prepare_directory(paths.state_dir, "state dir")
     lock = PidLock(paths.runtime_dir / "zeroclaw.lock")
@@ -92,8 +96,6 @@ def run_daemon(config_path: Path, env: Mapping[str, str] | None = None) -> int:
             zygote_sock,
             notifier,
         )
-    except SocketPathTooLong as exc:
-        raise DaemonError(str(exc), 2) from None
     finally:
         zygote_sock.close()  # EOF tells the zygote to kill whatever is left and exit
         zygote.wait()
