@@ -8,10 +8,10 @@ import platform
 import sys
 from pathlib import Path
 
-from . import bench_config
+from . import bench_config, bench_supervisor
 from ._harness import Result, table
 
-SUITES = {"config": bench_config.run}
+SUITES = {"config": bench_config.run, "supervisor": bench_supervisor.run}
 
 
 def main() -> int:
