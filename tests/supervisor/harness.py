@@ -130,9 +130,10 @@ class Daemon:
     def wait_notification(self, match: Callable[[str], bool], timeout: float) -> str:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            self.assert_alive()
             message = self.next_notification(min(0.5, max(0.01, deadline - time.monotonic())))
-            if message is not None and match(message):
+            if message is None:
+                self.assert_alive()  # nothing queued and nobody left to send it
+            elif match(message):
                 return message
         raise AssertionError(
             f"no matching notification in {timeout}s; got {self.notifications[-5:]}\n{self.log()}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import stat
@@ -128,11 +129,7 @@ def test_sigterm_stops_agents_and_exits_0(root: Path, daemons: DaemonFactory) ->
     assert daemon.wait_exit() == 0
     assert wait_gone(pids, timeout=1) == []
     assert not (daemon.runtime_dir / "control.sock").exists()
-    assert (
-        "STOPPING=1" in daemon.notifications[-1]
-        or any("STOPPING=1" in m for m in daemon.notifications)
-        or daemon.next_notification(1)
-    )
+    daemon.wait_notification(lambda m: "STOPPING=1" in m, timeout=5)
 
 
 def test_sigint_also_stops_cleanly(root: Path, daemons: DaemonFactory) -> None:
@@ -173,7 +170,6 @@ def test_notify_sequence_and_agents_never_see_notify_socket(
     assert kinds[first_ready:] == ["READY", "RELOADING", "READY", "STOPPING"]
     reloading = next(m for m in daemon.notifications if "RELOADING=1" in m)
     assert "MONOTONIC_USEC=" in reloading
-    assert any(m.startswith("STATUS=") for m in daemon.notifications) or True
 
 
 def test_watchdog_pings(root: Path, daemons: DaemonFactory) -> None:
@@ -305,9 +301,8 @@ def test_reload_command_reports_the_diff(root: Path, daemons: DaemonFactory) -> 
     daemon.write_config(doc)
     result = daemon.cli("reload", "--json")
     assert result.returncode == 0, result.stderr
-    assert (
-        '"removed": [\n    "gamma"' in result.stdout.replace("  ", "  ") or "gamma" in result.stdout
-    )
+    reply = json.loads(result.stdout)
+    assert reply["diff"] == {"added": [], "removed": ["gamma"], "changed": []}
     assert [a["alias"] for a in daemon.status()["agents"]] == ["alpha", "beta"]
 
 
@@ -315,10 +310,10 @@ def test_reload_clears_fatal(root: Path, daemons: DaemonFactory) -> None:
     doc = make_config(root, {"alpha": agent_entry(), "crashy": agent_entry()})
     daemon = daemons(doc).start()
     assert daemon.agent("crashy")["state"] == "fatal"
+    fatal_since = daemon.agent("crashy")["since"]
     daemon.signal(signal.SIGHUP)
+    # The reload clears fatal: the agent is started again (and, still broken, fails again).
     daemon.wait_for(
-        lambda s: (
-            next(a for a in s["agents"] if a["alias"] == "crashy")["restarts"] == 0
-            or next(a for a in s["agents"] if a["alias"] == "crashy")["state"] != "fatal"
-        )
+        lambda s: next(a for a in s["agents"] if a["alias"] == "crashy")["since"] > fatal_since
     )
+    assert "(operator start)" in daemon.log()
