@@ -1,34 +1,30 @@
-"""Agent entry points that misbehave on purpose, selected by alias prefix.
+"""Agent entry points that misbehave or follow a script, loaded into the real zygote
+through ZEROCLAW_AGENT_ENTRYPOINT. They inject faults and drive load through the real
+AgentBus; they do not replace any zeroclaw component.
 
-Loaded into the real zygote through ZEROCLAW_AGENT_ENTRYPOINT; every other alias runs the
-real agent. They inject faults; they do not replace any zeroclaw component.
+- alias "crash*":    exits 3 at once
+- alias "stubborn*": ignores SIGTERM and leaves a grandchild behind
+- alias "mute*":     never joins the bus
+- a workspace with plan.json: runs that plan (flood, stream, fuzz) on the real bus
+- anything else:     the real agent
 """
 
 from __future__ import annotations
 
+import json
 import os
+import random
 import signal
-import socket
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
-from zeroclaw.agent import AgentSpec, Ping, Pong, Ready, agent_main, decode_link, encode_link
-from zeroclaw.control import FrameDecoder, encode_frame
+import msgspec
+import trio
 
-
-def _serve_link_blocking(link_fd: int) -> int:
-    sock = socket.socket(fileno=link_fd)
-    sock.sendall(encode_frame(encode_link(Ready(os.getpid()))))
-    decoder = FrameDecoder(1 << 20)
-    while True:
-        data = sock.recv(65536)
-        if not data:
-            return 0
-        for frame in decoder.feed(data):
-            message = decode_link(frame)
-            if isinstance(message, Ping):
-                sock.sendall(encode_frame(encode_link(Pong(message.seq))))
+from zeroclaw.agent import AgentSpec, agent_main, serve_agent
+from zeroclaw.bus import AgentBus, Message, Outcome, Send, encode
 
 
 def main(spec: AgentSpec, link_fd: int) -> int:
@@ -38,11 +34,110 @@ def main(spec: AgentSpec, link_fd: int) -> int:
         return 3
     if alias.startswith("stubborn"):
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        child = subprocess.Popen(["sleep", "1000"], start_new_session=False)
+        child = subprocess.Popen(["sleep", "1000"])
         (workspace / "grandchild.pid").write_text(str(child.pid))
-        return _serve_link_blocking(link_fd)
+        return trio.run(lambda: serve_agent(spec, link_fd, stop_signals=()))
     if alias.startswith("mute"):
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        time.sleep(3600)  # never says Ready
+        time.sleep(3600)
         return 0
+    plan_file = workspace / "plan.json"
+    if plan_file.exists():
+        plan = json.loads(plan_file.read_text())
+
+        def start(bus: AgentBus, nursery: trio.Nursery) -> None:
+            nursery.start_soon(PLANS[plan["do"]], bus, plan, workspace)
+
+        return trio.run(lambda: serve_agent(spec, link_fd, on_bus=start))
     return agent_main(spec, link_fd)
+
+
+def _write(workspace: Path, name: str, data: Any) -> None:
+    tmp = workspace / f".{name}.tmp"
+    tmp.write_text(json.dumps(data))
+    tmp.rename(workspace / name)
+
+
+async def flood(bus: AgentBus, plan: dict[str, Any], workspace: Path) -> None:
+    """Send `count` messages to `to` as fast as the window allows; wait to receive as many."""
+    count, to, channel = plan["count"], plan["to"], plan["channel"]
+    body = "x" * plan.get("size", 200)
+    outcomes: dict[str, int] = {}
+
+    def done(outcome: Outcome) -> None:
+        outcomes[outcome.label] = outcomes.get(outcome.label, 0) + 1
+
+    await trio.sleep(plan.get("delay", 0))
+    started = time.perf_counter()
+    for _ in range(count):
+        await bus.wait_for_room()
+        bus.post(to, channel, body, done)
+    while sum(outcomes.values()) < count or bus.received < plan.get("expect", count):
+        await trio.sleep(0.01)
+    _write(
+        workspace,
+        "result.json",
+        {
+            "outcomes": outcomes,
+            "received": bus.received,
+            "seconds": time.perf_counter() - started,
+        },
+    )
+
+
+async def stream(bus: AgentBus, plan: dict[str, Any], workspace: Path) -> None:
+    """Send `count` messages at `interval`, recording every outcome in order."""
+    results: list[str | None] = [None] * plan["count"]
+
+    def record(index: int) -> Any:
+        def done(outcome: Outcome) -> None:
+            results[index] = outcome.label
+
+        return done
+
+    _write(workspace, "started.json", {})
+    for i in range(plan["count"]):
+        bus.post(plan["to"], plan["channel"], {"n": i}, record(i))
+        await trio.sleep(plan["interval"])
+    with trio.move_on_after(60):
+        while any(r is None for r in results):
+            await trio.sleep(0.01)
+    _write(workspace, "result.json", {"results": results})
+
+
+async def fuzz(bus: AgentBus, plan: dict[str, Any], workspace: Path) -> None:
+    """Send random and mutated frames straight onto the wire."""
+    rng = random.Random(plan.get("seed", 1))
+    valid = encode(
+        Send(
+            message=Message(
+                id="fz-1", to=plan["to"], channel=plan["channel"], body="hi", sent_at=0.0
+            )
+        )
+    )
+    for i in range(plan["count"]):
+        kind = i % 6
+        if kind == 0:
+            frame = rng.randbytes(rng.randint(0, 300))
+        elif kind == 1:  # flip bytes of a valid frame
+            raw = bytearray(valid)
+            for _ in range(rng.randint(1, 5)):
+                raw[rng.randrange(len(raw))] = rng.randrange(256)
+            frame = bytes(raw)
+        elif kind == 2:  # truncate a valid frame
+            frame = valid[: rng.randrange(len(valid))]
+        elif kind == 3:  # unknown tag / wrong version
+            frame = msgspec.msgpack.encode(
+                {"t": rng.choice(["nope", "send", "ack"]), "v": rng.choice([0, 2, 99])}
+            )
+        elif kind == 4:  # well-formed msgpack of the wrong shape
+            frame = msgspec.msgpack.encode({"t": "send", "v": 1, "message": {"id": i, "to": []}})
+        else:  # oversized
+            frame = b"\x00" * (plan["max_frame"] + 1 + rng.randrange(1000))
+        bus.send_raw(frame)
+        if i % 500 == 0:
+            await trio.sleep(0)
+    _write(workspace, "result.json", {"sent": plan["count"]})
+
+
+PLANS = {"flood": flood, "stream": stream, "fuzz": fuzz}

@@ -1,16 +1,28 @@
 """The agent process: its start contract, its link to the daemon, its main."""
 
-from ._link import MAX_LINK_FRAME, LinkMessage, Ping, Pong, Ready, decode_link, encode_link
+from ._link import (
+    MAX_LINK_FRAME,
+    Keys,
+    LinkMessage,
+    Ping,
+    Pong,
+    ProbeCommand,
+    ProbeResult,
+    decode_link,
+    encode_link,
+)
 from ._process import agent_main, serve_agent
 from ._spec import AgentSpec
 
 __all__ = [
     "MAX_LINK_FRAME",
     "AgentSpec",
+    "Keys",
     "LinkMessage",
     "Ping",
     "Pong",
-    "Ready",
+    "ProbeCommand",
+    "ProbeResult",
     "agent_main",
     "decode_link",
     "encode_link",

@@ -1,6 +1,7 @@
 """The private link between the daemon and one agent process (an inherited socketpair).
 
-Agent → daemon: Ready once it is up; Pong for each Ping. The daemon closing the link
+Daemon → agent: Keys first (this start's bus credentials: never argv, never environment),
+then Ping and ProbeCommand. Agent → daemon: Pong, ProbeResult. The daemon closing the link
 means "stop". Framed like the control socket: 4-byte length, then msgpack.
 """
 
@@ -11,8 +12,12 @@ import msgspec
 MAX_LINK_FRAME = 1024 * 1024
 
 
-class Ready(msgspec.Struct, tag="ready", frozen=True):
-    pid: int
+class Keys(msgspec.Struct, tag="keys", frozen=True):
+    endpoint: str
+    server_public: bytes
+    public: bytes
+    secret: bytes
+    max_frame: int
 
 
 class Ping(msgspec.Struct, tag="ping", frozen=True):
@@ -23,7 +28,20 @@ class Pong(msgspec.Struct, tag="pong", frozen=True):
     seq: int
 
 
-LinkMessage = Ready | Ping | Pong
+class ProbeCommand(msgspec.Struct, tag="probe", frozen=True):
+    seq: int
+    to: str
+    channel: str
+
+
+class ProbeResult(msgspec.Struct, tag="probe_result", frozen=True):
+    seq: int
+    outcome: str  # "delivered" or a refusal code
+    detail: str
+    rtt_ms: float
+
+
+LinkMessage = Keys | Ping | Pong | ProbeCommand | ProbeResult
 
 _encoder = msgspec.msgpack.Encoder()
 _decoder = msgspec.msgpack.Decoder(LinkMessage)

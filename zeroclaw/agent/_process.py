@@ -1,21 +1,39 @@
-"""The agent process's main: until the router exists, an agent idles and answers liveness."""
+"""The agent process's main: read this start's keys from the link, join the bus, serve.
+
+Until the agent runtime exists, an agent acknowledges what it receives, answers the
+daemon's liveness pings and runs the probes the daemon asks for.
+"""
 
 from __future__ import annotations
 
 import logging
-import os
 import signal
 import socket
-from collections.abc import AsyncIterator
+import time
+from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 
 import trio
 
 from .._logging import setup_logging
+from ..bus import AgentBus, BusCredentials
 from ..control import FrameDecoder, encode_frame
-from ._link import MAX_LINK_FRAME, Ping, Pong, Ready, decode_link, encode_link
+from ._link import (
+    MAX_LINK_FRAME,
+    Keys,
+    Ping,
+    Pong,
+    ProbeCommand,
+    ProbeResult,
+    decode_link,
+    encode_link,
+)
 from ._spec import AgentSpec
 
 log = logging.getLogger("zeroclaw.agent")
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+BusHook = Callable[[AgentBus, trio.Nursery], None]
 
 
 def agent_main(spec: AgentSpec, link_fd: int) -> int:
@@ -24,35 +42,87 @@ def agent_main(spec: AgentSpec, link_fd: int) -> int:
     return trio.run(serve_agent, spec, link_fd)
 
 
-async def serve_agent(spec: AgentSpec, link_fd: int) -> int:
+async def serve_agent(
+    spec: AgentSpec,
+    link_fd: int,
+    *,
+    stop_signals: Sequence[int] = STOP_SIGNALS,
+    on_bus: BusHook | None = None,
+) -> int:
+    """Run until the daemon closes the link or a stop signal arrives.
+
+    `on_bus` lets a caller (the agent runtime, or a test agent) start its own tasks once
+    the bus is up.
+    """
     link = trio.SocketStream(trio.socket.from_stdlib_socket(socket.socket(fileno=link_fd)))
-    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+    decoder = FrameDecoder(MAX_LINK_FRAME)
+    keys = await _read_keys(link, decoder)
+    if keys is None:
+        log.error("agent %s: the daemon closed the link before sending keys", spec.alias)
+        return 1
+    bus = AgentBus(
+        BusCredentials(
+            spec.alias, keys.endpoint, keys.server_public, keys.public, keys.secret, keys.max_frame
+        )
+    )
+    receiver = trio.open_signal_receiver(*stop_signals) if stop_signals else nullcontext()
+    with receiver as signals:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(_serve_link, link, nursery.cancel_scope)
-            nursery.start_soon(_stop_on_signal, signals, nursery.cancel_scope, spec.alias)
+            await nursery.start(bus.run)
+            if on_bus is not None:
+                on_bus(bus, nursery)
+            nursery.start_soon(_serve_link, link, decoder, bus, nursery.cancel_scope)
+            if stop_signals:
+                nursery.start_soon(_stop_on_signal, signals, nursery.cancel_scope, spec.alias)
     await link.aclose()
     return 0
 
 
-async def _stop_on_signal(signals: AsyncIterator[int], scope: trio.CancelScope, alias: str) -> None:
-    async for signum in signals:
+async def _read_keys(link: trio.SocketStream, decoder: FrameDecoder) -> Keys | None:
+    while True:
+        data = await link.receive_some(65536)
+        if not data:
+            return None
+        for frame in decoder.feed(data):
+            message = decode_link(frame)
+            if isinstance(message, Keys):
+                return message
+
+
+async def _stop_on_signal(signals: object, scope: trio.CancelScope, alias: str) -> None:
+    async for signum in signals:  # type: ignore[attr-defined]
         log.info("agent %s stopping on %s", alias, signal.Signals(signum).name)
         scope.cancel()
         return
 
 
-async def _serve_link(link: trio.SocketStream, scope: trio.CancelScope) -> None:
-    await link.send_all(encode_frame(encode_link(Ready(os.getpid()))))
-    decoder = FrameDecoder(MAX_LINK_FRAME)
-    while True:
-        try:
-            data = await link.receive_some(65536)
-        except trio.BrokenResourceError:
-            data = b""
-        if not data:
-            scope.cancel()  # the daemon closed the link: stop
-            return
-        for frame in decoder.feed(data):
-            message = decode_link(frame)
-            if isinstance(message, Ping):
-                await link.send_all(encode_frame(encode_link(Pong(message.seq))))
+async def _serve_link(
+    link: trio.SocketStream, decoder: FrameDecoder, bus: AgentBus, scope: trio.CancelScope
+) -> None:
+    send_lock = trio.Lock()
+
+    async def send(message: Pong | ProbeResult) -> None:
+        async with send_lock:
+            await link.send_all(encode_frame(encode_link(message)))
+
+    async def probe(command: ProbeCommand) -> None:
+        started = time.perf_counter()
+        outcome = await bus.send(command.to, command.channel, None, kind="probe")
+        rtt = (time.perf_counter() - started) * 1000
+        await send(ProbeResult(command.seq, outcome.label, outcome.detail, rtt))
+
+    async with trio.open_nursery() as nursery:
+        while True:
+            try:
+                data = await link.receive_some(65536)
+            except trio.BrokenResourceError:
+                data = b""
+            if not data:
+                scope.cancel()  # the daemon closed the link: stop
+                return
+            for frame in decoder.feed(data):
+                message = decode_link(frame)
+                if isinstance(message, Ping):
+                    await send(Pong(message.seq))
+                elif isinstance(message, ProbeCommand):
+                    nursery.start_soon(probe, message)

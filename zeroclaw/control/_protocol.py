@@ -38,6 +38,14 @@ class AgentRestart(Request, tag="agents.restart", frozen=True):
     alias: str
 
 
+class RouteProbe(Request, tag="route.probe", frozen=True):
+    """Make agent `from_` send a probe to `to` through the router."""
+
+    from_: str = msgspec.field(name="from")
+    to: str
+    channel: str | None = None
+
+
 class Reload(Request, tag="reload", frozen=True):
     pass
 
@@ -46,7 +54,9 @@ class Shutdown(Request, tag="shutdown", frozen=True):
     pass
 
 
-AnyRequest = Status | AgentsList | AgentStart | AgentStop | AgentRestart | Reload | Shutdown
+AnyRequest = (
+    Status | AgentsList | AgentStart | AgentStop | AgentRestart | RouteProbe | Reload | Shutdown
+)
 
 
 class Reply(msgspec.Struct, frozen=True, omit_defaults=True):

@@ -14,8 +14,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
 
 import trio
+import zmq
 
 from .._logging import setup_logging
+from ..bus import Router
 from ..config import Config, daemon_paths, load_config
 from ..control import (
     AgentRestart,
@@ -25,11 +27,13 @@ from ..control import (
     AnyRequest,
     Reload,
     Reply,
+    RouteProbe,
     Shutdown,
     Status,
     error_reply,
 )
 from ._control_server import ControlServer, SocketPathTooLong, check_socket_path
+from ._lifecycle import State
 from ._lock import AlreadyRunning, PidLock
 from ._notify import SYSTEMD_VARIABLES, Notifier
 from ._spec import zygote_environment
@@ -118,8 +122,13 @@ async def _main(
             supervisor.on_zygote_exit(pid, status)
 
     zygote = ZygoteClient(zygote_pid, zygote_sock, on_exit)
-    supervisor = Supervisor(config, config_path, env, zygote, notifier)
-    return await _serve(supervisor, config, notifier)
+    ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+    try:
+        router = Router(config, daemon_paths(config, env).runtime_dir, ctx)
+        supervisor = Supervisor(config, config_path, env, zygote, notifier, router)
+        return await _serve(supervisor, config, notifier)
+    finally:
+        ctx.term()
 
 
 async def _serve(supervisor: Supervisor, config: Config, notifier: Notifier) -> int:
@@ -129,6 +138,7 @@ async def _serve(supervisor: Supervisor, config: Config, notifier: Notifier) -> 
         handler = _make_handler(supervisor, nursery)
         control = ControlServer(paths.runtime_dir / "control.sock", handler)
         await nursery.start(control.serve)
+        await nursery.start(supervisor.router.run)
         log.info(
             "zeroclaw daemon started",
             extra={
@@ -166,6 +176,56 @@ async def _signals(
         else:
             log.info("%s: shutting down", signal.Signals(signum).name)
             supervisor.shutdown_requested.set()
+
+
+PROBE_WAIT_SECS = 10.0
+
+
+async def _probe(supervisor: Supervisor, request: RouteProbe) -> Reply:
+    policy = supervisor.router.policy
+    for alias in (request.from_, request.to):
+        if alias not in policy.agents:
+            return Reply(
+                ok=False,
+                error="unknown_agent",
+                message=f"no agent {alias!r} is configured",
+                data={"outcome": "unknown_agent"},
+            )
+    channel = request.channel or policy.default_channel(request.from_, request.to)
+    base = {"from": request.from_, "to": request.to, "channel": channel}
+    runner = supervisor.runner(request.from_)
+    if channel is None:
+        return Reply(
+            ok=False,
+            error="not_peers",
+            message="no channel is configured",
+            data={**base, "outcome": "not_peers"},
+        )
+    if runner is None or runner.lifecycle.state != State.RUNNING:
+        return Reply(
+            ok=False,
+            error="unavailable",
+            message=f"agent {request.from_!r} is not running",
+            data={**base, "outcome": "unavailable"},
+        )
+    result = await runner.probe(request.to, channel, PROBE_WAIT_SECS)
+    if result is None:
+        return Reply(
+            ok=False,
+            error="timeout",
+            message=f"no probe result within {PROBE_WAIT_SECS:g}s",
+            data={**base, "outcome": "timeout"},
+        )
+    data = {
+        **base,
+        "outcome": result.outcome,
+        "rtt_ms": round(result.rtt_ms, 3),
+        "detail": result.detail,
+    }
+    ok = result.outcome == "delivered"
+    return Reply(
+        ok=ok, data=data, error=None if ok else result.outcome, message=result.detail or None
+    )
 
 
 async def _watchdog(notifier: Notifier, interval: float) -> None:
@@ -221,6 +281,8 @@ def _make_handler(
                     message=f"agent {alias} is fatal: {status['last_exit']}",
                 )
             return Reply(ok=True, data=status)
+        if isinstance(request, RouteProbe):
+            return await _probe(supervisor, request)
         return error_reply("unsupported", f"unsupported request {type(request).__name__}")
 
     return handle

@@ -17,11 +17,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+import msgspec
 import trio
 
-from ..agent import MAX_LINK_FRAME, AgentSpec, Ping, Pong, Ready, decode_link, encode_link
+from ..agent import (
+    MAX_LINK_FRAME,
+    AgentSpec,
+    Keys,
+    Ping,
+    Pong,
+    ProbeCommand,
+    ProbeResult,
+    decode_link,
+    encode_link,
+)
+from ..bus import AgentKeys
 from ..config import RestartPolicy
-from ..control import FrameDecoder, encode_frame
+from ..control import FrameDecoder, FrameTooLarge, encode_frame
 from ._lifecycle import ExitStatus, Lifecycle, State, Transition
 from ._spec import agent_environment
 from ._zygote_client import SpawnError, ZygoteClient
@@ -72,6 +84,8 @@ class AgentRunner:
         grace_secs: float,
         register_pid: Callable[[int, AgentRunner], None],
         on_transition: Callable[[Transition], None],
+        mint_keys: Callable[[str], AgentKeys],
+        max_frame: int,
     ) -> None:
         self.spec = spec
         self.lifecycle = Lifecycle(spec.alias, policy)
@@ -80,6 +94,12 @@ class AgentRunner:
         self._daemon_env = daemon_env
         self._register_pid = register_pid
         self._on_transition = on_transition
+        self._mint_keys = mint_keys
+        self.max_frame = max_frame
+        self._link: trio.SocketStream | None = None
+        self._link_lock = trio.Lock()
+        self._probes: dict[int, trio.MemorySendChannel[ProbeResult]] = {}
+        self._probe_seq = 0
         self._send, self._inbox = trio.open_memory_channel[Event](256)
         self._changed = trio.Event()
         self._kill_at: float | None = None
@@ -246,6 +266,18 @@ class AgentRunner:
         lc = self.lifecycle
         self._emit(lc.start(trio.current_time(), operator=operator))
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        keys = self._mint_keys(self.alias)
+        # The keys of this start go first on the private link: never argv, never environment.
+        # The buffer is empty, so this small write cannot block.
+        ours.sendall(
+            encode_frame(
+                encode_link(
+                    Keys(
+                        keys.endpoint, keys.server_public, keys.public, keys.secret, self.max_frame
+                    )
+                )
+            )
+        )
         try:
             await trio.to_thread.run_sync(_ensure_workspace, Path(self.spec.workspace))
             env = agent_environment(self.spec, self._daemon_env)
@@ -296,27 +328,66 @@ class AgentRunner:
         changed, self._changed = self._changed, trio.Event()
         changed.set()
 
+    async def probe(self, to: str, channel: str, wait_secs: float) -> ProbeResult | None:
+        """Have this agent's process send a probe through the router; None if no answer."""
+        if self._link is None:
+            return None
+        self._probe_seq += 1
+        seq = self._probe_seq
+        send, receive = trio.open_memory_channel[ProbeResult](1)
+        self._probes[seq] = send
+        try:
+            async with self._link_lock:
+                await self._link.send_all(encode_frame(encode_link(ProbeCommand(seq, to, channel))))
+            with trio.move_on_after(wait_secs):
+                return await receive.receive()
+            return None
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            return None
+        finally:
+            self._probes.pop(seq, None)
+
     async def _watch_link(self, sock: socket.socket, pid: int, scope: trio.CancelScope) -> None:
-        """Read Ready/Pong from the agent; ping it; report a hang. Ends with the process."""
+        """Read Pong/ProbeResult from the agent; ping it; report a hang. Ends with the process.
+
+        A broken link is normal (the agent died, maybe before reading its keys): the exit
+        report from the zygote is what drives the lifecycle, so errors here are only logged.
+        """
         stream = trio.SocketStream(trio.socket.from_stdlib_socket(sock))
+        self._link = stream
         with scope:
             try:
                 async with stream, trio.open_nursery() as nursery:
                     last_pong = [trio.current_time()]
                     nursery.start_soon(self._ping, stream, pid, last_pong)
-                    decoder = FrameDecoder(MAX_LINK_FRAME)
-                    while True:
-                        data = await stream.receive_some(65536)
-                        if not data:
-                            return  # the process is exiting; its exit report follows
-                        for frame in decoder.feed(data):
-                            message = decode_link(frame)
-                            if isinstance(message, Ready):
-                                self.post(ProcessReady(pid))
-                            elif isinstance(message, Pong):
-                                last_pong[0] = trio.current_time()
-            except (trio.BrokenResourceError, trio.ClosedResourceError, ValueError) as exc:
-                log.warning("agent %s link broke: %s", self.alias, exc)
+                    await self._read_link(stream, last_pong)
+                    nursery.cancel_scope.cancel()
+            finally:
+                if self._link is stream:
+                    self._link = None
+
+    async def _read_link(self, stream: trio.SocketStream, last_pong: list[float]) -> None:
+        decoder = FrameDecoder(MAX_LINK_FRAME)
+        while True:
+            try:
+                data = await stream.receive_some(65536)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                return
+            if not data:
+                return  # the process is exiting; its exit report follows
+            try:
+                frames = decoder.feed(data)
+                messages = [decode_link(frame) for frame in frames]
+            except (FrameTooLarge, msgspec.MsgspecError) as exc:
+                log.warning("agent %s sent a bad link frame: %s", self.alias, exc)
+                return
+            for message in messages:
+                if isinstance(message, Pong):
+                    last_pong[0] = trio.current_time()
+                elif isinstance(message, ProbeResult):
+                    waiter = self._probes.get(message.seq)
+                    if waiter is not None:
+                        waiter.send_nowait(message)
 
     async def _ping(self, stream: trio.SocketStream, pid: int, last_pong: list[float]) -> None:
         seq = 0
@@ -326,7 +397,11 @@ class AgentRunner:
                 self.post(ProcessHung(pid))
                 return
             seq += 1
-            await stream.send_all(encode_frame(encode_link(Ping(seq))))
+            try:
+                async with self._link_lock:
+                    await stream.send_all(encode_frame(encode_link(Ping(seq))))
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                return
 
 
 def _ensure_workspace(path: Path) -> None:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import signal
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -14,10 +16,11 @@ import trio
 
 from .._version import __version__
 from ..agent import AgentSpec
+from ..bus import Router
 from ..config import Config, ConfigError, RestartPolicy, daemon_paths, load_config
 from ._lifecycle import ExitStatus, State, Transition
 from ._notify import Notifier
-from ._runner import AgentRunner, Command, ProcessExited
+from ._runner import AgentRunner, Command, ProcessExited, ProcessReady
 from ._spec import build_specs, diff_specs
 from ._zygote_client import ZygoteClient
 
@@ -40,12 +43,16 @@ class Supervisor:
         env: Mapping[str, str],
         zygote: ZygoteClient,
         notifier: Notifier,
+        router: Router,
     ) -> None:
         self.config = config
         self.config_path = config_path
         self.env = env
         self.zygote = zygote
         self.notifier = notifier
+        self.router = router
+        router.on_hello = self._on_hello
+        router.request_start = self._request_start
         self.paths = daemon_paths(config, env)
         self.specs: dict[str, AgentSpec] = {}
         self.runners: dict[str, AgentRunner] = {}
@@ -75,7 +82,37 @@ class Supervisor:
         else:
             self._by_pid[pid] = runner
 
+    def _on_hello(self, alias: str, pid: int) -> None:
+        """An agent said hello on the bus: it is reachable, so it is running."""
+        runner = self.runners.get(alias)
+        if runner is not None:
+            runner.post(ProcessReady(pid))
+
+    def _request_start(self, alias: str) -> bool:
+        """A message arrived for an on-demand agent that is not on the bus yet."""
+        runner = self.runners.get(alias)
+        if runner is None or runner.lifecycle.state == State.FATAL:
+            return False
+        if runner.lifecycle.state == State.STOPPED:
+            runner.post(Command("start"))
+        return True
+
+    def note_activity(self, alias: str) -> None:
+        runner = self.runners.get(alias)
+        if runner is not None:
+            runner.last_activity = trio.current_time()
+
     def _on_transition(self, t: Transition) -> None:
+        if t.old in (State.STARTING, State.RUNNING, State.STOPPING) and t.new in (
+            State.BACKOFF,
+            State.FATAL,
+            State.STOPPED,
+        ):
+            # The process is gone: its key dies with it, and what was in flight to it is refused.
+            self.router.revoke(t.alias)
+            self.router.agent_down(t.alias)
+        if t.new == State.FATAL:
+            self.router.start_failed(t.alias, "the agent is fatal")
         fields: dict[str, Any] = {
             "alias": t.alias,
             "from_state": t.old.value,
@@ -118,6 +155,8 @@ class Supervisor:
             self.config.daemon.shutdown_grace_secs,
             self._register_pid,
             self._on_transition,
+            self.router.mint_keys,
+            self.config.daemon.max_frame_bytes,
         )
 
     # --- life --------------------------------------------------------------------------
@@ -138,7 +177,17 @@ class Supervisor:
             runner.post(Command("start"))
 
     async def _run_runner(self, runner: AgentRunner) -> None:
-        await runner.run()
+        try:
+            await runner.run()
+        except Exception:
+            # A bug in one agent's runner must not take the daemon and every other agent
+            # down. Its process is killed; the agent is gone until a reload or restart.
+            log.exception("supervisor bug while handling agent %s; stopping it", runner.alias)
+            pid = runner.lifecycle.pid
+            if pid is not None:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(pid, signal.SIGKILL)
+            self.router.agent_down(runner.alias)
         if self.runners.get(runner.alias) is runner:
             del self.runners[runner.alias]
 
@@ -230,6 +279,7 @@ class Supervisor:
                         "state_dir/runtime_dir changes take effect only when the daemon restarts"
                     )
                 new_specs = build_specs(new, self.env, self.config_path.parent)
+                self.router.update_config(new)
                 diff = diff_specs(self.specs, new_specs)
                 self.config = new
                 self.specs = new_specs
@@ -290,5 +340,6 @@ class Supervisor:
                 },
             },
             "counts": self.counts(),
+            "router": self.router.stats(),
             "agents": [self.runners[a].status() for a in sorted(self.runners)],
         }

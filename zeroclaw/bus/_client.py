@@ -1,0 +1,227 @@
+"""The agent's end of the bus: one DEALER, authenticated with the keys of this start."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import trio
+import zmq
+
+from ._wire import (
+    Ack,
+    Deliver,
+    Heartbeat,
+    Hello,
+    Message,
+    Refusal,
+    Response,
+    Send,
+    WireError,
+    decode_from_router,
+    encode,
+)
+from ._zsocket import Frames, SocketOwner
+
+log = logging.getLogger("zeroclaw.bus")
+
+HEARTBEAT_SECS = 5.0
+SEND_WINDOW = 512  # messages awaiting an outcome before senders wait
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """How one send ended: delivered (acked by the destination) or refused with a code."""
+
+    id: str
+    delivered: bool
+    code: str | None = None
+    detail: str = ""
+
+    @property
+    def label(self) -> str:
+        return "delivered" if self.delivered else (self.code or "refused")
+
+
+OutcomeHandler = Callable[[Outcome], None]
+
+
+@dataclass(frozen=True)
+class BusCredentials:
+    alias: str
+    endpoint: str
+    server_public: bytes
+    public: bytes
+    secret: bytes
+    max_frame: int
+
+
+class AgentBus:
+    def __init__(self, creds: BusCredentials, *, window: int = SEND_WINDOW) -> None:
+        self.creds = creds
+        self.alias = creds.alias
+        self.on_message: Callable[[Message], None] = lambda message: None
+        self.on_response: Callable[[Response], None] = lambda response: None
+        self._window = window
+        self._waiting: dict[str, OutcomeHandler] = {}
+        self._room = trio.Event()
+        self._acks: list[int] = []
+        self._ids = itertools.count(1)
+        self._prefix = f"{creds.alias}-{os.getpid():x}-{int(time.time() * 1000) % 100000:x}"
+        self._owner: SocketOwner | None = None
+        self.ctx: zmq.Context[zmq.Socket[bytes]] | None = None
+        self.received = 0
+
+    # --- sending ---------------------------------------------------------------------------
+
+    def new_id(self) -> str:
+        return f"{self._prefix}-{next(self._ids)}"
+
+    @property
+    def outstanding(self) -> int:
+        return len(self._waiting)
+
+    async def wait_for_room(self) -> None:
+        while len(self._waiting) >= self._window:
+            room = self._room
+            await room.wait()
+
+    def post(
+        self,
+        to: str,
+        channel: str,
+        body: Any,
+        on_outcome: OutcomeHandler,
+        *,
+        session: str | None = None,
+        kind: str = "message",
+        message_id: str | None = None,
+    ) -> str:
+        """Queue one message; `on_outcome` is called exactly once with its fate."""
+        message = Message(
+            id=message_id or self.new_id(),
+            to=to,
+            channel=channel,
+            body=body,
+            sent_at=time.time(),
+            session=session,
+            kind=kind,
+        )
+        payload = encode(Send(message=message))
+        if len(payload) > self.creds.max_frame:
+            on_outcome(
+                Outcome(
+                    message.id, False, "too_large", f"{len(payload)} bytes > {self.creds.max_frame}"
+                )
+            )
+            return message.id
+        self._waiting[message.id] = on_outcome
+        assert self._owner is not None
+        self._owner.send_nowait([payload])
+        return message.id
+
+    async def send(
+        self, to: str, channel: str, body: Any, *, session: str | None = None, kind: str = "message"
+    ) -> Outcome:
+        """Send one message and wait for its outcome."""
+        await self.wait_for_room()
+        done = trio.Event()
+        result: list[Outcome] = []
+
+        def finish(outcome: Outcome) -> None:
+            result.append(outcome)
+            done.set()
+
+        self.post(to, channel, body, finish, session=session, kind=kind)
+        await done.wait()
+        return result[0]
+
+    def send_raw(self, payload: bytes) -> None:
+        """Put arbitrary bytes on the wire (for tests of the router's input handling)."""
+        assert self._owner is not None
+        self._owner.send_nowait([payload])
+
+    def send_frame(self, frame: Any) -> None:
+        assert self._owner is not None
+        self._owner.send_nowait([encode(frame)])
+
+    # --- receiving -------------------------------------------------------------------------
+
+    def _on_frames(self, frames: Frames, _user: bytes) -> bool:
+        if len(frames) != 1:
+            return True
+        try:
+            frame = decode_from_router(frames[0])
+        except WireError as exc:
+            log.warning("dropping a malformed frame from the router: %s", exc)
+            return True
+        if isinstance(frame, Deliver):
+            self._acks.append(frame.rid)
+            self.received += 1
+            if frame.message is not None:
+                try:
+                    self.on_message(frame.message)
+                except Exception:
+                    log.exception("message handler failed")
+        elif isinstance(frame, Ack):
+            for message_id in frame.ids:
+                self._resolve(Outcome(message_id, True))
+        elif isinstance(frame, Refusal):
+            if frame.id is not None:
+                self._resolve(Outcome(frame.id, False, frame.code, frame.detail))
+        elif isinstance(frame, Response):
+            self.on_response(frame)
+        return True
+
+    def _resolve(self, outcome: Outcome) -> None:
+        handler = self._waiting.pop(outcome.id, None)
+        if handler is None:
+            return
+        handler(outcome)
+        if len(self._waiting) < self._window:
+            self._room.set()
+            self._room = trio.Event()
+
+    def _flush_acks(self) -> None:
+        if self._acks and self._owner is not None:
+            self._owner.send_nowait([encode(Ack(rids=tuple(self._acks)))])
+            self._acks = []
+
+    # --- the task --------------------------------------------------------------------------
+
+    async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+        self.ctx = ctx
+        sock = ctx.socket(zmq.DEALER)
+        sock.linger = 0
+        sock.sndhwm = 10_000
+        sock.rcvhwm = 10_000
+        # No routing id of our own: the router assigns one and knows us by our key alone.
+        sock.curve_serverkey = self.creds.server_public
+        sock.curve_publickey = self.creds.public
+        sock.curve_secretkey = self.creds.secret
+        sock.connect(self.creds.endpoint)
+        owner = SocketOwner(
+            sock, self._on_frames, name=f"bus:{self.alias}", after_drain=self._flush_acks
+        )
+        self._owner = owner
+        owner.send_nowait([encode(Hello(pid=os.getpid()))])
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(owner.run)
+                nursery.start_soon(self._heartbeat)
+                task_status.started()
+        finally:
+            ctx.term()  # the owner closed the socket (linger 0), so this returns at once
+            for message_id in list(self._waiting):
+                self._resolve(Outcome(message_id, False, "unavailable", "agent bus closed"))
+
+    async def _heartbeat(self) -> None:
+        for seq in itertools.count(1):
+            await trio.sleep(HEARTBEAT_SECS)
+            self.send_frame(Heartbeat(seq=seq))

@@ -1,0 +1,122 @@
+"""Who may message whom: the peer-group policy the router and `route explain` share. Pure.
+
+A → B on channel C is allowed only when some peer group on C (its bare type or its dotted
+alias) lists both. External (non-agent) senders on C reach C's owners only when one of the
+owners' groups on C accepts them (`external_peers`, `ignore`). Decisions are precomputed
+into sets, so the router's check is a set lookup.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..config import Config, channel_owners, channel_peers
+
+
+@dataclass(frozen=True, slots=True)
+class RouteDecision:
+    allowed: bool
+    sender: str
+    dest: str
+    channel: str | None
+    code: str | None  # refusal code when not allowed
+    group: str | None  # the peer group that allows it
+    reason: str
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "allowed": self.allowed,
+            "from": self.sender,
+            "to": self.dest,
+            "channel": self.channel,
+            "code": self.code,
+            "group": self.group,
+            "reason": self.reason,
+        }
+
+
+class PeerPolicy:
+    def __init__(self, config: Config) -> None:
+        self.agents = frozenset(config.agents)
+        self.enabled = frozenset(a for a, c in config.agents.items() if c.enabled)
+        self.channels = tuple(config.channel_ids())
+        self.bindings = {alias: tuple(c.channels) for alias, c in config.agents.items()}
+        self.owners = channel_owners(config)
+        # (sender, dest, channel) -> the first group (by name) that allows it
+        self._allowed: dict[tuple[str, str, str], str] = {}
+        self._peers = {}
+        for alias in sorted(config.agents):
+            for channel in self.channels:
+                peers = channel_peers(config, alias, channel)
+                self._peers[(alias, channel)] = peers
+                for other in peers.agents:
+                    group = next(g for g in peers.groups if other in config.peer_groups[g].agents)
+                    self._allowed[(alias, other, channel)] = group
+
+    def allowed(self, sender: str, dest: str, channel: str) -> bool:
+        """The router's hot path."""
+        return (sender, dest, channel) in self._allowed
+
+    def decide(self, sender: str, dest: str, channel: str | None = None) -> RouteDecision:
+        """The full decision with its reason. Without a channel: any channel that allows it."""
+        for who in (sender, dest):
+            if who not in self.agents:
+                return RouteDecision(
+                    False,
+                    sender,
+                    dest,
+                    channel,
+                    "unknown_agent",
+                    None,
+                    f"no agent {who!r} is configured",
+                )
+        if sender == dest:
+            return RouteDecision(
+                False, sender, dest, channel, "not_peers", None, "an agent does not message itself"
+            )
+        candidates = [channel] if channel is not None else list(self.channels)
+        if channel is not None and channel not in self.channels:
+            return RouteDecision(
+                False,
+                sender,
+                dest,
+                channel,
+                "not_peers",
+                None,
+                f"channel {channel!r} is not configured",
+            )
+        for ch in candidates:
+            group = self._allowed.get((sender, dest, ch))
+            if group is not None:
+                return RouteDecision(
+                    True,
+                    sender,
+                    dest,
+                    ch,
+                    None,
+                    group,
+                    f"peer group {group!r} lists both on channel {ch!r}",
+                )
+        where = f"channel {channel!r}" if channel is not None else "any channel"
+        mine = {g for ch in candidates for g in self._peers[(sender, ch)].groups}
+        if not mine:
+            reason = f"{sender!r} is in no peer group on {where}"
+        else:
+            reason = f"no peer group on {where} lists both {sender!r} and {dest!r}"
+        return RouteDecision(False, sender, dest, channel, "not_peers", None, reason)
+
+    def default_channel(self, sender: str, dest: str) -> str | None:
+        """The channel a message from sender to dest travels on when none is named."""
+        decision = self.decide(sender, dest)
+        if decision.allowed:
+            return decision.channel
+        bound = self.bindings.get(sender, ())
+        return bound[0] if bound else (self.channels[0] if self.channels else None)
+
+    def external_accepted(self, channel: str, sender_name: str) -> tuple[str, ...]:
+        """Owners of `channel` that accept input from the external sender `sender_name`."""
+        return tuple(
+            owner
+            for owner in self.owners.get(channel, ())
+            if self._peers[(owner, channel)].external.accepts(sender_name)
+        )

@@ -1,0 +1,147 @@
+"""The bus wire protocol: msgspec structs as msgpack, a tagged union with a version.
+
+Agent → router:  Hello, Send, Ack, Heartbeat, Request
+Router → agent:  Deliver, Ack, Refusal, Response
+Every struct carries `v` (PROTOCOL_VERSION); a frame with another version, an unknown tag
+or bad fields is `malformed`: dropped, counted, and refused to its sender when its id
+can be read. See ADR 0005 for the table of message types.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import msgspec
+
+PROTOCOL_VERSION = 1
+
+RefusalCode = Literal[
+    "not_peers", "unknown_agent", "unavailable", "too_large", "malformed", "timeout"
+]
+REFUSAL_CODES: tuple[str, ...] = (
+    "not_peers",
+    "unknown_agent",
+    "unavailable",
+    "too_large",
+    "malformed",
+    "timeout",
+)
+
+
+class Message(msgspec.Struct, frozen=True, omit_defaults=True):
+    """One agent-to-agent message. `from` is set by the router from the authenticated alias."""
+
+    id: str
+    to: str
+    channel: str
+    body: Any
+    sent_at: float
+    from_: str = msgspec.field(default="", name="from")
+    session: str | None = None
+    kind: str = "message"  # "message" | "probe"
+
+
+class _Wire(msgspec.Struct, frozen=True, tag_field="t"):
+    v: int = PROTOCOL_VERSION
+
+
+class Hello(_Wire, tag="hello", frozen=True):
+    pid: int = 0
+
+
+class Send(_Wire, tag="send", frozen=True):
+    message: Message | None = None
+
+
+class Deliver(_Wire, tag="deliver", frozen=True):
+    rid: int = 0  # the router's id for this delivery; the destination acks it
+    message: Message | None = None
+
+
+class Ack(_Wire, tag="ack", frozen=True):
+    """Destination → router: `rids` delivered. Router → sender: message `ids` acknowledged."""
+
+    rids: tuple[int, ...] = ()
+    ids: tuple[str, ...] = ()
+
+
+class Refusal(_Wire, tag="refusal", frozen=True):
+    id: str | None = None
+    code: str = "malformed"
+    detail: str = ""
+
+
+class Heartbeat(_Wire, tag="heartbeat", frozen=True):
+    seq: int = 0
+
+
+class Request(_Wire, tag="request", frozen=True):
+    """A call to a daemon service (memory, dispatch) through the router."""
+
+    id: str = ""
+    service: str = ""
+    op: str = ""
+    body: Any = None
+
+
+class Response(_Wire, tag="response", frozen=True):
+    id: str = ""
+    ok: bool = True
+    body: Any = None
+    error: str | None = None
+    detail: str = ""
+
+
+AgentFrame = Hello | Send | Ack | Heartbeat | Request
+RouterFrame = Deliver | Ack | Refusal | Response
+
+_encoder = msgspec.msgpack.Encoder()
+_from_agent = msgspec.msgpack.Decoder(AgentFrame)
+_from_router = msgspec.msgpack.Decoder(RouterFrame)
+
+
+class _IdOnly(msgspec.Struct):
+    message: dict[str, Any] | None = None
+
+
+_id_probe = msgspec.msgpack.Decoder(_IdOnly)
+
+
+class WireError(Exception):
+    """A frame that is not a valid message of this protocol version."""
+
+
+def encode(frame: AgentFrame | RouterFrame) -> bytes:
+    return _encoder.encode(frame)
+
+
+def decode_from_agent(payload: bytes) -> AgentFrame:
+    try:
+        frame = _from_agent.decode(payload)
+    except msgspec.MsgspecError as exc:
+        raise WireError(str(exc)) from None
+    if frame.v != PROTOCOL_VERSION:
+        raise WireError(f"protocol version {frame.v}, expected {PROTOCOL_VERSION}")
+    return frame
+
+
+def decode_from_router(payload: bytes) -> RouterFrame:
+    try:
+        frame = _from_router.decode(payload)
+    except msgspec.MsgspecError as exc:
+        raise WireError(str(exc)) from None
+    if frame.v != PROTOCOL_VERSION:
+        raise WireError(f"protocol version {frame.v}, expected {PROTOCOL_VERSION}")
+    return frame
+
+
+def salvage_message_id(payload: bytes) -> str | None:
+    """Best effort: the message id inside a frame that failed to decode, to refuse it."""
+    try:
+        probe = _id_probe.decode(payload)
+    except msgspec.MsgspecError:
+        return None
+    if probe.message is None:
+        return None
+    value = probe.message.get("id")
+    return value if isinstance(value, str) and len(value) <= 128 else None

@@ -1,0 +1,220 @@
+"""One trio task owns each ZeroMQ socket.
+
+ZeroMQ's FD is edge-triggered: it signals that *something* changed, not that a message is
+there, and reading EVENTS can consume the edge. So the owner loop is:
+
+    drain recv with NOBLOCK until zmq.Again (or the consumer is full)
+    flush queued sends with NOBLOCK until zmq.Again or empty
+    re-read EVENTS; if it still says readable/writable for work we have, loop again
+    only then wait on the FD — or on a wake-up from another task that queued work
+
+Other tasks never touch the socket: they append to the outbox (`send_nowait` / `send`) or
+take from the inbox, and wake the owner by cancelling its idle wait. A send that hits
+EAGAIN (the peer's pipe is full) is parked per destination, so one slow peer never blocks
+the others (ROUTER_MANDATORY makes EAGAIN per peer instead of a silent drop).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections import deque
+from collections.abc import Callable
+
+import trio
+import trio.lowlevel
+import zmq
+
+log = logging.getLogger("zeroclaw.bus")
+
+Frames = list[bytes]
+# Called by the owner for each received message with the connection's authenticated
+# User-Id (b"" without one); return False when the consumer cannot take more right now
+# (the owner stops reading until `wake()` is called).
+Receiver = Callable[[Frames, bytes], bool]
+# Called when a parked send is finally given up (destination gone or its queue overflowed).
+DropHandler = Callable[[Frames, str], None]
+
+RETRY_PARKED_SECS = 0.05  # safety net while sends are parked on a full peer
+
+
+class SocketOwner:
+    def __init__(
+        self,
+        sock: zmq.Socket[bytes],
+        on_receive: Receiver,
+        *,
+        name: str,
+        park_per_destination: bool = False,
+        max_parked: int = 10_000,
+        on_drop: DropHandler | None = None,
+        max_outbox: int = 50_000,
+        after_drain: Callable[[], None] | None = None,
+        with_user_id: bool = False,
+        request_reply: bool = False,
+    ) -> None:
+        self.sock = sock
+        self.name = name
+        self._on_receive = on_receive
+        self._outbox: deque[Frames] = deque()
+        self._parked: dict[bytes, deque[Frames]] = {}
+        self._park = park_per_destination
+        self._max_parked = max_parked
+        self._on_drop = on_drop
+        self._after_drain = after_drain
+        self._with_user = with_user_id
+        # A REP socket must answer before it may receive again.
+        self._request_reply = request_reply
+        self._max_outbox = max_outbox
+        self._idle: trio.CancelScope | None = None
+        self._reading = True
+        self._space = trio.Event()
+        self.closed = False
+
+    # --- called from any task --------------------------------------------------------------
+
+    def send_nowait(self, frames: Frames) -> None:
+        """Queue a message; never blocks (callers that may flood use `send`)."""
+        if self.closed:
+            raise trio.ClosedResourceError(f"{self.name} is closed")
+        self._outbox.append(frames)
+        self.wake()
+
+    async def send(self, frames: Frames) -> None:
+        """Queue a message, waiting while the outbox is over its limit (backpressure)."""
+        while len(self._outbox) >= self._max_outbox:
+            await self._space.wait()
+        self.send_nowait(frames)
+
+    def wake(self) -> None:
+        """Make the owner re-check its work now (new sends, or the consumer has room again)."""
+        if not self._request_reply:
+            self._reading = True
+        if self._idle is not None:
+            self._idle.cancel()
+
+    def parked(self) -> int:
+        return sum(len(q) for q in self._parked.values())
+
+    def drop_parked(self, destination: bytes, reason: str) -> None:
+        """Give up everything parked for a destination (it went away)."""
+        queue = self._parked.pop(destination, None)
+        if queue and self._on_drop:
+            for frames in queue:
+                self._on_drop(frames, reason)
+
+    # --- the owner task ----------------------------------------------------------------------
+
+    async def run(self) -> None:
+        sock = self.sock
+        fd = int(sock.getsockopt(zmq.FD))
+        try:
+            while True:
+                busy = self._drain_receive()
+                if busy and self._after_drain is not None:
+                    self._after_drain()  # e.g. one batched Ack for the whole burst
+                busy |= self._flush_sends()
+                events = int(sock.getsockopt(zmq.EVENTS))
+                ready = (events & zmq.POLLIN and self._reading) or (
+                    events & zmq.POLLOUT and self._outbox
+                )
+                if busy or ready:
+                    await trio.lowlevel.checkpoint()  # let other tasks run during long bursts
+                    continue
+                # Nothing to do: wait for the FD's edge or a wake-up. No await between the
+                # EVENTS check and this wait, so no wake-up can be lost.
+                with trio.CancelScope() as scope:
+                    self._idle = scope
+                    if self._parked:
+                        scope.deadline = trio.current_time() + RETRY_PARKED_SECS
+                    await trio.lowlevel.wait_readable(fd)
+                self._idle = None
+        finally:
+            self.closed = True
+            self._idle = None
+            with contextlib.suppress(zmq.ZMQError):
+                sock.close(linger=0)
+
+    def _drain_receive(self) -> bool:
+        """Receive until Again; returns whether anything was received."""
+        got = False
+        recv = self.sock.recv
+        while self._reading:
+            try:
+                # The first part uncopied, to read the metadata the ZAP handler attached.
+                first = recv(zmq.NOBLOCK, copy=False)
+            except zmq.Again:
+                break
+            got = True
+            user = first.get("User-Id") if self._with_user else ""
+            frames = [first.bytes]
+            while first.more:
+                first = recv(zmq.NOBLOCK, copy=False)
+                frames.append(first.bytes)
+            if not self._on_receive(frames, str(user).encode() if user else b""):
+                self._reading = False
+            if self._request_reply:
+                self._reading = False  # until the reply has gone out
+        return got
+
+    def _flush_sends(self) -> bool:
+        """Send queued messages until Again or empty; returns whether anything was sent."""
+        sent = False
+        send = self.sock.send_multipart
+        if self._parked:
+            sent |= self._retry_parked()
+        outbox = self._outbox
+        while outbox:
+            frames = outbox[0]
+            if self._park and frames[0] in self._parked:
+                outbox.popleft()  # keep per-destination order behind what is parked
+                self._park_frames(frames)
+                continue
+            try:
+                send(frames, zmq.NOBLOCK)
+            except zmq.Again:
+                if not self._park:
+                    break
+                outbox.popleft()
+                self._park_frames(frames)
+                continue
+            except zmq.ZMQError as exc:
+                outbox.popleft()
+                if self._on_drop:
+                    self._on_drop(frames, str(exc))
+                continue
+            outbox.popleft()
+            sent = True
+            if self._request_reply:
+                self._reading = True
+        if len(outbox) < self._max_outbox and not self._space.is_set():
+            self._space.set()
+            self._space = trio.Event()
+        return sent
+
+    def _park_frames(self, frames: Frames) -> None:
+        queue = self._parked.setdefault(frames[0], deque())
+        if len(queue) >= self._max_parked:
+            if self._on_drop:
+                self._on_drop(frames, "destination queue full")
+            return
+        queue.append(frames)
+
+    def _retry_parked(self) -> bool:
+        sent = False
+        send = self.sock.send_multipart
+        for destination in list(self._parked):
+            queue = self._parked[destination]
+            while queue:
+                try:
+                    send(queue[0], zmq.NOBLOCK)
+                except zmq.Again:
+                    break
+                except zmq.ZMQError as exc:
+                    if self._on_drop:
+                        self._on_drop(queue[0], str(exc))
+                queue.popleft()
+                sent = True
+            if not queue:
+                del self._parked[destination]
+        return sent
