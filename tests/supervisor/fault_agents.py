@@ -12,7 +12,6 @@ AgentBus; they do not replace any zeroclaw component.
 from __future__ import annotations
 
 import json
-import os
 import random
 import signal
 import subprocess
@@ -59,49 +58,78 @@ def _write(workspace: Path, name: str, data: Any) -> None:
 
 
 async def flood(bus: AgentBus, plan: dict[str, Any], workspace: Path) -> None:
-    """Send `count` messages to `to` as fast as the window allows; wait to receive as many."""
+    """Send `count` messages to `to` as fast as the window allows; wait to receive `expect`."""
     count, to, channel = plan["count"], plan["to"], plan["channel"]
+    expect = plan.get("expect", count)
     body = "x" * plan.get("size", 200)
     outcomes: dict[str, int] = {}
+    received = [0]
+    finished = trio.Event()
+
+    def check() -> None:
+        if sum(outcomes.values()) >= count and received[0] >= expect:
+            finished.set()
 
     def done(outcome: Outcome) -> None:
         outcomes[outcome.label] = outcomes.get(outcome.label, 0) + 1
+        check()
 
-    await trio.sleep(plan.get("delay", 0))
+    def on_message(message: Message) -> None:
+        if message.kind == "message":  # the peer's probes are not part of the flood
+            received[0] += 1
+            check()
+
+    bus.on_message = on_message
+    await wait_for_peer(bus, to, channel)
     started = time.perf_counter()
     for _ in range(count):
         await bus.wait_for_room()
         bus.post(to, channel, body, done)
-    while sum(outcomes.values()) < count or bus.received < plan.get("expect", count):
-        await trio.sleep(0.01)
+    check()
+    await finished.wait()
     _write(
         workspace,
         "result.json",
         {
             "outcomes": outcomes,
-            "received": bus.received,
+            "received": received[0],
             "seconds": time.perf_counter() - started,
         },
     )
 
 
+async def wait_for_peer(bus: AgentBus, to: str, channel: str) -> None:
+    """Probe until the peer answers: agents start together, so it may not be on the bus yet."""
+    for _ in range(600):
+        outcome = await bus.send(to, channel, None, kind="probe")
+        if outcome.delivered:
+            return
+        await trio.sleep(0.05)
+    raise RuntimeError(f"{to} never joined the bus")
+
+
 async def stream(bus: AgentBus, plan: dict[str, Any], workspace: Path) -> None:
     """Send `count` messages at `interval`, recording every outcome in order."""
     results: list[str | None] = [None] * plan["count"]
+    pending = [plan["count"]]
+    finished = trio.Event()
 
     def record(index: int) -> Any:
         def done(outcome: Outcome) -> None:
             results[index] = outcome.label
+            pending[0] -= 1
+            if pending[0] == 0:
+                finished.set()
 
         return done
 
+    await wait_for_peer(bus, plan["to"], plan["channel"])
     _write(workspace, "started.json", {})
     for i in range(plan["count"]):
         bus.post(plan["to"], plan["channel"], {"n": i}, record(i))
         await trio.sleep(plan["interval"])
     with trio.move_on_after(60):
-        while any(r is None for r in results):
-            await trio.sleep(0.01)
+        await finished.wait()
     _write(workspace, "result.json", {"results": results})
 
 
@@ -136,7 +164,7 @@ async def fuzz(bus: AgentBus, plan: dict[str, Any], workspace: Path) -> None:
             frame = b"\x00" * (plan["max_frame"] + 1 + rng.randrange(1000))
         bus.send_raw(frame)
         if i % 500 == 0:
-            await trio.sleep(0)
+            await trio.lowlevel.checkpoint()
     _write(workspace, "result.json", {"sent": plan["count"]})
 
 
