@@ -8,10 +8,14 @@ import platform
 import sys
 from pathlib import Path
 
-from . import bench_config, bench_supervisor
+from . import bench_config, bench_router, bench_supervisor
 from ._harness import Result, table
 
-SUITES = {"config": bench_config.run, "supervisor": bench_supervisor.run}
+SUITES = {
+    "config": bench_config.run,
+    "supervisor": bench_supervisor.run,
+    "router": bench_router.run,
+}
 
 
 def main() -> int:

@@ -228,3 +228,18 @@ def test_counters_in_status(root: Path, daemons: DaemonFactory) -> None:
         "timeout",
     }
     assert router["outcomes"]["delivered"] == 1 and router["outcomes"]["not_peers"] == 1
+
+
+def test_no_ack_ends_in_timeout(root: Path, daemons: DaemonFactory) -> None:
+    doc = topology(
+        root,
+        {"deaf": agent_entry()},
+        groups={**OPS, "d": {"channel": "cli", "agents": ["alpha", "deaf"]}},
+    )
+    doc["daemon"]["delivery_timeout_secs"] = 1.0
+    plan(root, "deaf", do="deaf")
+    daemon = daemons(doc).start()
+    code, result = probe(daemon, "alpha", "deaf")
+    assert code == 1 and result["outcome"] == "timeout"
+    assert "within 1s" in result["detail"]
+    assert daemon.status()["router"]["outcomes"]["timeout"] == 1

@@ -22,6 +22,8 @@ from typing import Any
 import msgspec
 import trio
 
+from bench.agents import PLANS as LOAD_PLANS
+from bench.agents import wait_for_peer, write_result
 from zeroclaw.agent import AgentSpec, agent_main, serve_agent
 from zeroclaw.bus import AgentBus, Message, Outcome, Send, encode
 
@@ -51,63 +53,6 @@ def main(spec: AgentSpec, link_fd: int) -> int:
     return agent_main(spec, link_fd)
 
 
-def _write(workspace: Path, name: str, data: Any) -> None:
-    tmp = workspace / f".{name}.tmp"
-    tmp.write_text(json.dumps(data))
-    tmp.rename(workspace / name)
-
-
-async def flood(bus: AgentBus, plan: dict[str, Any], workspace: Path) -> None:
-    """Send `count` messages to `to` as fast as the window allows; wait to receive `expect`."""
-    count, to, channel = plan["count"], plan["to"], plan["channel"]
-    expect = plan.get("expect", count)
-    body = "x" * plan.get("size", 200)
-    outcomes: dict[str, int] = {}
-    received = [0]
-    finished = trio.Event()
-
-    def check() -> None:
-        if sum(outcomes.values()) >= count and received[0] >= expect:
-            finished.set()
-
-    def done(outcome: Outcome) -> None:
-        outcomes[outcome.label] = outcomes.get(outcome.label, 0) + 1
-        check()
-
-    def on_message(message: Message) -> None:
-        if message.kind == "message":  # the peer's probes are not part of the flood
-            received[0] += 1
-            check()
-
-    bus.on_message = on_message
-    await wait_for_peer(bus, to, channel)
-    started = time.perf_counter()
-    for _ in range(count):
-        await bus.wait_for_room()
-        bus.post(to, channel, body, done)
-    check()
-    await finished.wait()
-    _write(
-        workspace,
-        "result.json",
-        {
-            "outcomes": outcomes,
-            "received": received[0],
-            "seconds": time.perf_counter() - started,
-        },
-    )
-
-
-async def wait_for_peer(bus: AgentBus, to: str, channel: str) -> None:
-    """Probe until the peer answers: agents start together, so it may not be on the bus yet."""
-    for _ in range(600):
-        outcome = await bus.send(to, channel, None, kind="probe")
-        if outcome.delivered:
-            return
-        await trio.sleep(0.05)
-    raise RuntimeError(f"{to} never joined the bus")
-
-
 async def stream(bus: AgentBus, plan: dict[str, Any], workspace: Path) -> None:
     """Send `count` messages at `interval`, recording every outcome in order."""
     results: list[str | None] = [None] * plan["count"]
@@ -124,13 +69,13 @@ async def stream(bus: AgentBus, plan: dict[str, Any], workspace: Path) -> None:
         return done
 
     await wait_for_peer(bus, plan["to"], plan["channel"])
-    _write(workspace, "started.json", {})
+    write_result(workspace, "started.json", {})
     for i in range(plan["count"]):
         bus.post(plan["to"], plan["channel"], {"n": i}, record(i))
         await trio.sleep(plan["interval"])
     with trio.move_on_after(60):
         await finished.wait()
-    _write(workspace, "result.json", {"results": results})
+    write_result(workspace, "result.json", {"results": results})
 
 
 async def fuzz(bus: AgentBus, plan: dict[str, Any], workspace: Path) -> None:
@@ -165,7 +110,17 @@ async def fuzz(bus: AgentBus, plan: dict[str, Any], workspace: Path) -> None:
         bus.send_raw(frame)
         if i % 500 == 0:
             await trio.lowlevel.checkpoint()
-    _write(workspace, "result.json", {"sent": plan["count"]})
+    write_result(workspace, "result.json", {"sent": plan["count"]})
 
 
-PLANS = {"flood": flood, "stream": stream, "fuzz": fuzz}
+class _Void(list[int]):
+    def append(self, item: int) -> None:
+        pass
+
+
+async def deaf(bus: AgentBus, plan: dict[str, Any], workspace: Path) -> None:
+    """Receive everything, acknowledge nothing."""
+    bus._acks = _Void()
+
+
+PLANS = {**LOAD_PLANS, "stream": stream, "fuzz": fuzz, "deaf": deaf}

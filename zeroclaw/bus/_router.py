@@ -51,7 +51,6 @@ log = logging.getLogger("zeroclaw.router")
 
 ZAP_ENDPOINT = "inproc://zeromq.zap.01"
 ZAP_DOMAIN = b"zeroclaw"
-DELIVERY_TIMEOUT_SECS = 30.0
 PENDING_START_LIMIT = 10_000
 HWM = 10_000
 SUN_PATH_MAX = 107
@@ -94,7 +93,7 @@ class Router:
         self.server_public, self._server_secret = zmq.curve_keypair()
         self.policy = PeerPolicy(config)
         self.max_frame = config.daemon.max_frame_bytes
-        self.delivery_timeout = DELIVERY_TIMEOUT_SECS
+        self.delivery_timeout = config.daemon.delivery_timeout_secs
         self._on_demand = {
             alias
             for alias, agent in config.agents.items()
@@ -140,6 +139,7 @@ class Router:
 
     def update_config(self, config: Config) -> None:
         self.policy = PeerPolicy(config)
+        self.delivery_timeout = config.daemon.delivery_timeout_secs
         self.max_frame = config.daemon.max_frame_bytes
         self._on_demand = {
             alias

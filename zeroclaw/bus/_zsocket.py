@@ -36,6 +36,7 @@ Receiver = Callable[[Frames, bytes], bool]
 DropHandler = Callable[[Frames, str], None]
 
 RETRY_PARKED_SECS = 0.05  # safety net while sends are parked on a full peer
+YIELD_EVERY = 16  # consecutive busy passes between checkpoints
 
 
 class SocketOwner:
@@ -109,6 +110,7 @@ class SocketOwner:
         sock = self.sock
         fd = int(sock.getsockopt(zmq.FD))
         try:
+            streak = 0
             while True:
                 busy = self._drain_receive()
                 if busy and self._after_drain is not None:
@@ -119,8 +121,13 @@ class SocketOwner:
                     events & zmq.POLLOUT and self._outbox
                 )
                 if busy or ready:
-                    await trio.lowlevel.checkpoint()  # let other tasks run during long bursts
+                    # Yield during long bursts so other tasks run, but not after every
+                    # pass: a lone message should not pay an extra scheduler round.
+                    streak += 1
+                    if streak % YIELD_EVERY == 0:
+                        await trio.lowlevel.checkpoint()
                     continue
+                streak = 0
                 # Nothing to do: wait for the FD's edge or a wake-up. No await between the
                 # EVENTS check and this wait, so no wake-up can be lost.
                 with trio.CancelScope() as scope:
@@ -138,23 +145,25 @@ class SocketOwner:
     def _drain_receive(self) -> bool:
         """Receive until Again; returns whether anything was received."""
         got = False
-        recv = self.sock.recv
+        sock = self.sock
         while self._reading:
             try:
-                # The first part uncopied, to read the metadata the ZAP handler attached.
-                first = recv(zmq.NOBLOCK, copy=False)
+                if self._with_user:
+                    # The first part uncopied, only to read the User-Id the ZAP handler
+                    # attached; the rest of the same message as plain bytes.
+                    first = sock.recv(zmq.NOBLOCK, copy=False)
+                    user = first.get("User-Id")
+                    frames = [first.bytes]
+                    if first.more:
+                        frames.extend(sock.recv_multipart(zmq.NOBLOCK))
+                    ok = self._on_receive(frames, str(user).encode() if user else b"")
+                else:
+                    ok = self._on_receive(sock.recv_multipart(zmq.NOBLOCK), b"")
             except zmq.Again:
                 break
             got = True
-            user = first.get("User-Id") if self._with_user else ""
-            frames = [first.bytes]
-            while first.more:
-                first = recv(zmq.NOBLOCK, copy=False)
-                frames.append(first.bytes)
-            if not self._on_receive(frames, str(user).encode() if user else b""):
-                self._reading = False
-            if self._request_reply:
-                self._reading = False  # until the reply has gone out
+            if not ok or self._request_reply:
+                self._reading = False  # consumer full, or a REP socket owes its reply first
         return got
 
     def _flush_sends(self) -> bool:

@@ -102,6 +102,11 @@ class DaemonConfig(_Strict):
         description="Largest message the router accepts, in bytes; larger frames are refused "
         "as 'too_large'.",
     )
+    delivery_timeout_secs: Annotated[float, Field(gt=0, le=3600)] = Field(
+        default=30.0,
+        description="Seconds the router waits for the destination's ack before refusing the "
+        "message to its sender as 'timeout'.",
+    )
 
 
 # --------------------------------------------------------------------------- providers

@@ -1,0 +1,107 @@
+"""Load-generating agent plans, run inside real agent processes on the real AgentBus.
+
+An agent whose workspace holds plan.json runs that plan (see tests/supervisor/fault_agents,
+the entry point that dispatches here). Results go to result.json in the workspace.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from zeroclaw.bus import AgentBus, Message, Outcome
+
+
+def write_result(workspace: Path, name: str, data: Any) -> None:
+    tmp = workspace / f".{name}.tmp"
+    tmp.write_text(json.dumps(data))
+    tmp.rename(workspace / name)
+
+
+async def wait_for_peer(bus: AgentBus, to: str, channel: str) -> None:
+    """Probe until the peer answers: agents start together, so it may not be on the bus yet."""
+    for _ in range(600):
+        outcome = await bus.send(to, channel, None, kind="probe")
+        if outcome.delivered:
+            return
+        await trio.sleep(0.05)
+    raise RuntimeError(f"{to} never joined the bus")
+
+
+async def flood(bus: AgentBus, plan: dict[str, Any], workspace: Path) -> None:
+    """Send `count` messages to `to` as fast as the window allows; wait to receive `expect`."""
+    count, to, channel = plan["count"], plan["to"], plan["channel"]
+    expect = plan.get("expect", count)
+    body = "x" * plan.get("size", 200)
+    outcomes: dict[str, int] = {}
+    received = [0]
+    finished = trio.Event()
+
+    def check() -> None:
+        if sum(outcomes.values()) >= count and received[0] >= expect:
+            finished.set()
+
+    def done(outcome: Outcome) -> None:
+        outcomes[outcome.label] = outcomes.get(outcome.label, 0) + 1
+        check()
+
+    def on_message(message: Message) -> None:
+        if message.kind == "message":  # the peer's probes are not part of the flood
+            received[0] += 1
+            check()
+
+    bus.on_message = on_message
+    if count:
+        await wait_for_peer(bus, to, channel)
+    started = time.perf_counter()
+    for _ in range(count):
+        await bus.wait_for_room()
+        bus.post(to, channel, body, done)
+    check()
+    await finished.wait()
+    write_result(
+        workspace,
+        "result.json",
+        {"outcomes": outcomes, "received": received[0], "seconds": time.perf_counter() - started},
+    )
+
+
+async def pingpong(bus: AgentBus, plan: dict[str, Any], workspace: Path) -> None:
+    """`count` sequential probes; round-trip times in milliseconds."""
+    await wait_for_peer(bus, plan["to"], plan["channel"])
+    rtts = []
+    for _ in range(plan["count"]):
+        started = time.perf_counter()
+        outcome = await bus.send(plan["to"], plan["channel"], "x" * 200, kind="probe")
+        rtts.append((time.perf_counter() - started) * 1000)
+        assert outcome.delivered, outcome
+    rtts.sort()
+    write_result(
+        workspace,
+        "result.json",
+        {"p50": statistics.median(rtts), "p99": rtts[int(len(rtts) * 0.99) - 1]},
+    )
+
+
+PLANS = {"flood": flood, "pingpong": pingpong}
+
+
+def main(spec: Any, link_fd: int) -> int:
+    """Agent entry point for benchmarks: run plan.json if the workspace has one."""
+    from zeroclaw.agent import agent_main, serve_agent
+
+    workspace = Path(spec.workspace)
+    plan_file = workspace / "plan.json"
+    if not plan_file.exists():
+        return agent_main(spec, link_fd)
+    plan = json.loads(plan_file.read_text())
+
+    def start(bus: AgentBus, nursery: trio.Nursery) -> None:
+        nursery.start_soon(PLANS[plan["do"]], bus, plan, workspace)
+
+    return int(trio.run(lambda: serve_agent(spec, link_fd, on_bus=start)))
