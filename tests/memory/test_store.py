@@ -1,0 +1,213 @@
+"""The LMDB store with real files: operations, scope, sessions, map growth, reopen."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from zeroclaw.memory import (
+    MemoryInputError,
+    MemoryStore,
+    OperatorScope,
+    Scope,
+    ScopeError,
+    WriteOp,
+    new_id,
+    tokenize,
+)
+
+ALPHA = Scope("alpha")
+BETA = Scope("beta", readable=frozenset({"alpha"}))
+GAMMA = Scope("gamma")
+OP = OperatorScope()
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[MemoryStore]:
+    s = MemoryStore(tmp_path / "memory", map_size=1 << 22)
+    yield s
+    s.close()
+
+
+def write(
+    store: MemoryStore, scope: Scope, kind: str = "store", now: float | None = None, **args: Any
+) -> Any:
+    op = WriteOp(scope, kind, args)
+    store.apply_writes([op], now=now)
+    if op.error:
+        raise op.error
+    return op.result
+
+
+def test_store_get_upsert_keeps_id_and_created(store: MemoryStore) -> None:
+    first = write(store, ALPHA, key="k", content="the sky is blue", now=100.0)
+    second = write(store, ALPHA, key="k", content="the sky is grey", now=200.0)
+    assert second.id == first.id and second.created_at == 100.0 and second.updated_at == 200.0
+    got = store.get(ALPHA, key="k")
+    assert got is not None and got.content == "the sky is grey" and got.agent == "alpha"
+    assert store.get(ALPHA, id=first.id) == got
+    assert store.stats(OP)["alpha"]["records"] == 1
+
+
+def test_recall_ranks_by_bm25_and_updates_its_index(store: MemoryStore) -> None:
+    write(store, ALPHA, key="a", content="deploy the payment service on friday", now=1000.0)
+    write(store, ALPHA, key="b", content="payment payment payment retries", now=1000.0)
+    write(store, ALPHA, key="c", content="lunch menu", now=1000.0)
+    hits = store.recall(ALPHA, "payment", now=1000.0)
+    assert [h.record.key for h in hits] == ["b", "a"]
+    assert store.recall(ALPHA, "menu", now=1000.0)[0].record.key == "c"
+    write(store, ALPHA, key="c", content="dinner plans", now=1001.0)  # upsert re-indexes
+    assert store.recall(ALPHA, "menu") == []
+    assert store.recall(ALPHA, "the of and") == []  # only stopwords
+
+
+def test_recency_breaks_ties(store: MemoryStore) -> None:
+    write(store, ALPHA, key="old", content="quarterly report", now=0.0)
+    write(store, ALPHA, key="new", content="quarterly report", now=10 * 86400.0)
+    hits = store.recall(ALPHA, "quarterly", now=10 * 86400.0)
+    assert [h.record.key for h in hits] == ["new", "old"] and hits[0].score > hits[1].score
+
+
+def test_list_by_category_time_and_pages(store: MemoryStore) -> None:
+    for i in range(10):
+        write(
+            store,
+            ALPHA,
+            key=f"k{i}",
+            content=f"note {i}",
+            category="daily" if i % 2 else "core",
+            now=100.0 + i,
+        )
+    newest = store.list_records(ALPHA, limit=3)
+    assert [r.key for r in newest] == ["k9", "k8", "k7"]
+    page2 = store.list_records(ALPHA, limit=3, before=newest[-1].id)
+    assert [r.key for r in page2] == ["k6", "k5", "k4"]
+    assert [r.key for r in store.list_records(ALPHA, category="daily", limit=10)] == [
+        "k9",
+        "k7",
+        "k5",
+        "k3",
+        "k1",
+    ]
+    assert [r.key for r in store.list_records(ALPHA, since=103.0, until=105.0)] == [
+        "k5",
+        "k4",
+        "k3",
+    ]
+
+
+def test_forget_only_reaches_own_namespace(store: MemoryStore) -> None:
+    mine = write(store, ALPHA, key="secret", content="alpha only")
+    assert write(store, GAMMA, "forget", key="secret") is False
+    assert write(store, GAMMA, "forget", id=mine.id) is False  # knowing the id is not enough
+    assert store.get(ALPHA, key="secret") is not None
+    assert write(store, ALPHA, "forget", key="secret") is True
+    assert store.get(ALPHA, key="secret") is None
+    assert store.recall(ALPHA, "alpha") == []
+
+
+def test_grants_are_read_only_and_labelled(store: MemoryStore) -> None:
+    write(store, ALPHA, key="fact", content="the launch code is fish")
+    hits = store.recall(BETA, "launch", namespaces=["beta", "alpha"])
+    assert [(h.record.agent, h.record.key) for h in hits] == [("alpha", "fact")]
+    assert store.get(BETA, key="fact", namespace="alpha") is not None
+    assert write(store, BETA, "forget", key="fact") is False  # beta's forget reaches beta only
+    write(store, BETA, key="fact", content="beta's own")  # lands in beta, not alpha
+    assert store.get(ALPHA, key="fact").content == "the launch code is fish"  # type: ignore[union-attr]
+
+
+def test_ungranted_reads_fail_closed(store: MemoryStore) -> None:
+    write(store, ALPHA, key="fact", content="private")
+    for call in (
+        lambda: store.recall(GAMMA, "private", namespaces=["alpha"]),
+        lambda: store.get(GAMMA, key="fact", namespace="alpha"),
+        lambda: store.list_records(GAMMA, namespaces=["alpha"]),
+        lambda: list(store.export(GAMMA, "alpha")),
+    ):
+        with pytest.raises(ScopeError):
+            call()
+    assert store.stats(GAMMA) == {}
+
+
+def test_purge_is_operator_only(store: MemoryStore) -> None:
+    write(store, ALPHA, key="a", content="x")
+    with pytest.raises(ScopeError):
+        store.purge(ALPHA, "alpha")  # type: ignore[arg-type]
+    assert store.purge(OP, "alpha") == 1
+    assert store.get(ALPHA, key="a") is None
+    write(store, ALPHA, key="a", content="again")  # the namespace can be used again
+    assert store.get(ALPHA, key="a") is not None
+
+
+def test_bad_input_fails_alone_in_a_batch(store: MemoryStore) -> None:
+    ops = [
+        WriteOp(ALPHA, "store", {"key": "", "content": "x"}),
+        WriteOp(ALPHA, "store", {"key": "ok", "content": "fine"}),
+        WriteOp(ALPHA, "store", {"key": "big", "content": "x" * (300 * 1024)}),
+        WriteOp(ALPHA, "store", {"key": "cat", "content": "x", "category": "no spaces"}),
+        WriteOp(ALPHA, "store", {"key": "k", "content": "x", "bogus": 1}),
+    ]
+    store.apply_writes(ops)
+    assert [type(op.error) for op in ops] == [
+        MemoryInputError,
+        type(None),
+        MemoryInputError,
+        MemoryInputError,
+        TypeError,
+    ]
+    assert store.get(ALPHA, key="ok") is not None
+
+
+def test_sessions_append_in_order_and_are_private(store: MemoryStore) -> None:
+    for i in range(5):
+        write(store, ALPHA, "append_turn", session="s1", role="user", content=f"turn {i}")
+    write(store, ALPHA, "append_turn", session="s10", role="user", content="other session")
+    write(store, GAMMA, "append_turn", session="s1", role="user", content="gamma's s1")
+    turns = store.session(ALPHA, "s1")
+    assert [t.content for t in turns] == [f"turn {i}" for i in range(5)]
+    assert [t.content for t in store.session(ALPHA, "s1", limit=2)] == ["turn 3", "turn 4"]
+    assert [t.content for t in store.session(GAMMA, "s1")] == ["gamma's s1"]
+
+
+def test_map_grows_without_losing_anything(tmp_path: Path) -> None:
+    store = MemoryStore(tmp_path / "m", map_size=64 * 1024)
+    try:
+        grown = 0
+        for i in range(400):
+            op = WriteOp(ALPHA, "store", {"key": f"k{i}", "content": f"record number {i} " * 20})
+            while True:
+                try:
+                    store.apply_writes([op])
+                    break
+                except Exception as exc:
+                    assert type(exc).__name__ == "MapFullError"
+                    store.grow()
+                    grown += 1
+        assert grown > 0
+        assert store.stats(OP)["alpha"]["records"] == 400
+    finally:
+        store.close()
+
+
+def test_reopen_keeps_everything_and_one_env_per_process(tmp_path: Path) -> None:
+    store = MemoryStore(tmp_path / "m")
+    write(store, ALPHA, key="k", content="durable")
+    with pytest.raises(RuntimeError, match="already open"):
+        MemoryStore(tmp_path / "m")
+    store.close()
+    again = MemoryStore(tmp_path / "m")
+    assert again.get(ALPHA, key="k").content == "durable"  # type: ignore[union-attr]
+    again.close()
+
+
+def test_ids_sort_by_time_and_are_unique() -> None:
+    ids = [new_id(1000.0) for _ in range(1000)] + [new_id(1001.0)]
+    assert len(set(ids)) == len(ids) and ids == sorted(ids) and all(len(i) == 26 for i in ids)
+
+
+def test_tokenize() -> None:
+    assert tokenize("The Payment-Service, is DOWN!") == ["payment", "service", "down"]
+    assert len(tokenize("x" * 1000)[0].encode()) == 64

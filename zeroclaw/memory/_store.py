@@ -1,0 +1,521 @@
+"""The LMDB memory store: one environment, one set of named databases per agent.
+
+Scope is enforced *here*, in the only code that touches LMDB, and fails closed:
+- every operation takes a `Scope` (the caller, plus namespaces it may read); writes go to
+  the caller's namespace and nowhere else, because no write takes a namespace argument;
+- reads may name namespaces, each of which must be the caller's or a granted one, else
+  ScopeError — never an empty answer that hides a bug;
+- purging a whole namespace needs an `OperatorScope`, which the agent-facing service
+  never constructs.
+
+All methods are blocking: callers run them in `trio.to_thread.run_sync`, one write
+transaction per call (`apply_writes` takes a whole batch for group commit).
+
+Per namespace `<a>` (named databases, created on first write):
+  m/<a>/records  id -> Record (msgpack)
+  m/<a>/keys     key -> id
+  m/<a>/terms    term 0x00 id -> tf (u32)
+  m/<a>/df       term -> document frequency (u32)
+  m/<a>/time     created_ms (u64 BE) id -> ""
+  m/<a>/meta     b"docs" / b"length" -> u64
+  m/<a>/sessions session 0x00 seq (u64 BE) -> Turn (msgpack)
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import lmdb
+import msgspec
+
+from ._records import MAX_CONTENT_BYTES, MAX_KEY_BYTES, Record, Turn, new_id, valid_category
+from ._text import idf, score, term_frequencies, tokenize
+
+DEFAULT_MAP_SIZE = 1 << 30  # 1 GiB of address space up front; grows on MapFullError
+MAX_READERS = 1024
+MAX_DBS = 8192
+_KINDS = ("records", "keys", "terms", "df", "time", "meta", "sessions")
+_U32 = struct.Struct("<I")
+_U64 = struct.Struct("<Q")
+_U64BE = struct.Struct(">Q")
+_enc = msgspec.msgpack.Encoder()
+_rec_dec = msgspec.msgpack.Decoder(Record)
+_turn_dec = msgspec.msgpack.Decoder(Turn)
+
+_open_paths: set[str] = set()
+_open_lock = threading.Lock()
+
+
+def _must(value: bytes | None) -> bytes:
+    """Index entries always point at a record; a dangling one is corruption, said loudly."""
+    if value is None:
+        raise RuntimeError("memory index points at a missing record (corrupt store?)")
+    return value
+
+
+class ScopeError(PermissionError):
+    """An operation reached outside the caller's scope. Always a refusal, never a result."""
+
+
+class MemoryInputError(ValueError):
+    """Bad input for a memory operation (the message says which field)."""
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Who is asking: the caller's own namespace, plus namespaces it may only read."""
+
+    caller: str
+    readable: frozenset[str] = frozenset()
+
+    def may_read(self, namespace: str) -> bool:
+        return namespace == self.caller or namespace in self.readable
+
+
+@dataclass(frozen=True)
+class OperatorScope:
+    """The operator at the CLI: may read, export and purge any namespace."""
+
+    reason: str = "operator"
+
+
+@dataclass
+class WriteOp:
+    """One write in a group commit. Results are filled in by `apply_writes`."""
+
+    scope: Scope
+    kind: str  # "store" | "forget" | "append_turn"
+    args: dict[str, Any]
+    result: Any = None
+    error: Exception | None = None
+
+
+@dataclass
+class RecallHit:
+    record: Record
+    score: float
+
+
+@dataclass
+class _Handles:
+    dbs: dict[str, Any] = field(default_factory=dict)
+
+
+class MemoryStore:
+    def __init__(self, path: Path, map_size: int = DEFAULT_MAP_SIZE) -> None:
+        self.path = Path(path)
+        key = os.path.realpath(self.path)
+        with _open_lock:
+            if key in _open_paths:
+                raise RuntimeError(f"{self.path} is already open in this process")
+            _open_paths.add(key)
+        self._key = key
+        self.path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.env = lmdb.open(
+            str(self.path),
+            map_size=map_size,
+            max_dbs=MAX_DBS,
+            max_readers=MAX_READERS,
+            subdir=True,
+            sync=True,
+            metasync=True,
+            lock=True,
+        )
+        self.stale_readers_cleared = self.env.reader_check()
+        self._dbs: dict[tuple[str, str], Any] = {}
+        self._dbs_lock = threading.Lock()
+        self.pid = os.getpid()
+
+    def close(self) -> None:
+        self.env.close()
+        with _open_lock:
+            _open_paths.discard(self._key)
+
+    # --- plumbing ---------------------------------------------------------------------------
+
+    def _check_fork(self) -> None:
+        if os.getpid() != self.pid:
+            raise RuntimeError("an LMDB environment must not be used across fork")
+
+    def _db(self, namespace: str, kind: str, *, create: bool) -> Any | None:
+        handle = self._dbs.get((namespace, kind))
+        if handle is not None:
+            return handle
+        name = f"m/{namespace}/{kind}".encode()
+        with self._dbs_lock:
+            handle = self._dbs.get((namespace, kind))
+            if handle is not None:
+                return handle
+            if not create:
+                # Opening a named db without create needs it to exist; look first.
+                with self.env.begin() as txn:
+                    if txn.get(name) is None:
+                        return None
+            handle = self.env.open_db(name, create=create, dupsort=False)
+            self._dbs[(namespace, kind)] = handle
+            return handle
+
+    def grow(self) -> int:
+        """Double the map size. Only call with no transaction open in this process."""
+        new = self.env.info()["map_size"] * 2
+        self.env.set_mapsize(new)
+        return int(new)
+
+    def namespaces(self) -> list[str]:
+        out = set()
+        with self.env.begin() as txn:
+            for name, _ in txn.cursor():
+                parts = name.split(b"/")
+                if len(parts) == 3 and parts[0] == b"m":
+                    out.add(parts[1].decode())
+        return sorted(out)
+
+    # --- writes (one transaction for a whole batch) -----------------------------------------
+
+    def apply_writes(self, ops: Sequence[WriteOp], now: float | None = None) -> None:
+        """Apply a batch in one durable transaction. A bad op fails alone; MapFullError
+        aborts the whole batch (nothing written) and propagates so the caller can grow."""
+        self._check_fork()
+        now = time.time() if now is None else now
+        # Open (create) every db the batch needs before the write txn: open_db in a
+        # nested write transaction would deadlock.
+        for op in ops:
+            for kind in _KINDS:
+                self._db(op.scope.caller, kind, create=True)
+        with self.env.begin(write=True) as txn:
+            for op in ops:
+                op.result, op.error = None, None
+                try:
+                    if op.kind == "store":
+                        op.result = self._store(txn, op.scope, now=now, **op.args)
+                    elif op.kind == "forget":
+                        op.result = self._forget(txn, op.scope, **op.args)
+                    elif op.kind == "append_turn":
+                        op.result = self._append_turn(txn, op.scope, now=now, **op.args)
+                    else:
+                        raise MemoryInputError(f"unknown write {op.kind!r}")
+                except (MemoryInputError, ScopeError, TypeError) as exc:
+                    op.error = exc
+
+    def _handles(self, namespace: str) -> dict[str, Any]:
+        return {kind: self._db(namespace, kind, create=True) for kind in _KINDS}
+
+    def _store(
+        self,
+        txn: Any,
+        scope: Scope,
+        *,
+        key: str,
+        content: str,
+        category: str = "core",
+        session: str | None = None,
+        now: float,
+    ) -> Record:
+        if not key or len(key.encode()) > MAX_KEY_BYTES or "\x00" in key:
+            raise MemoryInputError(f"key must be 1..{MAX_KEY_BYTES} bytes without NUL")
+        if len(content.encode()) > MAX_CONTENT_BYTES:
+            raise MemoryInputError(f"content is larger than {MAX_CONTENT_BYTES} bytes")
+        if not valid_category(category):
+            raise MemoryInputError("category must be 1..32 letters, digits, '_' or '-'")
+        ns = scope.caller  # the only namespace a write can reach
+        h = self._handles(ns)
+        old_id = txn.get(key.encode(), db=h["keys"])
+        created = now
+        if old_id is not None:
+            old = _rec_dec.decode(_must(txn.get(old_id, db=h["records"])))
+            self._unindex(txn, h, old)
+            record_id = old.id
+            created = old.created_at
+        else:
+            record_id = new_id(now)
+        tfs, length = term_frequencies(content)
+        record = Record(
+            id=record_id,
+            agent=ns,
+            key=key,
+            content=content,
+            category=category,
+            created_at=created,
+            updated_at=now,
+            session=session,
+            length=length,
+        )
+        rid = record_id.encode()
+        txn.put(rid, _enc.encode(record), db=h["records"])
+        txn.put(key.encode(), rid, db=h["keys"])
+        txn.put(_U64BE.pack(int(created * 1000)) + rid, b"", db=h["time"])
+        for term, tf in tfs.items():
+            t = term.encode()
+            txn.put(t + b"\x00" + rid, _U32.pack(tf), db=h["terms"])
+            df = txn.get(t, db=h["df"])
+            txn.put(t, _U32.pack((_U32.unpack(df)[0] if df else 0) + 1), db=h["df"])
+        self._bump(txn, h, docs=1, length=length)
+        return record
+
+    def _unindex(self, txn: Any, h: dict[str, Any], record: Record) -> None:
+        rid = record.id.encode()
+        tfs, length = term_frequencies(record.content)
+        for term in tfs:
+            t = term.encode()
+            txn.delete(t + b"\x00" + rid, db=h["terms"])
+            df = txn.get(t, db=h["df"])
+            left = (_U32.unpack(df)[0] if df else 1) - 1
+            if left > 0:
+                txn.put(t, _U32.pack(left), db=h["df"])
+            else:
+                txn.delete(t, db=h["df"])
+        txn.delete(_U64BE.pack(int(record.created_at * 1000)) + rid, db=h["time"])
+        self._bump(txn, h, docs=-1, length=-length)
+
+    def _bump(self, txn: Any, h: dict[str, Any], *, docs: int, length: int) -> None:
+        for name, delta in ((b"docs", docs), (b"length", length)):
+            raw = txn.get(name, db=h["meta"])
+            txn.put(
+                name, _U64.pack(max((_U64.unpack(raw)[0] if raw else 0) + delta, 0)), db=h["meta"]
+            )
+
+    def _forget(
+        self, txn: Any, scope: Scope, *, key: str | None = None, id: str | None = None
+    ) -> bool:
+        h = self._handles(scope.caller)  # only ever the caller's own namespace
+        if id is None:
+            if key is None:
+                raise MemoryInputError("forget needs a key or an id")
+            raw = txn.get(key.encode(), db=h["keys"])
+            if raw is None:
+                return False
+            id = raw.decode()
+        raw_record = txn.get(id.encode(), db=h["records"])
+        if raw_record is None:
+            return False  # not ours (or not there): another agent's id is simply unknown here
+        record = _rec_dec.decode(raw_record)
+        self._unindex(txn, h, record)
+        txn.delete(id.encode(), db=h["records"])
+        txn.delete(record.key.encode(), db=h["keys"])
+        return True
+
+    def _append_turn(
+        self, txn: Any, scope: Scope, *, session: str, role: str, content: str, now: float
+    ) -> int:
+        if not session or len(session.encode()) > 128 or "\x00" in session:
+            raise MemoryInputError("session must be 1..128 bytes without NUL")
+        db = self._db(scope.caller, "sessions", create=True)
+        prefix = session.encode() + b"\x00"
+        cursor = txn.cursor(db=db)
+        seq = 0
+        # The last entry of this session: position after the prefix range, step back.
+        if cursor.set_range(prefix + b"\xff" * 8):
+            if cursor.prev() and cursor.key().startswith(prefix):
+                seq = _U64BE.unpack(cursor.key()[len(prefix) :])[0] + 1
+        elif cursor.last() and cursor.key().startswith(prefix):
+            seq = _U64BE.unpack(cursor.key()[len(prefix) :])[0] + 1
+        txn.put(prefix + _U64BE.pack(seq), _enc.encode(Turn(role, content, now)), db=db)
+        return seq
+
+    # --- reads ------------------------------------------------------------------------------
+
+    def _readable(
+        self, scope: Scope | OperatorScope, namespaces: Sequence[str] | None
+    ) -> list[str]:
+        if isinstance(scope, OperatorScope):
+            return list(namespaces) if namespaces is not None else self.namespaces()
+        wanted = [scope.caller] if namespaces is None else list(namespaces)
+        for ns in wanted:
+            if not scope.may_read(ns):
+                raise ScopeError(f"{scope.caller!r} may not read the memory of {ns!r}")
+        return wanted
+
+    def _one_namespace(self, scope: Scope | OperatorScope, namespace: str | None) -> str:
+        if namespace is None:
+            if isinstance(scope, OperatorScope):
+                raise MemoryInputError("the operator must name the agent")
+            namespace = scope.caller
+        (ns,) = self._readable(scope, [namespace])
+        return ns
+
+    def get(
+        self,
+        scope: Scope | OperatorScope,
+        *,
+        key: str | None = None,
+        id: str | None = None,
+        namespace: str | None = None,
+    ) -> Record | None:
+        self._check_fork()
+        ns = self._one_namespace(scope, namespace)
+        records, keys = self._db(ns, "records", create=False), self._db(ns, "keys", create=False)
+        if records is None or keys is None:
+            return None
+        with self.env.begin() as txn:
+            if id is None:
+                if key is None:
+                    raise MemoryInputError("get needs a key or an id")
+                raw_id = txn.get(key.encode(), db=keys)
+                if raw_id is None:
+                    return None
+                id = raw_id.decode()
+            raw = txn.get(id.encode(), db=records)
+            return None if raw is None else _rec_dec.decode(raw)
+
+    def list_records(
+        self,
+        scope: Scope | OperatorScope,
+        *,
+        namespaces: Sequence[str] | None = None,
+        category: str | None = None,
+        since: float | None = None,
+        until: float | None = None,
+        limit: int = 50,
+        before: str | None = None,
+    ) -> list[Record]:
+        """Newest first. Page with `before=<last id of the previous page>`."""
+        self._check_fork()
+        out: list[Record] = []
+        with self.env.begin() as txn:
+            for ns in self._readable(scope, namespaces):
+                tdb, rdb = self._db(ns, "time", create=False), self._db(ns, "records", create=False)
+                if tdb is None or rdb is None:
+                    continue
+                cursor = txn.cursor(db=tdb)
+                upper = _U64BE.pack(int((until if until is not None else 2**40) * 1000) + 1)
+                positioned = cursor.set_range(upper)
+                ok = cursor.prev() if positioned else cursor.last()
+                count = 0
+                while ok and count < limit:
+                    k = cursor.key()
+                    created_ms = _U64BE.unpack(k[:8])[0]
+                    if since is not None and created_ms < since * 1000:
+                        break
+                    rid = k[8:].decode()
+                    if before is None or rid < before:
+                        record = _rec_dec.decode(_must(txn.get(k[8:], db=rdb)))
+                        if category is None or record.category == category:
+                            out.append(record)
+                            count += 1
+                    ok = cursor.prev()
+        out.sort(key=lambda r: (r.created_at, r.id), reverse=True)
+        return out[:limit]
+
+    def recall(
+        self,
+        scope: Scope | OperatorScope,
+        query: str,
+        *,
+        namespaces: Sequence[str] | None = None,
+        limit: int = 10,
+        now: float | None = None,
+    ) -> list[RecallHit]:
+        """BM25 over each namespace's own statistics, times a recency boost; best first."""
+        self._check_fork()
+        now = time.time() if now is None else now
+        terms = sorted(set(tokenize(query)))
+        hits: list[RecallHit] = []
+        if not terms:
+            return hits
+        with self.env.begin() as txn:
+            for ns in self._readable(scope, namespaces):
+                dbs = {k: self._db(ns, k, create=False) for k in ("records", "terms", "df", "meta")}
+                if any(db is None for db in dbs.values()):
+                    continue
+                docs_raw = txn.get(b"docs", db=dbs["meta"])
+                docs = _U64.unpack(docs_raw)[0] if docs_raw else 0
+                if docs == 0:
+                    continue
+                length_raw = txn.get(b"length", db=dbs["meta"])
+                avg = (_U64.unpack(length_raw)[0] if length_raw else 0) / docs
+                matches: dict[bytes, list[tuple[int, float]]] = {}
+                cursor = txn.cursor(db=dbs["terms"])
+                for term in terms:
+                    t = term.encode()
+                    df_raw = txn.get(t, db=dbs["df"])
+                    if df_raw is None:
+                        continue
+                    term_idf = idf(docs, _U32.unpack(df_raw)[0])
+                    prefix = t + b"\x00"
+                    if not cursor.set_range(prefix):
+                        continue
+                    for k, v in cursor:
+                        if not k.startswith(prefix):
+                            break
+                        matches.setdefault(k[len(prefix) :], []).append(
+                            (_U32.unpack(v)[0], term_idf)
+                        )
+                for rid, found in matches.items():
+                    record = _rec_dec.decode(_must(txn.get(rid, db=dbs["records"])))
+                    s = score(found, record.length, avg, now - record.updated_at)
+                    hits.append(RecallHit(record, s))
+        hits.sort(key=lambda h: (-h.score, h.record.id))
+        return hits[:limit]
+
+    def session(self, scope: Scope, session: str, *, limit: int = 200) -> list[Turn]:
+        """The last `limit` turns of one of the caller's own sessions, oldest first."""
+        self._check_fork()
+        db = self._db(scope.caller, "sessions", create=False)
+        if db is None:
+            return []
+        prefix = session.encode() + b"\x00"
+        turns: list[Turn] = []
+        with self.env.begin() as txn:
+            cursor = txn.cursor(db=db)
+            positioned = cursor.set_range(prefix + b"\xff" * 8)
+            ok = cursor.prev() if positioned else cursor.last()
+            while ok and cursor.key().startswith(prefix) and len(turns) < limit:
+                turns.append(_turn_dec.decode(cursor.value()))
+                ok = cursor.prev()
+        turns.reverse()
+        return turns
+
+    def export(
+        self, scope: Scope | OperatorScope, namespace: str | None = None
+    ) -> Iterator[Record]:
+        """Every record of one readable namespace, oldest first."""
+        self._check_fork()
+        ns = self._one_namespace(scope, namespace)
+        rdb = self._db(ns, "records", create=False)
+        if rdb is None:
+            return
+        with self.env.begin() as txn:
+            for _, raw in txn.cursor(db=rdb):
+                yield _rec_dec.decode(raw)
+
+    def stats(self, scope: Scope | OperatorScope) -> dict[str, dict[str, int]]:
+        self._check_fork()
+        namespaces = (
+            self.namespaces()
+            if isinstance(scope, OperatorScope)
+            else [ns for ns in self.namespaces() if scope.may_read(ns)]
+        )
+        out = {}
+        with self.env.begin() as txn:
+            for ns in namespaces:
+                meta = self._db(ns, "meta", create=False)
+                sessions = self._db(ns, "sessions", create=False)
+                docs = txn.get(b"docs", db=meta) if meta is not None else None
+                out[ns] = {
+                    "records": _U64.unpack(docs)[0] if docs else 0,
+                    "session_turns": txn.stat(sessions)["entries"] if sessions is not None else 0,
+                }
+        return out
+
+    def purge(self, scope: OperatorScope, namespace: str) -> int:
+        """Drop a whole namespace. Operator only: an agent's Scope is refused."""
+        if not isinstance(scope, OperatorScope):
+            raise ScopeError("purging a namespace is for the operator CLI only")
+        self._check_fork()
+        count = self.stats(scope).get(namespace, {}).get("records", 0)
+        with self.env.begin(write=True) as txn:
+            for kind in _KINDS:
+                db = self._db(namespace, kind, create=False)
+                if db is not None:
+                    txn.drop(db, delete=True)
+        with self._dbs_lock:
+            for kind in _KINDS:
+                self._dbs.pop((namespace, kind), None)
+        return int(count)
