@@ -211,3 +211,26 @@ def test_ids_sort_by_time_and_are_unique() -> None:
 def test_tokenize() -> None:
     assert tokenize("The Payment-Service, is DOWN!") == ["payment", "service", "down"]
     assert len(tokenize("x" * 1000)[0].encode()) == 64
+
+
+def test_reads_in_a_fresh_process_open_their_handles_first(tmp_path: Path) -> None:
+    """Regression: opening a named db inside a read transaction is invalid in LMDB; a store
+    reopened by another process reads before it has cached any handle."""
+    first = MemoryStore(tmp_path / "m")
+    write(first, ALPHA, key="k", content="payment retries")
+    write(first, ALPHA, "append_turn", session="s", role="user", content="hi")
+    first.close()
+    for read in (
+        lambda s: s.stats(OP),
+        lambda s: s.recall(ALPHA, "payment"),
+        lambda s: s.list_records(ALPHA),
+        lambda s: s.get(ALPHA, key="k"),
+        lambda s: list(s.export(OP, "alpha")),
+        lambda s: s.session(ALPHA, "s"),
+        lambda s: s.purge(OP, "alpha"),
+    ):
+        store = MemoryStore(tmp_path / "m")
+        try:
+            read(store)
+        finally:
+            store.close()

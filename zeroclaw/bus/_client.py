@@ -20,6 +20,7 @@ from ._wire import (
     Hello,
     Message,
     Refusal,
+    Request,
     Response,
     Send,
     WireError,
@@ -66,7 +67,7 @@ class AgentBus:
         self.creds = creds
         self.alias = creds.alias
         self.on_message: Callable[[Message], None] = lambda message: None
-        self.on_response: Callable[[Response], None] = lambda response: None
+        self._requests: dict[str, trio.MemorySendChannel[Response]] = {}
         self._window = window
         self._waiting: dict[str, OutcomeHandler] = {}
         self._room = trio.Event()
@@ -141,6 +142,23 @@ class AgentBus:
         await done.wait()
         return result[0]
 
+    async def request(
+        self, service: str, op: str, body: Any, *, wait_secs: float = 30.0
+    ) -> Response:
+        """Call a daemon service (e.g. "memory") through the router and wait for its answer."""
+        request_id = self.new_id()
+        send, receive = trio.open_memory_channel[Response](1)
+        self._requests[request_id] = send
+        try:
+            self.send_frame(Request(id=request_id, service=service, op=op, body=body))
+            with trio.move_on_after(wait_secs):
+                return await receive.receive()
+            return Response(
+                id=request_id, ok=False, error="timeout", detail=f"no answer in {wait_secs:g}s"
+            )
+        finally:
+            self._requests.pop(request_id, None)
+
     def send_raw(self, payload: bytes) -> None:
         """Put arbitrary bytes on the wire (for tests of the router's input handling)."""
         assert self._owner is not None
@@ -175,7 +193,9 @@ class AgentBus:
             if frame.id is not None:
                 self._resolve(Outcome(frame.id, False, frame.code, frame.detail))
         elif isinstance(frame, Response):
-            self.on_response(frame)
+            waiter = self._requests.pop(frame.id, None)
+            if waiter is not None:
+                waiter.send_nowait(frame)
         return True
 
     def _resolve(self, outcome: Outcome) -> None:

@@ -102,6 +102,11 @@ class DaemonConfig(_Strict):
         description="Largest message the router accepts, in bytes; larger frames are refused "
         "as 'too_large'.",
     )
+    memory_map_size: Annotated[int, Field(ge=64 * 1024, le=1 << 44)] = Field(
+        default=1 << 30,
+        description="Initial size in bytes of the memory database's address space; it doubles "
+        "whenever it fills, so this is a starting point, not a limit.",
+    )
     delivery_timeout_secs: Annotated[float, Field(gt=0, le=3600)] = Field(
         default=30.0,
         description="Seconds the router waits for the destination's ack before refusing the "

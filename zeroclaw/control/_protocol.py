@@ -46,6 +46,14 @@ class RouteProbe(Request, tag="route.probe", frozen=True):
     channel: str | None = None
 
 
+class MemoryCommand(Request, tag="memory", frozen=True):
+    """An operator memory operation on one agent's namespace."""
+
+    op: str
+    agent: str
+    args: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
 class Reload(Request, tag="reload", frozen=True):
     pass
 
@@ -55,7 +63,15 @@ class Shutdown(Request, tag="shutdown", frozen=True):
 
 
 AnyRequest = (
-    Status | AgentsList | AgentStart | AgentStop | AgentRestart | RouteProbe | Reload | Shutdown
+    Status
+    | AgentsList
+    | AgentStart
+    | AgentStop
+    | AgentRestart
+    | RouteProbe
+    | MemoryCommand
+    | Reload
+    | Shutdown
 )
 
 

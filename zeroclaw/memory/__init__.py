@@ -1,6 +1,8 @@
 """Agent-scoped memory: the LMDB store, its text ranking, and (in the daemon) the service."""
 
+from ._lock import MemoryLock, MemoryLocked
 from ._records import CORE_CATEGORIES, Record, Turn, new_id
+from ._service import MemoryService, MemoryServiceError, memory_grants, operator_request
 from ._store import (
     MemoryInputError,
     MemoryStore,
@@ -15,6 +17,10 @@ from ._text import tokenize
 __all__ = [
     "CORE_CATEGORIES",
     "MemoryInputError",
+    "MemoryLock",
+    "MemoryLocked",
+    "MemoryService",
+    "MemoryServiceError",
     "MemoryStore",
     "OperatorScope",
     "RecallHit",
@@ -23,6 +29,8 @@ __all__ = [
     "ScopeError",
     "Turn",
     "WriteOp",
+    "memory_grants",
     "new_id",
+    "operator_request",
     "tokenize",
 ]

@@ -332,6 +332,18 @@ class MemoryStore:
                 raise ScopeError(f"{scope.caller!r} may not read the memory of {ns!r}")
         return wanted
 
+    def _read_handles(
+        self, scope: Scope | OperatorScope, namespaces: Sequence[str] | None, kinds: Sequence[str]
+    ) -> dict[str, dict[str, Any]]:
+        """Scope-check, then open every handle a read needs, before its transaction begins.
+        Namespaces that have never been written to are skipped."""
+        out = {}
+        for ns in self._readable(scope, namespaces):
+            dbs = {kind: self._db(ns, kind, create=False) for kind in kinds}
+            if all(db is not None for db in dbs.values()):
+                out[ns] = dbs
+        return out
+
     def _one_namespace(self, scope: Scope | OperatorScope, namespace: str | None) -> str:
         if namespace is None:
             if isinstance(scope, OperatorScope):
@@ -350,6 +362,8 @@ class MemoryStore:
     ) -> Record | None:
         self._check_fork()
         ns = self._one_namespace(scope, namespace)
+        # Handles first: opening a named db inside a read transaction of the same thread
+        # is invalid in LMDB.
         records, keys = self._db(ns, "records", create=False), self._db(ns, "keys", create=False)
         if records is None or keys is None:
             return None
@@ -378,11 +392,10 @@ class MemoryStore:
         """Newest first. Page with `before=<last id of the previous page>`."""
         self._check_fork()
         out: list[Record] = []
+        handles = self._read_handles(scope, namespaces, ("time", "records"))
         with self.env.begin() as txn:
-            for ns in self._readable(scope, namespaces):
-                tdb, rdb = self._db(ns, "time", create=False), self._db(ns, "records", create=False)
-                if tdb is None or rdb is None:
-                    continue
+            for ns, dbs in handles.items():
+                tdb, rdb = dbs["time"], dbs["records"]
                 cursor = txn.cursor(db=tdb)
                 upper = _U64BE.pack(int((until if until is not None else 2**40) * 1000) + 1)
                 positioned = cursor.set_range(upper)
@@ -419,11 +432,9 @@ class MemoryStore:
         hits: list[RecallHit] = []
         if not terms:
             return hits
+        handles = self._read_handles(scope, namespaces, ("records", "terms", "df", "meta"))
         with self.env.begin() as txn:
-            for ns in self._readable(scope, namespaces):
-                dbs = {k: self._db(ns, k, create=False) for k in ("records", "terms", "df", "meta")}
-                if any(db is None for db in dbs.values()):
-                    continue
+            for dbs in handles.values():
                 docs_raw = txn.get(b"docs", db=dbs["meta"])
                 docs = _U64.unpack(docs_raw)[0] if docs_raw else 0
                 if docs == 0:
@@ -493,10 +504,12 @@ class MemoryStore:
             else [ns for ns in self.namespaces() if scope.may_read(ns)]
         )
         out = {}
+        handles = {
+            ns: (self._db(ns, "meta", create=False), self._db(ns, "sessions", create=False))
+            for ns in namespaces
+        }
         with self.env.begin() as txn:
-            for ns in namespaces:
-                meta = self._db(ns, "meta", create=False)
-                sessions = self._db(ns, "sessions", create=False)
+            for ns, (meta, sessions) in handles.items():
                 docs = txn.get(b"docs", db=meta) if meta is not None else None
                 out[ns] = {
                     "records": _U64.unpack(docs)[0] if docs else 0,
@@ -510,9 +523,9 @@ class MemoryStore:
             raise ScopeError("purging a namespace is for the operator CLI only")
         self._check_fork()
         count = self.stats(scope).get(namespace, {}).get("records", 0)
+        dbs = [self._db(namespace, kind, create=False) for kind in _KINDS]
         with self.env.begin(write=True) as txn:
-            for kind in _KINDS:
-                db = self._db(namespace, kind, create=False)
+            for db in dbs:
                 if db is not None:
                     txn.drop(db, delete=True)
         with self._dbs_lock:

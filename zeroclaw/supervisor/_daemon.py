@@ -17,7 +17,8 @@ import trio
 import zmq
 
 from .._logging import setup_logging
-from ..bus import Router
+from ..bus import Request as BusRequest
+from ..bus import Response, Router
 from ..config import Config, daemon_paths, load_config
 from ..control import (
     AgentRestart,
@@ -25,12 +26,22 @@ from ..control import (
     AgentStart,
     AgentStop,
     AnyRequest,
+    MemoryCommand,
     Reload,
     Reply,
     RouteProbe,
     Shutdown,
     Status,
     error_reply,
+)
+from ..memory import (
+    MemoryLock,
+    MemoryLocked,
+    MemoryService,
+    MemoryServiceError,
+    MemoryStore,
+    memory_grants,
+    operator_request,
 )
 from ._control_server import ControlServer, SocketPathTooLong, check_socket_path
 from ._lifecycle import State
@@ -87,9 +98,22 @@ def run_daemon(config_path: Path, env: Mapping[str, str] | None = None) -> int:
     for name in SYSTEMD_VARIABLES:
         os.environ.pop(name, None)
         env.pop(name, None)
+    memory_lock = MemoryLock(paths.state_dir / "memory.lock")
+    try:
+        memory_lock.acquire()
+    except MemoryLocked as exc:
+        lock.release()
+        raise DaemonError(f"{exc}; is a 'zeroclaw memory' command still writing?", 1) from None
     zygote, zygote_sock = start_zygote(
         env.get(ENTRYPOINT_ENV, DEFAULT_ENTRYPOINT), zygote_environment(env)
     )
+    # Opened after the zygote exists (which is exec'd, not forked) and never forked after:
+    # an LMDB environment must not cross a fork.
+    store = MemoryStore(paths.state_dir / "memory", map_size=config.daemon.memory_map_size)
+    if store.stale_readers_cleared:
+        log.warning(
+            "cleared %d stale memory readers left by a killed process", store.stale_readers_cleared
+        )
     try:
         return trio.run(
             _main,
@@ -99,10 +123,13 @@ def run_daemon(config_path: Path, env: Mapping[str, str] | None = None) -> int:
             zygote.pid,
             zygote_sock,
             notifier,
+            store,
         )
     finally:
         zygote_sock.close()  # EOF tells the zygote to kill whatever is left and exit
         zygote.wait()
+        store.close()
+        memory_lock.release()
         notifier.close()
         lock.release()
 
@@ -114,6 +141,7 @@ async def _main(
     zygote_pid: int,
     zygote_sock: socket.socket,
     notifier: Notifier,
+    store: MemoryStore,
 ) -> int:
     supervisor: Supervisor | None = None
 
@@ -126,6 +154,7 @@ async def _main(
     try:
         router = Router(config, daemon_paths(config, env).runtime_dir, ctx)
         supervisor = Supervisor(config, config_path, env, zygote, notifier, router)
+        supervisor.memory = MemoryService(store, memory_grants(config))
         return await _serve(supervisor, config, notifier)
     finally:
         ctx.term()
@@ -139,6 +168,7 @@ async def _serve(supervisor: Supervisor, config: Config, notifier: Notifier) -> 
         control = ControlServer(paths.runtime_dir / "control.sock", handler)
         await nursery.start(control.serve)
         await nursery.start(supervisor.router.run)
+        _serve_memory(supervisor, nursery)
         log.info(
             "zeroclaw daemon started",
             extra={
@@ -157,6 +187,31 @@ async def _serve(supervisor: Supervisor, config: Config, notifier: Notifier) -> 
             nursery.cancel_scope.cancel()
     log.info("zeroclaw daemon stopped")
     return 0
+
+
+MEMORY_CONCURRENCY = 64
+
+
+def _serve_memory(supervisor: Supervisor, nursery: trio.Nursery) -> None:
+    """Agents reach memory through the router; the router says who is asking."""
+    memory = supervisor.memory
+    assert memory is not None
+    router = supervisor.router
+    limiter = trio.CapacityLimiter(MEMORY_CONCURRENCY)
+    nursery.start_soon(memory.run_committer)
+
+    async def serve(alias: str, request: BusRequest) -> None:
+        async with limiter:
+            try:
+                # The scope comes from the authenticated alias, never from the body.
+                body = await memory.handle(memory.scope_for(alias), request.op, request.body)
+                router.reply(alias, Response(id=request.id, ok=True, body=body))
+            except MemoryServiceError as exc:
+                router.reply(
+                    alias, Response(id=request.id, ok=False, error=exc.code, detail=exc.detail)
+                )
+
+    router.services["memory"] = lambda alias, request: nursery.start_soon(serve, alias, request)
 
 
 async def _run_zygote_reader(supervisor: Supervisor, nursery: trio.Nursery) -> None:
@@ -283,6 +338,19 @@ def _make_handler(
             return Reply(ok=True, data=status)
         if isinstance(request, RouteProbe):
             return await _probe(supervisor, request)
+        if isinstance(request, MemoryCommand):
+            assert supervisor.memory is not None
+            try:
+                data = await operator_request(
+                    supervisor.memory,
+                    frozenset(supervisor.config.agents),
+                    request.op,
+                    request.agent,
+                    request.args,
+                )
+            except MemoryServiceError as exc:
+                return error_reply(exc.code, exc.detail)
+            return Reply(ok=True, data=data)
         return error_reply("unsupported", f"unsupported request {type(request).__name__}")
 
     return handle

@@ -18,6 +18,7 @@ from .._version import __version__
 from ..agent import AgentSpec
 from ..bus import Router
 from ..config import Config, ConfigError, RestartPolicy, daemon_paths, load_config
+from ..memory import MemoryService, memory_grants
 from ._lifecycle import ExitStatus, State, Transition
 from ._notify import Notifier
 from ._runner import AgentRunner, Command, ProcessExited, ProcessReady
@@ -51,6 +52,7 @@ class Supervisor:
         self.zygote = zygote
         self.notifier = notifier
         self.router = router
+        self.memory: MemoryService | None = None
         router.on_hello = self._on_hello
         router.request_start = self._request_start
         self.paths = daemon_paths(config, env)
@@ -280,6 +282,8 @@ class Supervisor:
                     )
                 new_specs = build_specs(new, self.env, self.config_path.parent)
                 self.router.update_config(new)
+                if self.memory is not None:
+                    self.memory.update_grants(memory_grants(new))
                 diff = diff_specs(self.specs, new_specs)
                 self.config = new
                 self.specs = new_specs

@@ -1,0 +1,232 @@
+"""`zeroclaw memory store|get|list|recall|stats|export|forget|purge --agent ALIAS`.
+
+Through the daemon when one runs; otherwise straight on the store, under the same write
+lock the daemon holds, so the two never write at once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any
+
+import click
+import trio
+
+from ..config import daemon_paths
+from ..control import MemoryCommand
+from ..memory import (
+    MemoryLock,
+    MemoryLocked,
+    MemoryService,
+    MemoryServiceError,
+    MemoryStore,
+    memory_grants,
+    operator_request,
+)
+from ._app import cli
+from ._common import EXIT_FAILED, EXIT_NO_DAEMON, EXIT_USAGE, CliError, emit_json, state, wants_json
+from .daemon_cmd import call
+
+_USAGE_CODES = {"unknown_agent", "bad_request"}
+
+
+def _run(op: str, agent: str | None, args: dict[str, Any]) -> dict[str, Any]:
+    alias = agent or state().agent
+    if not alias:
+        raise CliError("which agent? pass --agent ALIAS (or the global -a ALIAS)", EXIT_USAGE)
+    try:
+        reply = call(MemoryCommand(op=op, agent=alias, args=args))
+    except CliError as exc:
+        if exc.exit_code != EXIT_NO_DAEMON:
+            raise
+        click.echo("zeroclaw: no daemon is running; using the memory store directly", err=True)
+        return _direct(op, alias, args)
+    if not reply.ok:
+        code = EXIT_USAGE if reply.error in _USAGE_CODES else EXIT_FAILED
+        raise CliError(f"{reply.error}: {reply.message}", code)
+    return reply.data or {}
+
+
+def _direct(op: str, alias: str, args: dict[str, Any]) -> dict[str, Any]:
+    _path, config = state().load()
+    paths = daemon_paths(config, os.environ)
+
+    async def go(store: MemoryStore) -> dict[str, Any]:
+        service = MemoryService(store, memory_grants(config))
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(service.run_committer)
+            try:
+                result: dict[str, Any] = await operator_request(
+                    service, frozenset(config.agents), op, alias, args
+                )
+            finally:
+                nursery.cancel_scope.cancel()
+        return result
+
+    try:
+        with MemoryLock(paths.state_dir / "memory.lock", timeout=5):
+            store = MemoryStore(paths.state_dir / "memory", map_size=config.daemon.memory_map_size)
+            try:
+                return trio.run(go, store)
+            finally:
+                store.close()
+    except MemoryLocked as exc:
+        raise CliError(str(exc), EXIT_FAILED) from None
+    except MemoryServiceError as exc:
+        code = EXIT_USAGE if exc.code in _USAGE_CODES else EXIT_FAILED
+        raise CliError(f"{exc.code}: {exc.detail}", code) from None
+
+
+def _records_out(records: list[dict[str, Any]], as_json: bool, key: str = "records") -> None:
+    if wants_json(as_json):
+        emit_json({key: records})
+        return
+    for r in records:
+        score = f"  score={r['score']:.3f}" if "score" in r else ""
+        click.echo(f"[{r['agent']}] {r['key']} ({r['category']}){score}: {r['content']}")
+
+
+agent_option = click.option(
+    "--agent", "-a", "agent", metavar="ALIAS", help="The agent's namespace."
+)
+json_flag = click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON.")
+
+
+@cli.group("memory")
+def memory_group() -> None:
+    """Read and manage agents' memory (through the daemon, or directly without one)."""
+
+
+@memory_group.command("store")
+@click.argument("key")
+@click.argument("content")
+@click.option("--category", default="core", show_default=True)
+@click.option("--session")
+@agent_option
+@json_flag
+def store_cmd(
+    key: str, content: str, category: str, session: str | None, agent: str | None, as_json: bool
+) -> None:
+    """Store (or replace) CONTENT under KEY in the agent's memory."""
+    args: dict[str, Any] = {"key": key, "content": content, "category": category}
+    if session:
+        args["session"] = session
+    data = _run("store", agent, args)
+    if wants_json(as_json):
+        emit_json(data)
+    else:
+        click.echo(f"stored {data['record']['key']} ({data['record']['id']})")
+
+
+@memory_group.command("get")
+@click.argument("key")
+@agent_option
+@json_flag
+def get_cmd(key: str, agent: str | None, as_json: bool) -> None:
+    """Show one record by key. Exit 1 when there is none."""
+    data = _run("get", agent, {"key": key})
+    if wants_json(as_json):
+        emit_json(data)
+    elif data["record"]:
+        _records_out([data["record"]], False)
+    if not data["record"]:
+        if not wants_json(as_json):
+            click.echo(f"no record {key!r}", err=True)
+        sys.exit(EXIT_FAILED)
+
+
+@memory_group.command("list")
+@click.option("--category")
+@click.option("--limit", type=int, default=50, show_default=True)
+@click.option("--since", type=float, help="Unix time.")
+@click.option("--until", type=float, help="Unix time.")
+@click.option("--before", metavar="ID", help="Page: records older than this id.")
+@agent_option
+@json_flag
+def list_cmd(
+    category: str | None,
+    limit: int,
+    since: float | None,
+    until: float | None,
+    before: str | None,
+    agent: str | None,
+    as_json: bool,
+) -> None:
+    """Newest records first."""
+    args = {
+        k: v
+        for k, v in {
+            "category": category,
+            "limit": limit,
+            "since": since,
+            "until": until,
+            "before": before,
+        }.items()
+        if v is not None
+    }
+    _records_out(_run("list", agent, args)["records"], as_json)
+
+
+@memory_group.command("recall")
+@click.argument("query")
+@click.option("--limit", type=int, default=10, show_default=True)
+@agent_option
+@json_flag
+def recall_cmd(query: str, limit: int, agent: str | None, as_json: bool) -> None:
+    """Keyword search (BM25 with a recency boost), best first."""
+    _records_out(_run("recall", agent, {"query": query, "limit": limit})["hits"], as_json, "hits")
+
+
+@memory_group.command("stats")
+@agent_option
+@json_flag
+def stats_cmd(agent: str | None, as_json: bool) -> None:
+    """Record and session counts."""
+    data = _run("stats", agent, {})
+    if wants_json(as_json):
+        emit_json(data)
+    else:
+        for ns, counts in sorted(data["namespaces"].items()):
+            click.echo(
+                f"{ns}: {counts['records']} records, {counts['session_turns']} session turns"
+            )
+
+
+@memory_group.command("export")
+@agent_option
+def export_cmd(agent: str | None) -> None:
+    """Every record of the agent as JSON lines."""
+    for record in _run("export", agent, {})["records"]:
+        click.echo(json.dumps(record, ensure_ascii=False))
+
+
+@memory_group.command("forget")
+@click.argument("key")
+@agent_option
+@json_flag
+def forget_cmd(key: str, agent: str | None, as_json: bool) -> None:
+    """Delete one record by key. Exit 1 when there was none."""
+    data = _run("forget", agent, {"key": key})
+    if wants_json(as_json):
+        emit_json(data)
+    else:
+        click.echo("forgotten" if data["forgotten"] else f"no record {key!r}")
+    if not data["forgotten"]:
+        sys.exit(EXIT_FAILED)
+
+
+@memory_group.command("purge")
+@agent_option
+@click.option("--yes", is_flag=True, help="Really delete the whole namespace.")
+@json_flag
+def purge_cmd(agent: str | None, yes: bool, as_json: bool) -> None:
+    """Delete every record and session of the agent. Operator only; needs --yes."""
+    if not yes:
+        raise CliError("purge deletes the agent's whole memory; pass --yes to confirm", EXIT_USAGE)
+    data = _run("purge", agent, {})
+    if wants_json(as_json):
+        emit_json(data)
+    else:
+        click.echo(f"purged {data['purged']} records")
