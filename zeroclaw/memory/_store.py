@@ -394,7 +394,7 @@ class MemoryStore:
         out: list[Record] = []
         handles = self._read_handles(scope, namespaces, ("time", "records"))
         with self.env.begin() as txn:
-            for ns, dbs in handles.items():
+            for dbs in handles.values():
                 tdb, rdb = dbs["time"], dbs["records"]
                 cursor = txn.cursor(db=tdb)
                 upper = _U64BE.pack(int((until if until is not None else 2**40) * 1000) + 1)

@@ -1,0 +1,1 @@
+from tests.supervisor.conftest import daemons, root  # noqa: F401  (shared fixtures)
