@@ -8,13 +8,14 @@ import platform
 import sys
 from pathlib import Path
 
-from . import bench_config, bench_router, bench_supervisor
+from . import bench_config, bench_memory, bench_router, bench_supervisor
 from ._harness import Result, table
 
 SUITES = {
     "config": bench_config.run,
     "supervisor": bench_supervisor.run,
     "router": bench_router.run,
+    "memory": bench_memory.run,
 }
 
 

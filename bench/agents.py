@@ -88,7 +88,35 @@ async def pingpong(bus: AgentBus, plan: dict[str, Any], workspace: Path) -> None
     )
 
 
-PLANS = {"flood": flood, "pingpong": pingpong}
+async def memwrite(bus: AgentBus, plan: dict[str, Any], workspace: Path) -> None:
+    """`writers` concurrent loops of memory stores; every acknowledged key goes to acked.log."""
+    count = plan.get("count")  # None: until killed
+    content = plan.get("content", "remember this")
+    errors: list[str] = []
+    started = time.perf_counter()
+    with (workspace / "acked.log").open("a", buffering=1) as acked:
+
+        async def writer(w: int) -> None:
+            i = 0
+            while count is None or i < count:
+                key = f"w{w}-{i}"
+                body = {"key": key, "content": f"{content} {i}", "agent": plan.get("claim", "")}
+                response = await bus.request("memory", "store", body)
+                if response.ok:
+                    acked.write(key + "\n")
+                else:
+                    errors.append(f"{response.error}: {response.detail}")
+                i += 1
+
+        async with trio.open_nursery() as nursery:
+            for w in range(plan.get("writers", 8)):
+                nursery.start_soon(writer, w)
+    total = (count or 0) * plan.get("writers", 8)
+    seconds = time.perf_counter() - started
+    write_result(workspace, "result.json", {"errors": errors, "stores": total, "seconds": seconds})
+
+
+PLANS = {"flood": flood, "pingpong": pingpong, "memwrite": memwrite}
 
 
 def main(spec: Any, link_fd: int) -> int:

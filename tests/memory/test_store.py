@@ -234,3 +234,20 @@ def test_reads_in_a_fresh_process_open_their_handles_first(tmp_path: Path) -> No
             read(store)
         finally:
             store.close()
+
+
+def test_recall_scores_are_bm25_times_recency(store: MemoryStore) -> None:
+    """Pins the store's inlined ranking to the reference formulas in _text."""
+    from zeroclaw.memory._text import bm25, idf, recency_boost
+
+    write(store, ALPHA, key="a", content="apple banana apple", now=0.0)
+    write(store, ALPHA, key="b", content="banana cherry", now=86400.0)
+    write(store, ALPHA, key="c", content="cherry date elder fig", now=2 * 86400.0)
+    now = 3 * 86400.0
+    hits = {h.record.key: h.score for h in store.recall(ALPHA, "banana apple", now=now)}
+    avg = (3 + 2 + 4) / 3
+    expected_a = (bm25(2, 3, avg, idf(3, 1)) + bm25(1, 3, avg, idf(3, 2))) * recency_boost(now)
+    expected_b = bm25(1, 2, avg, idf(3, 2)) * recency_boost(now - 86400.0)
+    assert hits["a"] == pytest.approx(expected_a)
+    assert hits["b"] == pytest.approx(expected_b)
+    assert set(hits) == {"a", "b"}

@@ -123,29 +123,4 @@ async def deaf(bus: AgentBus, plan: dict[str, Any], workspace: Path) -> None:
     bus._acks = _Void()
 
 
-async def memwrite(bus: AgentBus, plan: dict[str, Any], workspace: Path) -> None:
-    """`writers` concurrent loops of memory stores; every acknowledged key goes to acked.log."""
-    count = plan.get("count")  # None: until killed
-    content = plan.get("content", "remember this")
-    errors: list[str] = []
-    with (workspace / "acked.log").open("a", buffering=1) as acked:
-
-        async def writer(w: int) -> None:
-            i = 0
-            while count is None or i < count:
-                key = f"w{w}-{i}"
-                body = {"key": key, "content": f"{content} {i}", "agent": plan.get("claim", "")}
-                response = await bus.request("memory", "store", body)
-                if response.ok:
-                    acked.write(key + "\n")
-                else:
-                    errors.append(f"{response.error}: {response.detail}")
-                i += 1
-
-        async with trio.open_nursery() as nursery:
-            for w in range(plan.get("writers", 8)):
-                nursery.start_soon(writer, w)
-    write_result(workspace, "result.json", {"errors": errors})
-
-
-PLANS = {**LOAD_PLANS, "stream": stream, "fuzz": fuzz, "deaf": deaf, "memwrite": memwrite}
+PLANS = {**LOAD_PLANS, "stream": stream, "fuzz": fuzz, "deaf": deaf}

@@ -14,7 +14,8 @@ transaction per call (`apply_writes` takes a whole batch for group commit).
 Per namespace `<a>` (named databases, created on first write):
   m/<a>/records  id -> Record (msgpack)
   m/<a>/keys     key -> id
-  m/<a>/terms    term 0x00 id -> tf (u32)
+  m/<a>/terms    term 0x00 id -> (tf u32, doc length u32, updated ms u64): all BM25 and
+                 recency need, so ranking reads no records until the top hits are known
   m/<a>/df       term -> document frequency (u32)
   m/<a>/time     created_ms (u64 BE) id -> ""
   m/<a>/meta     b"docs" / b"length" -> u64
@@ -23,6 +24,8 @@ Per namespace `<a>` (named databases, created on first write):
 
 from __future__ import annotations
 
+import heapq
+import math
 import os
 import struct
 import threading
@@ -36,13 +39,22 @@ import lmdb
 import msgspec
 
 from ._records import MAX_CONTENT_BYTES, MAX_KEY_BYTES, Record, Turn, new_id, valid_category
-from ._text import idf, score, term_frequencies, tokenize
+from ._text import (
+    BM25_B,
+    BM25_K1,
+    RECENCY_HALF_LIFE_SECS,
+    RECENCY_WEIGHT,
+    idf,
+    term_frequencies,
+    tokenize,
+)
 
 DEFAULT_MAP_SIZE = 1 << 30  # 1 GiB of address space up front; grows on MapFullError
 MAX_READERS = 1024
 MAX_DBS = 8192
 _KINDS = ("records", "keys", "terms", "df", "time", "meta", "sessions")
 _U32 = struct.Struct("<I")
+_POSTING = struct.Struct("<IIQ")
 _U64 = struct.Struct("<Q")
 _U64BE = struct.Struct(">Q")
 _enc = msgspec.msgpack.Encoder()
@@ -253,7 +265,7 @@ class MemoryStore:
         txn.put(_U64BE.pack(int(created * 1000)) + rid, b"", db=h["time"])
         for term, tf in tfs.items():
             t = term.encode()
-            txn.put(t + b"\x00" + rid, _U32.pack(tf), db=h["terms"])
+            txn.put(t + b"\x00" + rid, _POSTING.pack(tf, length, int(now * 1000)), db=h["terms"])
             df = txn.get(t, db=h["df"])
             txn.put(t, _U32.pack((_U32.unpack(df)[0] if df else 0) + 1), db=h["df"])
         self._bump(txn, h, docs=1, length=length)
@@ -441,7 +453,8 @@ class MemoryStore:
                     continue
                 length_raw = txn.get(b"length", db=dbs["meta"])
                 avg = (_U64.unpack(length_raw)[0] if length_raw else 0) / docs
-                matches: dict[bytes, list[tuple[int, float]]] = {}
+                partial: dict[bytes, float] = {}  # record id -> summed BM25 of matched terms
+                updated: dict[bytes, int] = {}  # record id -> updated_at in ms
                 cursor = txn.cursor(db=dbs["terms"])
                 for term in terms:
                     t = term.encode()
@@ -452,15 +465,32 @@ class MemoryStore:
                     prefix = t + b"\x00"
                     if not cursor.set_range(prefix):
                         continue
+                    cut = len(prefix)
+                    # bm25() inlined with its per-term constants hoisted: this loop runs once
+                    # per posting and is recall's whole cost.
+                    lift = term_idf * (BM25_K1 + 1)
+                    base = BM25_K1 * (1 - BM25_B)
+                    slope = BM25_K1 * BM25_B / max(avg, 1e-9)
+                    unpack = _POSTING.unpack
+                    get = partial.get
                     for k, v in cursor:
                         if not k.startswith(prefix):
                             break
-                        matches.setdefault(k[len(prefix) :], []).append(
-                            (_U32.unpack(v)[0], term_idf)
-                        )
-                for rid, found in matches.items():
+                        tf, doc_len, updated_ms = unpack(v)
+                        rid = k[cut:]
+                        partial[rid] = get(rid, 0.0) + lift * tf / (tf + base + slope * doc_len)
+                        updated[rid] = updated_ms
+                # recency_boost() inlined for the same reason: one multiply per candidate.
+                now_ms = now * 1000
+                decay = math.log(0.5) / (RECENCY_HALF_LIFE_SECS * 1000)
+                exp = math.exp
+                scored = [
+                    (total * (1 + RECENCY_WEIGHT * exp(decay * max(now_ms - updated[rid], 0))), rid)
+                    for rid, total in partial.items()
+                ]
+                ranked = heapq.nlargest(limit, scored)
+                for s, rid in ranked:  # only now read the records we will return
                     record = _rec_dec.decode(_must(txn.get(rid, db=dbs["records"])))
-                    s = score(found, record.length, avg, now - record.updated_at)
                     hits.append(RecallHit(record, s))
         hits.sort(key=lambda h: (-h.score, h.record.id))
         return hits[:limit]

@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Iterable
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 STOPWORDS = frozenset(
@@ -83,10 +82,3 @@ def bm25(tf: int, doc_len: int, avg_len: float, term_idf: float) -> float:
 def recency_boost(age_secs: float) -> float:
     """Multiplier in (1, 1 + RECENCY_WEIGHT]: halves its extra every half-life."""
     return float(1 + RECENCY_WEIGHT * 0.5 ** (max(age_secs, 0.0) / RECENCY_HALF_LIFE_SECS))
-
-
-def score(
-    matches: Iterable[tuple[int, float]], doc_len: int, avg_len: float, age_secs: float
-) -> float:
-    """`matches` are (tf, idf) for each query term found in the document."""
-    return float(sum(bm25(tf, doc_len, avg_len, i) for tf, i in matches)) * recency_boost(age_secs)
