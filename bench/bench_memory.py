@@ -111,6 +111,13 @@ def run() -> list[Result]:
             ">= 3x raw",
         ),
         result(
+            "durable stores via daemon, 64 writers",
+            wide,
+            "stores/s",
+            "raw py-lmdb, one synced commit per record",
+            raw,
+        ),
+        result(
             f"recall p50 over {RECALL_RECORDS} records",
             p50,
             "ms",
