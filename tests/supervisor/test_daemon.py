@@ -230,19 +230,20 @@ def test_on_demand_agent_starts_when_asked_and_stops_when_idle(
     doc = make_config(
         root,
         {"alpha": agent_entry(), "lazy": agent_entry(runtime_profile="lazy")},
-        extra_profiles={"lazy": {"activation": "on-demand", "idle_stop_secs": 1.0}},
+        extra_profiles={"lazy": {"activation": "on-demand", "idle_stop_secs": 3.0}},
     )
     daemon = daemons(doc).start()
     assert daemon.agent("lazy")["state"] == "stopped"
-    assert daemon.cli("agents", "start", "lazy").returncode == 0
-    pid = daemon.agent("lazy")["pid"]
-    assert daemon.agent("lazy")["state"] == "running"
+    started = daemon.cli("agents", "start", "lazy", "--json")
+    assert started.returncode == 0, started.stderr
+    agent = json.loads(started.stdout)["agent"]
+    assert agent["state"] == "running"
     daemon.wait_for(
         lambda s: next(a for a in s["agents"] if a["alias"] == "lazy")["state"] == "stopped",
-        timeout=10,
+        timeout=15,
     )
-    assert wait_gone([pid], 1) == []
-    assert "idle for 1s" in daemon.log()
+    assert wait_gone([agent["pid"]], 1) == []
+    assert "idle for 3s" in daemon.log()
 
 
 # --------------------------------------------------------------------------- reload

@@ -1,8 +1,15 @@
-"""The message bus: wire protocol, peer-group policy, trio<->zmq socket owner, router, client."""
+"""The message bus: wire protocol, peer-group policy, trio<->zmq socket owner, router, client.
+
+The router and the policy (which need the config models) load on first use, so agent
+processes, which only need the client, start without them.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from ._client import AgentBus, BusCredentials, Outcome
-from ._policy import PeerPolicy, RouteDecision
-from ._router import AgentKeys, Router
 from ._wire import (
     PROTOCOL_VERSION,
     REFUSAL_CODES,
@@ -21,6 +28,27 @@ from ._wire import (
     encode,
 )
 from ._zsocket import SocketOwner
+
+if TYPE_CHECKING:
+    from ._policy import PeerPolicy, RouteDecision
+    from ._router import AgentKeys, Router
+
+_LAZY = {
+    "PeerPolicy": "._policy",
+    "RouteDecision": "._policy",
+    "AgentKeys": "._router",
+    "Router": "._router",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "PROTOCOL_VERSION",

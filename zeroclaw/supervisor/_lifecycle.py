@@ -19,8 +19,10 @@ import enum
 import signal
 from collections import deque
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from ..config import RestartPolicy
+if TYPE_CHECKING:  # a type only: the zygote imports this package and must not load pydantic
+    from ..config import RestartPolicy
 
 
 class State(enum.StrEnum):

@@ -1,0 +1,76 @@
+"""MemoryService in-process with a real store: scoping, sessions, errors, group commit."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import trio
+
+from zeroclaw.memory import MemoryService, MemoryServiceError, MemoryStore, OperatorScope
+
+
+@pytest.fixture
+async def service(tmp_path: Path) -> AsyncIterator[MemoryService]:
+    store = MemoryStore(tmp_path / "m")
+    svc = MemoryService(store, {"alpha": frozenset(), "beta": frozenset({"alpha"})})
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(svc.run_committer)
+        yield svc
+        nursery.cancel_scope.cancel()
+    store.close()
+
+
+async def test_sessions_continue_across_requests(service: MemoryService) -> None:
+    alpha = service.scope_for("alpha")
+    for i, role in enumerate(["user", "assistant", "user"]):
+        await service.handle(
+            alpha, "append_turn", {"session": "s1", "role": role, "content": f"t{i}"}
+        )
+    turns = (await service.handle(alpha, "session", {"session": "s1"}))["turns"]
+    assert [(t["role"], t["content"]) for t in turns] == [
+        ("user", "t0"),
+        ("assistant", "t1"),
+        ("user", "t2"),
+    ]
+    assert (await service.handle(service.scope_for("beta"), "session", {"session": "s1"}))[
+        "turns"
+    ] == []
+
+
+async def test_grants_and_typed_errors(service: MemoryService) -> None:
+    await service.handle(
+        service.scope_for("alpha"), "store", {"key": "k", "content": "shared fact"}
+    )
+    beta = service.scope_for("beta")
+    hits = (await service.handle(beta, "recall", {"query": "fact", "agents": ["beta", "alpha"]}))[
+        "hits"
+    ]
+    assert [h["agent"] for h in hits] == ["alpha"]
+    cases = [
+        (service.scope_for("alpha"), "recall", {"query": "x", "agents": ["beta"]}, "forbidden"),
+        (beta, "list", {"limit": 0}, "bad_request"),
+        (beta, "list", {"limit": True}, "bad_request"),
+        (beta, "store", {"key": "", "content": "x"}, "bad_request"),
+        (beta, "nope", {}, "bad_request"),
+        (beta, "purge", {"agent": "alpha"}, "forbidden"),
+        (OperatorScope(), "store", {"key": "k", "content": "x"}, "bad_request"),
+    ]
+    for scope, op, args, code in cases:
+        with pytest.raises(MemoryServiceError) as info:
+            await service.handle(scope, op, args)
+        assert info.value.code == code, (op, args)
+
+
+async def test_concurrent_writes_share_commits(service: MemoryService) -> None:
+    alpha = service.scope_for("alpha")
+    async with trio.open_nursery() as nursery:
+        for i in range(200):
+            nursery.start_soon(
+                service.handle, alpha, "store", {"key": f"k{i}", "content": f"v {i}"}
+            )
+    assert service.committed_ops == 200
+    assert service.commits < 200
+    stats = await service.handle(OperatorScope(), "stats", {})
+    assert stats["namespaces"]["alpha"]["records"] == 200
