@@ -14,8 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-import tomli_w
-
+from ._daemon import workspace, write_bench_config
 from ._harness import Result, result
 
 REPO = Path(__file__).resolve().parent.parent
@@ -28,47 +27,23 @@ REPEAT = 3
 def _run_daemon_plan(plans: dict[str, dict[str, Any]], wait_for: str) -> dict[str, Any]:
     root = Path(tempfile.mkdtemp(prefix="zcr-", dir="/tmp"))
     try:
-        agents = {
-            alias: {
-                "model_provider": "offline.default",
-                "risk_profile": "r",
-                "runtime_profile": "d",
-                "channels": ["cli.local"],
-            }
-            for alias in plans
-        }
-        doc = {
-            "daemon": {
-                "state_dir": str(root / "s"),
-                "runtime_dir": str(root / "r"),
-                "log_format": "json",
-                "log_level": "warning",
-            },
-            "providers": {"offline": {"default": {}}},
-            "risk_profiles": {"r": {"level": "readonly"}},
-            "runtime_profiles": {"d": {}},
-            "channels": {"cli": {"local": {}}},
-            "agents": agents,
-            "peer_groups": {"g": {"channel": "cli", "agents": list(plans)}},
-        }
-        (root / "z.toml").write_text(tomli_w.dumps(doc))
+        config = write_bench_config(root, plans, grouped=True)
         for alias, plan in plans.items():
-            workspace = root / "s" / "agents" / alias / "workspace"
-            workspace.mkdir(parents=True)
-            (workspace / "plan.json").write_text(json.dumps(plan))
+            workspace(root, alias).mkdir(parents=True)
+            (workspace(root, alias) / "plan.json").write_text(json.dumps(plan))
         env = {
             **os.environ,
             "PYTHONPATH": str(REPO),
             "ZEROCLAW_AGENT_ENTRYPOINT": "bench.agents:main",
         }
         proc = subprocess.Popen(
-            [sys.executable, "-m", "zeroclaw", "--config", str(root / "z.toml"), "daemon"],
+            [sys.executable, "-m", "zeroclaw", "--config", str(config), "daemon"],
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=(root / "daemon.log").open("wb"),
         )
         try:
-            out = root / "s" / "agents" / wait_for / "workspace" / "result.json"
+            out = workspace(root, wait_for) / "result.json"
             deadline = time.monotonic() + 300
             while not out.exists():
                 if time.monotonic() > deadline or proc.poll() is not None:

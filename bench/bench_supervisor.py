@@ -13,8 +13,7 @@ import tempfile
 import time
 from pathlib import Path
 
-import tomli_w
-
+from ._daemon import write_bench_config
 from ._harness import Result, result
 
 REPO = Path(__file__).resolve().parent.parent
@@ -24,30 +23,7 @@ IMPORT_AGENT = (
 
 
 def _config(root: Path, n: int) -> Path:
-    doc = {
-        "daemon": {
-            "state_dir": str(root / "state"),
-            "runtime_dir": str(root / "run"),
-            "log_format": "json",
-            "log_level": "warning",
-        },
-        "providers": {"offline": {"default": {}}},
-        "risk_profiles": {"sup": {"level": "supervised"}},
-        "runtime_profiles": {"default": {}},
-        "channels": {"cli": {"local": {}}},
-        "agents": {
-            f"a{i:03d}": {
-                "model_provider": "offline.default",
-                "risk_profile": "sup",
-                "runtime_profile": "default",
-                "channels": ["cli.local"],
-            }
-            for i in range(n)
-        },
-    }
-    path = root / "zeroclaw.toml"
-    path.write_text(tomli_w.dumps(doc))
-    return path
+    return write_bench_config(root, (f"a{i:03d}" for i in range(n)))
 
 
 def pss_kb(pid: int) -> int:

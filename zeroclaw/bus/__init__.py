@@ -6,9 +6,9 @@ processes, which only need the client, start without them.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
+from .._lazy import lazy_attributes
 from ._client import AgentBus, BusCredentials, Outcome
 from ._wire import (
     PROTOCOL_VERSION,
@@ -41,13 +41,11 @@ _LAZY = {
 }
 
 
+_load = lazy_attributes(__name__, _LAZY)
+
+
 def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
+    return _load(name, globals())
 
 
 __all__ = [

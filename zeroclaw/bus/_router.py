@@ -31,6 +31,7 @@ from zmq.utils.monitor import parse_monitor_message
 from ..config import Config
 from ._policy import PeerPolicy
 from ._wire import (
+    REFUSAL_CODES,
     Ack,
     Deliver,
     Heartbeat,
@@ -59,6 +60,17 @@ SUN_PATH_MAX = 107
 HelloHook = Callable[[str, int], None]
 StartHook = Callable[[str], bool]  # ask for an on-demand start; False if not startable
 ServiceHandler = Callable[[str, Request], None]
+
+
+def on_demand_agents(config: Config) -> set[str]:
+    """Enabled agents that start at their first message instead of with the daemon."""
+    return {
+        alias
+        for alias, agent in config.agents.items()
+        if agent.enabled
+        and agent.runtime_profile
+        and config.runtime_profiles[agent.runtime_profile].activation == "on-demand"
+    }
 
 
 @dataclass
@@ -94,13 +106,7 @@ class Router:
         self.policy = PeerPolicy(config)
         self.max_frame = config.daemon.max_frame_bytes
         self.delivery_timeout = config.daemon.delivery_timeout_secs
-        self._on_demand = {
-            alias
-            for alias, agent in config.agents.items()
-            if agent.enabled
-            and agent.runtime_profile
-            and config.runtime_profiles[agent.runtime_profile].activation == "on-demand"
-        }
+        self._on_demand = on_demand_agents(config)
         self._key_to_alias: dict[bytes, str] = {}
         self._alias_key: dict[str, bytes] = {}
         self.connected: dict[str, int] = {}  # alias -> pid from its Hello
@@ -141,13 +147,7 @@ class Router:
         self.policy = PeerPolicy(config)
         self.delivery_timeout = config.daemon.delivery_timeout_secs
         self.max_frame = config.daemon.max_frame_bytes
-        self._on_demand = {
-            alias
-            for alias, agent in config.agents.items()
-            if agent.enabled
-            and agent.runtime_profile
-            and config.runtime_profiles[agent.runtime_profile].activation == "on-demand"
-        }
+        self._on_demand = on_demand_agents(config)
 
     def agent_down(self, alias: str) -> None:
         """The agent's process is gone: everything in flight to it is refused `unavailable`."""
@@ -449,15 +449,7 @@ class Router:
     # --- status ---------------------------------------------------------------------------
 
     def stats(self) -> dict[str, Any]:
-        outcomes = (
-            "delivered",
-            "not_peers",
-            "unknown_agent",
-            "unavailable",
-            "too_large",
-            "malformed",
-            "timeout",
-        )
+        outcomes = ("delivered", *REFUSAL_CODES)
         return {
             "endpoint": self.endpoint,
             "server_public_key": self.server_public.decode(),

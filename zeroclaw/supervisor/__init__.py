@@ -5,9 +5,9 @@ The daemon itself loads on first use: the zygote imports this package and must s
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
+from .._lazy import lazy_attributes
 from ._lifecycle import ExitStatus, InvalidTransition, Lifecycle, State, Transition
 
 if TYPE_CHECKING:
@@ -23,13 +23,11 @@ _LAZY = {
 }
 
 
+_load = lazy_attributes(__name__, _LAZY)
+
+
 def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
+    return _load(name, globals())
 
 
 __all__ = [
