@@ -1,0 +1,25 @@
+"""What an agent's tools may do: path access and shell commands. Pure decisions."""
+
+from ._commands import CommandDecision, decide_command, parse
+from ._paths import (
+    Grant,
+    PathDecision,
+    PathRules,
+    check_path,
+    decide,
+    resolve_request,
+    rules_for,
+)
+
+__all__ = [
+    "CommandDecision",
+    "Grant",
+    "PathDecision",
+    "PathRules",
+    "check_path",
+    "decide",
+    "decide_command",
+    "parse",
+    "resolve_request",
+    "rules_for",
+]

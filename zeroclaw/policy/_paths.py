@@ -1,0 +1,150 @@
+"""Where an agent's file tools may go. The decision is pure; resolution is injected.
+
+Every request is first resolved to the real path it would touch: relative to the
+workspace, `..` collapsed, every symlink (and every symlink in a chain) followed,
+including the kernel's magic links such as `/proc/self/root` or `/proc/<pid>/cwd`.
+The decision then looks only at that real path, so there is one question to answer
+however the request was spelled:
+
+1. under a forbidden path                      -> forbidden_path (always, every profile)
+2. a write while the profile is readonly      -> read_only_profile
+3. inside the agent's own workspace           -> allowed
+4. inside a granted sibling workspace          -> allowed if the grant's mode covers it,
+                                                  else path_not_allowed
+5. inside another agent's workspace (no grant) -> path_not_allowed (even for `full`:
+                                                  the profile lifts workspace_only, not
+                                                  the isolation between agents)
+6. anywhere else                               -> allowed only without workspace_only
+
+Resolution happens again at open time in the tool layer (and Landlock backs it in
+the kernel), so a symlink swapped after this check does not open a way out.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+from typing import Literal
+
+Access = Literal["read", "write"]
+GrantMode = Literal["read", "write", "read_write"]
+Resolver = Callable[[str], str]
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    owner: str
+    path: PurePosixPath
+    mode: GrantMode
+
+    def covers(self, access: Access) -> bool:
+        return self.mode == "read_write" or self.mode == access
+
+
+@dataclass(frozen=True, slots=True)
+class PathRules:
+    """An agent's path policy, from its effective risk policy and workspace settings.
+    All paths are absolute and already resolved (the workspace itself may be a symlink)."""
+
+    workspace: PurePosixPath
+    workspace_only: bool
+    may_write: bool
+    forbidden: tuple[PurePosixPath, ...] = ()
+    grants: tuple[Grant, ...] = ()
+    other_workspaces: tuple[PurePosixPath, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PathDecision:
+    allowed: bool
+    code: str | None  # path_not_allowed | forbidden_path | read_only_profile
+    path: PurePosixPath | None  # the real path the request resolves to
+    reason: str
+
+
+def _within(path: PurePosixPath, root: PurePosixPath) -> bool:
+    return path == root or root in path.parents
+
+
+def decide(rules: PathRules, real: PurePosixPath, access: Access) -> PathDecision:
+    """The decision on an already resolved absolute path. Pure."""
+    for forbidden in rules.forbidden:
+        if _within(real, forbidden):
+            return PathDecision(
+                False, "forbidden_path", real, f"{real} is under forbidden {forbidden}"
+            )
+    if access == "write" and not rules.may_write:
+        return PathDecision(False, "read_only_profile", real, "the risk profile is readonly")
+    if _within(real, rules.workspace):
+        return PathDecision(True, None, real, "inside the agent's workspace")
+    for grant in rules.grants:
+        if _within(real, grant.path):
+            if grant.covers(access):
+                return PathDecision(
+                    True, None, real, f"{grant.mode} grant on {grant.owner}'s workspace"
+                )
+            return PathDecision(
+                False,
+                "path_not_allowed",
+                real,
+                f"the grant on {grant.owner}'s workspace is {grant.mode}, not {access}",
+            )
+    for other in rules.other_workspaces:
+        if _within(real, other):
+            return PathDecision(
+                False, "path_not_allowed", real, f"{real} is in another agent's workspace"
+            )
+    if rules.workspace_only:
+        return PathDecision(False, "path_not_allowed", real, f"{real} is outside the workspace")
+    return PathDecision(True, None, real, "outside the workspace, allowed by the profile")
+
+
+def resolve_request(
+    workspace: PurePosixPath, requested: str, resolve: Resolver = os.path.realpath
+) -> PurePosixPath | None:
+    """The real path a request touches, or None when it cannot name a file at all."""
+    if not requested or "\x00" in requested or len(requested) > 4096:
+        return None
+    expanded = requested if not requested.startswith("~") else os.path.expanduser(requested)
+    joined = os.path.join(str(workspace), expanded)  # an absolute request replaces the base
+    return PurePosixPath(resolve(joined))
+
+
+def check_path(
+    rules: PathRules, requested: str, access: Access, resolve: Resolver = os.path.realpath
+) -> PathDecision:
+    real = resolve_request(rules.workspace, requested, resolve)
+    if real is None:
+        return PathDecision(False, "path_not_allowed", None, "not a usable path")
+    return decide(rules, real, access)
+
+
+def rules_for(
+    workspace: str,
+    *,
+    workspace_only: bool,
+    may_write: bool,
+    forbidden: Sequence[str] = (),
+    grants: Sequence[tuple[str, str, GrantMode]] = (),
+    other_workspaces: Sequence[str] = (),
+    resolve: Resolver = os.path.realpath,
+) -> PathRules:
+    """Build rules from configured paths, resolving each once (workspaces may be symlinks)."""
+
+    def real(p: str) -> PurePosixPath:
+        return PurePosixPath(resolve(os.path.expanduser(p)))
+
+    granted = tuple(Grant(owner, real(path), mode) for owner, path, mode in grants)
+    granted_paths = {g.path for g in granted}
+    return PathRules(
+        workspace=real(workspace),
+        workspace_only=workspace_only,
+        may_write=may_write,
+        forbidden=tuple(real(p) for p in forbidden),
+        grants=granted,
+        other_workspaces=tuple(
+            p for p in (real(o) for o in other_workspaces) if p not in granted_paths
+        ),
+    )
