@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -44,3 +45,31 @@ VALID_DOC: dict[str, Any] = {
 def doc() -> dict[str, Any]:
     """A valid config document each test may break in exactly one way."""
     return copy.deepcopy(VALID_DOC)
+
+
+# --- real daemons (tests/supervisor/harness.py), for every test directory -----------------
+
+
+@pytest.fixture
+def root() -> Iterator[Path]:
+    from tests.supervisor import harness  # imported late: the harness imports this module
+
+    path = harness.short_root()
+    yield path
+    harness.remove_root(path)
+
+
+@pytest.fixture
+def daemons(root: Path) -> Iterator[Callable[..., Any]]:
+    from tests.supervisor import harness
+
+    started: list[Any] = []
+
+    def make(doc: dict[str, Any], **kwargs: Any) -> Any:
+        daemon = harness.Daemon(root, doc, **kwargs)
+        started.append(daemon)
+        return daemon
+
+    yield make
+    for daemon in started:
+        daemon.stop()

@@ -123,4 +123,21 @@ async def deaf(bus: AgentBus, plan: dict[str, Any], workspace: Path) -> None:
     bus._acks = _Void()
 
 
-PLANS = {**LOAD_PLANS, "stream": stream, "fuzz": fuzz, "deaf": deaf}
+def _try_read(target: str) -> str:
+    try:
+        Path(target).read_bytes()
+    except PermissionError:
+        return "denied"
+    except OSError as exc:
+        return type(exc).__name__
+    return "read"
+
+
+async def snoop(bus: AgentBus, plan: dict[str, Any], workspace: Path) -> None:
+    """Open files directly, bypassing every tool check: only the kernel can say no."""
+    results = {target: _try_read(target) for target in plan["targets"]}
+    (workspace / "own.txt").write_text("own workspace stays writable")
+    write_result(workspace, "result.json", results)
+
+
+PLANS = {**LOAD_PLANS, "stream": stream, "fuzz": fuzz, "deaf": deaf, "snoop": snoop}

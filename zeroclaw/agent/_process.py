@@ -18,6 +18,7 @@ import trio
 from .._logging import setup_logging
 from ..bus import AgentBus, BusCredentials
 from ..control import FrameDecoder, encode_frame
+from ..policy import SandboxUnavailable, apply_sandbox, plan_for
 from ._link import (
     MAX_LINK_FRAME,
     Keys,
@@ -60,6 +61,8 @@ async def serve_agent(
     if keys is None:
         log.error("agent %s: the daemon closed the link before sending keys", spec.alias)
         return 1
+    if not confine(spec):
+        return EX_CONFIG
     bus = AgentBus(
         BusCredentials(
             spec.alias, keys.endpoint, keys.server_public, keys.public, keys.secret, keys.max_frame
@@ -76,6 +79,27 @@ async def serve_agent(
                 nursery.start_soon(_stop_on_signal, signals, nursery.cancel_scope, spec.alias)
     await link.aclose()
     return 0
+
+
+EX_CONFIG = 78  # sysexits: a configuration the machine cannot honour
+
+
+def confine(spec: AgentSpec) -> bool:
+    """Apply the OS sandbox the risk profile asks for; False if it is required and missing."""
+    mode = str(spec.risk.get("sandbox", "auto"))
+    if mode == "none":
+        return True
+    grants = [(path, grant) for path, grant in spec.access.values()]
+    try:
+        abi = apply_sandbox(plan_for(spec.workspace, grants))
+    except SandboxUnavailable as exc:
+        if mode == "landlock":
+            log.error('agent %s: sandbox = "landlock" but %s', spec.alias, exc)
+            return False
+        log.warning("agent %s: no OS sandbox (%s); tool checks still apply", spec.alias, exc)
+        return True
+    log.debug("agent %s: Landlock ABI %d applied", spec.alias, abi)
+    return True
 
 
 async def _read_keys(link: trio.SocketStream, decoder: FrameDecoder) -> Keys | None:

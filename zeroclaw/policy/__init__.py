@@ -1,6 +1,7 @@
 """What an agent's tools may do: path access and shell commands. Pure decisions."""
 
 from ._commands import CommandDecision, decide_command, parse
+from ._landlock import SandboxPlan, SandboxUnavailable, abi_version, apply_sandbox, plan_for
 from ._paths import (
     Grant,
     PathDecision,
@@ -16,10 +17,15 @@ __all__ = [
     "Grant",
     "PathDecision",
     "PathRules",
+    "SandboxPlan",
+    "SandboxUnavailable",
+    "abi_version",
+    "apply_sandbox",
     "check_path",
     "decide",
     "decide_command",
     "parse",
+    "plan_for",
     "resolve_request",
     "rules_for",
 ]

@@ -1,1 +1,0 @@
-from tests.supervisor.conftest import daemons, root  # noqa: F401  (shared fixtures)

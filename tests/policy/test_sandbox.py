@@ -1,0 +1,50 @@
+"""Landlock in real agent processes: the kernel refuses what the tool layer never saw."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.bus.test_router import plan, result_of
+from tests.supervisor.harness import Daemon, agent_entry, make_config
+from zeroclaw.policy import abi_version
+
+DaemonFactory = Callable[..., Daemon]
+needs_landlock = pytest.mark.skipif(abi_version() < 1, reason="this kernel has no Landlock")
+
+
+def workspace(base: Path, alias: str) -> Path:
+    return base / "state" / "agents" / alias / "workspace"
+
+
+@needs_landlock
+def test_agent_cannot_open_another_workspace(root: Path, daemons: DaemonFactory) -> None:
+    secret = workspace(root, "victim") / "secret.txt"
+    secret.parent.mkdir(parents=True)
+    secret.write_text("victim's")
+    squatter = subprocess.Popen(["sleep", "60"], cwd=secret.parent)  # for a /proc/<pid>/cwd route
+    targets = [str(secret), f"/proc/self/root{secret}", f"/proc/{squatter.pid}/cwd/secret.txt"]
+    try:
+        for alias in ("snoop", "open"):
+            plan(root, alias, do="snoop", targets=targets)
+        doc = make_config(
+            root,
+            {
+                "victim": agent_entry(),
+                "snoop": agent_entry(),
+                "open": agent_entry(risk_profile="bare"),
+            },
+        )
+        doc["risk_profiles"]["bare"] = {"level": "supervised", "sandbox": "none"}
+        daemons(doc).start()
+        confined = result_of(root, "snoop", timeout=30)
+        assert confined == {t: "denied" for t in targets}
+        assert (workspace(root, "snoop") / "own.txt").exists()
+        # The same code without the sandbox reads them all: the kernel is what said no.
+        assert result_of(root, "open", timeout=30) == {t: "read" for t in targets}
+    finally:
+        squatter.kill()
+        squatter.wait()
