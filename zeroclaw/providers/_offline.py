@@ -1,0 +1,142 @@
+"""The built-in offline provider: deterministic, no network. Pure.
+
+It turns a small documented grammar into real tool calls, so every path of the system
+runs without a model; anything else gets a plain answer from a few rules.
+
+    remember: TEXT          -> memory_store   (key derived from the text)
+    recall QUERY            -> memory_recall
+    forget KEY              -> memory_forget
+    ask ALIAS: TEXT         -> send_message_to_peer
+    delegate ALIAS: TEXT    -> delegate
+    read PATH               -> file_read
+    write PATH: TEXT        -> file_write
+    list [PATH]             -> file_list
+    run COMMAND             -> shell
+
+After the tools ran, `reply()` turns their results into the answer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+GRAMMAR_HELP = (
+    "I understand: 'remember: TEXT', 'recall QUERY', 'forget KEY', 'ask ALIAS: TEXT', "
+    "'delegate ALIAS: TEXT', 'read PATH', 'write PATH: TEXT', 'list [PATH]', 'run COMMAND'."
+)
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    name: str
+    args: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Step:
+    """What the provider wants next: tool calls to run, or the final text."""
+
+    tool_calls: tuple[ToolCall, ...] = ()
+    text: str | None = None
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    call: ToolCall
+    ok: bool
+    output: str = ""
+    error_code: str | None = None
+    detail: str = ""
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+_ALIAS = r"@?([a-z][a-z0-9_-]{0,31})"
+_RULES: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"^remember\s*:\s*(?P<text>.+)$", re.S | re.I), "memory_store"),
+    (re.compile(r"^recall\s+(?P<query>.+)$", re.S | re.I), "memory_recall"),
+    (re.compile(r"^forget\s+(?P<key>\S+)\s*$", re.I), "memory_forget"),
+    (re.compile(rf"^ask\s+{_ALIAS}\s*:\s*(?P<text>.+)$", re.S | re.I), "send_message_to_peer"),
+    (re.compile(rf"^delegate\s+{_ALIAS}\s*:\s*(?P<text>.+)$", re.S | re.I), "delegate"),
+    (re.compile(r"^read\s+(?P<path>\S+)\s*$", re.I), "file_read"),
+    (re.compile(r"^write\s+(?P<path>[^:\s]+)\s*:\s?(?P<text>.*)$", re.S | re.I), "file_write"),
+    (re.compile(r"^list(?:\s+(?P<path>\S+))?\s*$", re.I), "file_list"),
+    (re.compile(r"^run\s+(?P<command>.+)$", re.S | re.I), "shell"),
+)
+
+
+def memory_key(text: str) -> str:
+    """A stable key for `remember:` — the first words, plus a short hash against collisions."""
+    words = re.findall(r"\w+", text.lower())[:4]
+    digest = hashlib.sha256(text.encode()).hexdigest()[:6]
+    return "-".join([*words, digest]) if words else digest
+
+
+def parse(text: str) -> ToolCall | None:
+    """The tool call a message asks for, or None for plain conversation."""
+    message = text.strip()
+    for pattern, tool in _RULES:
+        match = pattern.match(message)
+        if match is None:
+            continue
+        g = match.groupdict()
+        if tool == "memory_store":
+            content = g["text"].strip()
+            return ToolCall(tool, {"key": memory_key(content), "content": content})
+        if tool == "memory_recall":
+            return ToolCall(tool, {"query": g["query"].strip()})
+        if tool == "memory_forget":
+            return ToolCall(tool, {"key": g["key"]})
+        if tool in ("send_message_to_peer", "delegate"):
+            return ToolCall(tool, {"to": match.group(1).lower(), "text": g["text"].strip()})
+        if tool == "file_read":
+            return ToolCall(tool, {"path": g["path"]})
+        if tool == "file_write":
+            return ToolCall(tool, {"path": g["path"], "content": g["text"]})
+        if tool == "file_list":
+            return ToolCall(tool, {"path": g.get("path") or "."})
+        return ToolCall(tool, {"command": g["command"].strip()})
+    return None
+
+
+def plain_answer(text: str, alias: str, identity: str = "") -> str:
+    lowered = text.strip().lower()
+    if not lowered:
+        return "Say something, or 'help'."
+    if lowered in {"help", "?", "commands"}:
+        return GRAMMAR_HELP
+    if re.match(r"^(hi|hello|hey)\b", lowered):
+        return f"Hello, I am {alias}. {GRAMMAR_HELP}"
+    if "who are you" in lowered:
+        first = identity.strip().splitlines()[0] if identity.strip() else f"I am {alias}."
+        return first
+    return f"{alias} (offline) heard: {text.strip()}"
+
+
+def first_step(text: str, alias: str, identity: str = "") -> Step:
+    call = parse(text)
+    return Step(tool_calls=(call,)) if call else Step(text=plain_answer(text, alias, identity))
+
+
+def reply(outcomes: list[ToolOutcome]) -> Step:
+    """The final answer once the tools have run."""
+    lines = []
+    for o in outcomes:
+        name = o.call.name
+        if not o.ok:
+            lines.append(f"{name} refused: {o.error_code}" + (f" ({o.detail})" if o.detail else ""))
+        elif name == "memory_store":
+            lines.append(f"Remembered as {o.call.args['key']}.")
+        elif name == "memory_recall":
+            lines.append(o.output or "I remember nothing about that.")
+        elif name == "memory_forget":
+            lines.append(
+                "Forgotten." if o.data.get("forgotten") else "I had nothing under that key."
+            )
+        elif name in ("send_message_to_peer", "delegate"):
+            lines.append(f"{o.call.args['to']} says: {o.output}")
+        else:
+            lines.append(o.output)
+    return Step(text="\n".join(lines))
