@@ -115,9 +115,9 @@ def encode(frame: AgentFrame | RouterFrame) -> bytes:
     return _encoder.encode(frame)
 
 
-def decode_from_agent(payload: bytes) -> AgentFrame:
+def _decode(decoder: msgspec.msgpack.Decoder[Any], payload: bytes) -> Any:
     try:
-        frame = _from_agent.decode(payload)
+        frame = decoder.decode(payload)
     except msgspec.MsgspecError as exc:
         raise WireError(str(exc)) from None
     if frame.v != PROTOCOL_VERSION:
@@ -125,13 +125,13 @@ def decode_from_agent(payload: bytes) -> AgentFrame:
     return frame
 
 
+def decode_from_agent(payload: bytes) -> AgentFrame:
+    frame: AgentFrame = _decode(_from_agent, payload)
+    return frame
+
+
 def decode_from_router(payload: bytes) -> RouterFrame:
-    try:
-        frame = _from_router.decode(payload)
-    except msgspec.MsgspecError as exc:
-        raise WireError(str(exc)) from None
-    if frame.v != PROTOCOL_VERSION:
-        raise WireError(f"protocol version {frame.v}, expected {PROTOCOL_VERSION}")
+    frame: RouterFrame = _decode(_from_router, payload)
     return frame
 
 
