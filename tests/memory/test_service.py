@@ -97,3 +97,13 @@ def test_cli_with_and_without_daemon(root: Path, daemons: DaemonFactory) -> None
     assert {r["key"] for r in json.loads(listing.stdout)["records"]} == {"launch", "lunch"}
     purge = daemon.cli("memory", "purge", "-a", "writer", "--yes", "--json")
     assert purge.returncode == 0 and json.loads(purge.stdout)["purged"] == 2
+
+
+def test_cli_errors_without_daemon_are_clean(root: Path, daemons: DaemonFactory) -> None:
+    daemon = daemons(memory_config(root))  # never started
+    unknown = daemon.cli("memory", "get", "-a", "zeta", "k")
+    assert unknown.returncode == 2 and "unknown_agent" in unknown.stderr
+    bad = daemon.cli("memory", "list", "-a", "writer", "--limit", "0")
+    assert bad.returncode == 2 and "bad_request" in bad.stderr
+    for result in (unknown, bad):
+        assert "internal error" not in result.stderr and "Traceback" not in result.stderr

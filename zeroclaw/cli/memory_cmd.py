@@ -53,7 +53,7 @@ def _direct(op: str, alias: str, args: dict[str, Any]) -> dict[str, Any]:
     _path, config = state().load()
     paths = daemon_paths(config, os.environ)
 
-    async def go(store: MemoryStore) -> dict[str, Any]:
+    async def go(store: MemoryStore) -> dict[str, Any] | MemoryServiceError:
         service = MemoryService(store, memory_grants(config))
         async with trio.open_nursery() as nursery:
             nursery.start_soon(service.run_committer)
@@ -61,6 +61,10 @@ def _direct(op: str, alias: str, args: dict[str, Any]) -> dict[str, Any]:
                 result: dict[str, Any] = await operator_request(
                     service, frozenset(config.agents), op, alias, args
                 )
+            except MemoryServiceError as exc:
+                # Returned, not raised: raised inside the nursery it would arrive wrapped
+                # in an ExceptionGroup.
+                return exc
             finally:
                 nursery.cancel_scope.cancel()
         return result
@@ -69,14 +73,15 @@ def _direct(op: str, alias: str, args: dict[str, Any]) -> dict[str, Any]:
         with MemoryLock(paths.state_dir / "memory.lock", timeout=5):
             store = MemoryStore(paths.state_dir / "memory", map_size=config.daemon.memory_map_size)
             try:
-                return trio.run(go, store)
+                outcome = trio.run(go, store)
             finally:
                 store.close()
     except MemoryLocked as exc:
         raise CliError(str(exc), EXIT_FAILED) from None
-    except MemoryServiceError as exc:
-        code = EXIT_USAGE if exc.code in _USAGE_CODES else EXIT_FAILED
-        raise CliError(f"{exc.code}: {exc.detail}", code) from None
+    if isinstance(outcome, MemoryServiceError):
+        code = EXIT_USAGE if outcome.code in _USAGE_CODES else EXIT_FAILED
+        raise CliError(f"{outcome.code}: {outcome.detail}", code)
+    return outcome
 
 
 def _records_out(records: list[dict[str, Any]], as_json: bool, key: str = "records") -> None:

@@ -10,6 +10,7 @@ import os
 import signal
 import socket
 import stat
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
 
@@ -48,7 +49,7 @@ from ._lifecycle import State
 from ._lock import AlreadyRunning, PidLock
 from ._notify import SYSTEMD_VARIABLES, Notifier
 from ._spec import zygote_environment
-from ._supervisor import Supervisor
+from ._supervisor import ReloadState, Supervisor
 from ._zygote import DEFAULT_ENTRYPOINT, ENTRYPOINT_ENV, start_zygote
 from ._zygote_client import ZygoteClient
 
@@ -227,7 +228,7 @@ async def _signals(
     async for signum in signals:
         if signum == signal.SIGHUP:
             log.info("SIGHUP: reloading %s", supervisor.config_path)
-            nursery.start_soon(supervisor.reload, nursery)
+            nursery.start_soon(_reload_guarded, supervisor, nursery)
         else:
             log.info("%s: shutting down", signal.Signals(signum).name)
             supervisor.shutdown_requested.set()
@@ -281,6 +282,17 @@ async def _probe(supervisor: Supervisor, request: RouteProbe) -> Reply:
     return Reply(
         ok=ok, data=data, error=None if ok else result.outcome, message=result.detail or None
     )
+
+
+async def _reload_guarded(supervisor: Supervisor, nursery: trio.Nursery) -> None:
+    """A reload that fails for an unexpected reason is reported, never fatal to the daemon."""
+    try:
+        await supervisor.reload(nursery)
+    except Exception as exc:
+        log.exception("reload failed unexpectedly; the running config is unchanged")
+        supervisor.reload_state = ReloadState(
+            "reload_failed", time.time(), [f"internal error: {exc}"]
+        )
 
 
 async def _watchdog(notifier: Notifier, interval: float) -> None:
