@@ -251,3 +251,35 @@ def test_recall_scores_are_bm25_times_recency(store: MemoryStore) -> None:
     assert hits["a"] == pytest.approx(expected_a)
     assert hits["b"] == pytest.approx(expected_b)
     assert set(hits) == {"a", "b"}
+
+
+def test_an_older_store_is_reindexed_and_a_newer_one_refused(tmp_path: Path) -> None:
+    import struct
+
+    import lmdb
+
+    from zeroclaw.memory._store import _FORMAT_KEY, FORMAT_VERSION
+
+    store = MemoryStore(tmp_path / "m")
+    write(store, ALPHA, key="k", content="payment retries payment", now=1000.0)
+    store.close()
+    # Rewrite it as format 1 wrote it: 4-byte postings and no format key.
+    env = lmdb.open(str(tmp_path / "m"), max_dbs=64)
+    terms = env.open_db(b"m/alpha/terms")
+    with env.begin(write=True) as txn:
+        old = [(k, struct.pack("<I", struct.unpack("<IIQ", v)[0])) for k, v in txn.cursor(db=terms)]
+        for k, v in old:
+            txn.put(k, v, db=terms)
+        txn.delete(_FORMAT_KEY)
+    env.close()
+    again = MemoryStore(tmp_path / "m")
+    assert again.reindexed == 1
+    assert [h.record.key for h in again.recall(ALPHA, "payment")] == ["k"]
+    again.close()
+    env = lmdb.open(str(tmp_path / "m"), max_dbs=64)
+    with env.begin(write=True) as txn:
+        txn.put(_FORMAT_KEY, struct.pack("<I", FORMAT_VERSION + 1))
+    env.close()
+    with pytest.raises(RuntimeError, match="newer zeroclaw"):
+        MemoryStore(tmp_path / "m")
+    MemoryStore(tmp_path / "m2").close()  # the registry was released by the refusal

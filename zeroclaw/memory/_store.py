@@ -30,6 +30,7 @@ import os
 import struct
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,6 +61,11 @@ _U64BE = struct.Struct(">Q")
 _enc = msgspec.msgpack.Encoder()
 _rec_dec = msgspec.msgpack.Decoder(Record)
 _turn_dec = msgspec.msgpack.Decoder(Turn)
+
+# Version of the on-disk layout. 2: postings carry (tf, length, updated_ms). A store
+# without the key is format 1 (or new) and is reindexed from its records at open.
+FORMAT_VERSION = 2
+_FORMAT_KEY = b"zeroclaw-memory-format"
 
 _open_paths: set[str] = set()
 _open_lock = threading.Lock()
@@ -144,6 +150,37 @@ class MemoryStore:
         self._dbs: dict[tuple[str, str], Any] = {}
         self._dbs_lock = threading.Lock()
         self.pid = os.getpid()
+        self.reindexed = self._check_format()
+
+    def _check_format(self) -> int:
+        """Refuse a store written by a newer zeroclaw; rebuild an older one's indexes.
+        Returns how many namespaces were reindexed."""
+        with self.env.begin() as txn:
+            raw = txn.get(_FORMAT_KEY)
+        found = _U32.unpack(raw)[0] if raw else 0
+        if found > FORMAT_VERSION:
+            self.close()
+            raise RuntimeError(
+                f"{self.path} was written by a newer zeroclaw (memory format {found}, this "
+                f"version reads up to {FORMAT_VERSION}); upgrade zeroclaw"
+            )
+        if found == FORMAT_VERSION:
+            return 0
+        namespaces = self.namespaces()
+        for ns in namespaces:  # records are the truth; every index is derived from them
+            self._reindex(ns)
+        with self.env.begin(write=True) as txn:
+            txn.put(_FORMAT_KEY, _U32.pack(FORMAT_VERSION))
+        return len(namespaces)
+
+    def _reindex(self, namespace: str) -> None:
+        h = self._handles(namespace)
+        with self.env.begin(write=True) as txn:
+            for kind in ("terms", "df", "meta"):
+                txn.drop(h[kind], delete=False)
+            records = [_rec_dec.decode(raw) for _, raw in txn.cursor(db=h["records"])]
+            for record in records:
+                self._index(txn, h, record)
 
     def close(self) -> None:
         self.env.close()
@@ -263,13 +300,24 @@ class MemoryStore:
         txn.put(rid, _enc.encode(record), db=h["records"])
         txn.put(key.encode(), rid, db=h["keys"])
         txn.put(_U64BE.pack(int(created * 1000)) + rid, b"", db=h["time"])
+        self._index(txn, h, record, tfs)
+        return record
+
+    def _index(
+        self, txn: Any, h: dict[str, Any], record: Record, tfs: Counter[str] | None = None
+    ) -> None:
+        """Postings, document frequencies and totals for one record."""
+        rid = record.id.encode()
+        if tfs is None:
+            tfs, _ = term_frequencies(record.content)
+        length = record.length
+        updated_ms = int(record.updated_at * 1000)
         for term, tf in tfs.items():
             t = term.encode()
-            txn.put(t + b"\x00" + rid, _POSTING.pack(tf, length, int(now * 1000)), db=h["terms"])
+            txn.put(t + b"\x00" + rid, _POSTING.pack(tf, length, updated_ms), db=h["terms"])
             df = txn.get(t, db=h["df"])
             txn.put(t, _U32.pack((_U32.unpack(df)[0] if df else 0) + 1), db=h["df"])
         self._bump(txn, h, docs=1, length=length)
-        return record
 
     def _unindex(self, txn: Any, h: dict[str, Any], record: Record) -> None:
         rid = record.id.encode()

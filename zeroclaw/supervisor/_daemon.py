@@ -111,6 +111,10 @@ def run_daemon(config_path: Path, env: Mapping[str, str] | None = None) -> int:
     # Opened after the zygote exists (which is exec'd, not forked) and never forked after:
     # an LMDB environment must not cross a fork.
     store = MemoryStore(paths.state_dir / "memory", map_size=config.daemon.memory_map_size)
+    if store.reindexed:
+        log.warning(
+            "memory store upgraded to the current format: reindexed %d namespaces", store.reindexed
+        )
     if store.stale_readers_cleared:
         log.warning(
             "cleared %d stale memory readers left by a killed process", store.stale_readers_cleared
