@@ -1,5 +1,6 @@
 """The `zeroclaw` command line (click), one module per command group."""
 
+from . import chat_cmd as _chat_cmd  # noqa: F401  (registers `zeroclaw chat`)
 from . import config_cmd as _config_cmd  # noqa: F401  (registers `zeroclaw config`)
 from . import daemon_cmd as _daemon_cmd  # noqa: F401  (registers daemon, status, agents, ...)
 from . import memory_cmd as _memory_cmd  # noqa: F401  (registers `zeroclaw memory`)

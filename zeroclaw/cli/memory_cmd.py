@@ -9,12 +9,13 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 import click
 import trio
 
-from ..config import daemon_paths
+from ..config import Config, daemon_paths
 from ..control import MemoryCommand
 from ..memory import (
     MemoryLock,
@@ -30,6 +31,7 @@ from ._common import EXIT_FAILED, EXIT_NO_DAEMON, EXIT_USAGE, CliError, emit_jso
 from .daemon_cmd import call
 
 _USAGE_CODES = {"unknown_agent", "bad_request"}
+T = TypeVar("T")
 
 
 def _run(op: str, agent: str | None, args: dict[str, Any]) -> dict[str, Any]:
@@ -49,25 +51,22 @@ def _run(op: str, agent: str | None, args: dict[str, Any]) -> dict[str, Any]:
     return reply.data or {}
 
 
-def _direct(op: str, alias: str, args: dict[str, Any]) -> dict[str, Any]:
-    _path, config = state().load()
+def with_memory(config: Config, job: Callable[[MemoryService], Awaitable[T]]) -> T:
+    """Run `job` against the memory store directly (no daemon), under the daemon's lock."""
     paths = daemon_paths(config, os.environ)
 
-    async def go(store: MemoryStore) -> dict[str, Any] | MemoryServiceError:
+    async def go(store: MemoryStore) -> T | MemoryServiceError:
         service = MemoryService(store, memory_grants(config))
         async with trio.open_nursery() as nursery:
             nursery.start_soon(service.run_committer)
             try:
-                result: dict[str, Any] = await operator_request(
-                    service, frozenset(config.agents), op, alias, args
-                )
+                return await job(service)
             except MemoryServiceError as exc:
                 # Returned, not raised: raised inside the nursery it would arrive wrapped
                 # in an ExceptionGroup.
                 return exc
             finally:
                 nursery.cancel_scope.cancel()
-        return result
 
     try:
         with MemoryLock(paths.state_dir / "memory.lock", timeout=5):
@@ -82,6 +81,18 @@ def _direct(op: str, alias: str, args: dict[str, Any]) -> dict[str, Any]:
         code = EXIT_USAGE if outcome.code in _USAGE_CODES else EXIT_FAILED
         raise CliError(f"{outcome.code}: {outcome.detail}", code)
     return outcome
+
+
+def _direct(op: str, alias: str, args: dict[str, Any]) -> dict[str, Any]:
+    _path, config = state().load()
+
+    async def job(service: MemoryService) -> dict[str, Any]:
+        result: dict[str, Any] = await operator_request(
+            service, frozenset(config.agents), op, alias, args
+        )
+        return result
+
+    return with_memory(config, job)
 
 
 def _records_out(records: list[dict[str, Any]], as_json: bool, key: str = "records") -> None:

@@ -1,0 +1,33 @@
+"""Running an agent in-process (the CLI with no daemon): memory straight from the store,
+peers unavailable. Same engine, same policy."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..memory import MemoryService, MemoryServiceError
+from ..tools import ToolResult
+
+
+def render_memory(op: str, data: dict[str, Any]) -> str:
+    if op == "recall":
+        return "\n".join(f"[{h['agent']}] {h['key']}: {h['content']}" for h in data.get("hits", []))
+    if op == "store":
+        return f"stored {data['record']['key']}"
+    return ""
+
+
+class LocalReach:
+    def __init__(self, service: MemoryService, alias: str) -> None:
+        self.service = service
+        self.alias = alias
+
+    async def memory(self, op: str, body: dict[str, Any]) -> ToolResult:
+        try:
+            data = await self.service.handle(self.service.scope_for(self.alias), op, body)
+        except MemoryServiceError as exc:
+            return ToolResult(False, "", exc.code, exc.detail)
+        return ToolResult(True, render_memory(op, data), data=data)
+
+    async def message_peer(self, to: str, text: str, *, delegate: bool) -> ToolResult:
+        return ToolResult.refused("unavailable", "running in-process without a daemon: no peers")
