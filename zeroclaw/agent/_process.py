@@ -10,7 +10,7 @@ import logging
 import signal
 import socket
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import nullcontext
 
 import trio
@@ -75,7 +75,7 @@ async def serve_agent(
             if on_bus is not None:
                 on_bus(bus, nursery)
             nursery.start_soon(_serve_link, link, decoder, bus, nursery.cancel_scope)
-            if stop_signals:
+            if signals is not None:
                 nursery.start_soon(_stop_on_signal, signals, nursery.cancel_scope, spec.alias)
     await link.aclose()
     return 0
@@ -113,8 +113,8 @@ async def _read_keys(link: trio.SocketStream, decoder: FrameDecoder) -> Keys | N
                 return message
 
 
-async def _stop_on_signal(signals: object, scope: trio.CancelScope, alias: str) -> None:
-    async for signum in signals:  # type: ignore[attr-defined]
+async def _stop_on_signal(signals: AsyncIterator[int], scope: trio.CancelScope, alias: str) -> None:
+    async for signum in signals:
         log.info("agent %s stopping on %s", alias, signal.Signals(signum).name)
         scope.cancel()
         return

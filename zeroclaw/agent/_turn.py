@@ -12,11 +12,12 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import trio
 
 from ..policy import check_path, rules_for
+from ..policy._paths import GrantMode
 from ..providers import Step, ToolCall, ToolOutcome, first_step, reply
 from ..tools import ActionBudget, Approver, ToolResult, file_list, file_read, file_write, run_shell
 from ._spec import AgentSpec
@@ -44,6 +45,12 @@ class TurnResult:
 
 def _strings(value: object) -> list[str]:
     return [str(v) for v in value] if isinstance(value, list | tuple) else []
+
+
+def _grant_mode(mode: str) -> GrantMode:
+    if mode in ("read", "write", "read_write"):
+        return cast(GrantMode, mode)
+    raise ValueError(f"unknown access mode {mode!r}")
 
 
 def _number(value: object) -> float:
@@ -94,7 +101,9 @@ class TurnEngine:
             workspace_only=bool(risk["workspace_only"]),
             may_write=self.level != "readonly",
             forbidden=_strings(risk["forbidden_paths"]),
-            grants=[(alias, path, mode) for alias, (path, mode) in spec.access.items()],  # type: ignore[misc]
+            grants=[
+                (alias, path, _grant_mode(mode)) for alias, (path, mode) in spec.access.items()
+            ],
             other_workspaces=other_workspaces,
         )
         self.budget = ActionBudget(int(_number(spec.runtime["max_actions_per_hour"])))

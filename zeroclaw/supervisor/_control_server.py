@@ -66,7 +66,7 @@ def bind_unix_socket(path: Path) -> socket.socket:
     return sock
 
 
-def peer_uid(sock: socket.socket) -> int:
+def peer_uid(sock: socket.socket | trio.socket.SocketType) -> int:
     creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
     _pid, uid, _gid = struct.unpack("3i", creds)
     return int(uid)
@@ -96,7 +96,7 @@ class ControlServer:
     async def _connection(self, conn: trio.socket.SocketType) -> None:
         stream = trio.SocketStream(conn)
         async with stream:
-            uid = peer_uid(conn)  # type: ignore[arg-type]
+            uid = peer_uid(conn)
             if uid not in self._allowed_uids:
                 self.refused_peers += 1
                 log.warning("control connection from uid %d refused", uid, extra={"peer_uid": uid})
