@@ -228,6 +228,8 @@ def test_counters_in_status(root: Path, daemons: DaemonFactory) -> None:
         "timeout",
     }
     assert router["outcomes"]["delivered"] == 1 and router["outcomes"]["not_peers"] == 1
+    text = daemon.cli("status").stdout
+    assert "router    1 delivered; refused: not_peers 1; rejected connections: 0" in text
 
 
 def test_no_ack_ends_in_timeout(root: Path, daemons: DaemonFactory) -> None:

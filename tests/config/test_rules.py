@@ -371,3 +371,16 @@ def test_every_nested_workspace_is_reported_once(doc: dict[str, Any]) -> None:
     found = problems(doc)
     assert set(found) == {f"agents.{n}.workspace.path" for n in ("c1", "c2", "c3")}
     assert "agents.c1" in found["agents.c3.workspace.path"]
+
+
+def test_workspace_under_its_own_forbidden_path(doc: dict[str, Any]) -> None:
+    doc["agents"]["beta"]["workspace"]["path"] = "/home/op/.config/zc/beta"
+    key, message = only(doc)
+    assert key == "agents.beta.workspace.path"
+    assert "'~/.config'" in message and "could not touch its own files" in message
+
+
+def test_workspace_under_a_configured_absolute_forbidden_path(doc: dict[str, Any]) -> None:
+    doc["risk_profiles"]["sup"]["forbidden_paths"] = ["/srv/zc/ws"]
+    found = problems(doc)
+    assert set(found) == {"agents.alpha.workspace.path", "agents.beta.workspace.path"}

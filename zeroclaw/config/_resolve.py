@@ -211,6 +211,14 @@ def _expand(path: str, home: Path, base_dir: Path | None) -> Path:
     return Path(os.path.normpath(expanded))
 
 
+def expand_path(path: str, env: Mapping[str, str]) -> Path | None:
+    """A forbidden path as an absolute path: '~' is the daemon user's home; relative ones
+    (resolved against the config file elsewhere) are skipped here."""
+    if path == "~" or path.startswith("~/"):
+        return _expand(path, _home(env), None)
+    return Path(os.path.normpath(path)) if path.startswith("/") else None
+
+
 def effective_risk_policy(
     config: Config, alias: str, env: Mapping[str, str], base_dir: Path | None = None
 ) -> EffectiveRiskPolicy:

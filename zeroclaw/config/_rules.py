@@ -15,7 +15,13 @@ from typing import Any
 
 from ._errors import ConfigIssue, did_you_mean
 from ._models import ChannelsTable, Config, ProvidersTable
-from ._resolve import RESERVED_ALIASES, channel_matches, daemon_paths, workspace_path
+from ._resolve import (
+    RESERVED_ALIASES,
+    channel_matches,
+    daemon_paths,
+    expand_path,
+    workspace_path,
+)
 
 ALIAS_SYNTAX = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
 _NAMED_TABLES = ("risk_profiles", "runtime_profiles", "agents", "peer_groups")
@@ -277,6 +283,27 @@ def rule_distinct_workspaces(
         open_ancestors.append((parts, alias))
 
 
+def rule_workspace_not_forbidden(
+    config: Config, declared: Declared, env: Mapping[str, str]
+) -> Iterator[ConfigIssue]:
+    """An agent whose workspace lies under its own forbidden paths could never use it."""
+    paths = daemon_paths(config, env)
+    for alias, agent in sorted(config.agents.items()):
+        if agent.risk_profile is None or agent.risk_profile not in config.risk_profiles:
+            continue
+        workspace = workspace_path(config, alias, paths)
+        profile = config.risk_profiles[agent.risk_profile]
+        for forbidden in profile.forbidden_paths:
+            root = expand_path(forbidden, env)
+            if root is not None and (workspace == root or workspace.is_relative_to(root)):
+                yield ConfigIssue(
+                    ("agents", alias, "workspace", "path"),
+                    f"workspace {workspace} lies under {forbidden!r}, a forbidden path of risk "
+                    f"profile {agent.risk_profile!r}; the agent could not touch its own files",
+                )
+                break
+
+
 RULES: tuple[Rule, ...] = (
     rule_alias_syntax,
     rule_reserved_aliases,
@@ -285,4 +312,5 @@ RULES: tuple[Rule, ...] = (
     rule_enabled_agent_complete,
     rule_peer_groups,
     rule_distinct_workspaces,
+    rule_workspace_not_forbidden,
 )
