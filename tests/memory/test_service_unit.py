@@ -74,3 +74,31 @@ async def test_concurrent_writes_share_commits(service: MemoryService) -> None:
     assert service.commits < 200
     stats = await service.handle(OperatorScope(), "stats", {})
     assert stats["namespaces"]["alpha"]["records"] == 200
+
+
+async def test_read_free_sections_never_overlap(service: MemoryService) -> None:
+    """A purge and a map growth at once: the first to end must not reopen reads while the
+    second still runs (LMDB cannot resize with a read transaction open)."""
+    from trio.testing import wait_all_tasks_blocked
+
+    order: list[str] = []
+
+    async def section(name: str, release: trio.Event) -> None:
+        async with service._without_reads():
+            order.append(f"{name} in")
+            await release.wait()
+            order.append(f"{name} out")
+
+    first, second = trio.Event(), trio.Event()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(section, "a", first)
+        await wait_all_tasks_blocked()
+        nursery.start_soon(section, "b", second)
+        await wait_all_tasks_blocked()
+        assert order == ["a in"]
+        first.set()
+        await wait_all_tasks_blocked()
+        assert order == ["a in", "a out", "b in"]
+        assert service._held is not None  # reads stay held while "b" runs
+        second.set()
+    assert service._held is None

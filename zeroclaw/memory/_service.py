@@ -13,7 +13,8 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -76,7 +77,8 @@ class MemoryService:
         self._readers = 0
         self._no_readers = trio.Event()
         self._no_readers.set()
-        self._growing: trio.Event | None = None
+        self._held: trio.Event | None = None  # set while a _without_reads section runs
+        self._exclusive = trio.Lock()
         self.commits = 0
         self.committed_ops = 0
         self.growths = 0
@@ -129,23 +131,31 @@ class MemoryService:
         for pending in batch:
             pending.done.set()
 
+    @asynccontextmanager
+    async def _without_reads(self) -> AsyncIterator[None]:
+        """Hold new reads and wait for running ones: for work that needs no transaction open
+        in the process (growing the map) or must not race readers (purge). One at a time, so
+        one section ending cannot reopen reads while another is still running."""
+        async with self._exclusive:
+            self._held = trio.Event()
+            try:
+                await self._no_readers.wait()
+                yield
+            finally:
+                self._held.set()
+                self._held = None
+
     async def _grow(self) -> None:
-        """Hold new reads, wait for running ones, then double the map."""
-        self._growing = trio.Event()
-        try:
-            await self._no_readers.wait()
+        async with self._without_reads():
             size = await trio.to_thread.run_sync(self.store.grow)
-            self.growths += 1
-            log.info("memory map grown to %d bytes", size)
-        finally:
-            self._growing.set()
-            self._growing = None
+        self.growths += 1
+        log.info("memory map grown to %d bytes", size)
 
     # --- reads ---------------------------------------------------------------------------------
 
     async def read(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        while self._growing is not None:
-            await self._growing.wait()
+        while self._held is not None:
+            await self._held.wait()
         self._readers += 1
         self._no_readers = trio.Event() if self._readers == 1 else self._no_readers
         try:
@@ -243,14 +253,8 @@ class MemoryService:
         raise MemoryServiceError("bad_request", f"unknown memory operation {op!r}")
 
     async def _purge(self, scope: OperatorScope, agent: str) -> int:
-        # A purge is a write: run it between commits, with no reads in flight.
-        self._growing = trio.Event()
-        try:
-            await self._no_readers.wait()
+        async with self._without_reads():
             return int(await trio.to_thread.run_sync(self.store.purge, scope, agent))
-        finally:
-            self._growing.set()
-            self._growing = None
 
 
 def _opt_str(args: dict[str, Any], name: str) -> str | None:
