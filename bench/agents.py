@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import statistics
 import time
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -116,11 +117,12 @@ async def memwrite(bus: AgentBus, plan: dict[str, Any], workspace: Path) -> None
     write_result(workspace, "result.json", {"errors": errors, "stores": total, "seconds": seconds})
 
 
-PLANS = {"flood": flood, "pingpong": pingpong, "memwrite": memwrite}
+Plan = Callable[[AgentBus, dict[str, Any], Path], Awaitable[None]]
+PLANS: dict[str, Plan] = {"flood": flood, "pingpong": pingpong, "memwrite": memwrite}
 
 
-def main(spec: Any, link_fd: int) -> int:
-    """Agent entry point for benchmarks: run plan.json if the workspace has one."""
+def run_plan_or_agent(spec: Any, link_fd: int, plans: Mapping[str, Plan]) -> int:
+    """Run the workspace's plan.json (with `plans`) on the real bus, else the real agent."""
     from zeroclaw.agent import agent_main, serve_agent
 
     workspace = Path(spec.workspace)
@@ -130,6 +132,11 @@ def main(spec: Any, link_fd: int) -> int:
     plan = json.loads(plan_file.read_text())
 
     def start(bus: AgentBus, nursery: trio.Nursery) -> None:
-        nursery.start_soon(PLANS[plan["do"]], bus, plan, workspace)
+        nursery.start_soon(plans[plan["do"]], bus, plan, workspace)
 
     return int(trio.run(lambda: serve_agent(spec, link_fd, on_bus=start)))
+
+
+def main(spec: Any, link_fd: int) -> int:
+    """Agent entry point for benchmarks."""
+    return run_plan_or_agent(spec, link_fd, PLANS)

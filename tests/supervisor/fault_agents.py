@@ -11,7 +11,6 @@ AgentBus; they do not replace any zeroclaw component.
 
 from __future__ import annotations
 
-import json
 import random
 import signal
 import subprocess
@@ -23,8 +22,8 @@ import msgspec
 import trio
 
 from bench.agents import PLANS as LOAD_PLANS
-from bench.agents import wait_for_peer, write_result
-from zeroclaw.agent import AgentSpec, agent_main, serve_agent
+from bench.agents import run_plan_or_agent, wait_for_peer, write_result
+from zeroclaw.agent import AgentSpec, serve_agent
 from zeroclaw.bus import AgentBus, Message, Outcome, Send, encode
 
 
@@ -42,15 +41,7 @@ def main(spec: AgentSpec, link_fd: int) -> int:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         time.sleep(3600)
         return 0
-    plan_file = workspace / "plan.json"
-    if plan_file.exists():
-        plan = json.loads(plan_file.read_text())
-
-        def start(bus: AgentBus, nursery: trio.Nursery) -> None:
-            nursery.start_soon(PLANS[plan["do"]], bus, plan, workspace)
-
-        return trio.run(lambda: serve_agent(spec, link_fd, on_bus=start))
-    return agent_main(spec, link_fd)
+    return run_plan_or_agent(spec, link_fd, PLANS)
 
 
 async def stream(bus: AgentBus, plan: dict[str, Any], workspace: Path) -> None:

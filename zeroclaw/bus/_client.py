@@ -76,7 +76,6 @@ class AgentBus:
         self._prefix = f"{creds.alias}-{os.getpid():x}-{int(time.time() * 1000) % 100000:x}"
         self._owner: SocketOwner | None = None
         self.ctx: zmq.Context[zmq.Socket[bytes]] | None = None
-        self.received = 0
 
     # --- sending ---------------------------------------------------------------------------
 
@@ -180,7 +179,6 @@ class AgentBus:
             return True
         if isinstance(frame, Deliver):
             self._acks.append(frame.rid)
-            self.received += 1
             if frame.message is not None:
                 try:
                     self.on_message(frame.message)

@@ -103,10 +103,7 @@ class Router:
             )
         self.endpoint = f"ipc://{self.endpoint_path}"
         self.server_public, self._server_secret = zmq.curve_keypair()
-        self.policy = PeerPolicy(config)
-        self.max_frame = config.daemon.max_frame_bytes
-        self.delivery_timeout = config.daemon.delivery_timeout_secs
-        self._on_demand = on_demand_agents(config)
+        self.update_config(config)
         self._key_to_alias: dict[bytes, str] = {}
         self._alias_key: dict[str, bytes] = {}
         self.connected: dict[str, int] = {}  # alias -> pid from its Hello
@@ -144,6 +141,7 @@ class Router:
     # --- lifecycle hooks from the supervisor ------------------------------------------------
 
     def update_config(self, config: Config) -> None:
+        """Everything the router takes from the config (at start, and on reload)."""
         self.policy = PeerPolicy(config)
         self.delivery_timeout = config.daemon.delivery_timeout_secs
         self.max_frame = config.daemon.max_frame_bytes

@@ -17,12 +17,13 @@ import click
 from ..agent import AgentSpec
 from ..agent._local import LocalReach
 from ..agent._turn import TurnEngine
-from ..config import daemon_paths, runtime_dir_hint, workspace_path
-from ..control import ControlClient, DaemonUnreachable, Status
+from ..config import daemon_paths, workspace_path
+from ..control import DaemonUnreachable, Status
 from ..memory import MemoryService
 from ..supervisor import agent_environment, build_specs
 from ._app import cli
 from ._common import EXIT_FAILED, EXIT_USAGE, CliError, emit_json, json_option, state, wants_json
+from .daemon_cmd import control_client
 from .memory_cmd import with_memory
 
 
@@ -42,7 +43,7 @@ def chat_cmd(message: str | None, session: str, as_json: bool) -> None:
         raise CliError(
             "interactive chat is not built yet; send one message with -m TEXT", EXIT_USAGE
         )
-    if _daemon_answers(path):
+    if _daemon_answers():
         raise CliError(
             "a daemon is running; chat through the daemon is not built yet "
             "(stop it to chat in-process)",
@@ -79,8 +80,8 @@ def chat_cmd(message: str | None, session: str, as_json: bool) -> None:
     sys.exit(0)
 
 
-def _daemon_answers(config_path: Path) -> bool:
-    client = ControlClient(runtime_dir_hint(config_path, os.environ) / "control.sock", timeout=5)
+def _daemon_answers() -> bool:
+    client = control_client(timeout=5)
     try:
         client.request(Status())
     except (DaemonUnreachable, OSError):

@@ -74,4 +74,7 @@ def _watchdog_interval(env: Mapping[str, str]) -> float | None:
     return int(usec) / 1_000_000 / 2
 
 
-SYSTEMD_VARIABLES = ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS", "LISTEN_PID")
+# systemd's per-process variables: read by the daemon, never passed to anything it starts.
+SYSTEMD_VARIABLES = frozenset(
+    {"NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES"}
+)

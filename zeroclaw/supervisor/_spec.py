@@ -18,6 +18,7 @@ from ..config import (
     effective_risk_policy,
     workspace_path,
 )
+from ._notify import SYSTEMD_VARIABLES
 
 # Variables an agent process may inherit from the daemon. Everything else is dropped:
 # systemd's NOTIFY_SOCKET / WATCHDOG_* above all, and secrets the agent is not bound to.
@@ -42,9 +43,6 @@ ENV_ALLOWLIST = frozenset(
     }
 )
 _LOCALE = re.compile(r"^LC_[A-Z_]+$")
-NEVER_INHERITED = frozenset(
-    {"NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES"}
-)
 
 
 def build_specs(
@@ -103,7 +101,7 @@ def scrubbed_environment(daemon_env: Mapping[str, str]) -> dict[str, str]:
     return {
         key: value
         for key, value in daemon_env.items()
-        if (key in ENV_ALLOWLIST or _LOCALE.match(key)) and key not in NEVER_INHERITED
+        if (key in ENV_ALLOWLIST or _LOCALE.match(key)) and key not in SYSTEMD_VARIABLES
     }
 
 
@@ -120,7 +118,7 @@ def agent_environment(spec: AgentSpec, daemon_env: Mapping[str, str]) -> dict[st
     """The agent's os.environ: the allowlist plus the secrets it is bound to."""
     env = scrubbed_environment(daemon_env)
     for name in spec.secret_env:
-        if name in daemon_env and name not in NEVER_INHERITED:
+        if name in daemon_env and name not in SYSTEMD_VARIABLES:
             env[name] = daemon_env[name]
     env["ZEROCLAW_AGENT"] = spec.alias
     return env
