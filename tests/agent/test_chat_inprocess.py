@@ -29,6 +29,18 @@ def config(root: Path) -> dict[str, Any]:
     return doc
 
 
+def make_workspaces(root: Path) -> None:
+    """gamma's secret, beta's shared notes, and a symlink from alpha's workspace to gamma's."""
+    agents = root / "state" / "agents"
+    for alias in ("alpha", "beta", "gamma"):
+        (agents / alias / "workspace").mkdir(parents=True, exist_ok=True)
+    (agents / "gamma" / "workspace" / "secret").write_text("gamma's")
+    (agents / "beta" / "workspace" / "shared.txt").write_text("beta's notes")
+    link = agents / "alpha" / "workspace" / "link-to-gamma"
+    if not link.is_symlink():
+        link.symlink_to(agents / "gamma" / "workspace")
+
+
 def chat(daemon: Daemon, alias: str, text: str, session: str = "default") -> dict[str, Any]:
     result = daemon.cli("--agent", alias, "chat", "-m", text, "--json", "--session", session)
     assert result.returncode == 0, result.stderr
@@ -55,21 +67,26 @@ def test_remember_recall_isolation_and_session(root: Path, daemons: DaemonFactor
     assert [t.role for t in turns] == ["user", "assistant", "user", "assistant"]
 
 
+# Every escape route from alpha (supervised, workspace_only, a read grant on beta), with
+# its refusal code; the same in-process and through the daemon.
+ESCAPES = [
+    ("read ../../gamma/workspace/secret", ("file_read", "path_not_allowed")),
+    ("list ../../gamma/workspace", ("file_list", "path_not_allowed")),
+    ("read link-to-gamma/secret", ("file_read", "path_not_allowed")),  # a symlink out
+    ("read /proc/self/root/etc/hostname", ("file_read", "forbidden_path")),  # /etc
+    ("read /proc/self/root/srv", ("file_read", "path_not_allowed")),
+    ("write ../../beta/workspace/x: hi", ("file_write", "path_not_allowed")),  # read grant
+    ("write notes.txt: hi", ("file_write", "approval_denied")),  # supervised, no one to ask
+    ("run rm notes.txt", ("shell", "command_not_allowed")),
+    ("run sh -c ls", ("shell", "command_not_allowed")),
+    ("delegate gamma: do it", ("delegate", "delegation_not_allowed")),
+]
+
+
 def test_escape_routes_and_codes_through_chat(root: Path, daemons: DaemonFactory) -> None:
     daemon = daemons(config(root))
-    (root / "state" / "agents" / "gamma" / "workspace").mkdir(parents=True)
-    (root / "state" / "agents" / "gamma" / "workspace" / "secret").write_text("gamma's")
-    for text, expected in [
-        ("read ../gamma/secret", ("file_read", "path_not_allowed")),
-        ("read /proc/self/root/etc/hostname", ("file_read", "forbidden_path")),  # /etc
-        ("read /proc/self/root/srv", ("file_read", "path_not_allowed")),
-        ("write ../beta/x: hi", ("file_write", "path_not_allowed")),  # a read grant
-        ("write notes.txt: hi", ("file_write", "approval_denied")),  # supervised, no one to ask
-        ("run rm notes.txt", ("shell", "command_not_allowed")),
-        ("run sh -c ls", ("shell", "command_not_allowed")),
-        ("ask beta: hello", ("send_message_to_peer", "unavailable")),
-        ("delegate gamma: do it", ("delegate", "delegation_not_allowed")),
-    ]:
+    make_workspaces(root)
+    for text, expected in [*ESCAPES, ("ask beta: hello", ("send_message_to_peer", "unavailable"))]:
         reply = chat(daemon, "alpha", text)
         assert codes(reply) == [expected], (text, reply)
         assert reply["tool_calls"][0]["ok"] is False
@@ -79,10 +96,7 @@ def test_escape_routes_and_codes_through_chat(root: Path, daemons: DaemonFactory
     assert chat(daemon, "alpha", "hello")["tool_calls"] == []
 
 
-def test_unknown_alias_and_running_daemon(root: Path, daemons: DaemonFactory) -> None:
+def test_unknown_alias(root: Path, daemons: DaemonFactory) -> None:
     daemon = daemons(config(root))
     unknown = daemon.cli("--agent", "zeta", "chat", "-m", "hi")
     assert unknown.returncode == 2 and "agents: alpha, beta, gamma, ro" in unknown.stderr
-    daemon.start()
-    busy = daemon.cli("--agent", "alpha", "chat", "-m", "hi")
-    assert busy.returncode == 1 and "daemon is running" in busy.stderr

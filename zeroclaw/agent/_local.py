@@ -7,14 +7,7 @@ from typing import Any
 
 from ..memory import MemoryService, MemoryServiceError
 from ..tools import ToolResult
-
-
-def render_memory(op: str, data: dict[str, Any]) -> str:
-    if op == "recall":
-        return "\n".join(f"[{h['agent']}] {h['key']}: {h['content']}" for h in data.get("hits", []))
-    if op == "store":
-        return f"stored {data['record']['key']}"
-    return ""
+from ._turn import render_memory
 
 
 class LocalReach:
@@ -29,5 +22,5 @@ class LocalReach:
             return ToolResult(False, "", exc.code, exc.detail)
         return ToolResult(True, render_memory(op, data), data=data)
 
-    async def message_peer(self, to: str, text: str, *, delegate: bool) -> ToolResult:
+    async def message_peer(self, to: str, text: str, *, delegate: bool, depth: int) -> ToolResult:
         return ToolResult.refused("unavailable", "running in-process without a daemon: no peers")

@@ -1,12 +1,14 @@
 """The agent process's main: read this start's keys from the link, join the bus, serve.
 
-Until the agent runtime exists, an agent acknowledges what it receives, answers the
-daemon's liveness pings and runs the probes the daemon asks for.
+The link carries the daemon's liveness pings and probe commands; the bus carries the
+agent's work (see `_runtime`).
 """
 
 from __future__ import annotations
 
+import functools
 import logging
+import os
 import signal
 import socket
 import time
@@ -19,6 +21,7 @@ from .._logging import setup_logging
 from ..bus import AgentBus, BusCredentials
 from ..control import FrameDecoder, encode_frame
 from ..policy import SandboxUnavailable, apply_sandbox, plan_for
+from ..providers import ProviderError, make_provider
 from ._link import (
     MAX_LINK_FRAME,
     Keys,
@@ -29,7 +32,9 @@ from ._link import (
     decode_link,
     encode_link,
 )
+from ._runtime import AgentRuntime, BusReach
 from ._spec import AgentSpec
+from ._turn import TurnEngine
 
 log = logging.getLogger("zeroclaw.agent")
 
@@ -40,7 +45,21 @@ BusHook = Callable[[AgentBus, trio.Nursery], None]
 def agent_main(spec: AgentSpec, link_fd: int) -> int:
     """Entry point called in the forked child; returns the process exit code."""
     setup_logging(spec.log_format, spec.log_level)
-    return trio.run(serve_agent, spec, link_fd)
+    env = dict(os.environ)  # the zygote already scrubbed it to what this agent is bound to
+    try:
+        provider = make_provider(spec.provider, spec.provider_config, env)
+    except ProviderError as exc:
+        log.error("agent %s cannot start: %s", spec.alias, exc)
+        return EX_CONFIG
+
+    def start_runtime(bus: AgentBus, nursery: trio.Nursery) -> None:
+        reach = BusReach(bus)
+        engine = TurnEngine(
+            spec, reach, provider, agent_env=env, other_workspaces=spec.other_workspaces
+        )
+        nursery.start_soon(AgentRuntime(bus, engine, reach).run)
+
+    return trio.run(functools.partial(serve_agent, spec, link_fd, on_bus=start_runtime))
 
 
 async def serve_agent(

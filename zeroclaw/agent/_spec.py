@@ -19,6 +19,7 @@ class AgentSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     channels: tuple[str, ...]
     delegates: tuple[str, ...]
     access: dict[str, tuple[str, str]]  # alias -> (workspace path, mode)
+    other_workspaces: tuple[str, ...]  # every other agent's workspace (refused even to full)
     read_memory_from: tuple[str, ...]
     secret_env: tuple[str, ...]  # names of the env vars this agent is bound to
     state_dir: str

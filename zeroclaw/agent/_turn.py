@@ -9,7 +9,7 @@ files, the path and command policy, the action budget, approvals — is the same
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, cast
@@ -18,7 +18,17 @@ import trio
 
 from ..policy import check_path, rules_for
 from ..policy._paths import GrantMode
-from ..providers import Step, ToolCall, ToolOutcome, first_step, reply
+from ..providers import (
+    Conversation,
+    HistoryTurn,
+    OnDelta,
+    Provider,
+    ProviderError,
+    Round,
+    ToolCall,
+    ToolOutcome,
+    bad_arguments,
+)
 from ..tools import ActionBudget, Approver, ToolResult, file_list, file_read, file_write, run_shell
 from ._spec import AgentSpec
 
@@ -31,16 +41,32 @@ class Reach(Protocol):
 
     async def memory(self, op: str, body: dict[str, Any]) -> ToolResult: ...
 
-    async def message_peer(self, to: str, text: str, *, delegate: bool) -> ToolResult: ...
+    async def message_peer(
+        self, to: str, text: str, *, delegate: bool, depth: int
+    ) -> ToolResult: ...
+
+
+OnEvent = Callable[[dict[str, Any]], Awaitable[None]]
+HISTORY_TURNS = 40  # earlier turns of the session given to the provider
+MAX_DELEGATION_DEPTH = 3  # asks/delegations in a chain before the next one is refused
+STREAM_CHUNK = 48  # characters per delta when a provider did not stream itself
+
+
+async def _no_event(event: dict[str, Any]) -> None:
+    return None
 
 
 @dataclass
 class TurnResult:
     reply: str
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    error: str | None = None  # the provider failed: `reply` says so
 
     def as_json(self) -> dict[str, Any]:
-        return {"reply": self.reply, "tool_calls": self.tool_calls}
+        data: dict[str, Any] = {"reply": self.reply, "tool_calls": self.tool_calls}
+        if self.error is not None:
+            data["error"] = self.error
+        return data
 
 
 def _strings(value: object) -> list[str]:
@@ -73,22 +99,33 @@ def system_prompt(workspace: str) -> str:
     return "\n\n".join(parts)
 
 
+def render_memory(op: str, data: dict[str, Any]) -> str:
+    """A memory result as the model reads it."""
+    if op == "recall":
+        return "\n".join(f"[{h['agent']}] {h['key']}: {h['content']}" for h in data.get("hits", []))
+    if op == "store":
+        return f"stored {data['record']['key']}"
+    return ""
+
+
 class TurnEngine:
     def __init__(
         self,
         spec: AgentSpec,
         reach: Reach,
+        provider: Provider,
         *,
         agent_env: Mapping[str, str],
         other_workspaces: Sequence[str] = (),
-        approver: Approver | None = None,
         clock: Callable[[], float] = time.monotonic,
+        approval_timeout: float = 60.0,
     ) -> None:
         self.spec = spec
         self.reach = reach
+        self.provider = provider
         self.agent_env = dict(agent_env)
-        self.approver = approver
         self.clock = clock
+        self.approval_timeout = approval_timeout
         risk = spec.risk
         self.level = str(risk["level"])
         self.asks_approval = self.level == "supervised" and bool(
@@ -110,45 +147,78 @@ class TurnEngine:
         self.max_iterations = int(_number(spec.runtime["max_tool_iterations"]))
         self.shell_timeout = _number(spec.runtime["shell_timeout_secs"])
 
-    async def run_turn(self, text: str, *, session: str = "default") -> TurnResult:
-        await self.reach.memory(
-            "append_turn", {"session": session, "role": "user", "content": text}
-        )
+    async def run_turn(
+        self,
+        text: str,
+        *,
+        session: str = "default",
+        on_event: OnEvent = _no_event,
+        approver: Approver | None = None,
+        depth: int = 0,
+    ) -> TurnResult:
+        """One turn. `approver` belongs to the channel that started it (None: nobody to ask,
+        so supervised medium-risk actions are denied); `depth` counts the asks and
+        delegations that led here. The transcript gets this turn only once it completed."""
         identity = await trio.to_thread.run_sync(system_prompt, self.spec.workspace)
-        step: Step = first_step(text, self.spec.alias, identity)
+        conversation = Conversation(self.spec.alias, identity, await self._history(session), text)
         calls: list[dict[str, Any]] = []
         iterations = 0
-        while step.tool_calls and iterations < self.max_iterations:
-            outcomes = []
-            for call in step.tool_calls[: self.max_iterations - iterations]:
-                iterations += 1
-                result = await self._run_tool(call)
-                outcomes.append(
-                    ToolOutcome(
-                        call,
-                        result.ok,
-                        result.output,
-                        result.error_code,
-                        result.detail,
-                        result.data,
+        try:
+            step = await self.provider.complete(conversation, _deltas(on_event))
+            while step.tool_calls and iterations < self.max_iterations:
+                outcomes = []
+                for call in step.tool_calls[: self.max_iterations - iterations]:
+                    iterations += 1
+                    result = await self._run_tool(call, approver, depth)
+                    outcomes.append(
+                        ToolOutcome(
+                            call,
+                            result.ok,
+                            result.output,
+                            result.error_code,
+                            result.detail,
+                            result.data,
+                        )
                     )
-                )
-                calls.append(
-                    {
+                    record = {
                         "name": call.name,
                         "args": call.args,
                         "ok": result.ok,
                         "error_code": result.error_code,
                     }
-                )
-            step = reply(outcomes)
+                    calls.append(record)
+                    await on_event({"event": "tool", **record})
+                conversation.rounds.append(Round(step, tuple(outcomes)))
+                step = await self.provider.complete(conversation, _deltas(on_event))
+        except ProviderError as exc:
+            message = f"error: {exc}"
+            await on_event({"event": "delta", "text": message})
+            return TurnResult(message, calls, error=str(exc))
         answer = step.text or ""
-        await self.reach.memory(
-            "append_turn", {"session": session, "role": "assistant", "content": answer}
-        )
+        if step.tool_calls:  # the provider still wanted tools after max_tool_iterations
+            answer = answer or f"(stopped after {self.max_iterations} tool calls)"
+        if not step.streamed:
+            for start in range(0, len(answer), STREAM_CHUNK):
+                await on_event({"event": "delta", "text": answer[start : start + STREAM_CHUNK]})
+        for role, content in (("user", text), ("assistant", answer)):
+            await self.reach.memory(
+                "append_turn", {"session": session, "role": role, "content": content}
+            )
         return TurnResult(answer, calls)
 
-    async def _run_tool(self, call: ToolCall) -> ToolResult:
+    async def _history(self, session: str) -> tuple[HistoryTurn, ...]:
+        result = await self.reach.memory("session", {"session": session, "limit": HISTORY_TURNS})
+        turns = result.data.get("turns", []) if result.ok else []
+        return tuple(
+            HistoryTurn(t["role"], t["content"])
+            for t in turns
+            if t["role"] in ("user", "assistant")
+        )
+
+    async def _run_tool(self, call: ToolCall, approver: Approver | None, depth: int) -> ToolResult:
+        problem = bad_arguments(call.name, call.args)
+        if problem is not None:
+            return ToolResult(False, "", "bad_arguments", problem)
         if not self.budget.take(self.clock()):
             return ToolResult.refused("rate_limited", "max_actions_per_hour reached")
         args = call.args
@@ -163,7 +233,7 @@ class TurnEngine:
             if not decision.allowed:
                 return ToolResult.refused(decision.code or "path_not_allowed", decision.reason)
             # Writing is a medium-risk action: a supervised profile asks before doing it.
-            if self.asks_approval and not await self._approved(f"write {args['path']}"):
+            if self.asks_approval and not await self._approved(approver, f"write {args['path']}"):
                 return ToolResult.refused("approval_denied", "the operator did not approve")
             return await trio.to_thread.run_sync(
                 file_write, self.rules, args["path"], args["content"]
@@ -176,7 +246,7 @@ class TurnEngine:
                 may_run_shell=self.level != "readonly",
                 block_high_risk=self.block_high_risk,
                 asks_approval=self.asks_approval,
-                approver=self.approver,
+                approver=approver,
                 timeout_secs=self.shell_timeout,
                 agent_env=self.agent_env,
             )
@@ -188,19 +258,31 @@ class TurnEngine:
             return await self.reach.memory("recall", {"query": args["query"]})
         if name == "memory_forget":
             return await self.reach.memory("forget", {"key": args["key"]})
-        if name == "send_message_to_peer":
-            return await self.reach.message_peer(args["to"], args["text"], delegate=False)
-        if name == "delegate":
-            if args["to"] not in self.spec.delegates:
-                return ToolResult.refused(
-                    "delegation_not_allowed", f"{args['to']!r} is not in this agent's delegates"
-                )
-            return await self.reach.message_peer(args["to"], args["text"], delegate=True)
-        return ToolResult(False, "", "unknown_tool", f"no tool {name!r}")
+        delegate = name == "delegate"
+        if delegate and args["to"] not in self.spec.delegates:
+            return ToolResult.refused(
+                "delegation_not_allowed", f"{args['to']!r} is not in this agent's delegates"
+            )
+        if depth + 1 >= MAX_DELEGATION_DEPTH:
+            return ToolResult.refused(
+                "delegation_not_allowed",
+                f"a chain of {MAX_DELEGATION_DEPTH} asks/delegations is the limit",
+            )
+        return await self.reach.message_peer(
+            args["to"], args["text"], delegate=delegate, depth=depth + 1
+        )
 
-    async def _approved(self, what: str) -> bool:
-        if self.approver is None:
+    async def _approved(self, approver: Approver | None, what: str) -> bool:
+        """Timeout or no interactive channel is a denial."""
+        if approver is None:
             return False
-        with trio.move_on_after(60):
-            return await self.approver(what)
+        with trio.move_on_after(self.approval_timeout):
+            return await approver(what)
         return False
+
+
+def _deltas(on_event: OnEvent) -> OnDelta:
+    async def on_delta(text: str) -> None:
+        await on_event({"event": "delta", "text": text})
+
+    return on_delta

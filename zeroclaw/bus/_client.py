@@ -126,7 +126,14 @@ class AgentBus:
         return message.id
 
     async def send(
-        self, to: str, channel: str, body: Any, *, session: str | None = None, kind: str = "message"
+        self,
+        to: str,
+        channel: str,
+        body: Any,
+        *,
+        session: str | None = None,
+        kind: str = "message",
+        message_id: str | None = None,
     ) -> Outcome:
         """Send one message and wait for its outcome."""
         await self.wait_for_room()
@@ -137,7 +144,7 @@ class AgentBus:
             result.append(outcome)
             done.set()
 
-        self.post(to, channel, body, finish, session=session, kind=kind)
+        self.post(to, channel, body, finish, session=session, kind=kind, message_id=message_id)
         await done.wait()
         return result[0]
 

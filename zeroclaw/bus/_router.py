@@ -60,6 +60,12 @@ SUN_PATH_MAX = 107
 HelloHook = Callable[[str, int], None]
 StartHook = Callable[[str], bool]  # ask for an on-demand start; False if not startable
 ServiceHandler = Callable[[str, Request], None]
+# How an injected message ended: (None, "") when acked, else (refusal code, detail).
+InjectOutcome = Callable[[str | None, str], None]
+
+# The sender of messages the daemon itself injects (channel input such as a CLI chat). No
+# agent can be called this: aliases are never empty.
+INTERNAL = ""
 
 
 def on_demand_agents(config: Config) -> set[str]:
@@ -114,10 +120,12 @@ class Router:
         self._next_rid = 1
         self._pending_start: dict[str, deque[tuple[float, str, Message]]] = {}
         self._acks_out: dict[str, list[str]] = {}
+        self._injected: dict[str, InjectOutcome] = {}  # message id -> outcome callback
         self.counters: Counter[str] = Counter()
         self.on_hello: HelloHook = lambda alias, pid: None
         self.request_start: StartHook = lambda alias: False
         self.services: dict[str, ServiceHandler] = {}
+        self.down_hooks: list[Callable[[str], None]] = []  # services told when an agent exits
         self._owner: SocketOwner | None = None
         self._zap_owner: SocketOwner | None = None
 
@@ -149,6 +157,8 @@ class Router:
 
     def agent_down(self, alias: str) -> None:
         """The agent's process is gone: everything in flight to it is refused `unavailable`."""
+        for hook in self.down_hooks:
+            hook(alias)
         self.connected.pop(alias, None)
         routing_id = self._alias_rid.pop(alias, None)
         if routing_id is not None:
@@ -309,9 +319,35 @@ class Router:
                 handler(sender, frame)
         return True
 
+    def inject(self, message: Message, on_outcome: InjectOutcome) -> None:
+        """Deliver channel input the daemon received (a CLI chat, say) to an agent.
+
+        The caller already authorised it (the control socket checked the peer's uid), so
+        the peer-group policy, which is about agents and external senders, does not apply;
+        everything else does: unknown, unavailable, on-demand start, ack or timeout.
+        """
+        self._injected[message.id] = on_outcome
+        dest = message.to
+        if dest not in self.policy.enabled:
+            self._refuse(INTERNAL, message.id, "unknown_agent", f"no enabled agent {dest!r}")
+        elif dest in self.connected:
+            self._forward(INTERNAL, message)
+        elif dest in self._on_demand and self._queue_for_start(INTERNAL, message):
+            pass
+        else:
+            self._refuse(INTERNAL, message.id, "unavailable", f"agent {dest!r} is not running")
+
     def _route(self, sender: str, message: Message) -> None:
         dest = message.to
         policy = self.policy
+        if not message.channel and dest in policy.agents:
+            # No channel named: the first channel on which a group lists both, if any.
+            decision = policy.decide(sender, dest)
+            if not decision.allowed:
+                self._refuse(sender, message.id, "not_peers", decision.reason)
+                return
+            assert decision.channel is not None
+            message = msgspec.structs.replace(message, channel=decision.channel)
         if dest not in policy.agents:
             self._refuse(sender, message.id, "unknown_agent", f"no agent {dest!r}")
         elif not policy.allowed(sender, dest, message.channel):
@@ -339,7 +375,7 @@ class Router:
             sender, message.id, message.to, trio.current_time() + self.delivery_timeout
         )
         self._order.append(rid)
-        stamped = msgspec.structs.replace(message, from_=sender)
+        stamped = msgspec.structs.replace(message, from_=sender) if sender else message
         assert self._owner is not None
         self._owner.send_nowait(
             [self._alias_rid[message.to], encode(Deliver(rid=rid, message=stamped))]
@@ -365,7 +401,10 @@ class Router:
         self.connected[alias] = pid
         log.info("agent %s joined the bus", alias, extra={"alias": alias, "pid": pid})
         for _, sender, message in self._pending_start.pop(alias, deque()):
-            self._route(sender, message)
+            if sender == INTERNAL:
+                self.inject(message, self._injected.pop(message.id))
+            else:
+                self._route(sender, message)
         self.on_hello(alias, pid)
 
     def _on_ack(self, dest: str, rids: tuple[int, ...]) -> None:
@@ -376,7 +415,12 @@ class Router:
                 continue
             del self._inflight[rid]
             self.counters["delivered"] += 1
-            self._acks_out.setdefault(flight.sender, []).append(flight.message_id)
+            if flight.sender == INTERNAL:
+                callback = self._injected.pop(flight.message_id, None)
+                if callback is not None:
+                    callback(None, "")
+            else:
+                self._acks_out.setdefault(flight.sender, []).append(flight.message_id)
 
     def _flush_acks(self) -> None:
         """After each burst: one Ack frame per sender, however many messages it covers."""
@@ -394,6 +438,11 @@ class Router:
     ) -> None:
         if count:
             self.counters[code] += 1
+        if sender == INTERNAL:
+            callback = self._injected.pop(message_id, None)
+            if callback is not None:
+                callback(code, detail)
+            return
         to = self._alias_rid.get(sender)
         if to is not None and self._owner is not None and not self._owner.closed:
             self._owner.send_nowait([to, encode(Refusal(id=message_id, code=code, detail=detail))])

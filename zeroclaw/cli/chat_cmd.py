@@ -1,30 +1,80 @@
-"""`zeroclaw --agent ALIAS chat -m TEXT`: one turn with an agent.
+"""`zeroclaw --agent ALIAS chat`: talk to an agent.
 
-For now only in-process (no daemon running): the agent runs inside this command under the
-same policy, with its memory straight from the store and no peers. Through the daemon, and
-interactively, comes next.
+Through the daemon when one answers (the turn runs in the agent's own process, events
+stream back over the control socket); otherwise the agent runs inside this command under
+the same policy, with its memory straight from the store and no peers, and we say so.
+Interactive by default (line editing and history via readline); `-m TEXT` sends one
+message. Ctrl-C cancels the running turn, Ctrl-D leaves.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import click
+import trio
 
 from ..agent import AgentSpec
 from ..agent._local import LocalReach
 from ..agent._turn import TurnEngine
-from ..config import daemon_paths, workspace_path
-from ..control import DaemonUnreachable, Status
+from ..config import Config, daemon_paths, workspace_path
+from ..control import Chat, ChatApproval, ChatCancel, ControlSession, DaemonUnreachable
 from ..memory import MemoryService
+from ..providers import ProviderError, make_provider
 from ..supervisor import agent_environment, build_specs
 from ._app import cli
 from ._common import EXIT_FAILED, EXIT_USAGE, CliError, emit_json, json_option, state, wants_json
 from .daemon_cmd import control_client
 from .memory_cmd import with_memory
+
+# A turn: text in, events to the printer, the result (reply, tool_calls[, error]) out.
+TurnRunner = Callable[[str, "Printer"], dict[str, Any]]
+REFUSAL_EXIT = {"unknown_agent": EXIT_USAGE}
+
+
+class Printer:
+    """Shows a turn as it happens: reply text streamed to stdout, tool activity and
+    prompts on stderr. Quiet when the caller wants JSON."""
+
+    def __init__(self, *, quiet: bool, interactive: bool) -> None:
+        self.quiet = quiet
+        self.interactive = interactive
+        self._open_line = False
+
+    def event(self, event: dict[str, Any]) -> None:
+        kind = event.get("event")
+        if self.quiet:
+            return
+        if kind == "delta":
+            text = str(event.get("text", ""))
+            sys.stdout.write(text)
+            sys.stdout.flush()
+            self._open_line = bool(text) and not text.endswith("\n")
+        elif kind == "tool":
+            status = "ok" if event.get("ok") else event.get("error_code")
+            self.end_line()
+            click.echo(f"  [{event.get('name')}: {status}]", err=True)
+
+    def approve(self, what: str) -> bool:
+        """The inline y/N prompt; without a terminal, nobody can say yes."""
+        if not self.interactive:
+            return False
+        self.end_line()
+        try:
+            return click.confirm(f"  approve: {what}?", default=False, err=True)
+        except (click.Abort, EOFError):
+            return False
+
+    def end_line(self) -> None:
+        if self._open_line:
+            sys.stdout.write("\n")
+            sys.stdout.flush()
+            self._open_line = False
 
 
 @cli.command("chat")
@@ -39,51 +89,149 @@ def chat_cmd(message: str | None, session: str, as_json: bool) -> None:
     if not st.agent or st.agent not in enabled:
         which = f"no enabled agent {st.agent!r}" if st.agent else "which agent? pass --agent ALIAS"
         raise CliError(f"{which}; agents: {', '.join(enabled) or 'none'}", EXIT_USAGE)
-    if message is None:
-        raise CliError(
-            "interactive chat is not built yet; send one message with -m TEXT", EXIT_USAGE
-        )
-    if _daemon_answers():
-        raise CliError(
-            "a daemon is running; chat through the daemon is not built yet "
-            "(stop it to chat in-process)",
-            EXIT_FAILED,
-        )
-    click.echo(
-        f"zeroclaw: no daemon; running {st.agent} in-process (peers answer unavailable)", err=True
-    )
+    json_out = wants_json(as_json)
+    if json_out and message is None:
+        raise CliError("--json needs -m TEXT (one message, one JSON answer)", EXIT_USAGE)
+    alias = st.agent
+    tty = sys.stdin.isatty()
+    with contextlib.ExitStack() as stack:
+        try:
+            conn = stack.enter_context(control_client().session(timeout=None))
+            runner: TurnRunner = _through_daemon(conn, alias, session, tty)
+        except DaemonUnreachable:
+            click.echo(
+                f"zeroclaw: no daemon; running {alias} in-process (peers answer unavailable)",
+                err=True,
+            )
+            runner = _in_process(config, path, alias, session)
+        if message is not None:
+            printer = Printer(quiet=json_out, interactive=tty)
+            try:
+                result = runner(message, printer)
+            except KeyboardInterrupt:
+                printer.end_line()
+                raise CliError("cancelled", EXIT_FAILED) from None
+            printer.end_line()
+            if json_out:
+                emit_json(result)
+            sys.exit(EXIT_FAILED if result.get("error") else 0)
+        _interactive(runner, alias)
+
+
+def _interactive(runner: TurnRunner, alias: str) -> None:
+    printer = Printer(quiet=False, interactive=True)
+    with _line_editing():
+        while True:
+            try:
+                line = input(f"{alias}> ")
+            except EOFError:  # Ctrl-D
+                click.echo("", err=True)
+                return
+            except KeyboardInterrupt:  # Ctrl-C at the prompt: a fresh prompt, like a shell
+                click.echo("", err=True)
+                continue
+            if not line.strip():
+                continue
+            try:
+                result = runner(line, printer)
+            except KeyboardInterrupt:
+                result = {"cancelled": True}
+            except CliError as exc:
+                printer.end_line()
+                click.echo(f"zeroclaw: {exc}", err=True)
+                continue
+            printer.end_line()
+            if result.get("cancelled"):
+                click.echo("  [cancelled]", err=True)
+
+
+@contextlib.contextmanager
+def _line_editing() -> Iterator[None]:
+    """readline editing and a history file that survives sessions (0600)."""
+    try:
+        import readline
+    except ImportError:  # pragma: no cover - not on Linux
+        yield
+        return
+    base = Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state")
+    history = base / "zeroclaw" / "chat_history"
+    with contextlib.suppress(OSError):
+        readline.read_history_file(history)
+    readline.set_history_length(1000)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            history.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            readline.write_history_file(history)
+            os.chmod(history, 0o600)
+
+
+def _through_daemon(conn: ControlSession, alias: str, session: str, tty: bool) -> TurnRunner:
+    def run(text: str, printer: Printer) -> dict[str, Any]:
+        conn.send(Chat(agent=alias, text=text, session=session, interactive=tty))
+        cancelled = False
+        while True:
+            try:
+                reply = conn.next_reply()
+            except KeyboardInterrupt:
+                if cancelled:
+                    raise
+                cancelled = True  # tell the agent; its last word still arrives
+                conn.send(ChatCancel())
+                continue
+            except DaemonUnreachable:
+                raise CliError("the daemon closed the connection during the turn") from None
+            data = reply.data or {}
+            if not reply.ok:
+                code = reply.error or "failed"
+                raise CliError(f"{code}: {reply.message}", REFUSAL_EXIT.get(code, EXIT_FAILED))
+            if not reply.more:
+                return data
+            if data.get("event") == "approval":
+                conn.send(ChatApproval(approved=printer.approve(str(data.get("what", "")))))
+            else:
+                printer.event(data)
+
+    return run
+
+
+def _in_process(config: Config, path: Path, alias: str, session: str) -> TurnRunner:
     env = dict(os.environ)
-    spec: AgentSpec = build_specs(config, env, path.parent)[st.agent]
+    spec: AgentSpec = build_specs(config, env, path.parent)[alias]
     Path(spec.workspace).mkdir(mode=0o700, parents=True, exist_ok=True)
     paths = daemon_paths(config, env)
-    others = [str(workspace_path(config, a, paths)) for a in config.agents if a != st.agent]
-    alias = st.agent
+    others = [str(workspace_path(config, a, paths)) for a in config.agents if a != alias]
+    agent_env = agent_environment(spec, env)
 
-    async def turn(service: MemoryService) -> dict[str, Any]:
-        engine = TurnEngine(
-            spec,
-            LocalReach(service, alias),
-            agent_env=agent_environment(spec, env),
-            other_workspaces=others,
-        )
-        result = await engine.run_turn(message, session=session)
-        return result.as_json()
+    def run(text: str, printer: Printer) -> dict[str, Any]:
+        async def turn(service: MemoryService) -> dict[str, Any]:
+            try:
+                provider = make_provider(spec.provider, spec.provider_config, agent_env)
+            except ProviderError as exc:
+                return {"reply": f"error: {exc}", "tool_calls": [], "error": str(exc)}
+            engine = TurnEngine(
+                spec,
+                LocalReach(service, alias),
+                provider,
+                agent_env=agent_env,
+                other_workspaces=others,
+            )
 
-    data = with_memory(config, turn)
-    if wants_json(as_json):
-        emit_json(data)
-    else:
-        for call in data["tool_calls"]:
-            status = "ok" if call["ok"] else call["error_code"]
-            click.echo(f"  [{call['name']}: {status}]", err=True)
-        click.echo(data["reply"])
-    sys.exit(0)
+            async def on_event(event: dict[str, Any]) -> None:
+                printer.event(event)
 
+            async def approver(what: str) -> bool:
+                return await trio.to_thread.run_sync(printer.approve, what)
 
-def _daemon_answers() -> bool:
-    client = control_client(timeout=5)
-    try:
-        client.request(Status())
-    except (DaemonUnreachable, OSError):
-        return False
-    return True
+            try:
+                result = await engine.run_turn(
+                    text, session=session, on_event=on_event, approver=approver
+                )
+            finally:
+                await provider.aclose()
+            return result.as_json()
+
+        return with_memory(config, turn)
+
+    return run

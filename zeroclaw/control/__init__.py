@@ -1,6 +1,6 @@
 """The operator control protocol: framing, messages and a blocking client."""
 
-from ._client import ControlClient, DaemonUnreachable
+from ._client import ControlClient, ControlSession, DaemonUnreachable
 from ._framing import FrameDecoder, FrameTooLarge, encode_frame
 from ._protocol import (
     MAX_CONTROL_FRAME,
@@ -10,6 +10,9 @@ from ._protocol import (
     AgentStart,
     AgentStop,
     AnyRequest,
+    Chat,
+    ChatApproval,
+    ChatCancel,
     MemoryCommand,
     Reload,
     Reply,
@@ -31,7 +34,11 @@ __all__ = [
     "AgentStop",
     "AgentsList",
     "AnyRequest",
+    "Chat",
+    "ChatApproval",
+    "ChatCancel",
     "ControlClient",
+    "ControlSession",
     "DaemonUnreachable",
     "FrameDecoder",
     "FrameTooLarge",

@@ -6,6 +6,7 @@ import errno
 import socket
 from collections.abc import Iterator
 from pathlib import Path
+from types import TracebackType
 
 from ._framing import FrameDecoder, encode_frame
 from ._protocol import MAX_CONTROL_FRAME, AnyRequest, Reply, decode_reply, encode
@@ -15,35 +16,71 @@ class DaemonUnreachable(Exception):
     """No daemon answers on the control socket."""
 
 
+class ControlSession:
+    """One connection: send requests, read replies. A streaming command (chat) reads its
+    events with `replies()` and may `send` more (cancel, approval) in between."""
+
+    def __init__(self, socket_path: Path, timeout: float | None = 30.0) -> None:
+        self.socket_path = socket_path
+        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._sock.settimeout(timeout)
+        self._decoder = FrameDecoder(MAX_CONTROL_FRAME)
+        self._ready: list[Reply] = []
+        try:
+            self._sock.connect(str(socket_path))
+        except OSError as exc:
+            self._sock.close()
+            if exc.errno in (errno.ENOENT, errno.ECONNREFUSED, errno.ENOTDIR):
+                raise DaemonUnreachable(str(socket_path)) from None
+            raise
+
+    def __enter__(self) -> ControlSession:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._sock.close()
+
+    def send(self, request: AnyRequest) -> None:
+        self._sock.sendall(encode_frame(encode(request)))
+
+    def next_reply(self) -> Reply:
+        while not self._ready:
+            chunk = self._sock.recv(65536)
+            if not chunk:
+                raise DaemonUnreachable(f"{self.socket_path}: connection closed mid-reply")
+            self._ready += [decode_reply(f) for f in self._decoder.feed(chunk)]
+        return self._ready.pop(0)
+
+    def replies(self) -> Iterator[Reply]:
+        """The replies to the last request, up to and including the final one."""
+        while True:
+            reply = self.next_reply()
+            yield reply
+            if not reply.more:
+                return
+
+
 class ControlClient:
     def __init__(self, socket_path: Path, timeout: float = 30.0) -> None:
         self.socket_path = socket_path
         self.timeout = timeout
 
+    def session(self, timeout: float | None = None) -> ControlSession:
+        return ControlSession(self.socket_path, timeout)
+
     def stream(self, request: AnyRequest) -> Iterator[Reply]:
         """Send one request; yield its replies until the last one."""
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(self.timeout)
-        try:
-            try:
-                sock.connect(str(self.socket_path))
-            except OSError as exc:
-                if exc.errno in (errno.ENOENT, errno.ECONNREFUSED, errno.ENOTDIR):
-                    raise DaemonUnreachable(str(self.socket_path)) from None
-                raise
-            sock.sendall(encode_frame(encode(request)))
-            decoder = FrameDecoder(MAX_CONTROL_FRAME)
-            while True:
-                chunk = sock.recv(65536)
-                if not chunk:
-                    raise DaemonUnreachable(f"{self.socket_path}: connection closed mid-reply")
-                for frame in decoder.feed(chunk):
-                    reply = decode_reply(frame)
-                    yield reply
-                    if not reply.more:
-                        return
-        finally:
-            sock.close()
+        with ControlSession(self.socket_path, self.timeout) as session:
+            session.send(request)
+            yield from session.replies()
 
     def request(self, request: AnyRequest) -> Reply:
         replies = list(self.stream(request))

@@ -54,6 +54,25 @@ class MemoryCommand(Request, tag="memory", frozen=True):
     args: dict[str, Any] = msgspec.field(default_factory=dict)
 
 
+class Chat(Request, tag="chat", frozen=True):
+    """One chat turn with an agent. Replies stream events (`more=True`): {"event": "delta",
+    "text"}, {"event": "tool", ...}, {"event": "approval", "what"}; the last reply carries
+    the result. While it runs the client may send ChatCancel or ChatApproval."""
+
+    agent: str
+    text: str
+    session: str = "default"
+    interactive: bool = False  # someone is there to answer approval prompts
+
+
+class ChatCancel(Request, tag="chat.cancel", frozen=True):
+    pass
+
+
+class ChatApproval(Request, tag="chat.approval", frozen=True):
+    approved: bool
+
+
 class Reload(Request, tag="reload", frozen=True):
     pass
 
@@ -70,6 +89,9 @@ AnyRequest = (
     | AgentRestart
     | RouteProbe
     | MemoryCommand
+    | Chat
+    | ChatCancel
+    | ChatApproval
     | Reload
     | Shutdown
 )

@@ -12,6 +12,7 @@ runs without a model; anything else gets a plain answer from a few rules.
     write PATH: TEXT        -> file_write
     list [PATH]             -> file_list
     run COMMAND             -> shell
+    history                 -> (no tool) what was said earlier in this session
 
 After the tools ran, `reply()` turns their results into the answer.
 """
@@ -20,37 +21,14 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass, field
-from typing import Any
+
+from ._types import Conversation, HistoryTurn, OnDelta, Step, ToolCall, ToolOutcome
 
 GRAMMAR_HELP = (
     "I understand: 'remember: TEXT', 'recall QUERY', 'forget KEY', 'ask ALIAS: TEXT', "
-    "'delegate ALIAS: TEXT', 'read PATH', 'write PATH: TEXT', 'list [PATH]', 'run COMMAND'."
+    "'delegate ALIAS: TEXT', 'read PATH', 'write PATH: TEXT', 'list [PATH]', 'run COMMAND', "
+    "'history'."
 )
-
-
-@dataclass(frozen=True)
-class ToolCall:
-    name: str
-    args: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class Step:
-    """What the provider wants next: tool calls to run, or the final text."""
-
-    tool_calls: tuple[ToolCall, ...] = ()
-    text: str | None = None
-
-
-@dataclass(frozen=True)
-class ToolOutcome:
-    call: ToolCall
-    ok: bool
-    output: str = ""
-    error_code: str | None = None
-    detail: str = ""
-    data: dict[str, Any] = field(default_factory=dict)
 
 
 _ALIAS = r"@?([a-z][a-z0-9_-]{0,31})"
@@ -101,23 +79,35 @@ def parse(text: str) -> ToolCall | None:
     return None
 
 
-def plain_answer(text: str, alias: str, identity: str = "") -> str:
+def plain_answer(
+    text: str, alias: str, identity: str = "", history: tuple[HistoryTurn, ...] = ()
+) -> str:
     lowered = text.strip().lower()
     if not lowered:
         return "Say something, or 'help'."
     if lowered in {"help", "?", "commands"}:
         return GRAMMAR_HELP
+    if lowered == "history":
+        said = [t.content for t in history if t.role == "user"][-5:]
+        if not said:
+            return "This session has no earlier messages."
+        return "Earlier in this session you said:\n" + "\n".join(f"- {s}" for s in said)
     if re.match(r"^(hi|hello|hey)\b", lowered):
         return f"Hello, I am {alias}. {GRAMMAR_HELP}"
     if "who are you" in lowered:
-        first = identity.strip().splitlines()[0] if identity.strip() else f"I am {alias}."
-        return first
+        # The first line of prose in the identity files (their headings are skipped).
+        lines = (ln.strip() for ln in identity.splitlines())
+        return next((ln for ln in lines if ln and not ln.startswith("#")), f"I am {alias}.")
     return f"{alias} (offline) heard: {text.strip()}"
 
 
-def first_step(text: str, alias: str, identity: str = "") -> Step:
+def first_step(
+    text: str, alias: str, identity: str = "", history: tuple[HistoryTurn, ...] = ()
+) -> Step:
     call = parse(text)
-    return Step(tool_calls=(call,)) if call else Step(text=plain_answer(text, alias, identity))
+    if call is not None:
+        return Step(tool_calls=(call,))
+    return Step(text=plain_answer(text, alias, identity, history))
 
 
 def reply(outcomes: list[ToolOutcome]) -> Step:
@@ -140,3 +130,18 @@ def reply(outcomes: list[ToolOutcome]) -> Step:
         else:
             lines.append(o.output)
     return Step(text="\n".join(lines))
+
+
+class OfflineProvider:
+    """The provider interface over the grammar above."""
+
+    name = "offline"
+
+    async def complete(self, conversation: Conversation, on_delta: OnDelta) -> Step:
+        if conversation.rounds:
+            return reply(list(conversation.rounds[-1].outcomes))
+        c = conversation
+        return first_step(c.user, c.alias, c.system, c.history)
+
+    async def aclose(self) -> None:
+        return None

@@ -12,6 +12,7 @@ import os
 import socket
 import struct
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import msgspec
@@ -35,7 +36,17 @@ IDLE_TIMEOUT_SECS = 30.0
 MAX_CONNECTIONS = 64
 SUN_PATH_MAX = 107  # sizeof(sun_path) - 1 on Linux
 
-Handler = Callable[[AnyRequest, Callable[[Reply], Awaitable[None]]], Awaitable[Reply]]
+
+@dataclass(frozen=True)
+class Exchange:
+    """A request's way back to its client: `send` streams replies before the last one,
+    `inbox` holds what the client sends while the request runs (a chat's cancel)."""
+
+    send: Callable[[Reply], Awaitable[None]]
+    inbox: trio.MemoryReceiveChannel[AnyRequest]
+
+
+Handler = Callable[[AnyRequest, Exchange], Awaitable[Reply]]
 
 
 class SocketPathTooLong(Exception):
@@ -109,39 +120,69 @@ class ControlServer:
                 await self._serve_requests(stream)
 
     async def _serve_requests(self, stream: trio.SocketStream) -> None:
-        decoder = FrameDecoder(MAX_CONTROL_FRAME)
+        send_lock = trio.Lock()
 
         async def send(reply: Reply) -> None:
-            await stream.send_all(encode_frame(encode(reply)))
+            async with send_lock:
+                await stream.send_all(encode_frame(encode(reply)))
 
-        while True:
+        async def try_send(reply: Reply) -> bool:
             try:
-                with trio.fail_after(IDLE_TIMEOUT_SECS):
-                    data = await stream.receive_some(65536)
-            except (trio.TooSlowError, trio.BrokenResourceError):
-                return
-            if not data:
-                return  # closed, or half-closed: nothing more will come
-            try:
-                frames = decoder.feed(data)
-            except FrameTooLarge as exc:
-                self.bad_requests += 1
-                await self._try_send(stream, error_reply("too_large", str(exc)))
-                return
-            for frame in frames:
+                await send(reply)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                return False
+            return True
+
+        requests, inbox = trio.open_memory_channel[AnyRequest](16)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._read_requests, stream, requests, try_send)
+            while True:
                 try:
-                    request = decode_request(frame)
-                except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-                    self.bad_requests += 1
-                    await self._try_send(stream, error_reply("malformed", f"bad request: {exc}"))
-                    return
+                    with trio.fail_after(IDLE_TIMEOUT_SECS):
+                        request = await inbox.receive()
+                except (trio.TooSlowError, trio.EndOfChannel):
+                    break
                 try:
-                    reply = await self.handler(request, send)
+                    reply = await self.handler(request, Exchange(send, inbox))
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    break  # the client went away while we streamed to it
                 except Exception as exc:  # a bug must not take the control socket down
                     log.exception("control handler failed on %s", type(request).__name__)
                     reply = error_reply("internal", f"{type(exc).__name__}: {exc}")
-                if not await self._try_send(stream, reply):
+                if not await try_send(reply):
+                    break
+            nursery.cancel_scope.cancel()
+
+    async def _read_requests(
+        self,
+        stream: trio.SocketStream,
+        requests: trio.MemorySendChannel[AnyRequest],
+        try_send: Callable[[Reply], Awaitable[bool]],
+    ) -> None:
+        """Decode frames into `requests`; closing it tells the server the client is done."""
+        decoder = FrameDecoder(MAX_CONTROL_FRAME)
+        async with requests:
+            while True:
+                try:
+                    data = await stream.receive_some(65536)
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
                     return
+                if not data:
+                    return  # closed, or half-closed: nothing more will come
+                try:
+                    frames = decoder.feed(data)
+                except FrameTooLarge as exc:
+                    self.bad_requests += 1
+                    await try_send(error_reply("too_large", str(exc)))
+                    return
+                for frame in frames:
+                    try:
+                        request = decode_request(frame)
+                    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                        self.bad_requests += 1
+                        await try_send(error_reply("malformed", f"bad request: {exc}"))
+                        return
+                    await requests.send(request)
 
     @staticmethod
     async def _try_send(stream: trio.SocketStream, reply: Reply) -> bool:

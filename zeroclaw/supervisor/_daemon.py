@@ -11,7 +11,7 @@ import signal
 import socket
 import stat
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 
 import trio
@@ -27,6 +27,9 @@ from ..control import (
     AgentStart,
     AgentStop,
     AnyRequest,
+    Chat,
+    ChatApproval,
+    ChatCancel,
     MemoryCommand,
     Reload,
     Reply,
@@ -44,7 +47,8 @@ from ..memory import (
     memory_grants,
     operator_request,
 )
-from ._control_server import ControlServer, SocketPathTooLong, check_socket_path
+from ._chat import ChatService
+from ._control_server import ControlServer, Exchange, Handler, SocketPathTooLong, check_socket_path
 from ._lifecycle import State
 from ._lock import AlreadyRunning, PidLock
 from ._notify import SYSTEMD_VARIABLES, Notifier
@@ -305,10 +309,14 @@ async def _watchdog(notifier: Notifier, interval: float) -> None:
         await trio.sleep(interval)
 
 
-def _make_handler(
-    supervisor: Supervisor, nursery: trio.Nursery
-) -> Callable[[AnyRequest, Callable[[Reply], Awaitable[None]]], Awaitable[Reply]]:
-    async def handle(request: AnyRequest, send: Callable[[Reply], Awaitable[None]]) -> Reply:
+def _make_handler(supervisor: Supervisor, nursery: trio.Nursery) -> Handler:
+    chat = ChatService(supervisor.router)
+
+    async def handle(request: AnyRequest, exchange: Exchange) -> Reply:
+        if isinstance(request, Chat):
+            return await chat.run_turn(request, exchange)
+        if isinstance(request, (ChatCancel, ChatApproval)):
+            return error_reply("bad_request", "no chat turn is running on this connection")
         if isinstance(request, (Status, AgentsList)):
             return Reply(ok=True, data=supervisor.status())
         if isinstance(request, Shutdown):

@@ -86,6 +86,11 @@ def build_specs(
                 other: (str(workspace_path(config, other, paths)), mode)
                 for other, mode in sorted(agent.workspace.access.items())
             },
+            other_workspaces=tuple(
+                str(workspace_path(config, other, paths))
+                for other in sorted(config.agents)
+                if other != alias
+            ),
             read_memory_from=agent.memory.read_memory_from,
             secret_env=(secret,) if secret else (),
             state_dir=str(paths.state_dir),

@@ -1,0 +1,103 @@
+"""`zeroclaw --agent A chat -m` through a running daemon: the turn runs in A's process,
+memory and peers go through the router."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tests.agent.test_chat_inprocess import ESCAPES, codes, config, make_workspaces
+from tests.supervisor.harness import Daemon
+
+DaemonFactory = Callable[..., Daemon]
+
+
+def chat(
+    daemon: Daemon, alias: str, text: str, session: str = "default", ok: bool = True
+) -> dict[str, Any]:
+    result = daemon.cli("--agent", alias, "chat", "-m", text, "--json", "--session", session)
+    assert (result.returncode == 0) == ok, result.stderr + daemon.log()
+    assert "in-process" not in result.stderr
+    return json.loads(result.stdout)  # type: ignore[no-any-return]
+
+
+def test_memory_isolation_and_continuity_across_a_restart(
+    root: Path, daemons: DaemonFactory
+) -> None:
+    daemon = daemons(config(root), faults=False).start()
+    stored = chat(daemon, "alpha", "remember: the release ships on friday", session="s1")
+    assert set(stored) == {"schema_version", "reply", "tool_calls"}
+    assert stored["tool_calls"] == [
+        {
+            "name": "memory_store",
+            "args": {
+                "key": stored["tool_calls"][0]["args"]["key"],
+                "content": "the release ships on friday",
+            },
+            "ok": True,
+            "error_code": None,
+        }
+    ]
+    assert "ships on friday" in chat(daemon, "alpha", "recall release", session="s1")["reply"]
+    assert "friday" not in chat(daemon, "gamma", "recall release")["reply"]
+
+    daemon.stop()
+    daemon = daemons(config(root), faults=False).start()
+    assert "ships on friday" in chat(daemon, "alpha", "recall release", session="s1")["reply"]
+    history = chat(daemon, "alpha", "history", session="s1")["reply"]
+    assert "- remember: the release ships on friday" in history
+    assert "- recall release" in history
+    assert "no earlier messages" in chat(daemon, "alpha", "history", session="s2")["reply"]
+
+
+def test_peers_answer_through_the_router(root: Path, daemons: DaemonFactory) -> None:
+    daemon = daemons(config(root), faults=False).start()
+    asked = chat(daemon, "alpha", "ask beta: hello there")
+    assert codes(asked) == [("send_message_to_peer", None)]
+    assert asked["reply"].startswith("beta says: Hello, I am beta.")
+    refused = chat(daemon, "alpha", "ask gamma: hello")
+    assert codes(refused) == [("send_message_to_peer", "not_peers")]
+    assert codes(chat(daemon, "alpha", "ask zeta: hello")) == [
+        ("send_message_to_peer", "unknown_agent")
+    ]
+    delegated = chat(daemon, "alpha", "delegate beta: recall anything")
+    assert codes(delegated) == [("delegate", None)]
+    assert "beta says: I remember nothing" in delegated["reply"]
+    assert codes(chat(daemon, "alpha", "delegate gamma: hi")) == [
+        ("delegate", "delegation_not_allowed")
+    ]
+    # A peer's turn has nobody to approve anything: beta's supervised write is denied.
+    assert "approval_denied" in chat(daemon, "alpha", "ask beta: write x.txt: hi")["reply"]
+
+
+def test_unknown_alias_exits_2_with_the_aliases(root: Path, daemons: DaemonFactory) -> None:
+    daemon = daemons(config(root), faults=False).start()
+    result = daemon.cli("--agent", "zeta", "chat", "-m", "hi")
+    assert result.returncode == 2 and "agents: alpha, beta, gamma, ro" in result.stderr
+
+
+def test_a_stopped_agent_is_unavailable(root: Path, daemons: DaemonFactory) -> None:
+    daemon = daemons(config(root), faults=False).start()
+    assert daemon.cli("agents", "stop", "beta").returncode == 0
+    result = daemon.cli("--agent", "beta", "chat", "-m", "hi")
+    assert result.returncode == 1 and "unavailable" in result.stderr
+    assert codes(chat(daemon, "alpha", "ask beta: hi")) == [("send_message_to_peer", "unavailable")]
+
+
+def test_escape_routes_are_refused_in_the_agent_process(root: Path, daemons: DaemonFactory) -> None:
+    daemon = daemons(config(root), faults=False).start()
+    make_workspaces(root)
+    gamma = root / "state" / "agents" / "gamma" / "workspace"
+    for text, expected in ESCAPES:
+        reply = chat(daemon, "alpha", text)
+        assert codes(reply) == [expected], (text, reply)
+    assert codes(chat(daemon, "alpha", f"read {gamma}/secret")) == [
+        ("file_read", "path_not_allowed")
+    ]
+    granted = chat(daemon, "alpha", "read ../../beta/workspace/shared.txt")
+    assert codes(granted) == [("file_read", None)] and "beta's notes" in granted["reply"]
+    assert codes(chat(daemon, "ro", "write a.txt: x")) == [("file_write", "read_only_profile")]
+    assert codes(chat(daemon, "ro", "run ls")) == [("shell", "read_only_profile")]
+    assert codes(chat(daemon, "alpha", "run ls")) == [("shell", None)]

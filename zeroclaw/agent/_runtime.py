@@ -1,0 +1,168 @@
+"""The agent runtime in a daemon-started agent: turns arrive and leave through the bus.
+
+Inbound messages by kind:
+  chat     from "cli" (the daemon, for `zeroclaw chat`): run a turn, stream its events back
+           as `chat` service requests; approvals are asked the same way.
+  cancel   from "cli": cancel that chat turn.
+  ask / delegate  from a peer agent: run a turn (no one to approve anything) and send the
+           answer back as a `reply`.
+  reply    from the peer this agent asked: wakes the waiting tool call.
+The router has already checked that a peer message comes from an allowed peer and stamped
+its real sender; "cli" is a reserved alias no agent can have.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+from typing import Any
+
+import trio
+
+from ..bus import AgentBus, Message, Request
+from ..tools import Approver, ToolResult
+from ._turn import TurnEngine, TurnResult, render_memory
+
+log = logging.getLogger("zeroclaw.agent")
+
+PEER_REPLY_SECS = 120.0  # how long an ask waits for the peer's answer
+DAEMON = "cli"  # the sender name of input the daemon injects
+
+
+class BusReach:
+    """Memory and peers through the router."""
+
+    def __init__(self, bus: AgentBus) -> None:
+        self.bus = bus
+        self.waiting: dict[str, tuple[str, trio.MemorySendChannel[dict[str, Any]]]] = {}
+
+    async def memory(self, op: str, body: dict[str, Any]) -> ToolResult:
+        response = await self.bus.request("memory", op, body)
+        data = response.body if isinstance(response.body, dict) else {}
+        if not response.ok:
+            return ToolResult(False, "", response.error or "unavailable", response.detail)
+        return ToolResult(True, render_memory(op, data), data=data)
+
+    async def message_peer(self, to: str, text: str, *, delegate: bool, depth: int) -> ToolResult:
+        message_id = self.bus.new_id()
+        answer_in, answer_out = trio.open_memory_channel[dict[str, Any]](1)
+        self.waiting[message_id] = (to, answer_in)
+        try:
+            outcome = await self.bus.send(
+                to,
+                "",  # the router picks the channel a peer group shares
+                {"text": text, "depth": depth},
+                kind="delegate" if delegate else "ask",
+                message_id=message_id,
+            )
+            if not outcome.delivered:
+                return ToolResult.refused(outcome.code or "unavailable", outcome.detail)
+            with trio.move_on_after(PEER_REPLY_SECS):
+                answer = await answer_out.receive()
+                if answer.get("error"):
+                    return ToolResult(False, "", "unavailable", f"{to}: {answer['error']}")
+                return ToolResult(True, str(answer.get("text", "")))
+            return ToolResult.refused("unavailable", f"{to} did not answer in {PEER_REPLY_SECS:g}s")
+        finally:
+            del self.waiting[message_id]
+
+    def on_reply(self, message: Message) -> None:
+        body = message.body if isinstance(message.body, dict) else {}
+        waiter = self.waiting.get(str(body.get("in_reply_to", "")))
+        if waiter is None or waiter[0] != message.from_:
+            return  # late, or not from the agent we asked
+        with contextlib.suppress(trio.WouldBlock):  # a second answer to the same question
+            waiter[1].send_nowait(body)
+
+
+class AgentRuntime:
+    def __init__(self, bus: AgentBus, engine: TurnEngine, reach: BusReach) -> None:
+        self.bus = bus
+        self.engine = engine
+        self.reach = reach
+        self.chats: dict[str, trio.CancelScope] = {}
+        self._inbox, self._messages = trio.open_memory_channel[Message](math.inf)
+        bus.on_message = self._inbox.send_nowait
+
+    async def run(self) -> None:
+        async with trio.open_nursery() as nursery:
+            async for message in self._messages:
+                self._dispatch(message, nursery)
+
+    def _dispatch(self, message: Message, nursery: trio.Nursery) -> None:
+        body = message.body if isinstance(message.body, dict) else {}
+        kind = message.kind
+        if kind == "reply":
+            self.reach.on_reply(message)
+        elif kind in ("ask", "delegate") and message.from_ != DAEMON:
+            nursery.start_soon(self._peer_turn, message, body)
+        elif kind == "chat" and message.from_ == DAEMON:
+            nursery.start_soon(self._chat_turn, message, body)
+        elif kind == "cancel" and message.from_ == DAEMON:
+            scope = self.chats.get(str(body.get("turn", "")))
+            if scope is not None:
+                scope.cancel()
+
+    async def _chat_turn(self, message: Message, body: dict[str, Any]) -> None:
+        turn = message.id
+
+        def emit(event: dict[str, Any]) -> None:
+            self.bus.send_frame(
+                Request(
+                    id=self.bus.new_id(),
+                    service="chat",
+                    op="event",
+                    body={"turn": turn, "event": event},
+                )
+            )
+
+        async def on_event(event: dict[str, Any]) -> None:
+            emit(event)
+
+        approver: Approver | None = None
+        if body.get("interactive") is True:
+
+            async def approver(what: str) -> bool:
+                response = await self.bus.request(
+                    "chat", "approve", {"turn": turn, "what": what}, wait_secs=math.inf
+                )
+                return (
+                    response.ok
+                    and isinstance(response.body, dict)
+                    and (response.body.get("approved") is True)
+                )
+
+        result: TurnResult | None = None
+        with trio.CancelScope() as scope:
+            self.chats[turn] = scope
+            try:
+                result = await self.engine.run_turn(
+                    str(body.get("text", "")),
+                    session=message.session or "default",
+                    on_event=on_event,
+                    approver=approver,
+                )
+            finally:
+                del self.chats[turn]
+        if result is None:
+            emit({"event": "done", "reply": "", "tool_calls": [], "cancelled": True})
+        else:
+            emit({"event": "done", **result.as_json()})
+
+    async def _peer_turn(self, message: Message, body: dict[str, Any]) -> None:
+        depth = body.get("depth", 1)
+        result = await self.engine.run_turn(
+            str(body.get("text", "")),
+            session=f"peer-{message.from_}",
+            depth=depth if isinstance(depth, int) and depth > 0 else 1,
+        )
+        answer: dict[str, Any] = {"in_reply_to": message.id, "text": result.reply}
+        if result.error is not None:
+            answer["error"] = result.error
+
+        def sent(outcome: Any) -> None:
+            if not outcome.delivered:
+                log.info("reply to %s not delivered: %s", message.from_, outcome.label)
+
+        self.bus.post(message.from_, message.channel, answer, sent, kind="reply")

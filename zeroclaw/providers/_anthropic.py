@@ -1,0 +1,153 @@
+"""Anthropic Messages API, streamed, with tool use."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from ._http import HttpModel, SseEvent, load_json
+from ._tools import TOOLS
+from ._types import Conversation, OnDelta, ProviderError, Step, ToolCall
+
+API_VERSION = "2023-06-01"
+
+
+def anthropic_messages(conversation: Conversation) -> list[dict[str, Any]]:
+    """The conversation as Messages API turns. Pure."""
+    messages: list[dict[str, Any]] = [
+        {"role": t.role, "content": t.content} for t in conversation.history
+    ]
+    messages.append({"role": "user", "content": conversation.user})
+    for round_ in conversation.rounds:
+        content: list[dict[str, Any]] = []
+        if round_.step.text:
+            content.append({"type": "text", "text": round_.step.text})
+        content += [
+            {"type": "tool_use", "id": c.id, "name": c.name, "input": c.args}
+            for c in round_.step.tool_calls
+        ]
+        messages.append({"role": "assistant", "content": content})
+        messages.append(
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": o.call.id,
+                        "content": o.as_text(),
+                        "is_error": not o.ok,
+                    }
+                    for o in round_.outcomes
+                ],
+            }
+        )
+    return messages
+
+
+class _Stream:
+    """Accumulates one streamed message: text blocks and tool_use blocks by index."""
+
+    def __init__(self, provider: str, on_delta: OnDelta) -> None:
+        self.provider = provider
+        self.on_delta = on_delta
+        self.text: list[str] = []
+        self.blocks: dict[int, dict[str, str]] = {}
+        self.stopped = False
+
+    def _malformed(self, what: str) -> ProviderError:
+        return ProviderError(self.provider, f"malformed response: {what}")
+
+    async def feed(self, event: SseEvent) -> None:
+        if event.event == "ping":
+            return
+        data = load_json(self.provider, event.data)
+        if not isinstance(data, dict):
+            raise self._malformed(f"{event.event} event is not an object")
+        kind = data.get("type", event.event)
+        if kind == "error":
+            error = data.get("error") or {}
+            message = error.get("message") if isinstance(error, dict) else error
+            raise ProviderError(self.provider, f"error in stream: {message}")
+        index = data.get("index")
+        if kind == "content_block_start":
+            block = data.get("content_block")
+            if not isinstance(index, int) or not isinstance(block, dict):
+                raise self._malformed("content_block_start without index or block")
+            if block.get("type") == "tool_use":
+                self.blocks[index] = {
+                    "id": str(block.get("id", "")),
+                    "name": str(block.get("name", "")),
+                    "json": "",
+                }
+        elif kind == "content_block_delta":
+            delta = data.get("delta")
+            if not isinstance(index, int) or not isinstance(delta, dict):
+                raise self._malformed("content_block_delta without index or delta")
+            if delta.get("type") == "text_delta":
+                text = str(delta.get("text", ""))
+                if text:
+                    self.text.append(text)
+                    await self.on_delta(text)
+            elif delta.get("type") == "input_json_delta" and index in self.blocks:
+                self.blocks[index]["json"] += str(delta.get("partial_json", ""))
+        elif kind == "message_stop":
+            self.stopped = True
+
+    def step(self) -> Step:
+        calls = []
+        for index in sorted(self.blocks):
+            raw = self.blocks[index]
+            try:
+                args = json.loads(raw["json"] or "{}")
+            except ValueError:
+                args = {"_unparsed": raw["json"]}
+            calls.append(ToolCall(raw["name"], args, raw["id"] or f"toolu_{index}"))
+        text = "".join(self.text) or None
+        return Step(tool_calls=tuple(calls), text=text, streamed=text is not None)
+
+
+class AnthropicProvider:
+    def __init__(self, alias: str, config: Mapping[str, Any], env: Mapping[str, str]) -> None:
+        self.name = f"anthropic.{alias}"
+        self.model = str(config["model"])
+        self.max_tokens = int(config["max_tokens"])
+        key_env = str(config["api_key_env"])
+        key = env.get(key_env)
+        if not key:
+            raise ProviderError(self.name, f"environment variable {key_env} is not set")
+        self.http = HttpModel(
+            self.name,
+            str(config["base_url"]),
+            headers={
+                "content-type": "application/json",
+                "x-api-key": key,
+                "anthropic-version": API_VERSION,
+            },
+            timeout_secs=float(config["timeout_secs"]),
+            max_retries=int(config["max_retries"]),
+        )
+
+    async def complete(self, conversation: Conversation, on_delta: OnDelta) -> Step:
+        payload: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": self.max_tokens,
+            "messages": anthropic_messages(conversation),
+            "tools": [
+                {"name": t.name, "description": t.description, "input_schema": t.json_schema()}
+                for t in TOOLS
+            ],
+            "stream": True,
+        }
+        if conversation.system:
+            payload["system"] = conversation.system
+        stream = _Stream(self.name, on_delta)
+        await self.http.stream("v1/messages", payload, stream.feed)
+        if not stream.stopped:
+            raise ProviderError(
+                self.name, "malformed response: the stream ended before message_stop"
+            )
+        return stream.step()
+
+    async def aclose(self) -> None:
+        await self.http.aclose()

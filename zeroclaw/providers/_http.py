@@ -1,0 +1,165 @@
+"""HTTP for network providers: one pooled client, retries with backoff, SSE parsing.
+
+Only this module and the two network providers import httpx, so agents on the offline
+provider never load it (ADR 0009).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import trio
+
+from ._types import ProviderError
+
+RETRY_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
+BACKOFF_INITIAL = 0.5
+BACKOFF_MAX = 8.0
+RETRY_AFTER_MAX = 30.0
+MAX_ERROR_BODY = 300
+
+
+@dataclass(frozen=True)
+class SseEvent:
+    event: str
+    data: str
+
+
+class SseParser:
+    """Server-sent events, line by line (the text/event-stream format). Pure."""
+
+    def __init__(self) -> None:
+        self._event = ""
+        self._data: list[str] = []
+
+    def feed(self, line: str) -> SseEvent | None:
+        if not line:
+            if not self._data and not self._event:
+                return None
+            event = SseEvent(self._event or "message", "\n".join(self._data))
+            self._event, self._data = "", []
+            return event
+        if line.startswith(":"):
+            return None  # a comment (keep-alive)
+        name, _, value = line.partition(":")
+        value = value.removeprefix(" ")
+        if name == "event":
+            self._event = value
+        elif name == "data":
+            self._data.append(value)
+        return None
+
+    def close(self) -> SseEvent | None:
+        return self.feed("")
+
+
+def backoff_delay(attempt: int, retry_after: str | None) -> float:
+    """Seconds before retry `attempt` (1-based): the server's Retry-After when it gives
+    one (capped), else exponential with jitter."""
+    if retry_after is not None:
+        try:
+            return min(max(float(retry_after), 0.0), RETRY_AFTER_MAX)
+        except ValueError:
+            pass
+    base = min(BACKOFF_INITIAL * 2 ** (attempt - 1), BACKOFF_MAX)
+    return float(base * (0.5 + random.random() / 2))
+
+
+def load_json(provider: str, text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        raise ProviderError(provider, f"malformed response: not JSON: {text[:80]!r}") from None
+
+
+class HttpModel:
+    """POST a JSON body and read the answer as server-sent events, with retries."""
+
+    def __init__(
+        self,
+        provider: str,
+        base_url: str,
+        *,
+        headers: dict[str, str],
+        timeout_secs: float,
+        max_retries: int,
+    ) -> None:
+        self.provider = provider
+        self.max_retries = max_retries
+        self.retries = 0  # how many retries this client made, for tests and stats
+        self._client = httpx.AsyncClient(
+            base_url=base_url.rstrip("/") + "/",
+            headers=headers,
+            timeout=httpx.Timeout(timeout_secs, connect=min(timeout_secs, 10.0)),
+            follow_redirects=False,
+        )
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+    async def stream(
+        self, path: str, payload: dict[str, Any], on_event: Callable[[SseEvent], Awaitable[None]]
+    ) -> None:
+        """Feed the events of one request to `on_event`. Retries happen only before the
+        first event arrives, so no half answer is ever repeated."""
+        attempt = 0
+        started = False
+        while True:
+            attempt += 1
+            try:
+                async with self._client.stream("POST", path, json=payload) as response:
+                    if response.status_code != 200:
+                        body = (await response.aread()).decode(errors="replace")
+                        if response.status_code in RETRY_STATUSES and attempt <= self.max_retries:
+                            delay = backoff_delay(attempt, response.headers.get("retry-after"))
+                            self.retries += 1
+                            await trio.sleep(delay)
+                            continue
+                        raise ProviderError(
+                            self.provider,
+                            f"HTTP {response.status_code} from {response.url}: {_error_text(body)}",
+                        )
+                    parser = SseParser()
+                    async for line in response.aiter_lines():
+                        event = parser.feed(line.rstrip("\r"))
+                        if event is not None:
+                            started = True
+                            await on_event(event)
+                    last = parser.close()
+                    if last is not None:
+                        await on_event(last)
+                    return
+            except httpx.TimeoutException:
+                if attempt <= self.max_retries and not started:
+                    self.retries += 1
+                    await trio.sleep(backoff_delay(attempt, None))
+                    continue
+                raise ProviderError(self.provider, f"timed out after {attempt} attempts") from None
+            except httpx.TransportError as exc:
+                if attempt <= self.max_retries and not started:
+                    self.retries += 1
+                    await trio.sleep(backoff_delay(attempt, None))
+                    continue
+                raise ProviderError(
+                    self.provider, f"cannot reach {self._client.base_url}: {exc}"
+                ) from None
+
+
+def _error_text(body: str) -> str:
+    """The server's own error message when it sent one, else the start of the body."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return body[:MAX_ERROR_BODY] or "(empty body)"
+    if isinstance(data, dict):
+        error = data.get("error")
+        if isinstance(error, dict) and isinstance(error.get("message"), str):
+            return str(error["message"])[:MAX_ERROR_BODY]
+        if isinstance(error, str):
+            return error[:MAX_ERROR_BODY]
+    return body[:MAX_ERROR_BODY]

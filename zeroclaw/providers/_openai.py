@@ -1,0 +1,145 @@
+"""OpenAI-compatible chat completions (Ollama, vLLM, llama.cpp server, OpenRouter), streamed,
+with tool calling."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from ._http import HttpModel, SseEvent, load_json
+from ._tools import TOOLS
+from ._types import Conversation, OnDelta, ProviderError, Step, ToolCall
+
+
+def openai_messages(conversation: Conversation) -> list[dict[str, Any]]:
+    """The conversation as chat-completions messages. Pure."""
+    messages: list[dict[str, Any]] = []
+    if conversation.system:
+        messages.append({"role": "system", "content": conversation.system})
+    messages += [{"role": t.role, "content": t.content} for t in conversation.history]
+    messages.append({"role": "user", "content": conversation.user})
+    for round_ in conversation.rounds:
+        messages.append(
+            {
+                "role": "assistant",
+                "content": round_.step.text,
+                "tool_calls": [
+                    {
+                        "id": call.id,
+                        "type": "function",
+                        "function": {"name": call.name, "arguments": json.dumps(call.args)},
+                    }
+                    for call in round_.step.tool_calls
+                ],
+            }
+        )
+        messages += [
+            {"role": "tool", "tool_call_id": o.call.id, "content": o.as_text()}
+            for o in round_.outcomes
+        ]
+    return messages
+
+
+class _Stream:
+    """Accumulates one streamed completion: text deltas and tool-call fragments."""
+
+    def __init__(self, provider: str, on_delta: OnDelta) -> None:
+        self.provider = provider
+        self.on_delta = on_delta
+        self.text: list[str] = []
+        self.calls: dict[int, dict[str, str]] = {}
+        self.done = False
+
+    async def feed(self, event: SseEvent) -> None:
+        if event.data.strip() == "[DONE]":
+            self.done = True
+            return
+        chunk = load_json(self.provider, event.data)
+        if not isinstance(chunk, dict):
+            raise ProviderError(self.provider, "malformed response: a chunk is not an object")
+        if "error" in chunk:
+            raise ProviderError(self.provider, f"error in stream: {chunk['error']}")
+        choices = chunk.get("choices")
+        if not isinstance(choices, list):
+            raise ProviderError(self.provider, "malformed response: no 'choices' in a chunk")
+        for choice in choices:
+            delta = choice.get("delta") if isinstance(choice, dict) else None
+            if not isinstance(delta, dict):
+                continue
+            content = delta.get("content")
+            if isinstance(content, str) and content:
+                self.text.append(content)
+                await self.on_delta(content)
+            for fragment in delta.get("tool_calls") or ():
+                self._call_fragment(fragment)
+
+    def _call_fragment(self, fragment: Any) -> None:
+        if not isinstance(fragment, dict) or not isinstance(fragment.get("index", 0), int):
+            raise ProviderError(self.provider, "malformed response: bad tool_calls fragment")
+        call = self.calls.setdefault(fragment.get("index", 0), {"id": "", "name": "", "args": ""})
+        function = fragment.get("function") or {}
+        if fragment.get("id"):
+            call["id"] = str(fragment["id"])
+        if function.get("name"):
+            call["name"] += str(function["name"])
+        if function.get("arguments"):
+            call["args"] += str(function["arguments"])
+
+    def step(self) -> Step:
+        calls = []
+        for index in sorted(self.calls):
+            raw = self.calls[index]
+            try:
+                args = json.loads(raw["args"] or "{}")
+            except ValueError:
+                args = {"_unparsed": raw["args"]}  # the engine refuses it as bad arguments
+            calls.append(ToolCall(raw["name"], args, raw["id"] or f"call_{index}"))
+        text = "".join(self.text) or None
+        return Step(tool_calls=tuple(calls), text=text, streamed=text is not None)
+
+
+class OpenAIProvider:
+    def __init__(self, alias: str, config: Mapping[str, Any], env: Mapping[str, str]) -> None:
+        self.name = f"openai.{alias}"
+        self.model = str(config["model"])
+        headers = {"content-type": "application/json"}
+        key_env = config.get("api_key_env")
+        if key_env:
+            key = env.get(str(key_env))
+            if not key:
+                raise ProviderError(self.name, f"environment variable {key_env} is not set")
+            headers["authorization"] = f"Bearer {key}"
+        self.http = HttpModel(
+            self.name,
+            str(config["base_url"]),
+            headers=headers,
+            timeout_secs=float(config["timeout_secs"]),
+            max_retries=int(config["max_retries"]),
+        )
+
+    async def complete(self, conversation: Conversation, on_delta: OnDelta) -> Step:
+        payload = {
+            "model": self.model,
+            "messages": openai_messages(conversation),
+            "tools": [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": t.name,
+                        "description": t.description,
+                        "parameters": t.json_schema(),
+                    },
+                }
+                for t in TOOLS
+            ],
+            "stream": True,
+        }
+        stream = _Stream(self.name, on_delta)
+        await self.http.stream("chat/completions", payload, stream.feed)
+        if not stream.done and not stream.text and not stream.calls:
+            raise ProviderError(self.name, "malformed response: the stream ended with nothing")
+        return stream.step()
+
+    async def aclose(self) -> None:
+        await self.http.aclose()
