@@ -101,3 +101,27 @@ def test_escape_routes_are_refused_in_the_agent_process(root: Path, daemons: Dae
     assert codes(chat(daemon, "ro", "write a.txt: x")) == [("file_write", "read_only_profile")]
     assert codes(chat(daemon, "ro", "run ls")) == [("shell", "read_only_profile")]
     assert codes(chat(daemon, "alpha", "run ls")) == [("shell", None)]
+
+
+def test_a_reload_that_adds_an_agent_fences_its_workspace_without_restarts(
+    root: Path, daemons: DaemonFactory
+) -> None:
+    doc = config(root)
+    # full drops workspace_only; no Landlock, so only the tool policy stands in the way
+    doc["risk_profiles"]["wide"] = {"level": "full", "sandbox": "none"}
+    doc["agents"]["alpha"]["risk_profile"] = "wide"
+    daemon = daemons(doc, faults=False).start()
+    late = root / "state" / "agents" / "late" / "workspace"
+    late.mkdir(parents=True)
+    (late / "diary.txt").write_text("late's diary")
+    assert codes(chat(daemon, "alpha", f"read {late}/diary.txt")) == [("file_read", None)]
+    pid = daemon.agent("alpha")["pid"]
+
+    doc["agents"]["late"] = {**doc["agents"]["beta"]}
+    daemon.write_config(doc)
+    result = daemon.cli("reload", "--json")
+    assert json.loads(result.stdout)["diff"] == {"added": ["late"], "removed": [], "changed": []}
+    assert daemon.agent("alpha")["pid"] == pid  # not restarted
+    refused = chat(daemon, "alpha", f"read {late}/diary.txt")
+    assert codes(refused) == [("file_read", "path_not_allowed")]
+    assert "another agent's workspace" in refused["reply"]

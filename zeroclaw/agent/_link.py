@@ -1,8 +1,8 @@
 """The private link between the daemon and one agent process (an inherited socketpair).
 
 Daemon → agent: Keys first (this start's bus credentials: never argv, never environment),
-then Ping and ProbeCommand. Agent → daemon: Pong, ProbeResult. The daemon closing the link
-means "stop". Framed like the control socket: 4-byte length, then msgpack.
+then Ping, Neighbours and ProbeCommand. Agent → daemon: Pong, ProbeResult. The daemon
+closing the link means "stop". Framed like the control socket: 4-byte length, then msgpack.
 """
 
 from __future__ import annotations
@@ -28,6 +28,12 @@ class Pong(msgspec.Struct, tag="pong", frozen=True):
     seq: int
 
 
+class Neighbours(msgspec.Struct, tag="neighbours", frozen=True):
+    """Every other agent's workspace, after a reload changed them (refused even to full)."""
+
+    workspaces: tuple[str, ...]
+
+
 class ProbeCommand(msgspec.Struct, tag="probe", frozen=True):
     seq: int
     to: str
@@ -41,7 +47,7 @@ class ProbeResult(msgspec.Struct, tag="probe_result", frozen=True):
     rtt_ms: float
 
 
-LinkMessage = Keys | Ping | Pong | ProbeCommand | ProbeResult
+LinkMessage = Keys | Ping | Pong | Neighbours | ProbeCommand | ProbeResult
 
 _encoder = msgspec.msgpack.Encoder()
 _decoder = msgspec.msgpack.Decoder(LinkMessage)

@@ -25,6 +25,7 @@ from ..providers import ProviderError, make_provider
 from ._link import (
     MAX_LINK_FRAME,
     Keys,
+    Neighbours,
     Ping,
     Pong,
     ProbeCommand,
@@ -52,14 +53,25 @@ def agent_main(spec: AgentSpec, link_fd: int) -> int:
         log.error("agent %s cannot start: %s", spec.alias, exc)
         return EX_CONFIG
 
+    engines: list[TurnEngine] = []  # the one engine, once the bus is up
+
     def start_runtime(bus: AgentBus, nursery: trio.Nursery) -> None:
         reach = BusReach(bus)
         engine = TurnEngine(
             spec, reach, provider, agent_env=env, other_workspaces=spec.other_workspaces
         )
+        engines.append(engine)
         nursery.start_soon(AgentRuntime(bus, engine, reach).run)
 
-    return trio.run(functools.partial(serve_agent, spec, link_fd, on_bus=start_runtime))
+    def neighbours(workspaces: tuple[str, ...]) -> None:
+        for engine in engines:
+            engine.set_other_workspaces(workspaces)
+
+    return trio.run(
+        functools.partial(
+            serve_agent, spec, link_fd, on_bus=start_runtime, on_neighbours=neighbours
+        )
+    )
 
 
 async def serve_agent(
@@ -68,6 +80,7 @@ async def serve_agent(
     *,
     stop_signals: Sequence[int] = STOP_SIGNALS,
     on_bus: BusHook | None = None,
+    on_neighbours: Callable[[tuple[str, ...]], None] | None = None,
 ) -> int:
     """Run until the daemon closes the link or a stop signal arrives.
 
@@ -93,7 +106,7 @@ async def serve_agent(
             await nursery.start(bus.run)
             if on_bus is not None:
                 on_bus(bus, nursery)
-            nursery.start_soon(_serve_link, link, decoder, bus, nursery.cancel_scope)
+            nursery.start_soon(_serve_link, link, decoder, bus, nursery.cancel_scope, on_neighbours)
             if signals is not None:
                 nursery.start_soon(_stop_on_signal, signals, nursery.cancel_scope, spec.alias)
     await link.aclose()
@@ -140,7 +153,11 @@ async def _stop_on_signal(signals: AsyncIterator[int], scope: trio.CancelScope, 
 
 
 async def _serve_link(
-    link: trio.SocketStream, decoder: FrameDecoder, bus: AgentBus, scope: trio.CancelScope
+    link: trio.SocketStream,
+    decoder: FrameDecoder,
+    bus: AgentBus,
+    scope: trio.CancelScope,
+    on_neighbours: Callable[[tuple[str, ...]], None] | None,
 ) -> None:
     send_lock = trio.Lock()
 
@@ -169,3 +186,5 @@ async def _serve_link(
                     await send(Pong(message.seq))
                 elif isinstance(message, ProbeCommand):
                     nursery.start_soon(probe, message)
+                elif isinstance(message, Neighbours) and on_neighbours is not None:
+                    on_neighbours(message.workspaces)

@@ -133,19 +133,24 @@ class TurnEngine:
         )
         self.block_high_risk = bool(risk["block_high_risk_commands"])
         self.allowed_commands = frozenset(_strings(risk["allowed_commands"]))
+        self.set_other_workspaces(other_workspaces)
+        self.budget = ActionBudget(int(_number(spec.runtime["max_actions_per_hour"])))
+        self.max_iterations = int(_number(spec.runtime["max_tool_iterations"]))
+        self.shell_timeout = _number(spec.runtime["shell_timeout_secs"])
+
+    def set_other_workspaces(self, other_workspaces: Sequence[str]) -> None:
+        """The path rules, rebuilt when a reload changed the other agents' workspaces."""
+        risk = self.spec.risk
         self.rules = rules_for(
-            spec.workspace,
+            self.spec.workspace,
             workspace_only=bool(risk["workspace_only"]),
             may_write=self.level != "readonly",
             forbidden=_strings(risk["forbidden_paths"]),
             grants=[
-                (alias, path, _grant_mode(mode)) for alias, (path, mode) in spec.access.items()
+                (alias, path, _grant_mode(mode)) for alias, (path, mode) in self.spec.access.items()
             ],
             other_workspaces=other_workspaces,
         )
-        self.budget = ActionBudget(int(_number(spec.runtime["max_actions_per_hour"])))
-        self.max_iterations = int(_number(spec.runtime["max_tool_iterations"]))
-        self.shell_timeout = _number(spec.runtime["shell_timeout_secs"])
 
     async def run_turn(
         self,

@@ -8,6 +8,7 @@ idle stop) are deadlines on the inbox wait.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -24,6 +25,7 @@ from ..agent import (
     MAX_LINK_FRAME,
     AgentSpec,
     Keys,
+    Neighbours,
     Ping,
     Pong,
     ProbeCommand,
@@ -327,6 +329,16 @@ class AgentRunner:
             self._on_transition(transition)
         changed, self._changed = self._changed, trio.Event()
         changed.set()
+
+    async def update_neighbours(self, spec: AgentSpec) -> None:
+        """Tell the running process the other agents' workspaces changed (a reload)."""
+        self.spec = spec  # a restart starts with them anyway
+        if self._link is None:
+            return
+        message = encode_frame(encode_link(Neighbours(spec.other_workspaces)))
+        with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+            async with self._link_lock:
+                await self._link.send_all(message)
 
     async def probe(self, to: str, channel: str, wait_secs: float) -> ProbeResult | None:
         """Have this agent's process send a probe through the router; None if no answer."""

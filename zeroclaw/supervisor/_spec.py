@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+import msgspec
+
 from ..agent import AgentSpec
 from ..config import (
     Config,
@@ -137,10 +139,18 @@ class SpecDiff:
     unchanged: tuple[str, ...]
 
 
+def _restart_relevant(spec: AgentSpec) -> AgentSpec:
+    # Other agents' workspaces reach a running agent over its link (Neighbours): adding
+    # or removing an agent must not restart every other one.
+    return msgspec.structs.replace(spec, other_workspaces=())
+
+
 def diff_specs(old: Mapping[str, AgentSpec], new: Mapping[str, AgentSpec]) -> SpecDiff:
+    both = old.keys() & new.keys()
+    same = {a for a in both if _restart_relevant(old[a]) == _restart_relevant(new[a])}
     return SpecDiff(
         added=tuple(sorted(new.keys() - old.keys())),
         removed=tuple(sorted(old.keys() - new.keys())),
-        changed=tuple(sorted(a for a in old.keys() & new.keys() if old[a] != new[a])),
-        unchanged=tuple(sorted(a for a in old.keys() & new.keys() if old[a] == new[a])),
+        changed=tuple(sorted(both - same)),
+        unchanged=tuple(sorted(same)),
     )

@@ -298,6 +298,8 @@ class Supervisor:
                     self._add(nursery, new_specs[alias])
                 for alias in diff.unchanged:
                     runner = self.runners[alias]
+                    if runner.spec != new_specs[alias]:
+                        await runner.update_neighbours(new_specs[alias])
                     runner.lifecycle.policy = self._policy(alias)
                     runner.grace_secs = new.daemon.shutdown_grace_secs
                     if runner.lifecycle.state == State.FATAL:

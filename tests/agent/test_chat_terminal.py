@@ -1,0 +1,111 @@
+"""Interactive `zeroclaw --agent alpha chat` on a real pseudo-terminal, through the daemon."""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pexpect
+
+from tests.agent.test_chat_inprocess import config
+from tests.conftest import REPO
+from tests.supervisor.harness import Daemon
+
+DaemonFactory = Callable[..., Daemon]
+PROMPT = "alpha> "
+
+
+def test_a_terminal_session(root: Path, daemons: DaemonFactory) -> None:
+    doc = config(root)
+    doc["risk_profiles"]["sup"]["allowed_commands"] = ["ls", "sleep"]
+    daemon = daemons(doc, faults=False).start()
+    child = pexpect.spawn(
+        sys.executable,
+        ["-m", "zeroclaw", "--config", str(daemon.config_path), "--agent", "alpha", "chat"],
+        cwd=str(REPO),
+        env={
+            **os.environ,
+            "PYTHONPATH": str(REPO),
+            "XDG_STATE_HOME": str(root / "xdg"),
+            "TERM": "dumb",
+        },
+        encoding="utf-8",
+        timeout=20,
+    )
+    try:
+        child.expect_exact(PROMPT)
+        # A line typed, a streamed answer (longer than one delta).
+        child.sendline("remember: the deploy window opens at nine on tuesday mornings")
+        child.expect_exact("[memory_store: ok]")
+        child.expect_exact("Remembered as the-deploy-window-opens-")
+        child.expect_exact(PROMPT)
+        child.sendline("recall deploy window")
+        child.expect_exact("the deploy window opens at nine on tuesday mornings")
+        child.expect_exact(PROMPT)
+
+        # A supervised write asks inline; "n" is a denial.
+        child.sendline("write notes.txt: hi")
+        child.expect_exact("approve: write notes.txt?")
+        child.sendline("n")
+        child.expect_exact("[file_write: approval_denied]")
+        child.expect_exact(PROMPT)
+        child.sendline("write notes.txt: hi")
+        child.expect_exact("approve: write notes.txt?")
+        child.sendline("y")
+        child.expect_exact("[file_write: ok]")
+        child.expect_exact(PROMPT)
+        notes = root / "state" / "agents" / "alpha" / "workspace" / "notes.txt"
+        assert notes.read_text() == "hi"
+
+        # Ctrl-C during a turn cancels that turn (and kills its command), not the session.
+        child.sendline("run sleep 30")
+        child.expect_exact("approve: run: sleep 30?")
+        child.sendline("y")
+        sleeper = _wait_for_process(["sleep", "30"])
+        child.sendintr()
+        child.expect_exact("[cancelled]", timeout=10)
+        child.expect_exact(PROMPT)
+        assert _gone(sleeper)
+
+        # Ctrl-C at the prompt is a fresh prompt; Ctrl-D leaves.
+        child.sendintr()
+        child.expect_exact(PROMPT)
+        child.sendline("hello")
+        child.expect_exact("Hello, I am alpha.")
+        child.expect_exact(PROMPT)
+        child.sendeof()
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    assert child.exitstatus == 0, child.before
+    history = root / "xdg" / "zeroclaw" / "chat_history"
+    assert "recall deploy window" in history.read_text()
+    assert stat.S_IMODE(history.stat().st_mode) == 0o600
+
+
+def _wait_for_process(argv: list[str], timeout: float = 10) -> int:
+    """The pid of a process running this command, once it exists (polls /proc)."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                try:
+                    found = (entry / "cmdline").read_text().rstrip("\0").split("\0")
+                except OSError:
+                    continue
+                # The shell tool runs the program by its full path.
+                if [Path(found[0]).name, *found[1:]] == argv:
+                    return int(entry.name)
+        time.sleep(0.05)
+    raise AssertionError(f"no process {argv}")
+
+
+def _gone(pid: int) -> bool:
+    from tests.supervisor.harness import wait_gone
+
+    return not wait_gone([pid], timeout=5)

@@ -1,0 +1,285 @@
+"""The openai and anthropic providers against a local server speaking each protocol."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from tests.providers.protocol_server import TEXT, TOOL_CALL, ScriptedServer, sse, status
+from zeroclaw.agent import AgentSpec
+from zeroclaw.agent._local import LocalReach
+from zeroclaw.agent._turn import TurnEngine
+from zeroclaw.memory import MemoryService, MemoryStore
+from zeroclaw.providers import Conversation, Provider, ProviderError, make_provider
+
+KEY = "sk-test-not-a-real-key"
+KINDS = ["openai", "anthropic"]
+
+
+def provider_config(kind: str, url: str, **extra: Any) -> dict[str, Any]:
+    config: dict[str, Any] = {
+        "model": "test-model",
+        "api_key_env": "TEST_API_KEY",
+        "timeout_secs": 5.0,
+        "max_retries": 2,
+        **extra,
+    }
+    if kind == "openai":
+        config["base_url"] = url + "/v1"
+    else:
+        config["base_url"] = url
+        config["max_tokens"] = 256
+    return config
+
+
+def make(kind: str, url: str, **extra: Any) -> Provider:
+    return make_provider(f"{kind}.test", provider_config(kind, url, **extra), {"TEST_API_KEY": KEY})
+
+
+def conversation(text: str = "hello") -> Conversation:
+    return Conversation("alpha", "# IDENTITY.md\nI am alpha.", (), text)
+
+
+async def no_delta(text: str) -> None:
+    return None
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[ScriptedServer]:
+    server = ScriptedServer([])
+    async with trio.open_nursery() as nursery:
+        await nursery.start(server.serve)
+        yield server
+        nursery.cancel_scope.cancel()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_a_streamed_answer_arrives_while_the_response_is_still_open(
+    kind: str, server: ScriptedServer
+) -> None:
+    first_seen = trio.Event()
+    server.answers.append(TEXT[kind]("Hel", "lo world", pause=first_seen))
+    deltas: list[str] = []
+
+    async def on_delta(text: str) -> None:
+        deltas.append(text)
+        first_seen.set()  # the server sends the rest only after this
+
+    provider = make(kind, server.url)
+    try:
+        with trio.fail_after(10):  # a client that buffered the whole answer would hang here
+            step = await provider.complete(conversation(), on_delta)
+    finally:
+        await provider.aclose()
+    assert deltas == ["Hel", "lo world"]
+    assert step.text == "Hello world" and step.streamed and step.tool_calls == ()
+    seen = server.seen[0]
+    assert seen.body["stream"] is True and seen.body["model"] == "test-model"
+    tools = {t["function"]["name"] if kind == "openai" else t["name"] for t in seen.body["tools"]}
+    assert {"file_read", "shell", "send_message_to_peer", "delegate"} <= tools
+    if kind == "openai":
+        assert seen.path == "/v1/chat/completions"
+        assert seen.headers["authorization"] == f"Bearer {KEY}"
+        assert seen.body["messages"][0] == {
+            "role": "system",
+            "content": "# IDENTITY.md\nI am alpha.",
+        }
+    else:
+        assert seen.path == "/v1/messages"
+        assert seen.headers["x-api-key"] == KEY and seen.headers["anthropic-version"]
+        assert seen.body["system"] == "# IDENTITY.md\nI am alpha."
+
+
+def spec(workspace: Path) -> AgentSpec:
+    return AgentSpec(
+        alias="alpha",
+        workspace=str(workspace),
+        activation="always",
+        idle_stop_secs=600,
+        provider="openai.test",
+        provider_config={},
+        risk={
+            "profile": "sup",
+            "level": "supervised",
+            "workspace_only": True,
+            "allowed_commands": ["ls"],
+            "forbidden_paths": [],
+            "require_approval_for_medium_risk": True,
+            "block_high_risk_commands": True,
+            "sandbox": "none",
+        },
+        runtime={"max_tool_iterations": 4, "max_actions_per_hour": 100, "shell_timeout_secs": 5},
+        channels=("cli.local",),
+        delegates=(),
+        access={},
+        other_workspaces=(),
+        read_memory_from=(),
+        secret_env=(),
+        state_dir=str(workspace.parent),
+        runtime_dir=str(workspace.parent),
+        log_format="text",
+        log_level="info",
+    )
+
+
+async def run_turn(provider: Provider, tmp_path: Path, text: str) -> Any:
+    workspace = tmp_path / "ws"
+    workspace.mkdir(exist_ok=True)
+    (workspace / "notes.txt").write_text("the plan is to ship")
+    store = MemoryStore(tmp_path / "memory")
+    try:
+        service = MemoryService(store, {})
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(service.run_committer)
+            engine = TurnEngine(
+                spec(workspace), LocalReach(service, "alpha"), provider, agent_env={}
+            )
+            events: list[dict[str, Any]] = []
+
+            async def on_event(event: dict[str, Any]) -> None:
+                events.append(event)
+
+            result = await engine.run_turn(text, on_event=on_event)
+            nursery.cancel_scope.cancel()
+    finally:
+        store.close()
+        await provider.aclose()
+    return result, events
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_a_tool_call_round_trip(kind: str, server: ScriptedServer, tmp_path: Path) -> None:
+    server.answers += [
+        TOOL_CALL[kind]("call_7", "file_read", {"path": "notes.txt"}),
+        TEXT[kind]("The notes say ", "the plan is to ship."),
+    ]
+    result, events = await run_turn(make(kind, server.url), tmp_path, "what do my notes say?")
+    assert result.error is None
+    assert result.tool_calls == [
+        {"name": "file_read", "args": {"path": "notes.txt"}, "ok": True, "error_code": None}
+    ]
+    assert result.reply == "The notes say the plan is to ship."
+    assert [e["event"] for e in events] == ["tool", "delta", "delta"]
+    second = server.seen[1].body["messages"]
+    if kind == "openai":
+        assert second[-2]["tool_calls"][0]["id"] == "call_7"
+        assert second[-1] == {
+            "role": "tool",
+            "tool_call_id": "call_7",
+            "content": "the plan is to ship",
+        }
+    else:
+        assert second[-2]["content"][0] == {
+            "type": "tool_use",
+            "id": "call_7",
+            "name": "file_read",
+            "input": {"path": "notes.txt"},
+        }
+        assert second[-1]["content"][0]["tool_use_id"] == "call_7"
+        assert second[-1]["content"][0]["content"] == "the plan is to ship"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_a_refused_tool_call_goes_back_to_the_model_with_its_code(
+    kind: str, server: ScriptedServer, tmp_path: Path
+) -> None:
+    server.answers += [
+        TOOL_CALL[kind]("c1", "file_read", {"path": "../../etc/passwd"}),
+        TEXT[kind]("I may not read that."),
+    ]
+    result, _ = await run_turn(make(kind, server.url), tmp_path, "read the passwd file")
+    assert result.tool_calls[0]["error_code"] == "path_not_allowed"
+    assert "refused: path_not_allowed" in str(server.seen[1].body["messages"][-1])
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_429_then_success_retries_after_the_servers_delay(
+    kind: str, server: ScriptedServer
+) -> None:
+    server.answers += [status(429, "slow down", {"retry-after": "0"}), TEXT[kind]("fine")]
+    provider = make(kind, server.url)
+    try:
+        step = await provider.complete(conversation(), no_delta)
+        assert step.text == "fine"
+        assert len(server.seen) == 2
+        assert provider.http.retries == 1  # type: ignore[attr-defined]
+    finally:
+        await provider.aclose()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_5xx_until_retries_run_out_names_the_provider_and_status(
+    kind: str, server: ScriptedServer
+) -> None:
+    server.answers += [status(503, "overloaded", {"retry-after": "0"})] * 3
+    provider = make(kind, server.url)
+    try:
+        with pytest.raises(ProviderError) as caught:
+            await provider.complete(conversation(), no_delta)
+    finally:
+        await provider.aclose()
+    message = str(caught.value)
+    assert message.startswith(f"provider {kind}.test: HTTP 503") and "overloaded" in message
+    assert len(server.seen) == 3  # the first try and max_retries = 2
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_an_auth_error_is_not_retried_and_never_shows_the_key(
+    kind: str, server: ScriptedServer
+) -> None:
+    server.answers.append(status(401, "invalid api key"))
+    provider = make(kind, server.url)
+    try:
+        with pytest.raises(ProviderError) as caught:
+            await provider.complete(conversation(), no_delta)
+    finally:
+        await provider.aclose()
+    assert "HTTP 401" in str(caught.value) and KEY not in str(caught.value)
+    assert len(server.seen) == 1
+
+
+MALFORMED = {
+    "openai": [sse([(None, "{not json")]), sse([(None, {"no_choices": True})])],
+    "anthropic": [
+        sse([("content_block_delta", "{oops")]),
+        sse([("message_start", {"type": "message_start"})]),  # ends before message_stop
+    ],
+}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("which", [0, 1])
+async def test_a_malformed_response_is_a_clear_error_not_a_crash(
+    kind: str, which: int, server: ScriptedServer, tmp_path: Path
+) -> None:
+    server.answers.append(MALFORMED[kind][which])
+    result, events = await run_turn(make(kind, server.url), tmp_path, "hello")
+    assert result.error is not None
+    assert result.error.startswith(f"provider {kind}.test: malformed response")
+    assert result.reply == f"error: {result.error}"
+    assert events == [{"event": "delta", "text": result.reply}]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_the_key_comes_only_from_the_named_variable(kind: str) -> None:
+    config = provider_config(kind, "http://127.0.0.1:9")
+    with pytest.raises(ProviderError, match="environment variable TEST_API_KEY is not set"):
+        make_provider(f"{kind}.test", config, {"OTHER": KEY})
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_an_unreachable_server_is_named(kind: str) -> None:
+    listener = trio.socket.socket()
+    await listener.bind(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    listener.close()  # nothing listens there now
+    provider = make(kind, f"http://127.0.0.1:{port}", max_retries=0)
+    try:
+        with pytest.raises(ProviderError, match=f"provider {kind}.test: cannot reach"):
+            await provider.complete(conversation(), no_delta)
+    finally:
+        await provider.aclose()
