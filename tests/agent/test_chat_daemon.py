@@ -4,11 +4,17 @@ memory and peers go through the router."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.agent.test_chat_inprocess import ESCAPES, codes, config, make_workspaces
+from tests.conftest import REPO
 from tests.supervisor.harness import Daemon
 
 DaemonFactory = Callable[..., Daemon]
@@ -125,3 +131,56 @@ def test_a_reload_that_adds_an_agent_fences_its_workspace_without_restarts(
     refused = chat(daemon, "alpha", f"read {late}/diary.txt")
     assert codes(refused) == [("file_read", "path_not_allowed")]
     assert "another agent's workspace" in refused["reply"]
+
+
+@pytest.fixture
+def openai_server() -> Iterator[int]:
+    """The OpenAI protocol server in its own process; yields its port."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.providers.protocol_server", "openai"],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    try:
+        assert proc.stdout is not None
+        yield int(proc.stdout.readline())
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_an_agent_on_a_network_provider_answers_through_the_daemon(
+    root: Path, daemons: DaemonFactory, openai_server: int
+) -> None:
+    doc = config(root)
+    doc["providers"]["openai"] = {
+        "fake": {
+            "base_url": f"http://127.0.0.1:{openai_server}/v1",
+            "model": "m",
+            "api_key_env": "FAKE_OPENAI_KEY",
+        }
+    }
+    doc["agents"]["beta"]["model_provider"] = "openai.fake"
+    # Landlock is on (sandbox auto): it fences files, not the loopback connection.
+    daemon = daemons(doc, faults=False).start(FAKE_OPENAI_KEY="sk-fake")
+    reply = chat(daemon, "beta", "hello")
+    assert reply == {"schema_version": 1, "reply": "fake openai answers", "tool_calls": []}
+    # and a peer on the offline provider asks it
+    assert chat(daemon, "alpha", "ask beta: hi")["reply"] == "beta says: fake openai answers"
+
+
+def test_an_ask_chain_is_cut_at_the_depth_limit(root: Path, daemons: DaemonFactory) -> None:
+    daemon = daemons(config(root), faults=False).start()
+    # alpha asks beta, who asks alpha, who would ask beta a third time: refused
+    reply = chat(daemon, "alpha", "ask beta: ask alpha: ask beta: hello")["reply"]
+    assert reply.startswith("beta says: alpha says: send_message_to_peer refused: ")
+    assert "delegation_not_allowed" in reply
+
+
+def test_who_are_you_comes_from_the_identity_file(root: Path, daemons: DaemonFactory) -> None:
+    daemon = daemons(config(root), faults=False).start()
+    identity = root / "state" / "agents" / "gamma" / "workspace" / "IDENTITY.md"
+    identity.write_text("# Gamma\n\nI work alone.\n")
+    assert chat(daemon, "gamma", "who are you?")["reply"] == "I work alone."

@@ -3,7 +3,8 @@ Anthropic Messages streaming protocols, answering from a script.
 
 Real sockets, real HTTP: the providers under test use their real client against it. Each
 script entry answers one request, in order. Run as a module it serves a fixed answer
-forever, for daemon-level tests:  python -m tests.providers.protocol_server KIND PORT_FILE
+forever, for daemon-level tests:  python -m tests.providers.protocol_server KIND
+(it prints its port on the first line)
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import json
 import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import trio
@@ -235,13 +235,13 @@ TEXT = {"openai": openai_text, "anthropic": anthropic_text}
 TOOL_CALL = {"openai": openai_tool_call, "anthropic": anthropic_tool_call}
 
 
-async def _serve_forever(kind: str, port_file: Path) -> None:
-    """Answer every request with one streamed sentence."""
+async def _serve_forever(kind: str) -> None:
+    """Answer every request with one streamed sentence; print the port first."""
     server = ScriptedServer([], default=TEXT[kind]("fake ", kind, " answers"))
     async with trio.open_nursery() as nursery:
         await nursery.start(server.serve)
-        await trio.Path(port_file).write_text(str(server.port))
+        print(server.port, flush=True)
 
 
 if __name__ == "__main__":
-    trio.run(_serve_forever, sys.argv[1], Path(sys.argv[2]))
+    trio.run(_serve_forever, sys.argv[1])

@@ -9,11 +9,8 @@ from typing import Any
 import pytest
 import trio
 
+from tests.agent.helpers import run_turns
 from tests.providers.protocol_server import TEXT, TOOL_CALL, ScriptedServer, sse, status
-from zeroclaw.agent import AgentSpec
-from zeroclaw.agent._local import LocalReach
-from zeroclaw.agent._turn import TurnEngine
-from zeroclaw.memory import MemoryService, MemoryStore
 from zeroclaw.providers import Conversation, Provider, ProviderError, make_provider
 
 KEY = "sk-test-not-a-real-key"
@@ -94,61 +91,9 @@ async def test_a_streamed_answer_arrives_while_the_response_is_still_open(
         assert seen.body["system"] == "# IDENTITY.md\nI am alpha."
 
 
-def spec(workspace: Path) -> AgentSpec:
-    return AgentSpec(
-        alias="alpha",
-        workspace=str(workspace),
-        activation="always",
-        idle_stop_secs=600,
-        provider="openai.test",
-        provider_config={},
-        risk={
-            "profile": "sup",
-            "level": "supervised",
-            "workspace_only": True,
-            "allowed_commands": ["ls"],
-            "forbidden_paths": [],
-            "require_approval_for_medium_risk": True,
-            "block_high_risk_commands": True,
-            "sandbox": "none",
-        },
-        runtime={"max_tool_iterations": 4, "max_actions_per_hour": 100, "shell_timeout_secs": 5},
-        channels=("cli.local",),
-        delegates=(),
-        access={},
-        other_workspaces=(),
-        read_memory_from=(),
-        secret_env=(),
-        state_dir=str(workspace.parent),
-        runtime_dir=str(workspace.parent),
-        log_format="text",
-        log_level="info",
-    )
-
-
 async def run_turn(provider: Provider, tmp_path: Path, text: str) -> Any:
-    workspace = tmp_path / "ws"
-    workspace.mkdir(exist_ok=True)
-    (workspace / "notes.txt").write_text("the plan is to ship")
-    store = MemoryStore(tmp_path / "memory")
-    try:
-        service = MemoryService(store, {})
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(service.run_committer)
-            engine = TurnEngine(
-                spec(workspace), LocalReach(service, "alpha"), provider, agent_env={}
-            )
-            events: list[dict[str, Any]] = []
-
-            async def on_event(event: dict[str, Any]) -> None:
-                events.append(event)
-
-            result = await engine.run_turn(text, on_event=on_event)
-            nursery.cancel_scope.cancel()
-    finally:
-        store.close()
-        await provider.aclose()
-    return result, events
+    results, events, _ = await run_turns(provider, tmp_path, [text])
+    return results[0], events
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -1,0 +1,88 @@
+"""Running the turn engine in the test process with a real memory store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from zeroclaw.agent import AgentSpec
+from zeroclaw.agent._local import LocalReach
+from zeroclaw.agent._turn import TurnEngine, TurnResult
+from zeroclaw.memory import MemoryService, MemoryStore
+from zeroclaw.providers import Provider
+
+
+def agent_spec(workspace: Path, *, runtime: dict[str, Any] | None = None) -> AgentSpec:
+    return AgentSpec(
+        alias="alpha",
+        workspace=str(workspace),
+        activation="always",
+        idle_stop_secs=600,
+        provider="offline.default",
+        provider_config={},
+        risk={
+            "profile": "sup",
+            "level": "supervised",
+            "workspace_only": True,
+            "allowed_commands": ["ls"],
+            "forbidden_paths": [],
+            "require_approval_for_medium_risk": True,
+            "block_high_risk_commands": True,
+            "sandbox": "none",
+        },
+        runtime={
+            "max_tool_iterations": 4,
+            "max_actions_per_hour": 100,
+            "shell_timeout_secs": 5,
+            **(runtime or {}),
+        },
+        channels=("cli.local",),
+        delegates=(),
+        access={},
+        other_workspaces=(),
+        read_memory_from=(),
+        secret_env=(),
+        state_dir=str(workspace.parent),
+        runtime_dir=str(workspace.parent),
+        log_format="text",
+        log_level="info",
+    )
+
+
+async def run_turns(
+    provider: Provider,
+    tmp_path: Path,
+    texts: list[str],
+    *,
+    runtime: dict[str, Any] | None = None,
+    session: str = "default",
+) -> tuple[list[TurnResult], list[dict[str, Any]], list[dict[str, Any]]]:
+    """Run turns in order; returns their results, every event, and the session transcript."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir(exist_ok=True)
+    (workspace / "notes.txt").write_text("the plan is to ship")
+    store = MemoryStore(tmp_path / "memory")
+    events: list[dict[str, Any]] = []
+
+    async def on_event(event: dict[str, Any]) -> None:
+        events.append(event)
+
+    try:
+        service = MemoryService(store, {})
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(service.run_committer)
+            reach = LocalReach(service, "alpha")
+            engine = TurnEngine(
+                agent_spec(workspace, runtime=runtime), reach, provider, agent_env={}
+            )
+            results = [
+                await engine.run_turn(text, on_event=on_event, session=session) for text in texts
+            ]
+            transcript = await reach.memory("session", {"session": session})
+            nursery.cancel_scope.cancel()
+    finally:
+        store.close()
+        await provider.aclose()
+    return results, events, transcript.data["turns"]

@@ -1,0 +1,87 @@
+"""The turn engine: identity files, budgets, iteration cap, transcript discipline."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import trio
+
+from tests.agent.helpers import run_turns
+from tests.providers.protocol_server import TEXT, TOOL_CALL, ScriptedServer, status
+from tests.providers.test_network import make
+from zeroclaw.agent._turn import MAX_IDENTITY_BYTES, system_prompt
+from zeroclaw.providers import OfflineProvider
+
+
+def test_identity_files_form_the_system_prompt_in_a_fixed_order(tmp_path: Path) -> None:
+    (tmp_path / "USER.md").write_text("The user is Dana.")
+    (tmp_path / "IDENTITY.md").write_text("I am Alpha, the ops assistant.\n")
+    (tmp_path / "SOUL.md").write_text("x" * (MAX_IDENTITY_BYTES + 100))
+    (tmp_path / "NOTES.md").write_text("not an identity file")
+    prompt = system_prompt(str(tmp_path))
+    assert prompt.startswith("# IDENTITY.md\nI am Alpha, the ops assistant.\n\n# SOUL.md\nxxx")
+    assert prompt.endswith("# USER.md\nThe user is Dana.")
+    assert "x" * MAX_IDENTITY_BYTES in prompt and "x" * (MAX_IDENTITY_BYTES + 1) not in prompt
+    assert "NOTES" not in prompt and "AGENTS.md" not in prompt
+    assert system_prompt(str(tmp_path / "missing")) == ""
+
+
+async def test_who_are_you_answers_from_the_identity(tmp_path: Path) -> None:
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "ws" / "IDENTITY.md").write_text("# Alpha\n\nI keep the lights on.\n")
+    results, _, _ = await run_turns(OfflineProvider(), tmp_path, ["who are you?"])
+    assert results[0].reply == "I keep the lights on."
+
+
+async def test_max_actions_per_hour_refuses_the_next_tool_call(tmp_path: Path) -> None:
+    results, _, _ = await run_turns(
+        OfflineProvider(),
+        tmp_path,
+        ["list", "read notes.txt", "read notes.txt"],
+        runtime={"max_actions_per_hour": 2},
+    )
+    assert [r.tool_calls[0]["error_code"] for r in results] == [None, None, "rate_limited"]
+
+
+async def test_the_transcript_holds_completed_turns_in_order(tmp_path: Path) -> None:
+    _, _, turns = await run_turns(OfflineProvider(), tmp_path, ["hello", "history"])
+    assert [(t["role"], t["content"][:12]) for t in turns] == [
+        ("user", "hello"),
+        ("assistant", "Hello, I am "),
+        ("user", "history"),
+        ("assistant", "Earlier in t"),
+    ]
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[ScriptedServer]:
+    server = ScriptedServer([])
+    async with trio.open_nursery() as nursery:
+        await nursery.start(server.serve)
+        yield server
+        nursery.cancel_scope.cancel()
+
+
+async def test_max_tool_iterations_stops_a_model_that_keeps_calling(
+    server: ScriptedServer, tmp_path: Path
+) -> None:
+    server.answers += [TOOL_CALL["openai"](f"c{i}", "file_list", {"path": "."}) for i in range(5)]
+    results, _, _ = await run_turns(
+        make("openai", server.url), tmp_path, ["look around"], runtime={"max_tool_iterations": 2}
+    )
+    assert [c["name"] for c in results[0].tool_calls] == ["file_list", "file_list"]
+    assert results[0].reply == "(stopped after 2 tool calls)"
+    assert len(server.seen) == 3
+
+
+async def test_a_failed_turn_leaves_no_half_exchange_in_the_transcript(
+    server: ScriptedServer, tmp_path: Path
+) -> None:
+    server.answers += [status(400, "bad request"), TEXT["openai"]("fine")]
+    results, _, turns = await run_turns(make("openai", server.url), tmp_path, ["one", "two"])
+    assert results[0].error is not None and results[1].reply == "fine"
+    assert [(t["role"], t["content"]) for t in turns] == [("user", "two"), ("assistant", "fine")]
+    # the second request carried no trace of the failed first turn
+    assert [m["role"] for m in server.seen[1].body["messages"]] == ["user"]
