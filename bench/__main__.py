@@ -8,7 +8,7 @@ import platform
 import sys
 from pathlib import Path
 
-from . import bench_config, bench_memory, bench_router, bench_supervisor
+from . import bench_agent, bench_config, bench_memory, bench_router, bench_supervisor
 from ._harness import Result, table
 
 SUITES = {
@@ -16,6 +16,7 @@ SUITES = {
     "supervisor": bench_supervisor.run,
     "router": bench_router.run,
     "memory": bench_memory.run,
+    "agent": bench_agent.run,
 }
 
 

@@ -3,27 +3,19 @@
 from __future__ import annotations
 
 import os
-import shutil
-import signal
-import socket
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-from ._daemon import write_bench_config
+from ._daemon import ReadyDaemon
 from ._harness import Result, result
 
 REPO = Path(__file__).resolve().parent.parent
 IMPORT_AGENT = (
     "import sys, zeroclaw.agent; sys.stdout.write('r'); sys.stdout.flush(); sys.stdin.read()"
 )
-
-
-def _config(root: Path, n: int) -> Path:
-    return write_bench_config(root, (f"a{i:03d}" for i in range(n)))
 
 
 def pss_kb(pid: int) -> int:
@@ -40,36 +32,12 @@ def _tree(pid: int) -> list[int]:
     return out
 
 
-class _Daemon:
-    """Start a daemon with n agents; measure time to READY=1; keep it for PSS."""
-
+class _Daemon(ReadyDaemon):
     def __init__(self, n: int) -> None:
-        self.root = Path(tempfile.mkdtemp(prefix="zcb-", dir="/tmp"))
-        config = _config(self.root, n)
-        notify = self.root / "n.sock"
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        self.sock.bind(str(notify))
-        self.sock.settimeout(60)
-        env = {**os.environ, "NOTIFY_SOCKET": str(notify), "PYTHONPATH": str(REPO)}
-        start = time.perf_counter()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "zeroclaw", "--config", str(config), "daemon"],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        while b"READY=1" not in self.sock.recv(4096):
-            pass
-        self.ready_secs = time.perf_counter() - start
+        super().__init__([f"a{i:03d}" for i in range(n)])
 
     def pss_total_kb(self) -> int:
         return sum(pss_kb(p) for p in _tree(self.proc.pid))
-
-    def close(self) -> None:
-        self.proc.send_signal(signal.SIGTERM)
-        self.proc.wait(60)
-        self.sock.close()
-        shutil.rmtree(self.root, ignore_errors=True)
 
 
 class _Fresh:

@@ -102,3 +102,32 @@ async def test_read_free_sections_never_overlap(service: MemoryService) -> None:
         assert service._held is not None  # reads stay held while "b" runs
         second.set()
     assert service._held is None
+
+
+HOSTILE_WRITES = [
+    ("store", {"key": 5, "content": "x"}),
+    ("store", {"key": "k", "content": ["not", "text"]}),
+    ("forget", {"key": {"a": 1}}),
+    ("append_turn", {"session": 5, "role": "user", "content": "x"}),
+    ("append_turn", {"session": "s", "role": None, "content": b"bytes"}),
+    ("append_turns", {"session": "s", "turns": [{"role": "user", "content": 7}]}),
+    ("append_turns", {"session": ["s"], "turns": [{"role": "user", "content": "x"}]}),
+]
+
+
+async def test_wrong_types_fail_alone_and_the_committer_lives_on(service: MemoryService) -> None:
+    alpha = service.scope_for("alpha")
+    outcomes: list[object] = [None] * len(HOSTILE_WRITES)
+
+    async def one(i: int, op: str, body: dict[str, object]) -> None:
+        try:
+            await service.handle(alpha, op, body)
+        except MemoryServiceError as exc:
+            outcomes[i] = exc.code
+
+    async with trio.open_nursery() as nursery:  # all in the same batches as a good write
+        for i, (op, body) in enumerate(HOSTILE_WRITES):
+            nursery.start_soon(one, i, op, body)
+        nursery.start_soon(service.handle, alpha, "store", {"key": "good", "content": "kept"})
+    assert outcomes == ["bad_request"] * len(HOSTILE_WRITES)
+    assert (await service.handle(alpha, "get", {"key": "good"}))["record"]["content"] == "kept"

@@ -156,7 +156,7 @@ def test_bad_input_fails_alone_in_a_batch(store: MemoryStore) -> None:
         type(None),
         MemoryInputError,
         MemoryInputError,
-        TypeError,
+        MemoryInputError,  # an unknown argument, reported as bad input
     ]
     assert store.get(ALPHA, key="ok") is not None
 
@@ -170,6 +170,19 @@ def test_sessions_append_in_order_and_are_private(store: MemoryStore) -> None:
     assert [t.content for t in turns] == [f"turn {i}" for i in range(5)]
     assert [t.content for t in store.session(ALPHA, "s1", limit=2)] == ["turn 3", "turn 4"]
     assert [t.content for t in store.session(GAMMA, "s1")] == ["gamma's s1"]
+
+
+def test_an_exchange_is_appended_whole_or_not_at_all(store: MemoryStore) -> None:
+    turns = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]
+    assert write(store, ALPHA, "append_turns", session="s", turns=turns) == 1
+    bad = [{"role": "user", "content": "q2"}, {"role": "assistant"}]
+    for wrong in (bad, [], "q", [{"role": "user", "content": "x", "agent": "gamma"}]):
+        with pytest.raises(MemoryInputError):
+            write(store, ALPHA, "append_turns", session="s", turns=wrong)
+    assert [(t.role, t.content) for t in store.session(ALPHA, "s")] == [
+        ("user", "q"),
+        ("assistant", "a"),
+    ]
 
 
 def test_map_grows_without_losing_anything(tmp_path: Path) -> None:

@@ -164,8 +164,16 @@ class TurnEngine:
         """One turn. `approver` belongs to the channel that started it (None: nobody to ask,
         so supervised medium-risk actions are denied); `depth` counts the asks and
         delegations that led here. The transcript gets this turn only once it completed."""
-        identity = await trio.to_thread.run_sync(system_prompt, self.spec.workspace)
-        conversation = Conversation(self.spec.alias, identity, await self._history(session), text)
+        identity = ""
+
+        async def read_identity() -> None:
+            nonlocal identity
+            identity = await trio.to_thread.run_sync(system_prompt, self.spec.workspace)
+
+        async with trio.open_nursery() as nursery:  # identity and transcript side by side
+            nursery.start_soon(read_identity)
+            history = await self._history(session)
+        conversation = Conversation(self.spec.alias, identity, history, text)
         calls: list[dict[str, Any]] = []
         iterations = 0
         try:
@@ -205,10 +213,16 @@ class TurnEngine:
         if not step.streamed:
             for start in range(0, len(answer), STREAM_CHUNK):
                 await on_event({"event": "delta", "text": answer[start : start + STREAM_CHUNK]})
-        for role, content in (("user", text), ("assistant", answer)):
-            await self.reach.memory(
-                "append_turn", {"session": session, "role": role, "content": content}
-            )
+        await self.reach.memory(
+            "append_turns",
+            {
+                "session": session,
+                "turns": [
+                    {"role": "user", "content": text},
+                    {"role": "assistant", "content": answer},
+                ],
+            },
+        )
         return TurnResult(answer, calls)
 
     async def _history(self, session: str) -> tuple[HistoryTurn, ...]:

@@ -35,7 +35,7 @@ log = logging.getLogger("zeroclaw.memory")
 
 MAX_BATCH = 1024
 QUEUE_LIMIT = 10_000
-WRITE_OPS = frozenset({"store", "forget", "append_turn"})
+WRITE_OPS = frozenset({"store", "forget", "append_turn", "append_turns"})
 READ_OPS = frozenset({"get", "list", "recall", "session", "stats", "export"})
 
 
@@ -178,6 +178,7 @@ class MemoryService:
                     "store": ("key", "content", "category", "session"),
                     "forget": ("key", "id"),
                     "append_turn": ("session", "role", "content"),
+                    "append_turns": ("session", "turns"),
                 }[op]
                 # Only the fields of this write; anything naming a namespace is dropped.
                 clean = {k: v for k, v in args.items() if k in allowed}

@@ -104,12 +104,15 @@ class OperatorScope:
     reason: str = "operator"
 
 
+TURN_ROLES = frozenset({"user", "assistant", "tool"})
+
+
 @dataclass
 class WriteOp:
     """One write in a group commit. Results are filled in by `apply_writes`."""
 
     scope: Scope
-    kind: str  # "store" | "forget" | "append_turn"
+    kind: str  # "store" | "forget" | "append_turn" | "append_turns"
     args: dict[str, Any]
     result: Any = None
     error: Exception | None = None
@@ -248,10 +251,16 @@ class MemoryStore:
                         op.result = self._forget(txn, op.scope, **op.args)
                     elif op.kind == "append_turn":
                         op.result = self._append_turn(txn, op.scope, now=now, **op.args)
+                    elif op.kind == "append_turns":
+                        op.result = self._append_turns(txn, op.scope, now=now, **op.args)
                     else:
                         raise MemoryInputError(f"unknown write {op.kind!r}")
-                except (MemoryInputError, ScopeError, TypeError) as exc:
+                except (MemoryInputError, ScopeError) as exc:
                     op.error = exc
+                except lmdb.Error:
+                    raise  # MapFullError above all: the caller grows the map and retries
+                except Exception as exc:  # wrong types from a caller: this op fails alone
+                    op.error = MemoryInputError(f"bad arguments: {type(exc).__name__}: {exc}")
 
     def _handles(self, namespace: str) -> dict[str, Any]:
         return {kind: self._db(namespace, kind, create=True) for kind in _KINDS}
@@ -366,6 +375,10 @@ class MemoryStore:
     ) -> int:
         if not session or len(session.encode()) > 128 or "\x00" in session:
             raise MemoryInputError("session must be 1..128 bytes without NUL")
+        # msgspec does not check types when a struct is built: a bad turn stored now would
+        # make the whole session unreadable later.
+        if role not in TURN_ROLES or not isinstance(content, str):
+            raise MemoryInputError(f"a turn has a role in {sorted(TURN_ROLES)} and text content")
         db = self._db(scope.caller, "sessions", create=True)
         prefix = session.encode() + b"\x00"
         cursor = txn.cursor(db=db)
@@ -377,6 +390,24 @@ class MemoryStore:
         elif cursor.last() and cursor.key().startswith(prefix):
             seq = _U64BE.unpack(cursor.key()[len(prefix) :])[0] + 1
         txn.put(prefix + _U64BE.pack(seq), _enc.encode(Turn(role, content, now)), db=db)
+        return seq
+
+    def _append_turns(self, txn: Any, scope: Scope, *, session: str, turns: Any, now: float) -> int:
+        """Several turns of one session at once (a user message and its answer): one op,
+        so they land in the same commit or not at all."""
+        if not isinstance(turns, list) or not 1 <= len(turns) <= 16:
+            raise MemoryInputError("turns must be a list of 1..16 {role, content} entries")
+        # Every entry is checked before the first is written: an op that fails writes nothing.
+        for turn in turns:
+            if (
+                not isinstance(turn, dict)
+                or set(turn) != {"role", "content"}
+                or not all(isinstance(v, str) for v in turn.values())
+            ):
+                raise MemoryInputError("each turn is {role, content}, both strings")
+        seq = -1
+        for turn in turns:
+            seq = self._append_turn(txn, scope, session=session, now=now, **turn)
         return seq
 
     # --- reads ------------------------------------------------------------------------------
