@@ -184,3 +184,13 @@ def test_who_are_you_comes_from_the_identity_file(root: Path, daemons: DaemonFac
     identity = root / "state" / "agents" / "gamma" / "workspace" / "IDENTITY.md"
     identity.write_text("# Gamma\n\nI work alone.\n")
     assert chat(daemon, "gamma", "who are you?")["reply"] == "I work alone."
+
+
+def test_a_chat_starts_an_on_demand_agent(root: Path, daemons: DaemonFactory) -> None:
+    doc = config(root)
+    doc["runtime_profiles"]["lazy"] = {"activation": "on-demand", "idle_stop_secs": 60}
+    doc["agents"]["gamma"]["runtime_profile"] = "lazy"
+    daemon = daemons(doc, faults=False).start()
+    assert daemon.agent("gamma")["state"] == "stopped"
+    assert chat(daemon, "gamma", "hello")["reply"].startswith("Hello, I am gamma.")
+    assert daemon.agent("gamma")["state"] == "running"

@@ -109,3 +109,33 @@ def _gone(pid: int) -> bool:
     from tests.supervisor.harness import wait_gone
 
     return not wait_gone([pid], timeout=5)
+
+
+def test_a_terminal_session_without_a_daemon(root: Path, daemons: DaemonFactory) -> None:
+    daemon = daemons(config(root), faults=False)  # configured, never started
+    child = pexpect.spawn(
+        sys.executable,
+        ["-m", "zeroclaw", "--config", str(daemon.config_path), "--agent", "alpha", "chat"],
+        cwd=str(REPO),
+        env={**os.environ, "PYTHONPATH": str(REPO), "XDG_STATE_HOME": str(root / "xdg")},
+        encoding="utf-8",
+        timeout=20,
+    )
+    try:
+        child.expect_exact("running alpha in-process (peers answer unavailable)")
+        child.expect_exact(PROMPT)
+        child.sendline("ask beta: hi")
+        child.expect_exact("[send_message_to_peer: unavailable]")
+        child.expect_exact(PROMPT)
+        child.sendline("write notes.txt: from the terminal")
+        child.expect_exact("approve: write notes.txt?")
+        child.sendline("y")
+        child.expect_exact("[file_write: ok]")
+        child.expect_exact(PROMPT)
+        child.sendeof()
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    assert child.exitstatus == 0, child.before
+    notes = root / "state" / "agents" / "alpha" / "workspace" / "notes.txt"
+    assert notes.read_text() == "from the terminal"

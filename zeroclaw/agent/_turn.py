@@ -265,7 +265,7 @@ class TurnEngine:
                 may_run_shell=self.level != "readonly",
                 block_high_risk=self.block_high_risk,
                 asks_approval=self.asks_approval,
-                approver=approver,
+                approver=self._bounded(approver),
                 timeout_secs=self.shell_timeout,
                 agent_env=self.agent_env,
             )
@@ -290,6 +290,16 @@ class TurnEngine:
         return await self.reach.message_peer(
             args["to"], args["text"], delegate=delegate, depth=depth + 1
         )
+
+    def _bounded(self, approver: Approver | None) -> Approver | None:
+        """The approver with this engine's timeout (a timeout is a denial)."""
+        if approver is None:
+            return None
+
+        async def bounded(what: str) -> bool:
+            return await self._approved(approver, what)
+
+        return bounded
 
     async def _approved(self, approver: Approver | None, what: str) -> bool:
         """Timeout or no interactive channel is a denial."""
