@@ -10,7 +10,15 @@ import pytest
 import trio
 
 from tests.agent.helpers import run_turns
-from tests.providers.protocol_server import TEXT, TOOL_CALL, ScriptedServer, sse, status
+from tests.providers.protocol_server import (
+    TEXT,
+    TOOL_CALL,
+    ScriptedServer,
+    Seen,
+    Writer,
+    sse,
+    status,
+)
 from zeroclaw.providers import Conversation, Provider, ProviderError, make_provider
 
 KEY = "sk-test-not-a-real-key"
@@ -225,6 +233,20 @@ async def test_an_unreachable_server_is_named(kind: str) -> None:
     provider = make(kind, f"http://127.0.0.1:{port}", max_retries=0)
     try:
         with pytest.raises(ProviderError, match=f"provider {kind}.test: cannot reach"):
+            await provider.complete(conversation(), no_delta)
+    finally:
+        await provider.aclose()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_a_server_that_stalls_times_out(kind: str, server: ScriptedServer) -> None:
+    async def stall(seen: Seen, write: Writer) -> None:
+        await trio.sleep_forever()
+
+    server.answers.append(stall)
+    provider = make(kind, server.url, timeout_secs=0.2, max_retries=0)
+    try:
+        with trio.fail_after(10), pytest.raises(ProviderError, match="timed out after 1 attempt"):
             await provider.complete(conversation(), no_delta)
     finally:
         await provider.aclose()

@@ -139,7 +139,8 @@ class HttpModel:
                     self.retries += 1
                     await trio.sleep(backoff_delay(attempt, None))
                     continue
-                raise ProviderError(self.provider, f"timed out after {attempt} attempts") from None
+                tries = f"{attempt} attempt" + ("s" if attempt > 1 else "")
+                raise ProviderError(self.provider, f"timed out after {tries}") from None
             except httpx.TransportError as exc:
                 if attempt <= self.max_retries and not started:
                     self.retries += 1
