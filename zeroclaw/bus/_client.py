@@ -208,8 +208,8 @@ class AgentBus:
         if handler is None:
             return
         handler(outcome)
-        if len(self._waiting) < self._window:
-            self._room.set()
+        if len(self._waiting) < self._window and self._room.statistics().tasks_waiting:
+            self._room.set()  # only when a sender waits: a new Event per ack is not free
             self._room = trio.Event()
 
     def _flush_acks(self) -> None:
