@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -15,7 +16,7 @@ import pytest
 
 from tests.agent.test_chat_inprocess import ESCAPES, codes, config, make_workspaces
 from tests.conftest import REPO
-from tests.supervisor.harness import Daemon
+from tests.supervisor.harness import Daemon, wait_for_process, wait_gone
 
 DaemonFactory = Callable[..., Daemon]
 
@@ -194,3 +195,26 @@ def test_a_chat_starts_an_on_demand_agent(root: Path, daemons: DaemonFactory) ->
     assert daemon.agent("gamma")["state"] == "stopped"
     assert chat(daemon, "gamma", "hello")["reply"].startswith("Hello, I am gamma.")
     assert daemon.agent("gamma")["state"] == "running"
+
+
+def test_a_command_dies_with_its_agent(root: Path, daemons: DaemonFactory) -> None:
+    doc = config(root)
+    doc["risk_profiles"]["runner"] = {"level": "full", "allowed_commands": ["sleep"]}
+    doc["agents"]["gamma"]["risk_profile"] = "runner"
+    daemon = daemons(doc, faults=False).start()
+    turn = subprocess.Popen(
+        [*daemon.cli_argv(), "--agent", "gamma", "chat", "-m", "run sleep 120"],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        sleeper = wait_for_process(["sleep", "120"])
+        os.kill(daemon.agent("gamma")["pid"], signal.SIGKILL)
+        assert not wait_gone([sleeper], timeout=5)
+        _, err = turn.communicate(timeout=30)
+        assert turn.returncode == 1 and "unavailable" in err  # the turn ended with its agent
+    finally:
+        turn.kill()

@@ -96,7 +96,11 @@ def test_escape_routes_and_codes_through_chat(root: Path, daemons: DaemonFactory
     assert chat(daemon, "alpha", "hello")["tool_calls"] == []
 
 
-def test_unknown_alias(root: Path, daemons: DaemonFactory) -> None:
+def test_unknown_alias_and_bad_usage_exit_2(root: Path, daemons: DaemonFactory) -> None:
     daemon = daemons(config(root))
     unknown = daemon.cli("--agent", "zeta", "chat", "-m", "hi")
     assert unknown.returncode == 2 and "agents: alpha, beta, gamma, ro" in unknown.stderr
+    long_session = daemon.cli("--agent", "alpha", "chat", "-m", "hi", "--session", "s" * 129)
+    assert long_session.returncode == 2 and "--session must be" in long_session.stderr
+    no_message = daemon.cli("--agent", "alpha", "chat", "--json")
+    assert no_message.returncode == 2 and "--json needs -m" in no_message.stderr

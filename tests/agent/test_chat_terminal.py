@@ -12,7 +12,7 @@ import pexpect
 
 from tests.agent.test_chat_inprocess import config
 from tests.conftest import REPO
-from tests.supervisor.harness import Daemon
+from tests.supervisor.harness import Daemon, wait_for_process
 
 DaemonFactory = Callable[..., Daemon]
 PROMPT = "alpha> "
@@ -64,7 +64,7 @@ def test_a_terminal_session(root: Path, daemons: DaemonFactory) -> None:
         child.sendline("run sleep 30")
         child.expect_exact("approve: run: sleep 30?")
         child.sendline("y")
-        sleeper = _wait_for_process(["sleep", "30"])
+        sleeper = wait_for_process(["sleep", "30"])
         child.sendintr()
         child.expect_exact("[cancelled]", timeout=10)
         child.expect_exact(PROMPT)
@@ -84,25 +84,6 @@ def test_a_terminal_session(root: Path, daemons: DaemonFactory) -> None:
     history = root / "xdg" / "zeroclaw" / "chat_history"
     assert "recall deploy window" in history.read_text()
     assert stat.S_IMODE(history.stat().st_mode) == 0o600
-
-
-def _wait_for_process(argv: list[str], timeout: float = 10) -> int:
-    """The pid of a process running this command, once it exists (polls /proc)."""
-    import time
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        for entry in Path("/proc").iterdir():
-            if entry.name.isdigit():
-                try:
-                    found = (entry / "cmdline").read_text().rstrip("\0").split("\0")
-                except OSError:
-                    continue
-                # The shell tool runs the program by its full path.
-                if [Path(found[0]).name, *found[1:]] == argv:
-                    return int(entry.name)
-        time.sleep(0.05)
-    raise AssertionError(f"no process {argv}")
 
 
 def _gone(pid: int) -> bool:

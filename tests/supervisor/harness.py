@@ -159,11 +159,14 @@ class Daemon:
 
     # --- CLI -----------------------------------------------------------------------------
 
+    def cli_argv(self) -> list[str]:
+        return [sys.executable, "-m", "zeroclaw", "--config", str(self.config_path)]
+
     def cli(
         self, *args: str, timeout: float = 60, user: int | None = None
     ) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "zeroclaw", "--config", str(self.config_path), *args],
+            [*self.cli_argv(), *args],
             capture_output=True,
             text=True,
             timeout=timeout,
@@ -237,3 +240,20 @@ def wait_gone(pids: list[int], timeout: float) -> list[int]:
         if alive:
             time.sleep(0.02)
     return alive
+
+
+def wait_for_process(argv: list[str], timeout: float = 10) -> int:
+    """The pid of a process running this command, once it exists (polls /proc)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                try:
+                    found = (entry / "cmdline").read_text().rstrip("\0").split("\0")
+                except OSError:
+                    continue
+                # The shell tool runs the program by its full path.
+                if [Path(found[0]).name, *found[1:]] == argv:
+                    return int(entry.name)
+        time.sleep(0.05)
+    raise AssertionError(f"no process {argv}")

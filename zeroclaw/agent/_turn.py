@@ -8,6 +8,7 @@ files, the path and command policy, the action budget, approvals — is the same
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -31,6 +32,8 @@ from ..providers import (
 )
 from ..tools import ActionBudget, Approver, ToolResult, file_list, file_read, file_write, run_shell
 from ._spec import AgentSpec
+
+log = logging.getLogger("zeroclaw.agent")
 
 IDENTITY_FILES = ("IDENTITY.md", "SOUL.md", "AGENTS.md", "TOOLS.md", "USER.md")
 MAX_IDENTITY_BYTES = 64 * 1024
@@ -213,7 +216,7 @@ class TurnEngine:
         if not step.streamed:
             for start in range(0, len(answer), STREAM_CHUNK):
                 await on_event({"event": "delta", "text": answer[start : start + STREAM_CHUNK]})
-        await self.reach.memory(
+        saved = await self.reach.memory(
             "append_turns",
             {
                 "session": session,
@@ -223,6 +226,14 @@ class TurnEngine:
                 ],
             },
         )
+        if not saved.ok:  # the answer stands; say loudly that the session lost it
+            log.error(
+                "agent %s: session %r not saved: %s %s",
+                self.spec.alias,
+                session,
+                saved.error_code,
+                saved.detail,
+            )
         return TurnResult(answer, calls)
 
     async def _history(self, session: str) -> tuple[HistoryTurn, ...]:

@@ -89,6 +89,8 @@ def chat_cmd(message: str | None, session: str, as_json: bool) -> None:
     if not st.agent or st.agent not in enabled:
         which = f"no enabled agent {st.agent!r}" if st.agent else "which agent? pass --agent ALIAS"
         raise CliError(f"{which}; agents: {', '.join(enabled) or 'none'}", EXIT_USAGE)
+    if not 1 <= len(session.encode()) <= 128 or "\x00" in session:
+        raise CliError("--session must be 1..128 bytes of text", EXIT_USAGE)
     json_out = wants_json(as_json)
     if json_out and message is None:
         raise CliError("--json needs -m TEXT (one message, one JSON answer)", EXIT_USAGE)

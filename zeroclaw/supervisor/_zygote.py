@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import array
 import contextlib
-import ctypes
 import errno
 import gc
 import importlib
@@ -36,12 +35,11 @@ from collections.abc import Callable, Mapping
 
 import msgspec
 
+from .._prctl import PR_SET_CHILD_SUBREAPER, prctl, set_death_signal
 from ..agent import AgentSpec
 
 log = logging.getLogger("zeroclaw.zygote")
 
-PR_SET_PDEATHSIG = 1
-PR_SET_CHILD_SUBREAPER = 36
 MAX_PACKET = 1024 * 1024
 DEFAULT_ENTRYPOINT = "zeroclaw.agent:agent_main"
 # Development and test hook: run another agent entry point (module:function). Whoever can set
@@ -85,22 +83,6 @@ def encode(message: Spawn | Spawned | SpawnFailed | Exited) -> bytes:
 
 def decode_reply(data: bytes) -> ZygoteMessage:
     return _reply_decoder.decode(data)
-
-
-_libc = ctypes.CDLL(None, use_errno=True)
-
-
-def prctl(option: int, arg: int) -> None:
-    if _libc.prctl(option, arg, 0, 0, 0) != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, os.strerror(err))
-
-
-def set_death_signal(expected_parent: int) -> None:
-    """Die with SIGKILL when the parent dies; exit now if it already has (the fork race)."""
-    prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != expected_parent:
-        os._exit(1)
 
 
 def resolve_entrypoint(name: str) -> AgentEntry:

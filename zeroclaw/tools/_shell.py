@@ -1,14 +1,15 @@
 """The shell tool: policy, approval, then the program itself — never a shell interpreter.
 
 The child runs with the workspace as cwd, its own process group (a timeout kills all it
-started), stdin from /dev/null, an output cap, and an environment of PATH, HOME (the
-workspace) and locale only: the agent's provider key is in the agent's environment, and
-must not reach a command the model chose.
+started), a death signal tied to the agent, stdin from /dev/null, an output cap, and an
+environment of PATH, HOME (the workspace) and locale only: the agent's provider key is in
+the agent's environment, and must not reach a command the model chose.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shutil
 import signal
@@ -17,6 +18,7 @@ from collections.abc import Mapping
 
 import trio
 
+from .._prctl import set_death_signal
 from ..policy import PathRules, check_path, decide_command
 from ._base import Approver, ToolResult
 
@@ -77,6 +79,8 @@ async def run_shell(
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         start_new_session=True,
+        # Dies with the agent: a SIGKILLed agent leaves no command running.
+        preexec_fn=functools.partial(set_death_signal, os.getpid()),
     )
     output = bytearray()
     timed_out = False

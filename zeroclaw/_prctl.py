@@ -1,0 +1,25 @@
+"""prctl(2) for the few Linux process attributes we rely on: death signal and subreaper."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+
+PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def prctl(option: int, arg: int) -> None:
+    if _libc.prctl(option, arg, 0, 0, 0) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+
+
+def set_death_signal(expected_parent: int) -> None:
+    """Die with SIGKILL when the parent dies; exit now if it already has (the fork race)."""
+    prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != expected_parent:
+        os._exit(1)
