@@ -2,11 +2,12 @@ from __future__ import annotations
 
 import copy
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import trio
 
 REPO = Path(__file__).resolve().parent.parent
 DEMO_CONFIG = REPO / "etc" / "zeroclaw.toml"
@@ -106,3 +107,18 @@ def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for name, target in links.items():
         os.symlink(target, alpha / name)
     return root
+
+
+# --- a local server speaking a model provider's protocol (tests/providers) -----------------
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[Any]:
+    """A ScriptedServer on loopback; tests append its answers."""
+    from tests.providers.protocol_server import ScriptedServer
+
+    server = ScriptedServer([])
+    async with trio.open_nursery() as nursery:
+        await nursery.start(server.serve)
+        yield server
+        nursery.cancel_scope.cancel()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import stat
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -18,13 +17,12 @@ DaemonFactory = Callable[..., Daemon]
 PROMPT = "alpha> "
 
 
-def test_a_terminal_session(root: Path, daemons: DaemonFactory) -> None:
-    doc = config(root)
-    doc["risk_profiles"]["sup"]["allowed_commands"] = ["ls", "sleep"]
-    daemon = daemons(doc, faults=False).start()
-    child = pexpect.spawn(
-        sys.executable,
-        ["-m", "zeroclaw", "--config", str(daemon.config_path), "--agent", "alpha", "chat"],
+def spawn_chat(daemon: Daemon, root: Path) -> pexpect.spawn:
+    """`zeroclaw --agent alpha chat` on a new pseudo-terminal."""
+    argv = daemon.cli_argv()
+    return pexpect.spawn(
+        argv[0],
+        [*argv[1:], "--agent", "alpha", "chat"],
         cwd=str(REPO),
         env={
             **os.environ,
@@ -35,6 +33,13 @@ def test_a_terminal_session(root: Path, daemons: DaemonFactory) -> None:
         encoding="utf-8",
         timeout=20,
     )
+
+
+def test_a_terminal_session(root: Path, daemons: DaemonFactory) -> None:
+    doc = config(root)
+    doc["risk_profiles"]["sup"]["allowed_commands"] = ["ls", "sleep"]
+    daemon = daemons(doc, faults=False).start()
+    child = spawn_chat(daemon, root)
     try:
         child.expect_exact(PROMPT)
         # A line typed, a streamed answer (longer than one delta).
@@ -94,14 +99,7 @@ def _gone(pid: int) -> bool:
 
 def test_a_terminal_session_without_a_daemon(root: Path, daemons: DaemonFactory) -> None:
     daemon = daemons(config(root), faults=False)  # configured, never started
-    child = pexpect.spawn(
-        sys.executable,
-        ["-m", "zeroclaw", "--config", str(daemon.config_path), "--agent", "alpha", "chat"],
-        cwd=str(REPO),
-        env={**os.environ, "PYTHONPATH": str(REPO), "XDG_STATE_HOME": str(root / "xdg")},
-        encoding="utf-8",
-        timeout=20,
-    )
+    child = spawn_chat(daemon, root)
     try:
         child.expect_exact("running alpha in-process (peers answer unavailable)")
         child.expect_exact(PROMPT)

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 
-import pytest
 import trio
 
 from tests.agent.helpers import agent_spec, run_turns
@@ -55,15 +53,6 @@ async def test_the_transcript_holds_completed_turns_in_order(tmp_path: Path) -> 
         ("user", "history"),
         ("assistant", "Earlier in t"),
     ]
-
-
-@pytest.fixture
-async def server() -> AsyncIterator[ScriptedServer]:
-    server = ScriptedServer([])
-    async with trio.open_nursery() as nursery:
-        await nursery.start(server.serve)
-        yield server
-        nursery.cancel_scope.cancel()
 
 
 async def test_max_tool_iterations_stops_a_model_that_keeps_calling(

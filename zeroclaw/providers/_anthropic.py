@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
-from ._http import HttpModel, SseEvent, load_json
+from ._http import HttpModel, SseEvent, StreamedStep, load_json
 from ._tools import TOOLS
-from ._types import Conversation, OnDelta, ProviderError, Step, ToolCall
+from ._types import Conversation, OnDelta, ProviderError, Step
 
 API_VERSION = "2023-06-01"
 
@@ -45,25 +44,19 @@ def anthropic_messages(conversation: Conversation) -> list[dict[str, Any]]:
     return messages
 
 
-class _Stream:
-    """Accumulates one streamed message: text blocks and tool_use blocks by index."""
+class _Stream(StreamedStep):
+    """One streamed message: text blocks and tool_use blocks by index."""
 
     def __init__(self, provider: str, on_delta: OnDelta) -> None:
-        self.provider = provider
-        self.on_delta = on_delta
-        self.text: list[str] = []
-        self.blocks: dict[int, dict[str, str]] = {}
+        super().__init__(provider, on_delta, "toolu_")
         self.stopped = False
-
-    def _malformed(self, what: str) -> ProviderError:
-        return ProviderError(self.provider, f"malformed response: {what}")
 
     async def feed(self, event: SseEvent) -> None:
         if event.event == "ping":
             return
         data = load_json(self.provider, event.data)
         if not isinstance(data, dict):
-            raise self._malformed(f"{event.event} event is not an object")
+            raise self.malformed(f"{event.event} event is not an object")
         kind = data.get("type", event.event)
         if kind == "error":
             error = data.get("error") or {}
@@ -73,38 +66,20 @@ class _Stream:
         if kind == "content_block_start":
             block = data.get("content_block")
             if not isinstance(index, int) or not isinstance(block, dict):
-                raise self._malformed("content_block_start without index or block")
+                raise self.malformed("content_block_start without index or block")
             if block.get("type") == "tool_use":
-                self.blocks[index] = {
-                    "id": str(block.get("id", "")),
-                    "name": str(block.get("name", "")),
-                    "json": "",
-                }
+                call = self.call(index)
+                call["id"], call["name"] = str(block.get("id", "")), str(block.get("name", ""))
         elif kind == "content_block_delta":
             delta = data.get("delta")
             if not isinstance(index, int) or not isinstance(delta, dict):
-                raise self._malformed("content_block_delta without index or delta")
+                raise self.malformed("content_block_delta without index or delta")
             if delta.get("type") == "text_delta":
-                text = str(delta.get("text", ""))
-                if text:
-                    self.text.append(text)
-                    await self.on_delta(text)
-            elif delta.get("type") == "input_json_delta" and index in self.blocks:
-                self.blocks[index]["json"] += str(delta.get("partial_json", ""))
+                await self.text_delta(str(delta.get("text", "")))
+            elif delta.get("type") == "input_json_delta" and index in self.calls:
+                self.calls[index]["args"] += str(delta.get("partial_json", ""))
         elif kind == "message_stop":
             self.stopped = True
-
-    def step(self) -> Step:
-        calls = []
-        for index in sorted(self.blocks):
-            raw = self.blocks[index]
-            try:
-                args = json.loads(raw["json"] or "{}")
-            except ValueError:
-                args = {"_unparsed": raw["json"]}
-            calls.append(ToolCall(raw["name"], args, raw["id"] or f"toolu_{index}"))
-        text = "".join(self.text) or None
-        return Step(tool_calls=tuple(calls), text=text, streamed=text is not None)
 
 
 class AnthropicProvider:
@@ -144,9 +119,7 @@ class AnthropicProvider:
         stream = _Stream(self.name, on_delta)
         await self.http.stream("v1/messages", payload, stream.feed)
         if not stream.stopped:
-            raise ProviderError(
-                self.name, "malformed response: the stream ended before message_stop"
-            )
+            raise stream.malformed("the stream ended before message_stop")
         return stream.step()
 
     async def aclose(self) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import trio
 
-from ._types import ProviderError
+from ._types import OnDelta, ProviderError, Step, ToolCall
 
 RETRY_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
 BACKOFF_INITIAL = 0.5
@@ -56,6 +56,41 @@ class SseParser:
 
     def close(self) -> SseEvent | None:
         return self.feed("")
+
+
+class StreamedStep:
+    """What one streamed response adds up to: text deltas (passed on as they come) and
+    tool calls assembled from fragments by index. Each protocol's parser feeds it."""
+
+    def __init__(self, provider: str, on_delta: OnDelta, id_prefix: str) -> None:
+        self.provider = provider
+        self.on_delta = on_delta
+        self.id_prefix = id_prefix
+        self.text: list[str] = []
+        self.calls: dict[int, dict[str, str]] = {}  # index -> id, name, args (JSON text)
+
+    async def text_delta(self, text: str) -> None:
+        if text:
+            self.text.append(text)
+            await self.on_delta(text)
+
+    def call(self, index: int) -> dict[str, str]:
+        return self.calls.setdefault(index, {"id": "", "name": "", "args": ""})
+
+    def malformed(self, what: str) -> ProviderError:
+        return ProviderError(self.provider, f"malformed response: {what}")
+
+    def step(self) -> Step:
+        calls = []
+        for index in sorted(self.calls):
+            raw = self.calls[index]
+            try:
+                args = json.loads(raw["args"] or "{}")
+            except ValueError:
+                args = {"_unparsed": raw["args"]}  # the engine answers it as bad_arguments
+            calls.append(ToolCall(raw["name"], args, raw["id"] or f"{self.id_prefix}{index}"))
+        text = "".join(self.text) or None
+        return Step(tool_calls=tuple(calls), text=text, streamed=text is not None)
 
 
 def backoff_delay(attempt: int, retry_after: str | None) -> float:

@@ -7,9 +7,9 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from ._http import HttpModel, SseEvent, load_json
+from ._http import HttpModel, SseEvent, StreamedStep, load_json
 from ._tools import TOOLS
-from ._types import Conversation, OnDelta, ProviderError, Step, ToolCall
+from ._types import Conversation, OnDelta, ProviderError, Step
 
 
 def openai_messages(conversation: Conversation) -> list[dict[str, Any]]:
@@ -41,14 +41,11 @@ def openai_messages(conversation: Conversation) -> list[dict[str, Any]]:
     return messages
 
 
-class _Stream:
-    """Accumulates one streamed completion: text deltas and tool-call fragments."""
+class _Stream(StreamedStep):
+    """One streamed completion: `data:` chunks with content and tool-call fragments."""
 
     def __init__(self, provider: str, on_delta: OnDelta) -> None:
-        self.provider = provider
-        self.on_delta = on_delta
-        self.text: list[str] = []
-        self.calls: dict[int, dict[str, str]] = {}
+        super().__init__(provider, on_delta, "call_")
         self.done = False
 
     async def feed(self, event: SseEvent) -> None:
@@ -57,27 +54,26 @@ class _Stream:
             return
         chunk = load_json(self.provider, event.data)
         if not isinstance(chunk, dict):
-            raise ProviderError(self.provider, "malformed response: a chunk is not an object")
+            raise self.malformed("a chunk is not an object")
         if "error" in chunk:
             raise ProviderError(self.provider, f"error in stream: {chunk['error']}")
         choices = chunk.get("choices")
         if not isinstance(choices, list):
-            raise ProviderError(self.provider, "malformed response: no 'choices' in a chunk")
+            raise self.malformed("no 'choices' in a chunk")
         for choice in choices:
             delta = choice.get("delta") if isinstance(choice, dict) else None
             if not isinstance(delta, dict):
                 continue
             content = delta.get("content")
-            if isinstance(content, str) and content:
-                self.text.append(content)
-                await self.on_delta(content)
+            if isinstance(content, str):
+                await self.text_delta(content)
             for fragment in delta.get("tool_calls") or ():
                 self._call_fragment(fragment)
 
     def _call_fragment(self, fragment: Any) -> None:
         if not isinstance(fragment, dict) or not isinstance(fragment.get("index", 0), int):
-            raise ProviderError(self.provider, "malformed response: bad tool_calls fragment")
-        call = self.calls.setdefault(fragment.get("index", 0), {"id": "", "name": "", "args": ""})
+            raise self.malformed("bad tool_calls fragment")
+        call = self.call(fragment.get("index", 0))
         function = fragment.get("function") or {}
         if fragment.get("id"):
             call["id"] = str(fragment["id"])
@@ -85,18 +81,6 @@ class _Stream:
             call["name"] += str(function["name"])
         if function.get("arguments"):
             call["args"] += str(function["arguments"])
-
-    def step(self) -> Step:
-        calls = []
-        for index in sorted(self.calls):
-            raw = self.calls[index]
-            try:
-                args = json.loads(raw["args"] or "{}")
-            except ValueError:
-                args = {"_unparsed": raw["args"]}  # the engine refuses it as bad arguments
-            calls.append(ToolCall(raw["name"], args, raw["id"] or f"call_{index}"))
-        text = "".join(self.text) or None
-        return Step(tool_calls=tuple(calls), text=text, streamed=text is not None)
 
 
 class OpenAIProvider:
@@ -138,7 +122,7 @@ class OpenAIProvider:
         stream = _Stream(self.name, on_delta)
         await self.http.stream("chat/completions", payload, stream.feed)
         if not stream.done and not stream.text and not stream.calls:
-            raise ProviderError(self.name, "malformed response: the stream ended with nothing")
+            raise stream.malformed("the stream ended with nothing")
         return stream.step()
 
     async def aclose(self) -> None:
