@@ -197,11 +197,15 @@ def test_a_chat_starts_an_on_demand_agent(root: Path, daemons: DaemonFactory) ->
     assert daemon.agent("gamma")["state"] == "running"
 
 
-def test_a_command_dies_with_its_agent(root: Path, daemons: DaemonFactory) -> None:
+def _runner_config(root: Path) -> dict[str, Any]:
     doc = config(root)
     doc["risk_profiles"]["runner"] = {"level": "full", "allowed_commands": ["sleep"]}
     doc["agents"]["gamma"]["risk_profile"] = "runner"
-    daemon = daemons(doc, faults=False).start()
+    return doc
+
+
+def _start_sleeping_turn(daemon: Daemon) -> tuple[subprocess.Popen[str], int]:
+    """gamma runs `sleep 120` for a CLI in another process; returns that CLI and the sleep."""
     turn = subprocess.Popen(
         [*daemon.cli_argv(), "--agent", "gamma", "chat", "-m", "run sleep 120"],
         cwd=REPO,
@@ -210,11 +214,27 @@ def test_a_command_dies_with_its_agent(root: Path, daemons: DaemonFactory) -> No
         stderr=subprocess.PIPE,
         text=True,
     )
+    return turn, wait_for_process(["sleep", "120"])
+
+
+def test_a_command_dies_with_its_agent(root: Path, daemons: DaemonFactory) -> None:
+    daemon = daemons(_runner_config(root), faults=False).start()
+    turn, sleeper = _start_sleeping_turn(daemon)
     try:
-        sleeper = wait_for_process(["sleep", "120"])
         os.kill(daemon.agent("gamma")["pid"], signal.SIGKILL)
         assert not wait_gone([sleeper], timeout=5)
         _, err = turn.communicate(timeout=30)
         assert turn.returncode == 1 and "unavailable" in err  # the turn ended with its agent
     finally:
         turn.kill()
+
+
+def test_a_client_that_goes_away_cancels_its_turn(root: Path, daemons: DaemonFactory) -> None:
+    daemon = daemons(_runner_config(root), faults=False).start()
+    pid = daemon.agent("gamma")["pid"]
+    turn, sleeper = _start_sleeping_turn(daemon)
+    turn.kill()  # the connection closes mid-turn: the daemon cancels the agent's turn
+    turn.wait()
+    assert not wait_gone([sleeper], timeout=5)
+    assert daemon.agent("gamma")["pid"] == pid  # the agent itself lives on
+    assert chat(daemon, "gamma", "hello")["reply"].startswith("Hello, I am gamma.")
