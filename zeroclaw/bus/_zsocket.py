@@ -9,7 +9,10 @@ there, and reading EVENTS can consume the edge. So the owner loop is:
     only then wait on the FD — or on a wake-up from another task that queued work
 
 Other tasks never touch the socket: they append to the outbox (`send_nowait` / `send`) or
-take from the inbox, and wake the owner by cancelling its idle wait. A send that hits
+take from the inbox, and ring the owner's doorbell. The owner's idle wait is on a private
+epoll set holding the socket's FD and a doorbell eventfd, so a wake-up from another task
+is one eventfd write instead of a cancellation (an exception unwinding through trio, about
+20 µs on the latency path of every message an agent sends). A send that hits
 EAGAIN (the peer's pipe is full) is parked per destination, so one slow peer never blocks
 the others (ROUTER_MANDATORY makes EAGAIN per peer instead of a silent drop).
 """
@@ -18,6 +21,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
+import select
 from collections import deque
 from collections.abc import Callable
 
@@ -72,7 +77,9 @@ class SocketOwner:
         # A REP socket must answer before it may receive again.
         self._request_reply = request_reply
         self._max_outbox = max_outbox
-        self._idle: trio.CancelScope | None = None
+        self._idle = False
+        self._rung = False
+        self._bell = -1  # the doorbell eventfd, while `run` runs
         self._reading = True
         self._space = trio.Event()
         self.closed = False
@@ -96,8 +103,9 @@ class SocketOwner:
         """Make the owner re-check its work now (new sends, or the consumer has room again)."""
         if not self._request_reply:
             self._reading = True
-        if self._idle is not None:
-            self._idle.cancel()
+        if self._idle and not self._rung:
+            self._rung = True
+            os.eventfd_write(self._bell, 1)
 
     def parked(self) -> int:
         return sum(len(q) for q in self._parked.values())
@@ -113,7 +121,11 @@ class SocketOwner:
 
     async def run(self) -> None:
         sock = self.sock
-        fd = int(sock.getsockopt(zmq.FD))
+        self._bell = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        waitset = select.epoll()
+        waitset.register(int(sock.getsockopt(zmq.FD)), select.EPOLLIN)
+        waitset.register(self._bell, select.EPOLLIN)
+        fd = waitset.fileno()
         try:
             streak = 0
             events = int(sock.getsockopt(_EVENTS))
@@ -136,18 +148,29 @@ class SocketOwner:
                         await trio.lowlevel.checkpoint()
                     continue
                 streak = 0
-                # Nothing to do: wait for the FD's edge or a wake-up. No await between the
-                # EVENTS check and this wait, so no wake-up can be lost.
-                with trio.CancelScope() as scope:
-                    self._idle = scope
+                # Nothing to do: wait for the socket FD's edge or the doorbell. Nothing
+                # touches the socket between the EVENTS check and this wait, so an edge
+                # that comes in between leaves the FD readable and ends the wait at once.
+                self._idle = True
+                try:
                     if self._parked:
-                        scope.deadline = trio.current_time() + RETRY_PARKED_SECS
-                    await trio.lowlevel.wait_readable(fd)
-                self._idle = None
+                        with trio.move_on_after(RETRY_PARKED_SECS):
+                            await trio.lowlevel.wait_readable(fd)
+                    else:
+                        await trio.lowlevel.wait_readable(fd)
+                finally:
+                    self._idle = False
+                if self._rung:
+                    self._rung = False
+                    with contextlib.suppress(BlockingIOError):
+                        os.eventfd_read(self._bell)
                 events = int(sock.getsockopt(_EVENTS))
         finally:
             self.closed = True
-            self._idle = None
+            self._idle = False
+            waitset.close()
+            os.close(self._bell)
+            self._bell = -1
             with contextlib.suppress(zmq.ZMQError):
                 sock.close(linger=0)
 
