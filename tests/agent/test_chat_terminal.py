@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import stat
 from collections.abc import Callable
 from pathlib import Path
@@ -118,3 +119,23 @@ def test_a_terminal_session_without_a_daemon(root: Path, daemons: DaemonFactory)
     assert child.exitstatus == 0, child.before
     notes = root / "state" / "agents" / "alpha" / "workspace" / "notes.txt"
     assert notes.read_text() == "from the terminal"
+
+
+def test_the_session_ends_with_exit_3_when_the_daemon_goes(
+    root: Path, daemons: DaemonFactory
+) -> None:
+    daemon = daemons(config(root), faults=False).start()
+    child = spawn_chat(daemon, root)
+    try:
+        child.expect_exact(PROMPT)
+        child.sendline("hello")
+        child.expect_exact("Hello, I am alpha.")
+        child.expect_exact(PROMPT)
+        daemon.signal(signal.SIGTERM)
+        assert daemon.wait_exit() == 0
+        child.sendline("hello again")
+        child.expect_exact("zeroclaw: ")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    assert child.exitstatus == 3, child.before

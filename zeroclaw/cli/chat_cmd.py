@@ -28,7 +28,16 @@ from ..memory import MemoryService
 from ..providers import ProviderError, make_provider
 from ..supervisor import agent_environment, build_specs
 from ._app import cli
-from ._common import EXIT_FAILED, EXIT_USAGE, CliError, emit_json, json_option, state, wants_json
+from ._common import (
+    EXIT_FAILED,
+    EXIT_NO_DAEMON,
+    EXIT_USAGE,
+    CliError,
+    emit_json,
+    json_option,
+    state,
+    wants_json,
+)
 from .daemon_cmd import control_client
 from .memory_cmd import with_memory
 
@@ -139,6 +148,8 @@ def _interactive(runner: TurnRunner, alias: str) -> None:
             except KeyboardInterrupt:
                 result = {"cancelled": True}
             except CliError as exc:
+                if exc.exit_code == EXIT_NO_DAEMON:
+                    raise  # the session is over
                 printer.end_line()
                 click.echo(f"zeroclaw: {exc}", err=True)
                 continue
@@ -170,8 +181,14 @@ def _line_editing() -> Iterator[None]:
 
 
 def _through_daemon(conn: ControlSession, alias: str, session: str, tty: bool) -> TurnRunner:
+    def send(request: Chat | ChatCancel | ChatApproval) -> None:
+        try:
+            conn.send(request)
+        except OSError as exc:
+            raise CliError(f"lost the daemon: {exc}", EXIT_NO_DAEMON) from None
+
     def run(text: str, printer: Printer) -> dict[str, Any]:
-        conn.send(Chat(agent=alias, text=text, session=session, interactive=tty))
+        send(Chat(agent=alias, text=text, session=session, interactive=tty))
         cancelled = False
         while True:
             try:
@@ -180,10 +197,10 @@ def _through_daemon(conn: ControlSession, alias: str, session: str, tty: bool) -
                 if cancelled:
                     raise
                 cancelled = True  # tell the agent; its last word still arrives
-                conn.send(ChatCancel())
+                send(ChatCancel())
                 continue
-            except DaemonUnreachable:
-                raise CliError("the daemon closed the connection during the turn") from None
+            except (DaemonUnreachable, OSError):
+                raise CliError("the daemon closed the connection", EXIT_NO_DAEMON) from None
             data = reply.data or {}
             if not reply.ok:
                 code = reply.error or "failed"
@@ -191,7 +208,7 @@ def _through_daemon(conn: ControlSession, alias: str, session: str, tty: bool) -
             if not reply.more:
                 return data
             if data.get("event") == "approval":
-                conn.send(ChatApproval(approved=printer.approve(str(data.get("what", "")))))
+                send(ChatApproval(approved=printer.approve(str(data.get("what", "")))))
             else:
                 printer.event(data)
 
