@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 
 from tests.agent.test_chat_inprocess import ESCAPES, codes, config, make_workspaces
+from tests.bus.test_router import plan, result_of
 from tests.conftest import REPO
-from tests.supervisor.harness import Daemon, wait_for_process, wait_gone
+from tests.supervisor.harness import Daemon, agent_entry, wait_for_process, wait_gone
 
 DaemonFactory = Callable[..., Daemon]
 
@@ -238,3 +239,17 @@ def test_a_client_that_goes_away_cancels_its_turn(root: Path, daemons: DaemonFac
     assert not wait_gone([sleeper], timeout=5)
     assert daemon.agent("gamma")["pid"] == pid  # the agent itself lives on
     assert chat(daemon, "gamma", "hello")["reply"].startswith("Hello, I am gamma.")
+
+
+def test_a_peer_that_floods_asks_is_told_busy_and_nothing_piles_up(
+    root: Path, daemons: DaemonFactory
+) -> None:
+    doc = config(root)
+    doc["agents"]["asker"] = agent_entry()
+    doc["peer_groups"]["ops"]["agents"].append("asker")
+    plan(root, "asker", do="askflood", to="beta", channel="cli.local", count=300)
+    daemon = daemons(doc).start()  # fault entry point: plan agents, real agents otherwise
+    result = result_of(root, "asker", timeout=60)
+    assert result["answers"] == 300  # every ask got an answer: a reply or "busy"
+    assert 0 < result["busy"] < 300
+    assert chat(daemon, "beta", "hello")["reply"].startswith("Hello, I am beta.")

@@ -131,4 +131,32 @@ async def snoop(bus: AgentBus, plan: dict[str, Any], workspace: Path) -> None:
     write_result(workspace, "result.json", results)
 
 
-PLANS = {**LOAD_PLANS, "stream": stream, "fuzz": fuzz, "deaf": deaf, "snoop": snoop}
+async def askflood(bus: AgentBus, plan: dict[str, Any], workspace: Path) -> None:
+    """`count` asks to `to` at once, as a peer that never waits; count how each is answered."""
+    await wait_for_peer(bus, plan["to"], plan["channel"])
+    answers: dict[str, Any] = {}
+    all_in = trio.Event()
+
+    def on_message(message: Message) -> None:
+        if message.kind == "reply" and isinstance(message.body, dict):
+            answers[message.body["in_reply_to"]] = message.body
+            if len(answers) == plan["count"]:
+                all_in.set()
+
+    bus.on_message = on_message
+    for i in range(plan["count"]):
+        bus.post(plan["to"], "", {"text": f"hello {i}", "depth": 1}, lambda o: None, kind="ask")
+    with trio.move_on_after(60):
+        await all_in.wait()
+    busy = sum(1 for a in answers.values() if str(a.get("error", "")).startswith("busy"))
+    write_result(workspace, "result.json", {"answers": len(answers), "busy": busy})
+
+
+PLANS = {
+    **LOAD_PLANS,
+    "stream": stream,
+    "fuzz": fuzz,
+    "deaf": deaf,
+    "snoop": snoop,
+    "askflood": askflood,
+}

@@ -27,6 +27,8 @@ from ._turn import TurnEngine, TurnResult, render_memory
 log = logging.getLogger("zeroclaw.agent")
 
 PEER_REPLY_SECS = 120.0  # how long an ask waits for the peer's answer
+PEER_TURNS = 4  # peers' asks this agent works on at once
+PEER_BACKLOG = 32  # asks waiting for a turn; beyond that a peer is told "busy" at once
 DAEMON = "cli"  # the sender name of input the daemon injects
 
 
@@ -82,6 +84,8 @@ class AgentRuntime:
         self.engine = engine
         self.reach = reach
         self.chats: dict[str, trio.CancelScope] = {}
+        self._peer_slots = trio.CapacityLimiter(PEER_TURNS)
+        self.peer_busy = 0  # asks answered "busy" (a peer asking faster than we answer)
         self._inbox, self._messages = trio.open_memory_channel[Message](math.inf)
         bus.on_message = self._inbox.send_nowait
 
@@ -151,15 +155,23 @@ class AgentRuntime:
             emit({"event": "done", **result.as_json()})
 
     async def _peer_turn(self, message: Message, body: dict[str, Any]) -> None:
-        depth = body.get("depth", 1)
-        result = await self.engine.run_turn(
-            str(body.get("text", "")),
-            session=f"peer-{message.from_}",
-            depth=depth if isinstance(depth, int) and depth > 0 else 1,
-        )
-        answer: dict[str, Any] = {"in_reply_to": message.id, "text": result.reply}
-        if result.error is not None:
-            answer["error"] = result.error
+        # Bounded: a peer that asks faster than this agent answers gets "busy", not an
+        # ever-growing pile of turns (and of tasks and memory in this process).
+        answer: dict[str, Any] = {"in_reply_to": message.id}
+        if self._peer_slots.statistics().tasks_waiting >= PEER_BACKLOG:
+            self.peer_busy += 1
+            answer["error"] = "busy: too many requests from peers"
+        else:
+            async with self._peer_slots:
+                depth = body.get("depth", 1)
+                result = await self.engine.run_turn(
+                    str(body.get("text", "")),
+                    session=f"peer-{message.from_}",
+                    depth=depth if isinstance(depth, int) and depth > 0 else 1,
+                )
+            answer["text"] = result.reply
+            if result.error is not None:
+                answer["error"] = result.error
 
         def sent(outcome: Any) -> None:
             if not outcome.delivered:
