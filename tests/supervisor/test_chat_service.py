@@ -12,7 +12,7 @@ import zmq
 from tests.supervisor.harness import agent_entry, make_config
 from zeroclaw.bus import Request, Router
 from zeroclaw.config import validate_document
-from zeroclaw.supervisor._chat import ChatService, _Turn, cli_channel
+from zeroclaw.supervisor._chat import MAX_BUFFERED_EVENTS, ChatService, _Turn, cli_channel
 
 
 def service(root: Path) -> tuple[ChatService, zmq.Context[zmq.Socket[bytes]]]:
@@ -49,3 +49,19 @@ def test_the_cli_channel_is_the_agents_own_binding() -> None:
     assert cli_channel(("cli",)) == "cli"
     assert cli_channel(("webhook.ops",)) == "cli"
     assert cli_channel(()) == "cli"
+
+
+async def test_a_turn_that_outruns_its_client_is_cut_off(tmp_path: Path) -> None:
+    chat, ctx = service(tmp_path)
+    try:
+        send, receive = trio.open_memory_channel[dict[str, Any]](math.inf)
+        chat.turns["t1"] = _Turn("alpha", send)
+        for i in range(MAX_BUFFERED_EVENTS + 50):
+            chat._on_request("alpha", event("t1", {"event": "delta", "text": f"{i}"}))
+        chat._on_request("alpha", event("t1", {"event": "done", "reply": "late"}))
+        assert receive.statistics().current_buffer_used == MAX_BUFFERED_EVENTS + 1
+        events = [receive.receive_nowait() for _ in range(MAX_BUFFERED_EVENTS + 1)]
+        assert events[-1] == {"event": "overflow"}
+        assert events[-2] == {"event": "delta", "text": str(MAX_BUFFERED_EVENTS - 1)}
+    finally:
+        ctx.term()

@@ -27,6 +27,7 @@ log = logging.getLogger("zeroclaw.chat")
 
 CANCEL_GRACE_SECS = 5.0  # how long a cancelled turn may take to say it stopped
 EVENT_KINDS = frozenset({"delta", "tool", "done"})
+MAX_BUFFERED_EVENTS = 10_000  # events of one turn waiting for the client before it is cut off
 
 
 @dataclass
@@ -34,6 +35,7 @@ class _Turn:
     alias: str
     events: trio.MemorySendChannel[dict[str, Any]]
     approvals: list[str] = field(default_factory=list)  # pending approval request ids
+    overflowed: bool = False
 
 
 def cli_channel(channels: tuple[str, ...]) -> str:
@@ -71,10 +73,16 @@ class ChatService:
             turn.events.send_nowait(
                 {"event": "approval", "what": str(body.get("what", ""))[:500], "rid": request.id}
             )
-        elif request.op == "event":
+        elif request.op == "event" and not turn.overflowed:
             event = body.get("event")
-            if isinstance(event, dict) and event.get("event") in EVENT_KINDS:
-                turn.events.send_nowait(event)
+            if not isinstance(event, dict) or event.get("event") not in EVENT_KINDS:
+                return
+            if turn.events.statistics().current_buffer_used >= MAX_BUFFERED_EVENTS:
+                # The daemon does not hold an unbounded backlog for a client that does not
+                # read (or an agent that does not stop): the turn ends here, visibly.
+                turn.overflowed = True
+                event = {"event": "overflow"}
+            turn.events.send_nowait(event)
 
     async def run_turn(self, request: Chat, exchange: Exchange) -> Reply:
         policy = self.router.policy
@@ -107,7 +115,7 @@ class ChatService:
             )
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._from_client, exchange, turn, turn_id, events)
-                reply = await self._to_client(exchange, turn, incoming)
+                reply = await self._to_client(exchange, turn, turn_id, incoming)
                 nursery.cancel_scope.cancel()
             return reply
         finally:
@@ -119,6 +127,7 @@ class ChatService:
         self,
         exchange: Exchange,
         turn: _Turn,
+        turn_id: str,
         incoming: trio.MemoryReceiveChannel[dict[str, Any]],
     ) -> Reply:
         async for event in incoming:
@@ -132,6 +141,11 @@ class ChatService:
                 return error_reply("unavailable", f"agent {turn.alias} exited during the turn")
             if kind == "gone":
                 return error_reply("cancelled", "the client went away")
+            if kind == "overflow":
+                self._cancel(turn, turn_id)
+                return error_reply(
+                    "too_large", f"agent {turn.alias} sent over {MAX_BUFFERED_EVENTS} unread events"
+                )
             await exchange.send(Reply(ok=True, more=True, data=event))
         raise AssertionError("the event channel never closes while a turn runs")
 
