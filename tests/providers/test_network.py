@@ -232,3 +232,22 @@ async def test_a_server_that_stalls_times_out(kind: str, server: ScriptedServer)
     server.answers.append(stall)
     message = await failure(kind, server.url, timeout_secs=0.2, max_retries=0)
     assert message == f"provider {kind}.test: timed out after 1 attempt"
+
+
+async def test_openai_arguments_sent_as_an_object_are_accepted(
+    server: ScriptedServer, tmp_path: Path
+) -> None:
+    """Some OpenAI-compatible servers put the arguments object itself in the stream."""
+    call = {
+        "index": 0,
+        "id": "c1",
+        "function": {"name": "file_read", "arguments": {"path": "notes.txt"}},
+    }
+    server.answers += [
+        sse([(None, {"choices": [{"delta": {"tool_calls": [call]}}]}), (None, "[DONE]")]),
+        TEXT["openai"]("done"),
+    ]
+    result, _ = await run_turn(make("openai", server.url), tmp_path, "read my notes")
+    assert result.tool_calls == [
+        {"name": "file_read", "args": {"path": "notes.txt"}, "ok": True, "error_code": None}
+    ]

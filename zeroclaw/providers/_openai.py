@@ -79,8 +79,11 @@ class _Stream(StreamedStep):
             call["id"] = str(fragment["id"])
         if function.get("name"):
             call["name"] += str(function["name"])
-        if function.get("arguments"):
-            call["args"] += str(function["arguments"])
+        arguments = function.get("arguments")
+        if isinstance(arguments, dict):  # some servers send the object, not its JSON text
+            call["args"] = json.dumps(arguments)
+        elif arguments:
+            call["args"] += str(arguments)
 
 
 class OpenAIProvider:
