@@ -9,7 +9,7 @@ can be read. See ADR 0005 for the table of message types.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import msgspec
 
@@ -18,14 +18,7 @@ PROTOCOL_VERSION = 1
 RefusalCode = Literal[
     "not_peers", "unknown_agent", "unavailable", "too_large", "malformed", "timeout"
 ]
-REFUSAL_CODES: tuple[str, ...] = (
-    "not_peers",
-    "unknown_agent",
-    "unavailable",
-    "too_large",
-    "malformed",
-    "timeout",
-)
+REFUSAL_CODES: tuple[str, ...] = get_args(RefusalCode)
 
 
 class Message(msgspec.Struct, frozen=True, omit_defaults=True):
