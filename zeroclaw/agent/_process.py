@@ -19,7 +19,7 @@ import trio
 
 from .._logging import setup_logging
 from ..bus import AgentBus, BusCredentials
-from ..control import FrameDecoder, encode_frame
+from ..control import FrameDecoder, encode_frame, receive_frames
 from ..policy import SandboxUnavailable, apply_sandbox, plan_for
 from ..providers import ProviderError, make_provider
 from ._link import (
@@ -135,14 +135,12 @@ def confine(spec: AgentSpec) -> bool:
 
 
 async def _read_keys(link: trio.SocketStream, decoder: FrameDecoder) -> Keys | None:
-    while True:
-        data = await link.receive_some(65536)
-        if not data:
-            return None
-        for frame in decoder.feed(data):
+    while (frames := await receive_frames(link, decoder)) is not None:
+        for frame in frames:
             message = decode_link(frame)
             if isinstance(message, Keys):
                 return message
+    return None
 
 
 async def _stop_on_signal(signals: AsyncIterator[int], scope: trio.CancelScope, alias: str) -> None:
@@ -172,15 +170,8 @@ async def _serve_link(
         await send(ProbeResult(command.seq, outcome.label, outcome.detail, rtt))
 
     async with trio.open_nursery() as nursery:
-        while True:
-            try:
-                data = await link.receive_some(65536)
-            except trio.BrokenResourceError:
-                data = b""
-            if not data:
-                scope.cancel()  # the daemon closed the link: stop
-                return
-            for frame in decoder.feed(data):
+        while (frames := await receive_frames(link, decoder)) is not None:
+            for frame in frames:
                 message = decode_link(frame)
                 if isinstance(message, Ping):
                     await send(Pong(message.seq))
@@ -188,3 +179,4 @@ async def _serve_link(
                     nursery.start_soon(probe, message)
                 elif isinstance(message, Neighbours) and on_neighbours is not None:
                     on_neighbours(message.workspaces)
+        scope.cancel()  # the daemon closed the link: stop

@@ -25,6 +25,7 @@ from ._protocol import (
     encode,
     error_reply,
 )
+from ._stream import receive_frames
 
 __all__ = [
     "MAX_CONTROL_FRAME",
@@ -54,4 +55,5 @@ __all__ = [
     "encode",
     "encode_frame",
     "error_reply",
+    "receive_frames",
 ]

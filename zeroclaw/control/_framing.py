@@ -26,7 +26,7 @@ class FrameDecoder:
         self.max_frame = max_frame
         self._buf = bytearray()
 
-    def feed(self, data: bytes) -> list[bytes]:
+    def feed(self, data: bytes | bytearray) -> list[bytes]:
         self._buf += data
         frames = []
         while len(self._buf) >= HEADER.size:

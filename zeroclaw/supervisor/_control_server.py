@@ -28,6 +28,7 @@ from ..control import (
     encode,
     encode_frame,
     error_reply,
+    receive_frames,
 )
 
 log = logging.getLogger("zeroclaw.control")
@@ -164,16 +165,12 @@ class ControlServer:
         async with requests:
             while True:
                 try:
-                    data = await stream.receive_some(65536)
-                except (trio.BrokenResourceError, trio.ClosedResourceError):
-                    return
-                if not data:
-                    return  # closed, or half-closed: nothing more will come
-                try:
-                    frames = decoder.feed(data)
+                    frames = await receive_frames(stream, decoder)
                 except FrameTooLarge as exc:
                     self.bad_requests += 1
                     await try_send(error_reply("too_large", str(exc)))
+                    return
+                if frames is None:
                     return
                 for frame in frames:
                     try:

@@ -35,7 +35,7 @@ from ..agent import (
 )
 from ..bus import AgentKeys
 from ..config import RestartPolicy
-from ..control import FrameDecoder, FrameTooLarge, encode_frame
+from ..control import FrameDecoder, FrameTooLarge, encode_frame, receive_frames
 from ._lifecycle import ExitStatus, Lifecycle, State, Transition
 from ._spec import agent_environment
 from ._zygote_client import SpawnError, ZygoteClient
@@ -382,13 +382,9 @@ class AgentRunner:
         decoder = FrameDecoder(MAX_LINK_FRAME)
         while True:
             try:
-                data = await stream.receive_some(65536)
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                return
-            if not data:
-                return  # the process is exiting; its exit report follows
-            try:
-                frames = decoder.feed(data)
+                frames = await receive_frames(stream, decoder)
+                if frames is None:
+                    return  # the process is exiting; its exit report follows
                 messages = [decode_link(frame) for frame in frames]
             except (FrameTooLarge, msgspec.MsgspecError) as exc:
                 log.warning("agent %s sent a bad link frame: %s", self.alias, exc)
