@@ -57,9 +57,7 @@ def agent_main(spec: AgentSpec, link_fd: int) -> int:
 
     def start_runtime(bus: AgentBus, nursery: trio.Nursery) -> None:
         reach = BusReach(bus)
-        engine = TurnEngine(
-            spec, reach, provider, agent_env=env, other_workspaces=spec.other_workspaces
-        )
+        engine = TurnEngine(spec, reach, provider, agent_env=env)
         engines.append(engine)
         nursery.start_soon(AgentRuntime(bus, engine, reach).run)
 

@@ -119,7 +119,6 @@ class TurnEngine:
         provider: Provider,
         *,
         agent_env: Mapping[str, str],
-        other_workspaces: Sequence[str] = (),
         clock: Callable[[], float] = time.monotonic,
         approval_timeout: float = 60.0,
     ) -> None:
@@ -136,7 +135,7 @@ class TurnEngine:
         )
         self.block_high_risk = bool(risk["block_high_risk_commands"])
         self.allowed_commands = frozenset(_strings(risk["allowed_commands"]))
-        self.set_other_workspaces(other_workspaces)
+        self.set_other_workspaces(spec.other_workspaces)
         self.budget = ActionBudget(int(_number(spec.runtime["max_actions_per_hour"])))
         self.max_iterations = int(_number(spec.runtime["max_tool_iterations"]))
         self.shell_timeout = _number(spec.runtime["shell_timeout_secs"])

@@ -22,7 +22,7 @@ import trio
 from ..agent import AgentSpec
 from ..agent._local import LocalReach
 from ..agent._turn import TurnEngine
-from ..config import Config, daemon_paths, workspace_path
+from ..config import Config
 from ..control import Chat, ChatApproval, ChatCancel, ControlSession, DaemonUnreachable
 from ..memory import MemoryService
 from ..providers import ProviderError, make_provider
@@ -219,8 +219,6 @@ def _in_process(config: Config, path: Path, alias: str, session: str) -> TurnRun
     env = dict(os.environ)
     spec: AgentSpec = build_specs(config, env, path.parent)[alias]
     Path(spec.workspace).mkdir(mode=0o700, parents=True, exist_ok=True)
-    paths = daemon_paths(config, env)
-    others = [str(workspace_path(config, a, paths)) for a in config.agents if a != alias]
     agent_env = agent_environment(spec, env)
 
     def run(text: str, printer: Printer) -> dict[str, Any]:
@@ -234,7 +232,6 @@ def _in_process(config: Config, path: Path, alias: str, session: str) -> TurnRun
                 LocalReach(service, alias),
                 provider,
                 agent_env=agent_env,
-                other_workspaces=others,
             )
 
             async def on_event(event: dict[str, Any]) -> None:
