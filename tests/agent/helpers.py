@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +53,33 @@ def agent_spec(workspace: Path, *, runtime: dict[str, Any] | None = None) -> Age
     )
 
 
+@asynccontextmanager
+async def local_engine(
+    provider: Provider,
+    tmp_path: Path,
+    *,
+    runtime: dict[str, Any] | None = None,
+    **options: Any,
+) -> AsyncIterator[tuple[TurnEngine, LocalReach]]:
+    """alpha's turn engine in this process: a workspace holding notes.txt, a real memory
+    store with its committer running. The provider is closed on the way out."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir(exist_ok=True)
+    (workspace / "notes.txt").write_text("the plan is to ship")
+    store = MemoryStore(tmp_path / "memory")
+    try:
+        service = MemoryService(store, {})
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(service.run_committer)
+            reach = LocalReach(service, "alpha")
+            spec = agent_spec(workspace, runtime=runtime)
+            yield TurnEngine(spec, reach, provider, agent_env={}, **options), reach
+            nursery.cancel_scope.cancel()
+    finally:
+        store.close()
+        await provider.aclose()
+
+
 async def run_turns(
     provider: Provider,
     tmp_path: Path,
@@ -60,29 +89,14 @@ async def run_turns(
     session: str = "default",
 ) -> tuple[list[TurnResult], list[dict[str, Any]], list[dict[str, Any]]]:
     """Run turns in order; returns their results, every event, and the session transcript."""
-    workspace = tmp_path / "ws"
-    workspace.mkdir(exist_ok=True)
-    (workspace / "notes.txt").write_text("the plan is to ship")
-    store = MemoryStore(tmp_path / "memory")
     events: list[dict[str, Any]] = []
 
     async def on_event(event: dict[str, Any]) -> None:
         events.append(event)
 
-    try:
-        service = MemoryService(store, {})
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(service.run_committer)
-            reach = LocalReach(service, "alpha")
-            engine = TurnEngine(
-                agent_spec(workspace, runtime=runtime), reach, provider, agent_env={}
-            )
-            results = [
-                await engine.run_turn(text, on_event=on_event, session=session) for text in texts
-            ]
-            transcript = await reach.memory("session", {"session": session})
-            nursery.cancel_scope.cancel()
-    finally:
-        store.close()
-        await provider.aclose()
+    async with local_engine(provider, tmp_path, runtime=runtime) as (engine, reach):
+        results = [
+            await engine.run_turn(text, on_event=on_event, session=session) for text in texts
+        ]
+        transcript = await reach.memory("session", {"session": session})
     return results, events, transcript.data["turns"]

@@ -6,12 +6,10 @@ from pathlib import Path
 
 import trio
 
-from tests.agent.helpers import agent_spec, run_turns
+from tests.agent.helpers import local_engine, run_turns
 from tests.providers.protocol_server import TEXT, TOOL_CALL, ScriptedServer, status
 from tests.providers.test_network import make
-from zeroclaw.agent._local import LocalReach
-from zeroclaw.agent._turn import MAX_IDENTITY_BYTES, TurnEngine, system_prompt
-from zeroclaw.memory import MemoryService, MemoryStore
+from zeroclaw.agent._turn import MAX_IDENTITY_BYTES, system_prompt
 from zeroclaw.providers import OfflineProvider
 
 
@@ -79,9 +77,6 @@ async def test_a_failed_turn_leaves_no_half_exchange_in_the_transcript(
 
 
 async def test_an_unanswered_approval_is_a_denial(tmp_path: Path) -> None:
-    workspace = tmp_path / "ws"
-    workspace.mkdir()
-    store = MemoryStore(tmp_path / "memory")
     asked: list[str] = []
 
     async def never_answers(what: str) -> bool:
@@ -89,21 +84,8 @@ async def test_an_unanswered_approval_is_a_denial(tmp_path: Path) -> None:
         await trio.sleep_forever()
         raise AssertionError("unreachable")
 
-    try:
-        service = MemoryService(store, {})
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(service.run_committer)
-            engine = TurnEngine(
-                agent_spec(workspace),
-                LocalReach(service, "alpha"),
-                OfflineProvider(),
-                agent_env={},
-                approval_timeout=0.05,
-            )
-            result = await engine.run_turn("write a.txt: hi", approver=never_answers)
-            nursery.cancel_scope.cancel()
-    finally:
-        store.close()
+    async with local_engine(OfflineProvider(), tmp_path, approval_timeout=0.05) as (engine, _):
+        result = await engine.run_turn("write a.txt: hi", approver=never_answers)
     assert asked == ["write a.txt"]
     assert result.tool_calls[0]["error_code"] == "approval_denied"
-    assert not (workspace / "a.txt").exists()
+    assert not (tmp_path / "ws" / "a.txt").exists()
