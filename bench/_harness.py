@@ -35,6 +35,12 @@ def result(
     return Result(name, value, unit, baseline, baseline_value, round(ratio, 3), target)
 
 
+def p50_p99(samples: list[float]) -> dict[str, float]:
+    """The median and the 99th percentile (nearest rank) of some latencies."""
+    ordered = sorted(samples)
+    return {"p50": statistics.median(ordered), "p99": ordered[int(len(ordered) * 0.99) - 1]}
+
+
 def median_seconds(fn: Callable[[], object], repeat: int = 7, warmup: int = 1) -> float:
     for _ in range(warmup):
         fn()

@@ -7,7 +7,6 @@ the entry point that dispatches here). Results go to result.json in the workspac
 from __future__ import annotations
 
 import json
-import statistics
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
@@ -16,6 +15,8 @@ from typing import Any
 import trio
 
 from zeroclaw.bus import AgentBus, Message, Outcome
+
+from ._harness import p50_p99
 
 
 def write_result(workspace: Path, name: str, data: Any) -> None:
@@ -81,12 +82,7 @@ async def pingpong(bus: AgentBus, plan: dict[str, Any], workspace: Path) -> None
         outcome = await bus.send(plan["to"], plan["channel"], "x" * 200, kind="probe")
         rtts.append((time.perf_counter() - started) * 1000)
         assert outcome.delivered, outcome
-    rtts.sort()
-    write_result(
-        workspace,
-        "result.json",
-        {"p50": statistics.median(rtts), "p99": rtts[int(len(rtts) * 0.99) - 1]},
-    )
+    write_result(workspace, "result.json", p50_p99(rtts))
 
 
 async def memwrite(bus: AgentBus, plan: dict[str, Any], workspace: Path) -> None:

@@ -3,22 +3,16 @@ and the agent process (offline provider), beside the raw relay round trip."""
 
 from __future__ import annotations
 
-import statistics
 import time
 
 from zeroclaw.control import Chat, ControlSession
 
 from ._daemon import ReadyDaemon
-from ._harness import Result, result
+from ._harness import Result, p50_p99, result
 from .bench_router import _raw_latency
 
 TURNS = 500
 WARMUP = 20
-
-
-def _percentile(samples: list[float], q: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def _turns(text: str) -> tuple[float, float]:
@@ -36,7 +30,8 @@ def _turns(text: str) -> tuple[float, float]:
                     samples.append((time.perf_counter() - started) * 1000)
     finally:
         daemon.close()
-    return statistics.median(samples), _percentile(samples, 0.99)
+    latency = p50_p99(samples)
+    return latency["p50"], latency["p99"]
 
 
 def run() -> list[Result]:

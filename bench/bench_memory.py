@@ -13,7 +13,7 @@ import lmdb
 
 from zeroclaw.memory import MemoryStore, OperatorScope, Scope, WriteOp
 
-from ._harness import Result, result
+from ._harness import Result, p50_p99, result
 from .bench_router import _run_daemon_plan
 
 WRITERS = 8
@@ -77,7 +77,6 @@ def _recall_latency() -> tuple[float, float, float]:
             t = time.perf_counter()
             store.recall(scope, query, limit=10)
             samples.append((time.perf_counter() - t) * 1000)
-        samples.sort()
         records = list(store.export(OperatorScope(), "bench"))
         scans = []
         for query in queries[:5]:
@@ -86,11 +85,8 @@ def _recall_latency() -> tuple[float, float, float]:
             hits = [r for r in records if words & set(r.content.split())]
             hits.sort(key=lambda r: -len(words & set(r.content.split())))
             scans.append((time.perf_counter() - t) * 1000)
-        return (
-            statistics.median(samples),
-            samples[int(len(samples) * 0.99) - 1],
-            statistics.median(scans),
-        )
+        latency = p50_p99(samples)
+        return latency["p50"], latency["p99"], statistics.median(scans)
     finally:
         store.close()
         shutil.rmtree(root, ignore_errors=True)

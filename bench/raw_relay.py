@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import contextlib
 import json
-import statistics
 import sys
 import time
 
 import zmq
+
+from bench._harness import p50_p99
 
 
 def relay(endpoint: str) -> None:
@@ -89,8 +90,7 @@ def ping(endpoint: str, count: int, size: int) -> None:
         sock.send_multipart([b"echo", payload])
         sock.recv_multipart()
         rtts.append((time.perf_counter() - started) * 1000)
-    rtts.sort()
-    print(json.dumps({"p50": statistics.median(rtts), "p99": rtts[int(len(rtts) * 0.99) - 1]}))
+    print(json.dumps(p50_p99(rtts)))
 
 
 if __name__ == "__main__":
