@@ -327,41 +327,44 @@ class Router:
         everything else does: unknown, unavailable, on-demand start, ack or timeout.
         """
         self._injected[message.id] = on_outcome
-        dest = message.to
-        if dest not in self.policy.enabled:
-            self._refuse(INTERNAL, message.id, "unknown_agent", f"no enabled agent {dest!r}")
-        elif dest in self.connected:
-            self._forward(INTERNAL, message)
-        elif dest in self._on_demand and self._queue_for_start(INTERNAL, message):
-            pass
+        if message.to not in self.policy.enabled:
+            self._refuse(INTERNAL, message.id, "unknown_agent", f"no enabled agent {message.to!r}")
         else:
-            self._refuse(INTERNAL, message.id, "unavailable", f"agent {dest!r} is not running")
+            self._deliver(INTERNAL, message)
 
     def _route(self, sender: str, message: Message) -> None:
         dest = message.to
         policy = self.policy
-        if not message.channel and dest in policy.agents:
-            # No channel named: the first channel on which a group lists both, if any.
-            decision = policy.decide(sender, dest)
-            if not decision.allowed:
-                self._refuse(sender, message.id, "not_peers", decision.reason)
-                return
-            assert decision.channel is not None
-            message = msgspec.structs.replace(message, channel=decision.channel)
         if dest not in policy.agents:
             self._refuse(sender, message.id, "unknown_agent", f"no agent {dest!r}")
-        elif not policy.allowed(sender, dest, message.channel):
-            reason = policy.decide(sender, dest, message.channel).reason
-            log.info(
-                "refused %s -> %s on %s: %s",
-                sender,
-                dest,
-                message.channel,
-                reason,
-                extra={"from": sender, "to": dest, "channel": message.channel},
-            )
-            self._refuse(sender, message.id, "not_peers", reason)
-        elif dest in self.connected:
+            return
+        if message.channel:
+            if policy.allowed(sender, dest, message.channel):  # the hot path: a set lookup
+                self._deliver(sender, message)
+                return
+            decision = policy.decide(sender, dest, message.channel)
+        else:
+            # No channel named: the first channel on which a group lists both, if any.
+            decision = policy.decide(sender, dest)
+            if decision.allowed:
+                assert decision.channel is not None
+                self._deliver(sender, msgspec.structs.replace(message, channel=decision.channel))
+                return
+        log.info(
+            "refused %s -> %s on %s: %s",
+            sender,
+            dest,
+            message.channel or "any channel",
+            decision.reason,
+            extra={"from": sender, "to": dest, "channel": message.channel},
+        )
+        self._refuse(sender, message.id, "not_peers", decision.reason)
+
+    def _deliver(self, sender: str, message: Message) -> None:
+        """An allowed message: to its running destination, queued while an on-demand
+        destination starts, or refused `unavailable`."""
+        dest = message.to
+        if dest in self.connected:
             self._forward(sender, message)
         elif dest in self._on_demand and self._queue_for_start(sender, message):
             pass
@@ -402,9 +405,9 @@ class Router:
         log.info("agent %s joined the bus", alias, extra={"alias": alias, "pid": pid})
         for _, sender, message in self._pending_start.pop(alias, deque()):
             if sender == INTERNAL:
-                self.inject(message, self._injected.pop(message.id))
+                self._deliver(sender, message)  # its outcome callback is still registered
             else:
-                self._route(sender, message)
+                self._route(sender, message)  # the peer policy again: a reload may have come
         self.on_hello(alias, pid)
 
     def _on_ack(self, dest: str, rids: tuple[int, ...]) -> None:
