@@ -108,35 +108,23 @@ class ControlServer:
     async def _connection(self, conn: trio.socket.SocketType) -> None:
         stream = trio.SocketStream(conn)
         async with stream:
+            replies = _Replies(stream)
             uid = peer_uid(conn)
             if uid not in self._allowed_uids:
                 self.refused_peers += 1
                 log.warning("control connection from uid %d refused", uid, extra={"peer_uid": uid})
-                await self._try_send(stream, error_reply("forbidden", "peer uid not allowed"))
+                await replies.try_send(error_reply("forbidden", "peer uid not allowed"))
                 return
             if self._slots.available_tokens == 0:
-                await self._try_send(stream, error_reply("busy", "too many control connections"))
+                await replies.try_send(error_reply("busy", "too many control connections"))
                 return
             async with self._slots:
-                await self._serve_requests(stream)
+                await self._serve_requests(stream, replies)
 
-    async def _serve_requests(self, stream: trio.SocketStream) -> None:
-        send_lock = trio.Lock()
-
-        async def send(reply: Reply) -> None:
-            async with send_lock:
-                await stream.send_all(encode_frame(encode(reply)))
-
-        async def try_send(reply: Reply) -> bool:
-            try:
-                await send(reply)
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                return False
-            return True
-
+    async def _serve_requests(self, stream: trio.SocketStream, replies: _Replies) -> None:
         requests, inbox = trio.open_memory_channel[AnyRequest](16)
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._read_requests, stream, requests, try_send)
+            nursery.start_soon(self._read_requests, stream, requests, replies.try_send)
             while True:
                 try:
                     with trio.fail_after(IDLE_TIMEOUT_SECS):
@@ -144,13 +132,13 @@ class ControlServer:
                 except (trio.TooSlowError, trio.EndOfChannel):
                     break
                 try:
-                    reply = await self.handler(request, Exchange(send, inbox))
+                    reply = await self.handler(request, Exchange(replies.send, inbox))
                 except (trio.BrokenResourceError, trio.ClosedResourceError):
                     break  # the client went away while we streamed to it
                 except Exception as exc:  # a bug must not take the control socket down
                     log.exception("control handler failed on %s", type(request).__name__)
                     reply = error_reply("internal", f"{type(exc).__name__}: {exc}")
-                if not await try_send(reply):
+                if not await replies.try_send(reply):
                     break
             nursery.cancel_scope.cancel()
 
@@ -181,10 +169,22 @@ class ControlServer:
                         return
                     await requests.send(request)
 
-    @staticmethod
-    async def _try_send(stream: trio.SocketStream, reply: Reply) -> bool:
+
+class _Replies:
+    """Replies on one connection. Locked: the request reader and a handler may both answer."""
+
+    def __init__(self, stream: trio.SocketStream) -> None:
+        self._stream = stream
+        self._lock = trio.Lock()
+
+    async def send(self, reply: Reply) -> None:
+        async with self._lock:
+            await self._stream.send_all(encode_frame(encode(reply)))
+
+    async def try_send(self, reply: Reply) -> bool:
+        """Send unless the client has gone; False when it has."""
         try:
-            await stream.send_all(encode_frame(encode(reply)))
+            await self.send(reply)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             return False
         return True
