@@ -1,4 +1,5 @@
-"""prctl(2) for the few Linux process attributes we rely on: death signal and subreaper."""
+"""prctl(2) for the few Linux process attributes we rely on: death signal, subreaper, and
+no-new-privileges (which Landlock requires)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import signal
 
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
+PR_SET_NO_NEW_PRIVS = 38
 
 _libc = ctypes.CDLL(None, use_errno=True)
 

@@ -17,13 +17,14 @@ import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from .._prctl import PR_SET_NO_NEW_PRIVS, prctl
+
 # Syscall numbers are the same on x86_64 and aarch64 (the generic table).
 SYS_CREATE_RULESET = 444
 SYS_ADD_RULE = 445
 SYS_RESTRICT_SELF = 446
 CREATE_RULESET_VERSION = 1 << 0
 RULE_PATH_BENEATH = 1
-PR_SET_NO_NEW_PRIVS = 38
 
 EXECUTE = 1 << 0
 WRITE_FILE = 1 << 1
@@ -139,9 +140,10 @@ def apply_sandbox(plan: SandboxPlan) -> int:
                     )
             finally:
                 os.close(fd)
-        if _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
-            err = ctypes.get_errno()
-            raise SandboxUnavailable(f"PR_SET_NO_NEW_PRIVS failed: {os.strerror(err)}")
+        try:
+            prctl(PR_SET_NO_NEW_PRIVS, 1)
+        except OSError as exc:
+            raise SandboxUnavailable(f"PR_SET_NO_NEW_PRIVS failed: {exc.strerror}") from None
         if _libc.syscall(SYS_RESTRICT_SELF, ruleset, 0) < 0:
             err = ctypes.get_errno()
             raise SandboxUnavailable(f"landlock_restrict_self failed: {os.strerror(err)}")
