@@ -18,16 +18,27 @@ import trio
 from ..config import Config, daemon_paths
 from ..control import MemoryCommand
 from ..memory import (
+    MAX_LIMIT,
     MemoryLock,
     MemoryLocked,
     MemoryService,
     MemoryServiceError,
     MemoryStore,
+    StoreCorrupt,
     memory_grants,
     operator_request,
 )
 from ._app import cli
-from ._common import EXIT_FAILED, EXIT_NO_DAEMON, EXIT_USAGE, CliError, emit_json, state, wants_json
+from ._common import (
+    EXIT_FAILED,
+    EXIT_NO_DAEMON,
+    EXIT_USAGE,
+    CliError,
+    emit_json,
+    finite,
+    state,
+    wants_json,
+)
 from .daemon_cmd import call
 
 _USAGE_CODES = {"unknown_agent", "bad_request"}
@@ -70,7 +81,12 @@ def with_memory(config: Config, job: Callable[[MemoryService], Awaitable[T]]) ->
 
     try:
         with MemoryLock(paths.state_dir / "memory.lock", timeout=5):
-            store = MemoryStore(paths.state_dir / "memory", map_size=config.daemon.memory_map_size)
+            try:
+                store = MemoryStore.open_verified(
+                    paths.state_dir / "memory", map_size=config.daemon.memory_map_size
+                )
+            except StoreCorrupt as exc:
+                raise CliError(str(exc), EXIT_FAILED) from None
             try:
                 outcome = trio.run(go, store)
             finally:
@@ -155,9 +171,9 @@ def get_cmd(key: str, agent: str | None, as_json: bool) -> None:
 
 @memory_group.command("list")
 @click.option("--category")
-@click.option("--limit", type=int, default=50, show_default=True)
-@click.option("--since", type=float, help="Unix time.")
-@click.option("--until", type=float, help="Unix time.")
+@click.option("--limit", type=click.IntRange(1, MAX_LIMIT), default=50, show_default=True)
+@click.option("--since", type=float, callback=finite, help="Unix time.")
+@click.option("--until", type=float, callback=finite, help="Unix time.")
 @click.option("--before", metavar="ID", help="Page: records older than this id.")
 @agent_option
 @json_flag
@@ -187,7 +203,7 @@ def list_cmd(
 
 @memory_group.command("recall")
 @click.argument("query")
-@click.option("--limit", type=int, default=10, show_default=True)
+@click.option("--limit", type=click.IntRange(1, MAX_LIMIT), default=10, show_default=True)
 @agent_option
 @json_flag
 def recall_cmd(query: str, limit: int, agent: str | None, as_json: bool) -> None:

@@ -2,7 +2,7 @@
 
 from ._lock import MemoryLock, MemoryLocked
 from ._records import CORE_CATEGORIES, Record, Turn, new_id
-from ._service import MemoryService, MemoryServiceError, memory_grants, operator_request
+from ._service import MAX_LIMIT, MemoryService, MemoryServiceError, memory_grants, operator_request
 from ._store import (
     MemoryInputError,
     MemoryStore,
@@ -10,12 +10,14 @@ from ._store import (
     RecallHit,
     Scope,
     ScopeError,
+    StoreCorrupt,
     WriteOp,
 )
 from ._text import tokenize
 
 __all__ = [
     "CORE_CATEGORIES",
+    "MAX_LIMIT",
     "MemoryInputError",
     "MemoryLock",
     "MemoryLocked",
@@ -27,6 +29,7 @@ __all__ = [
     "Record",
     "Scope",
     "ScopeError",
+    "StoreCorrupt",
     "Turn",
     "WriteOp",
     "memory_grants",

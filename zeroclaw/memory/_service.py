@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -28,12 +29,14 @@ from ._store import (
     RecallHit,
     Scope,
     ScopeError,
+    StoreCorrupt,
     WriteOp,
 )
 
 log = logging.getLogger("zeroclaw.memory")
 
 MAX_BATCH = 1024
+MAX_LIMIT = 1000  # records or hits one list/recall returns
 QUEUE_LIMIT = 10_000
 WRITE_OPS = frozenset({"store", "forget", "append_turn", "append_turns"})
 READ_OPS = frozenset({"get", "list", "recall", "session", "stats", "export"})
@@ -249,6 +252,10 @@ class MemoryService:
                 return {"purged": await self._purge(scope, agent)}
         except ScopeError as exc:
             raise MemoryServiceError("forbidden", str(exc)) from None
+        except (lmdb.Error, StoreCorrupt) as exc:
+            # A page damaged after the open-time check: this request fails, the daemon lives.
+            log.error("memory %s failed on the store: %s", op, exc)
+            raise MemoryServiceError("storage_error", f"the memory store failed: {exc}") from None
         except (MemoryInputError, TypeError, ValueError) as exc:
             raise MemoryServiceError("bad_request", str(exc)) from None
         raise MemoryServiceError("bad_request", f"unknown memory operation {op!r}")
@@ -273,13 +280,17 @@ def _opt_float(args: dict[str, Any], name: str) -> float | None:
         return None
     if not isinstance(value, int | float) or isinstance(value, bool):
         raise MemoryServiceError("bad_request", f"{name!r} must be a number")
+    if not math.isfinite(value):
+        raise MemoryServiceError("bad_request", f"{name!r} must be a finite number")
     return float(value)
 
 
 def _limit(args: dict[str, Any], default: int = 50) -> int:
     value = args.get("limit", default)
-    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 1000:
-        raise MemoryServiceError("bad_request", "'limit' must be an integer from 1 to 1000")
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_LIMIT:
+        raise MemoryServiceError(
+            "bad_request", f"'limit' must be an integer from 1 to {MAX_LIMIT}"
+        )
     return value
 
 

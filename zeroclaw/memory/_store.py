@@ -71,10 +71,47 @@ _open_paths: set[str] = set()
 _open_lock = threading.Lock()
 
 
+class StoreCorrupt(RuntimeError):
+    """The store on disk is damaged (truncated, emptied, a bad page). Never opened half-way:
+    reading it through the map could SIGBUS the process or return garbage."""
+
+    def __init__(self, path: Path, problem: str) -> None:
+        self.path = path
+        self.problem = problem
+        super().__init__(
+            f"memory store {path} is damaged: {problem}. Stop the daemon, move the directory "
+            f"aside (mv {path} {path}.damaged) and start again with an empty store, or put "
+            "back a copy from your backups"
+        )
+
+
+def data_file_problem(data: Path, page_size: int) -> str | None:
+    """What is wrong with data.mdb before LMDB maps it (pure but for one stat)."""
+    try:
+        size = data.stat().st_size
+    except FileNotFoundError:
+        return None  # a new store: LMDB creates it
+    if size == 0:
+        # LMDB would silently start an empty store over it: all memory gone without a word.
+        return "data.mdb is empty (zero bytes)"
+    if size < 2 * page_size:
+        return f"data.mdb is {size} bytes, shorter than its two header pages"
+    return None
+
+
+def committed_size_problem(env: Any, data: Path) -> str | None:
+    psize = int(env.stat()["psize"])
+    needed = (int(env.info()["last_pgno"]) + 1) * psize
+    size = data.stat().st_size
+    if size < needed:
+        return f"data.mdb is {size} bytes but its last commit uses {needed} (it was truncated)"
+    return None
+
+
 def _must(value: bytes | None) -> bytes:
     """Index entries always point at a record; a dangling one is corruption, said loudly."""
     if value is None:
-        raise RuntimeError("memory index points at a missing record (corrupt store?)")
+        raise StoreCorrupt(Path("memory"), "an index entry points at a missing record")
     return value
 
 
@@ -138,22 +175,58 @@ class MemoryStore:
                 raise RuntimeError(f"{self.path} is already open in this process")
             _open_paths.add(key)
         self._key = key
-        self.path.mkdir(mode=0o700, parents=True, exist_ok=True)
-        self.env = lmdb.open(
-            str(self.path),
-            map_size=map_size,
-            max_dbs=MAX_DBS,
-            max_readers=MAX_READERS,
-            subdir=True,
-            sync=True,
-            metasync=True,
-            lock=True,
-        )
-        self.stale_readers_cleared = self.env.reader_check()
+        try:
+            self.path.mkdir(mode=0o700, parents=True, exist_ok=True)
+            problem = data_file_problem(self.path / "data.mdb", os.sysconf("SC_PAGE_SIZE"))
+            if problem is not None:
+                raise StoreCorrupt(self.path, problem)
+            try:
+                self.env = lmdb.open(
+                    str(self.path),
+                    map_size=map_size,
+                    max_dbs=MAX_DBS,
+                    max_readers=MAX_READERS,
+                    subdir=True,
+                    sync=True,
+                    metasync=True,
+                    lock=True,
+                )
+            except lmdb.Error as exc:  # not an LMDB file, a version mismatch, a bad header
+                raise StoreCorrupt(self.path, f"LMDB cannot open it ({exc})") from None
+        except BaseException:
+            with _open_lock:
+                _open_paths.discard(key)
+            raise
         self._dbs: dict[tuple[str, str], Any] = {}
         self._dbs_lock = threading.Lock()
         self.pid = os.getpid()
-        self.reindexed = self._check_format()
+        try:
+            self._check_integrity()
+            self.stale_readers_cleared = self.env.reader_check()
+            self.reindexed = self._check_format()
+        except lmdb.Error as exc:
+            self.close()
+            raise StoreCorrupt(self.path, f"a page cannot be read ({exc})") from None
+        except StoreCorrupt:
+            self.close()
+            raise
+
+    def _check_integrity(self) -> None:
+        """Before any read through the map: the file must hold every page the last commit
+        uses, since a read past its end SIGBUSes the process. Pages are checked in a child
+        by `open_verified` (LMDB aborts the process on some damaged pages)."""
+        problem = committed_size_problem(self.env, self.path / "data.mdb")
+        if problem is not None:
+            raise StoreCorrupt(self.path, problem)
+
+    @classmethod
+    def open_verified(cls, path: Path, map_size: int = DEFAULT_MAP_SIZE) -> MemoryStore:
+        """Open after every page was read once in a child process (`_verify`): a damaged
+        store is a StoreCorrupt here, never a crash of the daemon at its first read."""
+        from ._verify import verify_in_child  # a child process: only the openers need it
+
+        verify_in_child(Path(path))
+        return cls(path, map_size)
 
     def _check_format(self) -> int:
         """Refuse a store written by a newer zeroclaw; rebuild an older one's indexes.

@@ -44,6 +44,7 @@ from ..memory import (
     MemoryService,
     MemoryServiceError,
     MemoryStore,
+    StoreCorrupt,
     memory_grants,
     operator_request,
 )
@@ -114,7 +115,16 @@ def run_daemon(config_path: Path, env: Mapping[str, str] | None = None) -> int:
     )
     # Opened after the zygote exists (which is exec'd, not forked) and never forked after:
     # an LMDB environment must not cross a fork.
-    store = MemoryStore(paths.state_dir / "memory", map_size=config.daemon.memory_map_size)
+    try:
+        store = MemoryStore.open_verified(
+            paths.state_dir / "memory", map_size=config.daemon.memory_map_size
+        )
+    except StoreCorrupt as exc:
+        zygote_sock.close()  # EOF: the zygote exits
+        zygote.wait()
+        memory_lock.release()
+        lock.release()
+        raise DaemonError(str(exc), 1) from None
     if store.reindexed:
         log.warning(
             "memory store upgraded to the current format: reindexed %d namespaces", store.reindexed
