@@ -127,7 +127,7 @@ def run_plan_or_agent(spec: Any, link_fd: int, plans: Mapping[str, Plan]) -> int
         return agent_main(spec, link_fd)
     plan = json.loads(plan_file.read_text())
 
-    def start(bus: AgentBus, nursery: trio.Nursery) -> None:
+    def start(bus: AgentBus, nursery: trio.Nursery, _link: Any) -> None:
         nursery.start_soon(plans[plan["do"]], bus, plan, workspace)
 
     return int(trio.run(lambda: serve_agent(spec, link_fd, on_bus=start)))

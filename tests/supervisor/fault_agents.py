@@ -32,6 +32,8 @@ def main(spec: AgentSpec, link_fd: int) -> int:
     workspace = Path(spec.workspace)
     if alias.startswith("crash"):
         return 3
+    if alias.startswith("raise"):
+        raise RuntimeError("the disk is on fire")
     if alias.startswith("stubborn"):
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         child = subprocess.Popen(["sleep", "1000"])

@@ -318,3 +318,75 @@ def test_reload_clears_fatal(root: Path, daemons: DaemonFactory) -> None:
         lambda s: next(a for a in s["agents"] if a["alias"] == "crashy")["since"] > fatal_since
     )
     assert "(operator start)" in daemon.log()
+
+
+def test_on_demand_agent_is_not_stopped_mid_turn(root: Path, daemons: DaemonFactory) -> None:
+    """Defect: an on-demand agent was stopped `idle_stop_secs` after it started, even in
+    the middle of a turn. Held busy by a 5 s command it finishes the turn; idle, it stops."""
+    doc = make_config(
+        root,
+        {"lazy": agent_entry(runtime_profile="lazy", risk_profile="free")},
+        extra_profiles={"lazy": {"activation": "on-demand", "idle_stop_secs": 2.0}},
+    )
+    doc["risk_profiles"]["free"] = {
+        "level": "supervised",
+        "allowed_commands": ["sleep"],
+        "require_approval_for_medium_risk": False,
+    }
+    daemon = daemons(doc, faults=False).start()
+    result = daemon.cli("--agent", "lazy", "chat", "-m", "run sleep 5", "--json", timeout=60)
+    assert result.returncode == 0, result.stderr + daemon.log()
+    turn = json.loads(result.stdout)
+    assert turn["tool_calls"][0]["ok"] is True, turn
+    assert "idle for 2s" not in daemon.log()  # not stopped while the command ran
+    pid = daemon.agent("lazy")["pid"]
+    daemon.wait_for(
+        lambda s: next(a for a in s["agents"] if a["alias"] == "lazy")["state"] == "stopped",
+        timeout=15,
+    )
+    assert wait_gone([pid], 2) == []
+    assert "idle for 2s" in daemon.log()
+
+
+def test_agent_that_cannot_start_is_fatal_at_once_with_its_reason(
+    root: Path, daemons: DaemonFactory
+) -> None:
+    """Defect: exit 78 (a provider key variable unset) went through the whole backoff before
+    it was fatal, and the reason was only in the log."""
+    doc = make_config(
+        root,
+        {"alpha": agent_entry(), "keyless": agent_entry(model_provider="openai.remote")},
+        restart={
+            "max_restarts": 5,
+            "window_secs": 60,
+            "backoff_initial_secs": 5,
+            "backoff_max_secs": 30,
+            "stable_after_secs": 1,
+        },
+    )
+    doc["providers"]["openai"] = {
+        "remote": {
+            "base_url": "http://127.0.0.1:9/v1",
+            "model": "m",
+            "api_key_env": "ZC_TEST_KEY_THAT_IS_NOT_SET",
+        }
+    }
+    assert "ZC_TEST_KEY_THAT_IS_NOT_SET" not in os.environ
+    daemon = daemons(doc, faults=False).start()  # READY waits for the fatal agent to settle
+    agent = daemon.agent("keyless")
+    assert agent["state"] == "fatal", agent
+    assert agent["restarts"] == 0  # no backoff was spent on it
+    assert "ZC_TEST_KEY_THAT_IS_NOT_SET" in (agent["last_error"] or ""), agent
+    text = daemon.cli("status")
+    assert "ZC_TEST_KEY_THAT_IS_NOT_SET" in text.stdout, text.stdout
+    assert daemon.agent("alpha")["state"] == "running"
+
+
+def test_status_shows_the_last_error_line_of_a_crashing_agent(
+    root: Path, daemons: DaemonFactory
+) -> None:
+    daemon = daemons(make_config(root, {"raiser": agent_entry()})).start()
+    agent = daemon.agent("raiser")
+    assert agent["state"] == "fatal" and agent["last_exit"] == "exit code 70"
+    assert agent["last_error"] == "crashed: RuntimeError: the disk is on fire"
+    assert "raiser: crashed: RuntimeError: the disk is on fire" in daemon.cli("status").stdout

@@ -2,6 +2,8 @@
 
 from ._link import (
     MAX_LINK_FRAME,
+    Busy,
+    Fatal,
     Keys,
     LinkMessage,
     Neighbours,
@@ -12,14 +14,17 @@ from ._link import (
     decode_link,
     encode_link,
 )
-from ._process import agent_main, serve_agent
+from ._process import LinkSender, agent_main, say_fatal, serve_agent
 from ._spec import AgentSpec
 
 __all__ = [
     "MAX_LINK_FRAME",
     "AgentSpec",
+    "Busy",
+    "Fatal",
     "Keys",
     "LinkMessage",
+    "LinkSender",
     "Neighbours",
     "Ping",
     "Pong",
@@ -28,5 +33,6 @@ __all__ = [
     "agent_main",
     "decode_link",
     "encode_link",
+    "say_fatal",
     "serve_agent",
 ]

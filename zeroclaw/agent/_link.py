@@ -1,8 +1,10 @@
 """The private link between the daemon and one agent process (an inherited socketpair).
 
 Daemon → agent: Keys first (this start's bus credentials: never argv, never environment),
-then Ping, Neighbours and ProbeCommand. Agent → daemon: Pong, ProbeResult. The daemon
-closing the link means "stop". Framed like the control socket: 4-byte length, then msgpack.
+then Ping, Neighbours and ProbeCommand. Agent → daemon: Pong, ProbeResult, Busy (its count
+of running turns changed: an on-demand agent is never idle-stopped mid-turn) and Fatal (why
+it cannot start, written just before it exits with EX_CONFIG). The daemon closing the link
+means "stop". Framed like the control socket: 4-byte length, then msgpack.
 """
 
 from __future__ import annotations
@@ -47,7 +49,15 @@ class ProbeResult(msgspec.Struct, tag="probe_result", frozen=True):
     rtt_ms: float
 
 
-LinkMessage = Keys | Ping | Pong | Neighbours | ProbeCommand | ProbeResult
+class Busy(msgspec.Struct, tag="busy", frozen=True):
+    turns: int
+
+
+class Fatal(msgspec.Struct, tag="fatal", frozen=True):
+    reason: str
+
+
+LinkMessage = Keys | Ping | Pong | Neighbours | ProbeCommand | ProbeResult | Busy | Fatal
 
 _encoder = msgspec.msgpack.Encoder()
 _decoder = msgspec.msgpack.Decoder(LinkMessage)

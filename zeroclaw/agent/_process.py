@@ -6,6 +6,7 @@ agent's work (see `_runtime`).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import os
@@ -24,7 +25,10 @@ from ..policy import SandboxUnavailable, apply_sandbox, plan_for
 from ..providers import ProviderError, make_provider
 from ._link import (
     MAX_LINK_FRAME,
+    Busy,
+    Fatal,
     Keys,
+    LinkMessage,
     Neighbours,
     Ping,
     Pong,
@@ -40,7 +44,33 @@ from ._turn import TurnEngine
 log = logging.getLogger("zeroclaw.agent")
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
-BusHook = Callable[[AgentBus, trio.Nursery], None]
+
+
+class LinkSender:
+    """Frames to the daemon on the private link, one at a time (several tasks send)."""
+
+    def __init__(self, stream: trio.SocketStream) -> None:
+        self._stream = stream
+        self._lock = trio.Lock()
+
+    async def send(self, message: LinkMessage) -> None:
+        async with self._lock:
+            await self._stream.send_all(encode_frame(encode_link(message)))
+
+    async def report_busy(self, turns: int) -> None:
+        """Tell the daemon how many turns run: an on-demand agent is not idle while > 0."""
+        with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+            await self.send(Busy(turns))
+
+
+BusHook = Callable[[AgentBus, trio.Nursery, LinkSender], None]
+
+
+def say_fatal(link_fd: int, reason: str) -> None:
+    """Before exiting with EX_CONFIG: the reason, on the link, for the operator's `status`.
+    Blocking and best effort (the daemon may be gone); the frame is small."""
+    with contextlib.suppress(OSError):
+        os.write(link_fd, encode_frame(encode_link(Fatal(reason))))
 
 
 def agent_main(spec: AgentSpec, link_fd: int) -> int:
@@ -51,15 +81,16 @@ def agent_main(spec: AgentSpec, link_fd: int) -> int:
         provider = make_provider(spec.provider, spec.provider_config, env)
     except ProviderError as exc:
         log.error("agent %s cannot start: %s", spec.alias, exc)
+        say_fatal(link_fd, str(exc))
         return EX_CONFIG
 
     engines: list[TurnEngine] = []  # the one engine, once the bus is up
 
-    def start_runtime(bus: AgentBus, nursery: trio.Nursery) -> None:
+    def start_runtime(bus: AgentBus, nursery: trio.Nursery, link: LinkSender) -> None:
         reach = BusReach(bus)
         engine = TurnEngine(spec, reach, provider, agent_env=env)
         engines.append(engine)
-        nursery.start_soon(AgentRuntime(bus, engine, reach).run)
+        nursery.start_soon(AgentRuntime(bus, engine, reach, on_busy=link.report_busy).run)
 
     def neighbours(workspaces: tuple[str, ...]) -> None:
         for engine in engines:
@@ -91,20 +122,25 @@ async def serve_agent(
     if keys is None:
         log.error("agent %s: the daemon closed the link before sending keys", spec.alias)
         return 1
-    if not confine(spec):
+    problem = confine(spec)
+    if problem is not None:
+        say_fatal(link_fd, problem)
         return EX_CONFIG
     bus = AgentBus(
         BusCredentials(
             spec.alias, keys.endpoint, keys.server_public, keys.public, keys.secret, keys.max_frame
         )
     )
+    sender = LinkSender(link)
     receiver = trio.open_signal_receiver(*stop_signals) if stop_signals else nullcontext()
     with receiver as signals:
         async with trio.open_nursery() as nursery:
             await nursery.start(bus.run)
             if on_bus is not None:
-                on_bus(bus, nursery)
-            nursery.start_soon(_serve_link, link, decoder, bus, nursery.cancel_scope, on_neighbours)
+                on_bus(bus, nursery, sender)
+            nursery.start_soon(
+                _serve_link, link, sender, decoder, bus, nursery.cancel_scope, on_neighbours
+            )
             if signals is not None:
                 nursery.start_soon(_stop_on_signal, signals, nursery.cancel_scope, spec.alias)
     await link.aclose()
@@ -114,22 +150,23 @@ async def serve_agent(
 EX_CONFIG = 78  # sysexits: a configuration the machine cannot honour
 
 
-def confine(spec: AgentSpec) -> bool:
-    """Apply the OS sandbox the risk profile asks for; False if it is required and missing."""
+def confine(spec: AgentSpec) -> str | None:
+    """Apply the OS sandbox the risk profile asks for; the problem if it is required and
+    cannot be had."""
     mode = str(spec.risk.get("sandbox", "auto"))
     if mode == "none":
-        return True
+        return None
     grants = [(path, grant) for path, grant in spec.access.values()]
     try:
         abi = apply_sandbox(plan_for(spec.workspace, grants))
     except SandboxUnavailable as exc:
         if mode == "landlock":
             log.error('agent %s: sandbox = "landlock" but %s', spec.alias, exc)
-            return False
+            return f'sandbox = "landlock" but {exc}'
         log.warning("agent %s: no OS sandbox (%s); tool checks still apply", spec.alias, exc)
-        return True
+        return None
     log.debug("agent %s: Landlock ABI %d applied", spec.alias, abi)
-    return True
+    return None
 
 
 async def _read_keys(link: trio.SocketStream, decoder: FrameDecoder) -> Keys | None:
@@ -150,16 +187,13 @@ async def _stop_on_signal(signals: AsyncIterator[int], scope: trio.CancelScope, 
 
 async def _serve_link(
     link: trio.SocketStream,
+    sender: LinkSender,
     decoder: FrameDecoder,
     bus: AgentBus,
     scope: trio.CancelScope,
     on_neighbours: Callable[[tuple[str, ...]], None] | None,
 ) -> None:
-    send_lock = trio.Lock()
-
-    async def send(message: Pong | ProbeResult) -> None:
-        async with send_lock:
-            await link.send_all(encode_frame(encode_link(message)))
+    send = sender.send
 
     async def probe(command: ProbeCommand) -> None:
         started = time.perf_counter()

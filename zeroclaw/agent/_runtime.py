@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import trio
@@ -78,11 +79,24 @@ class BusReach:
             waiter[1].send_nowait(body)
 
 
+async def _nobody_told(turns: int) -> None:
+    return None
+
+
 class AgentRuntime:
-    def __init__(self, bus: AgentBus, engine: TurnEngine, reach: BusReach) -> None:
+    def __init__(
+        self,
+        bus: AgentBus,
+        engine: TurnEngine,
+        reach: BusReach,
+        *,
+        on_busy: Callable[[int], Awaitable[None]] = _nobody_told,
+    ) -> None:
         self.bus = bus
         self.engine = engine
         self.reach = reach
+        self.turns = 0  # chat and peer turns running now
+        self._on_busy = on_busy
         self.chats: dict[str, trio.CancelScope] = {}
         self._peer_slots = trio.CapacityLimiter(PEER_TURNS)
         self.peer_busy = 0  # asks answered "busy" (a peer asking faster than we answer)
@@ -108,7 +122,26 @@ class AgentRuntime:
             if scope is not None:
                 scope.cancel()
 
+    @contextlib.asynccontextmanager
+    async def _busy(self) -> AsyncIterator[None]:
+        """Count a running turn; the daemon hears of 0 <-> busy so that an on-demand agent
+        is never stopped as idle in the middle of one."""
+        self.turns += 1
+        if self.turns == 1:
+            await self._on_busy(1)
+        try:
+            yield
+        finally:
+            self.turns -= 1
+            if self.turns == 0:
+                with trio.CancelScope(shield=True):
+                    await self._on_busy(0)
+
     async def _chat_turn(self, message: Message, body: dict[str, Any]) -> None:
+        async with self._busy():
+            await self._run_chat_turn(message, body)
+
+    async def _run_chat_turn(self, message: Message, body: dict[str, Any]) -> None:
         turn = message.id
 
         def emit(event: dict[str, Any]) -> None:
@@ -155,6 +188,10 @@ class AgentRuntime:
             emit({"event": "done", **result.as_json()})
 
     async def _peer_turn(self, message: Message, body: dict[str, Any]) -> None:
+        async with self._busy():
+            await self._run_peer_turn(message, body)
+
+    async def _run_peer_turn(self, message: Message, body: dict[str, Any]) -> None:
         # Bounded: a peer that asks faster than this agent answers gets "busy", not an
         # ever-growing pile of turns (and of tasks and memory in this process).
         answer: dict[str, Any] = {"in_reply_to": message.id}

@@ -124,6 +124,8 @@ class Router:
         self.counters: Counter[str] = Counter()
         self.on_hello: HelloHook = lambda alias, pid: None
         self.request_start: StartHook = lambda alias: False
+        # Traffic to or from an on-demand agent: it is not idle.
+        self.on_traffic: Callable[[str], None] = lambda alias: None
         self.services: dict[str, ServiceHandler] = {}
         self.down_hooks: list[Callable[[str], None]] = []  # services told when an agent exits
         self._owner: SocketOwner | None = None
@@ -379,6 +381,12 @@ class Router:
         )
         self._order.append(rid)
         stamped = msgspec.structs.replace(message, from_=sender) if sender else message
+        on_demand = self._on_demand
+        if on_demand:
+            if message.to in on_demand:
+                self.on_traffic(message.to)
+            if sender in on_demand:
+                self.on_traffic(sender)
         assert self._owner is not None
         self._owner.send_nowait(
             [self._alias_rid[message.to], encode(Deliver(rid=rid, message=stamped))]

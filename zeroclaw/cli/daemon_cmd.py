@@ -101,9 +101,11 @@ def _agents_table(agents: list[dict[str, Any]]) -> str:
             )
         )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join(
+    table = "\n".join(
         "  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in rows
     )
+    errors = [f"  {a['alias']}: {a['last_error']}" for a in agents if a.get("last_error")]
+    return table + ("\nlast errors:\n" + "\n".join(errors) if errors else "")
 
 
 @cli.command("status")

@@ -1,14 +1,17 @@
-"""One trio task per agent: it owns the agent's Lifecycle and is the only one to change it.
+"""One trio task per agent: it feeds the agent's Lifecycle and carries out what it decides.
 
 Everything that happens to an agent (operator commands, process exit, readiness, a hung
-link) arrives in the runner's inbox and is handled in order, so there are no races
-between, say, a restart request and a crash. Timers (backoff, start timeout, stop grace,
-idle stop) are deadlines on the inbox wait.
+link, a change in how many turns it runs) arrives in the runner's inbox and is handled in
+order, so there are no races between, say, a restart request and a crash. Every decision,
+timers included, is the Lifecycle's (`_lifecycle`): the runner waits for its inbox until
+the machine's next deadline, feeds it the event or the deadline, and executes the actions
+it returns (spawn, signal, removed).
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import signal
@@ -16,7 +19,7 @@ import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 import msgspec
 import trio
@@ -24,6 +27,8 @@ import trio
 from ..agent import (
     MAX_LINK_FRAME,
     AgentSpec,
+    Busy,
+    Fatal,
     Keys,
     Neighbours,
     Ping,
@@ -36,7 +41,17 @@ from ..agent import (
 from ..bus import AgentKeys
 from ..config import RestartPolicy
 from ..control import FrameDecoder, FrameTooLarge, encode_frame, receive_frames
-from ._lifecycle import ExitStatus, Lifecycle, State, Transition
+from ._lifecycle import (
+    Action,
+    CommandKind,
+    ExitStatus,
+    Lifecycle,
+    Removed,
+    SignalGroup,
+    StartProcess,
+    Timers,
+    Transition,
+)
 from ._spec import agent_environment
 from ._zygote_client import SpawnError, ZygoteClient
 
@@ -48,12 +63,13 @@ log = logging.getLogger("zeroclaw.supervisor")
 START_TIMEOUT_SECS = 20.0  # from spawn to Ready; past it the start counts as a failure
 LIVENESS_INTERVAL_SECS = 5.0
 LIVENESS_TIMEOUT_SECS = 15.0  # no Pong for this long: the agent is hung and is killed
-SPAWN_FAILED = ExitStatus(code=127)
+MAX_ERROR_LINE = 500  # characters of an agent's last error line kept for `status`
+LAST_WORDS_SECS = 1.0  # after an exit, how long the link may still deliver the agent's error
 
 
 @dataclass(frozen=True)
 class Command:
-    kind: Literal["start", "stop", "restart", "remove"]
+    kind: CommandKind
     reason: str = ""
 
 
@@ -73,7 +89,23 @@ class ProcessHung:
     pid: int
 
 
-Event = Command | ProcessExited | ProcessReady | ProcessHung
+@dataclass(frozen=True)
+class ProcessBusy:
+    """The agent's count of running turns changed (sent over its link)."""
+
+    pid: int
+    turns: int
+
+
+@dataclass(frozen=True)
+class Reconfigure:
+    """A reload kept this agent running but changed its restart policy or stop grace."""
+
+    policy: RestartPolicy
+    grace_secs: float
+
+
+Event = Command | ProcessExited | ProcessReady | ProcessHung | ProcessBusy | Reconfigure
 
 
 class AgentRunner:
@@ -90,8 +122,10 @@ class AgentRunner:
         max_frame: int,
     ) -> None:
         self.spec = spec
-        self.lifecycle = Lifecycle(spec.alias, policy)
-        self.grace_secs = grace_secs
+        idle = spec.idle_stop_secs if spec.activation == "on-demand" else None
+        self.lifecycle = Lifecycle(
+            spec.alias, policy, Timers(grace_secs, START_TIMEOUT_SECS, idle)
+        )
         self._zygote = zygote
         self._daemon_env = daemon_env
         self._register_pid = register_pid
@@ -100,16 +134,14 @@ class AgentRunner:
         self.max_frame = max_frame
         self._link: trio.SocketStream | None = None
         self._link_lock = trio.Lock()
+        self._link_done: trio.Event | None = None  # set when the current link is read to EOF
+        self._last_words: str | None = None  # a Fatal line read from the current link
         self._probes: dict[int, trio.MemorySendChannel[ProbeResult]] = {}
         self._probe_seq = 0
         self._send, self._inbox = trio.open_memory_channel[Event](256)
         self._changed = trio.Event()
-        self._kill_at: float | None = None
-        self._start_deadline: float | None = None
-        self._restart_after_stop = False
-        self._removing = False
         self._link_scope: trio.CancelScope | None = None
-        self.last_activity = 0.0
+        self._traffic_at = 0.0  # newest traffic the router saw; fed to the machine lazily
         self.removed = trio.Event()
 
     @property
@@ -125,6 +157,11 @@ class AgentRunner:
             log.error("agent %s: inbox full; dropping %r", self.alias, event)
         except trio.ClosedResourceError:
             pass
+
+    def note_traffic(self) -> None:
+        """The router delivered to or from this agent. Cheap: called per message, read by
+        the machine only when its idle deadline comes."""
+        self._traffic_at = trio.current_time()
 
     async def wait_until(self, predicate: Callable[[Lifecycle], bool], wait_secs: float) -> bool:
         with trio.move_on_after(wait_secs):
@@ -143,9 +180,11 @@ class AgentRunner:
             "pid": lc.pid,
             "restarts": lc.restarts,
             "last_exit": lc.last_exit.describe() if lc.last_exit else None,
+            "last_error": lc.last_error,
             "since": round(time.time() - (now - lc.since), 3),
             "since_secs": round(now - lc.since, 3),
             "activation": self.spec.activation,
+            "busy_turns": lc.busy_turns,
             "next_start_in": round(lc.next_start_at - now, 3) if lc.next_start_at else None,
         }
 
@@ -155,118 +194,76 @@ class AgentRunner:
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             while not self.removed.is_set():
-                deadline = self._deadline()
                 event: Event | None = None
-                with trio.move_on_at(deadline):
+                with trio.move_on_at(self.lifecycle.next_deadline()):
                     event = await self._inbox.receive()
                 if event is None:
-                    await self._on_deadline()
+                    self.lifecycle.activity(self._traffic_at)
+                    await self._execute(self.lifecycle.on_deadline(trio.current_time()))
                 else:
-                    await self._handle(event)
+                    await self._execute(await self._feed(event))
             nursery.cancel_scope.cancel()
 
-    def _deadline(self) -> float:
-        lc = self.lifecycle
-        if lc.state == State.BACKOFF and lc.next_start_at is not None:
-            return lc.next_start_at
-        if lc.state == State.STOPPING and self._kill_at is not None:
-            return self._kill_at
-        if lc.state == State.STARTING and self._start_deadline is not None:
-            return self._start_deadline
-        if lc.state == State.RUNNING and self.spec.activation == "on-demand":
-            return self.last_activity + self.spec.idle_stop_secs
-        return float("inf")
-
-    async def _on_deadline(self) -> None:
+    async def _feed(self, event: Event) -> list[Action]:
+        """The event, given to the machine; what it decided."""
         lc = self.lifecycle
         now = trio.current_time()
-        if lc.due(now):
-            await self._start(operator=False)
-        elif lc.state == State.STOPPING and self._kill_at is not None and now >= self._kill_at:
-            log.warning(
-                "agent %s did not stop within %gs; killing its process group",
-                self.alias,
-                self.grace_secs,
-                extra={"alias": self.alias, "pid": lc.pid},
-            )
-            self._kill_at = None
-            self._signal_group(signal.SIGKILL)
-        elif (
-            lc.state == State.STARTING
-            and self._start_deadline is not None
-            and now >= self._start_deadline
-        ):
-            log.error(
-                "agent %s not ready within %gs; killing it",
-                self.alias,
-                START_TIMEOUT_SECS,
-                extra={"alias": self.alias, "pid": lc.pid},
-            )
-            self._start_deadline = None
-            self._signal_group(signal.SIGKILL)
-        elif lc.state == State.RUNNING and self.spec.activation == "on-demand":
-            self._stop(f"idle for {self.spec.idle_stop_secs:g}s")
-
-    async def _handle(self, event: Event) -> None:
-        lc = self.lifecycle
         if isinstance(event, Command):
-            if event.kind == "start":
-                if lc.state in (State.STOPPED, State.BACKOFF, State.FATAL):
-                    await self._start(operator=event.reason == "operator")
-                self.last_activity = trio.current_time()
-            elif event.kind == "stop":
-                self._restart_after_stop = False
-                self._stop(event.reason or "stop requested")
-            elif event.kind == "restart":
-                if lc.state in (State.STARTING, State.RUNNING, State.STOPPING) and lc.pid:
-                    self._restart_after_stop = True
-                    self._stop(event.reason or "restart requested")
-                else:
-                    if lc.state == State.STOPPING:
-                        self._restart_after_stop = True
-                    else:
-                        await self._start(operator=True)
-            elif event.kind == "remove":
-                self._removing = True
-                self._restart_after_stop = False
-                self._stop(event.reason or "removed from config")
-                if self.lifecycle.state == State.STOPPED:
-                    self.removed.set()
-        elif isinstance(event, ProcessExited):
+            operator = event.reason == "operator"
+            return lc.command(now, event.kind, "" if operator else event.reason, operator=operator)
+        if isinstance(event, ProcessExited):
             if event.pid != lc.pid:
-                return  # a stale report about an earlier process
+                return []
+            words = await self._read_last_words()
             self._end_link()
-            self._kill_at = None
-            self._start_deadline = None
-            self._emit(lc.exited(trio.current_time(), event.status))
-            if lc.state == State.STOPPED:
-                if self._removing:
-                    self.removed.set()
-                elif self._restart_after_stop:
-                    self._restart_after_stop = False
-                    await self._start(operator=True)
-        elif isinstance(event, ProcessReady):
-            if event.pid == lc.pid and lc.state == State.STARTING:
-                self._start_deadline = None
-                self.last_activity = trio.current_time()
-                self._emit(lc.ready(trio.current_time()))
-        elif (
-            isinstance(event, ProcessHung)
-            and event.pid == lc.pid
-            and lc.state in (State.RUNNING, State.STARTING)
-        ):
-            log.error(
-                "agent %s stopped answering liveness checks; killing it",
-                self.alias,
-                extra={"alias": self.alias, "pid": lc.pid},
-            )
-            self._signal_group(signal.SIGKILL)
+            return lc.process_exited(trio.current_time(), event.pid, event.status, words)
+        if isinstance(event, ProcessReady):
+            return lc.process_ready(now, event.pid)
+        if isinstance(event, ProcessBusy):
+            if event.pid == lc.pid:
+                lc.activity(now, event.turns)
+            return []
+        if isinstance(event, Reconfigure):
+            lc.policy = event.policy
+            lc.timers = dataclasses.replace(lc.timers, grace_secs=event.grace_secs)
+            return []
+        return lc.process_hung(now, event.pid)
+
+    async def _execute(self, actions: list[Action]) -> None:
+        for action in actions:
+            if isinstance(action, Transition):
+                self._emit(action)
+            elif isinstance(action, StartProcess):
+                await self._execute(await self._spawn())
+            elif isinstance(action, SignalGroup):
+                if action.signum == signal.SIGKILL:
+                    log.warning(
+                        "agent %s %s; killing its process group",
+                        self.alias,
+                        action.reason,
+                        extra={"alias": self.alias, "pid": self.lifecycle.pid},
+                    )
+                self._signal_group(action.signum)
+            elif isinstance(action, Removed):
+                self.removed.set()
+        if actions:
+            changed, self._changed = self._changed, trio.Event()
+            changed.set()
+
+    async def _read_last_words(self) -> str | None:
+        """An agent that cannot start says why on its link before it exits; the zygote's exit
+        report may overtake that line, so wait (briefly) for the link to reach its end."""
+        done = self._link_done
+        if done is not None:
+            with trio.move_on_after(LAST_WORDS_SECS):
+                await done.wait()
+        words, self._last_words = self._last_words, None
+        return words
 
     # --- actions ---------------------------------------------------------------------------
 
-    async def _start(self, operator: bool) -> None:
+    async def _spawn(self) -> list[Action]:
         lc = self.lifecycle
-        self._emit(lc.start(trio.current_time(), operator=operator))
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         keys = self._mint_keys(self.alias)
         # The keys of this start go first on the private link: never argv, never environment.
@@ -290,23 +287,16 @@ class AgentRunner:
             log.error(
                 "agent %s could not be started: %s", self.alias, exc, extra={"alias": self.alias}
             )
-            lc.pid = None
-            self._emit(lc.exited(trio.current_time(), SPAWN_FAILED))
-            return
+            return lc.spawn_failed(trio.current_time(), f"could not be started: {exc}")
         theirs.close()
-        lc.spawned(trio.current_time(), pid)
-        self._start_deadline = trio.current_time() + START_TIMEOUT_SECS
+        actions = lc.process_spawned(trio.current_time(), pid)
         self._register_pid(pid, self)
         scope = trio.CancelScope()
         self._link_scope = scope
-        self._nursery.start_soon(self._watch_link, ours, pid, scope)
-
-    def _stop(self, reason: str) -> None:
-        lc = self.lifecycle
-        self._emit(lc.stop(trio.current_time(), reason))
-        if lc.state == State.STOPPING and self._kill_at is None:
-            self._kill_at = trio.current_time() + self.grace_secs
-            self._signal_group(signal.SIGTERM)
+        self._link_done = trio.Event()
+        self._last_words = None
+        self._nursery.start_soon(self._watch_link, ours, pid, scope, self._link_done)
+        return actions
 
     def _signal_group(self, signum: int) -> None:
         pid = self.lifecycle.pid
@@ -327,8 +317,6 @@ class AgentRunner:
     def _emit(self, transition: Transition) -> None:
         if transition.old != transition.new:
             self._on_transition(transition)
-        changed, self._changed = self._changed, trio.Event()
-        changed.set()
 
     async def update_neighbours(self, spec: AgentSpec) -> None:
         """Tell the running process the other agents' workspaces changed (a reload)."""
@@ -359,7 +347,9 @@ class AgentRunner:
         finally:
             self._probes.pop(seq, None)
 
-    async def _watch_link(self, sock: socket.socket, pid: int, scope: trio.CancelScope) -> None:
+    async def _watch_link(
+        self, sock: socket.socket, pid: int, scope: trio.CancelScope, done: trio.Event
+    ) -> None:
         """Read Pong/ProbeResult from the agent; ping it; report a hang. Ends with the process.
 
         A broken link is normal (the agent died, maybe before reading its keys): the exit
@@ -372,13 +362,16 @@ class AgentRunner:
                 async with stream, trio.open_nursery() as nursery:
                     last_pong = [trio.current_time()]
                     nursery.start_soon(self._ping, stream, pid, last_pong)
-                    await self._read_link(stream, last_pong)
+                    await self._read_link(stream, pid, last_pong)
                     nursery.cancel_scope.cancel()
             finally:
+                done.set()
                 if self._link is stream:
                     self._link = None
 
-    async def _read_link(self, stream: trio.SocketStream, last_pong: list[float]) -> None:
+    async def _read_link(
+        self, stream: trio.SocketStream, pid: int, last_pong: list[float]
+    ) -> None:
         decoder = FrameDecoder(MAX_LINK_FRAME)
         while True:
             try:
@@ -396,6 +389,10 @@ class AgentRunner:
                     waiter = self._probes.get(message.seq)
                     if waiter is not None:
                         waiter.send_nowait(message)
+                elif isinstance(message, Busy):
+                    self.post(ProcessBusy(pid, message.turns))
+                elif isinstance(message, Fatal):
+                    self._last_words = message.reason[:MAX_ERROR_LINE]
 
     async def _ping(self, stream: trio.SocketStream, pid: int, last_pong: list[float]) -> None:
         seq = 0

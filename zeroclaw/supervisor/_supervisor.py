@@ -21,7 +21,7 @@ from ..config import Config, ConfigError, RestartPolicy, daemon_paths, load_conf
 from ..memory import MemoryService, memory_grants
 from ._lifecycle import ExitStatus, State, Transition
 from ._notify import Notifier
-from ._runner import AgentRunner, Command, ProcessExited, ProcessReady
+from ._runner import AgentRunner, Command, ProcessExited, ProcessReady, Reconfigure
 from ._spec import build_specs, diff_specs
 from ._zygote_client import ZygoteClient
 
@@ -55,6 +55,7 @@ class Supervisor:
         self.memory: MemoryService | None = None
         router.on_hello = self._on_hello
         router.request_start = self._request_start
+        router.on_traffic = self.note_activity
         self.paths = daemon_paths(config, env)
         self.specs: dict[str, AgentSpec] = {}
         self.runners: dict[str, AgentRunner] = {}
@@ -102,7 +103,7 @@ class Supervisor:
     def note_activity(self, alias: str) -> None:
         runner = self.runners.get(alias)
         if runner is not None:
-            runner.last_activity = trio.current_time()
+            runner.note_traffic()
 
     def _on_transition(self, t: Transition) -> None:
         if t.old in (State.STARTING, State.RUNNING, State.STOPPING) and t.new in (
@@ -300,8 +301,7 @@ class Supervisor:
                     runner = self.runners[alias]
                     if runner.spec != new_specs[alias]:
                         await runner.update_neighbours(new_specs[alias])
-                    runner.lifecycle.policy = self._policy(alias)
-                    runner.grace_secs = new.daemon.shutdown_grace_secs
+                    runner.post(Reconfigure(self._policy(alias), new.daemon.shutdown_grace_secs))
                     if runner.lifecycle.state == State.FATAL:
                         runner.post(Command("start", "operator"))  # a reload clears fatal
                 self.reload_state = ReloadState(

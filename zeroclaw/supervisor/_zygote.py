@@ -36,7 +36,7 @@ from collections.abc import Callable, Mapping
 import msgspec
 
 from .._prctl import PR_SET_CHILD_SUBREAPER, prctl, set_death_signal
-from ..agent import AgentSpec
+from ..agent import AgentSpec, say_fatal
 
 log = logging.getLogger("zeroclaw.zygote")
 
@@ -230,8 +230,10 @@ def _fork_agent(
         code = entry(request.spec, fds[0] if fds else -1)
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
-    except BaseException:
+    except BaseException as exc:
         traceback.print_exc()
+        if fds:  # the operator's `status` shows this line, not only the log
+            say_fatal(fds[0], f"crashed: {type(exc).__name__}: {exc}")
     finally:
         sys.stdout.flush()
         sys.stderr.flush()
