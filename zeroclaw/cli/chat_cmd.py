@@ -23,7 +23,14 @@ from ..agent import AgentSpec
 from ..agent._local import LocalReach
 from ..agent._turn import TurnEngine
 from ..config import Config
-from ..control import Chat, ChatApproval, ChatCancel, ControlSession, DaemonUnreachable
+from ..control import (
+    Chat,
+    ChatApproval,
+    ChatCancel,
+    ControlSession,
+    DaemonUnreachable,
+    UntrustedDaemon,
+)
 from ..memory import MemoryService
 from ..providers import ProviderError, make_provider
 from ..supervisor import agent_environment, build_specs
@@ -38,7 +45,7 @@ from ._common import (
     state,
     wants_json,
 )
-from .daemon_cmd import control_client
+from .daemon_cmd import REFUSALS, control_client, refusal_error
 from .memory_cmd import with_memory
 
 # A turn: text in, events to the printer, the result (reply, tool_calls[, error]) out.
@@ -109,6 +116,8 @@ def chat_cmd(message: str | None, session: str, as_json: bool) -> None:
         try:
             conn = stack.enter_context(control_client().session(timeout=None))
             runner: TurnRunner = _through_daemon(conn, alias, session, tty)
+        except UntrustedDaemon as exc:
+            raise CliError(str(exc), EXIT_NO_DAEMON) from None
         except DaemonUnreachable:
             click.echo(
                 f"zeroclaw: no daemon; running {alias} in-process (peers answer unavailable)",
@@ -202,6 +211,8 @@ def _through_daemon(conn: ControlSession, alias: str, session: str, tty: bool) -
             except (DaemonUnreachable, OSError):
                 raise CliError("the daemon closed the connection", EXIT_NO_DAEMON) from None
             data = reply.data or {}
+            if not reply.ok and reply.error in REFUSALS:
+                raise refusal_error(reply)
             if not reply.ok:
                 code = reply.error or "failed"
                 raise CliError(f"{code}: {reply.message}", REFUSAL_EXIT.get(code, EXIT_FAILED))

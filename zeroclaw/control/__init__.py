@@ -1,6 +1,7 @@
 """The operator control protocol: framing, messages and a blocking client."""
 
-from ._client import ControlClient, ControlSession, DaemonUnreachable
+from ._address import control_address, is_listening, printable
+from ._client import ControlClient, ControlSession, DaemonUnreachable, UntrustedDaemon, trusted_uids
 from ._framing import FrameDecoder, FrameTooLarge, encode_frame
 from ._protocol import (
     MAX_CONTROL_FRAME,
@@ -50,10 +51,15 @@ __all__ = [
     "RouteProbe",
     "Shutdown",
     "Status",
+    "UntrustedDaemon",
+    "control_address",
     "decode_reply",
     "decode_request",
     "encode",
     "encode_frame",
     "error_reply",
+    "is_listening",
+    "printable",
     "receive_frames",
+    "trusted_uids",
 ]
