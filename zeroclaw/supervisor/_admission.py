@@ -61,27 +61,25 @@ class ConnectionTable:
     def connect(self, conn: int, peer: int, now: float) -> Admit | Refuse:
         if conn in self._conns:
             raise ValueError(f"connection {conn} is already open")
-        reap: list[int] = []
         mine = [c for c in self._conns if self._conns[c].peer == peer]
         if len(mine) >= self.per_peer:
             victim = self._oldest_idle(mine)
             if victim is None:
                 return Refuse(f"this process already holds {self.per_peer} busy connections")
-            reap.append(self._forget(victim))
+            reserved = self._conns[victim].reserved
+            self._forget(victim)
+            reserved = reserved and self._general() >= self.capacity
+            return self._admit(conn, peer, now, reserved=reserved, reap=(victim,))
         if self._general() < self.capacity:
-            return self._admit(conn, peer, now, reserved=False, reap=reap)
+            return self._admit(conn, peer, now, reserved=False)
         victim = self._oldest_idle([c for c, v in self._conns.items() if not v.reserved])
         if victim is not None:
-            reap.append(self._forget(victim))
-            return self._admit(conn, peer, now, reserved=False, reap=reap)
+            return self._admit(conn, peer, now, reserved=False, reap=(self._forget(victim),))
         if self._in_reserve() < self.reserved:
-            return self._admit(conn, peer, now, reserved=True, reap=reap)
+            return self._admit(conn, peer, now, reserved=True)
         victim = self._oldest_idle([c for c, v in self._conns.items() if v.reserved])
         if victim is not None:
-            reap.append(self._forget(victim))
-            return self._admit(conn, peer, now, reserved=True, reap=reap)
-        # Refusing after reaping would close a connection for nobody's gain; but a reap
-        # above only happens on a path that admits, so `reap` is empty here.
+            return self._admit(conn, peer, now, reserved=True, reap=(self._forget(victim),))
         return Refuse("too many control connections are busy")
 
     def request(self, conn: int, kind: RequestKind, now: float) -> bool:
@@ -143,6 +141,8 @@ class ConnectionTable:
         del self._conns[conn]
         return conn
 
-    def _admit(self, conn: int, peer: int, now: float, *, reserved: bool, reap: list[int]) -> Admit:
+    def _admit(
+        self, conn: int, peer: int, now: float, *, reserved: bool, reap: tuple[int, ...] = ()
+    ) -> Admit:
         self._conns[conn] = _Conn(peer, reserved, now)
-        return Admit(reserved, tuple(reap))
+        return Admit(reserved, reap)
