@@ -67,9 +67,17 @@ def control_client(timeout: float = 60.0) -> ControlClient:
     return ControlClient(runtime_dir, timeout=timeout)
 
 
-def refusal_error(reply: Reply) -> CliError:
+class DaemonRefused(CliError):
+    """Something answers on the control socket but will not serve us: exit 3 like no
+    daemon, but no command may fall back to working without one (the daemon may be up)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, EXIT_NO_DAEMON)
+
+
+def refusal_error(reply: Reply) -> DaemonRefused:
     what = "is busy" if reply.error == "busy" else "refused this connection"
-    return CliError(f"the daemon {what} ({reply.error}): {reply.message}", EXIT_NO_DAEMON)
+    return DaemonRefused(f"the daemon {what} ({reply.error}): {reply.message}")
 
 
 def call(request: AnyRequest, timeout: float = 60.0) -> Reply:
@@ -79,7 +87,7 @@ def call(request: AnyRequest, timeout: float = 60.0) -> Reply:
     try:
         reply = client.request(request)
     except UntrustedDaemon as exc:
-        raise CliError(str(exc), EXIT_NO_DAEMON) from None
+        raise DaemonRefused(str(exc)) from None
     except DaemonUnreachable as exc:
         raise CliError(
             f"no zeroclaw daemon is answering on {client.name} ({exc}); start it with "

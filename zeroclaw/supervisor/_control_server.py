@@ -33,6 +33,7 @@ from ..control import (
     AgentsList,
     AnyRequest,
     Chat,
+    ChatOpen,
     FrameDecoder,
     FrameTooLarge,
     Reply,
@@ -124,7 +125,7 @@ def _holder(address: str) -> str:
 def request_kind(request: AnyRequest) -> RequestKind:
     if isinstance(request, (Status, AgentsList, Shutdown)):
         return "essential"
-    if isinstance(request, Chat):
+    if isinstance(request, (Chat, ChatOpen)):
         return "chat"
     return "other"
 

@@ -32,6 +32,7 @@ from ..control import (
     Chat,
     ChatApproval,
     ChatCancel,
+    ChatOpen,
     MemoryCommand,
     Reload,
     Reply,
@@ -373,6 +374,8 @@ def _make_handler(supervisor: Supervisor, nursery: trio.Nursery) -> Handler:
     async def handle(request: AnyRequest, exchange: Exchange) -> Reply:
         if isinstance(request, Chat):
             return await chat.run_turn(request, exchange)
+        if isinstance(request, ChatOpen):
+            return chat.open_session(request)
         if isinstance(request, (ChatCancel, ChatApproval)):
             return error_reply("bad_request", "no chat turn is running on this connection")
         if isinstance(request, (Status, AgentsList)):
