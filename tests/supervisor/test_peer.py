@@ -16,6 +16,7 @@ from zeroclaw.supervisor._peer import (
     ancestry,
     close_pidfd,
     judge_peer,
+    needs_ancestry,
     peer_ancestry,
     peer_credentials,
 )
@@ -31,30 +32,38 @@ def chain(*pids: int) -> list[ProcEntry]:
 
 
 def test_operator_outside_the_zygote_is_served() -> None:
-    assert judge_peer(1000, chain(900, 800, 1), US, ZYGOTE) == "operator"
-    assert judge_peer(0, chain(900, 1), US, ZYGOTE) == "operator"
+    assert judge_peer(1000, chain(900, 800, 1), US, 1000, ZYGOTE) == "operator"
+    assert judge_peer(0, chain(900, 1), US, 0, ZYGOTE) == "operator"
 
 
 def test_uid_is_checked_first() -> None:
-    assert judge_peer(65534, chain(900, 1), US, ZYGOTE) == "foreign_uid"
+    assert judge_peer(65534, chain(900, 1), US, 1000, ZYGOTE) == "foreign_uid"
+
+
+def test_root_operating_a_daemon_of_another_uid_needs_no_ancestry() -> None:
+    """Agents have the daemon's uid and cannot change it: root is never one of them (and
+    under ProtectProc=invisible the daemon could not read root's /proc anyway)."""
+    assert needs_ancestry(1000, 1000) and not needs_ancestry(0, 1000)
+    assert judge_peer(0, None, US, 1000, ZYGOTE) == "operator"
+    assert judge_peer(1000, None, US, 1000, ZYGOTE) == "unverifiable"
 
 
 def test_anything_below_the_zygote_and_the_zygote_itself_is_an_agent() -> None:
-    assert judge_peer(1000, chain(ZYGOTE, 40, 1), US, ZYGOTE) == "agent"
-    assert judge_peer(1000, chain(60, ZYGOTE, 40, 1), US, ZYGOTE) == "agent"
-    assert judge_peer(1000, chain(70, 61, 60, ZYGOTE, 40, 1), US, ZYGOTE) == "agent"
+    assert judge_peer(1000, chain(ZYGOTE, 40, 1), US, 1000, ZYGOTE) == "agent"
+    assert judge_peer(1000, chain(60, ZYGOTE, 40, 1), US, 1000, ZYGOTE) == "agent"
+    assert judge_peer(1000, chain(70, 61, 60, ZYGOTE, 40, 1), US, 1000, ZYGOTE) == "agent"
 
 
 def test_what_cannot_be_vouched_for_is_refused() -> None:
-    assert judge_peer(1000, None, US, ZYGOTE) == "unverifiable"  # vanished mid-read
-    assert judge_peer(1000, [], US, ZYGOTE) == "unverifiable"
+    assert judge_peer(1000, None, US, 1000, ZYGOTE) == "unverifiable"  # vanished mid-read
+    assert judge_peer(1000, [], US, 1000, ZYGOTE) == "unverifiable"
     broken = [ProcEntry(900, 800, 100), ProcEntry(700, 0, 90)]  # 800 is not 700
-    assert judge_peer(1000, broken, US, ZYGOTE) == "unverifiable"
+    assert judge_peer(1000, broken, US, 1000, ZYGOTE) == "unverifiable"
     unfinished = [ProcEntry(900, 800, 100)]  # stops before init
-    assert judge_peer(1000, unfinished, US, ZYGOTE) == "unverifiable"
+    assert judge_peer(1000, unfinished, US, 1000, ZYGOTE) == "unverifiable"
     # A parent that started after its child is a reused pid: the real parent is gone.
     reused = [ProcEntry(900, 800, 100), ProcEntry(800, 0, 500)]
-    assert judge_peer(1000, reused, US, ZYGOTE) == "unverifiable"
+    assert judge_peer(1000, reused, US, 1000, ZYGOTE) == "unverifiable"
 
 
 @settings(max_examples=200, deadline=None)
@@ -75,7 +84,7 @@ def test_agent_exactly_when_the_zygote_is_an_ancestor(
         ProcEntry(pid[i], pid[parent[i]] if i else 0, 10 * len(path) - depth)
         for depth, i in enumerate(path)
     ]
-    verdict = judge_peer(0, entries, US, pid[zygote])
+    verdict = judge_peer(0, entries, US, 0, pid[zygote])
     assert verdict == ("agent" if zygote in path else "operator")
 
 
@@ -84,8 +93,9 @@ def test_ancestry_of_a_real_process_reaches_init() -> None:
     assert mine is not None
     assert mine[0].pid == os.getpid() and mine[0].ppid == os.getppid()
     assert mine[-1].ppid == 0
-    assert judge_peer(os.geteuid(), mine, frozenset({os.geteuid()}), os.getppid()) == "agent"
-    assert judge_peer(os.geteuid(), mine, frozenset({os.geteuid()}), -1) == "operator"
+    me, us = os.geteuid(), frozenset({os.geteuid()})
+    assert judge_peer(me, mine, us, me, os.getppid()) == "agent"
+    assert judge_peer(me, mine, us, me, -1) == "operator"
     assert ancestry(0) is None  # a peer in another pid namespace has no pid for us
 
 

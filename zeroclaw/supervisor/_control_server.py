@@ -48,7 +48,7 @@ from ..control import (
     receive_frames,
 )
 from ._admission import Admit, ConnectionTable, RequestKind
-from ._peer import close_pidfd, judge_peer, peer_ancestry, peer_credentials
+from ._peer import close_pidfd, judge_peer, needs_ancestry, peer_ancestry, peer_credentials
 
 log = logging.getLogger("zeroclaw.control")
 
@@ -149,7 +149,8 @@ class ControlServer:
         self.reaped = 0
         self.bad_requests = 0
         self._listener = listener
-        self._allowed_uids = frozenset({os.geteuid(), 0})
+        self._uid = os.geteuid()  # also the agents' uid
+        self._allowed_uids = frozenset({self._uid, 0})
         self._ids = itertools.count(1)
         self._scopes: dict[int, trio.CancelScope] = {}
 
@@ -168,9 +169,8 @@ class ControlServer:
         """Decide at accept time, in the accept loop: who it is, and whether there is room."""
         creds = peer_credentials(conn)  # type: ignore[arg-type]
         try:
-            verdict = judge_peer(
-                creds.uid, peer_ancestry(creds), self._allowed_uids, self.zygote_pid
-            )
+            chain = peer_ancestry(creds) if needs_ancestry(creds.uid, self._uid) else None
+            verdict = judge_peer(creds.uid, chain, self._allowed_uids, self._uid, self.zygote_pid)
         finally:
             close_pidfd(creds)
         if verdict != "operator":
@@ -178,7 +178,8 @@ class ControlServer:
             why = {
                 "foreign_uid": "peer uid not allowed",
                 "agent": "agents and their processes may not use the control socket",
-                "unverifiable": "cannot tell which process this is",
+                "unverifiable": "cannot verify which process this is (it exited, or /proc "
+                "hides its ancestors, e.g. systemd's ProtectProc=invisible: run the CLI as root)",
             }[verdict]
             log.warning(
                 "control connection from pid %d uid %d refused: %s",

@@ -39,9 +39,14 @@ def judge_peer(
     uid: int,
     chain: Sequence[ProcEntry] | None,
     allowed_uids: frozenset[int],
+    agent_uid: int,
     zygote_pid: int,
 ) -> PeerVerdict:
     """May this peer use the control socket?
+
+    Agents run as `agent_uid` (the daemon's) and cannot change it (no_new_privs, no
+    capabilities), so only a peer of that uid needs its ancestry read; root as the operator
+    of a daemon that runs as its own user is served on its uid alone.
 
     `chain` is the peer's ancestry, the peer first, each entry the parent of the one before,
     ending at a process whose parent is 0 (init, or the top of a pid namespace). None, an
@@ -49,6 +54,8 @@ def judge_peer(
     we read) cannot be vouched for: we fail closed."""
     if uid not in allowed_uids:
         return "foreign_uid"
+    if uid != agent_uid:
+        return "operator"
     if not chain:
         return "unverifiable"
     for child, parent in itertools.pairwise(chain):
@@ -59,6 +66,10 @@ def judge_peer(
     if chain[-1].ppid != 0:
         return "unverifiable"
     return "operator"
+
+
+def needs_ancestry(uid: int, agent_uid: int) -> bool:
+    return uid == agent_uid
 
 
 # --------------------------------------------------------------------------- the kernel side
