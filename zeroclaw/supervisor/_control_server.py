@@ -24,6 +24,7 @@ import struct
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import trio
@@ -55,7 +56,9 @@ log = logging.getLogger("zeroclaw.control")
 IDLE_TIMEOUT_SECS = 30.0
 # Development and test hook: a shorter idle timeout for non-chat connections.
 IDLE_TIMEOUT_ENV = "ZEROCLAW_CONTROL_IDLE_SECS"
-REFUSAL_SEND_SECS = 5.0  # a refused peer that does not read is not waited for
+REFUSAL_SEND_SECS = 5.0
+ACCEPT_RETRY_SECS = 0.1  # after a failed accept (EMFILE): do not spin
+LOG_EVERY_SECS = 10.0  # a refused peer that does not read is not waited for
 SUN_PATH_MAX = 107  # sizeof(sun_path) - 1 on Linux
 
 
@@ -153,6 +156,8 @@ class ControlServer:
         self._allowed_uids = frozenset({self._uid, 0})
         self._ids = itertools.count(1)
         self._scopes: dict[int, trio.CancelScope] = {}
+        self._warned_at: dict[str, float] = {}
+        self._unlogged: dict[str, int] = {}
 
     async def serve(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         listener = trio.socket.from_stdlib_socket(self._listener)
@@ -160,8 +165,17 @@ class ControlServer:
         try:
             async with trio.open_nursery() as nursery:
                 while True:
-                    conn, _ = await listener.accept()
-                    self._admit(conn, nursery)
+                    try:
+                        conn, _ = await listener.accept()
+                    except OSError as exc:  # out of fds, or the peer aborted: not fatal
+                        self._warn("accept", "control accept failed: %s", exc)
+                        await trio.sleep(ACCEPT_RETRY_SECS)
+                        continue
+                    try:
+                        self._admit(conn, nursery)
+                    except OSError as exc:  # SO_PEERCRED failed: we cannot tell who it is
+                        self._warn("peer", "control peer check failed: %s", exc)
+                        conn.close()
         finally:
             listener.close()
 
@@ -181,7 +195,8 @@ class ControlServer:
                 "unverifiable": "cannot verify which process this is (it exited, or /proc "
                 "hides its ancestors, e.g. systemd's ProtectProc=invisible: run the CLI as root)",
             }[verdict]
-            log.warning(
+            self._warn(
+                verdict,
                 "control connection from pid %d uid %d refused: %s",
                 creds.pid,
                 creds.uid,
@@ -194,7 +209,9 @@ class ControlServer:
         decision = self.table.connect(conn_id, creds.pid, trio.current_time())
         if not isinstance(decision, Admit):
             self.refused_busy += 1
-            log.warning("control connection from pid %d refused: %s", creds.pid, decision.reason)
+            self._warn(
+                "busy", "control connection from pid %d refused: %s", creds.pid, decision.reason
+            )
             nursery.start_soon(_refuse, conn, error_reply("busy", decision.reason))
             return
         for victim in decision.reap:
@@ -204,6 +221,21 @@ class ControlServer:
                 scope.cancel()
         scope = self._scopes[conn_id] = trio.CancelScope()
         nursery.start_soon(self._connection, conn_id, conn, scope)
+
+    def _warn(
+        self, kind: str, msg: str, *args: object, extra: dict[str, Any] | None = None
+    ) -> None:
+        """A hostile peer can make refusals by the thousand: one warning per kind per
+        LOG_EVERY_SECS, carrying how many were not logged since."""
+        now = trio.current_time()
+        if now - self._warned_at.get(kind, -math.inf) < LOG_EVERY_SECS:
+            self._unlogged[kind] = self._unlogged.get(kind, 0) + 1
+            return
+        self._warned_at[kind] = now
+        unlogged = self._unlogged.pop(kind, 0)
+        if unlogged:
+            msg += f" (and {unlogged} more not logged)"
+        log.warning(msg, *args, extra=extra)
 
     async def _connection(
         self, conn_id: int, conn: trio.socket.SocketType, scope: trio.CancelScope
