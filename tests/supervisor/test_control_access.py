@@ -62,6 +62,8 @@ def test_nothing_inside_an_agent_sandbox_gets_an_answer(root: Path, daemons: Dae
         "caged": "running",
         "loose": "running",
     }
+    # loose's three probes and its CLI (caged's never reached the daemon under ABI 6).
+    assert daemon.status()["control"]["refused_peers"] >= 4
     assert "agents and their processes may not use the control socket" in daemon.log()
 
 

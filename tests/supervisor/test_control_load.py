@@ -124,9 +124,15 @@ def test_status_answers_while_64_hostile_connections_are_held(
         result = daemon.cli("status", "--json")
         assert result.returncode == 0, result.stderr + daemon.log()
         assert json.loads(result.stdout)["daemon"]["pid"] == daemon.proc.pid  # type: ignore[union-attr]
+    control = json.loads(result.stdout)["control"]
+    if crowd == "asking":
+        assert control["reaped_idle"] >= 1  # the operator took an idle hostile's place
+    else:
+        assert control["reserved_used"] >= 5  # no chat session may be reaped
     human = daemon.cli("status")
     assert human.returncode == 0, human.stderr
     assert human.stdout.startswith("daemon    pid")
+    assert "\ncontrol   " in human.stdout
     assert all(proc.poll() is None for proc in procs), "a hostile process gave up"
     # And the operator can still stop it, through the same door.
     stopped = daemon.cli("stop")

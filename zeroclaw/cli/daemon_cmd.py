@@ -170,6 +170,13 @@ def status_cmd(as_json: bool) -> None:
             f"router    {outcomes['delivered']} delivered; refused: {refused or 'none'}; "
             f"rejected connections: {rogue['zap_denied'] + rogue['handshake_failed']}"
         )
+    control = data.get("control")
+    if control:
+        click.echo(
+            f"control   {control['connections']} connections; refused: "
+            f"{control['refused_peers']} peers, {control['refused_busy']} busy; "
+            f"{control['reaped_idle']} idle reaped"
+        )
     click.echo("")
     click.echo(_agents_table(data["agents"]))
 

@@ -150,6 +150,7 @@ class ControlServer:
         self.refused_peers = 0
         self.refused_busy = 0
         self.reaped = 0
+        self.admitted_reserved = 0
         self.bad_requests = 0
         self._listener = listener
         self._uid = os.geteuid()  # also the agents' uid
@@ -214,6 +215,7 @@ class ControlServer:
             )
             nursery.start_soon(_refuse, conn, error_reply("busy", decision.reason))
             return
+        self.admitted_reserved += decision.reserved
         for victim in decision.reap:
             self.reaped += 1
             scope = self._scopes.pop(victim, None)
@@ -221,6 +223,17 @@ class ControlServer:
                 scope.cancel()
         scope = self._scopes[conn_id] = trio.CancelScope()
         nursery.start_soon(self._connection, conn_id, conn, scope)
+
+    def stats(self) -> dict[str, int]:
+        """For `status`: what the control socket has had to turn away."""
+        return {
+            "connections": len(self.table),
+            "refused_peers": self.refused_peers,
+            "refused_busy": self.refused_busy,
+            "reaped_idle": self.reaped,
+            "reserved_used": self.admitted_reserved,
+            "bad_requests": self.bad_requests,
+        }
 
     def _warn(
         self, kind: str, msg: str, *args: object, extra: dict[str, Any] | None = None

@@ -12,7 +12,7 @@ import signal
 import socket
 import stat
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 
 import trio
@@ -215,9 +215,14 @@ async def _serve(
     paths = supervisor.paths
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_run_zygote_reader, supervisor, nursery)
+        control: ControlServer | None = None
+
+        def control_stats() -> dict[str, int]:
+            return control.stats() if control is not None else {}
+
         control = ControlServer(
             control_listener,
-            _make_handler(supervisor, nursery),
+            _make_handler(supervisor, nursery, control_stats),
             zygote_pid=supervisor.zygote.pid,
             idle_timeout=idle_timeout,
         )
@@ -368,7 +373,9 @@ async def _watchdog(notifier: Notifier, interval: float) -> None:
         await trio.sleep(interval)
 
 
-def _make_handler(supervisor: Supervisor, nursery: trio.Nursery) -> Handler:
+def _make_handler(
+    supervisor: Supervisor, nursery: trio.Nursery, control_stats: Callable[[], dict[str, int]]
+) -> Handler:
     chat = ChatService(supervisor.router)
 
     async def handle(request: AnyRequest, exchange: Exchange) -> Reply:
@@ -378,7 +385,9 @@ def _make_handler(supervisor: Supervisor, nursery: trio.Nursery) -> Handler:
             return chat.open_session(request)
         if isinstance(request, (ChatCancel, ChatApproval)):
             return error_reply("bad_request", "no chat turn is running on this connection")
-        if isinstance(request, (Status, AgentsList)):
+        if isinstance(request, Status):
+            return Reply(ok=True, data={**supervisor.status(), "control": control_stats()})
+        if isinstance(request, AgentsList):
             return Reply(ok=True, data=supervisor.status())
         if isinstance(request, Shutdown):
             supervisor.shutdown_requested.set()
