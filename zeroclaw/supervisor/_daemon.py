@@ -145,6 +145,7 @@ def run_daemon(config_path: Path, env: Mapping[str, str] | None = None) -> int:
         zygote_sock.close()  # EOF: the zygote exits
         zygote.wait()
         memory_lock.release()
+        control_listener.close()
         lock.release()
         raise DaemonError(str(exc), 1) from None
     if store.reindexed:
