@@ -146,7 +146,7 @@ class ControlServer:
         self.handler = handler
         self.zygote_pid = zygote_pid
         self.idle_timeout = idle_timeout
-        self.table = table or ConnectionTable()
+        self.table = table if table is not None else ConnectionTable()
         self.refused_peers = 0
         self.refused_busy = 0
         self.reaped = 0
