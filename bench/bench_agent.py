@@ -19,7 +19,7 @@ def _turns(text: str) -> tuple[float, float]:
     """p50/p99 in ms of TURNS chat turns with `text`, each waited for to the last reply."""
     daemon = ReadyDaemon(["alpha", "beta"], grouped=True)
     try:
-        with ControlSession(daemon.runtime_dir / "control.sock", timeout=30) as session:
+        with ControlSession(daemon.runtime_dir, timeout=30) as session:
             samples = []
             for i in range(WARMUP + TURNS):
                 started = time.perf_counter()

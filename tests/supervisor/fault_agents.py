@@ -5,15 +5,17 @@ AgentBus; they do not replace any zeroclaw component.
 - alias "crash*":    exits 3 at once
 - alias "stubborn*": ignores SIGTERM and leaves a grandchild behind
 - alias "mute*":     never joins the bus
-- a workspace with plan.json: runs that plan (flood, stream, fuzz) on the real bus
+- a workspace with plan.json: runs that plan (flood, stream, fuzz, ctlprobe...) on the real bus
 - anything else:     the real agent
 """
 
 from __future__ import annotations
 
+import functools
 import random
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -23,6 +25,8 @@ import trio
 
 from bench.agents import PLANS as LOAD_PLANS
 from bench.agents import run_plan_or_agent, wait_for_peer, write_result
+from zeroclaw._prctl import PR_GET_DUMPABLE
+from zeroclaw._prctl import get as _prctl_get
 from zeroclaw.agent import AgentSpec, serve_agent
 from zeroclaw.bus import AgentBus, Message, Outcome, Send, encode
 
@@ -154,6 +158,94 @@ async def askflood(bus: AgentBus, plan: dict[str, Any], workspace: Path) -> None
     write_result(workspace, "result.json", {"answers": len(answers), "busy": busy})
 
 
+# What an attacker inside an agent would run: connect to the control socket, ask for status,
+# and print what came back. Run in the agent process itself, in a child it starts, and in an
+# orphaned grandchild (reparented to the zygote, the agents' subreaper).
+CONTROL_PROBE = """
+import errno, socket, struct, sys
+def probe(address):
+    address = "\\0" + address[1:]  # given as ss shows it, "@name": argv cannot hold a NUL
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(10)
+    try:
+        s.connect(address)
+    except OSError as exc:
+        return errno.errorcode.get(exc.errno, str(exc.errno))
+    try:
+        # msgpack {"cmd": "status"}, framed; a refusal may have closed the socket already
+        s.sendall(struct.pack(">I", 12) + bytes([0x81, 0xa3]) + b"cmd" + bytes([0xa6]) + b"status")
+    except OSError:
+        pass
+    try:
+        data = b""
+        while chunk := s.recv(65536):
+            data += chunk
+            if len(data) >= 4 and len(data) >= 4 + struct.unpack(">I", data[:4])[0]:
+                break
+    except OSError as exc:
+        return errno.errorcode.get(exc.errno, str(exc.errno))
+    finally:
+        s.close()
+    if b"forbidden" in data:
+        return "forbidden"
+    return "answered" if data else "closed"
+"""
+
+
+def _probe_in_child(address: str, orphan_result: Path) -> str:
+    child = subprocess.run(
+        [sys.executable, "-c", CONTROL_PROBE + "print(probe(sys.argv[1]))", address],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    # The middle process exits at once; the grandchild is orphaned and probes afterwards.
+    orphan = (
+        CONTROL_PROBE
+        + "import os, time\n"
+        + "parent = os.getpid()\n"
+        + "if os.fork() == 0:\n"
+        + "    while os.getppid() == parent:  # until orphaned and adopted by the zygote\n"
+        + "        time.sleep(0.01)\n"
+        + "    open(sys.argv[2] + '.tmp', 'w').write(probe(sys.argv[1]))\n"
+        + "    os.rename(sys.argv[2] + '.tmp', sys.argv[2])\n"
+    )
+    subprocess.run(
+        [sys.executable, "-c", orphan, address, str(orphan_result)], timeout=30, check=False
+    )
+    return child.stdout.strip() or child.stderr.strip()[-200:]
+
+
+async def ctlprobe(bus: AgentBus, plan: dict[str, Any], workspace: Path) -> None:
+    """Try the control socket as a compromised agent would, from every process it can make."""
+    namespace: dict[str, Any] = {}
+    exec(CONTROL_PROBE, namespace)
+    address = plan["address"]
+    own = await trio.to_thread.run_sync(namespace["probe"], address)
+    orphan_file = workspace / "orphan.txt"
+    child = await trio.to_thread.run_sync(_probe_in_child, address, orphan_file)
+    for _ in range(600):
+        if orphan_file.exists():
+            break
+        await trio.sleep(0.05)
+    orphan = orphan_file.read_text() if orphan_file.exists() else "no result"
+    result: dict[str, Any] = {
+        "agent": own,
+        "child": child,
+        "orphan": orphan,
+        "dumpable": _prctl_get(PR_GET_DUMPABLE),
+    }
+    if "cli" in plan:  # the operator's own CLI, run from inside the agent
+        cli = await trio.to_thread.run_sync(
+            functools.partial(
+                subprocess.run, plan["cli"], capture_output=True, text=True, timeout=60
+            )
+        )
+        result["cli"] = {"code": cli.returncode, "stderr": cli.stderr}
+    write_result(workspace, "result.json", result)
+
+
 PLANS = {
     **LOAD_PLANS,
     "stream": stream,
@@ -161,4 +253,5 @@ PLANS = {
     "deaf": deaf,
     "snoop": snoop,
     "askflood": askflood,
+    "ctlprobe": ctlprobe,
 }

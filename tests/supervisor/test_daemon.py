@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tests.supervisor.harness import Daemon, agent_entry, make_config, process_alive, wait_gone
+from zeroclaw.control import control_address, is_listening
 from zeroclaw.supervisor._spec import ENV_ALLOWLIST
 
 DaemonFactory = Callable[..., Daemon]
@@ -50,8 +51,9 @@ def test_agents_run_isolated_processes(root: Path, daemons: DaemonFactory) -> No
         assert names <= ENV_ALLOWLIST | {"PYTHONPATH"}, names - ENV_ALLOWLIST
         assert b"s3cr3t" not in Path(f"/proc/{pid}/environ").read_bytes()
     assert stat.S_IMODE(daemon.runtime_dir.stat().st_mode) == 0o700
-    sock = daemon.runtime_dir / "control.sock"
-    assert stat.S_IMODE(sock.stat().st_mode) == 0o600
+    # The control socket is an abstract name (ADR 0011): no file an agent could connect to.
+    assert not (daemon.runtime_dir / "control.sock").exists()
+    assert is_listening(control_address(daemon.runtime_dir))
 
 
 def test_kill_9_agent_is_restarted_after_backoff(root: Path, daemons: DaemonFactory) -> None:
@@ -117,7 +119,8 @@ def test_sigkill_of_daemon_takes_every_agent_and_restart_is_clean(
     daemon.signal(signal.SIGKILL)
     daemon.wait_exit()
     assert wait_gone(pids, timeout=2) == []
-    assert (daemon.runtime_dir / "control.sock").exists()  # stale socket left behind
+    # An abstract name dies with its process: nothing stale for the next daemon to trip on.
+    assert not is_listening(control_address(daemon.runtime_dir))
     second = daemons(doc).start()
     assert [a["state"] for a in second.status()["agents"]] == ["running"] * 3
 
@@ -128,7 +131,7 @@ def test_sigterm_stops_agents_and_exits_0(root: Path, daemons: DaemonFactory) ->
     daemon.signal(signal.SIGTERM)
     assert daemon.wait_exit() == 0
     assert wait_gone(pids, timeout=1) == []
-    assert not (daemon.runtime_dir / "control.sock").exists()
+    assert not is_listening(control_address(daemon.runtime_dir))
     daemon.wait_notification(lambda m: "STOPPING=1" in m, timeout=5)
 
 

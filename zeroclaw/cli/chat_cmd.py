@@ -23,7 +23,15 @@ from ..agent import AgentSpec
 from ..agent._local import LocalReach
 from ..agent._turn import TurnEngine
 from ..config import Config
-from ..control import Chat, ChatApproval, ChatCancel, ControlSession, DaemonUnreachable
+from ..control import (
+    Chat,
+    ChatApproval,
+    ChatCancel,
+    ChatOpen,
+    ControlSession,
+    DaemonUnreachable,
+    UntrustedDaemon,
+)
 from ..memory import MemoryService
 from ..providers import ProviderError, make_provider
 from ..supervisor import agent_environment, build_specs
@@ -38,7 +46,7 @@ from ._common import (
     state,
     wants_json,
 )
-from .daemon_cmd import control_client
+from .daemon_cmd import REFUSALS, DaemonRefused, control_client, refusal_error
 from .memory_cmd import with_memory
 
 # A turn: text in, events to the printer, the result (reply, tool_calls[, error]) out.
@@ -108,7 +116,11 @@ def chat_cmd(message: str | None, session: str, as_json: bool) -> None:
     with contextlib.ExitStack() as stack:
         try:
             conn = stack.enter_context(control_client().session(timeout=None))
+            if message is None:
+                _open_session(conn, alias)
             runner: TurnRunner = _through_daemon(conn, alias, session, tty)
+        except UntrustedDaemon as exc:
+            raise DaemonRefused(str(exc)) from None
         except DaemonUnreachable:
             click.echo(
                 f"zeroclaw: no daemon; running {alias} in-process (peers answer unavailable)",
@@ -180,6 +192,21 @@ def _line_editing() -> Iterator[None]:
             os.chmod(history, 0o600)
 
 
+def _open_session(conn: ControlSession, alias: str) -> None:
+    """Tell the daemon this connection is an interactive session, so however long the
+    operator takes to type, it is never closed as idle."""
+    conn.send(ChatOpen(agent=alias))
+    try:
+        reply = conn.next_reply()
+    except (DaemonUnreachable, OSError):
+        raise CliError("the daemon closed the connection", EXIT_NO_DAEMON) from None
+    if not reply.ok and reply.error in REFUSALS:
+        raise refusal_error(reply)
+    if not reply.ok:
+        code = reply.error or "failed"
+        raise CliError(f"{code}: {reply.message}", REFUSAL_EXIT.get(code, EXIT_FAILED))
+
+
 def _through_daemon(conn: ControlSession, alias: str, session: str, tty: bool) -> TurnRunner:
     def send(request: Chat | ChatCancel | ChatApproval) -> None:
         try:
@@ -202,6 +229,8 @@ def _through_daemon(conn: ControlSession, alias: str, session: str, tty: bool) -
             except (DaemonUnreachable, OSError):
                 raise CliError("the daemon closed the connection", EXIT_NO_DAEMON) from None
             data = reply.data or {}
+            if not reply.ok and reply.error in REFUSALS:
+                raise refusal_error(reply)
             if not reply.ok:
                 code = reply.error or "failed"
                 raise CliError(f"{code}: {reply.message}", REFUSAL_EXIT.get(code, EXIT_FAILED))

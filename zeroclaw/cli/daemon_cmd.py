@@ -6,7 +6,6 @@ import os
 import sys
 import time
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 import click
@@ -24,6 +23,9 @@ from ..control import (
     Reply,
     Shutdown,
     Status,
+    UntrustedDaemon,
+    control_address,
+    is_listening,
 )
 from ._app import cli
 from ._common import (
@@ -56,23 +58,49 @@ def daemon_cmd(config_opt: str | None) -> None:
     sys.exit(code)
 
 
+# The daemon would not serve this connection at all: as good as no daemon for this command.
+REFUSALS = frozenset({"busy", "forbidden"})
+
+
 def control_client(timeout: float = 60.0) -> ControlClient:
     runtime_dir = runtime_dir_hint(state().locate(), os.environ)
-    return ControlClient(runtime_dir / "control.sock", timeout=timeout)
+    return ControlClient(runtime_dir, timeout=timeout)
+
+
+class DaemonRefused(CliError):
+    """Something answers on the control socket but will not serve us: exit 3 like no
+    daemon, but no command may fall back to working without one (the daemon may be up)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, EXIT_NO_DAEMON)
+
+
+def refusal_error(reply: Reply) -> DaemonRefused:
+    what = "is busy" if reply.error == "busy" else "refused this connection"
+    return DaemonRefused(f"the daemon {what} ({reply.error}): {reply.message}")
 
 
 def call(request: AnyRequest, timeout: float = 60.0) -> Reply:
+    """One request, one final reply. Every way of not being served is a CliError with exit
+    3 and a sentence, never a traceback, a KeyError on a missing field or a SIGPIPE."""
     client = control_client(timeout)
     try:
-        return client.request(request)
-    except DaemonUnreachable:
+        reply = client.request(request)
+    except UntrustedDaemon as exc:
+        raise DaemonRefused(str(exc)) from None
+    except DaemonUnreachable as exc:
         raise CliError(
-            f"no zeroclaw daemon is answering on {client.socket_path}; start it with "
+            f"no zeroclaw daemon is answering on {client.name} ({exc}); start it with "
             "'zeroclaw daemon' (or 'systemctl start zeroclaw')",
             EXIT_NO_DAEMON,
         ) from None
     except TimeoutError:
         raise CliError(f"the daemon did not answer within {timeout:g}s", EXIT_FAILED) from None
+    except OSError as exc:
+        raise CliError(f"lost the daemon on {client.name}: {exc}", EXIT_NO_DAEMON) from None
+    if not reply.ok and reply.error in REFUSALS:
+        raise refusal_error(reply)
+    return reply
 
 
 def _ago(ts: float | None) -> str:
@@ -113,7 +141,9 @@ def _agents_table(agents: list[dict[str, Any]]) -> str:
 def status_cmd(as_json: bool) -> None:
     """Daemon pid, uptime, config, reload state, and every agent's state."""
     reply = call(Status())
-    data = reply.data or {}
+    if not reply.ok or not reply.data:
+        raise CliError(f"status failed ({reply.error}): {reply.message}", EXIT_FAILED)
+    data = reply.data
     if wants_json(as_json):
         emit_json(data)
         return
@@ -142,6 +172,13 @@ def status_cmd(as_json: bool) -> None:
             f"router    {outcomes['delivered']} delivered; refused: {refused or 'none'}; "
             f"rejected connections: {rogue['zap_denied'] + rogue['handshake_failed']}"
         )
+    control = data.get("control")
+    if control:
+        click.echo(
+            f"control   {control['connections']} connections; refused: "
+            f"{control['refused_peers']} peers, {control['refused_busy']} busy; "
+            f"{control['reaped_idle']} idle reaped"
+        )
     click.echo("")
     click.echo(_agents_table(data["agents"]))
 
@@ -155,7 +192,10 @@ def agents_group() -> None:
 @json_option
 def agents_list(as_json: bool) -> None:
     """Every enabled agent and its state."""
-    data = call(AgentsList()).data or {}
+    reply = call(AgentsList())
+    if not reply.ok or not reply.data:
+        raise CliError(f"agents list failed ({reply.error}): {reply.message}", EXIT_FAILED)
+    data = reply.data
     if wants_json(as_json):
         emit_json({"agents": data["agents"]})
     else:
@@ -229,7 +269,7 @@ def stop_cmd(as_json: bool, no_wait: bool) -> None:
     client = control_client()
     reply = call(Shutdown())
     pid = (reply.data or {}).get("pid")
-    gone = no_wait or _wait_gone(client.socket_path, timeout=120)
+    gone = no_wait or _wait_gone(control_address(client.runtime_dir), timeout=120)
     if wants_json(as_json):
         emit_json({"ok": gone, "pid": pid, "stopped": gone})
     else:
@@ -238,10 +278,10 @@ def stop_cmd(as_json: bool, no_wait: bool) -> None:
         sys.exit(EXIT_FAILED)
 
 
-def _wait_gone(socket_path: Path, timeout: float) -> bool:
+def _wait_gone(address: str, timeout: float) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if not socket_path.exists():
+        if not is_listening(address):
             return True
         time.sleep(0.05)
     return False

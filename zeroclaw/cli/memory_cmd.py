@@ -39,7 +39,7 @@ from ._common import (
     state,
     wants_json,
 )
-from .daemon_cmd import call
+from .daemon_cmd import DaemonRefused, call
 
 _USAGE_CODES = {"unknown_agent", "bad_request"}
 T = TypeVar("T")
@@ -52,7 +52,7 @@ def _run(op: str, agent: str | None, args: dict[str, Any]) -> dict[str, Any]:
     try:
         reply = call(MemoryCommand(op=op, agent=alias, args=args))
     except CliError as exc:
-        if exc.exit_code != EXIT_NO_DAEMON:
+        if exc.exit_code != EXIT_NO_DAEMON or isinstance(exc, DaemonRefused):
             raise
         click.echo("zeroclaw: no daemon is running; using the memory store directly", err=True)
         return _direct(op, alias, args)

@@ -1,6 +1,7 @@
 """The operator control protocol: framing, messages and a blocking client."""
 
-from ._client import ControlClient, ControlSession, DaemonUnreachable
+from ._address import control_address, is_listening, printable
+from ._client import ControlClient, ControlSession, DaemonUnreachable, UntrustedDaemon, trusted_uids
 from ._framing import FrameDecoder, FrameTooLarge, encode_frame
 from ._protocol import (
     MAX_CONTROL_FRAME,
@@ -13,6 +14,7 @@ from ._protocol import (
     Chat,
     ChatApproval,
     ChatCancel,
+    ChatOpen,
     MemoryCommand,
     Reload,
     Reply,
@@ -38,6 +40,7 @@ __all__ = [
     "Chat",
     "ChatApproval",
     "ChatCancel",
+    "ChatOpen",
     "ControlClient",
     "ControlSession",
     "DaemonUnreachable",
@@ -50,10 +53,15 @@ __all__ = [
     "RouteProbe",
     "Shutdown",
     "Status",
+    "UntrustedDaemon",
+    "control_address",
     "decode_reply",
     "decode_request",
     "encode",
     "encode_frame",
     "error_reply",
+    "is_listening",
+    "printable",
     "receive_frames",
+    "trusted_uids",
 ]

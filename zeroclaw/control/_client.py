@@ -1,13 +1,22 @@
-"""Blocking control-socket client for the CLI (the CLI is not a trio program)."""
+"""Blocking control-socket client for the CLI (the CLI is not a trio program).
+
+The control socket is an abstract name (`_address`), which any local process could bind
+first. So the client checks who it reached: the listening process must run as our uid,
+as root, or as the owner of the runtime dir (a root operator talking to a daemon that runs
+as its own user). Anything else gets no request from us."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import os
 import socket
+import struct
 from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
 
+from ._address import control_address, printable
 from ._framing import FrameDecoder, encode_frame
 from ._protocol import MAX_CONTROL_FRAME, AnyRequest, Reply, decode_reply, encode
 
@@ -16,23 +25,43 @@ class DaemonUnreachable(Exception):
     """No daemon answers on the control socket."""
 
 
+class UntrustedDaemon(DaemonUnreachable):
+    """Something answers on the control socket's name, but not as a uid we trust."""
+
+
+def trusted_uids(runtime_dir: Path) -> frozenset[int]:
+    uids = {os.geteuid(), 0}
+    with contextlib.suppress(OSError):
+        uids.add(runtime_dir.stat().st_uid)
+    return frozenset(uids)
+
+
 class ControlSession:
     """One connection: send requests, read replies. A streaming command (chat) reads its
     events with `replies()` and may `send` more (cancel, approval) in between."""
 
-    def __init__(self, socket_path: Path, timeout: float | None = 30.0) -> None:
-        self.socket_path = socket_path
-        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    def __init__(self, runtime_dir: Path, timeout: float | None = 30.0) -> None:
+        self.address = control_address(runtime_dir)
+        self.name = printable(self.address)
+        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
         self._sock.settimeout(timeout)
         self._decoder = FrameDecoder(MAX_CONTROL_FRAME)
         self._ready: list[Reply] = []
         try:
-            self._sock.connect(str(socket_path))
+            self._sock.connect(self.address)
         except OSError as exc:
             self._sock.close()
             if exc.errno in (errno.ENOENT, errno.ECONNREFUSED, errno.ENOTDIR):
-                raise DaemonUnreachable(str(socket_path)) from None
+                raise DaemonUnreachable(f"{self.name} (runtime dir {runtime_dir})") from None
             raise
+        creds = self._sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+        pid, uid, _gid = struct.unpack("3i", creds)
+        if uid not in trusted_uids(runtime_dir):
+            self._sock.close()
+            raise UntrustedDaemon(
+                f"{self.name} is held by pid {pid} running as uid {uid}, which is neither us, "
+                f"root nor the owner of {runtime_dir}; refusing to talk to it"
+            )
 
     def __enter__(self) -> ControlSession:
         return self
@@ -49,13 +78,20 @@ class ControlSession:
         self._sock.close()
 
     def send(self, request: AnyRequest) -> None:
-        self._sock.sendall(encode_frame(encode(request)))
+        """Send a request. If the daemon has already closed the connection (it refused it),
+        raise nothing here: its refusal is waiting to be read by `next_reply`."""
+        # MSG_NOSIGNAL: a closed peer is an error to handle, never a SIGPIPE.
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            self._sock.sendall(encode_frame(encode(request)), socket.MSG_NOSIGNAL)
 
     def next_reply(self) -> Reply:
         while not self._ready:
-            chunk = self._sock.recv(65536)
+            try:
+                chunk = self._sock.recv(65536)
+            except ConnectionResetError:
+                chunk = b""
             if not chunk:
-                raise DaemonUnreachable(f"{self.socket_path}: connection closed mid-reply")
+                raise DaemonUnreachable(f"{self.name}: the daemon closed the connection")
             self._ready += [decode_reply(f) for f in self._decoder.feed(chunk)]
         return self._ready.pop(0)
 
@@ -69,16 +105,17 @@ class ControlSession:
 
 
 class ControlClient:
-    def __init__(self, socket_path: Path, timeout: float = 30.0) -> None:
-        self.socket_path = socket_path
+    def __init__(self, runtime_dir: Path, timeout: float = 30.0) -> None:
+        self.runtime_dir = runtime_dir
         self.timeout = timeout
+        self.name = printable(control_address(runtime_dir))
 
     def session(self, timeout: float | None = None) -> ControlSession:
-        return ControlSession(self.socket_path, timeout)
+        return ControlSession(self.runtime_dir, timeout)
 
     def stream(self, request: AnyRequest) -> Iterator[Reply]:
         """Send one request; yield its replies until the last one."""
-        with ControlSession(self.socket_path, self.timeout) as session:
+        with ControlSession(self.runtime_dir, self.timeout) as session:
             session.send(request)
             yield from session.replies()
 

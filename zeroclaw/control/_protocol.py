@@ -65,6 +65,13 @@ class Chat(Request, tag="chat", frozen=True):
     interactive: bool = False  # someone is there to answer approval prompts
 
 
+class ChatOpen(Request, tag="chat.open", frozen=True):
+    """Sent first by an interactive `zeroclaw chat`: the connection is a chat session from
+    now on, which the daemon never closes for being idle (someone is thinking or typing)."""
+
+    agent: str
+
+
 class ChatCancel(Request, tag="chat.cancel", frozen=True):
     pass
 
@@ -90,6 +97,7 @@ AnyRequest = (
     | RouteProbe
     | MemoryCommand
     | Chat
+    | ChatOpen
     | ChatCancel
     | ChatApproval
     | Reload

@@ -43,6 +43,9 @@ REFER = 1 << 13  # ABI 2
 TRUNCATE = 1 << 14  # ABI 3
 IOCTL_DEV = 1 << 15  # ABI 5
 
+# Scopes (ABI 6): what a sandboxed process may not reach outside its own Landlock domain.
+SCOPE_ABSTRACT_UNIX_SOCKET = 1 << 0  # connect to an abstract socket made outside (ADR 0011)
+
 READ = READ_FILE | READ_DIR
 READ_EXEC = READ | EXECUTE
 
@@ -67,6 +70,15 @@ def _handled(abi: int) -> int:
     if abi >= 5:
         rights |= IOCTL_DEV
     return rights
+
+
+def ruleset_attr(handled_fs: int, abi: int) -> bytes:
+    """struct landlock_ruleset_attr for this ABI: handled_access_fs, and from ABI 6 on also
+    handled_access_net (none: we do not restrict TCP here) and `scoped`, which keeps the
+    sandbox off the daemon's abstract control socket."""
+    if abi >= 6:
+        return struct.pack("=QQQ", handled_fs, 0, SCOPE_ABSTRACT_UNIX_SOCKET)
+    return struct.pack("=Q", handled_fs)  # handled_access_fs only: valid for every ABI
 
 
 def abi_version() -> int:
@@ -109,7 +121,7 @@ def apply_sandbox(plan: SandboxPlan) -> int:
     if abi < 1:
         raise SandboxUnavailable("this kernel does not offer Landlock")
     handled = _handled(abi)
-    attr = struct.pack("=Q", handled)  # handled_access_fs only: valid for every ABI
+    attr = ruleset_attr(handled, abi)
     ruleset = _libc.syscall(
         SYS_CREATE_RULESET, ctypes.c_char_p(attr), ctypes.c_size_t(len(attr)), 0
     )

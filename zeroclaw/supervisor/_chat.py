@@ -20,7 +20,7 @@ from typing import Any
 import trio
 
 from ..bus import Message, Request, Response, Router
-from ..control import Chat, ChatApproval, ChatCancel, Reply, error_reply
+from ..control import Chat, ChatApproval, ChatCancel, ChatOpen, Reply, error_reply
 from ._control_server import Exchange
 
 log = logging.getLogger("zeroclaw.chat")
@@ -84,13 +84,21 @@ class ChatService:
                 event = {"event": "overflow"}
             turn.events.send_nowait(event)
 
+    def _unknown(self, agent: str) -> Reply | None:
+        enabled = self.router.policy.enabled
+        if agent in enabled:
+            return None
+        known = ", ".join(sorted(enabled)) or "none"
+        return error_reply("unknown_agent", f"no enabled agent {agent!r}; known: {known}")
+
+    def open_session(self, request: ChatOpen) -> Reply:
+        """An interactive session begins (the control server stops timing it out)."""
+        return self._unknown(request.agent) or Reply(ok=True, data={"agent": request.agent})
+
     async def run_turn(self, request: Chat, exchange: Exchange) -> Reply:
         policy = self.router.policy
-        if request.agent not in policy.enabled:
-            known = ", ".join(sorted(policy.enabled)) or "none"
-            return error_reply(
-                "unknown_agent", f"no enabled agent {request.agent!r}; known: {known}"
-            )
+        if (refusal := self._unknown(request.agent)) is not None:
+            return refusal
         turn_id = f"{self._prefix}-{next(self._ids)}"
         events, incoming = trio.open_memory_channel[dict[str, Any]](math.inf)
         turn = self.turns[turn_id] = _Turn(request.agent, events)

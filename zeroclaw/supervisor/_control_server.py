@@ -1,40 +1,64 @@
-"""The operator API on `<runtime_dir>/control.sock`.
+"""The operator API on an abstract unix socket named after the runtime dir (ADR 0011).
 
-Mode 0600 and an SO_PEERCRED check (only our own uid, or root) guard it: it is
-root-equivalent for the daemon's user. Each connection is its own task with an idle
-timeout; garbage, oversized frames and half-closed connections end that connection only.
+Who may connect: the daemon's own uid or root (SO_PEERCRED), and never a process that
+descends from the zygote, i.e. nothing inside an agent's sandbox (`_peer`). Where the
+kernel has Landlock ABI 6, agents cannot even connect (their scope forbids abstract sockets
+made outside their domain); the ancestry check is the second layer, and the only one under
+`sandbox = "none"`.
+
+How many: `ConnectionTable` (`_admission`) bounds connections per peer process, reaps the
+oldest idle one when full and keeps reserved slots for status and stop. Each connection is
+its own task with an idle timeout (none for a chat session); garbage, oversized frames and
+half-closed connections end that connection only.
 """
 
 from __future__ import annotations
 
+import errno
+import itertools
 import logging
+import math
 import os
 import socket
 import struct
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import trio
 
 from ..control import (
     MAX_CONTROL_FRAME,
+    AgentsList,
     AnyRequest,
+    Chat,
+    ChatOpen,
     FrameDecoder,
     FrameTooLarge,
     Reply,
+    Shutdown,
+    Status,
+    control_address,
     decode_request,
     encode,
     encode_frame,
     error_reply,
+    printable,
     receive_frames,
 )
+from ._admission import Admit, ConnectionTable, RequestKind
+from ._peer import close_pidfd, judge_peer, needs_ancestry, peer_ancestry, peer_credentials
 
 log = logging.getLogger("zeroclaw.control")
 
 IDLE_TIMEOUT_SECS = 30.0
-MAX_CONNECTIONS = 64
+# Development and test hook: a shorter idle timeout for non-chat connections.
+IDLE_TIMEOUT_ENV = "ZEROCLAW_CONTROL_IDLE_SECS"
+REFUSAL_SEND_SECS = 5.0
+ACCEPT_RETRY_SECS = 0.1  # after a failed accept (EMFILE): do not spin
+LOG_EVERY_SECS = 10.0  # a refused peer that does not read is not waited for
 SUN_PATH_MAX = 107  # sizeof(sun_path) - 1 on Linux
 
 
@@ -54,6 +78,10 @@ class SocketPathTooLong(Exception):
     pass
 
 
+class ControlNameTaken(Exception):
+    """Another process holds the control socket's abstract name."""
+
+
 def check_socket_path(path: Path) -> None:
     if len(os.fsencode(path)) > SUN_PATH_MAX:
         raise SocketPathTooLong(
@@ -62,74 +90,204 @@ def check_socket_path(path: Path) -> None:
         )
 
 
-def bind_unix_socket(path: Path) -> socket.socket:
-    """Bind a stream socket at `path` with mode 0600 from the start (no window at 0666)."""
-    check_socket_path(path)
-    # Stale from a killed daemon; we hold the lock, so it is not in use.
-    path.unlink(missing_ok=True)
+def bind_control_socket(runtime_dir: Path) -> socket.socket:
+    """Bind and listen on the control socket's abstract name for `runtime_dir`.
+
+    We hold the runtime dir's lock, so no other zeroclaw daemon uses this name: whoever
+    has it is squatting, and we say who rather than serve beside it."""
+    address = control_address(runtime_dir)
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
-    old = os.umask(0o177)
     try:
-        sock.bind(str(path))
-    finally:
-        os.umask(old)
-    os.chmod(path, 0o600)
+        sock.bind(address)
+    except OSError as exc:
+        sock.close()
+        if exc.errno != errno.EADDRINUSE:
+            raise
+        raise ControlNameTaken(
+            f"the control socket name {printable(address)} is already taken by "
+            f"{_holder(address)}; stop that process (see 'ss -xlp')"
+        ) from None
     sock.listen(128)
     return sock
 
 
-def peer_uid(sock: socket.socket | trio.socket.SocketType) -> int:
-    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    _pid, uid, _gid = struct.unpack("3i", creds)
-    return int(uid)
+def _holder(address: str) -> str:
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+    probe.settimeout(1)
+    try:
+        probe.connect(address)
+        creds = probe.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+        pid, uid, _gid = struct.unpack("3i", creds)
+        return f"pid {pid} (uid {uid})"
+    except OSError:
+        return "another process"
+    finally:
+        probe.close()
+
+
+def request_kind(request: AnyRequest) -> RequestKind:
+    if isinstance(request, (Status, AgentsList, Shutdown)):
+        return "essential"
+    if isinstance(request, (Chat, ChatOpen)):
+        return "chat"
+    return "other"
 
 
 class ControlServer:
-    def __init__(self, path: Path, handler: Handler) -> None:
-        self.path = path
+    def __init__(
+        self,
+        listener: socket.socket,
+        handler: Handler,
+        *,
+        zygote_pid: int,
+        idle_timeout: float = IDLE_TIMEOUT_SECS,
+        table: ConnectionTable | None = None,
+    ) -> None:
         self.handler = handler
+        self.zygote_pid = zygote_pid
+        self.idle_timeout = idle_timeout
+        self.table = table if table is not None else ConnectionTable()
         self.refused_peers = 0
+        self.refused_busy = 0
+        self.reaped = 0
+        self.admitted_reserved = 0
         self.bad_requests = 0
-        self._slots = trio.CapacityLimiter(MAX_CONNECTIONS)
-        self._allowed_uids = {os.geteuid(), 0}
+        self._listener = listener
+        self._uid = os.geteuid()  # also the agents' uid
+        self._allowed_uids = frozenset({self._uid, 0})
+        self._ids = itertools.count(1)
+        self._scopes: dict[int, trio.CancelScope] = {}
+        self._warned_at: dict[str, float] = {}
+        self._unlogged: dict[str, int] = {}
 
     async def serve(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        listener = trio.socket.from_stdlib_socket(bind_unix_socket(self.path))
+        listener = trio.socket.from_stdlib_socket(self._listener)
         task_status.started()
         try:
             async with trio.open_nursery() as nursery:
                 while True:
-                    conn, _ = await listener.accept()
-                    nursery.start_soon(self._connection, conn)
+                    try:
+                        conn, _ = await listener.accept()
+                    except OSError as exc:  # out of fds, or the peer aborted: not fatal
+                        self._warn("accept", "control accept failed: %s", exc)
+                        await trio.sleep(ACCEPT_RETRY_SECS)
+                        continue
+                    try:
+                        self._admit(conn, nursery)
+                    except OSError as exc:  # SO_PEERCRED failed: we cannot tell who it is
+                        self._warn("peer", "control peer check failed: %s", exc)
+                        conn.close()
         finally:
             listener.close()
-            self.path.unlink(missing_ok=True)
 
-    async def _connection(self, conn: trio.socket.SocketType) -> None:
+    def _admit(self, conn: trio.socket.SocketType, nursery: trio.Nursery) -> None:
+        """Decide at accept time, in the accept loop: who it is, and whether there is room."""
+        creds = peer_credentials(conn)  # type: ignore[arg-type]
+        try:
+            chain = peer_ancestry(creds) if needs_ancestry(creds.uid, self._uid) else None
+            verdict = judge_peer(creds.uid, chain, self._allowed_uids, self._uid, self.zygote_pid)
+        finally:
+            close_pidfd(creds)
+        if verdict != "operator":
+            self.refused_peers += 1
+            why = {
+                "foreign_uid": "peer uid not allowed",
+                "agent": "agents and their processes may not use the control socket",
+                "unverifiable": "cannot verify which process this is (it exited, or /proc "
+                "hides its ancestors, e.g. systemd's ProtectProc=invisible: run the CLI as root)",
+            }[verdict]
+            self._warn(
+                verdict,
+                "control connection from pid %d uid %d refused: %s",
+                creds.pid,
+                creds.uid,
+                why,
+                extra={"peer_pid": creds.pid, "peer_uid": creds.uid, "verdict": verdict},
+            )
+            nursery.start_soon(_refuse, conn, error_reply("forbidden", why))
+            return
+        conn_id = next(self._ids)
+        decision = self.table.connect(conn_id, creds.pid, trio.current_time())
+        if not isinstance(decision, Admit):
+            self.refused_busy += 1
+            self._warn(
+                "busy", "control connection from pid %d refused: %s", creds.pid, decision.reason
+            )
+            nursery.start_soon(_refuse, conn, error_reply("busy", decision.reason))
+            return
+        self.admitted_reserved += decision.reserved
+        for victim in decision.reap:
+            self.reaped += 1
+            scope = self._scopes.pop(victim, None)
+            if scope is not None:
+                scope.cancel()
+        scope = self._scopes[conn_id] = trio.CancelScope()
+        nursery.start_soon(self._connection, conn_id, conn, scope)
+
+    def stats(self) -> dict[str, int]:
+        """For `status`: what the control socket has had to turn away."""
+        return {
+            "connections": len(self.table),
+            "refused_peers": self.refused_peers,
+            "refused_busy": self.refused_busy,
+            "reaped_idle": self.reaped,
+            "reserved_used": self.admitted_reserved,
+            "bad_requests": self.bad_requests,
+        }
+
+    def _warn(
+        self, kind: str, msg: str, *args: object, extra: dict[str, Any] | None = None
+    ) -> None:
+        """A hostile peer can make refusals by the thousand: one warning per kind per
+        LOG_EVERY_SECS, carrying how many were not logged since."""
+        now = trio.current_time()
+        if now - self._warned_at.get(kind, -math.inf) < LOG_EVERY_SECS:
+            self._unlogged[kind] = self._unlogged.get(kind, 0) + 1
+            return
+        self._warned_at[kind] = now
+        unlogged = self._unlogged.pop(kind, 0)
+        if unlogged:
+            msg += f" (and {unlogged} more not logged)"
+        log.warning(msg, *args, extra=extra)
+
+    async def _connection(
+        self, conn_id: int, conn: trio.socket.SocketType, scope: trio.CancelScope
+    ) -> None:
         stream = trio.SocketStream(conn)
-        async with stream:
-            replies = _Replies(stream)
-            uid = peer_uid(conn)
-            if uid not in self._allowed_uids:
-                self.refused_peers += 1
-                log.warning("control connection from uid %d refused", uid, extra={"peer_uid": uid})
-                await replies.try_send(error_reply("forbidden", "peer uid not allowed"))
-                return
-            if self._slots.available_tokens == 0:
-                await replies.try_send(error_reply("busy", "too many control connections"))
-                return
-            async with self._slots:
-                await self._serve_requests(stream, replies)
+        try:
+            with scope:
+                async with stream:
+                    await self._serve_requests(conn_id, stream, _Replies(stream))
+        finally:
+            if self._scopes.get(conn_id) is scope:
+                del self._scopes[conn_id]
+            self.table.closed(conn_id)
 
-    async def _serve_requests(self, stream: trio.SocketStream, replies: _Replies) -> None:
+    async def _serve_requests(
+        self, conn_id: int, stream: trio.SocketStream, replies: _Replies
+    ) -> None:
         requests, inbox = trio.open_memory_channel[AnyRequest](16)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._read_requests, stream, requests, replies.try_send)
-            while True:
+            while conn_id in self.table:
+                # A chat session waits for its operator's next line as long as it takes.
+                timeout = self.idle_timeout if self.table.times_out(conn_id) else math.inf
                 try:
-                    with trio.fail_after(IDLE_TIMEOUT_SECS):
+                    with trio.fail_after(timeout):
                         request = await inbox.receive()
                 except (trio.TooSlowError, trio.EndOfChannel):
+                    break
+                if conn_id not in self.table:
+                    break  # reaped as we woke: the cancellation is on its way
+                if not self.table.request(conn_id, request_kind(request), trio.current_time()):
+                    self.refused_busy += 1
+                    await replies.try_send(
+                        error_reply(
+                            "busy",
+                            "the control socket is full; this connection may only ask for "
+                            "status or stop, once",
+                        )
+                    )
                     break
                 try:
                     reply = await self.handler(request, Exchange(replies.send, inbox))
@@ -138,7 +296,8 @@ class ControlServer:
                 except Exception as exc:  # a bug must not take the control socket down
                     log.exception("control handler failed on %s", type(request).__name__)
                     reply = error_reply("internal", f"{type(exc).__name__}: {exc}")
-                if not await replies.try_send(reply):
+                sent = await replies.try_send(reply)
+                if not self.table.finished(conn_id, trio.current_time()) or not sent:
                     break
             nursery.cancel_scope.cancel()
 
@@ -168,6 +327,14 @@ class ControlServer:
                         await try_send(error_reply("malformed", f"bad request: {exc}"))
                         return
                     await requests.send(request)
+
+
+async def _refuse(conn: trio.socket.SocketType, reply: Reply) -> None:
+    """Answer a connection we will not serve, without reading from it, and close it."""
+    stream = trio.SocketStream(conn)
+    async with stream:
+        with trio.move_on_after(REFUSAL_SEND_SECS):
+            await _Replies(stream).try_send(reply)
 
 
 class _Replies:

@@ -6,18 +6,20 @@ Order matters: the zygote is forked before trio.run, while the process has one t
 from __future__ import annotations
 
 import logging
+import math
 import os
 import signal
 import socket
 import stat
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 
 import trio
 import zmq
 
 from .._logging import setup_logging
+from .._prctl import set_not_dumpable
 from ..bus import Request as BusRequest
 from ..bus import Response, Router
 from ..config import Config, daemon_paths, load_config
@@ -30,6 +32,7 @@ from ..control import (
     Chat,
     ChatApproval,
     ChatCancel,
+    ChatOpen,
     MemoryCommand,
     Reload,
     Reply,
@@ -49,7 +52,17 @@ from ..memory import (
     operator_request,
 )
 from ._chat import ChatService
-from ._control_server import ControlServer, Exchange, Handler, SocketPathTooLong, check_socket_path
+from ._control_server import (
+    IDLE_TIMEOUT_ENV,
+    IDLE_TIMEOUT_SECS,
+    ControlNameTaken,
+    ControlServer,
+    Exchange,
+    Handler,
+    SocketPathTooLong,
+    bind_control_socket,
+    check_socket_path,
+)
 from ._lifecycle import State
 from ._lock import AlreadyRunning, PidLock
 from ._notify import SYSTEMD_VARIABLES, Notifier
@@ -85,11 +98,14 @@ def prepare_directory(path: Path, what: str) -> None:
 
 def run_daemon(config_path: Path, env: Mapping[str, str] | None = None) -> int:
     env = dict(os.environ if env is None else env)
+    # Nothing of our uid may ptrace us or read our environment (provider keys) through /proc.
+    set_not_dumpable()
     config = load_config(config_path, env)  # ConfigError → the CLI prints it, exit 2
     setup_logging(config.daemon.log_format, config.daemon.log_level)
     paths = daemon_paths(config, env)
+    idle_timeout = _idle_timeout(env)
     try:
-        check_socket_path(paths.runtime_dir / "control.sock")
+        check_socket_path(paths.runtime_dir / "router.sock")
     except SocketPathTooLong as exc:
         raise DaemonError(str(exc), 2) from None
     prepare_directory(paths.runtime_dir, "runtime dir")
@@ -98,6 +114,11 @@ def run_daemon(config_path: Path, env: Mapping[str, str] | None = None) -> int:
     try:
         lock.acquire()
     except AlreadyRunning as exc:
+        raise DaemonError(str(exc), 1) from None
+    try:
+        control_listener = bind_control_socket(paths.runtime_dir)
+    except ControlNameTaken as exc:
+        lock.release()
         raise DaemonError(str(exc), 1) from None
     notifier = Notifier(env)
     # Never let systemd's variables reach anything we start, whatever the allowlist says.
@@ -108,6 +129,7 @@ def run_daemon(config_path: Path, env: Mapping[str, str] | None = None) -> int:
     try:
         memory_lock.acquire()
     except MemoryLocked as exc:
+        control_listener.close()
         lock.release()
         raise DaemonError(f"{exc}; is a 'zeroclaw memory' command still writing?", 1) from None
     zygote, zygote_sock = start_zygote(
@@ -123,6 +145,7 @@ def run_daemon(config_path: Path, env: Mapping[str, str] | None = None) -> int:
         zygote_sock.close()  # EOF: the zygote exits
         zygote.wait()
         memory_lock.release()
+        control_listener.close()
         lock.release()
         raise DaemonError(str(exc), 1) from None
     if store.reindexed:
@@ -143,8 +166,11 @@ def run_daemon(config_path: Path, env: Mapping[str, str] | None = None) -> int:
             zygote_sock,
             notifier,
             store,
+            control_listener,
+            idle_timeout,
         )
     finally:
+        control_listener.close()
         zygote_sock.close()  # EOF tells the zygote to kill whatever is left and exit
         zygote.wait()
         store.close()
@@ -161,6 +187,8 @@ async def _main(
     zygote_sock: socket.socket,
     notifier: Notifier,
     store: MemoryStore,
+    control_listener: socket.socket,
+    idle_timeout: float,
 ) -> int:
     supervisor: Supervisor | None = None
 
@@ -174,17 +202,31 @@ async def _main(
         router = Router(config, daemon_paths(config, env).runtime_dir, ctx)
         supervisor = Supervisor(config, config_path, env, zygote, notifier, router)
         supervisor.memory = MemoryService(store, memory_grants(config))
-        return await _serve(supervisor, config, notifier)
+        return await _serve(supervisor, notifier, control_listener, idle_timeout)
     finally:
         ctx.term()
 
 
-async def _serve(supervisor: Supervisor, config: Config, notifier: Notifier) -> int:
+async def _serve(
+    supervisor: Supervisor,
+    notifier: Notifier,
+    control_listener: socket.socket,
+    idle_timeout: float,
+) -> int:
     paths = supervisor.paths
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_run_zygote_reader, supervisor, nursery)
-        handler = _make_handler(supervisor, nursery)
-        control = ControlServer(paths.runtime_dir / "control.sock", handler)
+        control: ControlServer | None = None
+
+        def control_stats() -> dict[str, int]:
+            return control.stats() if control is not None else {}
+
+        control = ControlServer(
+            control_listener,
+            _make_handler(supervisor, nursery, control_stats),
+            zygote_pid=supervisor.zygote.pid,
+            idle_timeout=idle_timeout,
+        )
         await nursery.start(control.serve)
         await nursery.start(supervisor.router.run)
         _serve_memory(supervisor, nursery)
@@ -206,6 +248,19 @@ async def _serve(supervisor: Supervisor, config: Config, notifier: Notifier) -> 
             nursery.cancel_scope.cancel()
     log.info("zeroclaw daemon stopped")
     return 0
+
+
+def _idle_timeout(env: Mapping[str, str]) -> float:
+    raw = env.get(IDLE_TIMEOUT_ENV)
+    if raw is None:
+        return IDLE_TIMEOUT_SECS
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise DaemonError(f"{IDLE_TIMEOUT_ENV}={raw!r} must be a positive number of seconds", 2)
+    return value
 
 
 MEMORY_CONCURRENCY = 64
@@ -319,15 +374,21 @@ async def _watchdog(notifier: Notifier, interval: float) -> None:
         await trio.sleep(interval)
 
 
-def _make_handler(supervisor: Supervisor, nursery: trio.Nursery) -> Handler:
+def _make_handler(
+    supervisor: Supervisor, nursery: trio.Nursery, control_stats: Callable[[], dict[str, int]]
+) -> Handler:
     chat = ChatService(supervisor.router)
 
     async def handle(request: AnyRequest, exchange: Exchange) -> Reply:
         if isinstance(request, Chat):
             return await chat.run_turn(request, exchange)
+        if isinstance(request, ChatOpen):
+            return chat.open_session(request)
         if isinstance(request, (ChatCancel, ChatApproval)):
             return error_reply("bad_request", "no chat turn is running on this connection")
-        if isinstance(request, (Status, AgentsList)):
+        if isinstance(request, Status):
+            return Reply(ok=True, data={**supervisor.status(), "control": control_stats()})
+        if isinstance(request, AgentsList):
             return Reply(ok=True, data=supervisor.status())
         if isinstance(request, Shutdown):
             supervisor.shutdown_requested.set()

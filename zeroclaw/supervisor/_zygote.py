@@ -35,7 +35,7 @@ from collections.abc import Callable, Mapping
 
 import msgspec
 
-from .._prctl import PR_SET_CHILD_SUBREAPER, prctl, set_death_signal
+from .._prctl import PR_SET_CHILD_SUBREAPER, prctl, set_death_signal, set_not_dumpable
 from ..agent import AgentSpec, say_fatal
 
 log = logging.getLogger("zeroclaw.zygote")
@@ -125,7 +125,10 @@ def zygote_main(fd: int, daemon_pid: int, entrypoint: str) -> None:
     """The zygote process's main (started by start_zygote)."""
     sock = socket.socket(fileno=fd)
     set_death_signal(daemon_pid)
+    # Subreaper: an agent's orphans stay below us, which is what lets the control socket
+    # refuse every descendant of an agent (ADR 0011). Not dumpable: agents may not ptrace us.
     prctl(PR_SET_CHILD_SUBREAPER, 1)
+    set_not_dumpable()
     # Signals sent to the daemon's whole process group (Ctrl-C, `timeout`, `kill -- -PGID`)
     # are the daemon's to handle: it stops the agents in order, then closes our socket.
     for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM):
@@ -245,6 +248,9 @@ def _become_agent(request: Spawn, fds: list[int], zygote_pid: int, close_fds: li
     """Everything between fork and the agent's own code, in the order that matters."""
     os.setsid()  # own session and process group: killpg reaches all it starts
     set_death_signal(zygote_pid)
+    # Inherited from the zygote, but said here because it is the agent's promise: no other
+    # process of our uid (another agent included) may ptrace it or read its /proc secrets.
+    set_not_dumpable()
     signal.set_wakeup_fd(-1)
     for sig in (signal.SIGCHLD, signal.SIGINT, signal.SIGHUP, signal.SIGTERM):
         signal.signal(sig, signal.SIG_DFL)
