@@ -286,11 +286,11 @@ class Router:
             return True
         try:
             frame = decode_from_agent(payload)
-        except WireError as exc:
-            self.counters["malformed"] += 1
+        except WireError as exc:  # broken, of another version, or nested too deeply
+            self.counters[exc.code] += 1
             message_id = salvage_message_id(payload)
             if message_id is not None:
-                self._refuse(sender, message_id, "malformed", str(exc)[:200], count=False)
+                self._refuse(sender, message_id, exc.code, str(exc)[:200], count=False)
             return True
         if isinstance(frame, Send):
             if frame.message is None:

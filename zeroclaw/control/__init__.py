@@ -1,5 +1,6 @@
 """The operator control protocol: framing, messages and a blocking client."""
 
+from .._decode import DecodeFailure
 from ._client import ControlClient, ControlSession, DaemonUnreachable
 from ._framing import FrameDecoder, FrameTooLarge, encode_frame
 from ._protocol import (
@@ -41,6 +42,7 @@ __all__ = [
     "ControlClient",
     "ControlSession",
     "DaemonUnreachable",
+    "DecodeFailure",
     "FrameDecoder",
     "FrameTooLarge",
     "MemoryCommand",

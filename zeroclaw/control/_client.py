@@ -8,7 +8,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
 
-from ._framing import FrameDecoder, encode_frame
+from .._decode import DecodeFailure
+from ._framing import FrameDecoder, FrameTooLarge, encode_frame
 from ._protocol import MAX_CONTROL_FRAME, AnyRequest, Reply, decode_reply, encode
 
 
@@ -56,7 +57,13 @@ class ControlSession:
             chunk = self._sock.recv(65536)
             if not chunk:
                 raise DaemonUnreachable(f"{self.socket_path}: connection closed mid-reply")
-            self._ready += [decode_reply(f) for f in self._decoder.feed(chunk)]
+            try:
+                self._ready += [decode_reply(f) for f in self._decoder.feed(chunk)]
+            except (DecodeFailure, FrameTooLarge) as exc:
+                # Whatever answered is not a daemon this CLI can talk to.
+                raise DaemonUnreachable(
+                    f"{self.socket_path}: not a zeroclaw reply: {exc}"
+                ) from None
         return self._ready.pop(0)
 
     def replies(self) -> Iterator[Reply]:

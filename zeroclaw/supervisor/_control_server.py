@@ -15,12 +15,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import msgspec
 import trio
 
 from ..control import (
     MAX_CONTROL_FRAME,
     AnyRequest,
+    DecodeFailure,
     FrameDecoder,
     FrameTooLarge,
     Reply,
@@ -163,9 +163,9 @@ class ControlServer:
                 for frame in frames:
                     try:
                         request = decode_request(frame)
-                    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                    except DecodeFailure as exc:
                         self.bad_requests += 1
-                        await try_send(error_reply("malformed", f"bad request: {exc}"))
+                        await try_send(error_reply(exc.code, f"bad request: {exc}"))
                         return
                     await requests.send(request)
 

@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-import msgspec
 import trio
 
 from ..agent import (
@@ -35,7 +34,7 @@ from ..agent import (
 )
 from ..bus import AgentKeys
 from ..config import RestartPolicy
-from ..control import FrameDecoder, FrameTooLarge, encode_frame, receive_frames
+from ..control import DecodeFailure, FrameDecoder, FrameTooLarge, encode_frame, receive_frames
 from ._lifecycle import ExitStatus, Lifecycle, State, Transition
 from ._spec import agent_environment
 from ._zygote_client import SpawnError, ZygoteClient
@@ -386,7 +385,7 @@ class AgentRunner:
                 if frames is None:
                     return  # the process is exiting; its exit report follows
                 messages = [decode_link(frame) for frame in frames]
-            except (FrameTooLarge, msgspec.MsgspecError) as exc:
+            except (FrameTooLarge, DecodeFailure) as exc:
                 log.warning("agent %s sent a bad link frame: %s", self.alias, exc)
                 return
             for message in messages:
