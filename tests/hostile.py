@@ -22,7 +22,13 @@ DEPTHS = st.one_of(
 )
 
 # One level of nesting, as bytes: fixarray, array16, array32, fixmap/map16 with a key.
-_MSGPACK_LEVELS = (b"\x91", b"\xdc\x00\x01", b"\xdd\x00\x00\x00\x01", b"\x81\xa1k", b"\xde\x00\x01\x00")
+_MSGPACK_LEVELS = (
+    b"\x91",
+    b"\xdc\x00\x01",
+    b"\xdd\x00\x00\x00\x01",
+    b"\x81\xa1k",
+    b"\xde\x00\x01\xa1k",
+)
 
 
 def nested_msgpack(depth: int, level: bytes = b"\x91", leaf: bytes = b"\xc0") -> bytes:

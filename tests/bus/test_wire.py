@@ -10,7 +10,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.hostile import hostile_msgpack, nested_msgpack, spliced
-
 from zeroclaw.bus import (
     Ack,
     Deliver,

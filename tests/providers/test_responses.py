@@ -3,6 +3,8 @@ parsers give a value or ProviderError, never RecursionError (ADR 0014)."""
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 import trio
 from hypothesis import given, settings
@@ -28,10 +30,8 @@ async def _no_delta(text: str) -> None:
 
 async def _feed_both(data: str) -> None:
     for stream in (OpenAIStream("openai.t", _no_delta), AnthropicStream("anthropic.t", _no_delta)):
-        try:
+        with contextlib.suppress(ProviderError):
             await stream.feed(SseEvent("content_block_delta", data))
-        except ProviderError:
-            pass
 
 
 @settings(max_examples=150, deadline=None)

@@ -50,7 +50,11 @@ class ControlSession:
         self._sock.close()
 
     def send(self, request: AnyRequest) -> None:
-        self._sock.sendall(encode_frame(encode(request)))
+        self.send_payload(encode(request))
+
+    def send_payload(self, payload: bytes) -> None:
+        """One frame of already encoded bytes (for tests and diagnostics of the server)."""
+        self._sock.sendall(encode_frame(payload))
 
     def next_reply(self) -> Reply:
         while not self._ready:
