@@ -45,7 +45,9 @@ def main(spec: AgentSpec, link_fd: int) -> int:
         marker = workspace / "bombed"
         if not marker.exists():  # once: the restarted agent is an ordinary one
             marker.write_text("")
-            os.write(link_fd, encode_frame(nested_msgpack(10_000)))
+            # Every link field is typed, so the depth hides in a field the decoder skips.
+            pong = spliced({"type": "pong", "seq": 1, "junk": ...}, nested_msgpack(10_000))
+            os.write(link_fd, encode_frame(pong))
     if alias.startswith("mute"):
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         time.sleep(3600)

@@ -82,6 +82,11 @@ def encode(message: Spawn | Spawned | SpawnFailed | Exited) -> bytes:
     return _encoder.encode(message)
 
 
+def decode_spawn(data: bytes) -> Spawn:
+    """Raises DecodeFailure on anything that is not a Spawn request (ADR 0014)."""
+    return decode_msgpack(_spawn_decoder, data, max_bytes=MAX_PACKET)
+
+
 def decode_reply(data: bytes) -> ZygoteMessage:
     """Raises DecodeFailure on anything that is not a zygote message (ADR 0014)."""
     return decode_msgpack(_reply_decoder, data, max_bytes=MAX_PACKET)
@@ -186,7 +191,7 @@ def zygote_main(fd: int, daemon_pid: int, entrypoint: str) -> None:
                     _kill_group(pid)
                 return
             try:
-                request = decode_msgpack(_spawn_decoder, data, max_bytes=MAX_PACKET)
+                request = decode_spawn(data)
             except DecodeFailure as exc:
                 for fd in fds:
                     os.close(fd)
