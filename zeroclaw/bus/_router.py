@@ -55,6 +55,7 @@ ZAP_DOMAIN = b"zeroclaw"
 PENDING_START_LIMIT = 10_000
 HWM = 10_000
 SUN_PATH_MAX = 107
+_LARGEST_RID = 2**64 - 1  # sizes a Deliver frame before its rid is known (9 bytes)
 
 # Hooks into the supervisor, set by the daemon.
 HelloHook = Callable[[str, int], None]
@@ -324,11 +325,19 @@ class Router:
 
         The caller already authorised it (the control socket checked the peer's uid), so
         the peer-group policy, which is about agents and external senders, does not apply;
-        everything else does: unknown, unavailable, on-demand start, ack or timeout.
+        everything else does: unknown, unavailable, on-demand start, ack or timeout, and
+        the frame limit an agent's own sends meet (`too_large`).
         """
         self._injected[message.id] = on_outcome
         if message.to not in self.policy.enabled:
             self._refuse(INTERNAL, message.id, "unknown_agent", f"no enabled agent {message.to!r}")
+        elif (size := len(encode(Deliver(rid=_LARGEST_RID, message=message)))) > self.max_frame:
+            self._refuse(
+                INTERNAL,
+                message.id,
+                "too_large",
+                f"the message is {size} bytes on the bus; max_frame_bytes is {self.max_frame}",
+            )
         else:
             self._deliver(INTERNAL, message)
 
