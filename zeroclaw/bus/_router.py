@@ -28,6 +28,7 @@ import zmq
 from zmq.utils import z85
 from zmq.utils.monitor import parse_monitor_message
 
+from .._log_throttle import LogThrottle
 from ..config import Config
 from ._policy import PeerPolicy
 from ._wire import (
@@ -55,7 +56,11 @@ ZAP_DOMAIN = b"zeroclaw"
 PENDING_START_LIMIT = 10_000
 HWM = 10_000
 SUN_PATH_MAX = 107
+REFUSAL_LOG_INTERVAL_SECS = 10.0  # failed handshakes: one line per kind per interval
 _LARGEST_RID = 2**64 - 1  # sizes a Deliver frame before its rid is known (9 bytes)
+
+# A kind of refused handshake, for the log: what, detail (mechanism or event), address.
+RefusalKind = tuple[str, str, str]
 
 # Hooks into the supervisor, set by the daemon.
 HelloHook = Callable[[str, int], None]
@@ -123,6 +128,9 @@ class Router:
         self._acks_out: dict[str, list[str]] = {}
         self._injected: dict[str, InjectOutcome] = {}  # message id -> outcome callback
         self.counters: Counter[str] = Counter()
+        self._refusal_log = LogThrottle[RefusalKind](
+            REFUSAL_LOG_INTERVAL_SECS, overflow_key=("other", "", ""), max_keys=16
+        )
         self.on_hello: HelloHook = lambda alias, pid: None
         self.request_start: StartHook = lambda alias: False
         self.services: dict[str, ServiceHandler] = {}
@@ -245,11 +253,12 @@ class Router:
             alias = self._key_to_alias.get(z85.encode(credentials[0]))
         if alias is None:
             self.counters["zap_denied"] += 1
-            log.warning(
-                "refused a bus connection with an unknown %s key",
+            kind = (
+                "zap_denied",
                 mechanism.decode(errors="replace"),
-                extra={"peer_address": address.decode(errors="replace")},
+                address.decode(errors="replace"),
             )
+            self._log_refusal(kind, self._refusal_log.event(kind, trio.current_time()))
             reply = [version, request_id, b"400", b"unknown key", b"", b""]
         else:
             reply = [version, request_id, b"200", b"OK", alias.encode(), b""]
@@ -262,8 +271,27 @@ class Router:
         except Exception:  # a malformed monitor frame says nothing about a peer
             return True
         self.counters["handshake_failed"] += 1
-        log.warning("bus handshake failed (event %s)", event.get("event"))
+        kind = ("handshake_failed", str(event.get("event")), "")
+        self._log_refusal(kind, self._refusal_log.event(kind, trio.current_time()))
         return True
+
+    def _log_refusal(self, kind: RefusalKind, count: int) -> None:
+        """One line for `count` refused handshakes of one kind (none when count is 0)."""
+        if not count:
+            return
+        what, detail, address = kind
+        if what == "zap_denied":
+            text = f"refused {count} bus connection(s) with an unknown {detail} key"
+        elif what == "handshake_failed":
+            text = f"{count} bus handshake(s) failed (event {detail})"
+        else:
+            text = f"{count} more refused bus handshake(s) of other kinds"
+        log.warning(
+            "%s%s",
+            text,
+            f" (at most one line per {REFUSAL_LOG_INTERVAL_SECS:g}s)" if count > 1 else "",
+            extra={"peer_address": address, "count": count, "refusal": what},
+        )
 
     # --- frames from agents ---------------------------------------------------------------
 
@@ -483,6 +511,8 @@ class Router:
         while True:
             await trio.sleep(0.25)
             now = trio.current_time()
+            for kind, count in self._refusal_log.flush(now):
+                self._log_refusal(kind, count)
             order = self._order
             while order:
                 flight = self._inflight.get(order[0])
