@@ -52,7 +52,9 @@ def decode_msgpack(
         value = decoder.decode(payload)
     except Exception as exc:  # every way a decode can fail, RecursionError included
         raise _failure(exc) from None
-    if could_nest_deeper(payload, max_depth, MSGPACK_HEADERS):
+    # One less than the bound: a struct field's default (an empty container) is a level
+    # that has no header byte in the payload.
+    if could_nest_deeper(payload, max_depth - 1, MSGPACK_HEADERS):
         _check_depth(value, max_depth)
     return value
 
