@@ -42,13 +42,13 @@ values = st.recursive(
 )
 
 
-@settings(max_examples=200)
+@settings(max_examples=200, deadline=None)
 @given(values, st.integers(1, 6))
 def test_too_deep_agrees_with_the_reference(value: Any, limit: int) -> None:
     assert too_deep(value, limit) == (depth_of(value) > limit)
 
 
-@settings(max_examples=200)
+@settings(max_examples=200, deadline=None)
 @given(values, st.integers(1, 6))
 def test_decode_refuses_exactly_the_values_deeper_than_the_bound(value: Any, limit: int) -> None:
     for payload, decode in (

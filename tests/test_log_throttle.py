@@ -12,7 +12,7 @@ from zeroclaw._log_throttle import LogThrottle
 INTERVAL = 10.0
 
 
-@settings(max_examples=200)
+@settings(max_examples=200, deadline=None)
 @given(
     st.lists(st.tuples(st.sampled_from("abcde"), st.floats(0, 5, allow_nan=False)), max_size=300),
     st.integers(1, 6),
