@@ -253,3 +253,18 @@ def test_a_peer_that_floods_asks_is_told_busy_and_nothing_piles_up(
     assert result["answers"] == 300  # every ask got an answer: a reply or "busy"
     assert 0 < result["busy"] < 300
     assert chat(daemon, "beta", "hello")["reply"].startswith("Hello, I am beta.")
+
+
+def test_a_chat_message_over_the_bus_frame_limit_is_refused_before_the_agent(
+    root: Path, daemons: DaemonFactory
+) -> None:
+    doc = config(root)
+    doc["daemon"]["max_frame_bytes"] = 4096
+    daemon = daemons(doc, faults=False).start()
+    big = daemon.cli("--agent", "alpha", "chat", "-m", "remember: " + "x" * 5000, "--session", "s")
+    assert big.returncode == 1, big.stderr
+    assert "too_large" in big.stderr and "max_frame_bytes is 4096" in big.stderr
+    # The agent never saw it: its history is empty and it was never restarted.
+    assert "no earlier messages" in chat(daemon, "alpha", "history", session="s")["reply"]
+    assert daemon.agent("alpha")["restarts"] == 0
+    assert daemon.status()["router"]["outcomes"]["too_large"] == 1

@@ -245,3 +245,38 @@ def test_no_ack_ends_in_timeout(root: Path, daemons: DaemonFactory) -> None:
     assert code == 1 and result["outcome"] == "timeout"
     assert "within 1s" in result["detail"]
     assert daemon.status()["router"]["outcomes"]["timeout"] == 1
+
+
+def test_a_thousand_failed_handshakes_log_a_bounded_number_of_lines(
+    root: Path, daemons: DaemonFactory
+) -> None:
+    daemon = daemons(topology(root)).start()
+    router = daemon.status()["router"]
+    ctx = zmq.Context.instance()
+    for batch in range(1, 11):  # clients with made-up keys; libzmq does not retry a denial
+        rogues = []
+        for _ in range(100):
+            sock = ctx.socket(zmq.DEALER)
+            sock.linger = 0
+            sock.curve_serverkey = router["server_public_key"].encode()
+            sock.curve_publickey, sock.curve_secretkey = zmq.curve_keypair()
+            sock.connect(router["endpoint"])
+            rogues.append(sock)
+        try:
+            status = daemon.wait_for(
+                lambda s, n=batch: s["router"]["refused_connections"]["zap_denied"] >= 100 * n,
+                timeout=60,
+            )
+        finally:
+            for sock in rogues:
+                sock.close()
+    refused = status["router"]["refused_connections"]
+    lines = [
+        line
+        for line in daemon.log_path.read_text().splitlines()
+        if "zeroclaw.router" in line and ("bus connection" in line or "handshake" in line)
+    ]
+    # Per kind (a ZAP denial, a failed handshake): one line at once, then one per 10 s.
+    assert 2 <= len(lines) <= 12, lines
+    assert refused["zap_denied"] == 1000 and refused["handshake_failed"] >= 1000
+    assert probe(daemon, "alpha", "beta")[0] == 0

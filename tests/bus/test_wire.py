@@ -6,9 +6,10 @@ import contextlib
 
 import msgspec
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.hostile import hostile_msgpack, nested_msgpack, spliced
 from zeroclaw.bus import (
     Ack,
     Deliver,
@@ -61,3 +62,45 @@ def test_garbage_only_raises_wire_error(data: bytes) -> None:
         with contextlib.suppress(WireError):
             decode(data)
     salvage_message_id(data)
+
+
+_MESSAGE = {"id": "m1", "to": "beta", "channel": "cli", "sent_at": 0.0}
+AGENT_FRAMES = [
+    {"t": "send", "v": 1, "message": {**_MESSAGE, "body": ...}},
+    {"t": "request", "v": 1, "id": "r1", "service": "memory", "op": "store", "body": ...},
+    {"t": "ack", "v": 1, "rids": ...},
+    {"t": "send", "v": 1, "message": ...},
+    ...,
+]
+ROUTER_FRAMES = [
+    {"t": "deliver", "v": 1, "rid": 1, "message": {**_MESSAGE, "body": {"x": ...}}},
+    {"t": "response", "v": 1, "id": "r1", "body": ...},
+    {"t": "refusal", "v": 1, "id": "m1", "detail": ...},
+]
+
+
+@settings(max_examples=200, deadline=None)
+@given(hostile_msgpack(AGENT_FRAMES + ROUTER_FRAMES, [encode(Send(message=MSG))]))
+def test_wire_decoders_only_return_or_raise_wire_error(data: bytes) -> None:
+    for decode in (decode_from_agent, decode_from_router):
+        try:
+            decode(data)
+        except WireError as exc:
+            assert exc.code in ("malformed", "too_large")
+    message_id = salvage_message_id(data)
+    assert message_id is None or isinstance(message_id, str)
+
+
+def test_a_deep_body_is_malformed_in_both_directions_and_keeps_its_id() -> None:
+    for depth in (65, 10_000):
+        deep = nested_msgpack(depth, b"\x81\xa1k")
+        for decode, template in (
+            (decode_from_agent, AGENT_FRAMES[0]),
+            (decode_from_router, ROUTER_FRAMES[0]),
+        ):
+            frame = spliced(template, deep)
+            with pytest.raises(WireError) as info:
+                decode(frame)
+            assert info.value.code == "malformed"
+        # The router can still tell the sender which message it refused.
+        assert salvage_message_id(spliced(AGENT_FRAMES[0], nested_msgpack(65))) == "m1"

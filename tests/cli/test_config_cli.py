@@ -7,6 +7,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+import pytest
 import tomli_w
 
 from tests.cli.helpers import run_cli
@@ -142,3 +143,16 @@ def test_broken_pipe_is_quiet() -> None:
         check=False,
     )
     assert "Traceback" not in proc.stderr and "internal error" not in proc.stderr
+
+
+@pytest.mark.parametrize("depth", [20, 5000])
+def test_a_deeply_nested_config_is_a_config_error_for_every_command(
+    tmp_path: Path, depth: int
+) -> None:
+    path = tmp_path / "deep.toml"
+    path.write_text("x = " + "[" * depth + "]" * depth + "\n")
+    for command in (["status"], ["agents", "list"], ["config", "validate"]):
+        result = run_cli("--config", path, *command)
+        assert result.returncode == 2, (command, result.stderr)
+        assert "nested deeper than" in result.stderr
+        assert "internal error" not in result.stderr and "Traceback" not in result.stderr

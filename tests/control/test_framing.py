@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-import contextlib
-
 import msgspec
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.hostile import hostile_msgpack, nested_msgpack, spliced
+from zeroclaw._decode import DECODE_ERROR_CODES
 from zeroclaw.control import (
     AgentStart,
+    DecodeFailure,
     FrameDecoder,
     FrameTooLarge,
+    MemoryCommand,
     Reply,
     Status,
     decode_reply,
@@ -49,12 +51,14 @@ def test_truncated_frame_is_pending() -> None:
 def test_request_round_trip_and_strictness() -> None:
     assert decode_request(encode(AgentStart("alpha"))) == AgentStart("alpha")
     assert decode_request(encode(Status())) == Status()
-    with pytest.raises(msgspec.ValidationError):
-        decode_request(msgspec.msgpack.encode({"cmd": "agents.start"}))
-    with pytest.raises(msgspec.ValidationError):
-        decode_request(msgspec.msgpack.encode({"cmd": "status", "extra": 1}))
-    with pytest.raises(msgspec.DecodeError):
-        decode_request(b"\xc1")
+    for bad in (
+        msgspec.msgpack.encode({"cmd": "agents.start"}),
+        msgspec.msgpack.encode({"cmd": "status", "extra": 1}),
+        b"\xc1",
+    ):
+        with pytest.raises(DecodeFailure) as info:
+            decode_request(bad)
+        assert info.value.code == "malformed"
 
 
 def test_reply_round_trip() -> None:
@@ -62,7 +66,31 @@ def test_reply_round_trip() -> None:
     assert decode_reply(encode(reply)) == reply
 
 
-@given(st.binary(max_size=200))
-def test_decoding_garbage_only_raises_msgspec_errors(data: bytes) -> None:
-    with contextlib.suppress(msgspec.DecodeError, msgspec.ValidationError):
-        decode_request(data)
+REQUESTS = [
+    {"cmd": "memory", "op": "list", "agent": "alpha", "args": {"limit": ...}},
+    {"cmd": "memory", "op": "list", "agent": "alpha", "args": ...},
+    {"cmd": "chat", "agent": "alpha", "text": ...},
+    {"cmd": "status", "extra": ...},
+    ...,
+]
+REPLIES = [{"ok": True, "data": {"records": ...}}, {"ok": False, "error": ...}, ...]
+
+
+@settings(max_examples=200, deadline=None)
+@given(hostile_msgpack(REQUESTS + REPLIES, [encode(AgentStart("alpha")), encode(Reply(ok=True))]))
+def test_control_decoders_only_return_or_raise_decode_failure(data: bytes) -> None:
+    for decode in (decode_request, decode_reply):
+        try:
+            decode(data)
+        except DecodeFailure as exc:
+            assert exc.code in DECODE_ERROR_CODES
+
+
+def test_a_deeply_nested_request_is_malformed_not_a_recursion_error() -> None:
+    for depth in (100, 10_000):
+        frame = spliced(REQUESTS[0], nested_msgpack(depth))
+        with pytest.raises(DecodeFailure) as info:
+            decode_request(frame)
+        assert info.value.code == "malformed"
+    shallow = decode_request(spliced(REQUESTS[0], nested_msgpack(10)))
+    assert isinstance(shallow, MemoryCommand)

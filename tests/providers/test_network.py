@@ -9,6 +9,7 @@ import pytest
 import trio
 
 from tests.agent.helpers import run_turns
+from tests.hostile import nested_json
 from tests.providers.protocol_server import (
     TEXT,
     TOOL_CALL,
@@ -186,16 +187,21 @@ async def test_an_auth_error_is_not_retried_and_never_shows_the_key(
 
 
 MALFORMED = {
-    "openai": [sse([(None, "{not json")]), sse([(None, {"no_choices": True})])],
+    "openai": [
+        sse([(None, "{not json")]),
+        sse([(None, {"no_choices": True})]),
+        sse([(None, nested_json(10_000))]),  # RecursionError in the decoder (ADR 0014)
+    ],
     "anthropic": [
         sse([("content_block_delta", "{oops")]),
         sse([("message_start", {"type": "message_start"})]),  # ends before message_stop
+        sse([("content_block_delta", nested_json(10_000, "map"))]),
     ],
 }
 
 
 @pytest.mark.parametrize("kind", KINDS)
-@pytest.mark.parametrize("which", [0, 1])
+@pytest.mark.parametrize("which", [0, 1, 2])
 async def test_a_malformed_response_is_a_clear_error_not_a_crash(
     kind: str, which: int, server: ScriptedServer, tmp_path: Path
 ) -> None:

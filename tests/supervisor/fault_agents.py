@@ -5,6 +5,7 @@ AgentBus; they do not replace any zeroclaw component.
 - alias "crash*":    exits 3 at once
 - alias "stubborn*": ignores SIGTERM and leaves a grandchild behind
 - alias "mute*":     never joins the bus
+- alias "linkbomb*": first start only: sends a deeply nested frame on its link
 - a workspace with plan.json: runs that plan (flood, stream, fuzz, ctlprobe...) on the real bus
 - anything else:     the real agent
 """
@@ -12,6 +13,7 @@ AgentBus; they do not replace any zeroclaw component.
 from __future__ import annotations
 
 import functools
+import os
 import random
 import signal
 import subprocess
@@ -25,10 +27,12 @@ import trio
 
 from bench.agents import PLANS as LOAD_PLANS
 from bench.agents import run_plan_or_agent, wait_for_peer, write_result
+from tests.hostile import nested_msgpack, spliced
 from zeroclaw._prctl import PR_GET_DUMPABLE
 from zeroclaw._prctl import get as _prctl_get
 from zeroclaw.agent import AgentSpec, serve_agent
 from zeroclaw.bus import AgentBus, Message, Outcome, Send, encode
+from zeroclaw.control import encode_frame
 
 
 def main(spec: AgentSpec, link_fd: int) -> int:
@@ -43,6 +47,13 @@ def main(spec: AgentSpec, link_fd: int) -> int:
         child = subprocess.Popen(["sleep", "1000"])
         (workspace / "grandchild.pid").write_text(str(child.pid))
         return trio.run(lambda: serve_agent(spec, link_fd, stop_signals=()))
+    if alias.startswith("linkbomb"):
+        marker = workspace / "bombed"
+        if not marker.exists():  # once: the restarted agent is an ordinary one
+            marker.write_text("")
+            # Every link field is typed, so the depth hides in a field the decoder skips.
+            pong = spliced({"type": "pong", "seq": 1, "junk": ...}, nested_msgpack(10_000))
+            os.write(link_fd, encode_frame(pong))
     if alias.startswith("mute"):
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         time.sleep(3600)
@@ -108,6 +119,42 @@ async def fuzz(bus: AgentBus, plan: dict[str, Any], workspace: Path) -> None:
         if i % 500 == 0:
             await trio.lowlevel.checkpoint()
     write_result(workspace, "result.json", {"sent": plan["count"]})
+
+
+async def nested(bus: AgentBus, plan: dict[str, Any], workspace: Path) -> None:
+    """Deeply nested frames with this agent's real keys: bare, as a message body, as a
+    service request's body, as an ack's ids; and messages nested past the bound but not
+    past the interpreter's, whose ids the router can still read to refuse them. Then one
+    ordinary message, to show the connection still works."""
+    await wait_for_peer(bus, plan["to"], plan["channel"])
+    deep, deeper_than_allowed = nested_msgpack(plan["depth"]), nested_msgpack(200)
+    refusals: dict[str, str | None] = {}
+    refused = trio.Event()
+
+    def record(outcome: Outcome) -> None:
+        refusals[outcome.id] = outcome.code
+        if len(refusals) == plan["repeat"]:
+            refused.set()
+
+    def send(message_id: str, body: bytes) -> bytes:
+        message = {"id": message_id, "to": plan["to"], "channel": plan["channel"], "sent_at": 0.0}
+        return spliced({"t": "send", "v": 1, "message": {**message, "body": ...}}, body)
+
+    request = {"t": "request", "v": 1, "id": "r", "service": "memory", "op": "store"}
+    for i in range(plan["repeat"]):
+        bus._waiting[f"deep-{i}"] = record  # a raw frame has no waiter of its own
+        for frame in (
+            deep,
+            send("very-deep", deep),
+            spliced({**request, "body": ...}, deep),
+            spliced({"t": "ack", "v": 1, "rids": ...}, deep),
+            send(f"deep-{i}", deeper_than_allowed),
+        ):
+            bus.send_raw(frame)
+    with trio.move_on_after(30):
+        await refused.wait()
+    after = await bus.send(plan["to"], plan["channel"], "after the nested frames")
+    write_result(workspace, "result.json", {"refusals": refusals, "after": after.label})
 
 
 class _Void(list[int]):
@@ -254,4 +301,5 @@ PLANS = {
     "snoop": snoop,
     "askflood": askflood,
     "ctlprobe": ctlprobe,
+    "nested": nested,
 }

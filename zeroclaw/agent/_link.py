@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import msgspec
 
+from .._decode import decode_msgpack
+
 MAX_LINK_FRAME = 1024 * 1024
 
 
@@ -68,4 +70,5 @@ def encode_link(message: LinkMessage) -> bytes:
 
 
 def decode_link(payload: bytes) -> LinkMessage:
-    return _decoder.decode(payload)
+    """Raises DecodeFailure on anything that is not a link message (ADR 0014)."""
+    return decode_msgpack(_decoder, payload, max_bytes=MAX_LINK_FRAME)

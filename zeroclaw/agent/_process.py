@@ -18,6 +18,7 @@ from contextlib import nullcontext
 
 import trio
 
+from .._decode import DecodeFailure
 from .._logging import setup_logging
 from ..bus import AgentBus, BusCredentials
 from ..control import FrameDecoder, encode_frame, receive_frames
@@ -172,10 +173,19 @@ def confine(spec: AgentSpec) -> str | None:
 async def _read_keys(link: trio.SocketStream, decoder: FrameDecoder) -> Keys | None:
     while (frames := await receive_frames(link, decoder)) is not None:
         for frame in frames:
-            message = decode_link(frame)
+            message = _decode_or_none(frame)
             if isinstance(message, Keys):
                 return message
     return None
+
+
+def _decode_or_none(frame: bytes) -> LinkMessage | None:
+    """A bad frame from the daemon is a bug there; this process drops it and goes on."""
+    try:
+        return decode_link(frame)
+    except DecodeFailure as exc:
+        log.warning("dropped a bad link frame from the daemon: %s", exc)
+        return None
 
 
 async def _stop_on_signal(signals: AsyncIterator[int], scope: trio.CancelScope, alias: str) -> None:
@@ -204,7 +214,7 @@ async def _serve_link(
     async with trio.open_nursery() as nursery:
         while (frames := await receive_frames(link, decoder)) is not None:
             for frame in frames:
-                message = decode_link(frame)
+                message = _decode_or_none(frame)
                 if isinstance(message, Ping):
                     await send(Pong(message.seq))
                 elif isinstance(message, ProbeCommand):

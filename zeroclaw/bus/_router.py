@@ -28,6 +28,7 @@ import zmq
 from zmq.utils import z85
 from zmq.utils.monitor import parse_monitor_message
 
+from .._log_throttle import LogThrottle
 from ..config import Config
 from ._policy import PeerPolicy
 from ._wire import (
@@ -55,6 +56,11 @@ ZAP_DOMAIN = b"zeroclaw"
 PENDING_START_LIMIT = 10_000
 HWM = 10_000
 SUN_PATH_MAX = 107
+REFUSAL_LOG_INTERVAL_SECS = 10.0  # failed handshakes: one line per kind per interval
+_LARGEST_RID = 2**64 - 1  # sizes a Deliver frame before its rid is known (9 bytes)
+
+# A kind of refused handshake, for the log: what, detail (mechanism or event), address.
+RefusalKind = tuple[str, str, str]
 
 # Hooks into the supervisor, set by the daemon.
 HelloHook = Callable[[str, int], None]
@@ -122,6 +128,9 @@ class Router:
         self._acks_out: dict[str, list[str]] = {}
         self._injected: dict[str, InjectOutcome] = {}  # message id -> outcome callback
         self.counters: Counter[str] = Counter()
+        self._refusal_log = LogThrottle[RefusalKind](
+            REFUSAL_LOG_INTERVAL_SECS, overflow_key=("other", "", ""), max_keys=16
+        )
         self.on_hello: HelloHook = lambda alias, pid: None
         self.request_start: StartHook = lambda alias: False
         # Traffic to or from an on-demand agent: it is not idle.
@@ -246,11 +255,12 @@ class Router:
             alias = self._key_to_alias.get(z85.encode(credentials[0]))
         if alias is None:
             self.counters["zap_denied"] += 1
-            log.warning(
-                "refused a bus connection with an unknown %s key",
+            kind = (
+                "zap_denied",
                 mechanism.decode(errors="replace"),
-                extra={"peer_address": address.decode(errors="replace")},
+                address.decode(errors="replace"),
             )
+            self._log_refusal(kind, self._refusal_log.event(kind, trio.current_time()))
             reply = [version, request_id, b"400", b"unknown key", b"", b""]
         else:
             reply = [version, request_id, b"200", b"OK", alias.encode(), b""]
@@ -263,8 +273,27 @@ class Router:
         except Exception:  # a malformed monitor frame says nothing about a peer
             return True
         self.counters["handshake_failed"] += 1
-        log.warning("bus handshake failed (event %s)", event.get("event"))
+        kind = ("handshake_failed", str(event.get("event")), "")
+        self._log_refusal(kind, self._refusal_log.event(kind, trio.current_time()))
         return True
+
+    def _log_refusal(self, kind: RefusalKind, count: int) -> None:
+        """One line for `count` refused handshakes of one kind (none when count is 0)."""
+        if not count:
+            return
+        what, detail, address = kind
+        if what == "zap_denied":
+            text = f"refused {count} bus connection(s) with an unknown {detail} key"
+        elif what == "handshake_failed":
+            text = f"{count} bus handshake(s) failed (event {detail})"
+        else:
+            text = f"{count} more refused bus handshake(s) of other kinds"
+        log.warning(
+            "%s%s",
+            text,
+            f" (at most one line per {REFUSAL_LOG_INTERVAL_SECS:g}s)" if count > 1 else "",
+            extra={"peer_address": address, "count": count, "refusal": what},
+        )
 
     # --- frames from agents ---------------------------------------------------------------
 
@@ -288,11 +317,11 @@ class Router:
             return True
         try:
             frame = decode_from_agent(payload)
-        except WireError as exc:
-            self.counters["malformed"] += 1
+        except WireError as exc:  # broken, of another version, or nested too deeply
+            self.counters[exc.code] += 1
             message_id = salvage_message_id(payload)
             if message_id is not None:
-                self._refuse(sender, message_id, "malformed", str(exc)[:200], count=False)
+                self._refuse(sender, message_id, exc.code, str(exc)[:200], count=False)
             return True
         if isinstance(frame, Send):
             if frame.message is None:
@@ -326,11 +355,19 @@ class Router:
 
         The caller already authorised it (the control socket checked the peer's uid), so
         the peer-group policy, which is about agents and external senders, does not apply;
-        everything else does: unknown, unavailable, on-demand start, ack or timeout.
+        everything else does: unknown, unavailable, on-demand start, ack or timeout, and
+        the frame limit an agent's own sends meet (`too_large`).
         """
         self._injected[message.id] = on_outcome
         if message.to not in self.policy.enabled:
             self._refuse(INTERNAL, message.id, "unknown_agent", f"no enabled agent {message.to!r}")
+        elif (size := len(encode(Deliver(rid=_LARGEST_RID, message=message)))) > self.max_frame:
+            self._refuse(
+                INTERNAL,
+                message.id,
+                "too_large",
+                f"the message is {size} bytes on the bus; max_frame_bytes is {self.max_frame}",
+            )
         else:
             self._deliver(INTERNAL, message)
 
@@ -482,6 +519,8 @@ class Router:
         while True:
             await trio.sleep(0.25)
             now = trio.current_time()
+            for kind, count in self._refusal_log.flush(now):
+                self._log_refusal(kind, count)
             order = self._order
             while order:
                 flight = self._inflight.get(order[0])

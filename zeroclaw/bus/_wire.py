@@ -13,7 +13,12 @@ from typing import Any, Literal, get_args
 
 import msgspec
 
+from .._decode import DecodeErrorCode, DecodeFailure, decode_msgpack
+
 PROTOCOL_VERSION = 1
+# A ceiling for decoding whatever a socket hands over; the router's configured
+# max_frame_bytes (at most this) is checked before decoding.
+MAX_WIRE_FRAME = 64 * 1024 * 1024
 
 RefusalCode = Literal[
     "not_peers", "unknown_agent", "unavailable", "too_large", "malformed", "timeout"
@@ -93,15 +98,24 @@ _from_agent = msgspec.msgpack.Decoder(AgentFrame)
 _from_router = msgspec.msgpack.Decoder(RouterFrame)
 
 
+class _IdField(msgspec.Struct):
+    id: Any = None  # every other field is skipped unread, so a deep body does not count
+
+
 class _IdOnly(msgspec.Struct):
-    message: dict[str, Any] | None = None
+    message: _IdField | None = None
 
 
 _id_probe = msgspec.msgpack.Decoder(_IdOnly)
 
 
 class WireError(Exception):
-    """A frame that is not a valid message of this protocol version."""
+    """A frame that is not a valid message of this protocol version (`malformed`, also
+    when it nests too deeply), or too big to decode (`too_large`)."""
+
+    def __init__(self, detail: str, code: DecodeErrorCode = "malformed") -> None:
+        super().__init__(detail)
+        self.code: DecodeErrorCode = code
 
 
 def encode(frame: AgentFrame | RouterFrame) -> bytes:
@@ -110,9 +124,9 @@ def encode(frame: AgentFrame | RouterFrame) -> bytes:
 
 def _decode(decoder: msgspec.msgpack.Decoder[Any], payload: bytes) -> Any:
     try:
-        frame = decoder.decode(payload)
-    except msgspec.MsgspecError as exc:
-        raise WireError(str(exc)) from None
+        frame = decode_msgpack(decoder, payload, max_bytes=MAX_WIRE_FRAME)
+    except DecodeFailure as exc:
+        raise WireError(exc.detail, exc.code) from None
     if frame.v != PROTOCOL_VERSION:
         raise WireError(f"protocol version {frame.v}, expected {PROTOCOL_VERSION}")
     return frame
@@ -131,10 +145,10 @@ def decode_from_router(payload: bytes) -> RouterFrame:
 def salvage_message_id(payload: bytes) -> str | None:
     """Best effort: the message id inside a frame that failed to decode, to refuse it."""
     try:
-        probe = _id_probe.decode(payload)
-    except msgspec.MsgspecError:
+        probe = decode_msgpack(_id_probe, payload, max_bytes=4 * MAX_WIRE_FRAME)
+    except DecodeFailure:
         return None
     if probe.message is None:
         return None
-    value = probe.message.get("id")
+    value = probe.message.id
     return value if isinstance(value, str) and len(value) <= 128 else None

@@ -135,12 +135,14 @@ def runtime_dir_hint(path: str | os.PathLike[str], env: Mapping[str, str]) -> Pa
     """Where a daemon for this config file keeps its sockets, even if the file is invalid.
 
     Operators run `zeroclaw status` precisely when something is wrong, e.g. right after a
-    reload was refused; that must not depend on the file being valid now.
+    reload was refused; that must not depend on the file being valid now. A file nested
+    too deeply to be a config at all is the exception: a ConfigError (exit 2).
     """
     try:
         return daemon_paths(load_config(path, env), env).runtime_dir
-    except ConfigError:
-        pass
+    except ConfigError as exc:
+        if any(issue.message == _TOO_DEEP for issue in exc.issues):
+            raise  # not a config with a typo: no command should guess its way past it
     try:
         with open(path, "rb") as fh:
             raw = fh.read(MAX_CONFIG_BYTES)
@@ -149,7 +151,7 @@ def runtime_dir_hint(path: str | os.PathLike[str], env: Mapping[str, str]) -> Pa
         text = ""
     try:
         table = tomllib.loads(text).get("daemon")
-    except tomllib.TOMLDecodeError:
+    except (tomllib.TOMLDecodeError, RecursionError):
         table = _scan_daemon_paths(text)  # a syntax error elsewhere must not hide these
     table = table if isinstance(table, dict) else {}
     partial = {k: table[k] for k in ("state_dir", "runtime_dir") if isinstance(table.get(k), str)}

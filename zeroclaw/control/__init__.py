@@ -1,5 +1,6 @@
 """The operator control protocol: framing, messages and a blocking client."""
 
+from .._decode import DecodeFailure
 from ._address import control_address, is_listening, printable
 from ._client import ControlClient, ControlSession, DaemonUnreachable, UntrustedDaemon, trusted_uids
 from ._framing import FrameDecoder, FrameTooLarge, encode_frame
@@ -44,6 +45,7 @@ __all__ = [
     "ControlClient",
     "ControlSession",
     "DaemonUnreachable",
+    "DecodeFailure",
     "FrameDecoder",
     "FrameTooLarge",
     "MemoryCommand",

@@ -16,8 +16,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
 
+from .._decode import DecodeFailure
 from ._address import control_address, printable
-from ._framing import FrameDecoder, encode_frame
+from ._framing import FrameDecoder, FrameTooLarge, encode_frame
 from ._protocol import MAX_CONTROL_FRAME, AnyRequest, Reply, decode_reply, encode
 
 
@@ -80,9 +81,13 @@ class ControlSession:
     def send(self, request: AnyRequest) -> None:
         """Send a request. If the daemon has already closed the connection (it refused it),
         raise nothing here: its refusal is waiting to be read by `next_reply`."""
+        self.send_payload(encode(request))
+
+    def send_payload(self, payload: bytes) -> None:
+        """One frame of already encoded bytes (for tests and diagnostics of the server)."""
         # MSG_NOSIGNAL: a closed peer is an error to handle, never a SIGPIPE.
         with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-            self._sock.sendall(encode_frame(encode(request)), socket.MSG_NOSIGNAL)
+            self._sock.sendall(encode_frame(payload), socket.MSG_NOSIGNAL)
 
     def next_reply(self) -> Reply:
         while not self._ready:
@@ -92,7 +97,11 @@ class ControlSession:
                 chunk = b""
             if not chunk:
                 raise DaemonUnreachable(f"{self.name}: the daemon closed the connection")
-            self._ready += [decode_reply(f) for f in self._decoder.feed(chunk)]
+            try:
+                self._ready += [decode_reply(f) for f in self._decoder.feed(chunk)]
+            except (DecodeFailure, FrameTooLarge) as exc:
+                # Whatever answered is not a daemon this CLI can talk to.
+                raise DaemonUnreachable(f"{self.name}: not a zeroclaw reply: {exc}") from None
         return self._ready.pop(0)
 
     def replies(self) -> Iterator[Reply]:

@@ -10,6 +10,8 @@ from typing import Any
 
 import msgspec
 
+from .._decode import decode_msgpack
+
 PROTOCOL_VERSION = 1
 MAX_CONTROL_FRAME = 4 * 1024 * 1024
 
@@ -123,12 +125,14 @@ def encode(message: Request | Reply) -> bytes:
 
 
 def decode_request(payload: bytes) -> AnyRequest:
-    """Raises msgspec.DecodeError / msgspec.ValidationError on anything malformed."""
-    return _request_decoder.decode(payload)
+    """Raises DecodeFailure (code `malformed` or `too_large`) on anything else, however
+    deep or broken (ADR 0014)."""
+    return decode_msgpack(_request_decoder, payload, max_bytes=MAX_CONTROL_FRAME)
 
 
 def decode_reply(payload: bytes) -> Reply:
-    return _reply_decoder.decode(payload)
+    """Raises DecodeFailure as decode_request does."""
+    return decode_msgpack(_reply_decoder, payload, max_bytes=MAX_CONTROL_FRAME)
 
 
 def error_reply(code: str, message: str) -> Reply:

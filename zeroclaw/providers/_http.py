@@ -6,7 +6,6 @@ provider never load it (ADR 0009).
 
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -15,6 +14,7 @@ from typing import Any
 import httpx
 import trio
 
+from .._decode import DecodeFailure, decode_json
 from ._types import OnDelta, ProviderError, Step, ToolCall
 
 RETRY_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
@@ -22,6 +22,7 @@ BACKOFF_INITIAL = 0.5
 BACKOFF_MAX = 8.0
 RETRY_AFTER_MAX = 30.0
 MAX_ERROR_BODY = 300
+MAX_JSON_BYTES = 8 * 1024 * 1024  # one event, one tool call's arguments, one error body
 
 
 @dataclass(frozen=True)
@@ -85,8 +86,8 @@ class StreamedStep:
         for index in sorted(self.calls):
             raw = self.calls[index]
             try:
-                args = json.loads(raw["args"] or "{}")
-            except ValueError:
+                args = decode_json(raw["args"] or "{}", max_bytes=MAX_JSON_BYTES)
+            except DecodeFailure:  # broken, huge or nested too deeply
                 args = {"_unparsed": raw["args"]}  # the engine answers it as bad_arguments
             calls.append(ToolCall(raw["name"], args, raw["id"] or f"{self.id_prefix}{index}"))
         text = "".join(self.text) or None
@@ -106,10 +107,14 @@ def backoff_delay(attempt: int, retry_after: str | None) -> float:
 
 
 def load_json(provider: str, text: str) -> Any:
+    """One JSON document from the server; ProviderError for anything else, however deep
+    or large (ADR 0014)."""
     try:
-        return json.loads(text)
-    except ValueError:
-        raise ProviderError(provider, f"malformed response: not JSON: {text[:80]!r}") from None
+        return decode_json(text, max_bytes=MAX_JSON_BYTES)
+    except DecodeFailure as exc:
+        raise ProviderError(
+            provider, f"malformed response: not JSON ({exc.detail}): {text[:80]!r}"
+        ) from None
 
 
 class HttpModel:
@@ -189,8 +194,8 @@ class HttpModel:
 def _error_text(body: str) -> str:
     """The server's own error message when it sent one, else the start of the body."""
     try:
-        data = json.loads(body)
-    except ValueError:
+        data = decode_json(body, max_bytes=MAX_JSON_BYTES)
+    except DecodeFailure:
         return body[:MAX_ERROR_BODY] or "(empty body)"
     if isinstance(data, dict):
         error = data.get("error")

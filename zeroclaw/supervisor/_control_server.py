@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import trio
 
 from ..control import (
@@ -35,6 +34,7 @@ from ..control import (
     AnyRequest,
     Chat,
     ChatOpen,
+    DecodeFailure,
     FrameDecoder,
     FrameTooLarge,
     Reply,
@@ -322,9 +322,9 @@ class ControlServer:
                 for frame in frames:
                     try:
                         request = decode_request(frame)
-                    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                    except DecodeFailure as exc:
                         self.bad_requests += 1
-                        await try_send(error_reply("malformed", f"bad request: {exc}"))
+                        await try_send(error_reply(exc.code, f"bad request: {exc}"))
                         return
                     await requests.send(request)
 

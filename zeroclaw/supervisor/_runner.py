@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import msgspec
 import trio
 
 from ..agent import (
@@ -40,7 +39,7 @@ from ..agent import (
 )
 from ..bus import AgentKeys
 from ..config import RestartPolicy
-from ..control import FrameDecoder, FrameTooLarge, encode_frame, receive_frames
+from ..control import DecodeFailure, FrameDecoder, FrameTooLarge, encode_frame, receive_frames
 from ._lifecycle import (
     Action,
     CommandKind,
@@ -379,7 +378,7 @@ class AgentRunner:
                 if frames is None:
                     return  # the process is exiting; its exit report follows
                 messages = [decode_link(frame) for frame in frames]
-            except (FrameTooLarge, msgspec.MsgspecError) as exc:
+            except (FrameTooLarge, DecodeFailure) as exc:
                 log.warning("agent %s sent a bad link frame: %s", self.alias, exc)
                 return
             for message in messages:

@@ -35,6 +35,7 @@ from collections.abc import Callable, Mapping
 
 import msgspec
 
+from .._decode import DecodeFailure, decode_msgpack
 from .._prctl import PR_SET_CHILD_SUBREAPER, prctl, set_death_signal, set_not_dumpable
 from ..agent import AgentSpec, say_fatal
 
@@ -81,8 +82,14 @@ def encode(message: Spawn | Spawned | SpawnFailed | Exited) -> bytes:
     return _encoder.encode(message)
 
 
+def decode_spawn(data: bytes) -> Spawn:
+    """Raises DecodeFailure on anything that is not a Spawn request (ADR 0014)."""
+    return decode_msgpack(_spawn_decoder, data, max_bytes=MAX_PACKET)
+
+
 def decode_reply(data: bytes) -> ZygoteMessage:
-    return _reply_decoder.decode(data)
+    """Raises DecodeFailure on anything that is not a zygote message (ADR 0014)."""
+    return decode_msgpack(_reply_decoder, data, max_bytes=MAX_PACKET)
 
 
 def resolve_entrypoint(name: str) -> AgentEntry:
@@ -187,8 +194,8 @@ def zygote_main(fd: int, daemon_pid: int, entrypoint: str) -> None:
                     _kill_group(pid)
                 return
             try:
-                request = _spawn_decoder.decode(data)
-            except msgspec.MsgspecError as exc:
+                request = decode_spawn(data)
+            except DecodeFailure as exc:
                 for fd in fds:
                     os.close(fd)
                 log.error("zygote: malformed request dropped: %s", exc)

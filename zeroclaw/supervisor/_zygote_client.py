@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 import trio
 
+from .._decode import DecodeFailure
 from ..agent import AgentSpec
 from ._zygote import Exited, Spawn, Spawned, SpawnFailed, decode_reply, encode
 
@@ -64,7 +65,11 @@ class ZygoteClient:
                 if not data:
                     log.critical("the zygote exited; no agent can be started any more")
                     return
-                message = decode_reply(data)
+                try:
+                    message = decode_reply(data)
+                except DecodeFailure as exc:
+                    log.error("dropped a bad message from the zygote: %s", exc)
+                    continue
                 if isinstance(message, Exited):
                     self._on_exit(message.pid, message.status)
                 else:
