@@ -36,6 +36,8 @@ from ..agent import (
 from ..bus import AgentKeys
 from ..config import RestartPolicy
 from ..control import FrameDecoder, FrameTooLarge, encode_frame, receive_frames
+from ..policy import abi_version
+from ..policy._landlock import sandbox_summary
 from ._lifecycle import ExitStatus, Lifecycle, State, Transition
 from ._spec import agent_environment
 from ._zygote_client import SpawnError, ZygoteClient
@@ -147,6 +149,8 @@ class AgentRunner:
             "since_secs": round(now - lc.since, 3),
             "activation": self.spec.activation,
             "next_start_in": round(lc.next_start_at - now, 3) if lc.next_start_at else None,
+            # What confines this agent's shell commands: the profile's mode and the kernel.
+            "sandbox": sandbox_summary(str(self.spec.risk.get("sandbox", "auto")), abi_version()),
         }
 
     # --- the task --------------------------------------------------------------------------
