@@ -1,7 +1,8 @@
 """The process tree from /proc: who is whose child, and killing whole subtrees.
 
-Used where a subreaper must clean up what others left behind: the agent after each shell
-command, the zygote after each agent and when the daemon dies (ADR 0012). Deciding what
+Used by the zygote, a subreaper that must clean up what others left behind: after each
+agent and when the daemon dies (ADR 0012). (The agent sweeps its commands' orphans with
+`tools._orphans`, since its Landlock ruleset keeps /proc closed.) Deciding what
 to kill is pure (a parent map in, pids out); reading /proc and signalling are thin.
 """
 
