@@ -128,7 +128,7 @@ async def test_environment_is_scrubbed_and_home_is_private(tree: Path) -> None:
     assert {env[name] for name in PRIVATE_DIRS} == {env["HOME"]}
     home = Path(env["HOME"])
     assert tree not in home.parents  # outside the workspace and everything around it
-    assert not home.exists()  # removed once the command ended
+    assert not await trio.Path(home).exists()  # removed once the command ended
     assert {k: env[k] for k in GIT_SETTINGS} == GIT_SETTINGS
     assert env["GIT_CEILING_DIRECTORIES"] == str(tree / "ws")  # no repository above it
 

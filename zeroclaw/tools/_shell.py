@@ -8,9 +8,10 @@ ruleset of its own, enforced between fork and exec right after the death signal 
 - execute: only the real paths of the `allowed_commands` found on PATH (interpreters and
   wrappers excluded) and their dynamic loader. A program that tries to start anything else
   — `tar -I`, `--to-command`, a git alias `!cmd`, a pager, `find -exec` — gets EACCES;
-- read: the workspace, granted siblings, the system paths and the devices the agent
-  reads, minus every forbidden path and every other agent's workspace (a system directory
-  with a forbidden path below it is granted entry by entry);
+- read: the workspace, granted siblings, the devices and the system paths the agent reads
+  (with `full`, whose policy lifts workspace_only: all of /), minus every forbidden path
+  and every other agent's workspace (a directory with one of those below it is granted
+  entry by entry);
 - write: the workspace, write-granted siblings and the command's private home only.
 
 Its environment is built here and nothing else reaches it (the agent's provider key is
@@ -50,6 +51,7 @@ from .._prctl import set_death_signal
 from ..policy import PathRules, check_path, decide_command
 from ..policy._commands import INTERPRETERS
 from ..policy._landlock import (
+    SYSTEM_READ_ONLY,
     SandboxUnavailable,
     build_ruleset,
     command_executables,
@@ -103,6 +105,8 @@ def command_ruleset(
         executables=command_executables(runnable, path),
         grants=[(str(g.path), g.mode) for g in rules.grants],
         excluded=[str(p) for p in (*rules.forbidden, *rules.other_workspaces)],
+        # Reads follow the policy: `full` (no workspace_only) reads anywhere not excluded.
+        system=SYSTEM_READ_ONLY if rules.workspace_only else ("/",),
     )
     return build_ruleset(plan)
 
