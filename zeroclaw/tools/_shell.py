@@ -106,7 +106,8 @@ def command_ruleset(
         grants=[(str(g.path), g.mode) for g in rules.grants],
         excluded=[str(p) for p in (*rules.forbidden, *rules.other_workspaces)],
         # Reads follow the policy: `full` (no workspace_only) reads anywhere not excluded.
-        system=SYSTEM_READ_ONLY if rules.workspace_only else ("/",),
+        # The system paths stay listed: a confined agent cannot list / to carve it.
+        system=SYSTEM_READ_ONLY if rules.workspace_only else (*SYSTEM_READ_ONLY, "/"),
     )
     return build_ruleset(plan)
 
