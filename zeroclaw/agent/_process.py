@@ -152,9 +152,12 @@ def command_home_root(spec: AgentSpec) -> str:
 def prepare_command_homes(spec: AgentSpec) -> None:
     """Create the homes' root (0700), emptied of what a killed predecessor left."""
     root = command_home_root(spec)
-    os.makedirs(root, mode=0o700, exist_ok=True)
-    for name in os.listdir(root):
-        shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+    try:
+        os.makedirs(root, mode=0o700, exist_ok=True)
+        for name in os.listdir(root):
+            shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+    except OSError as exc:  # the shell tool then answers io_error; the agent still serves
+        log.error("agent %s: cannot prepare %s for shell commands: %s", spec.alias, root, exc)
 
 
 async def _read_keys(link: trio.SocketStream, decoder: FrameDecoder) -> Keys | None:

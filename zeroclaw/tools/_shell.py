@@ -161,9 +161,12 @@ async def run_shell(
     program = shutil.which(decision.argv[0], path=path)
     if program is None:
         return ToolResult(False, "", "not_found", f"{decision.argv[0]!r} is not on PATH")
-    home = await trio.to_thread.run_sync(
-        functools.partial(tempfile.mkdtemp, prefix="cmd-", dir=home_root)
-    )
+    try:
+        home = await trio.to_thread.run_sync(
+            functools.partial(tempfile.mkdtemp, prefix="cmd-", dir=home_root)
+        )
+    except OSError as exc:
+        return ToolResult(False, "", "io_error", f"no private home for the command: {exc}")
     try:
         return await _run(
             [program, *decision.argv[1:]],
