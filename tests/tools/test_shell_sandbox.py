@@ -19,7 +19,7 @@ from zeroclaw.tools import ToolResult, run_shell
 
 pytestmark = pytest.mark.skipif(abi_version() < 1, reason="this kernel has no Landlock")
 
-COMMANDS = frozenset({"tar", "git", "find", "cat", "date", "ls", "which"})
+COMMANDS = frozenset({"tar", "git", "find", "cat", "date", "ls", "which", "kill"})
 
 
 @pytest.fixture
@@ -196,3 +196,15 @@ async def test_a_script_command_is_refused_by_the_kernel(box: Path) -> None:
     # Its interpreter (/bin/sh) is not an allowed binary, so execve itself fails.
     result = await shell(box, "which ls")
     assert result.error_code == "exec_refused", result
+
+
+@pytest.mark.skipif(abi_version() < 6, reason="signal scoping needs Landlock ABI 6")
+async def test_a_command_cannot_signal_anything_outside_its_sandbox(box: Path) -> None:
+    bystander = await trio.lowlevel.open_process(["sleep", "30"])
+    try:
+        result = await shell(box, f"kill -9 {bystander.pid}")
+        assert not result.ok and "Operation not permitted" in result.output, result
+        assert bystander.returncode is None and bystander.poll() is None
+    finally:
+        bystander.kill()
+        await bystander.wait()

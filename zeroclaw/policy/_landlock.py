@@ -168,6 +168,8 @@ ALL_FS = (1 << 16) - 1  # every filesystem right of ABI 1-7; masked to the kerne
 WRITE = WRITE_FILE | REMOVE_FILE | REMOVE_DIR | MAKE_REG | MAKE_DIR | MAKE_SYM | TRUNCATE | REFER
 NOT_EXECUTABLE = ALL_FS & ~EXECUTE
 RUN = READ_FILE | EXECUTE  # execve opens the file for reading and executing
+SCOPE_ABSTRACT_UNIX_SOCKET = 1 << 0  # ABI 6
+SCOPE_SIGNAL = 1 << 1  # ABI 6
 
 EntryKind = Literal["dir", "file", "symlink"]
 Lister = Callable[[str], Sequence[tuple[str, EntryKind]]]
@@ -325,7 +327,10 @@ def build_ruleset(plan: SandboxPlan) -> int:
     if abi < 1:
         raise SandboxUnavailable("this kernel does not offer Landlock")
     handled = _handled(abi)
-    attr = struct.pack("=Q", handled)
+    # From ABI 6 a command may neither connect to abstract unix sockets nor signal processes
+    # outside its own domain (the agent, the daemon, other agents' commands).
+    scoped = SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL if abi >= 6 else 0
+    attr = struct.pack("=QQQ", handled, 0, scoped) if scoped else struct.pack("=Q", handled)
     ruleset = int(
         _libc.syscall(SYS_CREATE_RULESET, ctypes.c_char_p(attr), ctypes.c_size_t(len(attr)), 0)
     )
