@@ -92,7 +92,17 @@ HIGH_RISK = frozenset(
     }
 )
 DANGEROUS_FLAGS = {
-    "find": ("-delete", "-exec", "-execdir", "-ok", "-okdir", "-fprint", "-fprint0", "-fprintf", "-fls"),
+    "find": (
+        "-delete",
+        "-exec",
+        "-execdir",
+        "-ok",
+        "-okdir",
+        "-fprint",
+        "-fprint0",
+        "-fprintf",
+        "-fls",
+    ),
     "git": ("--exec", "-c", "--upload-pack", "--receive-pack"),
     "sed": ("-i", "--in-place"),
     "tar": ("--to-command", "--use-compress-program", "-I", "--checkpoint-action"),
