@@ -31,7 +31,7 @@ def test_commands_in_a_confined_agent_run_only_allowed_programs_and_paths(
     )
     profile = {
         "level": "full",  # no approvals; reads outside the workspace allowed by policy
-        "allowed_commands": ["tar", "cat"],
+        "allowed_commands": ["tar", "cat", "date"],
         "block_high_risk_commands": False,  # only the kernel stands in the way of -I
         "forbidden_paths": ["/etc/hostname", "/proc", "/sys"],
     }
@@ -58,6 +58,9 @@ def test_commands_in_a_confined_agent_run_only_allowed_programs_and_paths(
     ).stdout
     assert listing.split() == ["notes.txt"]
     assert not (workspace(root, "boxed") / "pwned").exists()
+    # Finding 4's spellings, refused by the parser first (with Landlock on as well)
+    for spelling in ("cat -- -/../../../../../../../etc/hostname", "date -f/etc/hostname"):
+        assert codes(chat(daemon, "boxed", f"run {spelling}")) == [("shell", "forbidden_path")]
     # /etc is granted entry by entry around the forbidden file
     passwd = chat(daemon, "boxed", "run cat /etc/passwd")
     assert codes(passwd) == [("shell", None)] and "root:" in passwd["reply"]

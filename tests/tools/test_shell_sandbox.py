@@ -6,6 +6,7 @@ shows the attack is real."""
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import subprocess
@@ -16,6 +17,7 @@ import trio
 
 from zeroclaw.policy import abi_version, rules_for
 from zeroclaw.tools import ToolResult, run_shell
+from zeroclaw.tools._shell import OUTPUT_CAP_BYTES, _run, command_ruleset, shell_environment
 
 pytestmark = pytest.mark.skipif(abi_version() < 1, reason="this kernel has no Landlock")
 
@@ -208,3 +210,41 @@ async def test_a_command_cannot_signal_anything_outside_its_sandbox(box: Path) -
     finally:
         bystander.kill()
         await bystander.wait()
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["cat", "--", "-/../../../../../../../../../../etc/shadow"],
+        ["date", "-f/etc/shadow"],
+        ["tar", "-C/etc", "-cf", "x.tar", "shadow"],
+        ["cat", "--", "{box}/secret/key"],
+        ["find", "/etc", "-name", "shadow", "-exec", "cat", "{}", ";"],
+    ],
+)
+async def test_finding_4_spellings_fail_in_the_kernel_even_past_the_parser(
+    box: Path, argv: list[str]
+) -> None:
+    # Straight to the process runner, as if the parser had missed every one of them.
+    rules = rules_for(
+        str(ws(box)),
+        workspace_only=False,
+        may_write=True,
+        forbidden=[str(box / "secret"), "/etc/shadow"],
+    )
+    path = os.environ["PATH"]
+    home = str(box / "home")
+    await trio.Path(home).mkdir()
+    await trio.Path(ws(box) / "-").mkdir()  # so that `-/..` resolves (the agent can make it)
+    program = shutil.which(argv[0], path=path)
+    assert program is not None
+    result = await _run(
+        [program, *(a.replace("{box}", str(box)) for a in argv[1:])],
+        workspace=str(ws(box)),
+        env=shell_environment({"PATH": path}, str(ws(box)), home),
+        ruleset_for=functools.partial(command_ruleset, rules, COMMANDS, path, home),
+        timeout_secs=20.0,
+        output_cap=OUTPUT_CAP_BYTES,
+    )
+    assert "Permission denied" in result.output, result
+    assert "forbidden key" not in result.output and "root:" not in result.output
