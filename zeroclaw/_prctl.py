@@ -38,8 +38,9 @@ def set_not_dumpable() -> None:
     prctl(PR_SET_DUMPABLE, 0)
 
 
-def set_death_signal(expected_parent: int) -> None:
-    """Die with SIGKILL when the parent dies; exit now if it already has (the fork race)."""
-    prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+def set_death_signal(expected_parent: int, signum: int = signal.SIGKILL) -> None:
+    """Get `signum` (default: die by SIGKILL) when the parent dies; exit now if it already
+    has (the fork race)."""
+    prctl(PR_SET_PDEATHSIG, signum)
     if os.getppid() != expected_parent:
         os._exit(1)

@@ -59,7 +59,7 @@ def test_nested_control_frames_get_malformed_and_the_daemon_serves(
     root: Path, daemons: DaemonFactory
 ) -> None:
     daemon = daemons(topology(root, {})).start()
-    client = ControlClient(daemon.runtime_dir / "control.sock", timeout=10)
+    client = ControlClient(daemon.runtime_dir, timeout=10)
     memory = {"cmd": "memory", "op": "list", "agent": "alpha", "args": {"limit": ...}}
     for payload in (
         nested_msgpack(DEPTH),

@@ -10,6 +10,7 @@ import trio
 
 from tests.policy.helpers import rules
 from zeroclaw.tools import ActionBudget, ToolResult, file_list, file_read, file_write, run_shell
+from zeroclaw.tools._shell import PRIVATE_DIRS
 
 ALLOWED = frozenset({"ls", "cat", "echo", "sleep", "env", "rm", "cp", "yes", "head", "printenv"})
 
@@ -61,6 +62,16 @@ def test_large_reads_are_truncated(tree: Path) -> None:
     assert len(result.output) == 100 and result.data["truncated"]
 
 
+GIT_SETTINGS = {
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_CONFIG_GLOBAL": "/dev/null",
+    "GIT_TERMINAL_PROMPT": "0",
+    "GIT_EDITOR": ":",
+    "PAGER": "cat",
+    "GIT_PAGER": "cat",
+}
+
+
 async def shell(tree: Path, command: str, **kw: object) -> ToolResult:
     args: dict[str, object] = {
         "rules": rules(tree),
@@ -108,12 +119,18 @@ async def test_output_is_capped(tree: Path) -> None:
     assert len(result.output) == 1000 and result.data["truncated"]
 
 
-async def test_environment_is_scrubbed(tree: Path) -> None:
+async def test_environment_is_scrubbed_and_home_is_private(tree: Path) -> None:
     result = await shell(tree, "printenv")
-    names = {line.split("=", 1)[0] for line in result.output.splitlines()}
-    assert "OPENAI_API_KEY" not in names and "sk-secret" not in result.output
-    assert names <= {"PATH", "HOME", "LANG", "LC_ALL", "TZ"}
-    assert f"HOME={tree / 'ws' / 'alpha'}" in result.output
+    env = dict(line.split("=", 1) for line in result.output.splitlines())
+    assert "OPENAI_API_KEY" not in env and "sk-secret" not in result.output
+    allowed = {"PATH", "LANG", "LC_ALL", "TZ", "GIT_CEILING_DIRECTORIES", *PRIVATE_DIRS}
+    assert env.keys() <= allowed | GIT_SETTINGS.keys()
+    assert {env[name] for name in PRIVATE_DIRS} == {env["HOME"]}
+    home = Path(env["HOME"])
+    assert tree not in home.parents  # outside the workspace and everything around it
+    assert not await trio.Path(home).exists()  # removed once the command ended
+    assert {k: env[k] for k in GIT_SETTINGS} == GIT_SETTINGS
+    assert env["GIT_CEILING_DIRECTORIES"] == str(tree / "ws")  # no repository above it
 
 
 async def test_approval_for_medium_risk(tree: Path) -> None:

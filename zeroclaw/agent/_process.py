@@ -10,6 +10,7 @@ import contextlib
 import functools
 import logging
 import os
+import shutil
 import signal
 import socket
 import time
@@ -22,8 +23,10 @@ from .._decode import DecodeFailure
 from .._logging import setup_logging
 from ..bus import AgentBus, BusCredentials
 from ..control import FrameDecoder, encode_frame, receive_frames
-from ..policy import SandboxUnavailable, apply_sandbox, plan_for
+from ..policy import SandboxPlan, SandboxUnavailable, apply_sandbox, plan_for
+from ..policy._landlock import NOT_EXECUTABLE
 from ..providers import ProviderError, make_provider
+from ..tools._orphans import become_subreaper
 from ._link import (
     MAX_LINK_FRAME,
     Busy,
@@ -89,7 +92,9 @@ def agent_main(spec: AgentSpec, link_fd: int) -> int:
 
     def start_runtime(bus: AgentBus, nursery: trio.Nursery, link: LinkSender) -> None:
         reach = BusReach(bus)
-        engine = TurnEngine(spec, reach, provider, agent_env=env)
+        engine = TurnEngine(
+            spec, reach, provider, agent_env=env, command_home_root=command_home_root(spec)
+        )
         engines.append(engine)
         nursery.start_soon(AgentRuntime(bus, engine, reach, on_busy=link.report_busy).run)
 
@@ -123,6 +128,9 @@ async def serve_agent(
     if keys is None:
         log.error("agent %s: the daemon closed the link before sending keys", spec.alias)
         return 1
+    # Orphans of shell commands come to this process, which kills them (ADR 0012).
+    become_subreaper()
+    prepare_command_homes(spec)
     problem = confine(spec)
     if problem is not None:
         say_fatal(link_fd, problem)
@@ -158,8 +166,11 @@ def confine(spec: AgentSpec) -> str | None:
     if mode == "none":
         return None
     grants = [(path, grant) for path, grant in spec.access.values()]
+    plan = plan_for(spec.workspace, grants)
+    # Where each shell command's private home is made and removed (ADR 0012).
+    plan = SandboxPlan((*plan.rules, (command_home_root(spec), NOT_EXECUTABLE)))
     try:
-        abi = apply_sandbox(plan_for(spec.workspace, grants))
+        abi = apply_sandbox(plan)
     except SandboxUnavailable as exc:
         if mode == "landlock":
             log.error('agent %s: sandbox = "landlock" but %s', spec.alias, exc)
@@ -168,6 +179,23 @@ def confine(spec: AgentSpec) -> str | None:
         return None
     log.debug("agent %s: Landlock ABI %d applied", spec.alias, abi)
     return None
+
+
+def command_home_root(spec: AgentSpec) -> str:
+    """Where this agent's shell commands get their private homes: in the daemon's runtime
+    dir, outside every workspace, so no file tool of any agent reaches it."""
+    return os.path.join(spec.runtime_dir, "homes", spec.alias)
+
+
+def prepare_command_homes(spec: AgentSpec) -> None:
+    """Create the homes' root (0700), emptied of what a killed predecessor left."""
+    root = command_home_root(spec)
+    try:
+        os.makedirs(root, mode=0o700, exist_ok=True)
+        for name in os.listdir(root):
+            shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+    except OSError as exc:  # the shell tool then answers io_error; the agent still serves
+        log.error("agent %s: cannot prepare %s for shell commands: %s", spec.alias, root, exc)
 
 
 async def _read_keys(link: trio.SocketStream, decoder: FrameDecoder) -> Keys | None:

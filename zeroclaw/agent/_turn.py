@@ -17,7 +17,7 @@ from typing import Any, Protocol, cast
 
 import trio
 
-from ..policy import check_path, rules_for
+from ..policy import abi_version, check_path, rules_for
 from ..policy._paths import GrantMode
 from ..providers import (
     Conversation,
@@ -121,8 +121,10 @@ class TurnEngine:
         agent_env: Mapping[str, str],
         clock: Callable[[], float] = time.monotonic,
         approval_timeout: float = 60.0,
+        command_home_root: str | None = None,
     ) -> None:
         self.spec = spec
+        self.command_home_root = command_home_root
         self.reach = reach
         self.provider = provider
         self.agent_env = dict(agent_env)
@@ -139,6 +141,8 @@ class TurnEngine:
         self.budget = ActionBudget(int(_number(spec.runtime["max_actions_per_hour"])))
         self.max_iterations = int(_number(spec.runtime["max_tool_iterations"]))
         self.shell_timeout = _number(spec.runtime["shell_timeout_secs"])
+        # Each command under its own Landlock ruleset wherever the kernel and profile allow.
+        self.confine_commands = risk.get("sandbox", "auto") != "none" and abi_version() >= 1
 
     def set_other_workspaces(self, other_workspaces: Sequence[str]) -> None:
         """The path rules, rebuilt when a reload changed the other agents' workspaces."""
@@ -278,6 +282,8 @@ class TurnEngine:
                 approver=self._bounded(approver),
                 timeout_secs=self.shell_timeout,
                 agent_env=self.agent_env,
+                confine=self.confine_commands,
+                home_root=self.command_home_root,
             )
         if name == "memory_store":
             return await self.reach.memory(

@@ -115,7 +115,7 @@ def _ago(ts: float | None) -> str:
 
 
 def _agents_table(agents: list[dict[str, Any]]) -> str:
-    rows = [("AGENT", "STATE", "PID", "RESTARTS", "SINCE", "LAST EXIT", "ACTIVATION")]
+    rows = [("AGENT", "STATE", "PID", "RESTARTS", "SINCE", "LAST EXIT", "ACTIVATION", "SANDBOX")]
     for a in agents:
         rows.append(
             (
@@ -126,6 +126,7 @@ def _agents_table(agents: list[dict[str, Any]]) -> str:
                 _ago(a["since"]),
                 a["last_exit"] or "-",
                 a["activation"],
+                a.get("sandbox", "-"),
             )
         )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]

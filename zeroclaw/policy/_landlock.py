@@ -12,10 +12,13 @@ from __future__ import annotations
 import ctypes
 import os
 import platform
+import shutil
 import struct
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import PurePosixPath
+from typing import Literal
 
 from .._prctl import PR_SET_NO_NEW_PRIVS, prctl
 
@@ -162,3 +165,237 @@ def apply_sandbox(plan: SandboxPlan) -> int:
     finally:
         os.close(ruleset)
     return abi
+
+
+# --------------------------------------------------------------------------- shell commands
+#
+# A command the shell tool runs gets a ruleset of its own, nested inside the agent's (ADR
+# 0012): it may execute only the resolved binaries of `allowed_commands` and their dynamic
+# loader, read the system paths minus everything forbidden, and write only its workspace,
+# write-granted siblings and its private home. The plan is pure (paths in, rules out; the
+# directory listing and path resolution injected); the ruleset is built in the agent and
+# enforced in the child between fork and exec.
+
+ALL_FS = (1 << 16) - 1  # every filesystem right of ABI 1-7; masked to the kernel's when applied
+WRITE = WRITE_FILE | REMOVE_FILE | REMOVE_DIR | MAKE_REG | MAKE_DIR | MAKE_SYM | TRUNCATE | REFER
+NOT_EXECUTABLE = ALL_FS & ~EXECUTE
+RUN = READ_FILE | EXECUTE  # execve opens the file for reading and executing
+SCOPE_ABSTRACT_UNIX_SOCKET = 1 << 0  # ABI 6
+SCOPE_SIGNAL = 1 << 1  # ABI 6
+
+EntryKind = Literal["dir", "file", "symlink"]
+Lister = Callable[[str], Sequence[tuple[str, EntryKind]]]
+Resolver = Callable[[str], str]
+
+
+def list_entries(path: str) -> list[tuple[str, EntryKind]]:
+    """A directory's entries and their kinds, symlinks not followed; [] if it cannot be read."""
+    try:
+        with os.scandir(path) as entries:
+            return [
+                (
+                    e.name,
+                    "symlink"
+                    if e.is_symlink()
+                    else ("dir" if e.is_dir(follow_symlinks=False) else "file"),
+                )
+                for e in entries
+            ]
+    except OSError:
+        return []
+
+
+def _beneath(path: PurePosixPath, root: PurePosixPath) -> bool:
+    return path == root or root in path.parents
+
+
+def carve(
+    path: str, rights: int, excluded: Sequence[PurePosixPath], listdir: Lister
+) -> list[tuple[str, int]]:
+    """Rules granting `rights` on `path` minus everything beneath an excluded path.
+
+    A directory with an excluded path somewhere below it is granted entry by entry; a
+    symlink entry gets no rule (a rule would follow it and grant its target, which is judged
+    where it really lies)."""
+    here = PurePosixPath(path)
+    if any(_beneath(here, e) for e in excluded):
+        return []
+    if not any(_beneath(e, here) for e in excluded):
+        return [(path, rights)]
+    rules: list[tuple[str, int]] = []
+    for name, kind in sorted(listdir(path)):
+        if kind != "symlink":
+            rules.extend(carve(str(here / name), rights, excluded, listdir))
+    return rules
+
+
+def plan_command_sandbox(
+    *,
+    workspace: str,
+    home: str,
+    executables: Iterable[str],
+    grants: Iterable[tuple[str, str]] = (),  # (path, "read" | "write" | "read_write")
+    excluded: Iterable[str] = (),
+    system: Iterable[str] = SYSTEM_READ_ONLY,
+    devices: Iterable[str] = DEVICES_READ_WRITE,
+    resolve: Resolver = os.path.realpath,
+    listdir: Lister = list_entries,
+) -> SandboxPlan:
+    """The ruleset of one shell command. Pure given `resolve` and `listdir`.
+
+    `executables` are the allowed binaries and their loaders; `excluded` are the agent's
+    forbidden paths and the workspaces of other agents it has no grant on. Nothing but the
+    executables is executable; nothing but the workspace, write grants and `home` is writable."""
+    out = tuple(sorted({PurePosixPath(resolve(p)) for p in excluded}))
+    rules: list[tuple[str, int]] = []
+
+    def grant(path: str, rights: int) -> None:
+        rules.extend(carve(resolve(path), rights, out, listdir))
+
+    grant(workspace, NOT_EXECUTABLE)
+    for path, mode in grants:
+        grant(path, {"read": READ, "write": WRITE | READ_DIR, "read_write": READ | WRITE}[mode])
+    for path in dict.fromkeys(resolve(p) for p in system):
+        grant(path, READ)
+    for device in devices:
+        grant(device, READ_FILE | WRITE_FILE)
+    rules.append((resolve(home), NOT_EXECUTABLE))  # private and fresh: never excluded
+    for binary in dict.fromkeys(resolve(p) for p in executables):
+        grant(binary, RUN)
+    return SandboxPlan(tuple(rules))
+
+
+PT_INTERP = 3
+
+
+def elf_interpreter(header: bytes, read_at: Callable[[int, int], bytes]) -> str | None:
+    """The PT_INTERP path of an ELF file (its dynamic loader), or None (static, not ELF).
+
+    `header` is the file's first 64 bytes; `read_at(offset, size)` reads more of it."""
+    if len(header) < 52 or header[:4] != b"\x7fELF":
+        return None
+    wide = header[4] == 2  # ELFCLASS64
+    order = "<" if header[5] == 1 else ">"
+    if wide:
+        (phoff,) = struct.unpack_from(order + "Q", header, 32)
+        phentsize, phnum = struct.unpack_from(order + "HH", header, 54)
+    else:
+        (phoff,) = struct.unpack_from(order + "I", header, 28)
+        phentsize, phnum = struct.unpack_from(order + "HH", header, 42)
+    if phnum > 4096 or phentsize < (56 if wide else 32):
+        return None
+    table = read_at(phoff, phentsize * phnum)
+    for i in range(len(table) // phentsize):
+        entry = table[i * phentsize : (i + 1) * phentsize]
+        if struct.unpack_from(order + "I", entry, 0)[0] != PT_INTERP:
+            continue
+        if wide:
+            (offset,) = struct.unpack_from(order + "Q", entry, 8)
+            (size,) = struct.unpack_from(order + "Q", entry, 32)
+        else:
+            (offset,) = struct.unpack_from(order + "I", entry, 4)
+            (size,) = struct.unpack_from(order + "I", entry, 16)
+        if not 0 < size <= 4096:
+            return None
+        name = read_at(offset, size).split(b"\0", 1)[0]
+        return name.decode("utf-8", errors="replace") or None
+    return None
+
+
+def loader_of(binary: str) -> str | None:
+    """The dynamic loader `binary` needs to run, read from its PT_INTERP."""
+    try:
+        with open(binary, "rb") as fh:
+
+            def read_at(offset: int, size: int) -> bytes:
+                fh.seek(offset)
+                return fh.read(size)
+
+            return elf_interpreter(fh.read(64), read_at)
+    except (OSError, struct.error):
+        return None
+
+
+def command_executables(names: Iterable[str], path: str) -> tuple[str, ...]:
+    """The real paths of the programs `names` resolve to on `path`, plus their loaders.
+    A name not found is left out (running it fails with not_found anyway)."""
+    found: list[str] = []
+    for name in sorted(names):
+        program = shutil.which(name, path=path)
+        if program is None:
+            continue
+        real = os.path.realpath(program)
+        found.append(real)
+        loader = loader_of(real)
+        if loader is not None:
+            found.append(os.path.realpath(loader))
+    return tuple(dict.fromkeys(found))
+
+
+def build_ruleset(plan: SandboxPlan) -> int:
+    """A Landlock ruleset fd (close-on-exec) for `plan`, handling every right of the ABI.
+    The caller owns the fd; `enforce_ruleset` applies it in a child."""
+    abi = abi_version()
+    if abi < 1:
+        raise SandboxUnavailable("this kernel does not offer Landlock")
+    handled = _handled(abi)
+    # From ABI 6 a command may neither connect to abstract unix sockets nor signal processes
+    # outside its own domain (the agent, the daemon, other agents' commands).
+    scoped = SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL if abi >= 6 else 0
+    attr = struct.pack("=QQQ", handled, 0, scoped) if scoped else struct.pack("=Q", handled)
+    ruleset = int(
+        _libc.syscall(SYS_CREATE_RULESET, ctypes.c_char_p(attr), ctypes.c_size_t(len(attr)), 0)
+    )
+    if ruleset < 0:
+        err = ctypes.get_errno()
+        raise SandboxUnavailable(f"landlock_create_ruleset failed: {os.strerror(err)}")
+    try:
+        for path, rights in plan.rules:
+            try:
+                fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+            except OSError:
+                continue  # a path this machine does not have
+            try:
+                allowed = rights & handled
+                if not os.path.isdir(path):
+                    allowed &= READ_FILE | WRITE_FILE | EXECUTE | TRUNCATE | IOCTL_DEV
+                if not allowed:
+                    continue
+                beneath = struct.pack("=Qi", allowed, fd)
+                if (
+                    _libc.syscall(
+                        SYS_ADD_RULE, ruleset, RULE_PATH_BENEATH, ctypes.c_char_p(beneath), 0
+                    )
+                    < 0
+                ):
+                    err = ctypes.get_errno()
+                    raise SandboxUnavailable(
+                        f"landlock_add_rule({path}) failed: {os.strerror(err)}"
+                    )
+            finally:
+                os.close(fd)
+    except BaseException:
+        os.close(ruleset)
+        raise
+    return ruleset
+
+
+def enforce_ruleset(ruleset: int) -> None:
+    """Restrict the calling process to `ruleset` for good (in a child, before exec)."""
+    prctl(PR_SET_NO_NEW_PRIVS, 1)
+    if _libc.syscall(SYS_RESTRICT_SELF, ruleset, 0) < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"landlock_restrict_self: {os.strerror(err)}")
+
+
+NOT_CONFINED = "none: commands parsed, not confined"
+
+
+def sandbox_summary(mode: str, abi: int) -> str:
+    """What confines an agent's commands, for `status` and `doctor`: its profile's `sandbox`
+    mode and the kernel's Landlock ABI."""
+    if mode == "none" or abi < 1:
+        if mode == "landlock":
+            return 'unavailable: sandbox = "landlock" but this kernel has no Landlock'
+        return NOT_CONFINED
+    return f"landlock ABI {abi}"

@@ -40,6 +40,8 @@ from ..agent import (
 from ..bus import AgentKeys
 from ..config import RestartPolicy
 from ..control import DecodeFailure, FrameDecoder, FrameTooLarge, encode_frame, receive_frames
+from ..policy import abi_version
+from ..policy._landlock import sandbox_summary
 from ._lifecycle import (
     Action,
     CommandKind,
@@ -185,6 +187,8 @@ class AgentRunner:
             "activation": self.spec.activation,
             "busy_turns": lc.busy_turns,
             "next_start_in": round(lc.next_start_at - now, 3) if lc.next_start_at else None,
+            # What confines this agent's shell commands: the profile's mode and the kernel.
+            "sandbox": sandbox_summary(str(self.spec.risk.get("sandbox", "auto")), abi_version()),
         }
 
     # --- the task --------------------------------------------------------------------------

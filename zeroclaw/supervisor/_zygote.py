@@ -10,10 +10,13 @@ Wire (SOCK_SEQPACKET, one msgpack message per packet):
   daemon → zygote  Spawn(id, spec, env)       + SCM_RIGHTS: the agent's link socket
   zygote → daemon  Spawned(id, pid) | SpawnFailed(id, error) | Exited(pid, wait_status)
 
-Death chain: zygote has PR_SET_PDEATHSIG=SIGKILL towards the daemon, each agent towards
-the zygote, so killing the daemon (even with SIGKILL) takes every agent with it. The
-zygote is also the agents' child subreaper, so orphans of an agent are reaped, and after
-an agent exits its whole process group is SIGKILLed so nothing it started lingers.
+Death chain: each agent has PR_SET_PDEATHSIG=SIGKILL towards the zygote. The zygote's own
+death signal towards the daemon is SIGUSR1, which it catches: when the daemon dies (even by
+SIGKILL), or closes the socket, the zygote SIGKILLs its whole descendant tree — agents,
+their commands, whatever those started and hid with setsid — in repeated passes until none
+is left, and only then exits (ADR 0012). The zygote is also a child subreaper: whatever
+loses its parent below it is handed to it, and each time it reaps a child it kills every
+child that is not an agent, with its subtree, so nothing an exited agent started lingers.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 import traceback
 from collections.abc import Callable, Mapping
 
@@ -37,6 +41,7 @@ import msgspec
 
 from .._decode import DecodeFailure, decode_msgpack
 from .._prctl import PR_SET_CHILD_SUBREAPER, prctl, set_death_signal, set_not_dumpable
+from .._proctree import kill_all, orphans, read_parents, subtrees
 from ..agent import AgentSpec, say_fatal
 
 log = logging.getLogger("zeroclaw.zygote")
@@ -48,6 +53,7 @@ DEFAULT_ENTRYPOINT = "zeroclaw.agent:agent_main"
 ENTRYPOINT_ENV = "ZEROCLAW_AGENT_ENTRYPOINT"
 
 AgentEntry = Callable[[AgentSpec, int], int]
+DAEMON_GONE = signal.SIGUSR1  # the zygote's death signal: the daemon has died
 
 
 class Spawn(msgspec.Struct, tag="spawn", frozen=True):
@@ -131,7 +137,9 @@ def start_zygote(
 def zygote_main(fd: int, daemon_pid: int, entrypoint: str) -> None:
     """The zygote process's main (started by start_zygote)."""
     sock = socket.socket(fileno=fd)
-    set_death_signal(daemon_pid)
+    # Catchable, so the zygote can clean up before it goes (see the module docstring).
+    signal.signal(DAEMON_GONE, lambda *_: None)
+    set_death_signal(daemon_pid, DAEMON_GONE)
     # Subreaper: an agent's orphans stay below us, which is what lets the control socket
     # refuse every descendant of an agent (ADR 0011). Not dumpable: agents may not ptrace us.
     prctl(PR_SET_CHILD_SUBREAPER, 1)
@@ -169,7 +177,9 @@ def zygote_main(fd: int, daemon_pid: int, entrypoint: str) -> None:
                 agents.discard(pid)
                 _kill_group(pid)  # whatever the agent left behind in its group
                 send(Exited(pid, status))
-            # else: an orphan we inherited as subreaper; reaping it is all we owe it
+            # Every child that is not an agent was inherited from a dead parent: kill it
+            # and all below it (what a dead agent's commands started, setsid or not).
+            kill_all(orphans(read_parents(), zygote_pid, agents))
 
     while True:
         try:
@@ -182,6 +192,9 @@ def zygote_main(fd: int, daemon_pid: int, entrypoint: str) -> None:
                     pass
             except BlockingIOError:
                 pass
+            if os.getppid() != daemon_pid:  # the daemon is gone (DAEMON_GONE, or missed)
+                kill_descendants(zygote_pid)
+                return
             reap()
         if sock.fileno() in readable:
             try:
@@ -189,9 +202,8 @@ def zygote_main(fd: int, daemon_pid: int, entrypoint: str) -> None:
             except OSError:
                 data, fds = b"", []
             if not data:
-                # The daemon closed its end: it is shutting down. Leave nothing behind.
-                for pid in agents:
-                    _kill_group(pid)
+                # The daemon closed its end (shutdown, or it died): leave nothing behind.
+                kill_descendants(zygote_pid)
                 return
             try:
                 request = decode_spawn(data)
@@ -209,6 +221,29 @@ def zygote_main(fd: int, daemon_pid: int, entrypoint: str) -> None:
                 agents.add(pid)
                 send(Spawned(request.id, pid))
             reap()  # a child may already have died before we started tracking it
+
+
+MAX_KILL_PASSES = 100
+
+
+def kill_descendants(me: int) -> None:
+    """SIGKILL every descendant of `me` and reap them, pass after pass until none is left
+    (a process forked between two passes, or handed to us when its parent died, is caught
+    by the next). Agents go too: this runs only when the daemon is gone or stopping."""
+    for _ in range(MAX_KILL_PASSES):
+        doomed = subtrees(read_parents(), [me]) - {me}
+        if not doomed:
+            return
+        kill_all(doomed)
+        while True:  # reap what has died; the rest is reaped on the next pass
+            try:
+                pid, _status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+        time.sleep(0.005)  # let SIGKILLed processes exit before looking again
+    log.error("zygote: descendants still alive after %d kill passes", MAX_KILL_PASSES)
 
 
 def _kill_group(pgid: int) -> None:
@@ -259,7 +294,7 @@ def _become_agent(request: Spawn, fds: list[int], zygote_pid: int, close_fds: li
     # process of our uid (another agent included) may ptrace it or read its /proc secrets.
     set_not_dumpable()
     signal.set_wakeup_fd(-1)
-    for sig in (signal.SIGCHLD, signal.SIGINT, signal.SIGHUP, signal.SIGTERM):
+    for sig in (signal.SIGCHLD, signal.SIGINT, signal.SIGHUP, signal.SIGTERM, DAEMON_GONE):
         signal.signal(sig, signal.SIG_DFL)
     for fd in close_fds:
         try:

@@ -1,9 +1,36 @@
 """The shell tool: policy, approval, then the program itself — never a shell interpreter.
 
 The child runs with the workspace as cwd, its own process group (a timeout kills all it
-started), a death signal tied to the agent, stdin from /dev/null, an output cap, and an
-environment of PATH, HOME (the workspace) and locale only: the agent's provider key is in
-the agent's environment, and must not reach a command the model chose.
+started), a death signal tied to the agent, stdin from /dev/null and an output cap. Where
+the kernel has Landlock (and the profile's `sandbox` is not "none") it also runs under a
+ruleset of its own, enforced between fork and exec right after the death signal (ADR 0012):
+
+- execute: only the real paths of the `allowed_commands` found on PATH (interpreters and
+  wrappers excluded) and their dynamic loader. A program that tries to start anything else
+  — `tar -I`, `--to-command`, a git alias `!cmd`, a pager, `find -exec` — gets EACCES;
+- read: the workspace, granted siblings, the devices and the system paths the agent reads
+  (with `full`, whose policy lifts workspace_only: all of /), minus every forbidden path
+  and every other agent's workspace (a directory with one of those below it is granted
+  entry by entry);
+- write: the workspace, write-granted siblings and the command's private home only.
+
+Its environment is built here and nothing else reaches it (the agent's provider key is
+in the agent's environment and must not reach a command the model chose):
+
+  PATH, LANG, LC_ALL, TZ        from the agent (PATH defaults to /usr/local/bin:/usr/bin:/bin)
+  HOME, TMPDIR, XDG_CONFIG_HOME, XDG_CACHE_HOME, XDG_DATA_HOME, XDG_STATE_HOME
+                                one empty private directory, 0700, made for this command
+                                outside the workspace and removed afterwards
+  GIT_CONFIG_NOSYSTEM=1, GIT_CONFIG_GLOBAL=/dev/null
+                                git reads no system or user configuration
+  GIT_CEILING_DIRECTORIES       the workspace's parent: git finds no repository above it
+  GIT_TERMINAL_PROMPT=0, GIT_EDITOR=:, PAGER=cat, GIT_PAGER=cat
+                                nothing prompts, edits or pages
+
+A repository's own `.git/config` in the workspace is still read (the agent can write it);
+that `core.pager`, `core.fsmonitor` or an alias `!cmd` found there cannot start anything is
+the kernel's execute rule, not this environment. Whatever the command leaves running when
+it ends is killed (`_orphans`).
 """
 
 from __future__ import annotations
@@ -14,24 +41,82 @@ import os
 import shutil
 import signal
 import subprocess
-from collections.abc import Mapping
+import tempfile
+from collections.abc import Collection, Mapping
+from pathlib import PurePosixPath
 
 import trio
 
 from .._prctl import set_death_signal
 from ..policy import PathRules, check_path, decide_command
+from ..policy._commands import INTERPRETERS
+from ..policy._landlock import (
+    SYSTEM_READ_ONLY,
+    SandboxUnavailable,
+    build_ruleset,
+    command_executables,
+    enforce_ruleset,
+    plan_command_sandbox,
+)
 from ._base import Approver, ToolResult
+from ._orphans import CommandReaper
 
 OUTPUT_CAP_BYTES = 64 * 1024
 APPROVAL_TIMEOUT_SECS = 60.0
 _KEEP = ("PATH", "LANG", "LC_ALL", "TZ")
+DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+PRIVATE_DIRS = (
+    "HOME",
+    "TMPDIR",
+    "XDG_CONFIG_HOME",
+    "XDG_CACHE_HOME",
+    "XDG_DATA_HOME",
+    "XDG_STATE_HOME",
+)
 
 
-def shell_environment(agent_env: Mapping[str, str], workspace: str) -> dict[str, str]:
+def shell_environment(agent_env: Mapping[str, str], workspace: str, home: str) -> dict[str, str]:
+    """The command's whole environment (see the module docstring)."""
     env = {k: agent_env[k] for k in _KEEP if k in agent_env}
-    env["HOME"] = workspace
-    env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
+    env.setdefault("PATH", DEFAULT_PATH)
+    env.update(dict.fromkeys(PRIVATE_DIRS, home))
+    env.update(
+        {
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "GIT_CONFIG_GLOBAL": "/dev/null",
+            "GIT_CEILING_DIRECTORIES": str(PurePosixPath(workspace).parent),
+            "GIT_TERMINAL_PROMPT": "0",
+            "GIT_EDITOR": ":",
+            "PAGER": "cat",
+            "GIT_PAGER": "cat",
+        }
+    )
     return env
+
+
+def command_ruleset(
+    rules: PathRules, allowed_commands: Collection[str], path: str, home: str
+) -> int:
+    """A Landlock ruleset fd for one command of an agent with these rules (ADR 0012)."""
+    runnable = [name for name in allowed_commands if name not in INTERPRETERS]
+    plan = plan_command_sandbox(
+        workspace=str(rules.workspace),
+        home=home,
+        executables=command_executables(runnable, path),
+        grants=[(str(g.path), g.mode) for g in rules.grants],
+        excluded=[str(p) for p in (*rules.forbidden, *rules.other_workspaces)],
+        # Reads follow the policy: `full` (no workspace_only) reads anywhere not excluded.
+        # The system paths stay listed: a confined agent cannot list / to carve it.
+        system=SYSTEM_READ_ONLY if rules.workspace_only else (*SYSTEM_READ_ONLY, "/"),
+    )
+    return build_ruleset(plan)
+
+
+def _child_setup(agent_pid: int, ruleset: int | None) -> None:
+    """Between fork and exec, in this order: die with the agent, then enter the ruleset."""
+    set_death_signal(agent_pid)
+    if ruleset is not None:
+        enforce_ruleset(ruleset)
 
 
 async def run_shell(
@@ -46,7 +131,12 @@ async def run_shell(
     timeout_secs: float,
     agent_env: Mapping[str, str],
     output_cap: int = OUTPUT_CAP_BYTES,
+    confine: bool = False,
+    home_root: str | None = None,
 ) -> ToolResult:
+    """Run one command. `confine`: under its own Landlock ruleset (the caller checked that
+    the kernel has Landlock and the profile wants it). `home_root`: where the private home
+    is made (the agent's runtime area; None: the system's temporary directory)."""
     decision = decide_command(
         command,
         allowed_commands=allowed_commands,
@@ -67,21 +157,75 @@ async def run_shell(
         if not approved:
             return ToolResult.refused("approval_denied", "the operator did not approve")
     workspace = str(rules.workspace)
-    env = shell_environment(agent_env, workspace)
-    program = shutil.which(decision.argv[0], path=env["PATH"])
+    path = agent_env.get("PATH", DEFAULT_PATH)
+    program = shutil.which(decision.argv[0], path=path)
     if program is None:
         return ToolResult(False, "", "not_found", f"{decision.argv[0]!r} is not on PATH")
-    proc = await trio.lowlevel.open_process(
-        [program, *decision.argv[1:]],
-        cwd=workspace,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-        # Dies with the agent: a SIGKILLed agent leaves no command running.
-        preexec_fn=functools.partial(set_death_signal, os.getpid()),
-    )
+    try:
+        home = await trio.to_thread.run_sync(
+            functools.partial(tempfile.mkdtemp, prefix="cmd-", dir=home_root)
+        )
+    except OSError as exc:
+        return ToolResult(False, "", "io_error", f"no private home for the command: {exc}")
+    try:
+        return await _run(
+            [program, *decision.argv[1:]],
+            workspace=workspace,
+            env=shell_environment(agent_env, workspace, home),
+            ruleset_for=(
+                functools.partial(command_ruleset, rules, allowed_commands, path, home)
+                if confine
+                else None
+            ),
+            timeout_secs=timeout_secs,
+            output_cap=output_cap,
+        )
+    finally:
+        with trio.CancelScope(shield=True):
+            await trio.to_thread.run_sync(
+                functools.partial(shutil.rmtree, home, ignore_errors=True)
+            )
+
+
+async def _run(
+    argv: list[str],
+    *,
+    workspace: str,
+    env: dict[str, str],
+    ruleset_for: functools.partial[int] | None,
+    timeout_secs: float,
+    output_cap: int,
+) -> ToolResult:
+    ruleset: int | None = None
+    if ruleset_for is not None:
+        try:
+            ruleset = await trio.to_thread.run_sync(ruleset_for)
+        except (SandboxUnavailable, OSError) as exc:
+            return ToolResult(False, "", "sandbox_failed", f"the command's sandbox failed: {exc}")
+    reaper = CommandReaper.instance()
+    try:
+        async with reaper.spawning() as register:
+            proc = await trio.lowlevel.open_process(
+                argv,
+                cwd=workspace,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                # Dies with the agent: a SIGKILLed agent leaves no command running.
+                preexec_fn=functools.partial(_child_setup, os.getpid(), ruleset),
+            )
+            register(proc.pid)
+    except PermissionError as exc:
+        # The kernel refused to execute the program itself (e.g. a #! script, whose
+        # interpreter is not an allowed command).
+        return ToolResult(False, "", "exec_refused", f"{argv[0]}: {exc.strerror}")
+    except (OSError, subprocess.SubprocessError) as exc:
+        return ToolResult(False, "", "exec_failed", f"{argv[0]} could not start: {exc}")
+    finally:
+        if ruleset is not None:
+            os.close(ruleset)
     output = bytearray()
     timed_out = False
     try:
@@ -93,11 +237,12 @@ async def run_shell(
             await proc.wait()
         timed_out = scope.cancelled_caught
     finally:
-        if proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            with trio.CancelScope(shield=True):
+        with trio.CancelScope(shield=True):
+            if proc.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
                 await proc.wait()
+            await reaper.finished(proc.pid)
     text = output.decode("utf-8", errors="replace")
     truncated = len(output) >= output_cap
     if timed_out:
