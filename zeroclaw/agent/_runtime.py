@@ -21,7 +21,7 @@ from typing import Any
 import trio
 
 from ..bus import AgentBus, Message, Request
-from ..tools import Approver, ToolResult
+from ..tools import Approver, ToolResult, as_tool_error
 from ._turn import TurnEngine, TurnResult, render_memory
 
 log = logging.getLogger("zeroclaw.agent")
@@ -43,7 +43,8 @@ class BusReach:
         response = await self.bus.request("memory", op, body)
         data = response.body if isinstance(response.body, dict) else {}
         if not response.ok:
-            return ToolResult(False, "", response.error or "unavailable", response.detail)
+            code = as_tool_error(response.error, "unavailable")
+            return ToolResult(False, "", code, response.detail or (response.error or ""))
         return ToolResult(True, render_memory(op, data), data=data)
 
     async def message_peer(self, to: str, text: str, *, delegate: bool, depth: int) -> ToolResult:
@@ -59,7 +60,9 @@ class BusReach:
                 message_id=message_id,
             )
             if not outcome.delivered:
-                return ToolResult.refused(outcome.code or "unavailable", outcome.detail)
+                return ToolResult.refused(
+                    as_tool_error(outcome.code, "unavailable"), outcome.detail
+                )
             with trio.move_on_after(PEER_REPLY_SECS):
                 answer = await answer_out.receive()
                 if answer.get("error"):

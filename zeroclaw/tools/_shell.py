@@ -20,7 +20,7 @@ import trio
 
 from .._prctl import set_death_signal
 from ..policy import PathRules, check_path, decide_command
-from ._base import Approver, ToolResult
+from ._base import Approver, ToolResult, as_tool_error
 
 OUTPUT_CAP_BYTES = 64 * 1024
 APPROVAL_TIMEOUT_SECS = 60.0
@@ -55,7 +55,9 @@ async def run_shell(
         check_path=lambda path, access: check_path(rules, path, access),
     )
     if not decision.allowed:
-        return ToolResult.refused(decision.code or "command_not_allowed", decision.reason)
+        return ToolResult.refused(
+            as_tool_error(decision.code, "command_not_allowed"), decision.reason
+        )
     if asks_approval and decision.risk != "low":
         if approver is None:
             return ToolResult.refused(
