@@ -20,7 +20,7 @@ from typing import Any
 
 import trio
 
-from ..bus import AgentBus, Message, Request
+from ..bus import AgentBus, Message, Outcome, Request
 from ..tools import Approver, ToolResult, as_tool_error
 from ._turn import TurnEngine, TurnResult, render_memory
 
@@ -38,6 +38,7 @@ class BusReach:
     def __init__(self, bus: AgentBus) -> None:
         self.bus = bus
         self.waiting: dict[str, tuple[str, trio.MemorySendChannel[dict[str, Any]]]] = {}
+        bus.on_late_refusal = self.on_question_refused
 
     async def memory(self, op: str, body: dict[str, Any]) -> ToolResult:
         response = await self.bus.request("memory", op, body)
@@ -71,6 +72,13 @@ class BusReach:
             return ToolResult.refused("unavailable", f"{to} did not answer in {PEER_REPLY_SECS:g}s")
         finally:
             del self.waiting[message_id]
+
+    def on_question_refused(self, outcome: Outcome) -> None:
+        """The router: the peer exited before it answered. The ask ends now."""
+        waiter = self.waiting.get(outcome.id)
+        if waiter is not None:
+            with contextlib.suppress(trio.WouldBlock):
+                waiter[1].send_nowait({"error": outcome.detail or "the peer is gone"})
 
     def on_reply(self, message: Message) -> None:
         body = message.body if isinstance(message.body, dict) else {}

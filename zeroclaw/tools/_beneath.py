@@ -77,19 +77,22 @@ def _components(rel: PurePosixPath) -> tuple[str, ...]:
     return parts
 
 
+def _raise_if_symlink(dirfd: int, name: str) -> None:
+    try:
+        st = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
+    except OSError:
+        return
+    if stat.S_ISLNK(st.st_mode):
+        raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), name)
+
+
 def _open_component(dirfd: int, name: str, flags: int, mode: int) -> int:
     """One step of the fallback walk: never through a symlink, and a symlink is ELOOP
     whether or not the flags asked for a directory."""
     try:
         return os.open(name, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=dirfd)
-    except OSError as exc:
-        if exc.errno == errno.ENOTDIR:
-            try:
-                st = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
-            except OSError:
-                raise exc from None
-            if stat.S_ISLNK(st.st_mode):
-                raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), name) from None
+    except NotADirectoryError:
+        _raise_if_symlink(dirfd, name)
         raise
 
 
@@ -101,7 +104,16 @@ def open_beneath(
     if not parts:
         return os.open(".", flags | os.O_CLOEXEC, mode, dir_fd=dirfd)
     if use_openat2 and openat2_available():
-        return _openat2(dirfd, "/".join(parts), flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+        try:
+            return _openat2(dirfd, "/".join(parts), flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+        except NotADirectoryError:
+            # O_DIRECTORY on a trailing symlink says ENOTDIR; it is a symlink all the same.
+            parent = _openat2(dirfd, "/".join(parts[:-1]) or ".", DIR_FLAGS, 0)
+            try:
+                _raise_if_symlink(parent, parts[-1])
+            finally:
+                os.close(parent)
+            raise
     current = dirfd
     try:
         for name in parts[:-1]:

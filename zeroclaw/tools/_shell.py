@@ -9,6 +9,7 @@ the agent's environment, and must not reach a command the model chose.
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import os
 import shutil
@@ -73,17 +74,25 @@ async def run_shell(
     program = shutil.which(decision.argv[0], path=env["PATH"])
     if program is None:
         return ToolResult(False, "", "not_found", f"{decision.argv[0]!r} is not on PATH")
-    proc = await trio.lowlevel.open_process(
-        [program, *decision.argv[1:]],
-        cwd=workspace,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-        # Dies with the agent: a SIGKILLed agent leaves no command running.
-        preexec_fn=functools.partial(set_death_signal, os.getpid()),
-    )
+    try:
+        proc = await trio.lowlevel.open_process(
+            [program, *decision.argv[1:]],
+            cwd=workspace,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            # Dies with the agent: a SIGKILLed agent leaves no command running.
+            preexec_fn=functools.partial(set_death_signal, os.getpid()),
+        )
+    except OSError as exc:  # not executable, denied by the kernel, arguments too long, ...
+        name = errno.errorcode.get(exc.errno or 0, "errno ?")
+        return ToolResult(False, "", "io_error", f"cannot start {decision.argv[0]!r}: {name}")
+    except (ValueError, subprocess.SubprocessError) as exc:  # a NUL in an argument, say
+        return ToolResult(
+            False, "", "bad_arguments", f"cannot start {decision.argv[0]!r}: {exc}"[:300]
+        )
     output = bytearray()
     timed_out = False
     try:
