@@ -5,7 +5,8 @@ AgentBus; they do not replace any zeroclaw component.
 - alias "crash*":    exits 3 at once
 - alias "stubborn*": ignores SIGTERM and leaves a grandchild behind
 - alias "mute*":     never joins the bus
-- a workspace with plan.json: runs that plan (flood, stream, fuzz) on the real bus
+- a workspace with plan.json: runs that plan (flood, stream, fuzz, silent_callee) on the
+  real bus
 - anything else:     the real agent
 """
 
@@ -152,8 +153,24 @@ async def askflood(bus: AgentBus, plan: dict[str, Any], workspace: Path) -> None
     write_result(workspace, "result.json", {"answers": len(answers), "busy": busy})
 
 
+async def silent_callee(bus: AgentBus, plan: dict[str, Any], workspace: Path) -> None:
+    """Take an ask (the bus acks it) and never answer; say so once the router has the ack:
+    a request sent after the ack on the same connection is answered after it was handled."""
+    asked = trio.Event()
+
+    def on_message(message: Message) -> None:
+        if message.kind in ("ask", "delegate"):
+            asked.set()
+
+    bus.on_message = on_message
+    await asked.wait()
+    await bus.request("no-such-service", "ping", None)
+    write_result(workspace, "result.json", {"asked": True})
+
+
 PLANS = {
     **LOAD_PLANS,
+    "silent_callee": silent_callee,
     "stream": stream,
     "fuzz": fuzz,
     "deaf": deaf,

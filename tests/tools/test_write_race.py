@@ -48,7 +48,8 @@ apply_sandbox(plan_for(alpha))
 rules = rules_for(alpha, workspace_only=True, may_write=True, other_workspaces=[beta])
 codes = Counter()
 for i in range(count):
-    codes[str(file_write(rules, ("d/keep.txt", f"d/n{i}.txt", f"d/s{i}/f.txt")[i % 3], "x").error_code)] += 1
+    path = ("d/keep.txt", f"d/n{i}.txt", f"d/s{i}/f.txt")[i % 3]
+    codes[str(file_write(rules, path, "x").error_code)] += 1
 print(json.dumps(codes))
 """
 
