@@ -198,7 +198,7 @@ def test_the_walk_never_follows_a_symlink(ws: Path, use_openat2: bool) -> None:
             ("link-to-gamma", errno.ELOOP),
             ("../gamma/secret", errno.EXDEV),
         ]:
-            with pytest.raises(OSError, match=os.strerror(err)) as caught:
+            with pytest.raises(OSError, match=rf"\[Errno {err}\]") as caught:
                 os.close(
                     open_beneath(root, PurePosixPath(rel), os.O_RDONLY, use_openat2=use_openat2)
                 )
