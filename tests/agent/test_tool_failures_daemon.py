@@ -63,10 +63,21 @@ def hostile_config(root: Path) -> dict[str, Any]:
     """alpha: supervised, no Landlock (the tools alone); wide: full, Landlock required (so
     generated paths cannot touch this machine outside the workspace)."""
     doc = config(root)
-    doc["risk_profiles"]["bare"] = {"level": "supervised", "sandbox": "none"}
-    doc["risk_profiles"]["wide"] = {"level": "full", "sandbox": "landlock"}
+    commands = ["ls", "cat", "head", "wc"]
+    doc["risk_profiles"]["bare"] = {
+        "level": "supervised",
+        "sandbox": "none",
+        "allowed_commands": commands,
+    }
+    doc["risk_profiles"]["wide"] = {
+        "level": "full",
+        "sandbox": "landlock",
+        "allowed_commands": commands,
+    }
     doc["agents"]["alpha"]["risk_profile"] = "bare"
     doc["agents"]["wide"] = agent_entry(risk_profile="wide")
+    # No budget in the way, and a command stuck on a FIFO is cut quickly.
+    doc["runtime_profiles"]["fast"].update(max_actions_per_hour=100_000, shell_timeout_secs=1)
     return doc
 
 
@@ -106,6 +117,10 @@ def test_the_reported_crashes_are_typed_refusals(
         ]:
             [(_tool, code)] = codes(turn(daemon, alias, text))
             assert code in expected, (alias, text, code)
+    # beta's turn for a peer hits the same wall, answers it, and lives on
+    asked = turn(daemon, "alpha", "ask beta: read /proc/1/cwd/x")
+    assert codes(asked) == [("send_message_to_peer", None)]
+    assert "file_read refused: path_not_allowed" in asked["reply"]
     assert pids(daemon) == before
 
 
@@ -180,10 +195,21 @@ paths = st.one_of(
         st.sampled_from(["/proc/self/", "/proc/1/", "/dev/", "/"]), st.text(NAME_CHARS, max_size=12)
     ).map("".join),
 )
-messages = st.one_of(
+words = st.text(NAME_CHARS + " :", min_size=1, max_size=40)
+file_messages = st.one_of(
     paths.map(lambda p: f"read {p}"),
     paths.map(lambda p: f"list {p}"),
     st.tuples(paths, st.text(max_size=300)).map(lambda pc: f"write {pc[0]}: {pc[1]}"),
+)
+messages = st.one_of(
+    file_messages,
+    st.tuples(st.sampled_from(["ls", "cat", "head", "wc", "rm"]), paths).map(
+        lambda cp: f"run {cp[0]} {cp[1]}"
+    ),
+    words.map(lambda w: f"remember: {w}"),
+    words.map(lambda w: f"recall {w}"),
+    words.map(lambda w: f"forget {w}"),
+    file_messages.map(lambda m: f"ask beta: {m}"),  # beta's peer turn runs the file tool
 )
 
 
@@ -197,7 +223,7 @@ def test_no_tool_call_kills_its_agent(root: Path, daemons: DaemonFactory, odd_fi
         database=None,
         suppress_health_check=[HealthCheck.too_slow],
     )
-    @given(st.sampled_from(["alpha", "wide"]), messages)
+    @given(st.sampled_from(["alpha", "wide"]), messages)  # wide asking beta: not_peers
     def drive(alias: str, text: str) -> None:
         data = turn(daemon, alias, text)
         assert "error" not in data, data  # the turn finished: the agent answered
