@@ -44,11 +44,14 @@ def turn(daemon: Daemon, alias: str, text: str) -> dict[str, Any]:
                 session.send(ChatApproval(approved=True))
 
 
-def pids(daemon: Daemon) -> dict[str, int]:
+def status(daemon: Daemon) -> dict[str, Any]:
     with ControlSession(daemon.runtime_dir / "control.sock") as session:
         session.send(Status())
-        data = session.next_reply().data or {}
-    return {a["alias"]: a["pid"] for a in data["agents"]}
+        return session.next_reply().data or {}
+
+
+def pids(daemon: Daemon) -> dict[str, int]:
+    return {a["alias"]: a["pid"] for a in status(daemon)["agents"]}
 
 
 def codes(data: dict[str, Any]) -> list[tuple[str, str | None]]:
@@ -121,6 +124,7 @@ def test_the_reported_crashes_are_typed_refusals(
     asked = turn(daemon, "alpha", "ask beta: read /proc/1/cwd/x")
     assert codes(asked) == [("send_message_to_peer", None)]
     assert "file_read refused: path_not_allowed" in asked["reply"]
+    assert status(daemon)["router"]["open_questions"] == 0  # the reply closed the question
     assert pids(daemon) == before
 
 

@@ -538,6 +538,7 @@ class Router:
             "server_public_key": self.server_public.decode(),
             "connected": sorted(self.connected),
             "in_flight": len(self._inflight),
+            "open_questions": sum(len(q) for q in self._questions.values()),
             "parked": self._owner.parked() if self._owner else 0,
             "outcomes": {name: self.counters[name] for name in outcomes},
             "refused_connections": {
