@@ -16,6 +16,7 @@ import trio
 from zeroclaw.policy import PathRules, rules_for
 from zeroclaw.tools import ERROR_CODES, file_list, file_read, file_write
 from zeroclaw.tools._beneath import make_dirs_beneath, open_beneath, open_root
+from zeroclaw.tools._files import failure
 
 STRATEGIES = [pytest.param(True, id="openat2"), pytest.param(False, id="walk")]
 
@@ -209,3 +210,26 @@ def test_the_walk_never_follows_a_symlink(ws: Path, use_openat2: bool) -> None:
         assert not (ws.parent / "gamma" / "new").exists()
     finally:
         os.close(root)
+
+
+@pytest.mark.parametrize(
+    ("number", "expected"),
+    [
+        (errno.ENOSPC, "no_space"),
+        (errno.EDQUOT, "no_space"),
+        (errno.EFBIG, "too_large"),
+        (errno.ENOENT, "not_found"),
+        (errno.ENOTDIR, "not_a_directory"),
+        (errno.EISDIR, "not_a_regular_file"),
+        (errno.ELOOP, "path_not_allowed"),
+        (errno.EXDEV, "path_not_allowed"),
+        (errno.EACCES, "io_error"),
+        (errno.EIO, "io_error"),
+        (errno.EAGAIN, "io_error"),
+    ],
+)
+def test_every_errno_is_a_code_with_its_name(number: int, expected: str) -> None:
+    result = failure(OSError(number, os.strerror(number)), "'x'")
+    assert (result.ok, result.error_code) == (False, expected)
+    if expected == "io_error":
+        assert errno.errorcode[number] in result.detail and result.detail.startswith("'x'")
