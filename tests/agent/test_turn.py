@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
+import pytest
 import trio
 
 from tests.agent.helpers import local_engine, run_turns
 from tests.providers.protocol_server import TEXT, TOOL_CALL, ScriptedServer, status
 from tests.providers.test_network import make
+from zeroclaw.agent._local import LocalReach
 from zeroclaw.agent._turn import MAX_IDENTITY_BYTES, system_prompt
 from zeroclaw.providers import OfflineProvider
+from zeroclaw.tools import ToolResult
 
 
 def test_identity_files_form_the_system_prompt_in_a_fixed_order(tmp_path: Path) -> None:
@@ -89,3 +93,28 @@ async def test_an_unanswered_approval_is_a_denial(tmp_path: Path) -> None:
     assert asked == ["write a.txt"]
     assert result.tool_calls[0]["error_code"] == "approval_denied"
     assert not (tmp_path / "ws" / "a.txt").exists()
+
+
+async def test_a_tool_that_raises_fails_only_its_call(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The last-resort guard: an exception out of a tool (here the peer reach, as a broken
+    bus would) is `internal_error` for that call, logged once with its traceback, and the
+    engine goes on to the next turn."""
+
+    class BrokenPeers(LocalReach):
+        async def message_peer(
+            self, to: str, text: str, *, delegate: bool, depth: int
+        ) -> ToolResult:
+            raise RuntimeError("the bus is gone")
+
+    async with local_engine(OfflineProvider(), tmp_path) as (engine, reach):
+        engine.reach = BrokenPeers(reach.service, "alpha")
+        with caplog.at_level(logging.ERROR, logger="zeroclaw.agent"):
+            broken = await engine.run_turn("ask beta: hello")
+        after = await engine.run_turn("read notes.txt")
+    assert broken.tool_calls[0]["error_code"] == "internal_error"
+    assert "RuntimeError" in broken.reply and "the bus is gone" not in broken.reply
+    logged = [r for r in caplog.records if r.exc_info]
+    assert len(logged) == 1 and "tool send_message_to_peer raised" in logged[0].getMessage()
+    assert after.tool_calls[0]["error_code"] is None and "ship" in after.reply

@@ -6,7 +6,8 @@ AgentBus; they do not replace any zeroclaw component.
 - alias "stubborn*": ignores SIGTERM and leaves a grandchild behind
 - alias "mute*":     never joins the bus
 - alias "linkbomb*": first start only: sends a deeply nested frame on its link
-- a workspace with plan.json: runs that plan (flood, stream, fuzz, ctlprobe...) on the real bus
+- a workspace with plan.json: runs that plan (flood, stream, fuzz, ctlprobe, silent_callee,
+  ...) on the real bus
 - anything else:     the real agent
 """
 
@@ -293,8 +294,24 @@ async def ctlprobe(bus: AgentBus, plan: dict[str, Any], workspace: Path) -> None
     write_result(workspace, "result.json", result)
 
 
+async def silent_callee(bus: AgentBus, plan: dict[str, Any], workspace: Path) -> None:
+    """Take an ask (the bus acks it) and never answer; say so once the router has the ack:
+    a request sent after the ack on the same connection is answered after it was handled."""
+    asked = trio.Event()
+
+    def on_message(message: Message) -> None:
+        if message.kind in ("ask", "delegate"):
+            asked.set()
+
+    bus.on_message = on_message
+    await asked.wait()
+    await bus.request("no-such-service", "ping", None)
+    write_result(workspace, "result.json", {"asked": True})
+
+
 PLANS = {
     **LOAD_PLANS,
+    "silent_callee": silent_callee,
     "stream": stream,
     "fuzz": fuzz,
     "deaf": deaf,

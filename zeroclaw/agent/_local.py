@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..memory import MemoryService, MemoryServiceError
-from ..tools import ToolResult
+from ..tools import ToolResult, as_tool_error
 from ._turn import render_memory
 
 
@@ -19,7 +19,7 @@ class LocalReach:
         try:
             data = await self.service.handle(self.service.scope_for(self.alias), op, body)
         except MemoryServiceError as exc:
-            return ToolResult(False, "", exc.code, exc.detail)
+            return ToolResult(False, "", as_tool_error(exc.code, "storage_error"), exc.detail)
         return ToolResult(True, render_memory(op, data), data=data)
 
     async def message_peer(self, to: str, text: str, *, delegate: bool, depth: int) -> ToolResult:

@@ -21,8 +21,8 @@ from typing import Any
 
 import trio
 
-from ..bus import AgentBus, Message, Request
-from ..tools import Approver, ToolResult
+from ..bus import AgentBus, Message, Outcome, Request
+from ..tools import Approver, ToolResult, as_tool_error
 from ._turn import TurnEngine, TurnResult, render_memory
 
 log = logging.getLogger("zeroclaw.agent")
@@ -39,12 +39,14 @@ class BusReach:
     def __init__(self, bus: AgentBus) -> None:
         self.bus = bus
         self.waiting: dict[str, tuple[str, trio.MemorySendChannel[dict[str, Any]]]] = {}
+        bus.on_late_refusal = self.on_question_refused
 
     async def memory(self, op: str, body: dict[str, Any]) -> ToolResult:
         response = await self.bus.request("memory", op, body)
         data = response.body if isinstance(response.body, dict) else {}
         if not response.ok:
-            return ToolResult(False, "", response.error or "unavailable", response.detail)
+            code = as_tool_error(response.error, "unavailable")
+            return ToolResult(False, "", code, response.detail or (response.error or ""))
         return ToolResult(True, render_memory(op, data), data=data)
 
     async def message_peer(self, to: str, text: str, *, delegate: bool, depth: int) -> ToolResult:
@@ -60,7 +62,9 @@ class BusReach:
                 message_id=message_id,
             )
             if not outcome.delivered:
-                return ToolResult.refused(outcome.code or "unavailable", outcome.detail)
+                return ToolResult.refused(
+                    as_tool_error(outcome.code, "unavailable"), outcome.detail
+                )
             with trio.move_on_after(PEER_REPLY_SECS):
                 answer = await answer_out.receive()
                 if answer.get("error"):
@@ -69,6 +73,13 @@ class BusReach:
             return ToolResult.refused("unavailable", f"{to} did not answer in {PEER_REPLY_SECS:g}s")
         finally:
             del self.waiting[message_id]
+
+    def on_question_refused(self, outcome: Outcome) -> None:
+        """The router: the peer exited before it answered. The ask ends now."""
+        waiter = self.waiting.get(outcome.id)
+        if waiter is not None:
+            with contextlib.suppress(trio.WouldBlock):
+                waiter[1].send_nowait({"error": outcome.detail or "the peer is gone"})
 
     def on_reply(self, message: Message) -> None:
         body = message.body if isinstance(message.body, dict) else {}

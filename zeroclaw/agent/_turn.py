@@ -188,7 +188,7 @@ class TurnEngine:
                 outcomes = []
                 for call in step.tool_calls[: self.max_iterations - iterations]:
                     iterations += 1
-                    result = await self._run_tool(call, approver, depth)
+                    result = await self._run_tool_guarded(call, approver, depth)
                     outcomes.append(
                         ToolOutcome(
                             call,
@@ -247,6 +247,20 @@ class TurnEngine:
             for t in turns
             if t["role"] in ("user", "assistant")
         )
+
+    async def _run_tool_guarded(
+        self, call: ToolCall, approver: Approver | None, depth: int
+    ) -> ToolResult:
+        """The last resort: a tool that raises (a bug, an OS error nobody mapped) fails
+        that call with `internal_error`, logged here once with its traceback, and the
+        agent lives on. Cancellation is not an Exception and passes through."""
+        try:
+            return await self._run_tool(call, approver, depth)
+        except Exception as exc:
+            log.exception("agent %s: tool %s raised", self.spec.alias, call.name)
+            return ToolResult(
+                False, "", "internal_error", f"{call.name} failed: {type(exc).__name__}"
+            )
 
     async def _run_tool(self, call: ToolCall, approver: Approver | None, depth: int) -> ToolResult:
         problem = bad_arguments(call.name, call.args)

@@ -67,6 +67,9 @@ class AgentBus:
         self.creds = creds
         self.alias = creds.alias
         self.on_message: Callable[[Message], None] = lambda message: None
+        # A Refusal for a message already delivered: the router saying a question this
+        # agent asked will never be answered (its callee exited).
+        self.on_late_refusal: OutcomeHandler = lambda outcome: None
         self._requests: dict[str, trio.MemorySendChannel[Response]] = {}
         self._window = window
         self._waiting: dict[str, OutcomeHandler] = {}
@@ -196,7 +199,11 @@ class AgentBus:
                 self._resolve(Outcome(message_id, True))
         elif isinstance(frame, Refusal):
             if frame.id is not None:
-                self._resolve(Outcome(frame.id, False, frame.code, frame.detail))
+                outcome = Outcome(frame.id, False, frame.code, frame.detail)
+                if frame.id in self._waiting:
+                    self._resolve(outcome)
+                else:
+                    self.on_late_refusal(outcome)
         elif isinstance(frame, Response):
             waiter = self._requests.pop(frame.id, None)
             if waiter is not None:

@@ -9,6 +9,11 @@ authenticated Hello, so ROUTER_HANDOVER (set as required) gives nobody a way in.
 
 Delivery: every Send ends in exactly one outcome for its sender — an Ack from the
 destination, or a Refusal with a code. Counters per outcome are in `stats()`.
+
+Open questions: an acked `ask`/`delegate` still waits for the callee's `reply`. The router
+remembers it until that reply passes; if the callee's process exits first, the asker gets
+a Refusal (`unavailable`) for the question's id at once, instead of waiting out its own
+reply timeout (ADR 0013).
 """
 
 from __future__ import annotations
@@ -54,6 +59,8 @@ log = logging.getLogger("zeroclaw.router")
 ZAP_ENDPOINT = "inproc://zeromq.zap.01"
 ZAP_DOMAIN = b"zeroclaw"
 PENDING_START_LIMIT = 10_000
+OPEN_QUESTIONS_LIMIT = 10_000  # per callee; beyond it the oldest is forgotten (it times out)
+QUESTION_KINDS = ("ask", "delegate")  # message kinds whose sender waits for a `reply`
 HWM = 10_000
 SUN_PATH_MAX = 107
 REFUSAL_LOG_INTERVAL_SECS = 10.0  # failed handshakes: one line per kind per interval
@@ -91,6 +98,7 @@ class InFlight:
     message_id: str
     dest: str
     deadline: float
+    question: bool = False  # an ask/delegate: once acked, the sender waits for a reply
 
 
 @dataclass(frozen=True)
@@ -127,6 +135,8 @@ class Router:
         self._pending_start: dict[str, deque[tuple[float, str, Message]]] = {}
         self._acks_out: dict[str, list[str]] = {}
         self._injected: dict[str, InjectOutcome] = {}  # message id -> outcome callback
+        # callee -> {question id: asker}: acked asks not answered yet
+        self._questions: dict[str, dict[str, str]] = {}
         self.counters: Counter[str] = Counter()
         self._refusal_log = LogThrottle[RefusalKind](
             REFUSAL_LOG_INTERVAL_SECS, overflow_key=("other", "", ""), max_keys=16
@@ -180,6 +190,13 @@ class Router:
         for rid in lost:
             flight = self._inflight.pop(rid)
             self._refuse(flight.sender, flight.message_id, "unavailable", f"agent {alias!r} exited")
+        for question, asker in self._questions.pop(alias, {}).items():
+            self._refuse(
+                asker, question, "unavailable", f"agent {alias!r} exited before it answered"
+            )
+        for open_questions in self._questions.values():  # the asker left: nobody waits
+            for question in [q for q, asker in open_questions.items() if asker == alias]:
+                del open_questions[question]
 
     def start_failed(self, alias: str, why: str) -> None:
         for _, sender, message in self._pending_start.pop(alias, deque()):
@@ -373,6 +390,10 @@ class Router:
 
     def _route(self, sender: str, message: Message) -> None:
         dest = message.to
+        if message.kind == "reply" and isinstance(message.body, dict):
+            answered = message.body.get("in_reply_to")
+            if isinstance(answered, str):
+                self._questions.get(sender, {}).pop(answered, None)
         policy = self.policy
         if dest not in policy.agents:
             self._refuse(sender, message.id, "unknown_agent", f"no agent {dest!r}")
@@ -414,7 +435,11 @@ class Router:
         rid = self._next_rid
         self._next_rid += 1
         self._inflight[rid] = InFlight(
-            sender, message.id, message.to, trio.current_time() + self.delivery_timeout
+            sender,
+            message.id,
+            message.to,
+            trio.current_time() + self.delivery_timeout,
+            question=bool(sender) and message.kind in QUESTION_KINDS,
         )
         self._order.append(rid)
         stamped = msgspec.structs.replace(message, from_=sender) if sender else message
@@ -469,6 +494,14 @@ class Router:
                     callback(None, "")
             else:
                 self._acks_out.setdefault(flight.sender, []).append(flight.message_id)
+                if flight.question:
+                    self._open_question(flight)
+
+    def _open_question(self, flight: InFlight) -> None:
+        questions = self._questions.setdefault(flight.dest, {})
+        if len(questions) >= OPEN_QUESTIONS_LIMIT:
+            del questions[next(iter(questions))]
+        questions[flight.message_id] = flight.sender
 
     def _flush_acks(self) -> None:
         """After each burst: one Ack frame per sender, however many messages it covers."""
@@ -552,6 +585,7 @@ class Router:
             "server_public_key": self.server_public.decode(),
             "connected": sorted(self.connected),
             "in_flight": len(self._inflight),
+            "open_questions": sum(len(q) for q in self._questions.values()),
             "parked": self._owner.parked() if self._owner else 0,
             "outcomes": {name: self.counters[name] for name in outcomes},
             "refused_connections": {

@@ -16,12 +16,15 @@ however the request was spelled:
                                                   the isolation between agents)
 6. anywhere else                               -> allowed only without workspace_only
 
-Resolution happens again at open time in the tool layer (and Landlock backs it in
-the kernel), so a symlink swapped after this check does not open a way out.
+An allowed decision carries the tree it was allowed under (`root`); the tool layer
+opens the real path beneath that tree without following any symlink (ADR 0013), and
+Landlock backs it in the kernel, so a symlink swapped in after this check leads nowhere.
+Reasons name the path as requested, never the real path a refusal resolved to.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -56,34 +59,43 @@ class PathRules:
     other_workspaces: tuple[PurePosixPath, ...] = ()
 
 
+PathRefusal = Literal["path_not_allowed", "forbidden_path", "read_only_profile"]
+SLASH = PurePosixPath("/")
+
+
 @dataclass(frozen=True, slots=True)
 class PathDecision:
     allowed: bool
-    code: str | None  # path_not_allowed | forbidden_path | read_only_profile
+    code: PathRefusal | None
     path: PurePosixPath | None  # the real path the request resolves to
-    reason: str
+    reason: str  # names only what was asked for, never where a symlink led
+    # The allowed tree the tool opens `path` beneath (workspace, grant, or `/`), walking
+    # from it without following symlinks (ADR 0013). None when refused.
+    root: PurePosixPath | None = None
 
 
 def _within(path: PurePosixPath, root: PurePosixPath) -> bool:
     return path == root or root in path.parents
 
 
-def decide(rules: PathRules, real: PurePosixPath, access: Access) -> PathDecision:
-    """The decision on an already resolved absolute path. Pure."""
+def decide(
+    rules: PathRules, real: PurePosixPath, access: Access, shown: str = "the path"
+) -> PathDecision:
+    """The decision on an already resolved absolute path. Pure. `shown` is how reasons
+    name the path: the request as the agent spelled it. A refusal never names `real`,
+    which would tell an agent where symlinks it cannot follow point."""
     for forbidden in rules.forbidden:
         if _within(real, forbidden):
-            return PathDecision(
-                False, "forbidden_path", real, f"{real} is under forbidden {forbidden}"
-            )
+            return PathDecision(False, "forbidden_path", real, f"{shown} is a forbidden path")
     if access == "write" and not rules.may_write:
         return PathDecision(False, "read_only_profile", real, "the risk profile is readonly")
     if _within(real, rules.workspace):
-        return PathDecision(True, None, real, "inside the agent's workspace")
+        return PathDecision(True, None, real, "inside the agent's workspace", rules.workspace)
     for grant in rules.grants:
         if _within(real, grant.path):
             if grant.covers(access):
                 return PathDecision(
-                    True, None, real, f"{grant.mode} grant on {grant.owner}'s workspace"
+                    True, None, real, f"{grant.mode} grant on {grant.owner}'s workspace", grant.path
                 )
             return PathDecision(
                 False,
@@ -94,18 +106,23 @@ def decide(rules: PathRules, real: PurePosixPath, access: Access) -> PathDecisio
     for other in rules.other_workspaces:
         if _within(real, other):
             return PathDecision(
-                False, "path_not_allowed", real, f"{real} is in another agent's workspace"
+                False, "path_not_allowed", real, f"{shown} is in another agent's workspace"
             )
     if rules.workspace_only:
-        return PathDecision(False, "path_not_allowed", real, f"{real} is outside the workspace")
-    return PathDecision(True, None, real, "outside the workspace, allowed by the profile")
+        return PathDecision(False, "path_not_allowed", real, f"{shown} is outside the workspace")
+    return PathDecision(True, None, real, "outside the workspace, allowed by the profile", SLASH)
 
 
 def resolve_request(
     workspace: PurePosixPath, requested: str, resolve: Resolver = os.path.realpath
 ) -> PurePosixPath | None:
-    """The real path a request touches, or None when it cannot name a file at all."""
+    """The real path a request touches, or None when it cannot name a file at all.
+    Raises OSError when resolving fails (a /proc link the kernel will not read, say)."""
     if not requested or "\x00" in requested or len(requested) > 4096:
+        return None
+    try:
+        os.fsencode(requested)
+    except UnicodeEncodeError:  # a lone surrogate: no file has this name
         return None
     expanded = requested if not requested.startswith("~") else os.path.expanduser(requested)
     joined = os.path.join(str(workspace), expanded)  # an absolute request replaces the base
@@ -115,10 +132,15 @@ def resolve_request(
 def check_path(
     rules: PathRules, requested: str, access: Access, resolve: Resolver = os.path.realpath
 ) -> PathDecision:
-    real = resolve_request(rules.workspace, requested, resolve)
+    shown = repr(requested[:200])
+    try:
+        real = resolve_request(rules.workspace, requested, resolve)
+    except (OSError, ValueError) as exc:
+        name = errno.errorcode.get(getattr(exc, "errno", 0) or 0, type(exc).__name__)
+        return PathDecision(False, "path_not_allowed", None, f"{shown} cannot be resolved ({name})")
     if real is None:
-        return PathDecision(False, "path_not_allowed", None, "not a usable path")
-    return decide(rules, real, access)
+        return PathDecision(False, "path_not_allowed", None, f"{shown} is not a usable path")
+    return decide(rules, real, access, shown)
 
 
 def rules_for(

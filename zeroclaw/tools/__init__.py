@@ -1,6 +1,6 @@
 """The agent's tools, each checked against its risk profile before it touches anything."""
 
-from ._base import ERROR_CODES, ActionBudget, Approver, ToolResult
+from ._base import ERROR_CODES, ActionBudget, Approver, ToolErrorCode, ToolResult, as_tool_error
 from ._files import file_list, file_read, file_write
 from ._shell import run_shell, shell_environment
 
@@ -8,7 +8,9 @@ __all__ = [
     "ERROR_CODES",
     "ActionBudget",
     "Approver",
+    "ToolErrorCode",
     "ToolResult",
+    "as_tool_error",
     "file_list",
     "file_read",
     "file_write",

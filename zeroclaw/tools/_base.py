@@ -5,9 +5,12 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, cast, get_args
 
-ERROR_CODES = (
+# Every way a tool call can fail, as the model and the operator see it (ADR 0013). A tool
+# never raises: each failure is one of these, with a detail for people.
+ToolErrorCode = Literal[
+    # refusals by policy
     "path_not_allowed",
     "forbidden_path",
     "read_only_profile",
@@ -18,19 +21,48 @@ ERROR_CODES = (
     "unknown_agent",
     "unavailable",
     "delegation_not_allowed",
-)
+    "bad_arguments",
+    # failures of the action itself
+    "not_found",
+    "not_a_regular_file",
+    "not_a_directory",
+    "no_space",
+    "too_large",
+    "io_error",  # any other OS error; the detail names the errno (EACCES, EIO, ...)
+    "timeout",
+    "exit_status",
+    # failures reported by a daemon service (memory) or the bus
+    "busy",
+    "bad_request",
+    "forbidden",
+    "storage_error",
+    "unknown_service",
+    "malformed",
+    # a bug: the call raised; logged once with its traceback, the agent carries on
+    "internal_error",
+    "sandbox_failed",
+    "exec_refused",
+    "exec_failed",
+]
+ERROR_CODES: tuple[str, ...] = get_args(ToolErrorCode)
+
+
+def as_tool_error(code: str | None, fallback: ToolErrorCode) -> ToolErrorCode:
+    """A code that crossed a process boundary or came from a decision typed `str`, as a
+    member of the set (`fallback` when it is not one)."""
+    return cast(ToolErrorCode, code) if code in ERROR_CODES else fallback
 
 
 @dataclass(frozen=True)
 class ToolResult:
     ok: bool
     output: str = ""
-    error_code: str | None = None  # one of ERROR_CODES, or a tool-specific failure
+    error_code: ToolErrorCode | None = None
     detail: str = ""
     data: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def refused(cls, code: str, detail: str) -> ToolResult:
+    def refused(cls, code: ToolErrorCode, detail: str) -> ToolResult:
         return cls(False, "", code, detail)
 
 

@@ -58,7 +58,7 @@ from ..policy._landlock import (
     enforce_ruleset,
     plan_command_sandbox,
 )
-from ._base import Approver, ToolResult
+from ._base import Approver, ToolResult, as_tool_error
 from ._orphans import CommandReaper
 
 OUTPUT_CAP_BYTES = 64 * 1024
@@ -145,7 +145,9 @@ async def run_shell(
         check_path=lambda path, access: check_path(rules, path, access),
     )
     if not decision.allowed:
-        return ToolResult.refused(decision.code or "command_not_allowed", decision.reason)
+        return ToolResult.refused(
+            as_tool_error(decision.code, "command_not_allowed"), decision.reason
+        )
     if asks_approval and decision.risk != "low":
         if approver is None:
             return ToolResult.refused(
