@@ -121,7 +121,7 @@ def confine(spec: AgentSpec) -> bool:
         return True
     grants = [(path, grant) for path, grant in spec.access.values()]
     try:
-        abi = apply_sandbox(plan_for(spec.workspace, grants))
+        abi = apply_sandbox(plan_for(spec.workspace, grants, protected=spec.protected_paths))
     except SandboxUnavailable as exc:
         if mode == "landlock":
             log.error('agent %s: sandbox = "landlock" but %s', spec.alias, exc)

@@ -20,7 +20,7 @@ import zmq
 from .._logging import setup_logging
 from ..bus import Request as BusRequest
 from ..bus import Response, Router
-from ..config import Config, daemon_paths, load_config
+from ..config import Config, ConfigError, daemon_paths, daemon_refusals, load_config
 from ..control import (
     AgentRestart,
     AgentsList,
@@ -85,6 +85,9 @@ def prepare_directory(path: Path, what: str) -> None:
 def run_daemon(config_path: Path, env: Mapping[str, str] | None = None) -> int:
     env = dict(os.environ if env is None else env)
     config = load_config(config_path, env)  # ConfigError → the CLI prints it, exit 2
+    refusals = daemon_refusals(config, env, Path(os.path.abspath(config_path)))
+    if refusals:
+        raise ConfigError(str(config_path), refusals)
     setup_logging(config.daemon.log_format, config.daemon.log_level)
     paths = daemon_paths(config, env)
     try:

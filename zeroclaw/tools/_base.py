@@ -18,6 +18,7 @@ ERROR_CODES = (
     "unknown_agent",
     "unavailable",
     "delegation_not_allowed",
+    "tool_not_granted",
 )
 
 
