@@ -220,13 +220,14 @@ def test_a_reload_that_adds_an_agent_fences_its_workspace_without_restarts(
     doc["risk_profiles"]["wide"] = {"level": "full", "sandbox": "none"}
     doc["agents"]["alpha"]["risk_profile"] = "wide"
     daemon = daemons(doc, faults=False).start()
-    late = root / "state" / "agents" / "late" / "workspace"
+    # Outside the state dir: what there is no workspace yet is the daemon's own (ADR 0015).
+    late = root / "late"
     late.mkdir(parents=True)
     (late / "diary.txt").write_text("late's diary")
     assert codes(chat(daemon, "alpha", f"read {late}/diary.txt")) == [("file_read", None)]
     pid = daemon.agent("alpha")["pid"]
 
-    doc["agents"]["late"] = {**doc["agents"]["beta"]}
+    doc["agents"]["late"] = {**doc["agents"]["beta"], "workspace": {"path": str(late)}}
     daemon.write_config(doc)
     result = daemon.cli("reload", "--json")
     assert json.loads(result.stdout)["diff"] == {"added": ["late"], "removed": [], "changed": []}
@@ -275,7 +276,10 @@ def test_an_agent_on_a_network_provider_answers_through_the_daemon(
 
 
 def test_an_ask_chain_is_cut_at_the_depth_limit(root: Path, daemons: DaemonFactory) -> None:
-    daemon = daemons(config(root), faults=False).start()
+    doc = config(root)
+    for alias in ("alpha", "beta"):  # asking on is a tool a peer's turn needs a grant for
+        doc["agents"][alias]["peer_tools"] = ["send_message_to_peer"]
+    daemon = daemons(doc, faults=False).start()
     # alpha asks beta, who asks alpha, who would ask beta a third time: refused
     reply = chat(daemon, "alpha", "ask beta: ask alpha: ask beta: hello")["reply"]
     assert reply.startswith("beta says: alpha says: send_message_to_peer refused: ")
