@@ -333,7 +333,7 @@ def _make_handler(supervisor: Supervisor, nursery: trio.Nursery) -> Handler:
                 error=None if state.state == "ok" else "reload_failed",
                 message=None
                 if state.state == "ok"
-                else "the new config is invalid; kept the running one",
+                else "the new config was refused; kept the running one",
             )
         if isinstance(request, (AgentStart, AgentStop, AgentRestart)):
             alias = request.alias
