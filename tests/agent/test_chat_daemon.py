@@ -174,9 +174,10 @@ def test_a_peer_tools_grant_lets_exactly_that_tool_through(
     beta.mkdir(parents=True, exist_ok=True)
     (beta / "secret.txt").write_text("beta's shared secret")
     chat(daemon, "beta", "remember: the vault code is 4711")
-    assert "beta says: beta's shared secret" in chat(daemon, "alpha", "ask beta: read secret.txt")[
-        "reply"
-    ]
+    assert (
+        "beta says: beta's shared secret"
+        in chat(daemon, "alpha", "ask beta: read secret.txt")["reply"]
+    )
     recalled = chat(daemon, "alpha", "ask beta: recall vault")["reply"]
     assert "memory_recall refused: tool_not_granted" in recalled and "4711" not in recalled
 

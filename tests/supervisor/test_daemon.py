@@ -273,9 +273,7 @@ def _sighup_and_settle(daemon: Daemon) -> None:
     daemon.wait_notification(lambda m: "READY=1" in m, timeout=20)
 
 
-def test_sighup_with_a_truncated_file_keeps_every_agent(
-    root: Path, daemons: DaemonFactory
-) -> None:
+def test_sighup_with_a_truncated_file_keeps_every_agent(root: Path, daemons: DaemonFactory) -> None:
     """Finding 9: an empty file validated as a config with no agents, and stopped them all."""
     daemon = daemons(three_agents(root)).start()
     before = daemon.pids()
