@@ -94,7 +94,12 @@ def test_a_full_agent_without_sandbox_cannot_touch_the_daemons_own_files(
     file), the daemon's environment and config, and wrote into its state and runtime dirs."""
     doc = config(root)
     # The widest profile there is: full, nothing forbidden, no kernel sandbox.
-    doc["risk_profiles"]["wide"] = {"level": "full", "forbidden_paths": [], "sandbox": "none"}
+    doc["risk_profiles"]["wide"] = {
+        "level": "full",
+        "forbidden_paths": [],
+        "sandbox": "none",
+        "allowed_commands": ["cat", "ls"],
+    }
     doc["agents"]["alpha"]["risk_profile"] = "wide"
     daemon = daemons(doc, faults=False).start()
     chat(daemon, "beta", "remember: the vault code is 4711")
@@ -118,6 +123,8 @@ def test_a_full_agent_without_sandbox_cannot_touch_the_daemons_own_files(
         f"write {state}/memory/data.mdb: x",
         f"write {run}/planted.sock: x",
         f"write {daemon.config_path}: [agents]",
+        f"run cat {state}/memory/data.mdb",
+        f"run ls {run}",
     ]
     for text in refused:
         reply = chat(daemon, "alpha", text)

@@ -12,12 +12,14 @@ from pathlib import Path, PurePosixPath
 from typing import Any, cast
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.conftest import REPO
 from zeroclaw.agent import AgentSpec
 from zeroclaw.agent._turn import Reach, TurnEngine
 from zeroclaw.config import validate_document
-from zeroclaw.policy import abi_version, check_path
+from zeroclaw.policy import abi_version, check_path, decide, rules_for
 from zeroclaw.policy._landlock import grant_around, plan_for
 from zeroclaw.policy._paths import protected_root
 from zeroclaw.providers._offline import OfflineProvider
@@ -277,3 +279,46 @@ def test_the_kernel_refuses_a_protected_file_under_a_granted_tree(tmp_path: Path
         str(sibling): "read",
         str(granted / "hosts"): "read",
     }
+
+
+SEGMENTS = st.sampled_from(["..", ".", "agents", "memory", "data.mdb", "workspace", "run", "x"])
+SEGMENTS_ALIAS = st.one_of(SEGMENTS, st.sampled_from(sorted(PROFILES)))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    alias=st.sampled_from(sorted(PROFILES)),
+    access=st.sampled_from(["read", "write"]),
+    start=st.sampled_from(["/d/state", "/d/run", "/d", "/d/state/agents"]),
+    parts=st.lists(SEGMENTS_ALIAS, max_size=6),
+)
+def test_nothing_under_a_daemon_path_is_allowed_outside_a_workspace(
+    alias: str, access: str, start: str, parts: list[str]
+) -> None:
+    """Whatever the profile and however the path is spelled: an allowed path under the
+    state or runtime dir or the config file lies in the agent's own or a granted workspace."""
+    protected = ("/d/state", "/d/run", "/d/zeroclaw.toml", "/proc/1")
+    level, unrestricted = PROFILES[alias]
+    rules = rules_for(
+        f"/d/state/agents/{alias}/workspace",
+        workspace_only=level != "full" and not unrestricted,
+        may_write=level != "readonly",
+        grants=[("ro", "/d/state/agents/ro/workspace", "read")] if alias == "sup" else [],
+        other_workspaces=[f"/d/state/agents/{a}/workspace" for a in PROFILES if a != alias],
+        protected=protected,
+        resolve=os.path.normpath,
+    )
+    real = PurePosixPath(os.path.normpath("/".join([start, *parts])))
+    decision = decide(rules, real, access)  # type: ignore[arg-type]
+
+    def inside(roots: list[PurePosixPath]) -> bool:
+        return any(real == root or root in real.parents for root in roots)
+
+    usable = [rules.workspace, *(g.path for g in rules.grants)]
+    if inside([P(p) for p in protected]):
+        if decision.allowed:
+            assert inside(usable), decision
+        if access == "read" and inside(usable):
+            assert decision.allowed, decision
+        if not inside([*usable, *rules.other_workspaces]):
+            assert decision.code == "forbidden_path", decision
