@@ -195,11 +195,11 @@ def test_protected_root_carves_out_workspaces_inside_only(
 # --------------------------------------------------------------------------- Landlock plan
 
 FAKE_TREE = {
-    "/etc": ["hosts", "ssl", "zeroclaw", "evil-link"],
+    "/etc": ["hosts", "ssl", "zeroclaw", "evil-link", "loop"],
     "/etc/zeroclaw": ["other.toml", "zeroclaw.toml"],
     "/etc/ssl": ["certs"],
 }
-FAKE_LINKS = {"/etc/evil-link": "/var/lib/zeroclaw/memory"}
+FAKE_LINKS = {"/etc/evil-link": "/var/lib/zeroclaw/memory", "/etc/loop": "/etc"}
 
 
 def fake_entries(path: str) -> list[str]:

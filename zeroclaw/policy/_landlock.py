@@ -112,16 +112,23 @@ def grant_around(
     opened following symlinks, so a link pointing into the state dir is judged by where it
     points. The same splitting serves shell-command rulesets (see ADR 0015)."""
     roots = [PurePosixPath(p) for p in protected]
-    real = PurePosixPath(resolve(path))
-    if any(_beneath(real, root) for root in roots):
-        return ()
-    inside = [root for root in roots if _beneath(root, real)]
-    if not inside:
-        return (path,)
-    # `real` is a directory that is an ancestor of something protected: split it.
     out: list[str] = []
-    for name in entries(str(real)):
-        out.extend(grant_around(str(real / name), protected, entries, resolve))
+    split: set[PurePosixPath] = set()
+
+    def visit(candidate: str) -> None:
+        real = PurePosixPath(resolve(candidate))
+        if any(_beneath(real, root) for root in roots):
+            return
+        if not any(_beneath(root, real) for root in roots):
+            out.append(candidate)
+            return
+        if real in split:
+            return  # a link back up the tree (/usr/bin/X11 -> .): already split there
+        split.add(real)
+        for name in entries(str(real)):  # a directory above something protected: split it
+            visit(str(real / name))
+
+    visit(path)
     return tuple(out)
 
 
