@@ -61,7 +61,9 @@ def test_memory_isolation_and_continuity_across_a_restart(
 
 
 def test_peers_answer_through_the_router(root: Path, daemons: DaemonFactory) -> None:
-    daemon = daemons(config(root), faults=False).start()
+    doc = config(root)
+    doc["agents"]["beta"]["peer_tools"] = ["memory_recall", "file_write"]
+    daemon = daemons(doc, faults=False).start()
     asked = chat(daemon, "alpha", "ask beta: hello there")
     assert codes(asked) == [("send_message_to_peer", None)]
     assert asked["reply"].startswith("beta says: Hello, I am beta.")
@@ -78,6 +80,113 @@ def test_peers_answer_through_the_router(root: Path, daemons: DaemonFactory) -> 
     ]
     # A peer's turn has nobody to approve anything: beta's supervised write is denied.
     assert "approval_denied" in chat(daemon, "alpha", "ask beta: write x.txt: hi")["reply"]
+
+
+def _parent_pid(pid: int) -> int:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(next(ln.split()[1] for ln in status.splitlines() if ln.startswith("PPid:")))
+
+
+def test_a_full_agent_without_sandbox_cannot_touch_the_daemons_own_files(
+    root: Path, daemons: DaemonFactory
+) -> None:
+    """Finding 8: without Landlock, a `full` agent read every agent's memory (the LMDB
+    file), the daemon's environment and config, and wrote into its state and runtime dirs."""
+    doc = config(root)
+    # The widest profile there is: full, nothing forbidden, no kernel sandbox.
+    doc["risk_profiles"]["wide"] = {
+        "level": "full",
+        "forbidden_paths": [],
+        "sandbox": "none",
+        "allowed_commands": ["cat", "ls"],
+    }
+    doc["agents"]["alpha"]["risk_profile"] = "wide"
+    daemon = daemons(doc, faults=False).start()
+    chat(daemon, "beta", "remember: the vault code is 4711")
+    assert daemon.proc is not None
+    daemon_pid = daemon.proc.pid
+    zygote_pid = _parent_pid(daemon.agent("alpha")["pid"])
+    assert zygote_pid != daemon_pid
+    state, run = root / "state", root / "run"
+    threads = [t for t in os.listdir(f"/proc/{daemon_pid}/task") if int(t) != daemon_pid]
+    refused = [
+        f"read {state}/memory/data.mdb",
+        f"read /proc/{daemon_pid}/environ",
+        f"read /proc/{zygote_pid}/environ",
+        f"read /proc/{daemon_pid}/task/{daemon_pid}/environ",
+        *(f"read /proc/{tid}/environ" for tid in threads[:2]),  # a thread's own entry
+        f"read {daemon.config_path}",
+        f"list {state}",
+        f"list {state}/agents",
+        f"list {run}",
+        f"write {state}/planted.txt: x",
+        f"write {state}/memory/data.mdb: x",
+        f"write {run}/planted.sock: x",
+        f"write {daemon.config_path}: [agents]",
+        f"run cat {state}/memory/data.mdb",
+        f"run ls {run}",
+    ]
+    for text in refused:
+        reply = chat(daemon, "alpha", text)
+        assert codes(reply)[0][1] == "forbidden_path", (text, reply)
+        assert "4711" not in reply["reply"]
+    assert not (state / "planted.txt").exists() and not (run / "planted.sock").exists()
+    # Its own workspace (inside the state dir) is still its own; a granted one is readable.
+    assert codes(chat(daemon, "alpha", "write notes.txt: mine")) == [("file_write", None)]
+    assert "mine" in chat(daemon, "alpha", "read notes.txt")["reply"]
+    make_workspaces(root)
+    assert codes(chat(daemon, "alpha", f"read {state}/agents/beta/workspace/shared.txt")) == [
+        ("file_read", None)
+    ]
+    # Another agent's workspace keeps its own refusal; elsewhere `full` still reaches.
+    assert codes(chat(daemon, "alpha", f"read {state}/agents/gamma/workspace/secret")) == [
+        ("file_read", "path_not_allowed")
+    ]
+    assert codes(chat(daemon, "alpha", "read /etc/hostname")) == [("file_read", None)]
+
+
+def test_a_peer_gets_none_of_the_callees_tools_by_default(
+    root: Path, daemons: DaemonFactory
+) -> None:
+    """Finding 10: alpha asked beta for its memory and files and got them."""
+    daemon = daemons(config(root), faults=False).start()
+    beta = root / "state" / "agents" / "beta" / "workspace"
+    beta.mkdir(parents=True, exist_ok=True)
+    (beta / "secret.txt").write_text("beta's secret")
+    chat(daemon, "beta", "remember: the vault code is 4711")
+    for text, tool in (
+        ("ask beta: recall vault", "memory_recall"),
+        ("ask beta: read secret.txt", "file_read"),
+        ("ask beta: list .", "file_list"),
+        ("ask beta: run ls", "shell"),
+        ("ask beta: remember: alpha was here", "memory_store"),
+        ("delegate beta: forget anything", "memory_forget"),
+        ("ask beta: ask alpha: hi", "send_message_to_peer"),
+    ):
+        reply = chat(daemon, "alpha", text)["reply"]
+        assert f"{tool} refused: tool_not_granted" in reply, (text, reply)
+        assert "4711" not in reply and "beta's secret" not in reply
+    # beta's own operator keeps every tool.
+    assert "4711" in chat(daemon, "beta", "recall vault")["reply"]
+    assert "beta's secret" in chat(daemon, "beta", "read secret.txt")["reply"]
+
+
+def test_a_peer_tools_grant_lets_exactly_that_tool_through(
+    root: Path, daemons: DaemonFactory
+) -> None:
+    doc = config(root)
+    doc["agents"]["beta"]["peer_tools"] = ["file_read"]
+    daemon = daemons(doc, faults=False).start()
+    beta = root / "state" / "agents" / "beta" / "workspace"
+    beta.mkdir(parents=True, exist_ok=True)
+    (beta / "secret.txt").write_text("beta's shared secret")
+    chat(daemon, "beta", "remember: the vault code is 4711")
+    assert (
+        "beta says: beta's shared secret"
+        in chat(daemon, "alpha", "ask beta: read secret.txt")["reply"]
+    )
+    recalled = chat(daemon, "alpha", "ask beta: recall vault")["reply"]
+    assert "memory_recall refused: tool_not_granted" in recalled and "4711" not in recalled
 
 
 def test_unknown_alias_exits_2_with_the_aliases(root: Path, daemons: DaemonFactory) -> None:
@@ -119,13 +228,14 @@ def test_a_reload_that_adds_an_agent_fences_its_workspace_without_restarts(
     doc["risk_profiles"]["wide"] = {"level": "full", "sandbox": "none"}
     doc["agents"]["alpha"]["risk_profile"] = "wide"
     daemon = daemons(doc, faults=False).start()
-    late = root / "state" / "agents" / "late" / "workspace"
+    # Outside the state dir: what there is no workspace yet is the daemon's own (ADR 0015).
+    late = root / "late"
     late.mkdir(parents=True)
     (late / "diary.txt").write_text("late's diary")
     assert codes(chat(daemon, "alpha", f"read {late}/diary.txt")) == [("file_read", None)]
     pid = daemon.agent("alpha")["pid"]
 
-    doc["agents"]["late"] = {**doc["agents"]["beta"]}
+    doc["agents"]["late"] = {**doc["agents"]["beta"], "workspace": {"path": str(late)}}
     daemon.write_config(doc)
     result = daemon.cli("reload", "--json")
     assert json.loads(result.stdout)["diff"] == {"added": ["late"], "removed": [], "changed": []}
@@ -174,7 +284,10 @@ def test_an_agent_on_a_network_provider_answers_through_the_daemon(
 
 
 def test_an_ask_chain_is_cut_at_the_depth_limit(root: Path, daemons: DaemonFactory) -> None:
-    daemon = daemons(config(root), faults=False).start()
+    doc = config(root)
+    for alias in ("alpha", "beta"):  # asking on is a tool a peer's turn needs a grant for
+        doc["agents"][alias]["peer_tools"] = ["send_message_to_peer"]
+    daemon = daemons(doc, faults=False).start()
     # alpha asks beta, who asks alpha, who would ask beta a third time: refused
     reply = chat(daemon, "alpha", "ask beta: ask alpha: ask beta: hello")["reply"]
     assert reply.startswith("beta says: alpha says: send_message_to_peer refused: ")

@@ -118,3 +118,18 @@ async def test_a_tool_that_raises_fails_only_its_call(
     logged = [r for r in caplog.records if r.exc_info]
     assert len(logged) == 1 and "tool send_message_to_peer raised" in logged[0].getMessage()
     assert after.tool_calls[0]["error_code"] is None and "ship" in after.reply
+
+
+async def test_a_turn_limited_to_some_tools_refuses_the_others_uncounted(tmp_path: Path) -> None:
+    async with local_engine(OfflineProvider(), tmp_path, runtime={"max_actions_per_hour": 1}) as (
+        engine,
+        _,
+    ):
+        refused = await engine.run_turn("read notes.txt", tools=frozenset())
+        assert refused.tool_calls[0]["error_code"] == "tool_not_granted"
+        assert "tool_not_granted" in refused.reply and "ship" not in refused.reply
+        refused = await engine.run_turn("recall plan", tools=frozenset({"file_read"}))
+        assert refused.tool_calls[0]["error_code"] == "tool_not_granted"
+        # A refusal took nothing from the hourly budget of 1: the granted read still runs.
+        granted = await engine.run_turn("read notes.txt", tools=frozenset({"file_read"}))
+        assert granted.tool_calls[0]["error_code"] is None and "ship" in granted.reply

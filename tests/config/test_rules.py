@@ -384,3 +384,60 @@ def test_workspace_under_a_configured_absolute_forbidden_path(doc: dict[str, Any
     doc["risk_profiles"]["sup"]["forbidden_paths"] = ["/srv/zc/ws"]
     found = problems(doc)
     assert set(found) == {"agents.alpha.workspace.path", "agents.beta.workspace.path"}
+
+
+# --------------------------------------------------------------------------- the daemon's own files
+
+
+@pytest.mark.parametrize("key", ["state_dir", "runtime_dir"])
+def test_a_workspace_may_not_contain_a_daemon_dir(doc: dict[str, Any], key: str) -> None:
+    doc["daemon"][key] = "ws/alpha/inner"
+    path, message = only(doc)
+    assert path == "agents.alpha.workspace.path"
+    assert f"contains the daemon's {key}" in message
+
+
+def test_daemon_refusals_no_enabled_agent_and_config_in_a_workspace(
+    doc: dict[str, Any],
+) -> None:
+    from zeroclaw.config import daemon_refusals
+
+    config = validate_document(doc, base_dir=Path("/srv/zc"), env=ENV)
+    assert daemon_refusals(config, ENV, Path("/srv/zc/zeroclaw.toml")) == []
+    inside = daemon_refusals(config, ENV, Path("/srv/zc/ws/beta/zeroclaw.toml"))
+    assert [i.key for i in inside] == ["agents.beta.workspace.path"]
+    assert "contains the config file" in inside[0].message
+    for entry in doc["agents"].values():
+        entry["enabled"] = False
+    config = validate_document(doc, base_dir=Path("/srv/zc"), env=ENV)
+    refusals = daemon_refusals(config, ENV, Path("/srv/zc/zeroclaw.toml"))
+    assert [i.key for i in refusals] == ["agents"]
+    assert "no enabled agent" in refusals[0].message
+    empty = validate_document({}, base_dir=Path("/srv/zc"), env=ENV)  # a truncated file
+    assert [i.key for i in daemon_refusals(empty, ENV, Path("/srv/zc/z.toml"))] == ["agents"]
+
+
+# --------------------------------------------------------------------------- peer_tools
+
+
+def test_peer_tools_default_to_none(doc: dict[str, Any]) -> None:
+    config = validate_document(doc, base_dir=Path("/srv/zc"), env=ENV)
+    assert config.agents["alpha"].peer_tools == ()
+
+
+def test_peer_tools_name_known_tools(doc: dict[str, Any]) -> None:
+    doc["agents"]["alpha"]["peer_tools"] = ["file_read", "file_reed"]
+    path, message = only(doc)
+    assert path == "agents.alpha.peer_tools[1]" and "'file_read'" in message
+    doc["agents"]["alpha"]["peer_tools"] = ["file_read", "file_read"]
+    path, message = only(doc)
+    assert path == "agents.alpha.peer_tools" and "more than once: file_read" in message
+
+
+def test_peer_tool_names_are_the_tools_models_see() -> None:
+    import typing
+
+    from zeroclaw.config._models import ToolName
+    from zeroclaw.providers import TOOLS
+
+    assert set(typing.get_args(ToolName)) == {t.name for t in TOOLS}

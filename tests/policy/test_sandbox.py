@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.bus.test_router import plan, result_of
+from tests.conftest import REPO
 from tests.supervisor.harness import Daemon, agent_entry, make_config
 from zeroclaw.policy import abi_version
 
@@ -48,3 +49,27 @@ def test_agent_cannot_open_another_workspace(root: Path, daemons: DaemonFactory)
     finally:
         squatter.kill()
         squatter.wait()
+
+
+@needs_landlock
+def test_the_kernel_keeps_the_daemons_files_out_of_a_granted_tree(
+    root: Path, daemons: DaemonFactory
+) -> None:
+    """Finding 8, in the kernel: the daemon's files may lie under a path Landlock grants
+    read-only (/etc, /opt, the Python path). Here the Python path includes the directory
+    holding the config file, state and runtime dirs; the agent reads around them only."""
+    (root / "readable.txt").write_text("not the daemon's")
+    targets = [
+        str(root / "zeroclaw.toml"),
+        str(root / "state" / "memory" / "data.mdb"),
+        str(root / "run" / "zeroclaw.lock"),
+        str(root / "readable.txt"),
+    ]
+    plan(root, "snoop", do="snoop", targets=targets)
+    doc = make_config(root, {"snoop": agent_entry(risk_profile="wide")})
+    doc["risk_profiles"]["wide"] = {"level": "full", "forbidden_paths": []}
+    daemons(doc).start(PYTHONPATH=f"{REPO}:{root}")  # the agents' sys.path holds `root`
+    assert result_of(root, "snoop", timeout=30) == {
+        **{t: "denied" for t in targets[:3]},
+        targets[3]: "read",  # `root` is granted, entry by entry around the daemon's files
+    }

@@ -9,6 +9,7 @@ import stat
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from tests.supervisor.harness import Daemon, agent_entry, make_config, process_alive, wait_gone
 from zeroclaw.control import control_address, is_listening
@@ -266,6 +267,81 @@ def test_sighup_with_invalid_file_keeps_everything(root: Path, daemons: DaemonFa
     assert "reload_failed" in text.stdout
     result = daemon.cli("reload")
     assert result.returncode == 2 and "unchanged" in result.stderr
+
+
+def _sighup_and_settle(daemon: Daemon) -> None:
+    """SIGHUP, then wait for the daemon to say the reload is over (RELOADING=1, READY=1)."""
+    daemon.signal(signal.SIGHUP)
+    daemon.wait_notification(lambda m: "RELOADING=1" in m, timeout=20)
+    daemon.wait_notification(lambda m: "READY=1" in m, timeout=20)
+
+
+def test_sighup_with_a_truncated_file_keeps_every_agent(root: Path, daemons: DaemonFactory) -> None:
+    """Finding 9: an empty file validated as a config with no agents, and stopped them all."""
+    daemon = daemons(three_agents(root)).start()
+    before = daemon.pids()
+    good = daemon.config_path.read_text()
+    daemon.config_path.write_text("")
+    _sighup_and_settle(daemon)
+    daemon.config_path.write_text(good)  # the CLI finds the daemon through the file
+    status = daemon.status()
+    assert status["daemon"]["reload"]["state"] == "reload_failed"
+    assert any("no enabled agent" in e for e in status["daemon"]["reload"]["errors"])
+    assert daemon.pids() == before
+    assert [a["state"] for a in status["agents"]] == ["running"] * 3
+
+
+def test_a_reload_that_moves_the_state_or_runtime_dir_needs_a_restart(
+    root: Path, daemons: DaemonFactory
+) -> None:
+    """Finding 9: reported as a successful reload while the daemon kept its old paths."""
+    doc = three_agents(root)
+    daemon = daemons(doc).start()
+    before = daemon.pids()
+    kept = {"state_dir": str(root / "state"), "runtime_dir": str(root / "run")}
+
+    def moved(key: str) -> dict[str, Any]:
+        changed: dict[str, Any] = json.loads(json.dumps(doc))
+        changed["daemon"][key] = str(root / f"moved-{key}")
+        changed["agents"]["delta"] = agent_entry()  # a change that would otherwise apply
+        return changed
+
+    daemon.write_config(moved("state_dir"))
+    result = daemon.cli("reload", "--json")
+    assert result.returncode == 2, result.stdout
+    reply = json.loads(result.stdout)
+    assert reply["reload"] == "reload_failed"
+    assert any("daemon.state_dir" in e and "needs a restart" in e for e in reply["errors"])
+    assert "needs a restart" in daemon.cli("reload").stderr
+
+    # A moved runtime dir also hides the daemon from the CLI: reload by signal instead.
+    daemon.write_config(moved("runtime_dir"))
+    _sighup_and_settle(daemon)
+    daemon.write_config(doc)
+    status = daemon.status()
+    errors = status["daemon"]["reload"]["errors"]
+    assert any("daemon.runtime_dir" in e and "needs a restart" in e for e in errors), errors
+    assert {k: status["daemon"][k] for k in kept} == kept
+    assert daemon.pids() == before  # delta was not added either
+    assert not (root / "moved-runtime_dir").exists() and not (root / "moved-state_dir").exists()
+    assert daemon.cli("reload").returncode == 0  # the file as it was applies again
+
+
+def test_a_config_with_no_enabled_agent_does_not_start(root: Path, daemons: DaemonFactory) -> None:
+    doc = three_agents(root)
+    for entry in doc["agents"].values():  # type: ignore[attr-defined]
+        entry["enabled"] = False
+    daemon = daemons(doc)
+    result = daemon.cli("daemon", timeout=30)
+    assert result.returncode == 2, result.stderr
+    assert "no enabled agent" in result.stderr and "Traceback" not in result.stderr
+    daemon.config_path.write_text("")
+    result = daemon.cli("daemon", timeout=30)
+    assert result.returncode == 2 and "no enabled agent" in result.stderr
+    # `config validate` accepts the file, and warns that the daemon will not run it.
+    checked = daemon.cli("config", "validate")
+    assert checked.returncode == 0 and "warning:" in checked.stderr
+    assert "no enabled agent" in checked.stderr
 
 
 def test_sighup_applies_only_what_changed(root: Path, daemons: DaemonFactory) -> None:

@@ -166,7 +166,7 @@ def confine(spec: AgentSpec) -> str | None:
     if mode == "none":
         return None
     grants = [(path, grant) for path, grant in spec.access.values()]
-    plan = plan_for(spec.workspace, grants)
+    plan = plan_for(spec.workspace, grants, protected=spec.protected_paths)
     # Where each shell command's private home is made and removed (ADR 0012).
     plan = SandboxPlan((*plan.rules, (command_home_root(spec), NOT_EXECUTABLE)))
     try:

@@ -4,8 +4,8 @@ Inbound messages by kind:
   chat     from "cli" (the daemon, for `zeroclaw chat`): run a turn, stream its events back
            as `chat` service requests; approvals are asked the same way.
   cancel   from "cli": cancel that chat turn.
-  ask / delegate  from a peer agent: run a turn (no one to approve anything) and send the
-           answer back as a `reply`.
+  ask / delegate  from a peer agent: run a turn (no one to approve anything, and only the
+           tools in this agent's `peer_tools`) and send the answer back as a `reply`.
   reply    from the peer this agent asked: wakes the waiting tool call.
 The router has already checked that a peer message comes from an allowed peer and stamped
 its real sender; "cli" is a reserved alias no agent can have.
@@ -216,6 +216,8 @@ class AgentRuntime:
                     str(body.get("text", "")),
                     session=f"peer-{message.from_}",
                     depth=depth if isinstance(depth, int) and depth > 0 else 1,
+                    # A peer gets only what the config grants it (ADR 0015).
+                    tools=frozenset(self.engine.spec.peer_tools),
                 )
             answer["text"] = result.reply
             if result.error is not None:

@@ -26,3 +26,10 @@ class AgentSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     runtime_dir: str
     log_format: str
     log_level: str
+    # The daemon's own files (state and runtime dirs, config file, /proc/<daemon>,
+    # /proc/<zygote>): refused to every tool under every profile, never granted by
+    # Landlock (ADR 0015).
+    protected_paths: tuple[str, ...] = ()
+    # Tools a turn started by a peer (ask/delegate over the bus) may use; the operator's
+    # own chat keeps every tool (ADR 0015).
+    peer_tools: tuple[str, ...] = ()

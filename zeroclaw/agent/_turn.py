@@ -111,6 +111,15 @@ def render_memory(op: str, data: dict[str, Any]) -> str:
     return ""
 
 
+def not_granted(name: str, tools: frozenset[str] | None) -> ToolResult | None:
+    """The refusal of a tool this turn was not granted, before it is checked or counted."""
+    if tools is None or name in tools:
+        return None
+    return ToolResult.refused(
+        "tool_not_granted", f"{name} is not in this agent's peer_tools; a peer cannot use it"
+    )
+
+
 class TurnEngine:
     def __init__(
         self,
@@ -156,6 +165,7 @@ class TurnEngine:
                 (alias, path, _grant_mode(mode)) for alias, (path, mode) in self.spec.access.items()
             ],
             other_workspaces=other_workspaces,
+            protected=self.spec.protected_paths,
         )
 
     async def run_turn(
@@ -166,10 +176,13 @@ class TurnEngine:
         on_event: OnEvent = _no_event,
         approver: Approver | None = None,
         depth: int = 0,
+        tools: frozenset[str] | None = None,
     ) -> TurnResult:
         """One turn. `approver` belongs to the channel that started it (None: nobody to ask,
         so supervised medium-risk actions are denied); `depth` counts the asks and
-        delegations that led here. The transcript gets this turn only once it completed."""
+        delegations that led here; `tools` limits the tools it may use (None: all; a peer's
+        turn gets the callee's `peer_tools`). The transcript gets this turn only once it
+        completed."""
         identity = ""
 
         async def read_identity() -> None:
@@ -188,7 +201,9 @@ class TurnEngine:
                 outcomes = []
                 for call in step.tool_calls[: self.max_iterations - iterations]:
                     iterations += 1
-                    result = await self._run_tool_guarded(call, approver, depth)
+                    result = not_granted(call.name, tools) or await self._run_tool_guarded(
+                        call, approver, depth
+                    )
                     outcomes.append(
                         ToolOutcome(
                             call,

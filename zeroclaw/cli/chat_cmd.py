@@ -246,7 +246,7 @@ def _through_daemon(conn: ControlSession, alias: str, session: str, tty: bool) -
 
 def _in_process(config: Config, path: Path, alias: str, session: str) -> TurnRunner:
     env = dict(os.environ)
-    spec: AgentSpec = build_specs(config, env, path.parent)[alias]
+    spec: AgentSpec = build_specs(config, env, path.parent, config_path=path)[alias]
     Path(spec.workspace).mkdir(mode=0o700, parents=True, exist_ok=True)
     agent_env = agent_environment(spec, env)
 

@@ -18,6 +18,7 @@ from ..config import (
     all_channel_peers,
     channel_owners,
     daemon_paths,
+    daemon_refusals,
     effective_risk_policy,
     load_config,
     starter_document,
@@ -67,11 +68,24 @@ def validate_cmd(path: str | None, as_json: bool) -> None:
             print_config_error(exc)
         sys.exit(EXIT_USAGE)
     summary = _summary(config)
+    # Valid, but what the daemon would refuse to run (e.g. no enabled agent) is a warning:
+    # a file being built up is still checked, and the operator learns what a start needs.
+    warnings = daemon_refusals(config, os.environ, Path(os.path.abspath(target)))
     if wants_json(as_json):
-        emit_json({"file": str(target), "valid": True, "errors": [], "summary": summary})
+        emit_json(
+            {
+                "file": str(target),
+                "valid": True,
+                "errors": [],
+                "warnings": [issue.as_json() for issue in warnings],
+                "summary": summary,
+            }
+        )
     else:
         counts = ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in summary.items())
         click.echo(f"{target}: valid ({counts})")
+        for issue in warnings:
+            click.echo(f"warning: {issue.format(str(target))} (the daemon refuses this)", err=True)
 
 
 def _summary(config: Config) -> dict[str, int]:

@@ -39,7 +39,7 @@ from ._resolve import (
     normalize_peer_name,
     workspace_path,
 )
-from ._rules import ALIAS_SYNTAX
+from ._rules import ALIAS_SYNTAX, daemon_refusals
 from ._starter import starter_document
 
 __all__ = [
@@ -72,6 +72,7 @@ __all__ = [
     "channel_peers",
     "config_candidates",
     "daemon_paths",
+    "daemon_refusals",
     "default_owner",
     "did_you_mean",
     "dotted",

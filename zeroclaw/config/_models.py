@@ -365,6 +365,21 @@ class MemoryConfig(_Strict):
     )
 
 
+# The agent tools by name (zeroclaw.providers.TOOLS describes them to models; a test keeps
+# the two in step). Spelled out here so the schema lists them and a typo is a config error.
+ToolName = Literal[
+    "file_read",
+    "file_write",
+    "file_list",
+    "shell",
+    "memory_store",
+    "memory_recall",
+    "memory_forget",
+    "send_message_to_peer",
+    "delegate",
+]
+
+
 class AgentConfig(_Strict):
     enabled: bool = Field(default=True, description="A disabled agent is never started.")
     description: str = Field(
@@ -389,6 +404,21 @@ class AgentConfig(_Strict):
     memory: MemoryConfig = Field(
         default_factory=MemoryConfig, description="Grants over other agents' memory."
     )
+    peer_tools: tuple[ToolName, ...] = Field(
+        default=(),
+        description="Tools this agent may use in a turn another agent started (ask or "
+        "delegate); any other tool is refused as 'tool_not_granted'. Default: none, so a "
+        "peer never gets this agent's files, shell, memory or peers without a grant. The "
+        "operator's own chat always has every tool.",
+    )
+
+    @field_validator("peer_tools")
+    @classmethod
+    def _distinct_tools(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        repeated = sorted({t for t in value if value.count(t) > 1})
+        if repeated:
+            raise ValueError(f"listed more than once: {', '.join(repeated)}")
+        return value
 
 
 # --------------------------------------------------------------------------- peer groups

@@ -304,6 +304,49 @@ def rule_workspace_not_forbidden(
                 break
 
 
+def rule_workspace_holds_no_daemon_dir(
+    config: Config, declared: Declared, env: Mapping[str, str]
+) -> Iterator[ConfigIssue]:
+    """A workspace around the state or runtime dir would hand its agent every agent's
+    memory and the daemon's sockets: Landlock grants a workspace whole (ADR 0015)."""
+    paths = daemon_paths(config, env)
+    for alias in sorted(config.agents):
+        workspace = workspace_path(config, alias, paths)
+        for what, inner in (("state_dir", paths.state_dir), ("runtime_dir", paths.runtime_dir)):
+            if inner == workspace or inner.is_relative_to(workspace):
+                yield ConfigIssue(
+                    ("agents", alias, "workspace", "path"),
+                    f"workspace {workspace} contains the daemon's {what} ({inner}); no agent "
+                    "may reach the daemon's own files, so keep them apart",
+                )
+
+
+def daemon_refusals(config: Config, env: Mapping[str, str], config_path: Path) -> list[ConfigIssue]:
+    """Why the daemon refuses to run a config that is otherwise valid (ADR 0015): `config
+    validate` reports these as warnings, the daemon and a reload as errors."""
+    issues: list[ConfigIssue] = []
+    if not any(agent.enabled for agent in config.agents.values()):
+        issues.append(
+            ConfigIssue(
+                ("agents",),
+                "no enabled agent: the daemon would have nothing to run (an empty or "
+                "truncated file?); add an [agents.<alias>] entry or enable one",
+            )
+        )
+    paths = daemon_paths(config, env)
+    for alias in sorted(config.agents):
+        workspace = workspace_path(config, alias, paths)
+        if config_path.is_relative_to(workspace):
+            issues.append(
+                ConfigIssue(
+                    ("agents", alias, "workspace", "path"),
+                    f"workspace {workspace} contains the config file {config_path}; no agent "
+                    "may reach the daemon's own files, so keep them apart",
+                )
+            )
+    return issues
+
+
 RULES: tuple[Rule, ...] = (
     rule_alias_syntax,
     rule_reserved_aliases,
@@ -313,4 +356,5 @@ RULES: tuple[Rule, ...] = (
     rule_peer_groups,
     rule_distinct_workspaces,
     rule_workspace_not_forbidden,
+    rule_workspace_holds_no_daemon_dir,
 )

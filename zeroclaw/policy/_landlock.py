@@ -99,11 +99,63 @@ class SandboxPlan:
     rules: tuple[tuple[str, int], ...]
 
 
+def _entries(path: str) -> list[str]:
+    try:
+        return sorted(os.listdir(path))
+    except OSError:
+        return []  # not a directory, or unreadable: nothing beneath to grant
+
+
+def _beneath(path: PurePosixPath, root: PurePosixPath) -> bool:
+    return path == root or root in path.parents
+
+
+def grant_around(
+    path: str,
+    protected: Sequence[str],
+    entries: Callable[[str], Sequence[str]] = _entries,
+    resolve: Callable[[str], str] = os.path.realpath,
+) -> tuple[str, ...]:
+    """What to grant instead of `path` so that no protected path is reachable: `path`
+    itself when nothing protected lies beneath it, nothing when it lies inside a protected
+    path, else its entries one by one, descending only along the way to a protected path.
+
+    Landlock rights on a directory cover everything beneath it and the kernel has no deny
+    rule, so a protected file under a granted tree (/etc/zeroclaw/zeroclaw.toml under /etc)
+    is kept out by granting its siblings instead. Judged on real paths: a granted entry is
+    opened following symlinks, so a link pointing into the state dir is judged by where it
+    points. The same splitting serves shell-command rulesets (see ADR 0015)."""
+    roots = [PurePosixPath(p) for p in protected]
+    out: list[str] = []
+    split: set[PurePosixPath] = set()
+
+    def visit(candidate: str) -> None:
+        real = PurePosixPath(resolve(candidate))
+        if any(_beneath(real, root) for root in roots):
+            return
+        if not any(_beneath(root, real) for root in roots):
+            out.append(candidate)
+            return
+        if real in split:
+            return  # a link back up the tree (/usr/bin/X11 -> .): already split there
+        split.add(real)
+        for name in entries(str(real)):  # a directory above something protected: split it
+            visit(str(real / name))
+
+    visit(path)
+    return tuple(out)
+
+
 def plan_for(
     workspace: str,
     grants: Iterable[tuple[str, str]] = (),  # (path, "read" | "write" | "read_write")
     extra_read: Iterable[str] = (),
+    protected: Iterable[str] = (),
 ) -> SandboxPlan:
+    """The agent's rules. `protected` (the daemon's own files, ADR 0015) is never granted:
+    system and Python paths above one are granted entry by entry around it. Workspaces
+    are granted whole; config validation keeps protected paths out of every workspace."""
+    shielded = sorted({q for p in protected for q in (p, os.path.realpath(p))})
     everything = -1  # masked to the handled set when applied
     rules: list[tuple[str, int]] = [(workspace, everything)]
     for path, mode in grants:
@@ -112,7 +164,8 @@ def plan_for(
         rules.append((path, rights))
     python = {sys.prefix, sys.base_prefix, sys.exec_prefix, *(p for p in sys.path if p)}
     for path in (*SYSTEM_READ_ONLY, *sorted(python), *extra_read):
-        rules.append((path, READ_EXEC))
+        for granted in grant_around(path, shielded):
+            rules.append((granted, READ_EXEC))
     for device in DEVICES_READ_WRITE:
         rules.append((device, READ_FILE | WRITE_FILE))
     return SandboxPlan(tuple(rules))
@@ -203,10 +256,6 @@ def list_entries(path: str) -> list[tuple[str, EntryKind]]:
             ]
     except OSError:
         return []
-
-
-def _beneath(path: PurePosixPath, root: PurePosixPath) -> bool:
-    return path == root or root in path.parents
 
 
 def carve(

@@ -6,6 +6,10 @@ including the kernel's magic links such as `/proc/self/root` or `/proc/<pid>/cwd
 The decision then looks only at that real path, so there is one question to answer
 however the request was spelled:
 
+0. a daemon's own file (protected)            -> forbidden_path (always, every profile:
+                                                  the state and runtime dirs, the config
+                                                  file, /proc/<daemon> and /proc/<zygote>;
+                                                  a workspace lying inside one stays usable)
 1. under a forbidden path                      -> forbidden_path (always, every profile)
 2. a write while the profile is readonly      -> read_only_profile
 3. inside the agent's own workspace           -> allowed
@@ -26,6 +30,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
@@ -57,6 +62,13 @@ class PathRules:
     forbidden: tuple[PurePosixPath, ...] = ()
     grants: tuple[Grant, ...] = ()
     other_workspaces: tuple[PurePosixPath, ...] = ()
+    # The daemon's own files (ADR 0015). Unlike `forbidden`, not the operator's choice: no
+    # profile lifts them, and workspaces inside them (the default ones live in the state
+    # dir) are carved out, so each leads to its own rule below.
+    protected: tuple[PurePosixPath, ...] = ()
+
+    def workspaces(self) -> tuple[PurePosixPath, ...]:
+        return (self.workspace, *(g.path for g in self.grants), *self.other_workspaces)
 
 
 PathRefusal = Literal["path_not_allowed", "forbidden_path", "read_only_profile"]
@@ -78,12 +90,32 @@ def _within(path: PurePosixPath, root: PurePosixPath) -> bool:
     return path == root or root in path.parents
 
 
+def protected_root(
+    real: PurePosixPath,
+    protected: Sequence[PurePosixPath],
+    workspaces: Sequence[PurePosixPath],
+) -> PurePosixPath | None:
+    """The protected path `real` lies under, unless a workspace strictly inside that
+    protected path holds `real`. A protected path inside a workspace stays protected."""
+    for root in protected:
+        if _within(real, root) and not any(
+            _within(real, ws) and ws != root and _within(ws, root) for ws in workspaces
+        ):
+            return root
+    return None
+
+
 def decide(
     rules: PathRules, real: PurePosixPath, access: Access, shown: str = "the path"
 ) -> PathDecision:
     """The decision on an already resolved absolute path. Pure. `shown` is how reasons
     name the path: the request as the agent spelled it. A refusal never names `real`,
     which would tell an agent where symlinks it cannot follow point."""
+    daemons = protected_root(real, rules.protected, rules.workspaces())
+    if daemons is not None:
+        return PathDecision(
+            False, "forbidden_path", real, f"{shown} is one of the daemon's own files"
+        )
     for forbidden in rules.forbidden:
         if _within(real, forbidden):
             return PathDecision(False, "forbidden_path", real, f"{shown} is a forbidden path")
@@ -129,8 +161,29 @@ def resolve_request(
     return PurePosixPath(resolve(joined))
 
 
+_PROC_TASK = re.compile(r"^/proc/(\d+)(/.*)?$")
+
+
+def thread_group_path(real: PurePosixPath) -> PurePosixPath:
+    """`/proc/<tid>/...` of a thread as `/proc/<tgid>/...` of its process: every thread of
+    the daemon has its own (unlisted but open-able) /proc entry showing the same environ."""
+    match = _PROC_TASK.match(str(real))
+    if match is None:
+        return real
+    try:
+        with open(f"/proc/{match[1]}/status", encoding="ascii", errors="replace") as fh:
+            tgid = next((ln.split()[1] for ln in fh if ln.startswith("Tgid:")), match[1])
+    except (OSError, IndexError):
+        return real
+    return PurePosixPath(f"/proc/{tgid}{match[2] or ''}")
+
+
 def check_path(
-    rules: PathRules, requested: str, access: Access, resolve: Resolver = os.path.realpath
+    rules: PathRules,
+    requested: str,
+    access: Access,
+    resolve: Resolver = os.path.realpath,
+    thread_group: Callable[[PurePosixPath], PurePosixPath] = thread_group_path,
 ) -> PathDecision:
     shown = repr(requested[:200])
     try:
@@ -140,7 +193,15 @@ def check_path(
         return PathDecision(False, "path_not_allowed", None, f"{shown} cannot be resolved ({name})")
     if real is None:
         return PathDecision(False, "path_not_allowed", None, f"{shown} is not a usable path")
-    return decide(rules, real, access, shown)
+    decision = decide(rules, real, access, shown)
+    if decision.allowed and rules.protected:
+        leader = thread_group(real)
+        daemons = protected_root(leader, rules.protected, ()) if leader != real else None
+        if daemons is not None:
+            return PathDecision(
+                False, "forbidden_path", real, f"{shown} is a thread of the daemon's own process"
+            )
+    return decision
 
 
 def rules_for(
@@ -151,6 +212,7 @@ def rules_for(
     forbidden: Sequence[str] = (),
     grants: Sequence[tuple[str, str, GrantMode]] = (),
     other_workspaces: Sequence[str] = (),
+    protected: Sequence[str] = (),
     resolve: Resolver = os.path.realpath,
 ) -> PathRules:
     """Build rules from configured paths, resolving each once (workspaces may be symlinks)."""
@@ -169,4 +231,5 @@ def rules_for(
         other_workspaces=tuple(
             p for p in (real(o) for o in other_workspaces) if p not in granted_paths
         ),
+        protected=tuple(real(p) for p in protected),
     )

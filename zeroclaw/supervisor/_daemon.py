@@ -22,7 +22,7 @@ from .._logging import setup_logging
 from .._prctl import set_not_dumpable
 from ..bus import Request as BusRequest
 from ..bus import Response, Router
-from ..config import Config, daemon_paths, load_config
+from ..config import Config, ConfigError, daemon_paths, daemon_refusals, load_config
 from ..control import (
     AgentRestart,
     AgentsList,
@@ -101,6 +101,9 @@ def run_daemon(config_path: Path, env: Mapping[str, str] | None = None) -> int:
     # Nothing of our uid may ptrace us or read our environment (provider keys) through /proc.
     set_not_dumpable()
     config = load_config(config_path, env)  # ConfigError → the CLI prints it, exit 2
+    refusals = daemon_refusals(config, env, Path(os.path.abspath(config_path)))
+    if refusals:
+        raise ConfigError(str(config_path), refusals)
     setup_logging(config.daemon.log_format, config.daemon.log_level)
     paths = daemon_paths(config, env)
     idle_timeout = _idle_timeout(env)
@@ -401,7 +404,7 @@ def _make_handler(
                 error=None if state.state == "ok" else "reload_failed",
                 message=None
                 if state.state == "ok"
-                else "the new config is invalid; kept the running one",
+                else "the new config was refused; kept the running one",
             )
         if isinstance(request, (AgentStart, AgentStop, AgentRestart)):
             alias = request.alias

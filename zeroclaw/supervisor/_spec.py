@@ -6,8 +6,9 @@ restarted exactly when something it was started with changed.
 
 from __future__ import annotations
 
+import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,11 +48,33 @@ ENV_ALLOWLIST = frozenset(
 _LOCALE = re.compile(r"^LC_[A-Z_]+$")
 
 
-def build_specs(
-    config: Config, env: Mapping[str, str], base_dir: Path | None
-) -> dict[str, AgentSpec]:
-    """Specs of every enabled agent, keyed by alias."""
+def protected_paths(
+    config: Config, env: Mapping[str, str], config_path: Path | None, daemon_pids: Sequence[int]
+) -> tuple[str, ...]:
+    """The daemon's own files, which no agent may touch under any profile (ADR 0015): the
+    state dir (memory of every agent; the workspaces inside it are carved out by the path
+    policy), the runtime dir (sockets, lock), the config file, and the /proc entries of the
+    daemon and the zygote (their environment holds every provider key)."""
     paths = daemon_paths(config, env)
+    found = [str(paths.state_dir), str(paths.runtime_dir)]
+    if config_path is not None:
+        found.append(os.path.abspath(config_path))
+    found.extend(f"/proc/{pid}" for pid in daemon_pids)
+    return tuple(dict.fromkeys(found))
+
+
+def build_specs(
+    config: Config,
+    env: Mapping[str, str],
+    base_dir: Path | None,
+    *,
+    config_path: Path | None = None,
+    daemon_pids: Sequence[int] = (),
+) -> dict[str, AgentSpec]:
+    """Specs of every enabled agent, keyed by alias. `config_path` and `daemon_pids` (the
+    daemon's and the zygote's) name what every agent is kept away from."""
+    paths = daemon_paths(config, env)
+    protected = protected_paths(config, env, config_path, daemon_pids)
     specs: dict[str, AgentSpec] = {}
     for alias, agent in sorted(config.agents.items()):
         if not agent.enabled:
@@ -99,6 +122,8 @@ def build_specs(
             runtime_dir=str(paths.runtime_dir),
             log_format=config.daemon.log_format,
             log_level=config.daemon.log_level,
+            protected_paths=protected,
+            peer_tools=agent.peer_tools,
         )
     return specs
 

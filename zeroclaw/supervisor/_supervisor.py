@@ -17,7 +17,15 @@ import trio
 from .._version import __version__
 from ..agent import AgentSpec
 from ..bus import Router
-from ..config import Config, ConfigError, RestartPolicy, daemon_paths, load_config
+from ..config import (
+    Config,
+    ConfigError,
+    ConfigIssue,
+    RestartPolicy,
+    daemon_paths,
+    daemon_refusals,
+    load_config,
+)
 from ..memory import MemoryService, memory_grants
 from ._lifecycle import ExitStatus, State, Transition
 from ._notify import Notifier
@@ -34,6 +42,27 @@ class ReloadState:
     at: float | None = None
     errors: list[str] = field(default_factory=list)
     diff: dict[str, list[str]] = field(default_factory=dict)
+
+
+def reload_refusals(
+    running: Config, new: Config, env: Mapping[str, str], config_path: Path
+) -> list[ConfigIssue]:
+    """Why a valid file cannot replace the running config: what the daemon refuses to run
+    at all, and a move of the state or runtime dir, which the running daemon keeps open
+    (memory store, sockets, lock) and so cannot apply without a restart."""
+    issues = daemon_refusals(new, env, config_path)
+    old_paths, new_paths = daemon_paths(running, env), daemon_paths(new, env)
+    for key in ("state_dir", "runtime_dir"):
+        before, after = getattr(old_paths, key), getattr(new_paths, key)
+        if before != after:
+            issues.append(
+                ConfigIssue(
+                    ("daemon", key),
+                    f"changed from {before} to {after}: this needs a restart of the daemon "
+                    "(zeroclaw stop, then start it); kept the running config",
+                )
+            )
+    return issues
 
 
 class Supervisor:
@@ -144,6 +173,15 @@ class Supervisor:
         )
         self._update_status()
 
+    def _specs_of(self, config: Config) -> dict[str, AgentSpec]:
+        return build_specs(
+            config,
+            self.env,
+            self.config_path.parent,
+            config_path=self.config_path,
+            daemon_pids=(os.getpid(), self.zygote.pid),
+        )
+
     def _policy(self, alias: str) -> RestartPolicy:
         profile = self.config.agents[alias].runtime_profile
         assert profile is not None
@@ -167,7 +205,7 @@ class Supervisor:
     async def run(self, nursery: trio.Nursery) -> None:
         """Start a runner per enabled agent; `always` agents start now."""
         self.started_mono = trio.current_time()
-        self.specs = build_specs(self.config, self.env, self.config_path.parent)
+        self.specs = self._specs_of(self.config)
         for spec in self.specs.values():
             self._add(nursery, spec)
         self._update_status()
@@ -269,6 +307,9 @@ class Supervisor:
             try:
                 try:
                     new = await trio.to_thread.run_sync(load_config, self.config_path)
+                    refusals = reload_refusals(self.config, new, self.env, self.config_path)
+                    if refusals:
+                        raise ConfigError(str(self.config_path), refusals)
                 except ConfigError as exc:
                     self.reload_state = ReloadState(
                         "reload_failed", time.time(), exc.lines(), self.reload_state.diff
@@ -276,12 +317,7 @@ class Supervisor:
                     for line in exc.lines():
                         log.error("reload refused: %s", line)
                     return self.reload_state
-                new_paths = daemon_paths(new, self.env)
-                if new_paths != self.paths:
-                    log.warning(
-                        "state_dir/runtime_dir changes take effect only when the daemon restarts"
-                    )
-                new_specs = build_specs(new, self.env, self.config_path.parent)
+                new_specs = self._specs_of(new)
                 self.router.update_config(new)
                 if self.memory is not None:
                     self.memory.update_grants(memory_grants(new))
