@@ -32,7 +32,7 @@ DaemonFactory = Callable[..., Daemon]
 
 def turn(daemon: Daemon, alias: str, text: str) -> dict[str, Any]:
     """One chat turn; the final reply's data (reply, tool_calls)."""
-    with ControlSession(daemon.runtime_dir / "control.sock", timeout=60) as session:
+    with ControlSession(daemon.runtime_dir, timeout=60) as session:
         session.send(Chat(agent=alias, text=text, interactive=True))
         while True:
             reply = session.next_reply()
@@ -45,7 +45,7 @@ def turn(daemon: Daemon, alias: str, text: str) -> dict[str, Any]:
 
 
 def status(daemon: Daemon) -> dict[str, Any]:
-    with ControlSession(daemon.runtime_dir / "control.sock") as session:
+    with ControlSession(daemon.runtime_dir) as session:
         session.send(Status())
         return session.next_reply().data or {}
 
@@ -79,6 +79,7 @@ def hostile_config(root: Path) -> dict[str, Any]:
     }
     doc["agents"]["alpha"]["risk_profile"] = "bare"
     doc["agents"]["wide"] = agent_entry(risk_profile="wide")
+    doc["agents"]["beta"]["peer_tools"] = ["file_read"]  # so a peer's ask reaches the tool
     # No budget in the way, and a command stuck on a FIFO is cut quickly.
     doc["runtime_profiles"]["fast"].update(max_actions_per_hour=100_000, shell_timeout_secs=1)
     return doc

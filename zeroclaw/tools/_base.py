@@ -42,7 +42,6 @@ ToolErrorCode = Literal[
     "internal_error",
     "sandbox_failed",
     "exec_refused",
-    "exec_failed",
     "tool_not_granted",  # a peer's turn: not in the callee's peer_tools
 ]
 ERROR_CODES: tuple[str, ...] = get_args(ToolErrorCode)

@@ -36,6 +36,7 @@ it ends is killed (`_orphans`).
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import os
 import shutil
@@ -223,8 +224,11 @@ async def _run(
         # The kernel refused to execute the program itself (e.g. a #! script, whose
         # interpreter is not an allowed command).
         return ToolResult(False, "", "exec_refused", f"{argv[0]}: {exc.strerror}")
-    except (OSError, subprocess.SubprocessError) as exc:
-        return ToolResult(False, "", "exec_failed", f"{argv[0]} could not start: {exc}")
+    except OSError as exc:  # not an executable format, arguments too long, ...
+        name = errno.errorcode.get(exc.errno or 0, "errno ?")
+        return ToolResult(False, "", "io_error", f"cannot start {argv[0]!r}: {name}")
+    except (ValueError, subprocess.SubprocessError) as exc:  # a NUL in an argument, say
+        return ToolResult(False, "", "bad_arguments", f"cannot start {argv[0]!r}: {exc}"[:300])
     finally:
         if ruleset is not None:
             os.close(ruleset)
