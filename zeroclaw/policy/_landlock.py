@@ -171,6 +171,26 @@ def plan_for(
     return SandboxPlan(tuple(rules))
 
 
+def _add_path_rule(ruleset: int, path: str, allowed: int) -> None:
+    """One path-beneath rule; a path this machine does not have, or no right left, adds none."""
+    try:
+        fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        if not os.path.isdir(path):
+            # Directory-only rights are invalid on a file.
+            allowed &= READ_FILE | WRITE_FILE | EXECUTE | TRUNCATE | IOCTL_DEV
+        if not allowed:
+            return
+        beneath = struct.pack("=Qi", allowed, fd)
+        if _libc.syscall(SYS_ADD_RULE, ruleset, RULE_PATH_BENEATH, ctypes.c_char_p(beneath), 0) < 0:
+            err = ctypes.get_errno()
+            raise SandboxUnavailable(f"landlock_add_rule({path}) failed: {os.strerror(err)}")
+    finally:
+        os.close(fd)
+
+
 def apply_sandbox(plan: SandboxPlan) -> int:
     """Restrict this process (and all it starts) for good. Returns the ABI used."""
     abi = abi_version()
@@ -186,28 +206,7 @@ def apply_sandbox(plan: SandboxPlan) -> int:
         raise SandboxUnavailable(f"landlock_create_ruleset failed: {os.strerror(err)}")
     try:
         for path, rights in plan.rules:
-            try:
-                fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
-            except OSError:
-                continue  # a path this machine does not have
-            try:
-                allowed = handled if rights == -1 else rights & handled
-                if not os.path.isdir(path):
-                    # Directory-only rights are invalid on a file.
-                    allowed &= READ_FILE | WRITE_FILE | EXECUTE | TRUNCATE | IOCTL_DEV
-                beneath = struct.pack("=Qi", allowed, fd)
-                if (
-                    _libc.syscall(
-                        SYS_ADD_RULE, ruleset, RULE_PATH_BENEATH, ctypes.c_char_p(beneath), 0
-                    )
-                    < 0
-                ):
-                    err = ctypes.get_errno()
-                    raise SandboxUnavailable(
-                        f"landlock_add_rule({path}) failed: {os.strerror(err)}"
-                    )
-            finally:
-                os.close(fd)
+            _add_path_rule(ruleset, path, handled if rights == -1 else rights & handled)
         try:
             prctl(PR_SET_NO_NEW_PRIVS, 1)
         except OSError as exc:
@@ -400,29 +399,7 @@ def build_ruleset(plan: SandboxPlan) -> int:
         raise SandboxUnavailable(f"landlock_create_ruleset failed: {os.strerror(err)}")
     try:
         for path, rights in plan.rules:
-            try:
-                fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
-            except OSError:
-                continue  # a path this machine does not have
-            try:
-                allowed = rights & handled
-                if not os.path.isdir(path):
-                    allowed &= READ_FILE | WRITE_FILE | EXECUTE | TRUNCATE | IOCTL_DEV
-                if not allowed:
-                    continue
-                beneath = struct.pack("=Qi", allowed, fd)
-                if (
-                    _libc.syscall(
-                        SYS_ADD_RULE, ruleset, RULE_PATH_BENEATH, ctypes.c_char_p(beneath), 0
-                    )
-                    < 0
-                ):
-                    err = ctypes.get_errno()
-                    raise SandboxUnavailable(
-                        f"landlock_add_rule({path}) failed: {os.strerror(err)}"
-                    )
-            finally:
-                os.close(fd)
+            _add_path_rule(ruleset, path, rights & handled)
     except BaseException:
         os.close(ruleset)
         raise
