@@ -16,20 +16,26 @@ from collections.abc import Collection, Mapping
 Parents = Mapping[int, int]  # pid -> parent pid
 
 
+def stat_fields(path: str) -> list[bytes] | None:
+    """The fields of a /proc/<pid>/stat after `comm`, from `state` on (so the parent pid is
+    [1], the start time [19]); None when the process is gone."""
+    try:
+        with open(path, "rb") as fh:
+            stat = fh.read()
+    except OSError:
+        return None
+    # "pid (comm) state ppid ...": comm may hold spaces and ')', so split at the last one.
+    return stat[stat.rfind(b")") + 2 :].split()
+
+
 def read_parents(proc: str = "/proc") -> dict[int, int]:
     """Every visible process's parent. Processes that vanish while we read are skipped."""
     parents: dict[int, int] = {}
     for name in os.listdir(proc):
         if not name.isdigit():
             continue
-        try:
-            with open(f"{proc}/{name}/stat", "rb") as fh:
-                stat = fh.read()
-        except OSError:
-            continue
-        # "pid (comm) state ppid ...": comm may hold spaces and ')', so split at the last one.
-        fields = stat[stat.rfind(b")") + 2 :].split()
-        if len(fields) >= 2:
+        fields = stat_fields(f"{proc}/{name}/stat")
+        if fields is not None and len(fields) >= 2:
             parents[int(name)] = int(fields[1])
     return parents
 

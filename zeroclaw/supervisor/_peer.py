@@ -20,6 +20,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from .._proctree import stat_fields
+
 SO_PEERPIDFD = getattr(socket, "SO_PEERPIDFD", 77)  # Linux 6.5
 MAX_DEPTH = 4096  # deeper than pid_max allows in practice; a loop guard, not a policy
 
@@ -97,13 +99,9 @@ def peer_credentials(sock: socket.socket) -> PeerCredentials:
 
 
 def read_stat(pid: int) -> ProcEntry | None:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            data = fh.read()
-    except OSError:
+    fields = stat_fields(f"/proc/{pid}/stat")
+    if fields is None:
         return None
-    # comm may hold spaces and parentheses: the fields start after the last ')'.
-    fields = data[data.rfind(b")") + 2 :].split()
     try:
         return ProcEntry(pid, int(fields[1]), int(fields[19]))
     except (IndexError, ValueError):
