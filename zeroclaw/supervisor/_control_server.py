@@ -28,6 +28,7 @@ from typing import Any
 
 import trio
 
+from .._log_throttle import LogThrottle
 from ..control import (
     MAX_CONTROL_FRAME,
     AgentsList,
@@ -157,8 +158,7 @@ class ControlServer:
         self._allowed_uids = frozenset({self._uid, 0})
         self._ids = itertools.count(1)
         self._scopes: dict[int, trio.CancelScope] = {}
-        self._warned_at: dict[str, float] = {}
-        self._unlogged: dict[str, int] = {}
+        self._warnings = LogThrottle[str](LOG_EVERY_SECS, overflow_key="other")
 
     async def serve(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         listener = trio.socket.from_stdlib_socket(self._listener)
@@ -240,14 +240,11 @@ class ControlServer:
     ) -> None:
         """A hostile peer can make refusals by the thousand: one warning per kind per
         LOG_EVERY_SECS, carrying how many were not logged since."""
-        now = trio.current_time()
-        if now - self._warned_at.get(kind, -math.inf) < LOG_EVERY_SECS:
-            self._unlogged[kind] = self._unlogged.get(kind, 0) + 1
+        count = self._warnings.event(kind, trio.current_time())
+        if count == 0:
             return
-        self._warned_at[kind] = now
-        unlogged = self._unlogged.pop(kind, 0)
-        if unlogged:
-            msg += f" (and {unlogged} more not logged)"
+        if count > 1:
+            msg += f" (and {count - 1} more not logged)"
         log.warning(msg, *args, extra=extra)
 
     async def _connection(
