@@ -124,7 +124,8 @@ def grant_around(
     rule, so a protected file under a granted tree (/etc/zeroclaw/zeroclaw.toml under /etc)
     is kept out by granting its siblings instead. Judged on real paths: a granted entry is
     opened following symlinks, so a link pointing into the state dir is judged by where it
-    points. The same splitting serves shell-command rulesets (see ADR 0015)."""
+    points. `carve` below splits shell-command rulesets the same way but skips symlink
+    entries instead of judging their targets: the two are to become one (ADR 0015)."""
     roots = [PurePosixPath(p) for p in protected]
     out: list[str] = []
     split: set[PurePosixPath] = set()
