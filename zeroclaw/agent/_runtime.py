@@ -1,14 +1,14 @@
 """The agent runtime in a daemon-started agent: turns arrive and leave through the bus.
 
 Inbound messages by kind:
-  chat     from "cli" (the daemon, for `zeroclaw chat`): run a turn, stream its events back
+  chat     from "daemon" (the daemon, for `zeroclaw chat`): run a turn, stream its events back
            as `chat` service requests; approvals are asked the same way.
-  cancel   from "cli": cancel that chat turn.
+  cancel   from "daemon": cancel that chat turn.
   ask / delegate  from a peer agent: run a turn (no one to approve anything, and only the
            tools in this agent's `peer_tools`) and send the answer back as a `reply`.
   reply    from the peer this agent asked: wakes the waiting tool call.
 The router has already checked that a peer message comes from an allowed peer and stamped
-its real sender; "cli" is a reserved alias no agent can have.
+its real sender; "daemon" is a reserved alias no agent can have.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any
 
 import trio
 
-from ..bus import AgentBus, Message, Outcome, Request
+from ..bus import DAEMON_SENDER, AgentBus, Message, Outcome, Request
 from ..tools import Approver, ToolResult, as_tool_error
 from ._turn import TurnEngine, TurnResult, render_memory
 
@@ -30,7 +30,7 @@ log = logging.getLogger("zeroclaw.agent")
 PEER_REPLY_SECS = 120.0  # how long an ask waits for the peer's answer
 PEER_TURNS = 4  # peers' asks this agent works on at once
 PEER_BACKLOG = 32  # asks waiting for a turn; beyond that a peer is told "busy" at once
-DAEMON = "cli"  # the sender name of input the daemon injects
+DAEMON = DAEMON_SENDER  # the sender of every conversation the daemon injects
 
 
 class BusReach:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._lazy import lazy_attributes
 from ._client import AgentBus, BusCredentials, Outcome
+from ._origin import DAEMON_SENDER, Origin
 from ._wire import (
     PROTOCOL_VERSION,
     REFUSAL_CODES,
@@ -49,6 +50,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "DAEMON_SENDER",
     "PROTOCOL_VERSION",
     "REFUSAL_CODES",
     "Ack",
@@ -59,6 +61,7 @@ __all__ = [
     "Heartbeat",
     "Hello",
     "Message",
+    "Origin",
     "Outcome",
     "PeerPolicy",
     "Refusal",

@@ -35,6 +35,8 @@ from zmq.utils.monitor import parse_monitor_message
 
 from .._log_throttle import LogThrottle
 from ..config import Config
+from ..events import EventSink
+from ._origin import DAEMON_SENDER, Origin
 from ._policy import PeerPolicy
 from ._wire import (
     REFUSAL_CODES,
@@ -76,9 +78,8 @@ ServiceHandler = Callable[[str, Request], None]
 # How an injected message ended: (None, "") when acked, else (refusal code, detail).
 InjectOutcome = Callable[[str | None, str], None]
 
-# The sender of messages the daemon itself injects (channel input such as a CLI chat). No
-# agent can be called this: aliases are never empty.
-INTERNAL = ""
+# The sender of messages the daemon itself injects (channel input such as a CLI chat).
+INTERNAL = DAEMON_SENDER
 
 
 def on_demand_agents(config: Config) -> set[str]:
@@ -113,9 +114,15 @@ class AgentKeys:
 
 class Router:
     def __init__(
-        self, config: Config, runtime_dir: Path, ctx: zmq.Context[zmq.Socket[bytes]]
+        self,
+        config: Config,
+        runtime_dir: Path,
+        ctx: zmq.Context[zmq.Socket[bytes]],
+        *,
+        events: EventSink | None = None,
     ) -> None:
         self.ctx = ctx
+        self.events = events if events is not None else EventSink()
         self.endpoint_path = runtime_dir / "router.sock"
         if len(os.fsencode(self.endpoint_path)) > SUN_PATH_MAX:
             raise ValueError(
@@ -367,7 +374,7 @@ class Router:
                 handler(sender, frame)
         return True
 
-    def inject(self, message: Message, on_outcome: InjectOutcome) -> None:
+    def inject(self, message: Message, origin: Origin, on_outcome: InjectOutcome) -> None:
         """Deliver channel input the daemon received (a CLI chat, say) to an agent.
 
         The caller already authorised it (the control socket checked the peer's uid), so
@@ -439,10 +446,10 @@ class Router:
             message.id,
             message.to,
             trio.current_time() + self.delivery_timeout,
-            question=bool(sender) and message.kind in QUESTION_KINDS,
+            question=sender != INTERNAL and message.kind in QUESTION_KINDS,
         )
         self._order.append(rid)
-        stamped = msgspec.structs.replace(message, from_=sender) if sender else message
+        stamped = msgspec.structs.replace(message, from_=sender)
         on_demand = self._on_demand
         if on_demand:
             if message.to in on_demand:

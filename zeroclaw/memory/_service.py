@@ -22,6 +22,7 @@ from typing import Any
 import lmdb
 import trio
 
+from ..events import EventSink
 from ._store import (
     MemoryInputError,
     MemoryStore,
@@ -73,8 +74,15 @@ def hit_json(hit: RecallHit) -> dict[str, Any]:
 
 
 class MemoryService:
-    def __init__(self, store: MemoryStore, grants: Mapping[str, frozenset[str]]) -> None:
+    def __init__(
+        self,
+        store: MemoryStore,
+        grants: Mapping[str, frozenset[str]],
+        *,
+        events: EventSink | None = None,
+    ) -> None:
         self.store = store
+        self.events = events if events is not None else EventSink()
         self.grants = dict(grants)
         self._send, self._queue = trio.open_memory_channel[_Pending](QUEUE_LIMIT)
         self._readers = 0
@@ -288,9 +296,7 @@ def _opt_float(args: dict[str, Any], name: str) -> float | None:
 def _limit(args: dict[str, Any], default: int = 50) -> int:
     value = args.get("limit", default)
     if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_LIMIT:
-        raise MemoryServiceError(
-            "bad_request", f"'limit' must be an integer from 1 to {MAX_LIMIT}"
-        )
+        raise MemoryServiceError("bad_request", f"'limit' must be an integer from 1 to {MAX_LIMIT}")
     return value
 
 

@@ -1,6 +1,6 @@
 """CLI chat through the daemon: the control socket on one side, the agent on the other.
 
-A turn enters the router as injected channel input (kind "chat", from "cli") and the agent
+A turn enters the router as injected channel input (kind "chat", from "daemon") and the agent
 answers with a stream of events, sent as `chat` service requests. The service accepts an
 event only from the agent the turn was addressed to (the router says who sends it), so no
 agent can speak into another agent's chat. Approval prompts travel the same way and wait
@@ -19,7 +19,7 @@ from typing import Any
 
 import trio
 
-from ..bus import Message, Request, Response, Router
+from ..bus import DAEMON_SENDER, Message, Origin, Request, Response, Router
 from ..control import Chat, ChatApproval, ChatCancel, ChatOpen, Reply, error_reply
 from ._control_server import Exchange
 
@@ -102,6 +102,7 @@ class ChatService:
         turn_id = f"{self._prefix}-{next(self._ids)}"
         events, incoming = trio.open_memory_channel[dict[str, Any]](math.inf)
         turn = self.turns[turn_id] = _Turn(request.agent, events)
+        channel = cli_channel(policy.bindings.get(request.agent, ()))
 
         def delivered(code: str | None, detail: str) -> None:
             if code is not None:
@@ -112,13 +113,14 @@ class ChatService:
                 Message(
                     id=turn_id,
                     to=request.agent,
-                    channel=cli_channel(policy.bindings.get(request.agent, ())),
+                    channel=channel,
                     body={"text": request.text, "interactive": request.interactive},
                     sent_at=time.time(),
-                    from_="cli",
+                    from_=DAEMON_SENDER,
                     session=request.session,
                     kind="chat",
                 ),
+                Origin(channel),
                 delivered,
             )
             async with trio.open_nursery() as nursery:
@@ -189,8 +191,9 @@ class ChatService:
                 channel="cli",
                 body={"turn": turn_id},
                 sent_at=time.time(),
-                from_="cli",
+                from_=DAEMON_SENDER,
                 kind="cancel",
             ),
+            Origin("cli"),
             lambda code, detail: None,
         )

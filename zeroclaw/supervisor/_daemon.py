@@ -41,6 +41,7 @@ from ..control import (
     Status,
     error_reply,
 )
+from ..events import EventSink
 from ..memory import (
     MemoryLock,
     MemoryLocked,
@@ -202,9 +203,10 @@ async def _main(
     zygote = ZygoteClient(zygote_pid, zygote_sock, on_exit)
     ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
     try:
-        router = Router(config, daemon_paths(config, env).runtime_dir, ctx)
-        supervisor = Supervisor(config, config_path, env, zygote, notifier, router)
-        supervisor.memory = MemoryService(store, memory_grants(config))
+        events = EventSink()
+        router = Router(config, daemon_paths(config, env).runtime_dir, ctx, events=events)
+        memory = MemoryService(store, memory_grants(config), events=events)
+        supervisor = Supervisor(config, config_path, env, zygote, notifier, router, memory, events)
         return await _serve(supervisor, notifier, control_listener, idle_timeout)
     finally:
         ctx.term()
@@ -272,7 +274,6 @@ MEMORY_CONCURRENCY = 64
 def _serve_memory(supervisor: Supervisor, nursery: trio.Nursery) -> None:
     """Agents reach memory through the router; the router says who is asking."""
     memory = supervisor.memory
-    assert memory is not None
     router = supervisor.router
     limiter = trio.CapacityLimiter(MEMORY_CONCURRENCY)
     nursery.start_soon(memory.run_committer)
@@ -437,7 +438,6 @@ def _make_handler(
         if isinstance(request, RouteProbe):
             return await _probe(supervisor, request)
         if isinstance(request, MemoryCommand):
-            assert supervisor.memory is not None
             try:
                 data = await operator_request(
                     supervisor.memory,

@@ -364,11 +364,7 @@ class Lifecycle:
             return self._begin_start(now, operator=False)
         if self.state == State.STOPPING and self.kill_at is not None and now >= self.kill_at:
             self.kill_at = None
-            return [
-                SignalGroup(
-                    signal.SIGKILL, f"did not stop within {self.timers.grace_secs:g}s"
-                )
-            ]
+            return [SignalGroup(signal.SIGKILL, f"did not stop within {self.timers.grace_secs:g}s")]
         if (
             self.state == State.STARTING
             and self.start_deadline is not None
@@ -376,9 +372,7 @@ class Lifecycle:
         ):
             self.start_deadline = None
             return [
-                SignalGroup(
-                    signal.SIGKILL, f"not ready within {self.timers.start_timeout_secs:g}s"
-                )
+                SignalGroup(signal.SIGKILL, f"not ready within {self.timers.start_timeout_secs:g}s")
             ]
         idle = self.timers.idle_stop_secs
         if (
@@ -415,4 +409,3 @@ class Lifecycle:
                 self.restart_after_stop = False
                 actions.extend(self._begin_start(now, operator=True))
         return actions
-

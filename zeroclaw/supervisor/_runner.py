@@ -124,9 +124,7 @@ class AgentRunner:
     ) -> None:
         self.spec = spec
         idle = spec.idle_stop_secs if spec.activation == "on-demand" else None
-        self.lifecycle = Lifecycle(
-            spec.alias, policy, Timers(grace_secs, START_TIMEOUT_SECS, idle)
-        )
+        self.lifecycle = Lifecycle(spec.alias, policy, Timers(grace_secs, START_TIMEOUT_SECS, idle))
         self._zygote = zygote
         self._daemon_env = daemon_env
         self._register_pid = register_pid
@@ -372,9 +370,7 @@ class AgentRunner:
                 if self._link is stream:
                     self._link = None
 
-    async def _read_link(
-        self, stream: trio.SocketStream, pid: int, last_pong: list[float]
-    ) -> None:
+    async def _read_link(self, stream: trio.SocketStream, pid: int, last_pong: list[float]) -> None:
         decoder = FrameDecoder(MAX_LINK_FRAME)
         while True:
             try:

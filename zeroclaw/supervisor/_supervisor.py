@@ -26,6 +26,7 @@ from ..config import (
     daemon_refusals,
     load_config,
 )
+from ..events import EventSink
 from ..memory import MemoryService, memory_grants
 from ._lifecycle import ExitStatus, State, Transition
 from ._notify import Notifier
@@ -74,6 +75,8 @@ class Supervisor:
         zygote: ZygoteClient,
         notifier: Notifier,
         router: Router,
+        memory: MemoryService,
+        events: EventSink,
     ) -> None:
         self.config = config
         self.config_path = config_path
@@ -81,7 +84,8 @@ class Supervisor:
         self.zygote = zygote
         self.notifier = notifier
         self.router = router
-        self.memory: MemoryService | None = None
+        self.memory = memory
+        self.events = events
         router.on_hello = self._on_hello
         router.request_start = self._request_start
         router.on_traffic = self.note_activity

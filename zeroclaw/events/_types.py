@@ -1,0 +1,66 @@
+"""What the daemon tells the world about itself: typed events, one struct per kind.
+
+Producers (supervisor, router, services) publish these to the daemon's EventSink; readers
+(the operations issue's `events --follow` and metrics) consume them without touching any
+producer again. Every event is a msgspec struct in one tagged union on `kind`, so it
+crosses a process boundary (the control socket) as it is.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+
+class _Event(msgspec.Struct, frozen=True, tag_field="kind", omit_defaults=True):
+    pass
+
+
+class AgentTransition(_Event, tag="agent.transition", frozen=True):
+    """An agent's lifecycle state changed (starting, running, backoff, fatal, ...)."""
+
+    alias: str
+    from_state: str
+    to_state: str
+    reason: str = ""
+
+
+class RouteRefused(_Event, tag="route.refused", frozen=True):
+    """The router refused a message (or an injected conversation) with a stable code."""
+
+    sender: str
+    to: str
+    code: str
+    detail: str = ""
+    channel: str = ""
+
+
+class ReloadApplied(_Event, tag="reload", frozen=True):
+    """A reload finished: applied (`ok`) or refused (`reload_failed`, running config kept)."""
+
+    outcome: Literal["ok", "reload_failed"]
+    added: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+    changed: tuple[str, ...] = ()
+    errors: tuple[str, ...] = ()
+
+
+class MemoryOperation(_Event, tag="memory", frozen=True):
+    """One memory operation through the daemon, by kind; `code` is set when it failed."""
+
+    agent: str
+    op: str
+    ok: bool = True
+    code: str = ""
+
+
+Event = AgentTransition | RouteRefused | ReloadApplied | MemoryOperation
+
+
+class Published(msgspec.Struct, frozen=True):
+    """An event as the sink keeps it: numbered in publication order, stamped on arrival."""
+
+    seq: int
+    at: float  # wall-clock seconds
+    event: Event
