@@ -33,7 +33,10 @@ def test_a_released_lock_is_taken_over(tmp_path: Path) -> None:
 
 def test_a_waiting_lock_gives_up_after_its_timeout(tmp_path: Path) -> None:
     path = tmp_path / "deeper" / "memory.lock"
-    with MemoryLock(path, timeout=0.1):  # creates its parent directory
-        with pytest.raises(MemoryLocked, match="locked by another writer"):
-            MemoryLock(path, timeout=0.1).acquire()
+    # The first creates the parent directory; the second waits, then gives up.
+    with (
+        MemoryLock(path, timeout=0.1),
+        pytest.raises(MemoryLocked, match="locked by another writer"),
+    ):
+        MemoryLock(path, timeout=0.1).acquire()
     assert oct(path.parent.stat().st_mode & 0o777) == "0o700"
