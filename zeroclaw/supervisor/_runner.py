@@ -42,8 +42,7 @@ from ..agent import (
 )
 from ..bus import AgentKeys
 from ..config import RestartPolicy
-from ..policy import abi_version
-from ..policy._landlock import sandbox_summary
+from ..policy import abi_version, sandbox_summary
 from ._lifecycle import (
     Action,
     CommandKind,
