@@ -160,6 +160,8 @@ async def test_every_operation_publishes_one_event(tmp_path: Path) -> None:
             with pytest.raises(MemoryServiceError):
                 await operator_request(service, frozenset({"alpha"}), "get", "zed", {})
             await service.handle(OperatorScope(), "export", {"agent": "alpha"})
+            with pytest.raises(MemoryServiceError):
+                await service.handle(alpha, "x" * 10_000, {})
             nursery.cancel_scope.cancel()
     finally:
         store.close()
@@ -171,4 +173,5 @@ async def test_every_operation_publishes_one_event(tmp_path: Path) -> None:
         MemoryOperation(agent="alpha", op="stats"),
         MemoryOperation(agent="zed", op="get", ok=False, code="unknown_agent"),
         MemoryOperation(agent="operator", op="export"),
+        MemoryOperation(agent="alpha", op="unknown", ok=False, code="bad_request"),
     ]

@@ -24,6 +24,7 @@ import trio
 
 from ..events import EventSink, MemoryOperation
 from ._args import (
+    MEMORY_OPS,
     WRITE_OPS,
     ExportArgs,
     GetArgs,
@@ -192,6 +193,9 @@ class MemoryService:
         return await self._handle(scope, op, decode_args(op, body))
 
     async def _published(self, agent: str, op: str, work: Awaitable[Any]) -> Any:
+        # An op name comes from the caller: kept only when it is one, so the ring's events
+        # stay small whatever an agent sends.
+        op = op if op in MEMORY_OPS else "unknown"
         try:
             result = await work
         except MemoryServiceError as exc:
