@@ -8,7 +8,7 @@ STAMP   = $(VENV)/.installed-stamp
 CONFIG ?= etc/zeroclaw.toml
 PYTEST_ARGS ?=
 
-.PHONY: run test lint bench install clean
+.PHONY: run test lint bench install clean error-codes
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,9 @@ lint: install
 
 test: lint
 	$(BIN)/python -m pytest -n 2 $(PYTEST_ARGS)
+
+error-codes: install  # the README's "Error codes" section, from the Literal sets
+	$(BIN)/python -m zeroclaw._error_codes README.md
 
 bench: install
 	$(BIN)/python -m bench

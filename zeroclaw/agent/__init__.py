@@ -1,5 +1,14 @@
-"""The agent process: its start contract, its link to the daemon, its main."""
+"""The agent process: its start contract, its link to the daemon, its main.
 
+`LocalReach` (an agent run inside the CLI, memory straight from the store) loads on first
+use: agent processes never need the memory store.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .._lazy import lazy_attributes
 from ._link import (
     MAX_LINK_FRAME,
     Busy,
@@ -16,6 +25,17 @@ from ._link import (
 )
 from ._process import LinkSender, agent_main, say_fatal, serve_agent
 from ._spec import AgentSpec
+from ._turn import TurnEngine
+
+if TYPE_CHECKING:
+    from ._local import LocalReach
+
+_load = lazy_attributes(__name__, {"LocalReach": "._local"})
+
+
+def __getattr__(name: str) -> Any:
+    return _load(name, globals())
+
 
 __all__ = [
     "MAX_LINK_FRAME",
@@ -25,11 +45,13 @@ __all__ = [
     "Keys",
     "LinkMessage",
     "LinkSender",
+    "LocalReach",
     "Neighbours",
     "Ping",
     "Pong",
     "ProbeCommand",
     "ProbeResult",
+    "TurnEngine",
     "agent_main",
     "decode_link",
     "encode_link",

@@ -4,7 +4,8 @@ Daemon → agent: Keys first (this start's bus credentials: never argv, never en
 then Ping, Neighbours and ProbeCommand. Agent → daemon: Pong, ProbeResult, Busy (its count
 of running turns changed: an on-demand agent is never idle-stopped mid-turn) and Fatal (why
 it cannot start, written just before it exits with EX_CONFIG). The daemon closing the link
-means "stop". Framed like the control socket: 4-byte length, then msgpack.
+means "stop". Framed by the neutral `zeroclaw._framing` (as the control socket is): 4-byte
+length, then msgpack.
 """
 
 from __future__ import annotations

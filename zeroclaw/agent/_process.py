@@ -20,9 +20,10 @@ from contextlib import nullcontext
 import trio
 
 from .._decode import DecodeFailure
+from .._frame_stream import receive_frames
+from .._framing import FrameDecoder, encode_frame
 from .._logging import setup_logging
 from ..bus import AgentBus, BusCredentials
-from ..control import FrameDecoder, encode_frame, receive_frames
 from ..policy import SandboxPlan, SandboxUnavailable, apply_sandbox, plan_for
 from ..policy._landlock import NOT_EXECUTABLE
 from ..providers import ProviderError, make_provider

@@ -34,6 +34,7 @@ from zmq.utils import z85
 from zmq.utils.monitor import parse_monitor_message
 
 from .._log_throttle import LogThrottle
+from .._unix import owner_only_umask
 from ..config import Config
 from ..events import EventSink
 from ._origin import DAEMON_SENDER, Origin
@@ -235,11 +236,8 @@ class Router:
             | zmq.EVENT_HANDSHAKE_FAILED_AUTH
         )
         self.endpoint_path.unlink(missing_ok=True)
-        old = os.umask(0o177)
-        try:
+        with owner_only_umask():  # the socket file is 0600 from its first instant
             sock.bind(self.endpoint)
-        finally:
-            os.umask(old)
         owner = SocketOwner(
             sock,
             self._on_frames,

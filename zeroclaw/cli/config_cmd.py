@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import click
 import tomli_w
 
+from .._atomic import atomic_write
 from ..config import (
     Config,
     ConfigError,
@@ -199,25 +199,11 @@ def init_cmd(path: str | None, force: bool, as_json: bool) -> None:
         document
     )
     try:
-        _atomic_write(target, text)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(target, text.encode(), mode=0o644)
     except OSError as exc:
         raise CliError(f"cannot write {target}: {exc.strerror}", EXIT_FAILED) from None
     if wants_json(as_json):
         emit_json({"file": str(target), "written": True})
     else:
         click.echo(f"wrote {target}; check it with: zeroclaw --config {target} config validate")
-
-
-def _atomic_write(target: Path, text: str) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

@@ -1,9 +1,11 @@
-"""The operator control protocol: framing, messages and a blocking client."""
+"""The operator control protocol: messages, a blocking client, and (re-exported from the
+neutral `zeroclaw._framing`) the framing it shares with the agent link."""
 
 from .._decode import DecodeFailure
+from .._frame_stream import receive_frames
+from .._framing import FrameDecoder, FrameTooLarge, encode_frame
 from ._address import control_address, is_listening, printable
 from ._client import ControlClient, ControlSession, DaemonUnreachable, UntrustedDaemon, trusted_uids
-from ._framing import FrameDecoder, FrameTooLarge, encode_frame
 from ._protocol import (
     MAX_CONTROL_FRAME,
     PROTOCOL_VERSION,
@@ -28,7 +30,6 @@ from ._protocol import (
     encode,
     error_reply,
 )
-from ._stream import receive_frames
 
 __all__ = [
     "MAX_CONTROL_FRAME",

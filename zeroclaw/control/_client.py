@@ -17,8 +17,8 @@ from pathlib import Path
 from types import TracebackType
 
 from .._decode import DecodeFailure
+from .._framing import FrameDecoder, FrameTooLarge, encode_frame
 from ._address import control_address, printable
-from ._framing import FrameDecoder, FrameTooLarge, encode_frame
 from ._protocol import MAX_CONTROL_FRAME, AnyRequest, Reply, decode_reply, encode
 
 

@@ -1,8 +1,28 @@
 """Agent-scoped memory: the LMDB store, its text ranking, and (in the daemon) the service."""
 
+from ._args import (
+    MAX_LIMIT,
+    MEMORY_OPS,
+    AppendTurnArgs,
+    AppendTurnsArgs,
+    ExportArgs,
+    ForgetArgs,
+    GetArgs,
+    ListArgs,
+    MemoryArgs,
+    MemoryOp,
+    PurgeArgs,
+    RecallArgs,
+    SessionArgs,
+    StatsArgs,
+    StoreArgs,
+    TurnArg,
+    decode_args,
+)
+from ._errors import MEMORY_ERROR_CODES, MemoryErrorCode, MemoryServiceError
 from ._lock import MemoryLock, MemoryLocked
 from ._records import CORE_CATEGORIES, Record, Turn, new_id
-from ._service import MAX_LIMIT, MemoryService, MemoryServiceError, memory_grants, operator_request
+from ._service import MemoryService, memory_grants, operator_request
 from ._store import (
     MemoryInputError,
     MemoryStore,
@@ -18,20 +38,38 @@ from ._text import tokenize
 __all__ = [
     "CORE_CATEGORIES",
     "MAX_LIMIT",
+    "MEMORY_ERROR_CODES",
+    "MEMORY_OPS",
+    "AppendTurnArgs",
+    "AppendTurnsArgs",
+    "ExportArgs",
+    "ForgetArgs",
+    "GetArgs",
+    "ListArgs",
+    "MemoryArgs",
+    "MemoryErrorCode",
     "MemoryInputError",
     "MemoryLock",
     "MemoryLocked",
+    "MemoryOp",
     "MemoryService",
     "MemoryServiceError",
     "MemoryStore",
     "OperatorScope",
+    "PurgeArgs",
+    "RecallArgs",
     "RecallHit",
     "Record",
     "Scope",
     "ScopeError",
+    "SessionArgs",
+    "StatsArgs",
+    "StoreArgs",
     "StoreCorrupt",
     "Turn",
+    "TurnArg",
     "WriteOp",
+    "decode_args",
     "memory_grants",
     "new_id",
     "operator_request",

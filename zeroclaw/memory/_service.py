@@ -13,16 +13,30 @@
 from __future__ import annotations
 
 import logging
-import math
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import lmdb
+import msgspec
 import trio
 
-from ..events import EventSink
+from ..events import EventSink, MemoryOperation
+from ._args import (
+    MEMORY_OPS,
+    WRITE_OPS,
+    ExportArgs,
+    GetArgs,
+    ListArgs,
+    MemoryArgs,
+    PurgeArgs,
+    RecallArgs,
+    SessionArgs,
+    StatsArgs,
+    decode_args,
+)
+from ._errors import MemoryServiceError
 from ._store import (
     MemoryInputError,
     MemoryStore,
@@ -37,17 +51,7 @@ from ._store import (
 log = logging.getLogger("zeroclaw.memory")
 
 MAX_BATCH = 1024
-MAX_LIMIT = 1000  # records or hits one list/recall returns
 QUEUE_LIMIT = 10_000
-WRITE_OPS = frozenset({"store", "forget", "append_turn", "append_turns"})
-READ_OPS = frozenset({"get", "list", "recall", "session", "stats", "export"})
-
-
-class MemoryServiceError(Exception):
-    def __init__(self, code: str, detail: str) -> None:
-        super().__init__(detail)
-        self.code = code
-        self.detail = detail
 
 
 @dataclass
@@ -178,86 +182,31 @@ class MemoryService:
 
     # --- one request ------------------------------------------------------------------------
 
-    async def handle(self, scope: Scope | OperatorScope, op: str, body: Any) -> Any:
-        """Run one operation; returns JSON-ready data or raises MemoryServiceError."""
-        args = body if isinstance(body, dict) else {}
+    async def handle(self, scope: Scope | OperatorScope, op: str, body: object) -> Any:
+        """Run one operation; returns JSON-ready data or raises MemoryServiceError.
+        Publishes one MemoryOperation, named after the caller (an agent's scope) or
+        "operator"."""
+        who = scope.caller if isinstance(scope, Scope) else scope.reason
+        return await self._published(who, op, self._decoded(scope, op, body))
+
+    async def _decoded(self, scope: Scope | OperatorScope, op: str, body: object) -> Any:
+        return await self._handle(scope, op, decode_args(op, body))
+
+    async def _published(self, agent: str, op: str, work: Awaitable[Any]) -> Any:
+        # An op name comes from the caller: kept only when it is one, so the ring's events
+        # stay small whatever an agent sends.
+        op = op if op in MEMORY_OPS else "unknown"
         try:
-            if op in WRITE_OPS:
-                if not isinstance(scope, Scope):
-                    raise MemoryServiceError("bad_request", "writes need an agent scope")
-                allowed = {
-                    "store": ("key", "content", "category", "session"),
-                    "forget": ("key", "id"),
-                    "append_turn": ("session", "role", "content"),
-                    "append_turns": ("session", "turns"),
-                }[op]
-                # Only the fields of this write; anything naming a namespace is dropped.
-                clean = {k: v for k, v in args.items() if k in allowed}
-                result = await self.write(scope, op, clean)
-                if op == "store":
-                    return {"record": record_json(result)}
-                if op == "forget":
-                    return {"forgotten": bool(result)}
-                return {"seq": result}
-            if op == "get":
-                record = await self.read(
-                    self.store.get,
-                    scope,
-                    key=_opt_str(args, "key"),
-                    id=_opt_str(args, "id"),
-                    namespace=_opt_str(args, "agent"),
-                )
-                return {"record": record_json(record) if record else None}
-            if op == "list":
-                records = await self.read(
-                    self.store.list_records,
-                    scope,
-                    namespaces=_namespaces(args),
-                    category=_opt_str(args, "category"),
-                    since=_opt_float(args, "since"),
-                    until=_opt_float(args, "until"),
-                    limit=_limit(args),
-                    before=_opt_str(args, "before"),
-                )
-                return {"records": [record_json(r) for r in records]}
-            if op == "recall":
-                hits = await self.read(
-                    self.store.recall,
-                    scope,
-                    str(args.get("query", "")),
-                    namespaces=_namespaces(args),
-                    limit=_limit(args, 10),
-                )
-                return {"hits": [hit_json(h) for h in hits]}
-            if op == "session":
-                if not isinstance(scope, Scope):
-                    raise MemoryServiceError("bad_request", "sessions belong to an agent scope")
-                turns = await self.read(
-                    self.store.session, scope, str(args.get("session", "")), limit=_limit(args, 200)
-                )
-                return {
-                    "turns": [{"role": t.role, "content": t.content, "at": t.at} for t in turns]
-                }
-            if op == "stats":
-                stats = await self.read(self.store.stats, scope)
-                return {
-                    "namespaces": stats,
-                    "commits": self.commits,
-                    "committed_ops": self.committed_ops,
-                    "map_growths": self.growths,
-                }
-            if op == "export":
-                records = await self.read(
-                    lambda: list(self.store.export(scope, _opt_str(args, "agent")))
-                )
-                return {"records": [record_json(r) for r in records]}
-            if op == "purge":
-                if not isinstance(scope, OperatorScope):
-                    raise MemoryServiceError("forbidden", "purge is for the operator CLI only")
-                agent = _opt_str(args, "agent")
-                if not agent:
-                    raise MemoryServiceError("bad_request", "purge needs 'agent'")
-                return {"purged": await self._purge(scope, agent)}
+            result = await work
+        except MemoryServiceError as exc:
+            self.events.publish(MemoryOperation(agent=agent, op=op, ok=False, code=exc.code))
+            raise
+        self.events.publish(MemoryOperation(agent=agent, op=op))
+        return result
+
+    async def _handle(self, scope: Scope | OperatorScope, op: str, args: MemoryArgs) -> Any:
+        try:
+            return await self._run(scope, op, args)
         except ScopeError as exc:
             raise MemoryServiceError("forbidden", str(exc)) from None
         except (lmdb.Error, StoreCorrupt) as exc:
@@ -265,48 +214,70 @@ class MemoryService:
             log.error("memory %s failed on the store: %s", op, exc)
             raise MemoryServiceError("storage_error", f"the memory store failed: {exc}") from None
         except (MemoryInputError, TypeError, ValueError) as exc:
+            # The structs checked types and sizes; the store checks the rest of its input.
             raise MemoryServiceError("bad_request", str(exc)) from None
-        raise MemoryServiceError("bad_request", f"unknown memory operation {op!r}")
+
+    async def _run(self, scope: Scope | OperatorScope, op: str, args: MemoryArgs) -> Any:
+        if op in WRITE_OPS:
+            if not isinstance(scope, Scope):
+                raise MemoryServiceError("bad_request", "writes need an agent scope")
+            # Only the fields of this write's struct: nothing in a body names a namespace.
+            result = await self.write(scope, op, msgspec.to_builtins(args))
+            if op == "store":
+                return {"record": record_json(result)}
+            if op == "forget":
+                return {"forgotten": bool(result)}
+            return {"seq": result}
+        if isinstance(args, GetArgs):
+            record = await self.read(
+                self.store.get, scope, key=args.key, id=args.id, namespace=args.agent
+            )
+            return {"record": record_json(record) if record else None}
+        if isinstance(args, ListArgs):
+            records = await self.read(
+                self.store.list_records,
+                scope,
+                namespaces=args.agents,
+                category=args.category,
+                since=args.since,
+                until=args.until,
+                limit=args.limit,
+                before=args.before,
+            )
+            return {"records": [record_json(r) for r in records]}
+        if isinstance(args, RecallArgs):
+            hits = await self.read(
+                self.store.recall, scope, args.query, namespaces=args.agents, limit=args.limit
+            )
+            return {"hits": [hit_json(h) for h in hits]}
+        if isinstance(args, SessionArgs):
+            if not isinstance(scope, Scope):
+                raise MemoryServiceError("bad_request", "sessions belong to an agent scope")
+            turns = await self.read(self.store.session, scope, args.session, limit=args.limit)
+            return {"turns": [{"role": t.role, "content": t.content, "at": t.at} for t in turns]}
+        if isinstance(args, StatsArgs):
+            stats = await self.read(self.store.stats, scope)
+            return {
+                "namespaces": stats,
+                "commits": self.commits,
+                "committed_ops": self.committed_ops,
+                "map_growths": self.growths,
+            }
+        if isinstance(args, ExportArgs):
+            namespace = args.agent
+            records = await self.read(lambda: list(self.store.export(scope, namespace)))
+            return {"records": [record_json(r) for r in records]}
+        if isinstance(args, PurgeArgs):
+            if not isinstance(scope, OperatorScope):
+                raise MemoryServiceError("forbidden", "purge is for the operator CLI only")
+            if not args.agent:
+                raise MemoryServiceError("bad_request", "purge needs 'agent'")
+            return {"purged": await self._purge(scope, args.agent)}
+        raise AssertionError(f"no handler for {type(args).__name__}")  # decode_args knows them all
 
     async def _purge(self, scope: OperatorScope, agent: str) -> int:
         async with self._without_reads():
             return int(await trio.to_thread.run_sync(self.store.purge, scope, agent))
-
-
-def _opt_str(args: dict[str, Any], name: str) -> str | None:
-    value = args.get(name)
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise MemoryServiceError("bad_request", f"{name!r} must be a string")
-    return value
-
-
-def _opt_float(args: dict[str, Any], name: str) -> float | None:
-    value = args.get(name)
-    if value is None:
-        return None
-    if not isinstance(value, int | float) or isinstance(value, bool):
-        raise MemoryServiceError("bad_request", f"{name!r} must be a number")
-    if not math.isfinite(value):
-        raise MemoryServiceError("bad_request", f"{name!r} must be a finite number")
-    return float(value)
-
-
-def _limit(args: dict[str, Any], default: int = 50) -> int:
-    value = args.get("limit", default)
-    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_LIMIT:
-        raise MemoryServiceError("bad_request", f"'limit' must be an integer from 1 to {MAX_LIMIT}")
-    return value
-
-
-def _namespaces(args: dict[str, Any]) -> list[str] | None:
-    value = args.get("agents")
-    if value is None:
-        return None
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise MemoryServiceError("bad_request", "'agents' must be a list of aliases")
-    return value
 
 
 def memory_grants(config: Any) -> dict[str, frozenset[str]]:
@@ -320,24 +291,32 @@ def memory_grants(config: Any) -> dict[str, frozenset[str]]:
 
 
 async def operator_request(
-    service: MemoryService, known_agents: frozenset[str], op: str, agent: str, args: dict[str, Any]
+    service: MemoryService, known_agents: frozenset[str], op: str, agent: str, args: object
 ) -> Any:
-    """An operator acts on one agent's namespace: writes as that agent, reads as operator."""
+    """An operator acts on one agent's namespace: writes as that agent, reads as operator.
+    Publishes one MemoryOperation named after that agent."""
+    return await service._published(agent, op, _operator(service, known_agents, op, agent, args))
+
+
+async def _operator(
+    service: MemoryService, known_agents: frozenset[str], op: str, agent: str, args: object
+) -> Any:
     if agent not in known_agents:
         raise MemoryServiceError(
             "unknown_agent", f"no agent {agent!r}; known: {', '.join(sorted(known_agents))}"
         )
-    if op in WRITE_OPS or op == "session":
-        return await service.handle(Scope(agent), op, args)
-    args = dict(args)
-    if op == "stats":
-        data = await service.handle(OperatorScope(), op, args)
+    decoded = decode_args(op, args)
+    if op in WRITE_OPS or isinstance(decoded, SessionArgs):
+        return await service._handle(Scope(agent), op, decoded)
+    if isinstance(decoded, StatsArgs):
+        data = await service._handle(OperatorScope(), op, decoded)
         data["namespaces"] = {
             agent: data["namespaces"].get(agent, {"records": 0, "session_turns": 0})
         }
         return data
-    if op in ("get", "export", "purge"):
-        args.setdefault("agent", agent)
-    elif op in ("list", "recall"):
-        args.setdefault("agents", [agent])
-    return await service.handle(OperatorScope(), op, args)
+    # The operator's reads default to the named agent's namespace.
+    if isinstance(decoded, GetArgs | ExportArgs | PurgeArgs) and not decoded.agent:
+        decoded = msgspec.structs.replace(decoded, agent=agent)
+    elif isinstance(decoded, ListArgs | RecallArgs) and decoded.agents is None:
+        decoded = msgspec.structs.replace(decoded, agents=[agent])
+    return await service._handle(OperatorScope(), op, decoded)

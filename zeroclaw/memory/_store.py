@@ -39,7 +39,15 @@ from typing import Any
 import lmdb
 import msgspec
 
-from ._records import MAX_CONTENT_BYTES, MAX_KEY_BYTES, Record, Turn, new_id, valid_category
+from ._records import (
+    MAX_CONTENT_BYTES,
+    MAX_KEY_BYTES,
+    MAX_SESSION_BYTES,
+    Record,
+    Turn,
+    new_id,
+    valid_category,
+)
 from ._text import (
     BM25_B,
     BM25_K1,
@@ -446,8 +454,8 @@ class MemoryStore:
     def _append_turn(
         self, txn: Any, scope: Scope, *, session: str, role: str, content: str, now: float
     ) -> int:
-        if not session or len(session.encode()) > 128 or "\x00" in session:
-            raise MemoryInputError("session must be 1..128 bytes without NUL")
+        if not session or len(session.encode()) > MAX_SESSION_BYTES or "\x00" in session:
+            raise MemoryInputError(f"session must be 1..{MAX_SESSION_BYTES} bytes without NUL")
         # msgspec does not check types when a struct is built: a bad turn stored now would
         # make the whole session unreadable later.
         if role not in TURN_ROLES or not isinstance(content, str):

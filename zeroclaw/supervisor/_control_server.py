@@ -29,6 +29,7 @@ from typing import Any
 import trio
 
 from .._log_throttle import LogThrottle
+from .._unix import bind_unix
 from ..control import (
     MAX_CONTROL_FRAME,
     AgentsList,
@@ -97,18 +98,15 @@ def bind_control_socket(runtime_dir: Path) -> socket.socket:
     We hold the runtime dir's lock, so no other zeroclaw daemon uses this name: whoever
     has it is squatting, and we say who rather than serve beside it."""
     address = control_address(runtime_dir)
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
     try:
-        sock.bind(address)
+        sock = bind_unix(address)
     except OSError as exc:
-        sock.close()
         if exc.errno != errno.EADDRINUSE:
             raise
         raise ControlNameTaken(
             f"the control socket name {printable(address)} is already taken by "
             f"{_holder(address)}; stop that process (see 'ss -xlp')"
         ) from None
-    sock.listen(128)
     return sock
 
 

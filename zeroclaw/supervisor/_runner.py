@@ -23,6 +23,9 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from .._decode import DecodeFailure
+from .._frame_stream import receive_frames
+from .._framing import FrameDecoder, FrameTooLarge, encode_frame
 from ..agent import (
     MAX_LINK_FRAME,
     AgentSpec,
@@ -39,9 +42,7 @@ from ..agent import (
 )
 from ..bus import AgentKeys
 from ..config import RestartPolicy
-from ..control import DecodeFailure, FrameDecoder, FrameTooLarge, encode_frame, receive_frames
-from ..policy import abi_version
-from ..policy._landlock import sandbox_summary
+from ..policy import abi_version, sandbox_summary
 from ._lifecycle import (
     Action,
     CommandKind,

@@ -1,4 +1,9 @@
-"""Length-prefixed frames: a 4-byte big-endian length, then that many bytes. Sans-IO."""
+"""Length-prefixed frames: a 4-byte big-endian length, then that many bytes. Sans-IO.
+
+Shared by the control socket (operator CLI <-> daemon) and each agent's link (daemon <->
+agent), so it belongs to neither: agent processes frame their link without loading the
+control package.
+"""
 
 from __future__ import annotations
 

@@ -1,0 +1,86 @@
+"""Every operator-facing error code set, gathered in one place, and the README's list of them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import get_args
+
+import pytest
+
+from zeroclaw._error_codes import BEGIN, END, families, main, readme_section, with_section
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def test_the_readme_lists_exactly_the_literal_sets() -> None:
+    text = README.read_text(encoding="utf-8")
+    assert with_section(text) == text, "README error codes are stale: run `make error-codes`"
+    shown = text[text.index(BEGIN) : text.index(END)]
+    for family in families().values():
+        assert all(f"`{code}`" in shown for code in family.codes), family.title
+
+
+def test_every_family_is_a_nonempty_set_of_snake_case_codes() -> None:
+    found = families()
+    assert set(found) == {"bus", "tool", "memory", "control", "decode"}
+    for family in found.values():
+        assert family.codes and len(set(family.codes)) == len(family.codes), family.title
+        assert all(code.isidentifier() and code.islower() for code in family.codes)
+
+
+def test_every_code_the_memory_service_raises_is_in_its_family() -> None:
+    """The memory codes are a Literal the service's error takes; the family is that set."""
+    from zeroclaw.memory import MEMORY_ERROR_CODES, MemoryErrorCode
+
+    assert families()["memory"].codes == get_args(MemoryErrorCode) == MEMORY_ERROR_CODES
+
+
+def test_a_stale_readme_is_rewritten_and_checked(tmp_path: Path) -> None:
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# x\n\n{BEGIN}\n| stale |\n{END}\n\nafter\n", encoding="utf-8")
+    assert main(["--check", str(readme)]) == 1
+    assert main([str(readme)]) == 0
+    assert readme.read_text(encoding="utf-8") == f"# x\n\n{readme_section()}\n\nafter\n"
+    assert main(["--check", str(readme)]) == 0
+
+
+def test_a_readme_without_the_markers_is_refused() -> None:
+    with pytest.raises(ValueError, match="error-codes"):
+        with_section("# no section here\n")
+
+
+def _codes_in_source(call_names: set[str]) -> set[tuple[str, str]]:
+    """(file, code) for every string-literal code given to these calls in the package: the
+    first positional argument, or the `error=` keyword."""
+    import ast
+
+    found: set[tuple[str, str]] = set()
+    for path in (README.parent / "zeroclaw").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            if name not in call_names:
+                continue
+            args = [*node.args[:1], *(k.value for k in node.keywords if k.arg == "error")]
+            for arg in args:
+                if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+                    found.add((path.name, arg.value))
+    return found
+
+
+def test_every_code_the_control_socket_answers_is_listed() -> None:
+    """Until `error_reply` takes the Literal (and mypy checks it), the source is read."""
+    found = families()
+    listed = {c for key in ("control", "bus", "memory", "decode") for c in found[key].codes}
+    unlisted = {
+        pair for pair in _codes_in_source({"error_reply", "Reply"}) if pair[1] not in listed
+    }
+    assert not unlisted
+
+
+def test_every_code_memory_raises_is_a_memory_code() -> None:
+    codes = families()["memory"].codes
+    unlisted = {p for p in _codes_in_source({"MemoryServiceError"}) if p[1] not in codes}
+    assert not unlisted
