@@ -1,9 +1,23 @@
 """What an agent's tools may do: path access and shell commands. Pure decisions."""
 
-from ._commands import CommandDecision, decide_command, parse
-from ._landlock import SandboxPlan, SandboxUnavailable, abi_version, apply_sandbox, plan_for
+from ._commands import INTERPRETERS, CommandDecision, PathCheck, Risk, decide_command, parse
+from ._landlock import (
+    NOT_EXECUTABLE,
+    SYSTEM_READ_ONLY,
+    SandboxPlan,
+    SandboxUnavailable,
+    abi_version,
+    apply_sandbox,
+    build_ruleset,
+    command_executables,
+    enforce_ruleset,
+    plan_command_sandbox,
+    plan_for,
+)
 from ._paths import (
+    Access,
     Grant,
+    GrantMode,
     PathDecision,
     PathRules,
     check_path,
@@ -13,18 +27,29 @@ from ._paths import (
 )
 
 __all__ = [
+    "INTERPRETERS",
+    "NOT_EXECUTABLE",
+    "SYSTEM_READ_ONLY",
+    "Access",
     "CommandDecision",
     "Grant",
+    "GrantMode",
+    "PathCheck",
     "PathDecision",
     "PathRules",
+    "Risk",
     "SandboxPlan",
     "SandboxUnavailable",
     "abi_version",
     "apply_sandbox",
+    "build_ruleset",
     "check_path",
+    "command_executables",
     "decide",
     "decide_command",
+    "enforce_ruleset",
     "parse",
+    "plan_command_sandbox",
     "plan_for",
     "resolve_request",
     "rules_for",
