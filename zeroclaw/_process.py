@@ -118,12 +118,13 @@ async def run_capped(
     finally:
         if ruleset_fd is not None:
             os.close(ruleset_fd)
+    stdout = proc.stdout
+    assert stdout is not None
     output = bytearray()
     timed_out = False
     try:
-        assert proc.stdout is not None
         with trio.move_on_after(timeout_secs) as scope:
-            while chunk := await proc.stdout.receive_some(_READ_CHUNK):
+            while chunk := await stdout.receive_some(_READ_CHUNK):
                 if len(output) < output_cap:
                     output += chunk[: output_cap - len(output)]
             await proc.wait()
@@ -136,7 +137,7 @@ async def run_capped(
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGKILL)
                 await proc.wait()
-            await proc.aclose()
+            await stdout.aclose()
             if tracker is not None:
                 await tracker.finished(proc.pid)
     return ProcessOutcome(

@@ -15,7 +15,7 @@ from ._link import (
     encode_link,
 )
 from ._process import LinkSender, agent_main, say_fatal, serve_agent
-from ._spec import AgentSpec
+from ._spec import AgentSpec, RiskSpec, RuntimeSpec
 
 __all__ = [
     "MAX_LINK_FRAME",
@@ -30,6 +30,8 @@ __all__ = [
     "Pong",
     "ProbeCommand",
     "ProbeResult",
+    "RiskSpec",
+    "RuntimeSpec",
     "agent_main",
     "decode_link",
     "encode_link",

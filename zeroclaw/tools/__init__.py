@@ -13,7 +13,7 @@ from ._base import (
     as_tool_error,
     ask_approval,
 )
-from ._builtin import MAX_DELEGATION_DEPTH, DEFAULT_TOOLSET
+from ._builtin import DEFAULT_TOOLSET, MAX_DELEGATION_DEPTH
 from ._files import file_list, file_read, file_write
 from ._orphans import become_subreaper
 from ._shell import (
