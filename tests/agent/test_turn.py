@@ -15,6 +15,7 @@ from zeroclaw.agent._local import LocalReach
 from zeroclaw.agent._turn import MAX_IDENTITY_BYTES, system_prompt
 from zeroclaw.providers import OfflineProvider
 from zeroclaw.tools import ToolResult
+from zeroclaw.turns import Delta, ToolCallRecord, ToolUsed, TurnEvent
 
 
 def test_identity_files_form_the_system_prompt_in_a_fixed_order(tmp_path: Path) -> None:
@@ -135,3 +136,21 @@ async def test_a_turn_limited_to_some_tools_refuses_the_others_uncounted(tmp_pat
         # A refusal took nothing from the hourly budget of 1: the granted read still runs.
         granted = await engine.run_turn("read notes.txt", toolset=reads)
         assert granted.tool_calls[0].error_code is None and "ship" in granted.reply
+
+
+async def test_the_engine_emits_typed_turn_events_and_records(tmp_path: Path) -> None:
+    events: list[TurnEvent] = []
+
+    async def on_event(event: TurnEvent) -> None:
+        events.append(event)
+
+    async with local_engine(OfflineProvider(), tmp_path) as (engine, _):
+        result = await engine.run_turn("read notes.txt", on_event=on_event)
+    assert events[0] == ToolUsed("file_read", {"path": "notes.txt"}, True, None)
+    deltas = events[1:]
+    assert all(isinstance(e, Delta) for e in deltas)
+    assert "".join(e.text for e in deltas if isinstance(e, Delta)) == result.reply
+    assert result.tool_calls == [ToolCallRecord("file_read", {"path": "notes.txt"}, True, None)]
+    assert result.as_json()["tool_calls"] == [
+        {"name": "file_read", "args": {"path": "notes.txt"}, "ok": True, "error_code": None}
+    ]
