@@ -7,13 +7,15 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import trio
 
-from zeroclaw.agent import AgentSpec
+from zeroclaw.agent import AgentSpec, RiskSpec, RuntimeSpec
 from zeroclaw.agent._local import LocalReach
 from zeroclaw.agent._turn import TurnEngine, TurnResult
 from zeroclaw.memory import MemoryService, MemoryStore
-from zeroclaw.providers import Provider
+from zeroclaw.providers import OfflineSpec, Provider
+from zeroclaw.turns import TurnEvent
 
 
 def agent_spec(workspace: Path, *, runtime: dict[str, Any] | None = None) -> AgentSpec:
@@ -23,23 +25,26 @@ def agent_spec(workspace: Path, *, runtime: dict[str, Any] | None = None) -> Age
         activation="always",
         idle_stop_secs=600,
         provider="offline.default",
-        provider_config={},
-        risk={
-            "profile": "sup",
-            "level": "supervised",
-            "workspace_only": True,
-            "allowed_commands": ["ls"],
-            "forbidden_paths": [],
-            "require_approval_for_medium_risk": True,
-            "block_high_risk_commands": True,
-            "sandbox": "none",
-        },
-        runtime={
-            "max_tool_iterations": 4,
-            "max_actions_per_hour": 100,
-            "shell_timeout_secs": 5,
-            **(runtime or {}),
-        },
+        provider_config=OfflineSpec(),
+        risk=RiskSpec(
+            profile="sup",
+            level="supervised",
+            workspace_only=True,
+            allowed_commands=("ls",),
+            forbidden_paths=(),
+            require_approval_for_medium_risk=True,
+            block_high_risk_commands=True,
+            sandbox="none",
+        ),
+        runtime=msgspec.convert(
+            {
+                "max_tool_iterations": 4,
+                "max_actions_per_hour": 100,
+                "shell_timeout_secs": 5,
+                **(runtime or {}),
+            },
+            RuntimeSpec,
+        ),
         channels=("cli.local",),
         delegates=(),
         access={},
@@ -91,8 +96,8 @@ async def run_turns(
     """Run turns in order; returns their results, every event, and the session transcript."""
     events: list[dict[str, Any]] = []
 
-    async def on_event(event: dict[str, Any]) -> None:
-        events.append(event)
+    async def on_event(event: TurnEvent) -> None:
+        events.append(msgspec.to_builtins(event))
 
     async with local_engine(provider, tmp_path, runtime=runtime) as (engine, reach):
         results = [

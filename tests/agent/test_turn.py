@@ -15,6 +15,7 @@ from zeroclaw.agent._local import LocalReach
 from zeroclaw.agent._turn import MAX_IDENTITY_BYTES, system_prompt
 from zeroclaw.providers import OfflineProvider
 from zeroclaw.tools import ToolResult
+from zeroclaw.turns import Delta, ToolCallRecord, ToolUsed, TurnEvent
 
 
 def test_identity_files_form_the_system_prompt_in_a_fixed_order(tmp_path: Path) -> None:
@@ -44,7 +45,7 @@ async def test_max_actions_per_hour_refuses_the_next_tool_call(tmp_path: Path) -
         ["list", "read notes.txt", "read notes.txt"],
         runtime={"max_actions_per_hour": 2},
     )
-    assert [r.tool_calls[0]["error_code"] for r in results] == [None, None, "rate_limited"]
+    assert [r.tool_calls[0].error_code for r in results] == [None, None, "rate_limited"]
 
 
 async def test_the_transcript_holds_completed_turns_in_order(tmp_path: Path) -> None:
@@ -64,7 +65,7 @@ async def test_max_tool_iterations_stops_a_model_that_keeps_calling(
     results, _, _ = await run_turns(
         make("openai", server.url), tmp_path, ["look around"], runtime={"max_tool_iterations": 2}
     )
-    assert [c["name"] for c in results[0].tool_calls] == ["file_list", "file_list"]
+    assert [c.name for c in results[0].tool_calls] == ["file_list", "file_list"]
     assert results[0].reply == "(stopped after 2 tool calls)"
     assert len(server.seen) == 3
 
@@ -91,7 +92,7 @@ async def test_an_unanswered_approval_is_a_denial(tmp_path: Path) -> None:
     async with local_engine(OfflineProvider(), tmp_path, approval_timeout=0.05) as (engine, _):
         result = await engine.run_turn("write a.txt: hi", approver=never_answers)
     assert asked == ["write a.txt"]
-    assert result.tool_calls[0]["error_code"] == "approval_denied"
+    assert result.tool_calls[0].error_code == "approval_denied"
     assert not (tmp_path / "ws" / "a.txt").exists()
 
 
@@ -113,11 +114,11 @@ async def test_a_tool_that_raises_fails_only_its_call(
         with caplog.at_level(logging.ERROR, logger="zeroclaw.agent"):
             broken = await engine.run_turn("ask beta: hello")
         after = await engine.run_turn("read notes.txt")
-    assert broken.tool_calls[0]["error_code"] == "internal_error"
+    assert broken.tool_calls[0].error_code == "internal_error"
     assert "RuntimeError" in broken.reply and "the bus is gone" not in broken.reply
     logged = [r for r in caplog.records if r.exc_info]
     assert len(logged) == 1 and "tool send_message_to_peer raised" in logged[0].getMessage()
-    assert after.tool_calls[0]["error_code"] is None and "ship" in after.reply
+    assert after.tool_calls[0].error_code is None and "ship" in after.reply
 
 
 async def test_a_turn_limited_to_some_tools_refuses_the_others_uncounted(tmp_path: Path) -> None:
@@ -125,11 +126,31 @@ async def test_a_turn_limited_to_some_tools_refuses_the_others_uncounted(tmp_pat
         engine,
         _,
     ):
-        refused = await engine.run_turn("read notes.txt", tools=frozenset())
-        assert refused.tool_calls[0]["error_code"] == "tool_not_granted"
+        nothing = engine.toolset.only((), "peer_tools")
+        refused = await engine.run_turn("read notes.txt", toolset=nothing)
+        assert refused.tool_calls[0].error_code == "tool_not_granted"
         assert "tool_not_granted" in refused.reply and "ship" not in refused.reply
-        refused = await engine.run_turn("recall plan", tools=frozenset({"file_read"}))
-        assert refused.tool_calls[0]["error_code"] == "tool_not_granted"
+        reads = engine.toolset.only({"file_read"}, "peer_tools")
+        refused = await engine.run_turn("recall plan", toolset=reads)
+        assert refused.tool_calls[0].error_code == "tool_not_granted"
         # A refusal took nothing from the hourly budget of 1: the granted read still runs.
-        granted = await engine.run_turn("read notes.txt", tools=frozenset({"file_read"}))
-        assert granted.tool_calls[0]["error_code"] is None and "ship" in granted.reply
+        granted = await engine.run_turn("read notes.txt", toolset=reads)
+        assert granted.tool_calls[0].error_code is None and "ship" in granted.reply
+
+
+async def test_the_engine_emits_typed_turn_events_and_records(tmp_path: Path) -> None:
+    events: list[TurnEvent] = []
+
+    async def on_event(event: TurnEvent) -> None:
+        events.append(event)
+
+    async with local_engine(OfflineProvider(), tmp_path) as (engine, _):
+        result = await engine.run_turn("read notes.txt", on_event=on_event)
+    assert events[0] == ToolUsed("file_read", {"path": "notes.txt"}, True, None)
+    deltas = events[1:]
+    assert all(isinstance(e, Delta) for e in deltas)
+    assert "".join(e.text for e in deltas if isinstance(e, Delta)) == result.reply
+    assert result.tool_calls == [ToolCallRecord("file_read", {"path": "notes.txt"}, True, None)]
+    assert result.as_json()["tool_calls"] == [
+        {"name": "file_read", "args": {"path": "notes.txt"}, "ok": True, "error_code": None}
+    ]

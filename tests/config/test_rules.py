@@ -438,6 +438,6 @@ def test_peer_tool_names_are_the_tools_models_see() -> None:
     import typing
 
     from zeroclaw.config._models import ToolName
-    from zeroclaw.providers import TOOLS
+    from zeroclaw.tools import DEFAULT_TOOLSET
 
-    assert set(typing.get_args(ToolName)) == {t.name for t in TOOLS}
+    assert set(typing.get_args(ToolName)) == set(DEFAULT_TOOLSET.names())

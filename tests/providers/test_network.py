@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 import trio
 
@@ -19,13 +20,15 @@ from tests.providers.protocol_server import (
     sse,
     status,
 )
-from zeroclaw.providers import Conversation, Provider, ProviderError, make_provider
+from zeroclaw.providers import Conversation, Provider, ProviderError, ProviderSpec, make_provider
+from zeroclaw.tools import DEFAULT_TOOLSET
+from zeroclaw.turns import ToolCallRecord
 
 KEY = "sk-test-not-a-real-key"
 KINDS = ["openai", "anthropic"]
 
 
-def provider_config(kind: str, url: str, **extra: Any) -> dict[str, Any]:
+def provider_config(kind: str, url: str, **extra: Any) -> ProviderSpec:
     config: dict[str, Any] = {
         "model": "test-model",
         "api_key_env": "TEST_API_KEY",
@@ -38,7 +41,7 @@ def provider_config(kind: str, url: str, **extra: Any) -> dict[str, Any]:
     else:
         config["base_url"] = url
         config["max_tokens"] = 256
-    return config
+    return msgspec.convert({"kind": kind, **config}, ProviderSpec)
 
 
 def make(kind: str, url: str, **extra: Any) -> Provider:
@@ -46,7 +49,9 @@ def make(kind: str, url: str, **extra: Any) -> Provider:
 
 
 def conversation(text: str = "hello") -> Conversation:
-    return Conversation("alpha", "# IDENTITY.md\nI am alpha.", (), text)
+    return Conversation(
+        "alpha", "# IDENTITY.md\nI am alpha.", (), text, tools=DEFAULT_TOOLSET.specs
+    )
 
 
 async def no_delta(text: str) -> None:
@@ -114,9 +119,7 @@ async def test_a_tool_call_round_trip(kind: str, server: ScriptedServer, tmp_pat
     ]
     result, events = await run_turn(make(kind, server.url), tmp_path, "what do my notes say?")
     assert result.error is None
-    assert result.tool_calls == [
-        {"name": "file_read", "args": {"path": "notes.txt"}, "ok": True, "error_code": None}
-    ]
+    assert result.tool_calls == [ToolCallRecord("file_read", {"path": "notes.txt"}, True, None)]
     assert result.reply == "The notes say the plan is to ship."
     assert [e["event"] for e in events] == ["tool", "delta", "delta"]
     second = server.seen[1].body["messages"]
@@ -147,7 +150,7 @@ async def test_a_refused_tool_call_goes_back_to_the_model_with_its_code(
         TEXT[kind]("I may not read that."),
     ]
     result, _ = await run_turn(make(kind, server.url), tmp_path, "read the passwd file")
-    assert result.tool_calls[0]["error_code"] == "path_not_allowed"
+    assert result.tool_calls[0].error_code == "path_not_allowed"
     assert "refused: path_not_allowed" in str(server.seen[1].body["messages"][-1])
 
 
@@ -254,6 +257,4 @@ async def test_openai_arguments_sent_as_an_object_are_accepted(
         TEXT["openai"]("done"),
     ]
     result, _ = await run_turn(make("openai", server.url), tmp_path, "read my notes")
-    assert result.tool_calls == [
-        {"name": "file_read", "args": {"path": "notes.txt"}, "ok": True, "error_code": None}
-    ]
+    assert result.tool_calls == [ToolCallRecord("file_read", {"path": "notes.txt"}, True, None)]

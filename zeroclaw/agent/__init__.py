@@ -24,7 +24,7 @@ from ._link import (
     encode_link,
 )
 from ._process import LinkSender, agent_main, say_fatal, serve_agent
-from ._spec import AgentSpec
+from ._spec import AgentSpec, RiskSpec, RuntimeSpec
 from ._turn import TurnEngine
 
 if TYPE_CHECKING:
@@ -51,6 +51,8 @@ __all__ = [
     "Pong",
     "ProbeCommand",
     "ProbeResult",
+    "RiskSpec",
+    "RuntimeSpec",
     "TurnEngine",
     "agent_main",
     "decode_link",

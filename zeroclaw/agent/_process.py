@@ -24,10 +24,9 @@ from .._frame_stream import receive_frames
 from .._framing import FrameDecoder, encode_frame
 from .._logging import setup_logging
 from ..bus import AgentBus, BusCredentials
-from ..policy import SandboxPlan, SandboxUnavailable, apply_sandbox, plan_for
-from ..policy._landlock import NOT_EXECUTABLE
+from ..policy import NOT_EXECUTABLE, SandboxPlan, SandboxUnavailable, apply_sandbox, plan_for
 from ..providers import ProviderError, make_provider
-from ..tools._orphans import become_subreaper
+from ..tools import become_subreaper
 from ._link import (
     MAX_LINK_FRAME,
     Busy,
@@ -163,7 +162,7 @@ EX_CONFIG = 78  # sysexits: a configuration the machine cannot honour
 def confine(spec: AgentSpec) -> str | None:
     """Apply the OS sandbox the risk profile asks for; the problem if it is required and
     cannot be had."""
-    mode = str(spec.risk.get("sandbox", "auto"))
+    mode = spec.risk.sandbox
     if mode == "none":
         return None
     grants = [(path, grant) for path, grant in spec.access.values()]

@@ -19,10 +19,12 @@ import math
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+import msgspec
 import trio
 
 from ..bus import DAEMON_SENDER, AgentBus, Message, Outcome, Request
 from ..tools import Approver, ToolResult, as_tool_error
+from ..turns import TurnEvent
 from ._turn import TurnEngine, TurnResult, render_memory
 
 log = logging.getLogger("zeroclaw.agent")
@@ -165,8 +167,8 @@ class AgentRuntime:
                 )
             )
 
-        async def on_event(event: dict[str, Any]) -> None:
-            emit(event)
+        async def on_event(event: TurnEvent) -> None:
+            emit(msgspec.to_builtins(event))
 
         approver: Approver | None = None
         if body.get("interactive") is True:
@@ -217,7 +219,7 @@ class AgentRuntime:
                     session=f"peer-{message.from_}",
                     depth=depth if isinstance(depth, int) and depth > 0 else 1,
                     # A peer gets only what the config grants it (ADR 0015).
-                    tools=frozenset(self.engine.spec.peer_tools),
+                    toolset=self.engine.peer_toolset,
                 )
             answer["text"] = result.reply
             if result.error is not None:

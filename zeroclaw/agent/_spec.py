@@ -1,8 +1,47 @@
-"""The contract between the supervisor and an agent process: what the agent starts with."""
+"""The contract between the supervisor and an agent process: what the agent starts with.
+
+Plain msgspec structs only: the zygote decodes them from msgpack, and an agent process
+never imports the config models (pydantic).
+"""
 
 from __future__ import annotations
 
+from typing import Literal
+
 import msgspec
+
+from ..policy import GrantMode
+from ..providers import ProviderSpec
+
+
+class RiskSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """The agent's effective risk policy (its profile combined with its workspace settings)."""
+
+    profile: str
+    level: Literal["readonly", "supervised", "full"]
+    workspace_only: bool
+    allowed_commands: tuple[str, ...]
+    forbidden_paths: tuple[str, ...]  # absolute, '~' expanded
+    require_approval_for_medium_risk: bool
+    block_high_risk_commands: bool
+    sandbox: Literal["auto", "landlock", "none"]
+
+    @property
+    def may_act(self) -> bool:
+        """Writes and shell commands: anything but `readonly`."""
+        return self.level != "readonly"
+
+    @property
+    def asks_approval(self) -> bool:
+        return self.level == "supervised" and self.require_approval_for_medium_risk
+
+
+class RuntimeSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """The turn limits of the agent's runtime profile."""
+
+    max_tool_iterations: int
+    max_actions_per_hour: int
+    shell_timeout_secs: float
 
 
 class AgentSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -12,13 +51,13 @@ class AgentSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     workspace: str
     activation: str
     idle_stop_secs: float
-    provider: str
-    provider_config: dict[str, object]
-    risk: dict[str, object]
-    runtime: dict[str, object]
+    provider: str  # "kind.alias"
+    provider_config: ProviderSpec
+    risk: RiskSpec
+    runtime: RuntimeSpec
     channels: tuple[str, ...]
     delegates: tuple[str, ...]
-    access: dict[str, tuple[str, str]]  # alias -> (workspace path, mode)
+    access: dict[str, tuple[str, GrantMode]]  # alias -> (workspace path, mode)
     other_workspaces: tuple[str, ...]  # every other agent's workspace (refused even to full)
     read_memory_from: tuple[str, ...]
     secret_env: tuple[str, ...]  # names of the env vars this agent is bound to

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+import msgspec
 import trio
 
 from ..agent import AgentSpec
@@ -35,6 +36,7 @@ from ..control import (
 from ..memory import MemoryService
 from ..providers import ProviderError, make_provider
 from ..supervisor import agent_environment, build_specs
+from ..turns import TurnEvent
 from ._app import cli
 from ._common import (
     EXIT_FAILED,
@@ -263,8 +265,8 @@ def _in_process(config: Config, path: Path, alias: str, session: str) -> TurnRun
                 agent_env=agent_env,
             )
 
-            async def on_event(event: dict[str, Any]) -> None:
-                printer.event(event)
+            async def on_event(event: TurnEvent) -> None:
+                printer.event(msgspec.to_builtins(event))
 
             async def approver(what: str) -> bool:
                 return await trio.to_thread.run_sync(printer.approve, what)

@@ -365,8 +365,8 @@ class MemoryConfig(_Strict):
     )
 
 
-# The agent tools by name (zeroclaw.providers.TOOLS describes them to models; a test keeps
-# the two in step). Spelled out here so the schema lists them and a typo is a config error.
+# The agent tools by name (zeroclaw.tools.DEFAULT_TOOLSET describes them to models; a test
+# keeps the two in step). Spelled out here so the schema lists them and a typo is a config error.
 ToolName = Literal[
     "file_read",
     "file_write",

@@ -10,6 +10,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from ._models import Config, RiskLevel
 
@@ -186,7 +187,7 @@ class EffectiveRiskPolicy:
     forbidden_paths: tuple[Path, ...]
     require_approval_for_medium_risk: bool
     block_high_risk_commands: bool
-    sandbox: str
+    sandbox: Literal["auto", "landlock", "none"]
 
     @property
     def may_write(self) -> bool:

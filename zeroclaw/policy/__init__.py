@@ -1,6 +1,6 @@
 """What an agent's tools may do: path access and shell commands. Pure decisions."""
 
-from ._commands import INTERPRETERS, CommandDecision, decide_command, parse
+from ._commands import INTERPRETERS, CommandDecision, PathCheck, Risk, decide_command, parse
 from ._landlock import (
     NOT_EXECUTABLE,
     SYSTEM_READ_ONLY,
@@ -35,8 +35,10 @@ __all__ = [
     "CommandDecision",
     "Grant",
     "GrantMode",
+    "PathCheck",
     "PathDecision",
     "PathRules",
+    "Risk",
     "SandboxPlan",
     "SandboxUnavailable",
     "abi_version",

@@ -1,14 +1,23 @@
 """Model providers: `offline` (built in, deterministic), `openai`-compatible, `anthropic`.
 
 `make_provider` builds the one an agent is configured with. Network providers import
-httpx only when built, so an offline agent never loads it.
+httpx only when built, so an offline agent never loads it. Providers know tools only as
+the `ToolSpec`s a turn's conversation carries (its toolset), never a global list.
 """
 
 from collections.abc import Mapping
-from typing import Any
 
-from ._offline import GRAMMAR_HELP, OfflineProvider, first_step, memory_key, parse, reply
-from ._tools import TOOLS, bad_arguments
+from ._offline import (
+    GRAMMAR_HELP,
+    GRAMMAR_TOOLS,
+    OfflineProvider,
+    first_step,
+    grammar_help,
+    memory_key,
+    parse,
+    reply,
+)
+from ._spec import AnthropicSpec, OfflineSpec, OpenAISpec, ProviderSpec
 from ._types import (
     Conversation,
     HistoryTurn,
@@ -19,40 +28,44 @@ from ._types import (
     Step,
     ToolCall,
     ToolOutcome,
+    ToolSpec,
 )
 
 
-def make_provider(reference: str, config: Mapping[str, Any], env: Mapping[str, str]) -> Provider:
-    """The provider `kind.alias` with its config table; keys come from `env` only."""
-    kind, _, alias = reference.partition(".")
-    if kind == "offline":
+def make_provider(reference: str, config: ProviderSpec, env: Mapping[str, str]) -> Provider:
+    """The provider `kind.alias` built from its settings; keys come from `env` only."""
+    _, _, alias = reference.partition(".")
+    if isinstance(config, OfflineSpec):
         return OfflineProvider()
-    if kind == "openai":
+    if isinstance(config, OpenAISpec):
         from ._openai import OpenAIProvider
 
         return OpenAIProvider(alias, config, env)
-    if kind == "anthropic":
-        from ._anthropic import AnthropicProvider
+    from ._anthropic import AnthropicProvider
 
-        return AnthropicProvider(alias, config, env)
-    raise ProviderError(reference, f"unknown provider kind {kind!r}")
+    return AnthropicProvider(alias, config, env)
 
 
 __all__ = [
     "GRAMMAR_HELP",
-    "TOOLS",
+    "GRAMMAR_TOOLS",
+    "AnthropicSpec",
     "Conversation",
     "HistoryTurn",
     "OfflineProvider",
+    "OfflineSpec",
     "OnDelta",
+    "OpenAISpec",
     "Provider",
     "ProviderError",
+    "ProviderSpec",
     "Round",
     "Step",
     "ToolCall",
     "ToolOutcome",
-    "bad_arguments",
+    "ToolSpec",
     "first_step",
+    "grammar_help",
     "make_provider",
     "memory_key",
     "parse",

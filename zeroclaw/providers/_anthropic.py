@@ -6,8 +6,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ._http import HttpModel, SseEvent, StreamedStep, load_json
-from ._tools import TOOLS
-from ._types import Conversation, OnDelta, ProviderError, Step
+from ._spec import AnthropicSpec
+from ._types import Conversation, OnDelta, ProviderError, Step, ToolSpec
 
 API_VERSION = "2023-06-01"
 
@@ -42,6 +42,13 @@ def anthropic_messages(conversation: Conversation) -> list[dict[str, Any]]:
             }
         )
     return messages
+
+
+def anthropic_tools(specs: tuple[ToolSpec, ...]) -> list[dict[str, Any]]:
+    """The toolset as Messages API `tools`. Pure."""
+    return [
+        {"name": t.name, "description": t.description, "input_schema": t.parameters} for t in specs
+    ]
 
 
 class _Stream(StreamedStep):
@@ -83,24 +90,24 @@ class _Stream(StreamedStep):
 
 
 class AnthropicProvider:
-    def __init__(self, alias: str, config: Mapping[str, Any], env: Mapping[str, str]) -> None:
+    def __init__(self, alias: str, config: AnthropicSpec, env: Mapping[str, str]) -> None:
         self.name = f"anthropic.{alias}"
-        self.model = str(config["model"])
-        self.max_tokens = int(config["max_tokens"])
-        key_env = str(config["api_key_env"])
+        self.model = config.model
+        self.max_tokens = config.max_tokens
+        key_env = config.api_key_env
         key = env.get(key_env)
         if not key:
             raise ProviderError(self.name, f"environment variable {key_env} is not set")
         self.http = HttpModel(
             self.name,
-            str(config["base_url"]),
+            config.base_url,
             headers={
                 "content-type": "application/json",
                 "x-api-key": key,
                 "anthropic-version": API_VERSION,
             },
-            timeout_secs=float(config["timeout_secs"]),
-            max_retries=int(config["max_retries"]),
+            timeout_secs=config.timeout_secs,
+            max_retries=config.max_retries,
         )
 
     async def complete(self, conversation: Conversation, on_delta: OnDelta) -> Step:
@@ -108,12 +115,10 @@ class AnthropicProvider:
             "model": self.model,
             "max_tokens": self.max_tokens,
             "messages": anthropic_messages(conversation),
-            "tools": [
-                {"name": t.name, "description": t.description, "input_schema": t.json_schema()}
-                for t in TOOLS
-            ],
             "stream": True,
         }
+        if conversation.tools:
+            payload["tools"] = anthropic_tools(conversation.tools)
         if conversation.system:
             payload["system"] = conversation.system
         stream = _Stream(self.name, on_delta)

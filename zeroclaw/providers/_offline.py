@@ -21,28 +21,45 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Collection
 
 from ._types import Conversation, HistoryTurn, OnDelta, Step, ToolCall, ToolOutcome
 
-GRAMMAR_HELP = (
-    "I understand: 'remember: TEXT', 'recall QUERY', 'forget KEY', 'ask ALIAS: TEXT', "
-    "'delegate ALIAS: TEXT', 'read PATH', 'write PATH: TEXT', 'list [PATH]', 'run COMMAND', "
-    "'history'."
-)
-
-
 _ALIAS = r"@?([a-z][a-z0-9_-]{0,31})"
-_RULES: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"^remember\s*:\s*(?P<text>.+)$", re.S | re.I), "memory_store"),
-    (re.compile(r"^recall\s+(?P<query>.+)$", re.S | re.I), "memory_recall"),
-    (re.compile(r"^forget\s+(?P<key>\S+)\s*$", re.I), "memory_forget"),
-    (re.compile(rf"^ask\s+{_ALIAS}\s*:\s*(?P<text>.+)$", re.S | re.I), "send_message_to_peer"),
-    (re.compile(rf"^delegate\s+{_ALIAS}\s*:\s*(?P<text>.+)$", re.S | re.I), "delegate"),
-    (re.compile(r"^read\s+(?P<path>\S+)\s*$", re.I), "file_read"),
-    (re.compile(r"^write\s+(?P<path>[^:\s]+)\s*:\s?(?P<text>.*)$", re.S | re.I), "file_write"),
-    (re.compile(r"^list(?:\s+(?P<path>\S+))?\s*$", re.I), "file_list"),
-    (re.compile(r"^run\s+(?P<command>.+)$", re.S | re.I), "shell"),
+# Each form of the grammar, the tool it calls, and how `help` spells it.
+_RULES: tuple[tuple[re.Pattern[str], str, str], ...] = (
+    (re.compile(r"^remember\s*:\s*(?P<text>.+)$", re.S | re.I), "memory_store", "remember: TEXT"),
+    (re.compile(r"^recall\s+(?P<query>.+)$", re.S | re.I), "memory_recall", "recall QUERY"),
+    (re.compile(r"^forget\s+(?P<key>\S+)\s*$", re.I), "memory_forget", "forget KEY"),
+    (
+        re.compile(rf"^ask\s+{_ALIAS}\s*:\s*(?P<text>.+)$", re.S | re.I),
+        "send_message_to_peer",
+        "ask ALIAS: TEXT",
+    ),
+    (
+        re.compile(rf"^delegate\s+{_ALIAS}\s*:\s*(?P<text>.+)$", re.S | re.I),
+        "delegate",
+        "delegate ALIAS: TEXT",
+    ),
+    (re.compile(r"^read\s+(?P<path>\S+)\s*$", re.I), "file_read", "read PATH"),
+    (
+        re.compile(r"^write\s+(?P<path>[^:\s]+)\s*:\s?(?P<text>.*)$", re.S | re.I),
+        "file_write",
+        "write PATH: TEXT",
+    ),
+    (re.compile(r"^list(?:\s+(?P<path>\S+))?\s*$", re.I), "file_list", "list [PATH]"),
+    (re.compile(r"^run\s+(?P<command>.+)$", re.S | re.I), "shell", "run COMMAND"),
 )
+GRAMMAR_TOOLS: tuple[str, ...] = tuple(tool for _, tool, _ in _RULES)
+
+
+def grammar_help(offered: Collection[str] | None = None) -> str:
+    """The forms this provider understands for the tools `offered` (None: all of them)."""
+    forms = [f"'{form}'" for _, tool, form in _RULES if offered is None or tool in offered]
+    return "I understand: " + ", ".join([*forms, "'history'"]) + "."
+
+
+GRAMMAR_HELP = grammar_help()
 
 
 def memory_key(text: str) -> str:
@@ -55,7 +72,7 @@ def memory_key(text: str) -> str:
 def parse(text: str) -> ToolCall | None:
     """The tool call a message asks for, or None for plain conversation."""
     message = text.strip()
-    for pattern, tool in _RULES:
+    for pattern, tool, _ in _RULES:
         match = pattern.match(message)
         if match is None:
             continue
@@ -80,20 +97,25 @@ def parse(text: str) -> ToolCall | None:
 
 
 def plain_answer(
-    text: str, alias: str, identity: str = "", history: tuple[HistoryTurn, ...] = ()
+    text: str,
+    alias: str,
+    identity: str = "",
+    history: tuple[HistoryTurn, ...] = (),
+    offered: Collection[str] | None = None,
 ) -> str:
+    help_text = grammar_help(offered)
     lowered = text.strip().lower()
     if not lowered:
         return "Say something, or 'help'."
     if lowered in {"help", "?", "commands"}:
-        return GRAMMAR_HELP
+        return help_text
     if lowered == "history":
         said = [t.content for t in history if t.role == "user"][-5:]
         if not said:
             return "This session has no earlier messages."
         return "Earlier in this session you said:\n" + "\n".join(f"- {s}" for s in said)
     if re.match(r"^(hi|hello|hey)\b", lowered):
-        return f"Hello, I am {alias}. {GRAMMAR_HELP}"
+        return f"Hello, I am {alias}. {help_text}"
     if "who are you" in lowered:
         # The first line of prose in the identity files (their headings are skipped).
         lines = (ln.strip() for ln in identity.splitlines())
@@ -102,12 +124,19 @@ def plain_answer(
 
 
 def first_step(
-    text: str, alias: str, identity: str = "", history: tuple[HistoryTurn, ...] = ()
+    text: str,
+    alias: str,
+    identity: str = "",
+    history: tuple[HistoryTurn, ...] = (),
+    offered: Collection[str] | None = None,
 ) -> Step:
+    """`offered`: the tools of this turn, which `help` lists. A form of a tool outside them
+    still becomes its call, as a model may call a tool it was not offered: the engine
+    refuses it (`tool_not_granted`), which is what a peer asking for it must see."""
     call = parse(text)
     if call is not None:
         return Step(tool_calls=(call,))
-    return Step(text=plain_answer(text, alias, identity, history))
+    return Step(text=plain_answer(text, alias, identity, history, offered))
 
 
 def reply(outcomes: list[ToolOutcome]) -> Step:
@@ -141,7 +170,7 @@ class OfflineProvider:
         if conversation.rounds:
             return reply(list(conversation.rounds[-1].outcomes))
         c = conversation
-        return first_step(c.user, c.alias, c.system, c.history)
+        return first_step(c.user, c.alias, c.system, c.history, {t.name for t in c.tools})
 
     async def aclose(self) -> None:
         return None

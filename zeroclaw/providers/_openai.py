@@ -8,8 +8,19 @@ from collections.abc import Mapping
 from typing import Any
 
 from ._http import HttpModel, SseEvent, StreamedStep, load_json
-from ._tools import TOOLS
-from ._types import Conversation, OnDelta, ProviderError, Step
+from ._spec import OpenAISpec
+from ._types import Conversation, OnDelta, ProviderError, Step, ToolSpec
+
+
+def openai_tools(specs: tuple[ToolSpec, ...]) -> list[dict[str, Any]]:
+    """The toolset as chat-completions `tools`. Pure."""
+    return [
+        {
+            "type": "function",
+            "function": {"name": t.name, "description": t.description, "parameters": t.parameters},
+        }
+        for t in specs
+    ]
 
 
 def openai_messages(conversation: Conversation) -> list[dict[str, Any]]:
@@ -87,41 +98,32 @@ class _Stream(StreamedStep):
 
 
 class OpenAIProvider:
-    def __init__(self, alias: str, config: Mapping[str, Any], env: Mapping[str, str]) -> None:
+    def __init__(self, alias: str, config: OpenAISpec, env: Mapping[str, str]) -> None:
         self.name = f"openai.{alias}"
-        self.model = str(config["model"])
+        self.model = config.model
         headers = {"content-type": "application/json"}
-        key_env = config.get("api_key_env")
+        key_env = config.api_key_env
         if key_env:
-            key = env.get(str(key_env))
+            key = env.get(key_env)
             if not key:
                 raise ProviderError(self.name, f"environment variable {key_env} is not set")
             headers["authorization"] = f"Bearer {key}"
         self.http = HttpModel(
             self.name,
-            str(config["base_url"]),
+            config.base_url,
             headers=headers,
-            timeout_secs=float(config["timeout_secs"]),
-            max_retries=int(config["max_retries"]),
+            timeout_secs=config.timeout_secs,
+            max_retries=config.max_retries,
         )
 
     async def complete(self, conversation: Conversation, on_delta: OnDelta) -> Step:
-        payload = {
+        payload: dict[str, Any] = {
             "model": self.model,
             "messages": openai_messages(conversation),
-            "tools": [
-                {
-                    "type": "function",
-                    "function": {
-                        "name": t.name,
-                        "description": t.description,
-                        "parameters": t.json_schema(),
-                    },
-                }
-                for t in TOOLS
-            ],
             "stream": True,
         }
+        if conversation.tools:  # an empty `tools` list is refused by some servers
+            payload["tools"] = openai_tools(conversation.tools)
         stream = _Stream(self.name, on_delta)
         await self.http.stream("chat/completions", payload, stream.feed)
         if not stream.done and not stream.text and not stream.calls:

@@ -8,6 +8,16 @@ from typing import Any, Protocol
 
 
 @dataclass(frozen=True)
+class ToolSpec:
+    """A tool as a model is told about it: its name, what it does, its arguments' JSON
+    schema. The toolset a turn runs with gives these; each provider renders them."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+@dataclass(frozen=True)
 class ToolCall:
     name: str
     args: dict[str, Any]
@@ -63,6 +73,7 @@ class Conversation:
     history: tuple[HistoryTurn, ...]  # earlier turns of this session, oldest first
     user: str  # this turn's message
     rounds: list[Round] = field(default_factory=list)
+    tools: tuple[ToolSpec, ...] = ()  # what this turn may call, as the model is told
 
 
 OnDelta = Callable[[str], Awaitable[None]]

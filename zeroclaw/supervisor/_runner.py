@@ -187,7 +187,7 @@ class AgentRunner:
             "busy_turns": lc.busy_turns,
             "next_start_in": round(lc.next_start_at - now, 3) if lc.next_start_at else None,
             # What confines this agent's shell commands: the profile's mode and the kernel.
-            "sandbox": sandbox_summary(str(self.spec.risk.get("sandbox", "auto")), abi_version()),
+            "sandbox": sandbox_summary(self.spec.risk.sandbox, abi_version()),
         }
 
     # --- the task --------------------------------------------------------------------------

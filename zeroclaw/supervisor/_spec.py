@@ -14,13 +14,19 @@ from pathlib import Path
 
 import msgspec
 
-from ..agent import AgentSpec
+from ..agent import AgentSpec, RiskSpec, RuntimeSpec
+from ..config import AnthropicProvider as AnthropicConfig
 from ..config import (
     Config,
+    EffectiveRiskPolicy,
+    ProviderConfig,
+    RuntimeProfile,
     daemon_paths,
     effective_risk_policy,
     workspace_path,
 )
+from ..config import OpenAIProvider as OpenAIConfig
+from ..providers import AnthropicSpec, OfflineSpec, OpenAISpec, ProviderSpec
 from ._notify import SYSTEMD_VARIABLES
 
 # Variables an agent process may inherit from the daemon. Everything else is dropped:
@@ -63,6 +69,49 @@ def protected_paths(
     return tuple(dict.fromkeys(found))
 
 
+def provider_spec(provider: ProviderConfig) -> ProviderSpec:
+    """A validated provider table as the agent's typed settings."""
+    if isinstance(provider, OpenAIConfig):
+        return OpenAISpec(
+            base_url=str(provider.base_url),
+            model=provider.model,
+            api_key_env=provider.api_key_env,
+            timeout_secs=provider.timeout_secs,
+            max_retries=provider.max_retries,
+        )
+    if isinstance(provider, AnthropicConfig):
+        return AnthropicSpec(
+            base_url=str(provider.base_url),
+            model=provider.model,
+            api_key_env=provider.api_key_env,
+            max_tokens=provider.max_tokens,
+            timeout_secs=provider.timeout_secs,
+            max_retries=provider.max_retries,
+        )
+    return OfflineSpec()
+
+
+def risk_spec(policy: EffectiveRiskPolicy) -> RiskSpec:
+    return RiskSpec(
+        profile=policy.profile,
+        level=policy.level,
+        workspace_only=policy.workspace_only,
+        allowed_commands=tuple(sorted(policy.allowed_commands)),
+        forbidden_paths=tuple(str(p) for p in policy.forbidden_paths),
+        require_approval_for_medium_risk=policy.require_approval_for_medium_risk,
+        block_high_risk_commands=policy.block_high_risk_commands,
+        sandbox=policy.sandbox,
+    )
+
+
+def runtime_spec(runtime: RuntimeProfile) -> RuntimeSpec:
+    return RuntimeSpec(
+        max_tool_iterations=runtime.max_tool_iterations,
+        max_actions_per_hour=runtime.max_actions_per_hour,
+        shell_timeout_secs=runtime.shell_timeout_secs,
+    )
+
+
 def build_specs(
     config: Config,
     env: Mapping[str, str],
@@ -93,18 +142,9 @@ def build_specs(
             activation=runtime.activation,
             idle_stop_secs=runtime.idle_stop_secs,
             provider=agent.model_provider,
-            provider_config=provider.model_dump(mode="json"),
-            risk={
-                "profile": policy.profile,
-                "level": policy.level,
-                "workspace_only": policy.workspace_only,
-                "allowed_commands": sorted(policy.allowed_commands),
-                "forbidden_paths": [str(p) for p in policy.forbidden_paths],
-                "require_approval_for_medium_risk": policy.require_approval_for_medium_risk,
-                "block_high_risk_commands": policy.block_high_risk_commands,
-                "sandbox": policy.sandbox,
-            },
-            runtime=runtime.model_dump(mode="json", exclude={"restart"}),
+            provider_config=provider_spec(provider),
+            risk=risk_spec(policy),
+            runtime=runtime_spec(runtime),
             channels=agent.channels,
             delegates=agent.delegates,
             access={

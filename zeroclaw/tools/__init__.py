@@ -1,16 +1,51 @@
-"""The agent's tools, each checked against its risk profile before it touches anything."""
+"""The agent's tools, each checked against its risk profile before it touches anything.
 
-from ._base import ERROR_CODES, ActionBudget, Approver, ToolErrorCode, ToolResult, as_tool_error
+A tool is one `Tool` (spec, argument struct, `run(ctx, args)`); a `Toolset` is the value a
+runtime is given (`DEFAULT_TOOLSET`: every built-in tool).
+"""
+
+from ._base import (
+    ERROR_CODES,
+    ActionBudget,
+    Approver,
+    ToolErrorCode,
+    ToolResult,
+    as_tool_error,
+    ask_approval,
+)
+from ._builtin import DEFAULT_TOOLSET, MAX_DELEGATION_DEPTH
 from ._files import file_list, file_read, file_write
-from ._shell import run_shell, shell_environment
+from ._orphans import become_subreaper
+from ._shell import (
+    ShellDecision,
+    ShellSettings,
+    ShellVerdict,
+    decide_shell,
+    run_shell,
+    shell_environment,
+)
+from ._toolset import BadArguments, Reach, Tool, ToolContext, Toolset
 
 __all__ = [
+    "DEFAULT_TOOLSET",
     "ERROR_CODES",
+    "MAX_DELEGATION_DEPTH",
     "ActionBudget",
     "Approver",
+    "BadArguments",
+    "Reach",
+    "ShellDecision",
+    "ShellSettings",
+    "ShellVerdict",
+    "Tool",
+    "ToolContext",
     "ToolErrorCode",
     "ToolResult",
+    "Toolset",
     "as_tool_error",
+    "ask_approval",
+    "become_subreaper",
+    "decide_shell",
     "file_list",
     "file_read",
     "file_write",

@@ -7,6 +7,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast, get_args
 
+import trio
+
 # Every way a tool call can fail, as the model and the operator see it (ADR 0013). A tool
 # never raises: each failure is one of these, with a detail for people.
 ToolErrorCode = Literal[
@@ -69,6 +71,15 @@ class ToolResult:
 # Asked before a medium-risk action under a supervised profile; False (or no approver at
 # all, or a timeout) is a denial.
 Approver = Callable[[str], Awaitable[bool]]
+
+
+async def ask_approval(approver: Approver | None, what: str, timeout_secs: float) -> bool:
+    """The approval step: yes only if someone can be asked and says yes in time."""
+    if approver is None:
+        return False
+    with trio.move_on_after(timeout_secs):
+        return await approver(what)
+    return False
 
 
 class ActionBudget:

@@ -25,8 +25,7 @@ import stat
 from collections.abc import Callable
 from pathlib import PurePosixPath
 
-from ..policy import PathDecision, PathRules, check_path
-from ..policy._paths import Access
+from ..policy import Access, PathDecision, PathRules, check_path
 from ._base import ToolErrorCode, ToolResult
 from ._beneath import make_dirs_beneath, open_beneath, open_root, reopen
 

@@ -1,4 +1,6 @@
-"""The shell tool: policy, approval, then the program itself — never a shell interpreter.
+"""The shell tool in three steps: the pure decision (`decide_shell`: policy, allowlist,
+risk -> run, refuse or ask), the approval, then the program itself — never a shell
+interpreter — through the capped process runner (`zeroclaw._process.run_capped`).
 
 The child runs with the workspace as cwd, its own process group (a timeout kills all it
 started), a death signal tied to the agent, stdin from /dev/null and an output cap. Where
@@ -35,37 +37,34 @@ it ends is killed (`_orphans`).
 
 from __future__ import annotations
 
-import contextlib
-import errno
 import functools
-import os
 import shutil
-import signal
-import subprocess
 import tempfile
 from collections.abc import Collection, Mapping
+from dataclasses import dataclass
 from pathlib import PurePosixPath
+from typing import Literal
 
 import trio
 
-from .._prctl import set_death_signal
-from ..policy import PathRules, check_path, decide_command
-from ..policy._commands import INTERPRETERS
-from ..policy._landlock import (
+from .._process import DEFAULT_PATH, CannotStart, run_capped
+from ..policy import (
+    INTERPRETERS,
     SYSTEM_READ_ONLY,
-    SandboxUnavailable,
+    PathCheck,
+    PathRules,
     build_ruleset,
+    check_path,
     command_executables,
-    enforce_ruleset,
+    decide_command,
     plan_command_sandbox,
 )
-from ._base import Approver, ToolResult, as_tool_error
+from ._base import Approver, ToolErrorCode, ToolResult, as_tool_error, ask_approval
 from ._orphans import CommandReaper
 
 OUTPUT_CAP_BYTES = 64 * 1024
 APPROVAL_TIMEOUT_SECS = 60.0
 _KEEP = ("PATH", "LANG", "LC_ALL", "TZ")
-DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 PRIVATE_DIRS = (
     "HOME",
     "TMPDIR",
@@ -74,6 +73,61 @@ PRIVATE_DIRS = (
     "XDG_DATA_HOME",
     "XDG_STATE_HOME",
 )
+
+ShellVerdict = Literal["run", "refuse", "ask"]
+
+
+@dataclass(frozen=True, slots=True)
+class ShellDecision:
+    """What to do with one command line. `ask`: run it once the operator approved
+    `reason` (what they are asked); `refuse`: `code` and `reason` say why."""
+
+    verdict: ShellVerdict
+    argv: tuple[str, ...]
+    code: ToolErrorCode | None = None
+    reason: str = ""
+
+
+def decide_shell(
+    command: str,
+    *,
+    allowed_commands: frozenset[str],
+    may_run_shell: bool,
+    block_high_risk: bool,
+    asks_approval: bool,
+    check_path: PathCheck,
+) -> ShellDecision:
+    """The command policy (ADR 0007) and the approval rule: under a profile that asks,
+    anything but a low-risk (read-only) program needs the operator's yes. Pure."""
+    decision = decide_command(
+        command,
+        allowed_commands=allowed_commands,
+        may_run_shell=may_run_shell,
+        block_high_risk=block_high_risk,
+        check_path=check_path,
+    )
+    if not decision.allowed:
+        code = as_tool_error(decision.code, "command_not_allowed")
+        return ShellDecision("refuse", decision.argv, code, decision.reason)
+    if asks_approval and decision.risk != "low":
+        return ShellDecision("ask", decision.argv, None, f"run: {command}")
+    return ShellDecision("run", decision.argv)
+
+
+@dataclass(frozen=True)
+class ShellSettings:
+    """An agent's shell settings, from its risk and runtime profiles. `confine`: each
+    command under its own Landlock ruleset; `home_root`: where private homes are made
+    (None: the system's temporary directory)."""
+
+    allowed_commands: frozenset[str]
+    may_run_shell: bool
+    block_high_risk: bool
+    timeout_secs: float
+    agent_env: Mapping[str, str]
+    confine: bool = False
+    home_root: str | None = None
+    output_cap: int = OUTPUT_CAP_BYTES
 
 
 def shell_environment(agent_env: Mapping[str, str], workspace: str, home: str) -> dict[str, str]:
@@ -113,13 +167,6 @@ def command_ruleset(
     return build_ruleset(plan)
 
 
-def _child_setup(agent_pid: int, ruleset: int | None) -> None:
-    """Between fork and exec, in this order: die with the agent, then enter the ruleset."""
-    set_death_signal(agent_pid)
-    if ruleset is not None:
-        enforce_ruleset(ruleset)
-
-
 async def run_shell(
     command: str,
     *,
@@ -138,26 +185,22 @@ async def run_shell(
     """Run one command. `confine`: under its own Landlock ruleset (the caller checked that
     the kernel has Landlock and the profile wants it). `home_root`: where the private home
     is made (the agent's runtime area; None: the system's temporary directory)."""
-    decision = decide_command(
+    decision = decide_shell(
         command,
         allowed_commands=allowed_commands,
         may_run_shell=may_run_shell,
         block_high_risk=block_high_risk,
+        asks_approval=asks_approval,
         check_path=lambda path, access: check_path(rules, path, access),
     )
-    if not decision.allowed:
-        return ToolResult.refused(
-            as_tool_error(decision.code, "command_not_allowed"), decision.reason
-        )
-    if asks_approval and decision.risk != "low":
+    if decision.verdict == "refuse":
+        return ToolResult.refused(decision.code or "command_not_allowed", decision.reason)
+    if decision.verdict == "ask":
         if approver is None:
             return ToolResult.refused(
                 "approval_denied", "needs approval and no one can be asked here"
             )
-        approved = False
-        with trio.move_on_after(APPROVAL_TIMEOUT_SECS):
-            approved = await approver(f"run: {command}")
-        if not approved:
+        if not await ask_approval(approver, decision.reason, APPROVAL_TIMEOUT_SECS):
             return ToolResult.refused("approval_denied", "the operator did not approve")
     workspace = str(rules.workspace)
     path = agent_env.get("PATH", DEFAULT_PATH)
@@ -199,67 +242,33 @@ async def _run(
     timeout_secs: float,
     output_cap: int,
 ) -> ToolResult:
-    ruleset: int | None = None
-    if ruleset_for is not None:
-        try:
-            ruleset = await trio.to_thread.run_sync(ruleset_for)
-        except (SandboxUnavailable, OSError) as exc:
-            return ToolResult(False, "", "sandbox_failed", f"the command's sandbox failed: {exc}")
-    reaper = CommandReaper.instance()
+    """The capped runner, with the agent's orphan reaper told of the spawn, as a result."""
     try:
-        async with reaper.spawning() as register:
-            proc = await trio.lowlevel.open_process(
-                argv,
-                cwd=workspace,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                # Dies with the agent: a SIGKILLed agent leaves no command running.
-                preexec_fn=functools.partial(_child_setup, os.getpid(), ruleset),
-            )
-            register(proc.pid)
-    except PermissionError as exc:
-        # The kernel refused to execute the program itself (e.g. a #! script, whose
-        # interpreter is not an allowed command).
-        return ToolResult(False, "", "exec_refused", f"{argv[0]}: {exc.strerror}")
-    except OSError as exc:  # not an executable format, arguments too long, ...
-        name = errno.errorcode.get(exc.errno or 0, "errno ?")
-        return ToolResult(False, "", "io_error", f"cannot start {argv[0]!r}: {name}")
-    except (ValueError, subprocess.SubprocessError) as exc:  # a NUL in an argument, say
-        return ToolResult(False, "", "bad_arguments", f"cannot start {argv[0]!r}: {exc}"[:300])
-    finally:
-        if ruleset is not None:
-            os.close(ruleset)
-    output = bytearray()
-    timed_out = False
-    try:
-        assert proc.stdout is not None
-        with trio.move_on_after(timeout_secs) as scope:
-            while chunk := await proc.stdout.receive_some(65536):
-                if len(output) < output_cap:
-                    output += chunk[: output_cap - len(output)]
-            await proc.wait()
-        timed_out = scope.cancelled_caught
-    finally:
-        with trio.CancelScope(shield=True):
-            if proc.returncode is None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                await proc.wait()
-            await reaper.finished(proc.pid)
-    text = output.decode("utf-8", errors="replace")
-    truncated = len(output) >= output_cap
-    if timed_out:
-        return ToolResult(
-            False, text, "timeout", f"killed after {timeout_secs:g}s", {"truncated": truncated}
+        outcome = await run_capped(
+            argv,
+            timeout_secs=timeout_secs,
+            env=env,
+            cwd=workspace,
+            output_cap=output_cap,
+            ruleset=ruleset_for,
+            tracker=CommandReaper.instance(),
         )
-    ok = proc.returncode == 0
+    except CannotStart as exc:
+        detail = f"the command's {exc.detail}" if exc.kind == "sandbox_failed" else exc.detail
+        return ToolResult(False, "", exc.kind, detail)
+    if outcome.timed_out:
+        return ToolResult(
+            False,
+            outcome.output,
+            "timeout",
+            f"killed after {timeout_secs:g}s",
+            {"truncated": outcome.truncated},
+        )
+    ok = outcome.exit_code == 0
     return ToolResult(
         ok,
-        text,
+        outcome.output,
         None if ok else "exit_status",
-        "" if ok else f"exit code {proc.returncode}",
-        {"exit_code": proc.returncode, "truncated": truncated},
+        "" if ok else f"exit code {outcome.exit_code}",
+        {"exit_code": outcome.exit_code, "truncated": outcome.truncated},
     )

@@ -1,0 +1,92 @@
+"""The agent's start contract is typed all the way: nested structs for risk, runtime and
+provider, built from the validated config, msgpack-able to the zygote, and decodable in a
+process that never imports the config models."""
+
+from __future__ import annotations
+
+import copy
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from tests.conftest import REPO, VALID_DOC
+from zeroclaw.agent import AgentSpec, RiskSpec, RuntimeSpec
+from zeroclaw.config import validate_document
+from zeroclaw.providers import AnthropicSpec, OfflineSpec, OpenAISpec
+from zeroclaw.supervisor._spec import build_specs
+from zeroclaw.supervisor._zygote import Spawn, decode_spawn, encode
+
+
+def specs(doc: dict[str, Any]) -> dict[str, AgentSpec]:
+    config = validate_document(doc, base_dir=Path("/srv"), env={"HOME": "/home/op"})
+    return build_specs(config, {"HOME": "/home/op"}, Path("/srv"))
+
+
+def networked_doc() -> dict[str, Any]:
+    doc = copy.deepcopy(VALID_DOC)
+    doc["providers"]["openai"] = {"local": {"base_url": "http://127.0.0.1:11434/v1", "model": "m"}}
+    doc["providers"]["anthropic"] = {"main": {"model": "claude", "max_tokens": 99}}
+    doc["agents"]["alpha"]["model_provider"] = "openai.local"
+    doc["agents"]["beta"]["model_provider"] = "anthropic.main"
+    doc["risk_profiles"]["sup"] = {
+        "level": "supervised",
+        "allowed_commands": ["ls", "git"],
+        "forbidden_paths": ["~/.ssh", "/etc"],
+        "sandbox": "none",
+    }
+    doc["runtime_profiles"]["default"] = {"max_tool_iterations": 3, "shell_timeout_secs": 7}
+    return doc
+
+
+def test_risk_runtime_and_provider_are_typed_structs_built_from_the_config() -> None:
+    built = specs(networked_doc())
+    alpha, beta = built["alpha"], built["beta"]
+    assert alpha.risk == RiskSpec(
+        profile="sup",
+        level="supervised",
+        workspace_only=True,
+        allowed_commands=("git", "ls"),
+        forbidden_paths=("/home/op/.ssh", "/etc"),
+        require_approval_for_medium_risk=True,
+        block_high_risk_commands=True,
+        sandbox="none",
+    )
+    assert alpha.risk.asks_approval and alpha.risk.may_act
+    assert alpha.runtime == RuntimeSpec(
+        max_tool_iterations=3, max_actions_per_hour=60, shell_timeout_secs=7.0
+    )
+    assert alpha.provider_config == OpenAISpec(
+        base_url="http://127.0.0.1:11434/v1",
+        model="m",
+        api_key_env=None,
+        timeout_secs=60.0,
+        max_retries=3,
+    )
+    assert isinstance(beta.provider_config, AnthropicSpec)
+    assert beta.provider_config.api_key_env == "ANTHROPIC_API_KEY"
+    assert beta.provider_config.max_tokens == 99
+    assert specs(copy.deepcopy(VALID_DOC))["alpha"].provider_config == OfflineSpec()
+
+
+def test_a_spec_crosses_to_the_zygote_and_back_unchanged() -> None:
+    for spec in specs(networked_doc()).values():
+        assert decode_spawn(encode(Spawn(1, spec, {}))).spec == spec
+
+
+def test_an_agent_process_decodes_its_spec_without_the_config_models() -> None:
+    spec = specs(networked_doc())["alpha"]
+    code = (
+        "import sys; from zeroclaw.supervisor._zygote import decode_spawn; import zeroclaw.agent;"
+        "spec = decode_spawn(sys.stdin.buffer.read()).spec;"
+        "print(spec.risk.level, spec.runtime.max_tool_iterations, spec.provider_config.model);"
+        "print(sorted(m for m in sys.modules if m in ('pydantic', 'zeroclaw.config')))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        input=encode(Spawn(1, spec, {})),
+        capture_output=True,
+        cwd=REPO,
+        check=True,
+    )
+    assert result.stdout.decode().splitlines() == ["supervised 3 m", "[]"]

@@ -1,0 +1,37 @@
+"""What a provider is built with: one struct per kind, tagged on `kind`.
+
+Sent to agent processes inside `AgentSpec` (msgpack, zygote-safe: no pydantic here); the
+supervisor builds it from the validated config, so every field is already checked.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+
+class _ProviderSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True, tag_field="kind"):
+    pass
+
+
+class OfflineSpec(_ProviderSpec, tag="offline", frozen=True):
+    """The built-in deterministic provider: no settings."""
+
+
+class OpenAISpec(_ProviderSpec, tag="openai", frozen=True):
+    base_url: str
+    model: str
+    api_key_env: str | None
+    timeout_secs: float
+    max_retries: int
+
+
+class AnthropicSpec(_ProviderSpec, tag="anthropic", frozen=True):
+    base_url: str
+    model: str
+    api_key_env: str
+    max_tokens: int
+    timeout_secs: float
+    max_retries: int
+
+
+ProviderSpec = OfflineSpec | OpenAISpec | AnthropicSpec

@@ -1,0 +1,178 @@
+"""The agent's built-in tools, each one `Tool`, and the default toolset made of them.
+
+Every tool gets its arguments already decoded into its struct, and the turn's
+`ToolContext`; each checks its own policy (paths, commands, approvals, delegation) and
+returns a typed result.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import msgspec
+import trio
+
+from ..policy import check_path
+from ._base import ToolResult
+from ._files import file_list, file_read, file_write
+from ._shell import run_shell
+from ._toolset import Tool, ToolContext, Toolset
+
+MAX_DELEGATION_DEPTH = 3  # asks/delegations in a chain before the next one is refused
+
+RelativePath = Annotated[str, msgspec.Meta(description="Relative path.")]
+
+
+class ReadArgs(msgspec.Struct, frozen=True):
+    path: RelativePath
+
+
+class WriteArgs(msgspec.Struct, frozen=True):
+    path: RelativePath
+    content: Annotated[str, msgspec.Meta(description="The whole new content.")]
+
+
+class ListArgs(msgspec.Struct, frozen=True):
+    path: RelativePath
+
+
+class ShellArgs(msgspec.Struct, frozen=True):
+    command: Annotated[str, msgspec.Meta(description="The command line, e.g. 'ls -l'.")]
+
+
+class StoreArgs(msgspec.Struct, frozen=True):
+    key: Annotated[str, msgspec.Meta(description="Short stable key.")]
+    content: Annotated[str, msgspec.Meta(description="The fact.")]
+
+
+class RecallArgs(msgspec.Struct, frozen=True):
+    query: Annotated[str, msgspec.Meta(description="Keywords.")]
+
+
+class ForgetArgs(msgspec.Struct, frozen=True):
+    key: Annotated[str, msgspec.Meta(description="The key.")]
+
+
+class AskArgs(msgspec.Struct, frozen=True):
+    to: Annotated[str, msgspec.Meta(description="The peer's alias.")]
+    text: Annotated[str, msgspec.Meta(description="The message.")]
+
+
+class DelegateArgs(msgspec.Struct, frozen=True):
+    to: Annotated[str, msgspec.Meta(description="The agent's alias.")]
+    text: Annotated[str, msgspec.Meta(description="The task.")]
+
+
+async def _read(ctx: ToolContext, args: ReadArgs) -> ToolResult:
+    return await trio.to_thread.run_sync(file_read, ctx.rules, args.path)
+
+
+async def _list(ctx: ToolContext, args: ListArgs) -> ToolResult:
+    return await trio.to_thread.run_sync(file_list, ctx.rules, args.path)
+
+
+async def _write(ctx: ToolContext, args: WriteArgs) -> ToolResult:
+    # The policy first: nobody is asked to approve what would be refused anyway.
+    decision = check_path(ctx.rules, args.path, "write")
+    if not decision.allowed:
+        return ToolResult.refused(decision.code or "path_not_allowed", decision.reason)
+    # Writing is a medium-risk action: a supervised profile asks before doing it.
+    if ctx.asks_approval and not await ctx.approved(f"write {args.path}"):
+        return ToolResult.refused("approval_denied", "the operator did not approve")
+    return await trio.to_thread.run_sync(file_write, ctx.rules, args.path, args.content)
+
+
+async def _shell(ctx: ToolContext, args: ShellArgs) -> ToolResult:
+    s = ctx.shell
+    return await run_shell(
+        args.command,
+        rules=ctx.rules,
+        allowed_commands=s.allowed_commands,
+        may_run_shell=s.may_run_shell,
+        block_high_risk=s.block_high_risk,
+        asks_approval=ctx.asks_approval,
+        approver=ctx.approver,
+        timeout_secs=s.timeout_secs,
+        agent_env=s.agent_env,
+        output_cap=s.output_cap,
+        confine=s.confine,
+        home_root=s.home_root,
+    )
+
+
+async def _store(ctx: ToolContext, args: StoreArgs) -> ToolResult:
+    return await ctx.reach.memory("store", {"key": args.key, "content": args.content})
+
+
+async def _recall(ctx: ToolContext, args: RecallArgs) -> ToolResult:
+    return await ctx.reach.memory("recall", {"query": args.query})
+
+
+async def _forget(ctx: ToolContext, args: ForgetArgs) -> ToolResult:
+    return await ctx.reach.memory("forget", {"key": args.key})
+
+
+def _too_deep(ctx: ToolContext) -> ToolResult | None:
+    if ctx.depth + 1 >= MAX_DELEGATION_DEPTH:
+        return ToolResult.refused(
+            "delegation_not_allowed",
+            f"a chain of {MAX_DELEGATION_DEPTH} asks/delegations is the limit",
+        )
+    return None
+
+
+async def _ask(ctx: ToolContext, args: AskArgs) -> ToolResult:
+    return _too_deep(ctx) or await ctx.reach.message_peer(
+        args.to, args.text, delegate=False, depth=ctx.depth + 1
+    )
+
+
+async def _delegate(ctx: ToolContext, args: DelegateArgs) -> ToolResult:
+    if args.to not in ctx.delegates:
+        return ToolResult.refused(
+            "delegation_not_allowed", f"{args.to!r} is not in this agent's delegates"
+        )
+    return _too_deep(ctx) or await ctx.reach.message_peer(
+        args.to, args.text, delegate=True, depth=ctx.depth + 1
+    )
+
+
+FILE_READ = Tool("file_read", "Read a text file in the workspace.", ReadArgs, _read)
+FILE_WRITE = Tool("file_write", "Write (replace) a text file in the workspace.", WriteArgs, _write)
+FILE_LIST = Tool("file_list", "List a directory in the workspace.", ListArgs, _list)
+SHELL = Tool(
+    "shell",
+    "Run one allowed command (no shell syntax) with the workspace as cwd.",
+    ShellArgs,
+    _shell,
+)
+MEMORY_STORE = Tool(
+    "memory_store", "Remember a fact under a key (replaces that key).", StoreArgs, _store
+)
+MEMORY_RECALL = Tool("memory_recall", "Search remembered facts.", RecallArgs, _recall)
+MEMORY_FORGET = Tool("memory_forget", "Forget the fact under a key.", ForgetArgs, _forget)
+SEND_MESSAGE_TO_PEER = Tool(
+    "send_message_to_peer", "Ask a peer agent something and get its reply.", AskArgs, _ask
+)
+DELEGATE = Tool(
+    "delegate",
+    "Hand a task to an agent this agent may delegate to, and get its result.",
+    DelegateArgs,
+    _delegate,
+)
+
+# Every tool an agent has today, in the order models are told about them.
+DEFAULT_TOOLSET = Toolset(
+    "default",
+    (
+        FILE_READ,
+        FILE_WRITE,
+        FILE_LIST,
+        SHELL,
+        MEMORY_STORE,
+        MEMORY_RECALL,
+        MEMORY_FORGET,
+        SEND_MESSAGE_TO_PEER,
+        DELEGATE,
+    ),
+)

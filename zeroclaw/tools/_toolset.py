@@ -1,0 +1,120 @@
+"""A tool is one object: what a model is told (name, description, the JSON schema of its
+arguments), the msgspec struct its arguments decode into, and `run(ctx, args)`. A toolset
+is a value: each runtime is given its own (the agent's chat, a peer's turn, later a
+sub-agent), and the providers render exactly the specs of the toolset a turn runs with.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar
+
+import msgspec
+
+from ..policy import PathRules
+from ..providers import ToolSpec
+from ._base import Approver, ToolResult
+from ._shell import ShellSettings
+
+A = TypeVar("A", bound=msgspec.Struct)
+
+
+class Reach(Protocol):
+    """What an agent reaches beyond its own process: memory and peers (through the router
+    in the daemon; the store and "unavailable" peers when a CLI runs the agent)."""
+
+    async def memory(self, op: str, body: dict[str, Any]) -> ToolResult: ...
+
+    async def message_peer(
+        self, to: str, text: str, *, delegate: bool, depth: int
+    ) -> ToolResult: ...
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """What one turn's tools work with. `approver` is the turn's channel, already bounded
+    by the engine's approval timeout (None: nobody to ask, so asking is a denial);
+    `depth` counts the asks and delegations that led to this turn."""
+
+    rules: PathRules
+    shell: ShellSettings
+    reach: Reach
+    asks_approval: bool  # a supervised profile asks before medium-risk actions
+    approver: Approver | None = None
+    delegates: frozenset[str] = frozenset()
+    depth: int = 0
+
+    async def approved(self, what: str) -> bool:
+        return self.approver is not None and await self.approver(what)
+
+
+class BadArguments(Exception):
+    """A model's arguments that do not decode into the tool's argument struct."""
+
+
+def _parameters(args: type[msgspec.Struct]) -> dict[str, Any]:
+    """The argument struct's JSON schema, inline (no $ref), as providers send it."""
+    schema = msgspec.json.schema(args)
+    ref = schema["$ref"].rsplit("/", 1)[-1]
+    body: dict[str, Any] = dict(schema["$defs"][ref])
+    body.pop("title", None)
+    body["additionalProperties"] = False
+    return body
+
+
+@dataclass(frozen=True)
+class Tool(Generic[A]):
+    name: str
+    description: str
+    args: type[A]
+    run: Callable[[ToolContext, A], Awaitable[ToolResult]]
+
+    @functools.cached_property
+    def spec(self) -> ToolSpec:
+        return ToolSpec(self.name, self.description, _parameters(self.args))
+
+    def decode(self, raw: object) -> A:
+        """The provider's arguments as this tool's struct; BadArguments says what is wrong.
+        Unknown fields are ignored, as models add them."""
+        try:
+            return msgspec.convert(raw, self.args)
+        except msgspec.ValidationError as exc:
+            raise BadArguments(f"{self.name}: {exc}") from None
+
+
+class Toolset:
+    """Tools by name, in a fixed order (the order providers list them)."""
+
+    def __init__(self, name: str, tools: Iterable[Tool[Any]]) -> None:
+        self.name = name
+        self._tools: dict[str, Tool[Any]] = {}
+        for tool in tools:
+            if tool.name in self._tools:
+                raise ValueError(f"tool {tool.name!r} twice in toolset {name!r}")
+            self._tools[tool.name] = tool
+        self.specs: tuple[ToolSpec, ...] = tuple(t.spec for t in self._tools.values())
+
+    def get(self, name: str) -> Tool[Any] | None:
+        return self._tools.get(name)
+
+    def names(self) -> tuple[str, ...]:
+        return tuple(self._tools)
+
+    def only(self, names: Iterable[str], name: str) -> Toolset:
+        """The tools of this set among `names`, in this set's order."""
+        wanted = frozenset(names)
+        return Toolset(name, (t for t in self._tools.values() if t.name in wanted))
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def __iter__(self) -> Iterator[Tool[Any]]:
+        return iter(self._tools.values())
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def __repr__(self) -> str:
+        return f"Toolset({self.name!r}, {list(self._tools)})"
