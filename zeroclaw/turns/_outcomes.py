@@ -44,7 +44,7 @@ def result_json(done: TurnDone) -> dict[str, Any]:
     error and cancelled only when they say something."""
     data: dict[str, Any] = {
         "reply": done.reply,
-        "tool_calls": msgspec.to_builtins(done.tool_calls),
+        "tool_calls": [msgspec.to_builtins(call) for call in done.tool_calls],
     }
     if done.error is not None:
         data["error"] = done.error
