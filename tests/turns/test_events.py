@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import msgspec
 import pytest
 
@@ -57,3 +60,12 @@ def test_an_agent_cannot_post_an_approval_as_a_plain_event() -> None:
     body["event"] = {"event": "approval", "what": "rm -rf /", "rid": "r"}
     with pytest.raises(msgspec.ValidationError):
         msgspec.convert(body, TurnEventPost)
+
+
+def test_an_agent_process_loads_the_turn_bodies_but_never_the_service() -> None:
+    code = (
+        "import sys, zeroclaw.agent._process; "
+        "print(sorted(m for m in sys.modules if m.startswith('zeroclaw.turns')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "zeroclaw.turns._wire" in out.stdout and "_service" not in out.stdout
