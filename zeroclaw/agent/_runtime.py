@@ -1,9 +1,10 @@
 """The agent runtime in a daemon-started agent: turns arrive and leave through the bus.
 
 Inbound messages by kind:
-  chat     from "daemon" (the daemon, for `zeroclaw chat`): run a turn, stream its events back
-           as `chat` service requests; approvals are asked the same way.
-  cancel   from "daemon": cancel that chat turn.
+  chat     from "daemon" (the daemon's turn service, for any channel): a `TurnInput`; run a
+           turn, post its events back as `TurnEventPost` requests to the turn service, and
+           ask its approvals as `ApprovalQuestion` requests.
+  cancel   from "daemon": a `TurnCancel`; cancel that turn.
   ask / delegate  from a peer agent: run a turn (no one to approve anything, and only the
            tools in this agent's `peer_tools`) and send the answer back as a `reply`.
   reply    from the peer this agent asked: wakes the waiting tool call.
@@ -17,14 +18,25 @@ import contextlib
 import logging
 import math
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 import trio
 
 from ..bus import DAEMON_SENDER, AgentBus, Message, Outcome, Request
 from ..tools import Approver, ToolResult, as_tool_error
-from ..turns import TurnEvent
+from ..turns import (
+    TURN_SERVICE,
+    AgentTurnEvent,
+    ApprovalAnswer,
+    ApprovalQuestion,
+    Delta,
+    ToolUsed,
+    TurnCancel,
+    TurnDone,
+    TurnEventPost,
+    TurnInput,
+)
 from ._turn import TurnEngine, TurnResult, render_memory
 
 log = logging.getLogger("zeroclaw.agent")
@@ -33,6 +45,7 @@ PEER_REPLY_SECS = 120.0  # how long an ask waits for the peer's answer
 PEER_TURNS = 4  # peers' asks this agent works on at once
 PEER_BACKLOG = 32  # asks waiting for a turn; beyond that a peer is told "busy" at once
 DAEMON = DAEMON_SENDER  # the sender of every conversation the daemon injects
+BodyT = TypeVar("BodyT", TurnInput, TurnCancel)
 
 
 class BusReach:
@@ -96,6 +109,15 @@ async def _nobody_told(turns: int) -> None:
     return None
 
 
+def _decoded(message: Message, body_type: type[BodyT]) -> BodyT | None:
+    """A daemon message's body as its struct; None (and a warning) if it is not one."""
+    try:
+        return msgspec.convert(message.body, body_type)
+    except msgspec.ValidationError as exc:
+        log.warning("dropped a %s message that does not decode: %s", message.kind, exc)
+        return None
+
+
 class AgentRuntime:
     def __init__(
         self,
@@ -129,9 +151,11 @@ class AgentRuntime:
         elif kind in ("ask", "delegate") and message.from_ != DAEMON:
             nursery.start_soon(self._peer_turn, message, body)
         elif kind == "chat" and message.from_ == DAEMON:
-            nursery.start_soon(self._chat_turn, message, body)
+            if (chat := _decoded(message, TurnInput)) is not None:
+                nursery.start_soon(self._chat_turn, message, chat)
         elif kind == "cancel" and message.from_ == DAEMON:
-            scope = self.chats.get(str(body.get("turn", "")))
+            cancel = _decoded(message, TurnCancel)
+            scope = self.chats.get(cancel.turn) if cancel is not None else None
             if scope is not None:
                 scope.cancel()
 
@@ -150,45 +174,46 @@ class AgentRuntime:
                 with trio.CancelScope(shield=True):
                     await self._on_busy(0)
 
-    async def _chat_turn(self, message: Message, body: dict[str, Any]) -> None:
+    async def _chat_turn(self, message: Message, chat: TurnInput) -> None:
         async with self._busy():
-            await self._run_chat_turn(message, body)
+            await self._run_chat_turn(message, chat)
 
-    async def _run_chat_turn(self, message: Message, body: dict[str, Any]) -> None:
+    async def _run_chat_turn(self, message: Message, chat: TurnInput) -> None:
         turn = message.id
 
-        def emit(event: dict[str, Any]) -> None:
+        def emit(event: AgentTurnEvent) -> None:
             self.bus.send_frame(
                 Request(
                     id=self.bus.new_id(),
-                    service="chat",
+                    service=TURN_SERVICE,
                     op="event",
-                    body={"turn": turn, "event": event},
+                    body=TurnEventPost(turn, event),
                 )
             )
 
-        async def on_event(event: TurnEvent) -> None:
-            emit(msgspec.to_builtins(event))
+        async def on_event(event: Delta | ToolUsed) -> None:
+            emit(event)
 
         approver: Approver | None = None
-        if body.get("interactive") is True:
+        if chat.interactive:
 
             async def approver(what: str) -> bool:
                 response = await self.bus.request(
-                    "chat", "approve", {"turn": turn, "what": what}, wait_secs=math.inf
+                    TURN_SERVICE, "approve", ApprovalQuestion(turn, what), wait_secs=math.inf
                 )
-                return (
-                    response.ok
-                    and isinstance(response.body, dict)
-                    and (response.body.get("approved") is True)
-                )
+                if not response.ok:
+                    return False
+                try:
+                    return msgspec.convert(response.body, ApprovalAnswer).approved
+                except msgspec.ValidationError:
+                    return False  # an answer we cannot read is no yes
 
         result: TurnResult | None = None
         with trio.CancelScope() as scope:
             self.chats[turn] = scope
             try:
                 result = await self.engine.run_turn(
-                    str(body.get("text", "")),
+                    chat.text,
                     session=message.session or "default",
                     on_event=on_event,
                     approver=approver,
@@ -196,9 +221,10 @@ class AgentRuntime:
             finally:
                 del self.chats[turn]
         if result is None:
-            emit({"event": "done", "reply": "", "tool_calls": [], "cancelled": True})
+            emit(TurnDone("", cancelled=True))
         else:
-            emit({"event": "done", **result.as_json()})
+            calls = tuple(result.tool_calls)
+            emit(TurnDone(result.reply, calls, result.error))
 
     async def _peer_turn(self, message: Message, body: dict[str, Any]) -> None:
         async with self._busy():

@@ -44,7 +44,7 @@ from ..tools import (
     Toolset,
     ask_approval,
 )
-from ..turns import Delta, ToolCallRecord, ToolUsed, TurnEvent
+from ..turns import Delta, ToolCallRecord, ToolUsed
 from ._spec import AgentSpec
 
 log = logging.getLogger("zeroclaw.agent")
@@ -52,12 +52,13 @@ log = logging.getLogger("zeroclaw.agent")
 IDENTITY_FILES = ("IDENTITY.md", "SOUL.md", "AGENTS.md", "TOOLS.md", "USER.md")
 MAX_IDENTITY_BYTES = 64 * 1024
 
-OnEvent = Callable[[TurnEvent], Awaitable[None]]
+# What a turn reports while it runs; the end (TurnDone) is the caller's to send.
+OnEvent = Callable[[Delta | ToolUsed], Awaitable[None]]
 HISTORY_TURNS = 40  # earlier turns of the session given to the provider
 STREAM_CHUNK = 48  # characters per delta when a provider did not stream itself
 
 
-async def _no_event(event: TurnEvent) -> None:
+async def _no_event(event: Delta | ToolUsed) -> None:
     return None
 
 

@@ -36,7 +36,7 @@ from ..control import (
 from ..memory import MemoryService
 from ..providers import ProviderError, make_provider
 from ..supervisor import agent_environment, build_specs
-from ..turns import TurnEvent
+from ..turns import ApprovalAsked, Delta, ToolUsed, TurnDone, TurnEvent, result_json
 from ._app import cli
 from ._common import (
     EXIT_FAILED,
@@ -65,19 +65,17 @@ class Printer:
         self.interactive = interactive
         self._open_line = False
 
-    def event(self, event: dict[str, Any]) -> None:
-        kind = event.get("event")
+    def event(self, event: TurnEvent) -> None:
         if self.quiet:
             return
-        if kind == "delta":
-            text = str(event.get("text", ""))
-            sys.stdout.write(text)
+        if isinstance(event, Delta):
+            sys.stdout.write(event.text)
             sys.stdout.flush()
-            self._open_line = bool(text) and not text.endswith("\n")
-        elif kind == "tool":
-            status = "ok" if event.get("ok") else event.get("error_code")
+            self._open_line = bool(event.text) and not event.text.endswith("\n")
+        elif isinstance(event, ToolUsed):
+            status = "ok" if event.ok else event.error_code
             self.end_line()
-            click.echo(f"  [{event.get('name')}: {status}]", err=True)
+            click.echo(f"  [{event.name}: {status}]", err=True)
 
     def approve(self, what: str) -> bool:
         """The inline y/N prompt; without a terminal, nobody can say yes."""
@@ -238,10 +236,14 @@ def _through_daemon(conn: ControlSession, alias: str, session: str, tty: bool) -
                 raise CliError(f"{code}: {reply.message}", REFUSAL_EXIT.get(code, EXIT_FAILED))
             if not reply.more:
                 return data
-            if data.get("event") == "approval":
-                send(ChatApproval(approved=printer.approve(str(data.get("what", "")))))
+            try:
+                event = msgspec.convert(data, TurnEvent)
+            except msgspec.ValidationError:
+                continue  # an event this CLI does not know (a newer daemon): not ours to show
+            if isinstance(event, ApprovalAsked):
+                send(ChatApproval(approved=printer.approve(event.what)))
             else:
-                printer.event(data)
+                printer.event(event)
 
     return run
 
@@ -266,7 +268,7 @@ def _in_process(config: Config, path: Path, alias: str, session: str) -> TurnRun
             )
 
             async def on_event(event: TurnEvent) -> None:
-                printer.event(msgspec.to_builtins(event))
+                printer.event(event)
 
             async def approver(what: str) -> bool:
                 return await trio.to_thread.run_sync(printer.approve, what)
@@ -277,7 +279,8 @@ def _in_process(config: Config, path: Path, alias: str, session: str) -> TurnRun
                 )
             finally:
                 await provider.aclose()
-            return result.as_json()
+            calls = tuple(result.tool_calls)
+            return result_json(TurnDone(result.reply, calls, result.error))
 
         return with_memory(config, turn)
 

@@ -52,6 +52,7 @@ from ..memory import (
     memory_grants,
     operator_request,
 )
+from ..turns import TURN_SERVICE, TurnService
 from ._chat import ChatService
 from ._control_server import (
     IDLE_TIMEOUT_ENV,
@@ -381,7 +382,12 @@ async def _watchdog(notifier: Notifier, interval: float) -> None:
 def _make_handler(
     supervisor: Supervisor, nursery: trio.Nursery, control_stats: Callable[[], dict[str, int]]
 ) -> Handler:
-    chat = ChatService(supervisor.router)
+    # The turn service belongs in the composition root (channels will share it); it is
+    # built and registered here until the router takes its services at construction.
+    turns = TurnService(supervisor.router)
+    supervisor.router.services[TURN_SERVICE] = turns.on_request
+    supervisor.router.down_hooks.append(turns.agent_down)
+    chat = ChatService(turns)
 
     async def handle(request: AnyRequest, exchange: Exchange) -> Reply:
         if isinstance(request, Chat):

@@ -1,5 +1,67 @@
-"""What every conversation turn shares across processes: its events."""
+"""Conversation turns: their events (shared by agent, daemon and CLI), the typed bodies
+that carry them over the bus, and the daemon's turn service (the one way an inbound
+conversation enters an agent).
 
+The service loads on first use, so agent processes, which only need the events and the
+bodies, never import daemon code.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .._lazy import lazy_attributes
 from ._events import ApprovalAsked, Delta, ToolCallRecord, ToolUsed, TurnDone, TurnEvent
+from ._outcomes import (
+    AgentDown,
+    ServiceEvent,
+    TurnCancelled,
+    TurnOutcome,
+    TurnOverflow,
+    TurnRefused,
+    result_json,
+)
+from ._wire import (
+    TURN_SERVICE,
+    AgentTurnEvent,
+    ApprovalAnswer,
+    ApprovalQuestion,
+    TurnCancel,
+    TurnEventPost,
+    TurnInput,
+)
 
-__all__ = ["ApprovalAsked", "Delta", "ToolCallRecord", "ToolUsed", "TurnDone", "TurnEvent"]
+if TYPE_CHECKING:
+    from ._service import Turn, TurnService
+
+_load = lazy_attributes(__name__, {"Turn": "._service", "TurnService": "._service"})
+
+
+def __getattr__(name: str) -> Any:
+    return _load(name, globals())
+
+
+__all__ = [
+    "TURN_SERVICE",
+    "AgentDown",
+    "AgentTurnEvent",
+    "ApprovalAnswer",
+    "ApprovalAsked",
+    "ApprovalQuestion",
+    "Delta",
+    "ServiceEvent",
+    "ToolCallRecord",
+    "ToolUsed",
+    "Turn",
+    "TurnCancel",
+    "TurnCancelled",
+    "TurnDone",
+    "TurnEvent",
+    "TurnEventPost",
+    "TurnInput",
+    "TurnOutcome",
+    "TurnOverflow",
+    "TurnRefused",
+    "TurnService",
+    "result_json",
+]

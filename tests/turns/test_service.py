@@ -1,0 +1,176 @@
+"""The turn service driven directly: a real router, a real agent runtime or a hand-built
+client with an agent's keys, no control socket."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import msgspec
+import trio
+
+from tests.turns.helpers import bench, read_all
+from zeroclaw.bus import AgentBus, Origin, Request, Response
+from zeroclaw.turns import (
+    TURN_SERVICE,
+    AgentDown,
+    ApprovalAnswer,
+    ApprovalAsked,
+    ApprovalQuestion,
+    Delta,
+    ToolUsed,
+    TurnCancel,
+    TurnCancelled,
+    TurnDone,
+    TurnEventPost,
+    TurnInput,
+    TurnOverflow,
+    TurnRefused,
+)
+
+CLI = Origin("cli.local")
+
+
+def post(bus: AgentBus, body: object, op: str = "event") -> None:
+    bus.send_frame(Request(id=bus.new_id(), service=TURN_SERVICE, op=op, body=body))
+
+
+async def test_a_turn_streams_the_agents_events_and_ends_with_its_done(
+    root: Path, tmp_path: Path
+) -> None:
+    async with bench(root) as b:
+        await b.agent(tmp_path)
+        async with b.service.open_turn("alpha", "hello", session="s", origin=CLI) as turn:
+            events = await read_all(turn)
+    *deltas, done = events
+    assert deltas and all(isinstance(e, Delta) for e in deltas)
+    assert isinstance(done, TurnDone) and done.reply.startswith("Hello, I am alpha")
+    assert "".join(e.text for e in deltas if isinstance(e, Delta)) == done.reply
+
+
+async def test_an_approval_is_answered_once_and_only_if_pending(root: Path, tmp_path: Path) -> None:
+    async with bench(root) as b:
+        await b.agent(tmp_path)
+        async with b.service.open_turn(
+            "alpha", "write notes.txt: hi", session="s", origin=CLI, interactive=True
+        ) as turn:
+            events = turn.events()
+            asked = await anext(events)
+            assert isinstance(asked, ApprovalAsked) and asked.what == "write notes.txt"
+            assert turn.pending_approvals == (asked.rid,)
+            assert not turn.answer_approval("not-asked", True)
+            assert turn.answer_approval(asked.rid, True)
+            assert not turn.answer_approval(asked.rid, True)  # already answered
+            rest = [e async for e in events]
+    assert (tmp_path / "ws" / "notes.txt").read_text() == "hi"
+    assert rest[0] == ToolUsed("file_write", {"path": "notes.txt", "content": "hi"}, True, None)
+    assert isinstance(rest[-1], TurnDone) and rest[-1].tool_calls[0].ok
+
+
+async def test_a_cancelled_turn_ends_with_the_agents_cancelled_done(
+    root: Path, tmp_path: Path
+) -> None:
+    async with bench(root) as b:
+        runtime = await b.agent(tmp_path)
+        async with b.service.open_turn(
+            "alpha", "write notes.txt: hi", session="s", origin=CLI, interactive=True
+        ) as turn:
+            events = turn.events()
+            assert isinstance(await anext(events), ApprovalAsked)  # the agent waits on it
+            turn.cancel()
+            rest = [e async for e in events]
+        assert rest == [TurnDone("", cancelled=True)]
+        assert runtime.chats == {}
+    assert (tmp_path / "ws" / "notes.txt").read_text() == "the plan is to ship"
+
+
+async def test_a_cancel_the_agent_does_not_confirm_ends_after_the_grace(root: Path) -> None:
+    async with bench(root, cancel_grace=0.0) as b:
+        _, inbox = await b.client("alpha")  # it never answers
+        async with b.service.open_turn("alpha", "hi", session=None, origin=CLI) as turn:
+            chat = await inbox.receive()
+            turn.cancel()
+            assert await read_all(turn) == [TurnCancelled()]
+            cancel = await inbox.receive()
+    assert msgspec.convert(chat.body, TurnInput) == TurnInput("hi")
+    assert cancel.kind == "cancel" and msgspec.convert(cancel.body, TurnCancel).turn == chat.id
+
+
+async def test_leaving_a_turn_early_cancels_the_agents_work_and_denies_its_approvals(
+    root: Path,
+) -> None:
+    async with bench(root) as b:
+        alpha, inbox = await b.client("alpha")
+        answered = trio.Event()
+        answers: list[Response] = []
+
+        async def ask(turn_id: str) -> None:
+            question = ApprovalQuestion(turn_id, "write x")
+            answers.append(await alpha.request(TURN_SERVICE, "approve", question))
+            answered.set()
+
+        async with b.service.open_turn("alpha", "hi", session=None, origin=CLI) as turn:
+            chat = await inbox.receive()
+            b.nursery.start_soon(ask, chat.id)
+            assert isinstance(await anext(turn.events()), ApprovalAsked)
+        cancel = await inbox.receive()
+        await answered.wait()
+    assert msgspec.convert(cancel.body, TurnCancel).turn == chat.id
+    assert msgspec.convert(answers[0].body, ApprovalAnswer) == ApprovalAnswer(False)
+
+
+async def test_only_the_addressed_agent_speaks_into_a_turn(root: Path) -> None:
+    async with bench(root) as b:
+        alpha, inbox = await b.client("alpha")
+        beta, _ = await b.client("beta")
+        async with b.service.open_turn("alpha", "hi", session=None, origin=CLI) as turn:
+            turn_id = (await inbox.receive()).id
+            post(beta, TurnEventPost(turn_id, Delta("spoofed")))
+            post(beta, TurnEventPost(turn_id, TurnDone("spoofed")))
+            # An approval question waits for its answer: beta's frames before it were taken.
+            refused = await beta.request(TURN_SERVICE, "approve", ApprovalQuestion(turn_id, "x"))
+            assert (refused.ok, refused.error) == (False, "unknown_turn")
+            post(alpha, {"turn": turn_id, "event": {"event": "exec", "cmd": "x"}})
+            post(alpha, "not a post")
+            post(alpha, TurnEventPost(turn_id, Delta("real")))
+            post(alpha, TurnEventPost(turn_id, TurnDone("real")))
+            assert await read_all(turn) == [Delta("real"), TurnDone("real")]
+    assert b.service.spoofed == 3
+    assert b.service.malformed == 2
+
+
+async def test_a_turn_that_outruns_its_reader_is_cut_off_and_cancelled(root: Path) -> None:
+    async with bench(root, max_buffered=5) as b:
+        alpha, inbox = await b.client("alpha")
+        async with b.service.open_turn("alpha", "hi", session=None, origin=CLI) as turn:
+            turn_id = (await inbox.receive()).id
+            for i in range(10):
+                post(alpha, TurnEventPost(turn_id, Delta(str(i))))
+            post(alpha, TurnEventPost(turn_id, TurnDone("late")))
+            cancel = await inbox.receive()  # the service stopped the agent's work
+            assert cancel.kind == "cancel"
+            # Its question comes after every event on alpha's socket: all were taken.
+            answer = await alpha.request(TURN_SERVICE, "approve", ApprovalQuestion(turn_id, "x"))
+            assert msgspec.convert(answer.body, ApprovalAnswer) == ApprovalAnswer(False)
+            events = await read_all(turn)
+    assert events == [*(Delta(str(i)) for i in range(5)), TurnOverflow(5)]
+
+
+async def test_an_agent_that_exits_ends_its_turns(root: Path) -> None:
+    async with bench(root) as b:
+        _, inbox = await b.client("alpha")
+        async with b.service.open_turn("alpha", "hi", session=None, origin=CLI) as turn:
+            await inbox.receive()
+            b.router.agent_down("alpha")
+            assert await read_all(turn) == [AgentDown()]
+
+
+async def test_a_turn_for_an_unknown_or_stopped_agent_is_refused(root: Path) -> None:
+    async with bench(root) as b:
+        async with b.service.open_turn("zeta", "hi", session=None, origin=CLI) as turn:
+            (refused,) = await read_all(turn)
+        assert isinstance(refused, TurnRefused) and refused.code == "unknown_agent"
+        assert "known: alpha, beta, gamma" in refused.detail
+        async with b.service.open_turn("gamma", "hi", session=None, origin=CLI) as turn:
+            (refused,) = await read_all(turn)
+        assert isinstance(refused, TurnRefused) and refused.code == "unavailable"
+        assert b.service.turns == {}

@@ -1,0 +1,311 @@
+"""The turn service: the one way an inbound conversation enters an agent (daemon side).
+
+A channel (the control socket's chat today; webhook and serial next) opens a turn with
+the conversation's origin, reads its events, answers its approvals and may cancel it:
+
+    async with turns.open_turn(agent, text, session=s, origin=o, interactive=i) as turn:
+        async for event in turn.events():
+            ...  # TurnEvents from the agent, then one terminal event
+
+The turn's message enters the router as injected input `from` the daemon with its origin
+(the router admits it by that). The agent answers with `TURN_SERVICE` requests; the
+service takes them only from the agent the turn went to (the router says who sent
+each), so no agent can speak into another agent's turn. Leaving the block before the
+turn ended cancels the agent's work; approvals nobody answered are denied.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import math
+import os
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
+
+import msgspec
+import trio
+
+from ..bus import DAEMON_SENDER, Message, Origin, Request, Response
+from ._events import ApprovalAsked, TurnDone
+from ._outcomes import (
+    TERMINAL,
+    AgentDown,
+    ServiceEvent,
+    TurnCancelled,
+    TurnOverflow,
+    TurnRefused,
+)
+from ._wire import (
+    AgentTurnEvent,
+    ApprovalAnswer,
+    ApprovalQuestion,
+    TurnCancel,
+    TurnEventPost,
+    TurnInput,
+)
+
+if TYPE_CHECKING:
+    from ..bus import Router
+
+log = logging.getLogger("zeroclaw.turns")
+
+CANCEL_GRACE_SECS = 5.0  # how long a cancelled turn may take to say it stopped
+MAX_BUFFERED_EVENTS = 10_000  # events of one turn waiting for its reader before it is cut off
+MAX_APPROVAL_TEXT = 500  # characters of an approval question shown to whoever answers
+
+
+class Turn:
+    """One open turn, as its channel sees it."""
+
+    def __init__(
+        self, service: TurnService, turn_id: str, agent: str, origin: Origin, *, limit: int
+    ) -> None:
+        self.id = turn_id
+        self.agent = agent
+        self.origin = origin
+        self._service = service
+        self._limit = limit
+        self._send, self._incoming = trio.open_memory_channel[ServiceEvent](math.inf)
+        self._pending: list[str] = []  # approval request ids, oldest first
+        self._agent_working = False  # the agent may still be running this turn
+        self._overflowed = False
+        self._finished = False  # the terminal event was read
+        self._closed = False  # the channel left the turn
+        self._cancel_sent = False
+        self._cancel_deadline = math.inf
+        self._waiting: trio.CancelScope | None = None
+
+    @property
+    def pending_approvals(self) -> tuple[str, ...]:
+        """Approval requests waiting for an answer, oldest first."""
+        return tuple(self._pending)
+
+    def events(self) -> AsyncIterator[ServiceEvent]:
+        """The agent's events, ending with exactly one terminal event: `TurnDone`, or one of
+        `TurnRefused`, `AgentDown`, `TurnOverflow`, `TurnCancelled`."""
+        return _Events(self)
+
+    def answer_approval(self, rid: str, approved: bool) -> bool:
+        """Answer a pending approval; False if `rid` is not one (answered, or never asked)."""
+        if rid not in self._pending:
+            return False
+        self._pending.remove(rid)
+        self._service._answer(self.agent, rid, approved)
+        return True
+
+    def cancel(self) -> None:
+        """Stop the agent's work. Its last word (a cancelled `TurnDone`) still arrives; if it
+        does not within the grace, the turn ends with `TurnCancelled`."""
+        if self._cancel_deadline != math.inf:
+            return
+        self._cancel_deadline = trio.current_time() + self._service.cancel_grace
+        if self._waiting is not None:
+            self._waiting.deadline = self._cancel_deadline
+        self._stop_agent()
+
+    # --- the service's side -----------------------------------------------------------------
+
+    def _push(self, event: ServiceEvent) -> None:
+        if not self._closed:
+            self._send.send_nowait(event)
+
+    def _from_agent(self, event: AgentTurnEvent) -> None:
+        if self._overflowed:
+            return
+        if self._send.statistics().current_buffer_used >= self._limit:
+            # The daemon does not hold an unbounded backlog for a reader that does not
+            # read (or an agent that does not stop): the turn ends here, visibly.
+            self._overflowed = True
+            self._push(TurnOverflow(self._limit))
+            self._stop_agent()
+            return
+        if isinstance(event, TurnDone):
+            self._agent_working = False
+        self._push(event)
+
+    def _asked(self, rid: str, what: str) -> bool:
+        if self._closed or self._overflowed:
+            return False
+        self._pending.append(rid)
+        self._push(ApprovalAsked(what[:MAX_APPROVAL_TEXT], rid))
+        return True
+
+    def _delivered(self, code: str | None, detail: str) -> None:
+        if code is not None:
+            self._agent_working = False
+            self._push(TurnRefused(code, detail))
+
+    def _down(self) -> None:
+        self._agent_working = False
+        self._push(AgentDown())
+
+    def _stop_agent(self) -> None:
+        if self._agent_working and not self._cancel_sent:
+            self._cancel_sent = True
+            self._service._send_cancel(self)
+
+    def _close(self) -> None:
+        self._closed = True
+        self._stop_agent()
+        for rid in self._pending:  # nobody will answer these now
+            self._service._answer(self.agent, rid, False)
+        self._pending.clear()
+
+
+class _Events:
+    """`Turn.events()`: an iterator object rather than an async generator, so that its
+    cancel scope never spans a yield."""
+
+    def __init__(self, turn: Turn) -> None:
+        self._turn = turn
+
+    def __aiter__(self) -> _Events:
+        return self
+
+    async def __anext__(self) -> ServiceEvent:
+        turn = self._turn
+        if turn._finished:
+            raise StopAsyncIteration
+        event: ServiceEvent = TurnCancelled()
+        with trio.CancelScope(deadline=turn._cancel_deadline) as scope:
+            turn._waiting = scope
+            try:
+                event = await turn._incoming.receive()
+            finally:
+                turn._waiting = None
+        if isinstance(event, TERMINAL):
+            turn._finished = True
+        return event
+
+
+class TurnService:
+    def __init__(
+        self,
+        router: Router,
+        *,
+        cancel_grace: float = CANCEL_GRACE_SECS,
+        max_buffered: int = MAX_BUFFERED_EVENTS,
+    ) -> None:
+        self.router = router
+        self.cancel_grace = cancel_grace
+        self.max_buffered = max_buffered
+        self.turns: dict[str, Turn] = {}
+        self.spoofed = 0  # requests from an agent the turn was not addressed to
+        self.malformed = 0  # requests whose body did not decode
+        self._ids = itertools.count(1)
+        self._prefix = f"turn-{os.getpid():x}-{int(time.time()):x}"
+
+    def check_agent(self, agent: str) -> TurnRefused | None:
+        """Why a turn for `agent` cannot open (it is not an enabled agent), or None."""
+        enabled = self.router.policy.enabled
+        if agent in enabled:
+            return None
+        known = ", ".join(sorted(enabled)) or "none"
+        return TurnRefused("unknown_agent", f"no enabled agent {agent!r}; known: {known}")
+
+    def channels_of(self, agent: str) -> tuple[str, ...]:
+        """The channel keys the agent binds."""
+        return tuple(self.router.policy.bindings.get(agent, ()))
+
+    @asynccontextmanager
+    async def open_turn(
+        self,
+        agent: str,
+        text: str,
+        *,
+        session: str | None,
+        origin: Origin,
+        interactive: bool = False,
+    ) -> AsyncIterator[Turn]:
+        turn_id = f"{self._prefix}-{next(self._ids)}"
+        turn = self.turns[turn_id] = Turn(self, turn_id, agent, origin, limit=self.max_buffered)
+        try:
+            if (refusal := self.check_agent(agent)) is not None:
+                turn._push(refusal)
+            else:
+                turn._agent_working = True
+                self.router.inject(
+                    Message(
+                        id=turn_id,
+                        to=agent,
+                        channel=origin.channel,
+                        body=TurnInput(text, interactive),
+                        sent_at=time.time(),
+                        from_=DAEMON_SENDER,
+                        session=session,
+                        kind="chat",
+                    ),
+                    origin,
+                    turn._delivered,
+                )
+            yield turn
+        finally:
+            del self.turns[turn_id]
+            turn._close()
+
+    # --- the router's side ------------------------------------------------------------------
+
+    def agent_down(self, alias: str) -> None:
+        """The router: `alias` exited. Its turns end."""
+        for turn in self.turns.values():
+            if turn.agent == alias:
+                turn._down()
+
+    def on_request(self, sender: str, request: Request) -> None:
+        """The router: a `TURN_SERVICE` request from the agent `sender`."""
+        if request.op == "event":
+            try:
+                post = msgspec.convert(request.body, TurnEventPost)
+            except msgspec.ValidationError:
+                self.malformed += 1
+                return
+            turn = self._turn_of(sender, post.turn)
+            if turn is not None:
+                turn._from_agent(post.event)
+        elif request.op == "approve":
+            try:
+                question = msgspec.convert(request.body, ApprovalQuestion)
+            except msgspec.ValidationError:
+                self.malformed += 1
+                self._refuse(sender, request.id, "bad_request")
+                return
+            turn = self._turn_of(sender, question.turn)
+            if turn is None:
+                self._refuse(sender, request.id, "unknown_turn")
+            elif not turn._asked(request.id, question.what):
+                self._answer(sender, request.id, False)
+        else:
+            self.malformed += 1
+            self._refuse(sender, request.id, "bad_request")
+
+    def _turn_of(self, sender: str, turn_id: str) -> Turn | None:
+        turn = self.turns.get(turn_id)
+        if turn is not None and turn.agent != sender:
+            self.spoofed += 1
+            log.warning("agent %s sent an event for another agent's turn", sender)
+            return None
+        return turn
+
+    def _answer(self, alias: str, rid: str, approved: bool) -> None:
+        self.router.reply(alias, Response(id=rid, ok=True, body=ApprovalAnswer(approved)))
+
+    def _refuse(self, alias: str, rid: str, code: str) -> None:
+        self.router.reply(alias, Response(id=rid, ok=False, error=code))
+
+    def _send_cancel(self, turn: Turn) -> None:
+        self.router.inject(
+            Message(
+                id=f"{turn.id}-cancel",
+                to=turn.agent,
+                channel=turn.origin.channel,
+                body=TurnCancel(turn.id),
+                sent_at=time.time(),
+                from_=DAEMON_SENDER,
+                kind="cancel",
+            ),
+            turn.origin,
+            lambda code, detail: None,
+        )

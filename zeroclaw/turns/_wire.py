@@ -1,0 +1,49 @@
+"""What the daemon and an agent say to each other about a turn, as typed bus bodies.
+
+Daemon -> agent (message bodies): `TurnInput` (kind "chat"), `TurnCancel` (kind "cancel").
+Agent -> daemon (requests to the `TURN_SERVICE` service): `TurnEventPost` (op "event", no
+answer) and `ApprovalQuestion` (op "approve", answered with an `ApprovalAnswer` body).
+Each side decodes with msgspec; a body that does not decode is dropped and counted.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+from ._events import Delta, ToolUsed, TurnDone
+
+TURN_SERVICE = "chat"  # the daemon service name an agent posts its turn's events to
+TurnOp = Literal["event", "approve"]
+
+# What an agent may post as a turn's event: an approval is a question (it needs an
+# answer), never a plain event, so it cannot be posted as one.
+AgentTurnEvent = Delta | ToolUsed | TurnDone
+
+
+class TurnInput(msgspec.Struct, frozen=True):
+    """The body of a "chat" message: what the turn is about."""
+
+    text: str
+    interactive: bool = False  # someone on the originating channel answers approvals
+
+
+class TurnCancel(msgspec.Struct, frozen=True):
+    """The body of a "cancel" message: stop that turn's work."""
+
+    turn: str
+
+
+class TurnEventPost(msgspec.Struct, frozen=True):
+    turn: str
+    event: AgentTurnEvent
+
+
+class ApprovalQuestion(msgspec.Struct, frozen=True):
+    turn: str
+    what: str
+
+
+class ApprovalAnswer(msgspec.Struct, frozen=True):
+    approved: bool
