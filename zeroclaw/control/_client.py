@@ -15,11 +15,14 @@ import struct
 from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
+from typing import Any, TypeVar
 
 from .._decode import DecodeFailure
 from ._address import control_address, printable
 from ._framing import FrameDecoder, FrameTooLarge, encode_frame
-from ._protocol import MAX_CONTROL_FRAME, AnyRequest, Reply, decode_reply, encode
+from ._protocol import MAX_CONTROL_FRAME, AnyRequest, Reply, Request, decode_reply, encode
+
+R = TypeVar("R")
 
 
 class DaemonUnreachable(Exception):
@@ -47,7 +50,8 @@ class ControlSession:
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
         self._sock.settimeout(timeout)
         self._decoder = FrameDecoder(MAX_CONTROL_FRAME)
-        self._ready: list[Reply] = []
+        self._ready: list[Reply[Any]] = []
+        self._data_type: Any = Any  # what the pending request's replies carry
         try:
             self._sock.connect(self.address)
         except OSError as exc:
@@ -80,7 +84,10 @@ class ControlSession:
 
     def send(self, request: AnyRequest) -> None:
         """Send a request. If the daemon has already closed the connection (it refused it),
-        raise nothing here: its refusal is waiting to be read by `next_reply`."""
+        raise nothing here: its refusal is waiting to be read by `next_reply`. Replies read
+        from now on carry this request's `reply_type`."""
+        if request.reply_type is not None:
+            self._data_type = request.reply_type
         self.send_payload(encode(request))
 
     def send_payload(self, payload: bytes) -> None:
@@ -89,7 +96,7 @@ class ControlSession:
         with contextlib.suppress(BrokenPipeError, ConnectionResetError):
             self._sock.sendall(encode_frame(payload), socket.MSG_NOSIGNAL)
 
-    def next_reply(self) -> Reply:
+    def next_reply(self) -> Reply[Any]:
         while not self._ready:
             try:
                 chunk = self._sock.recv(65536)
@@ -98,13 +105,13 @@ class ControlSession:
             if not chunk:
                 raise DaemonUnreachable(f"{self.name}: the daemon closed the connection")
             try:
-                self._ready += [decode_reply(f) for f in self._decoder.feed(chunk)]
+                self._ready += [decode_reply(f, self._data_type) for f in self._decoder.feed(chunk)]
             except (DecodeFailure, FrameTooLarge) as exc:
                 # Whatever answered is not a daemon this CLI can talk to.
                 raise DaemonUnreachable(f"{self.name}: not a zeroclaw reply: {exc}") from None
         return self._ready.pop(0)
 
-    def replies(self) -> Iterator[Reply]:
+    def replies(self) -> Iterator[Reply[Any]]:
         """The replies to the last request, up to and including the final one."""
         while True:
             reply = self.next_reply()
@@ -122,12 +129,17 @@ class ControlClient:
     def session(self, timeout: float | None = None) -> ControlSession:
         return ControlSession(self.runtime_dir, timeout)
 
-    def stream(self, request: AnyRequest) -> Iterator[Reply]:
+    def stream(self, request: AnyRequest) -> Iterator[Reply[Any]]:
         """Send one request; yield its replies until the last one."""
         with ControlSession(self.runtime_dir, self.timeout) as session:
             session.send(request)
             yield from session.replies()
 
-    def request(self, request: AnyRequest) -> Reply:
+    def request(self, request: AnyRequest) -> Reply[Any]:
         replies = list(self.stream(request))
         return replies[-1]
+
+    def call(self, request: Request[R]) -> Reply[R]:
+        """One request, its final reply, with `data` decoded as the request's reply type."""
+        reply: Reply[R] = self.request(request)  # type: ignore[arg-type]
+        return reply
