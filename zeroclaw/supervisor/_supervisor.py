@@ -414,8 +414,10 @@ class Supervisor:
             old.post(Command("remove", "config changed"))
             await old.removed.wait()
             spec = self.specs.get(old.alias)
-            # A later reload may have removed it, or replaced it already.
-            if spec is not None and self.runners.get(old.alias) in (old, None):
+            # A later reload may have removed it or replaced it already; a shutdown, stopped
+            # everything.
+            vacant = self.runners.get(old.alias) in (old, None)
+            if spec is not None and vacant and not self.shutdown_requested.is_set():
                 self._add(nursery, spec)
             done.set()
 
