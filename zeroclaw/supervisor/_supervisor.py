@@ -322,11 +322,12 @@ class Supervisor:
         async with self._reload_lock:
             self.notifier.reloading()
             try:
-                self.reload_state = await self._reload(nursery)
-                return self.reload_state
+                state = await self._reload(nursery)
             finally:
-                self._publish_reload(self.reload_state)
                 self.notifier.ready(self.status_line())
+            self.reload_state = state
+            self._publish_reload(state)
+            return state
 
     async def _reload(self, nursery: trio.Nursery) -> ReloadState:
         try:
