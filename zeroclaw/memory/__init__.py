@@ -1,5 +1,6 @@
 """Agent-scoped memory: the LMDB store, its text ranking, and (in the daemon) the service."""
 
+from ._control import MemoryControlCommand
 from ._lock import MemoryLock, MemoryLocked
 from ._records import CORE_CATEGORIES, Record, Turn, new_id
 from ._service import MAX_LIMIT, MemoryService, MemoryServiceError, memory_grants, operator_request
@@ -18,6 +19,7 @@ from ._text import tokenize
 __all__ = [
     "CORE_CATEGORIES",
     "MAX_LIMIT",
+    "MemoryControlCommand",
     "MemoryInputError",
     "MemoryLock",
     "MemoryLocked",

@@ -44,6 +44,7 @@ from ..control import (
 )
 from ..events import EventSink
 from ..memory import (
+    MemoryControlCommand,
     MemoryLock,
     MemoryLocked,
     MemoryService,
@@ -52,7 +53,6 @@ from ..memory import (
     StoreCorrupt,
     memory_grants,
 )
-from ..memory._control import MemoryControlCommand
 from ._chat import ChatService
 from ._commands import (
     AgentRestartCommand,
