@@ -50,8 +50,7 @@ class ControlSession:
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
         self._sock.settimeout(timeout)
         self._decoder = FrameDecoder(MAX_CONTROL_FRAME)
-        self._ready: list[Reply[Any]] = []
-        self._data_type: Any = Any  # what the pending request's replies carry
+        self._ready: list[bytes] = []  # frames, decoded when read (as the reader's type)
         try:
             self._sock.connect(self.address)
         except OSError as exc:
@@ -84,10 +83,7 @@ class ControlSession:
 
     def send(self, request: AnyRequest) -> None:
         """Send a request. If the daemon has already closed the connection (it refused it),
-        raise nothing here: its refusal is waiting to be read by `next_reply`. Replies read
-        from now on carry this request's `reply_type`."""
-        if request.reply_type is not None:
-            self._data_type = request.reply_type
+        raise nothing here: its refusal is waiting to be read by `next_reply`."""
         self.send_payload(encode(request))
 
     def send_payload(self, payload: bytes) -> None:
@@ -96,7 +92,9 @@ class ControlSession:
         with contextlib.suppress(BrokenPipeError, ConnectionResetError):
             self._sock.sendall(encode_frame(payload), socket.MSG_NOSIGNAL)
 
-    def next_reply(self) -> Reply[Any]:
+    def next_reply(self, data_type: Any = Any) -> Reply[Any]:
+        """The next reply, its `data` decoded as `data_type` (a request's `reply_type`);
+        plain msgpack values by default."""
         while not self._ready:
             try:
                 chunk = self._sock.recv(65536)
@@ -105,16 +103,19 @@ class ControlSession:
             if not chunk:
                 raise DaemonUnreachable(f"{self.name}: the daemon closed the connection")
             try:
-                self._ready += [decode_reply(f, self._data_type) for f in self._decoder.feed(chunk)]
-            except (DecodeFailure, FrameTooLarge) as exc:
-                # Whatever answered is not a daemon this CLI can talk to.
+                self._ready += self._decoder.feed(chunk)
+            except FrameTooLarge as exc:
                 raise DaemonUnreachable(f"{self.name}: not a zeroclaw reply: {exc}") from None
-        return self._ready.pop(0)
+        try:
+            return decode_reply(self._ready.pop(0), data_type)
+        except DecodeFailure as exc:
+            # Whatever answered is not a daemon this CLI can talk to.
+            raise DaemonUnreachable(f"{self.name}: not a zeroclaw reply: {exc}") from None
 
-    def replies(self) -> Iterator[Reply[Any]]:
+    def replies(self, data_type: Any = Any) -> Iterator[Reply[Any]]:
         """The replies to the last request, up to and including the final one."""
         while True:
-            reply = self.next_reply()
+            reply = self.next_reply(data_type)
             yield reply
             if not reply.more:
                 return
@@ -129,17 +130,19 @@ class ControlClient:
     def session(self, timeout: float | None = None) -> ControlSession:
         return ControlSession(self.runtime_dir, timeout)
 
-    def stream(self, request: AnyRequest) -> Iterator[Reply[Any]]:
+    def stream(self, request: AnyRequest, data_type: Any = Any) -> Iterator[Reply[Any]]:
         """Send one request; yield its replies until the last one."""
         with ControlSession(self.runtime_dir, self.timeout) as session:
             session.send(request)
-            yield from session.replies()
+            yield from session.replies(data_type)
 
     def request(self, request: AnyRequest) -> Reply[Any]:
+        """One request, its final reply, `data` as plain values."""
         replies = list(self.stream(request))
         return replies[-1]
 
     def call(self, request: Request[R]) -> Reply[R]:
-        """One request, its final reply, with `data` decoded as the request's reply type."""
-        reply: Reply[R] = self.request(request)  # type: ignore[arg-type]
+        """One request, its final reply, `data` decoded as the request's reply type."""
+        replies = list(self.stream(request, request.reply_type))  # type: ignore[arg-type]
+        reply: Reply[R] = replies[-1]
         return reply
