@@ -6,21 +6,23 @@ import os
 import sys
 import time
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import click
+import msgspec
 
 from ..config import runtime_dir_hint
 from ..control import (
     AgentRestart,
     AgentsList,
     AgentStart,
+    AgentStatus,
     AgentStop,
-    AnyRequest,
     ControlClient,
     DaemonUnreachable,
     Reload,
     Reply,
+    Request,
     Shutdown,
     Status,
     UntrustedDaemon,
@@ -75,17 +77,21 @@ class DaemonRefused(CliError):
         super().__init__(message, EXIT_NO_DAEMON)
 
 
-def refusal_error(reply: Reply) -> DaemonRefused:
+def refusal_error(reply: Reply[Any]) -> DaemonRefused:
     what = "is busy" if reply.error == "busy" else "refused this connection"
     return DaemonRefused(f"the daemon {what} ({reply.error}): {reply.message}")
 
 
-def call(request: AnyRequest, timeout: float = 60.0) -> Reply:
-    """One request, one final reply. Every way of not being served is a CliError with exit
-    3 and a sentence, never a traceback, a KeyError on a missing field or a SIGPIPE."""
+R = TypeVar("R")
+
+
+def call(request: Request[R], timeout: float = 60.0) -> Reply[R]:
+    """One request, one final reply, its data decoded as the request's reply type. Every
+    way of not being served is a CliError with exit 3 and a sentence, never a traceback, a
+    KeyError on a missing field or a SIGPIPE."""
     client = control_client(timeout)
     try:
-        reply = client.request(request)
+        reply = client.call(request)
     except UntrustedDaemon as exc:
         raise DaemonRefused(str(exc)) from None
     except DaemonUnreachable as exc:
@@ -114,26 +120,26 @@ def _ago(ts: float | None) -> str:
     return f"{secs / 3600:.1f}h"
 
 
-def _agents_table(agents: list[dict[str, Any]]) -> str:
+def _agents_table(agents: list[AgentStatus]) -> str:
     rows = [("AGENT", "STATE", "PID", "RESTARTS", "SINCE", "LAST EXIT", "ACTIVATION", "SANDBOX")]
     for a in agents:
         rows.append(
             (
-                a["alias"],
-                a["state"],
-                str(a["pid"] or "-"),
-                str(a["restarts"]),
-                _ago(a["since"]),
-                a["last_exit"] or "-",
-                a["activation"],
-                a.get("sandbox", "-"),
+                a.alias,
+                a.state,
+                str(a.pid or "-"),
+                str(a.restarts),
+                _ago(a.since),
+                a.last_exit or "-",
+                a.activation,
+                a.sandbox,
             )
         )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     table = "\n".join(
         "  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in rows
     )
-    errors = [f"  {a['alias']}: {a['last_error']}" for a in agents if a.get("last_error")]
+    errors = [f"  {a.alias}: {a.last_error}" for a in agents if a.last_error]
     return table + ("\nlast errors:\n" + "\n".join(errors) if errors else "")
 
 
@@ -142,29 +148,29 @@ def _agents_table(agents: list[dict[str, Any]]) -> str:
 def status_cmd(as_json: bool) -> None:
     """Daemon pid, uptime, config, reload state, and every agent's state."""
     reply = call(Status())
-    if not reply.ok or not reply.data:
-        raise CliError(f"status failed ({reply.error}): {reply.message}", EXIT_FAILED)
     data = reply.data
+    if not reply.ok or data is None:
+        raise CliError(f"status failed ({reply.error}): {reply.message}", EXIT_FAILED)
     if wants_json(as_json):
-        emit_json(data)
+        emit_json(msgspec.to_builtins(data))
         return
-    d = data["daemon"]
-    started = datetime.fromtimestamp(d["started_at"]).isoformat(timespec="seconds")
-    uptime = f"up {d['uptime_secs']:.0f}s (since {started})"
-    click.echo(f"daemon    pid {d['pid']}, {uptime}, version {d['version']}")
-    click.echo(f"config    {d['config']}")
-    reload = d["reload"]
+    d = data.daemon
+    started = datetime.fromtimestamp(d.started_at).isoformat(timespec="seconds")
+    uptime = f"up {d.uptime_secs:.0f}s (since {started})"
+    click.echo(f"daemon    pid {d.pid}, {uptime}, version {d.version}")
+    click.echo(f"config    {d.config}")
+    reload = d.reload
     click.echo(
-        f"reload    {reload['state']}"
+        f"reload    {reload.state}"
         + (
-            f" at {datetime.fromtimestamp(reload['at']).isoformat(timespec='seconds')}"
-            if reload["at"]
+            f" at {datetime.fromtimestamp(reload.at).isoformat(timespec='seconds')}"
+            if reload.at
             else ""
         )
     )
-    for err in reload["errors"]:
+    for err in reload.errors:
         click.echo(f"          {err}")
-    router = data.get("router")
+    router = data.router
     if router:
         outcomes = router["outcomes"]
         refused = ", ".join(f"{k} {v}" for k, v in outcomes.items() if k != "delivered" and v)
@@ -173,15 +179,15 @@ def status_cmd(as_json: bool) -> None:
             f"router    {outcomes['delivered']} delivered; refused: {refused or 'none'}; "
             f"rejected connections: {rogue['zap_denied'] + rogue['handshake_failed']}"
         )
-    control = data.get("control")
+    control = data.control
     if control:
         click.echo(
-            f"control   {control['connections']} connections; refused: "
-            f"{control['refused_peers']} peers, {control['refused_busy']} busy; "
-            f"{control['reaped_idle']} idle reaped"
+            f"control   {control.connections} connections; refused: "
+            f"{control.refused_peers} peers, {control.refused_busy} busy; "
+            f"{control.reaped_idle} idle reaped"
         )
     click.echo("")
-    click.echo(_agents_table(data["agents"]))
+    click.echo(_agents_table(data.agents))
 
 
 @cli.group("agents")
@@ -194,25 +200,28 @@ def agents_group() -> None:
 def agents_list(as_json: bool) -> None:
     """Every enabled agent and its state."""
     reply = call(AgentsList())
-    if not reply.ok or not reply.data:
+    if not reply.ok or reply.data is None:
         raise CliError(f"agents list failed ({reply.error}): {reply.message}", EXIT_FAILED)
-    data = reply.data
     if wants_json(as_json):
-        emit_json({"agents": data["agents"]})
+        emit_json(msgspec.to_builtins(reply.data))
     else:
-        click.echo(_agents_table(data["agents"]))
+        click.echo(_agents_table(reply.data.agents))
 
 
-def _agent_action(request: AnyRequest, verb: str, as_json: bool) -> None:
+def _agent_action(request: Request[AgentStatus], verb: str, as_json: bool) -> None:
     reply = call(request)
+    agent = reply.data
     if wants_json(as_json):
         emit_json(
-            {"ok": reply.ok, "agent": reply.data, "error": reply.error, "message": reply.message}
+            {
+                "ok": reply.ok,
+                "agent": msgspec.to_builtins(agent),
+                "error": reply.error,
+                "message": reply.message,
+            }
         )
-    elif reply.ok and reply.data:
-        click.echo(
-            f"{reply.data['alias']}: {verb} ({reply.data['state']}, pid {reply.data['pid'] or '-'})"
-        )
+    elif reply.ok and agent is not None:
+        click.echo(f"{agent.alias}: {verb} ({agent.state}, pid {agent.pid or '-'})")
     if not reply.ok:
         if not wants_json(as_json):
             click.echo(f"zeroclaw: error: {reply.message}", err=True)
@@ -248,18 +257,22 @@ def agents_restart(alias: str, as_json: bool) -> None:
 def reload_cmd(as_json: bool) -> None:
     """Validate the config file and apply what changed (like SIGHUP)."""
     reply = call(Reload())
-    data = reply.data or {}
+    result = reply.data
     if wants_json(as_json):
-        emit_json({"ok": reply.ok, **data})
-    elif reply.ok:
-        diff = data.get("diff", {})
-        click.echo("reloaded: " + ", ".join(f"{k} {v or '-'}" for k, v in diff.items()))
+        emit_json({"ok": reply.ok, **(msgspec.to_builtins(result) if result else {})})
+    elif reply.ok and result is not None:
+        click.echo("reloaded: " + ", ".join(f"{k} {v or '-'}" for k, v in result.diff.items()))
+    elif result is not None and result.reload == "incomplete":
+        click.echo(f"zeroclaw: reload applied, but not finished: {reply.message}", err=True)
+        for line in result.errors:
+            click.echo(f"  {line}", err=True)
     else:
         click.echo("zeroclaw: reload refused, the running config is unchanged:", err=True)
-        for line in data.get("errors", []):
+        for line in result.errors if result is not None else [reply.message or ""]:
             click.echo(f"  {line}", err=True)
     if not reply.ok:
-        sys.exit(EXIT_USAGE)
+        incomplete = result is not None and result.reload == "incomplete"
+        sys.exit(EXIT_FAILED if incomplete else EXIT_USAGE)
 
 
 @cli.command("stop")
@@ -269,7 +282,7 @@ def stop_cmd(as_json: bool, no_wait: bool) -> None:
     """Stop the daemon and every agent; waits until it has exited."""
     client = control_client()
     reply = call(Shutdown())
-    pid = (reply.data or {}).get("pid")
+    pid = reply.data.pid if reply.data is not None else None
     gone = no_wait or _wait_gone(control_address(client.runtime_dir), timeout=120)
     if wants_json(as_json):
         emit_json({"ok": gone, "pid": pid, "stopped": gone})

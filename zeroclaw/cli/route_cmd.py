@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import click
 
 from ..bus import PeerPolicy
-from ..control import RouteProbe
+from ..control import ProbeReply, RouteProbe
 from ._app import cli
 from ._common import EXIT_FAILED, emit_json, json_option, state, wants_json
 from .daemon_cmd import call
@@ -45,18 +46,27 @@ def explain_cmd(sender: str, dest: str, channel: str | None, as_json: bool) -> N
 def probe_cmd(sender: str, dest: str, channel: str | None, as_json: bool) -> None:
     """Make FROM's process send a probe to TO through the router. Exit 0 delivered, 1 not."""
     reply = call(RouteProbe(from_=sender, to=dest, channel=channel))
-    data = reply.data or {}
+    probe = reply.data
     if wants_json(as_json):
-        emit_json({"ok": reply.ok, **data, "message": reply.message})
-    elif reply.ok:
-        click.echo(
-            f"{sender} -> {dest} on {data.get('channel')}: delivered in {data['rtt_ms']:.3f} ms"
-        )
+        emit_json({"ok": reply.ok, **_probe_json(probe), "message": reply.message})
+    elif reply.ok and probe is not None:
+        click.echo(f"{sender} -> {dest} on {probe.channel}: delivered in {probe.rtt_ms:.3f} ms")
     else:
-        outcome = data.get("outcome", reply.error)
-        click.echo(
-            f"{sender} -> {dest} on {data.get('channel')}: {outcome}: {reply.message or ''}".rstrip(
-                ": "
-            )
-        )
+        outcome = probe.outcome if probe is not None else reply.error
+        where = probe.channel if probe is not None else None
+        click.echo(f"{sender} -> {dest} on {where}: {outcome}: {reply.message or ''}".rstrip(": "))
     sys.exit(0 if reply.ok else EXIT_FAILED)
+
+
+def _probe_json(probe: ProbeReply | None) -> dict[str, Any]:
+    """The shape `route probe --json` has always printed: the route once both aliases are
+    known (its channel null when there is none), the round trip once the agent answered."""
+    if probe is None:
+        return {}
+    if probe.from_ is None:
+        return {"outcome": probe.outcome}
+    shape: dict[str, Any] = {"from": probe.from_, "to": probe.to, "channel": probe.channel}
+    shape["outcome"] = probe.outcome
+    if probe.rtt_ms is not None:
+        shape |= {"rtt_ms": probe.rtt_ms, "detail": probe.detail}
+    return shape

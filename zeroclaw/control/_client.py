@@ -15,11 +15,14 @@ import struct
 from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
+from typing import Any, TypeVar
 
 from .._decode import DecodeFailure
 from .._framing import FrameDecoder, FrameTooLarge, encode_frame
 from ._address import control_address, printable
-from ._protocol import MAX_CONTROL_FRAME, AnyRequest, Reply, decode_reply, encode
+from ._protocol import MAX_CONTROL_FRAME, AnyRequest, Reply, Request, decode_reply, encode
+
+R = TypeVar("R")
 
 
 class DaemonUnreachable(Exception):
@@ -47,7 +50,7 @@ class ControlSession:
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
         self._sock.settimeout(timeout)
         self._decoder = FrameDecoder(MAX_CONTROL_FRAME)
-        self._ready: list[Reply] = []
+        self._ready: list[bytes] = []  # frames, decoded when read (as the reader's type)
         try:
             self._sock.connect(self.address)
         except OSError as exc:
@@ -89,7 +92,9 @@ class ControlSession:
         with contextlib.suppress(BrokenPipeError, ConnectionResetError):
             self._sock.sendall(encode_frame(payload), socket.MSG_NOSIGNAL)
 
-    def next_reply(self) -> Reply:
+    def next_reply(self, data_type: Any = Any) -> Reply[Any]:
+        """The next reply, its `data` decoded as `data_type` (a request's `reply_type`);
+        plain msgpack values by default."""
         while not self._ready:
             try:
                 chunk = self._sock.recv(65536)
@@ -98,16 +103,19 @@ class ControlSession:
             if not chunk:
                 raise DaemonUnreachable(f"{self.name}: the daemon closed the connection")
             try:
-                self._ready += [decode_reply(f) for f in self._decoder.feed(chunk)]
-            except (DecodeFailure, FrameTooLarge) as exc:
-                # Whatever answered is not a daemon this CLI can talk to.
+                self._ready += self._decoder.feed(chunk)
+            except FrameTooLarge as exc:
                 raise DaemonUnreachable(f"{self.name}: not a zeroclaw reply: {exc}") from None
-        return self._ready.pop(0)
+        try:
+            return decode_reply(self._ready.pop(0), data_type)
+        except DecodeFailure as exc:
+            # Whatever answered is not a daemon this CLI can talk to.
+            raise DaemonUnreachable(f"{self.name}: not a zeroclaw reply: {exc}") from None
 
-    def replies(self) -> Iterator[Reply]:
+    def replies(self, data_type: Any = Any) -> Iterator[Reply[Any]]:
         """The replies to the last request, up to and including the final one."""
         while True:
-            reply = self.next_reply()
+            reply = self.next_reply(data_type)
             yield reply
             if not reply.more:
                 return
@@ -122,12 +130,19 @@ class ControlClient:
     def session(self, timeout: float | None = None) -> ControlSession:
         return ControlSession(self.runtime_dir, timeout)
 
-    def stream(self, request: AnyRequest) -> Iterator[Reply]:
+    def stream(self, request: AnyRequest, data_type: Any = Any) -> Iterator[Reply[Any]]:
         """Send one request; yield its replies until the last one."""
         with ControlSession(self.runtime_dir, self.timeout) as session:
             session.send(request)
-            yield from session.replies()
+            yield from session.replies(data_type)
 
-    def request(self, request: AnyRequest) -> Reply:
+    def request(self, request: AnyRequest) -> Reply[Any]:
+        """One request, its final reply, `data` as plain values."""
         replies = list(self.stream(request))
         return replies[-1]
+
+    def call(self, request: Request[R]) -> Reply[R]:
+        """One request, its final reply, `data` decoded as the request's reply type."""
+        replies = list(self.stream(request, request.reply_type))  # type: ignore[arg-type]
+        reply: Reply[R] = replies[-1]
+        return reply

@@ -1,93 +1,168 @@
 """Messages on the control socket (operator CLI ⇄ daemon), as msgspec structs in msgpack.
 
 Requests are a tagged union on `cmd`; every request gets one or more Replies (`more=True`
-on all but the last, for streaming commands added by later features).
+on all but the last, for streaming commands such as chat). Each request class names the
+type its replies carry in `data` (`reply_type`), so the daemon's handler returns that type
+and the client decodes it (`ControlClient.call`) instead of indexing a dict (ADR 0017).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar, Generic, Literal, TypeGuard, get_args
 
 import msgspec
+from typing_extensions import TypeVar
 
-from .._decode import decode_msgpack
+from .._decode import DecodeErrorCode, decode_msgpack
+from ._replies import (
+    AgentsReply,
+    AgentStatus,
+    ChatOpened,
+    EventsReply,
+    ProbeReply,
+    ReloadReply,
+    ShutdownReply,
+    StatusReply,
+)
 
 PROTOCOL_VERSION = 1
 MAX_CONTROL_FRAME = 4 * 1024 * 1024
 
+# Every stable code a control reply's `error` may carry: the control socket's own, the
+# router's refusals (a probe's or a chat turn's outcome), the decoder's and the memory
+# service's. A code outside this set is a type error, not a surprise for scripts.
+ControlErrorCode = Literal[
+    # the control socket and its commands
+    "bad_request",
+    "unsupported",
+    "internal",
+    "busy",
+    "forbidden",
+    "fatal",
+    "reload_failed",
+    "cancelled",
+    # the router's refusal codes (bus.RefusalCode), as a probe or a chat turn meets them
+    "not_peers",
+    "unknown_agent",
+    "unavailable",
+    "timeout",
+    # an undecodable frame (DecodeErrorCode)
+    "too_large",
+    "malformed",
+    # the memory service
+    "storage_error",
+]
+CONTROL_ERROR_CODES: frozenset[str] = frozenset(get_args(ControlErrorCode))
 
-class Request(msgspec.Struct, tag_field="cmd", forbid_unknown_fields=True, frozen=True):
-    pass
+
+def _decode_codes_are_control_codes(code: DecodeErrorCode) -> ControlErrorCode:
+    return code  # mypy fails here if the decoder grows a code this set lacks
 
 
-class Status(Request, tag="status", frozen=True):
-    pass
+def is_control_code(code: str) -> TypeGuard[ControlErrorCode]:
+    return code in CONTROL_ERROR_CODES
 
 
-class AgentsList(Request, tag="agents.list", frozen=True):
-    pass
+def control_code(code: str) -> ControlErrorCode:
+    """A code from another component (a probe's outcome, a memory error) as a control code;
+    one this protocol does not know is an internal error, never passed on unchecked."""
+    return code if is_control_code(code) else "internal"
 
 
-class AgentStart(Request, tag="agents.start", frozen=True):
+# Defaults to Any: a bare `Reply` is one whose data is plain msgpack values.
+R = TypeVar("R", default=Any)
+
+
+class Request(msgspec.Struct, Generic[R], tag_field="cmd", forbid_unknown_fields=True, frozen=True):
+    """A request whose replies carry `R` in `data` (`reply_type` names it at run time)."""
+
+    reply_type: ClassVar[Any] = Any
+
+
+class Status(Request[StatusReply], tag="status", frozen=True):
+    reply_type = StatusReply
+
+
+class AgentsList(Request[AgentsReply], tag="agents.list", frozen=True):
+    reply_type = AgentsReply
+
+
+class AgentStart(Request[AgentStatus], tag="agents.start", frozen=True):
+    reply_type = AgentStatus
     alias: str
 
 
-class AgentStop(Request, tag="agents.stop", frozen=True):
+class AgentStop(Request[AgentStatus], tag="agents.stop", frozen=True):
+    reply_type = AgentStatus
     alias: str
 
 
-class AgentRestart(Request, tag="agents.restart", frozen=True):
+class AgentRestart(Request[AgentStatus], tag="agents.restart", frozen=True):
+    reply_type = AgentStatus
     alias: str
 
 
-class RouteProbe(Request, tag="route.probe", frozen=True):
+class RouteProbe(Request[ProbeReply], tag="route.probe", frozen=True):
     """Make agent `from_` send a probe to `to` through the router."""
 
+    reply_type = ProbeReply
     from_: str = msgspec.field(name="from")
     to: str
     channel: str | None = None
 
 
-class MemoryCommand(Request, tag="memory", frozen=True):
-    """An operator memory operation on one agent's namespace."""
+class MemoryCommand(Request[dict[str, Any]], tag="memory", frozen=True):
+    """An operator memory operation on one agent's namespace. Its result's shape depends on
+    `op` (the memory service's, e.g. {"record": ...} or {"hits": [...]})."""
 
+    reply_type = dict[str, Any]
     op: str
     agent: str
     args: dict[str, Any] = msgspec.field(default_factory=dict)
 
 
-class Chat(Request, tag="chat", frozen=True):
+class Chat(Request[dict[str, Any]], tag="chat", frozen=True):
     """One chat turn with an agent. Replies stream events (`more=True`): {"event": "delta",
     "text"}, {"event": "tool", ...}, {"event": "approval", "what"}; the last reply carries
     the result. While it runs the client may send ChatCancel or ChatApproval."""
 
+    reply_type = dict[str, Any]
     agent: str
     text: str
     session: str = "default"
     interactive: bool = False  # someone is there to answer approval prompts
 
 
-class ChatOpen(Request, tag="chat.open", frozen=True):
+class ChatOpen(Request[ChatOpened], tag="chat.open", frozen=True):
     """Sent first by an interactive `zeroclaw chat`: the connection is a chat session from
     now on, which the daemon never closes for being idle (someone is thinking or typing)."""
 
+    reply_type = ChatOpened
     agent: str
 
 
-class ChatCancel(Request, tag="chat.cancel", frozen=True):
-    pass
+class ChatCancel(Request[None], tag="chat.cancel", frozen=True):
+    reply_type = None
 
 
-class ChatApproval(Request, tag="chat.approval", frozen=True):
+class ChatApproval(Request[None], tag="chat.approval", frozen=True):
+    reply_type = None
     approved: bool
 
 
-class Reload(Request, tag="reload", frozen=True):
-    pass
+class EventsRecent(Request[EventsReply], tag="events.recent", frozen=True):
+    """The newest `limit` events the daemon kept (all it kept when None), oldest first."""
+
+    reply_type = EventsReply
+    limit: int | None = None
 
 
-class Shutdown(Request, tag="shutdown", frozen=True):
-    pass
+class Reload(Request[ReloadReply], tag="reload", frozen=True):
+    reply_type = ReloadReply
+
+
+class Shutdown(Request[ShutdownReply], tag="shutdown", frozen=True):
+    reply_type = ShutdownReply
 
 
 AnyRequest = (
@@ -102,25 +177,29 @@ AnyRequest = (
     | ChatOpen
     | ChatCancel
     | ChatApproval
+    | EventsRecent
     | Reload
     | Shutdown
 )
+REQUEST_TYPES: tuple[type[Request[Any]], ...] = get_args(AnyRequest)
 
 
-class Reply(msgspec.Struct, frozen=True, omit_defaults=True):
+class Reply(msgspec.Struct, Generic[R], frozen=True, omit_defaults=True):
+    """The envelope of every answer on the wire; `data` is the request's `reply_type`."""
+
     ok: bool
-    data: dict[str, Any] | None = None
-    error: str | None = None  # a stable code, e.g. "unknown_agent"
+    data: R | None = None
+    error: ControlErrorCode | None = None  # a stable code, e.g. "unknown_agent"
     message: str | None = None  # for people
     more: bool = False
 
 
 _request_encoder = msgspec.msgpack.Encoder()
 _request_decoder = msgspec.msgpack.Decoder(AnyRequest)
-_reply_decoder = msgspec.msgpack.Decoder(Reply)
+_reply_decoders: dict[Any, msgspec.msgpack.Decoder[Any]] = {}
 
 
-def encode(message: Request | Reply) -> bytes:
+def encode(message: Request[Any] | Reply[Any]) -> bytes:
     return _request_encoder.encode(message)
 
 
@@ -130,10 +209,14 @@ def decode_request(payload: bytes) -> AnyRequest:
     return decode_msgpack(_request_decoder, payload, max_bytes=MAX_CONTROL_FRAME)
 
 
-def decode_reply(payload: bytes) -> Reply:
-    """Raises DecodeFailure as decode_request does."""
-    return decode_msgpack(_reply_decoder, payload, max_bytes=MAX_CONTROL_FRAME)
+def decode_reply(payload: bytes, data_type: Any = Any) -> Reply[Any]:
+    """Raises DecodeFailure as decode_request does. `data` is decoded as `data_type`
+    (a request's `reply_type`), or left as plain msgpack values."""
+    decoder = _reply_decoders.get(data_type)
+    if decoder is None:
+        decoder = _reply_decoders[data_type] = msgspec.msgpack.Decoder(Reply[data_type])
+    return decode_msgpack(decoder, payload, max_bytes=MAX_CONTROL_FRAME)
 
 
-def error_reply(code: str, message: str) -> Reply:
+def error_reply(code: ControlErrorCode, message: str) -> Reply[Any]:
     return Reply(ok=False, error=code, message=message)

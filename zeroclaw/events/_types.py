@@ -37,9 +37,10 @@ class RouteRefused(_Event, tag="route.refused", frozen=True):
 
 
 class ReloadApplied(_Event, tag="reload", frozen=True):
-    """A reload finished: applied (`ok`) or refused (`reload_failed`, running config kept)."""
+    """A reload finished: applied (`ok`), refused (`reload_failed`, running config kept) or
+    applied with agents that did not stop by its deadline (`incomplete`)."""
 
-    outcome: Literal["ok", "reload_failed"]
+    outcome: Literal["ok", "reload_failed", "incomplete"]
     added: tuple[str, ...] = ()
     removed: tuple[str, ...] = ()
     changed: tuple[str, ...] = ()

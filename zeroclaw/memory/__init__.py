@@ -19,6 +19,7 @@ from ._args import (
     TurnArg,
     decode_args,
 )
+from ._control import MemoryControlCommand
 from ._errors import MEMORY_ERROR_CODES, MemoryErrorCode, MemoryServiceError
 from ._lock import MemoryLock, MemoryLocked
 from ._records import CORE_CATEGORIES, Record, Turn, new_id
@@ -47,6 +48,7 @@ __all__ = [
     "GetArgs",
     "ListArgs",
     "MemoryArgs",
+    "MemoryControlCommand",
     "MemoryErrorCode",
     "MemoryInputError",
     "MemoryLock",

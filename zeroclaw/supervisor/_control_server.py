@@ -22,7 +22,6 @@ import os
 import socket
 import struct
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +35,7 @@ from ..control import (
     AnyRequest,
     Chat,
     ChatOpen,
+    ControlStats,
     DecodeFailure,
     FrameDecoder,
     FrameTooLarge,
@@ -50,6 +50,7 @@ from ..control import (
     printable,
     receive_frames,
 )
+from ..control import Exchange as Exchange  # moved to control; re-exported for the chat service
 from ._admission import Admit, ConnectionTable, RequestKind
 from ._peer import close_pidfd, judge_peer, needs_ancestry, peer_ancestry, peer_credentials
 
@@ -64,16 +65,8 @@ LOG_EVERY_SECS = 10.0  # a refused peer that does not read is not waited for
 SUN_PATH_MAX = 107  # sizeof(sun_path) - 1 on Linux
 
 
-@dataclass(frozen=True)
-class Exchange:
-    """A request's way back to its client: `send` streams replies before the last one,
-    `inbox` holds what the client sends while the request runs (a chat's cancel)."""
-
-    send: Callable[[Reply], Awaitable[None]]
-    inbox: trio.MemoryReceiveChannel[AnyRequest]
-
-
-Handler = Callable[[AnyRequest, Exchange], Awaitable[Reply]]
+# The command table's dispatch (`control.CommandTable`).
+Handler = Callable[[AnyRequest, Exchange], Awaitable[Reply[Any]]]
 
 
 class SocketPathTooLong(Exception):
@@ -222,16 +215,16 @@ class ControlServer:
         scope = self._scopes[conn_id] = trio.CancelScope()
         nursery.start_soon(self._connection, conn_id, conn, scope)
 
-    def stats(self) -> dict[str, int]:
+    def stats(self) -> ControlStats:
         """For `status`: what the control socket has had to turn away."""
-        return {
-            "connections": len(self.table),
-            "refused_peers": self.refused_peers,
-            "refused_busy": self.refused_busy,
-            "reaped_idle": self.reaped,
-            "reserved_used": self.admitted_reserved,
-            "bad_requests": self.bad_requests,
-        }
+        return ControlStats(
+            connections=len(self.table),
+            refused_peers=self.refused_peers,
+            refused_busy=self.refused_busy,
+            reaped_idle=self.reaped,
+            reserved_used=self.admitted_reserved,
+            bad_requests=self.bad_requests,
+        )
 
     def _warn(
         self, kind: str, msg: str, *args: object, extra: dict[str, Any] | None = None
@@ -300,7 +293,7 @@ class ControlServer:
         self,
         stream: trio.SocketStream,
         requests: trio.MemorySendChannel[AnyRequest],
-        try_send: Callable[[Reply], Awaitable[bool]],
+        try_send: Callable[[Reply[Any]], Awaitable[bool]],
     ) -> None:
         """Decode frames into `requests`; closing it tells the server the client is done."""
         decoder = FrameDecoder(MAX_CONTROL_FRAME)
@@ -324,7 +317,7 @@ class ControlServer:
                     await requests.send(request)
 
 
-async def _refuse(conn: trio.socket.SocketType, reply: Reply) -> None:
+async def _refuse(conn: trio.socket.SocketType, reply: Reply[Any]) -> None:
     """Answer a connection we will not serve, without reading from it, and close it."""
     stream = trio.SocketStream(conn)
     async with stream:
@@ -339,11 +332,11 @@ class _Replies:
         self._stream = stream
         self._lock = trio.Lock()
 
-    async def send(self, reply: Reply) -> None:
+    async def send(self, reply: Reply[Any]) -> None:
         async with self._lock:
             await self._stream.send_all(encode_frame(encode(reply)))
 
-    async def try_send(self, reply: Reply) -> bool:
+    async def try_send(self, reply: Reply[Any]) -> bool:
         """Send unless the client has gone; False when it has."""
         try:
             await self.send(reply)

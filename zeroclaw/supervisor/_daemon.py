@@ -24,25 +24,27 @@ from ..bus import Request as BusRequest
 from ..bus import Response, Router
 from ..config import Config, ConfigError, daemon_paths, daemon_refusals, load_config
 from ..control import (
+    REQUEST_TYPES,
     AgentRestart,
     AgentsList,
     AgentStart,
     AgentStop,
-    AnyRequest,
     Chat,
     ChatApproval,
     ChatCancel,
     ChatOpen,
+    CommandTable,
+    ControlStats,
+    EventsRecent,
     MemoryCommand,
     Reload,
-    Reply,
     RouteProbe,
     Shutdown,
     Status,
-    error_reply,
 )
 from ..events import EventSink
 from ..memory import (
+    MemoryControlCommand,
     MemoryLock,
     MemoryLocked,
     MemoryService,
@@ -50,32 +52,39 @@ from ..memory import (
     MemoryStore,
     StoreCorrupt,
     memory_grants,
-    operator_request,
 )
 from ..turns import TURN_SERVICE, TurnService
 from ._chat import ChatService
+from ._commands import (
+    AgentRestartCommand,
+    AgentsListCommand,
+    AgentStartCommand,
+    AgentStopCommand,
+    ChatOpenCommand,
+    EventsRecentCommand,
+    NoChatTurnCommand,
+    ReloadCommand,
+    ShutdownCommand,
+    StatusCommand,
+)
 from ._control_server import (
     IDLE_TIMEOUT_ENV,
     IDLE_TIMEOUT_SECS,
     ControlNameTaken,
     ControlServer,
-    Exchange,
-    Handler,
     SocketPathTooLong,
     bind_control_socket,
     check_socket_path,
 )
-from ._lifecycle import State
 from ._lock import AlreadyRunning, PidLock
 from ._notify import SYSTEMD_VARIABLES, Notifier
+from ._route_probe import RouteProbeCommand
 from ._spec import zygote_environment
 from ._supervisor import ReloadState, Supervisor
 from ._zygote import DEFAULT_ENTRYPOINT, ENTRYPOINT_ENV, start_zygote
 from ._zygote_client import ZygoteClient
 
 log = logging.getLogger("zeroclaw.daemon")
-
-OPERATOR_WAIT_SECS = 30.0
 
 
 class DaemonError(Exception):
@@ -224,12 +233,12 @@ async def _serve(
         nursery.start_soon(_run_zygote_reader, supervisor, nursery)
         control: ControlServer | None = None
 
-        def control_stats() -> dict[str, int]:
-            return control.stats() if control is not None else {}
+        def control_stats() -> ControlStats | None:
+            return control.stats() if control is not None else None
 
         control = ControlServer(
             control_listener,
-            _make_handler(supervisor, nursery, control_stats),
+            _command_table(supervisor, nursery, control_stats).dispatch,
             zygote_pid=supervisor.zygote.pid,
             idle_timeout=idle_timeout,
         )
@@ -312,56 +321,6 @@ async def _signals(
             supervisor.shutdown_requested.set()
 
 
-PROBE_WAIT_SECS = 10.0
-
-
-async def _probe(supervisor: Supervisor, request: RouteProbe) -> Reply:
-    policy = supervisor.router.policy
-    for alias in (request.from_, request.to):
-        if alias not in policy.agents:
-            return Reply(
-                ok=False,
-                error="unknown_agent",
-                message=f"no agent {alias!r} is configured",
-                data={"outcome": "unknown_agent"},
-            )
-    channel = request.channel or policy.default_channel(request.from_, request.to)
-    base = {"from": request.from_, "to": request.to, "channel": channel}
-    runner = supervisor.runner(request.from_)
-    if channel is None:
-        return Reply(
-            ok=False,
-            error="not_peers",
-            message="no channel is configured",
-            data={**base, "outcome": "not_peers"},
-        )
-    if runner is None or runner.lifecycle.state != State.RUNNING:
-        return Reply(
-            ok=False,
-            error="unavailable",
-            message=f"agent {request.from_!r} is not running",
-            data={**base, "outcome": "unavailable"},
-        )
-    result = await runner.probe(request.to, channel, PROBE_WAIT_SECS)
-    if result is None:
-        return Reply(
-            ok=False,
-            error="timeout",
-            message=f"no probe result within {PROBE_WAIT_SECS:g}s",
-            data={**base, "outcome": "timeout"},
-        )
-    data = {
-        **base,
-        "outcome": result.outcome,
-        "rtt_ms": round(result.rtt_ms, 3),
-        "detail": result.detail,
-    }
-    ok = result.outcome == "delivered"
-    return Reply(
-        ok=ok, data=data, error=None if ok else result.outcome, message=result.detail or None
-    )
-
-
 async def _reload_guarded(supervisor: Supervisor, nursery: trio.Nursery) -> None:
     """A reload that fails for an unexpected reason is reported, never fatal to the daemon."""
     try:
@@ -379,82 +338,30 @@ async def _watchdog(notifier: Notifier, interval: float) -> None:
         await trio.sleep(interval)
 
 
-def _make_handler(
-    supervisor: Supervisor, nursery: trio.Nursery, control_stats: Callable[[], dict[str, int]]
-) -> Handler:
-    # The turn service belongs in the composition root (channels will share it); it is
-    # built and registered here until the router takes its services at construction.
+def _command_table(
+    supervisor: Supervisor,
+    nursery: trio.Nursery,
+    control_stats: Callable[[], ControlStats | None],
+) -> CommandTable:
+    """Every control command, by request type: the one table the control server uses."""
     turns = TurnService(supervisor.router)
     supervisor.router.services[TURN_SERVICE] = turns.on_request
     supervisor.router.down_hooks.append(turns.agent_down)
     chat = ChatService(turns)
-
-    async def handle(request: AnyRequest, exchange: Exchange) -> Reply:
-        if isinstance(request, Chat):
-            return await chat.run_turn(request, exchange)
-        if isinstance(request, ChatOpen):
-            return chat.open_session(request)
-        if isinstance(request, (ChatCancel, ChatApproval)):
-            return error_reply("bad_request", "no chat turn is running on this connection")
-        if isinstance(request, Status):
-            return Reply(ok=True, data={**supervisor.status(), "control": control_stats()})
-        if isinstance(request, AgentsList):
-            return Reply(ok=True, data=supervisor.status())
-        if isinstance(request, Shutdown):
-            supervisor.shutdown_requested.set()
-            return Reply(ok=True, data={"stopping": True, "pid": os.getpid()})
-        if isinstance(request, Reload):
-            state = await supervisor.reload(nursery)
-            return Reply(
-                ok=state.state == "ok",
-                data={"reload": state.state, "errors": state.errors, "diff": state.diff},
-                error=None if state.state == "ok" else "reload_failed",
-                message=None
-                if state.state == "ok"
-                else "the new config was refused; kept the running one",
-            )
-        if isinstance(request, (AgentStart, AgentStop, AgentRestart)):
-            alias = request.alias
-            runner = supervisor.runner(alias)
-            if runner is None:
-                known = ", ".join(sorted(supervisor.runners)) or "none"
-                return error_reply("unknown_agent", f"no enabled agent {alias!r}; known: {known}")
-            if isinstance(request, AgentStart):
-                done = await supervisor.start_agent(alias, OPERATOR_WAIT_SECS)
-            elif isinstance(request, AgentStop):
-                done = await supervisor.stop_agent(alias, OPERATOR_WAIT_SECS)
-            else:
-                done = await supervisor.restart_agent(alias, OPERATOR_WAIT_SECS)
-            status = runner.status()
-            if not done:
-                return Reply(
-                    ok=False,
-                    data=status,
-                    error="timeout",
-                    message=f"agent {alias} did not settle in time",
-                )
-            if status["state"] == "fatal":
-                return Reply(
-                    ok=False,
-                    data=status,
-                    error="fatal",
-                    message=f"agent {alias} is fatal: {status['last_exit']}",
-                )
-            return Reply(ok=True, data=status)
-        if isinstance(request, RouteProbe):
-            return await _probe(supervisor, request)
-        if isinstance(request, MemoryCommand):
-            try:
-                data = await operator_request(
-                    supervisor.memory,
-                    frozenset(supervisor.config.agents),
-                    request.op,
-                    request.agent,
-                    request.args,
-                )
-            except MemoryServiceError as exc:
-                return error_reply(exc.code, exc.detail)
-            return Reply(ok=True, data=data)
-        return error_reply("unsupported", f"unsupported request {type(request).__name__}")
-
-    return handle
+    known_agents = lambda: frozenset(supervisor.config.agents)  # noqa: E731
+    table = CommandTable()
+    table.register(Status, StatusCommand(supervisor, control_stats))
+    table.register(AgentsList, AgentsListCommand(supervisor))
+    table.register(AgentStart, AgentStartCommand(supervisor))
+    table.register(AgentStop, AgentStopCommand(supervisor))
+    table.register(AgentRestart, AgentRestartCommand(supervisor))
+    table.register(RouteProbe, RouteProbeCommand(supervisor))
+    table.register(MemoryCommand, MemoryControlCommand(supervisor.memory, known_agents))
+    table.register(Chat, chat.run_turn)
+    table.register(ChatOpen, ChatOpenCommand(chat))
+    table.register(ChatCancel, NoChatTurnCommand())
+    table.register(ChatApproval, NoChatTurnCommand())
+    table.register(EventsRecent, EventsRecentCommand(supervisor.events))
+    table.register(Reload, ReloadCommand(supervisor, nursery))
+    table.register(Shutdown, ShutdownCommand(supervisor))
+    return table.require(REQUEST_TYPES)

@@ -42,6 +42,7 @@ from ..agent import (
 )
 from ..bus import AgentKeys
 from ..config import RestartPolicy
+from ..control import AgentStatus
 from ..policy import abi_version, sandbox_summary
 from ._lifecycle import (
     Action,
@@ -171,24 +172,24 @@ class AgentRunner:
             return True
         return False
 
-    def status(self) -> dict[str, object]:
+    def status(self) -> AgentStatus:
         lc = self.lifecycle
         now = trio.current_time()
-        return {
-            "alias": self.alias,
-            "state": lc.state.value,
-            "pid": lc.pid,
-            "restarts": lc.restarts,
-            "last_exit": lc.last_exit.describe() if lc.last_exit else None,
-            "last_error": lc.last_error,
-            "since": round(time.time() - (now - lc.since), 3),
-            "since_secs": round(now - lc.since, 3),
-            "activation": self.spec.activation,
-            "busy_turns": lc.busy_turns,
-            "next_start_in": round(lc.next_start_at - now, 3) if lc.next_start_at else None,
+        return AgentStatus(
+            alias=self.alias,
+            state=lc.state.value,
+            pid=lc.pid,
+            restarts=lc.restarts,
+            last_exit=lc.last_exit.describe() if lc.last_exit else None,
+            last_error=lc.last_error,
+            since=round(time.time() - (now - lc.since), 3),
+            since_secs=round(now - lc.since, 3),
+            activation=self.spec.activation,
+            busy_turns=lc.busy_turns,
+            next_start_in=round(lc.next_start_at - now, 3) if lc.next_start_at else None,
             # What confines this agent's shell commands: the profile's mode and the kernel.
-            "sandbox": sandbox_summary(self.spec.risk.sandbox, abi_version()),
-        }
+            sandbox=sandbox_summary(self.spec.risk.sandbox, abi_version()),
+        )
 
     # --- the task --------------------------------------------------------------------------
 

@@ -26,12 +26,20 @@ from ..config import (
     daemon_refusals,
     load_config,
 )
-from ..events import EventSink
+from ..control import (
+    AgentStatus,
+    DaemonStatus,
+    ReloadOutcome,
+    ReloadStatus,
+    StatusReply,
+)
+from ..events import AgentTransition, EventSink, ReloadApplied
 from ..memory import MemoryService, memory_grants
 from ._lifecycle import ExitStatus, State, Transition
 from ._notify import Notifier
+from ._reload import RELOAD_CONCURRENCY, ReloadPlan, plan_reload, reload_deadline
 from ._runner import AgentRunner, Command, ProcessExited, ProcessReady, Reconfigure
-from ._spec import build_specs, diff_specs
+from ._spec import build_specs
 from ._zygote_client import ZygoteClient
 
 log = logging.getLogger("zeroclaw.supervisor")
@@ -39,7 +47,9 @@ log = logging.getLogger("zeroclaw.supervisor")
 
 @dataclass
 class ReloadState:
-    state: str = "never"  # never | ok | reload_failed
+    # never; ok; reload_failed (the file was refused, the running config kept); incomplete
+    # (applied, but some agent did not stop within the reload's deadline)
+    state: ReloadOutcome = "never"
     at: float | None = None
     errors: list[str] = field(default_factory=list)
     diff: dict[str, list[str]] = field(default_factory=dict)
@@ -149,6 +159,7 @@ class Supervisor:
             self.router.agent_down(t.alias)
         if t.new == State.FATAL:
             self.router.start_failed(t.alias, "the agent is fatal")
+        self.events.publish(AgentTransition(t.alias, t.old.value, t.new.value, t.reason))
         fields: dict[str, Any] = {
             "alias": t.alias,
             "from_state": t.old.value,
@@ -305,87 +316,148 @@ class Supervisor:
     # --- reload --------------------------------------------------------------------------
 
     async def reload(self, nursery: trio.Nursery) -> ReloadState:
-        """Validate the file first; apply only what changed. An invalid file changes nothing."""
+        """Validate the file first; apply only what changed. An invalid file changes nothing.
+        Bounded: agents being replaced stop concurrently, and the reload returns by its
+        deadline even if some never do (their replacements start once they have)."""
         async with self._reload_lock:
             self.notifier.reloading()
             try:
-                try:
-                    new = await trio.to_thread.run_sync(load_config, self.config_path)
-                    refusals = reload_refusals(self.config, new, self.env, self.config_path)
-                    if refusals:
-                        raise ConfigError(str(self.config_path), refusals)
-                except ConfigError as exc:
-                    self.reload_state = ReloadState(
-                        "reload_failed", time.time(), exc.lines(), self.reload_state.diff
-                    )
-                    for line in exc.lines():
-                        log.error("reload refused: %s", line)
-                    return self.reload_state
-                new_specs = self._specs_of(new)
-                self.router.update_config(new)
-                if self.memory is not None:
-                    self.memory.update_grants(memory_grants(new))
-                diff = diff_specs(self.specs, new_specs)
-                self.config = new
-                self.specs = new_specs
-                for alias in diff.removed:
-                    self.runners[alias].post(Command("remove", "removed from config"))
-                for alias in diff.changed:
-                    old = self.runners[alias]
-                    old.post(Command("remove", "config changed"))
-                    await old.removed.wait()
-                    self._add(nursery, new_specs[alias])
-                for alias in diff.added:
-                    self._add(nursery, new_specs[alias])
-                for alias in diff.unchanged:
-                    runner = self.runners[alias]
-                    if runner.spec != new_specs[alias]:
-                        await runner.update_neighbours(new_specs[alias])
-                    runner.post(Reconfigure(self._policy(alias), new.daemon.shutdown_grace_secs))
-                    if runner.lifecycle.state == State.FATAL:
-                        runner.post(Command("start", "operator"))  # a reload clears fatal
-                self.reload_state = ReloadState(
-                    "ok",
-                    time.time(),
-                    [],
-                    {
-                        "added": list(diff.added),
-                        "removed": list(diff.removed),
-                        "changed": list(diff.changed),
-                    },
-                )
-                log.info(
-                    "reloaded: added %s, removed %s, changed %s",
-                    list(diff.added),
-                    list(diff.removed),
-                    list(diff.changed),
-                )
-                return self.reload_state
+                state = await self._reload(nursery)
             finally:
                 self.notifier.ready(self.status_line())
+            self.reload_state = state
+            self._publish_reload(state)
+            return state
+
+    async def _reload(self, nursery: trio.Nursery) -> ReloadState:
+        try:
+            new = await trio.to_thread.run_sync(load_config, self.config_path)
+            refusals = reload_refusals(self.config, new, self.env, self.config_path)
+            if refusals:
+                raise ConfigError(str(self.config_path), refusals)
+        except ConfigError as exc:
+            for line in exc.lines():
+                log.error("reload refused: %s", line)
+            return ReloadState("reload_failed", time.time(), exc.lines(), self.reload_state.diff)
+        new_specs = self._specs_of(new)
+        self.router.update_config(new)
+        if self.memory is not None:
+            self.memory.update_grants(memory_grants(new))
+        states = {alias: r.lifecycle.state for alias, r in self.runners.items()}
+        plan = plan_reload(self.specs, new_specs, states)
+        self.config = new
+        self.specs = new_specs
+        unsettled, bound = await self._apply(nursery, plan)
+        diff = {
+            "added": list(plan.diff.added),
+            "removed": list(plan.diff.removed),
+            "changed": list(plan.diff.changed),
+        }
+        log.info(
+            "reloaded: added %s, removed %s, changed %s",
+            diff["added"],
+            diff["removed"],
+            diff["changed"],
+        )
+        if unsettled:
+            errors = [
+                f"agent {alias} did not stop within {bound:g}s; its new process starts once "
+                "it has (is the zygote alive?)"
+                for alias in unsettled
+            ]
+            for line in errors:
+                log.error("reload incomplete: %s", line)
+            return ReloadState("incomplete", time.time(), errors, diff)
+        return ReloadState("ok", time.time(), [], diff)
+
+    async def _apply(self, nursery: trio.Nursery, plan: ReloadPlan) -> tuple[list[str], float]:
+        """Carry out a plan; the agents that did not stop within the bound, and the bound.
+
+        Replacements run in the daemon's nursery, not the reload's: one that outlives the
+        deadline still finishes (its new runner starts when the old one is gone)."""
+        bound = reload_deadline(self.config.daemon.shutdown_grace_secs, len(plan.restart))
+        deadline = trio.current_time() + bound
+        limiter = trio.CapacityLimiter(RELOAD_CONCURRENCY)
+        waits: dict[str, trio.Event] = {}
+        for alias in plan.remove:
+            runner = self.runners[alias]
+            runner.post(Command("remove", "removed from config"))
+            waits[alias] = runner.removed
+        for alias in plan.restart:
+            waits[alias] = trio.Event()
+            nursery.start_soon(self._replace, nursery, self.runners[alias], limiter, waits[alias])
+        for alias in plan.add:
+            self._add(nursery, self.specs[alias])
+        grace = self.config.daemon.shutdown_grace_secs
+        with trio.move_on_at(deadline):
+            async with trio.open_nursery() as told:
+                for alias in plan.reconfigure:
+                    told.start_soon(self.runners[alias].update_neighbours, self.specs[alias])
+        for alias in plan.keep:
+            runner = self.runners[alias]
+            runner.post(Reconfigure(self._policy(alias), grace))
+        for alias in plan.clear_fatal:
+            self.runners[alias].post(Command("start", "operator"))  # a reload clears fatal
+        with trio.move_on_at(deadline):
+            for done in waits.values():
+                await done.wait()
+        return sorted(alias for alias, done in waits.items() if not done.is_set()), bound
+
+    async def _replace(
+        self,
+        nursery: trio.Nursery,
+        old: AgentRunner,
+        limiter: trio.CapacityLimiter,
+        done: trio.Event,
+    ) -> None:
+        """Stop an agent whose spec changed; then start it with the spec it has now."""
+        async with limiter:
+            old.post(Command("remove", "config changed"))
+            await old.removed.wait()
+            spec = self.specs.get(old.alias)
+            # A later reload may have removed it or replaced it already; a shutdown, stopped
+            # everything.
+            vacant = self.runners.get(old.alias) in (old, None)
+            if spec is not None and vacant and not self.shutdown_requested.is_set():
+                self._add(nursery, spec)
+            done.set()
+
+    def _publish_reload(self, state: ReloadState) -> None:
+        if state.state == "never":
+            return
+        # A refused file changed nothing: its diff is the previous reload's.
+        diff = {} if state.state == "reload_failed" else state.diff
+        self.events.publish(
+            ReloadApplied(
+                outcome=state.state,
+                added=tuple(diff.get("added", ())),
+                removed=tuple(diff.get("removed", ())),
+                changed=tuple(diff.get("changed", ())),
+                errors=tuple(state.errors),
+            )
+        )
 
     # --- status --------------------------------------------------------------------------
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> StatusReply:
         now = trio.current_time()
-        return {
-            "daemon": {
-                "pid": os.getpid(),
-                "version": __version__,
-                "started_at": self.started_wall,
-                "uptime_secs": round(now - self.started_mono, 3),
-                "config": str(self.config_path),
-                "state_dir": str(self.paths.state_dir),
-                "runtime_dir": str(self.paths.runtime_dir),
-                "ready": self.ready_sent,
-                "reload": {
-                    "state": self.reload_state.state,
-                    "at": self.reload_state.at,
-                    "errors": self.reload_state.errors,
-                    "last_diff": self.reload_state.diff,
-                },
-            },
-            "counts": self.counts(),
-            "router": self.router.stats(),
-            "agents": [self.runners[a].status() for a in sorted(self.runners)],
-        }
+        reload = self.reload_state
+        return StatusReply(
+            daemon=DaemonStatus(
+                pid=os.getpid(),
+                version=__version__,
+                started_at=self.started_wall,
+                uptime_secs=round(now - self.started_mono, 3),
+                config=str(self.config_path),
+                state_dir=str(self.paths.state_dir),
+                runtime_dir=str(self.paths.runtime_dir),
+                ready=self.ready_sent,
+                reload=ReloadStatus(reload.state, reload.at, reload.errors, reload.diff),
+            ),
+            counts=self.counts(),
+            router=self.router.stats(),
+            agents=self.agents(),
+        )
+
+    def agents(self) -> list[AgentStatus]:
+        return [self.runners[a].status() for a in sorted(self.runners)]

@@ -1,0 +1,76 @@
+"""What a reload does to each agent, decided as pure code from the specs and the states.
+
+`plan_reload` sorts every agent into exactly one of: add (a new runner), remove, restart
+(its spec changed: the old process goes, a new runner starts), reconfigure (kept running;
+only what it is told over its link changed) and leave. Kept agents that are fatal are
+started again: a reload clears fatal. The supervisor applies the plan concurrently, with a
+deadline from `reload_deadline`, so an agent that never stops cannot hang a reload.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from ..agent import AgentSpec
+from ._lifecycle import State
+from ._spec import SpecDiff, diff_specs
+
+RELOAD_CONCURRENCY = 16  # agents being replaced at once (each a stop, then a spawn)
+RELOAD_MARGIN_SECS = 5.0  # past the grace: the SIGKILL's exit report and the respawn
+
+
+@dataclass(frozen=True)
+class ReloadPlan:
+    add: tuple[str, ...]
+    remove: tuple[str, ...]
+    restart: tuple[str, ...]
+    reconfigure: tuple[str, ...]
+    leave: tuple[str, ...]
+    clear_fatal: tuple[str, ...]  # among reconfigure and leave: fatal, started again
+    diff: SpecDiff  # what the operator is told changed (the spec diff)
+
+    @property
+    def keep(self) -> tuple[str, ...]:
+        return tuple(sorted((*self.reconfigure, *self.leave)))
+
+
+def plan_reload(
+    old: Mapping[str, AgentSpec], new: Mapping[str, AgentSpec], states: Mapping[str, State]
+) -> ReloadPlan:
+    """`states` holds the agents that have a runner now; one that lost its runner (a bug
+    ended it) is added again if the new config still has it."""
+    diff = diff_specs(old, new)
+    changed = set(diff.changed)
+    add, remove, restart, reconfigure, leave = [], [], [], [], []
+    for alias in sorted(new.keys() | states.keys()):
+        if alias not in states:
+            add.append(alias)
+        elif alias not in new:
+            remove.append(alias)
+        elif alias not in old or alias in changed:
+            restart.append(alias)
+        elif old[alias] != new[alias]:
+            reconfigure.append(alias)
+        else:
+            leave.append(alias)
+    kept = sorted((*reconfigure, *leave))
+    return ReloadPlan(
+        add=tuple(add),
+        remove=tuple(remove),
+        restart=tuple(restart),
+        reconfigure=tuple(reconfigure),
+        leave=tuple(leave),
+        clear_fatal=tuple(a for a in kept if states[a] == State.FATAL),
+        diff=diff,
+    )
+
+
+def reload_deadline(
+    grace_secs: float, restarts: int, concurrency: int = RELOAD_CONCURRENCY
+) -> float:
+    """Seconds a reload may take to stop what it replaces: a grace per wave of at most
+    `concurrency` agents (SIGKILL comes after the grace), plus a margin."""
+    waves = max(1, math.ceil(restarts / concurrency))
+    return grace_secs * waves + RELOAD_MARGIN_SECS
