@@ -34,12 +34,12 @@ states = st.sampled_from(list(State))
 
 def spec(alias: str, which: int) -> AgentSpec:
     neighbours = ("/srv/other",) if which == 1 else ()
-    description = "changed" if which == 2 else "base"
+    # A change of what the process runs: another log level.
     return msgspec.structs.replace(
         BASE,
         alias=alias,
         other_workspaces=neighbours,
-        provider_config={**BASE.provider_config, "note": description},
+        log_level="debug" if which == 2 else BASE.log_level,
     )
 
 
