@@ -31,12 +31,12 @@ async def test_events_count_only_from_the_agent_the_turn_went_to(tmp_path: Path)
     try:
         send, receive = trio.open_memory_channel[dict[str, Any]](math.inf)
         chat.turns["t1"] = _Turn("alpha", send)
-        chat._on_request("beta", event("t1", {"event": "delta", "text": "spoofed"}))
-        chat._on_request("beta", event("t1", {"event": "done", "reply": "spoofed"}))
-        chat._on_request("alpha", event("t1", {"event": "exec", "cmd": "x"}))  # unknown kind
-        chat._on_request("alpha", event("t1", "not a dict"))
-        chat._on_request("alpha", event("nope", {"event": "delta", "text": "no such turn"}))
-        chat._on_request("alpha", event("t1", {"event": "delta", "text": "real"}))
+        chat.on_request("beta", event("t1", {"event": "delta", "text": "spoofed"}))
+        chat.on_request("beta", event("t1", {"event": "done", "reply": "spoofed"}))
+        chat.on_request("alpha", event("t1", {"event": "exec", "cmd": "x"}))  # unknown kind
+        chat.on_request("alpha", event("t1", "not a dict"))
+        chat.on_request("alpha", event("nope", {"event": "delta", "text": "no such turn"}))
+        chat.on_request("alpha", event("t1", {"event": "delta", "text": "real"}))
         assert receive.receive_nowait() == {"event": "delta", "text": "real"}
         assert receive.statistics().current_buffer_used == 0
         assert chat.spoofed == 2
@@ -57,8 +57,8 @@ async def test_a_turn_that_outruns_its_client_is_cut_off(tmp_path: Path) -> None
         send, receive = trio.open_memory_channel[dict[str, Any]](math.inf)
         chat.turns["t1"] = _Turn("alpha", send)
         for i in range(MAX_BUFFERED_EVENTS + 50):
-            chat._on_request("alpha", event("t1", {"event": "delta", "text": f"{i}"}))
-        chat._on_request("alpha", event("t1", {"event": "done", "reply": "late"}))
+            chat.on_request("alpha", event("t1", {"event": "delta", "text": f"{i}"}))
+        chat.on_request("alpha", event("t1", {"event": "done", "reply": "late"}))
         assert receive.statistics().current_buffer_used == MAX_BUFFERED_EVENTS + 1
         events = [receive.receive_nowait() for _ in range(MAX_BUFFERED_EVENTS + 1)]
         assert events[-1] == {"event": "overflow"}

@@ -50,15 +50,13 @@ class ChatService:
         self.spoofed = 0  # events from an agent the turn was not addressed to
         self._ids = itertools.count(1)
         self._prefix = f"chat-{os.getpid():x}-{int(time.time()):x}"
-        router.services["chat"] = self._on_request
-        router.down_hooks.append(self.agent_down)
 
     def agent_down(self, alias: str) -> None:
         for turn in self.turns.values():
             if turn.alias == alias:
                 turn.events.send_nowait({"event": "down"})
 
-    def _on_request(self, sender: str, request: Request) -> None:
+    def on_request(self, sender: str, request: Request) -> None:
         body = request.body if isinstance(request.body, dict) else {}
         turn = self.turns.get(str(body.get("turn", "")))
         if turn is None or turn.alias != sender:
