@@ -407,8 +407,8 @@ class Router:
                 assert owner is not None
                 owner.send_nowait([action.conn, encode(action.frame)])
             elif isinstance(action, SendAck):
-                assert owner is not None
-                owner.send_nowait([action.conn, encode(Ack(ids=action.ids))])
+                if action.conn is not None and owner is not None:
+                    owner.send_nowait([action.conn, encode(Ack(ids=action.ids))])
             elif isinstance(action, Traffic):
                 self.hooks.traffic(action.alias)
             elif isinstance(action, Refuse):

@@ -70,9 +70,10 @@ class Forward:
 
 @dataclass(frozen=True, slots=True)
 class SendAck:
-    """Tell a sender that these messages of its were delivered."""
+    """Tell a sender that these messages of its were delivered (conn None: it is not
+    connected any more; the outcome is decided all the same, nobody hears it)."""
 
-    conn: bytes
+    conn: bytes | None
     ids: tuple[str, ...]
 
 
@@ -422,9 +423,7 @@ class RouterCore:
         if not self._acks_out:
             return
         for sender, ids in self._acks_out.items():
-            conn = self._alias_conn.get(sender)
-            if conn is not None:
-                self.out.append(SendAck(conn, tuple(ids)))
+            self.out.append(SendAck(self._alias_conn.get(sender), tuple(ids)))
         self._acks_out = {}
 
     def dropped(self, conn: bytes, rid: int | None, reason: str) -> None:
