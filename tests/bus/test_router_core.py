@@ -57,7 +57,9 @@ CONFIG = config()
 RELOADED = config(gamma_in_group=False)
 
 
-def message(id: str, to: str, kind: Any = "message", body: Any = None, channel: str = "cli.local"):  # type: ignore[no-untyped-def]
+def message(
+    id: str, to: str, kind: Any = "message", body: Any = None, channel: str = "cli.local"
+) -> Message:
     return Message(id=id, to=to, channel=channel, body=body, sent_at=0.0, kind=kind)
 
 

@@ -402,7 +402,9 @@ class Router:
 
     def _execute(self) -> None:
         owner = self._owner
-        for action in self.core.take():
+        core = self.core
+        actions, core.out = core.out, []
+        for action in actions:
             if isinstance(action, Forward):  # the hot path first
                 assert owner is not None
                 owner.send_nowait([action.conn, encode(action.frame)])

@@ -343,8 +343,8 @@ class RouterCore:
         """An allowed message: to its running destination, queued while an on-demand
         destination starts, or refused `unavailable`."""
         dest = message.to
-        conn = self._alias_conn.get(dest)
-        if conn is not None and dest in self.connected:
+        conn = self._alias_conn.get(dest)  # set by a Hello, dropped with the agent
+        if conn is not None:
             self._forward(sender, message, conn, now)
         elif dest in self.on_demand and self._queue_for_start(sender, message, now):
             pass
@@ -356,21 +356,23 @@ class RouterCore:
         rid = self._next_rid
         self._next_rid += 1
         dest = message.to
-        question = message.kind in QUESTION_KINDS and sender != DAEMON_SENDER
-        depth = self.depth_of(sender) + 1 if question else 0
-        self._inflight[rid] = InFlight(
-            sender,
-            message.id,
-            dest,
-            now + self.delivery_timeout,
-            message.channel,
-            question,
-            depth,
-        )
-        self._order.append(rid)
-        if question:
+        if message.kind in QUESTION_KINDS and sender != DAEMON_SENDER:
+            depth = self.depth_of(sender) + 1
             self._asked.setdefault(dest, {})[rid] = depth
-        stamped = msgspec.structs.replace(message, from_=sender, depth=depth)
+            flight = InFlight(
+                sender, message.id, dest, now + self.delivery_timeout, message.channel, True, depth
+            )
+            stamped = msgspec.structs.replace(message, from_=sender, depth=depth)
+        else:
+            flight = InFlight(
+                sender, message.id, dest, now + self.delivery_timeout, message.channel
+            )
+            if message.depth:  # only the router says how deep a message is
+                stamped = msgspec.structs.replace(message, from_=sender, depth=0)
+            else:
+                stamped = msgspec.structs.replace(message, from_=sender)
+        self._inflight[rid] = flight
+        self._order.append(rid)
         on_demand = self.on_demand
         if on_demand:
             if dest in on_demand:
