@@ -416,7 +416,6 @@ def _make_handler(
     nursery: trio.Nursery,
     control_stats: Callable[[], dict[str, int]],
 ) -> Handler:
-
     async def handle(request: AnyRequest, exchange: Exchange) -> Reply:
         if isinstance(request, Chat):
             return await chat.run_turn(request, exchange)
