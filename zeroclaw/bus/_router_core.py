@@ -60,7 +60,7 @@ def on_demand_agents(config: Config) -> frozenset[str]:
 # --- actions: what the router does next ----------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: a frozen __init__ costs a setattr call per field, per message
 class Forward:
     """Send a Deliver to the connected destination."""
 
@@ -126,7 +126,7 @@ class RequestStart:
     alias: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # per message to or from an on-demand agent, as Forward
 class Traffic:
     """A message to or from an on-demand agent: it is not idle."""
 
