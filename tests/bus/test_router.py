@@ -226,6 +226,9 @@ def test_counters_in_status(root: Path, daemons: DaemonFactory) -> None:
         "too_large",
         "malformed",
         "timeout",
+        "delegation_not_allowed",
+        "depth_exceeded",
+        "origin_not_allowed",
     }
     assert router["outcomes"]["delivered"] == 1 and router["outcomes"]["not_peers"] == 1
     text = daemon.cli("status").stdout
@@ -280,3 +283,37 @@ def test_a_thousand_failed_handshakes_log_a_bounded_number_of_lines(
     assert 2 <= len(lines) <= 12, lines
     assert refused["zap_denied"] == 1000 and refused["handshake_failed"] >= 1000
     assert probe(daemon, "alpha", "beta")[0] == 0
+
+
+def test_the_router_refuses_a_delegation_outside_the_senders_delegates(
+    root: Path, daemons: DaemonFactory
+) -> None:
+    doc = topology(root, {"alpha": agent_entry(delegates=["beta"])})
+    plan(root, "alpha", do="forged_questions", to="gamma", channel="cli.local")
+    groups = {"all": {"channel": "cli", "agents": ["alpha", "beta", "gamma"]}}
+    doc["peer_groups"] = groups
+    daemon = daemons(doc).start()
+    result = result_of(root, "alpha", timeout=30)
+    assert result["code"] == "delegation_not_allowed", result
+    assert daemon.status()["router"]["outcomes"]["delegation_not_allowed"] == 1
+
+
+def test_the_router_counts_the_depth_of_a_chain_of_asks_whatever_the_body_says(
+    root: Path, daemons: DaemonFactory
+) -> None:
+    hops = [f"hop{i}" for i in range(1, 6)]
+    doc = make_config(
+        root,
+        {alias: agent_entry() for alias in hops},
+        groups={"chain": {"channel": "cli", "agents": hops}},
+    )
+    for i, alias in enumerate(hops[:-1]):
+        plan(root, alias, do="relay", next=hops[i + 1], channel="cli.local", first=i == 0)
+    daemon = daemons(doc).start()
+    results = [result_of(root, alias, timeout=30) for alias in hops[:3]]
+    assert [r["outcome"] for r in results] == ["delivered", "delivered", "depth_exceeded"]
+    # Each hop was told the depth the router counted, not the 0 its asker claimed.
+    assert [r["received_depth"] for r in results] == [[], [1], [2]]
+    assert daemon.status()["router"]["outcomes"]["depth_exceeded"] == 1
+    for alias in hops[3:]:  # the chain stopped at the limit: nobody asked them
+        assert not (root / "state" / "agents" / alias / "workspace" / "result.json").exists()

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from tests.hostile import hostile_msgpack, nested_msgpack, spliced
 from zeroclaw.bus import (
+    MESSAGE_KINDS,
     Ack,
     Deliver,
     Hello,
@@ -34,6 +35,22 @@ def test_round_trips() -> None:
         assert decode_from_agent(encode(frame)) == frame
     for frame in (Deliver(rid=7, message=MSG), Refusal(id="m1", code="not_peers", detail="x")):
         assert decode_from_router(encode(frame)) == frame
+
+
+@pytest.mark.parametrize("kind", MESSAGE_KINDS)
+def test_every_message_kind_in_use_decodes(kind: str) -> None:
+    frame = Send(message=msgspec.structs.replace(MSG, kind=kind))  # type: ignore[arg-type]
+    assert decode_from_agent(encode(frame)) == frame
+
+
+def test_a_kind_outside_the_literal_is_malformed() -> None:
+    raw = msgspec.msgpack.encode(
+        {"t": "send", "v": 1, "message": {**msgspec.to_builtins(MSG), "kind": "dispatch"}}
+    )
+    with pytest.raises(WireError) as refused:
+        decode_from_agent(raw)
+    assert refused.value.code == "malformed"
+    assert salvage_message_id(raw) == "m1"  # so the router refuses it to its sender by id
 
 
 def test_from_field_is_named_from_on_the_wire() -> None:

@@ -309,8 +309,46 @@ async def silent_callee(bus: AgentBus, plan: dict[str, Any], workspace: Path) ->
     write_result(workspace, "result.json", {"asked": True})
 
 
+async def forged_questions(bus: AgentBus, plan: dict[str, Any], workspace: Path) -> None:
+    """With this agent's real keys, what its own turn engine would not send: a delegation to
+    a peer outside its `delegates`, claiming depth 0 in the body."""
+    await wait_for_peer(bus, plan["to"], plan["channel"])
+    outcome = await bus.send(
+        plan["to"], plan["channel"], {"text": "do it", "depth": 0}, kind="delegate"
+    )
+    write_result(workspace, "result.json", {"code": outcome.code, "detail": outcome.detail})
+
+
+async def relay(bus: AgentBus, plan: dict[str, Any], workspace: Path) -> None:
+    """One hop of a chain of asks: ask `next` (the first hop at once, the others when asked
+    themselves), always claiming depth 0 in the body, and record the outcome; never answer,
+    so every question of the chain stays open while the next hop asks."""
+    asked = trio.Event()
+    received: list[int] = []
+
+    def on_message(message: Message) -> None:
+        if message.kind == "ask" and not asked.is_set():
+            received.append(message.depth)
+            asked.set()
+
+    bus.on_message = on_message
+    if not plan.get("first"):
+        await asked.wait()
+    await wait_for_peer(bus, plan["next"], plan["channel"])
+    outcome = await bus.send(
+        plan["next"], plan["channel"], {"text": "pass it on", "depth": 0}, kind="ask"
+    )
+    write_result(
+        workspace,
+        "result.json",
+        {"outcome": outcome.label, "detail": outcome.detail, "received_depth": received},
+    )
+
+
 PLANS = {
     **LOAD_PLANS,
+    "forged_questions": forged_questions,
+    "relay": relay,
     "silent_callee": silent_callee,
     "stream": stream,
     "fuzz": fuzz,

@@ -19,7 +19,7 @@ import zmq
 from tests.agent.helpers import local_engine
 from tests.supervisor.harness import agent_entry, make_config
 from zeroclaw.agent._runtime import AgentRuntime, BusReach
-from zeroclaw.bus import AgentBus, BusCredentials, Message, Router
+from zeroclaw.bus import AgentBus, BusCredentials, Message, NoHooks, Request, Router
 from zeroclaw.config import validate_document
 from zeroclaw.providers import OfflineProvider
 from zeroclaw.turns import TURN_SERVICE, ServiceEvent, Turn, TurnService
@@ -71,6 +71,21 @@ class Bench:
         return value[0]
 
 
+class _BenchHooks(NoHooks):
+    """The router's hooks as the daemon's composition root wires them, for the bench."""
+
+    state: Bench
+
+    def agent_hello(self, alias: str, pid: int) -> None:
+        self.state.joined[alias].set()
+
+    def agent_down(self, alias: str) -> None:
+        self.state.service.agent_down(alias)
+
+    def turn_request(self, sender: str, request: Request) -> None:
+        self.state.service.on_request(sender, request)
+
+
 @asynccontextmanager
 async def bench(root: Path, **service_options: Any) -> AsyncIterator[Bench]:
     """alpha and beta (both on cli.local), a running router, the turn service registered
@@ -78,15 +93,19 @@ async def bench(root: Path, **service_options: Any) -> AsyncIterator[Bench]:
     doc = make_config(root, {"alpha": agent_entry(), "beta": agent_entry(), "gamma": agent_entry()})
     (root / "run").mkdir(parents=True, exist_ok=True)
     ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+    hooks = _BenchHooks()
     try:
-        router = Router(validate_document(doc), root / "run", ctx)
+        router = Router(
+            validate_document(doc),
+            root / "run",
+            ctx,
+            services={TURN_SERVICE: hooks.turn_request},
+            hooks=hooks,
+        )
         service = TurnService(router, **service_options)
-        router.services[TURN_SERVICE] = service.on_request
-        router.down_hooks.append(service.agent_down)
         async with trio.open_nursery() as nursery:
+            state = hooks.state = Bench(router, service, nursery)
             await nursery.start(router.run)
-            state = Bench(router, service, nursery)
-            router.on_hello = lambda alias, pid: state.joined[alias].set()
             yield state
             nursery.cancel_scope.cancel()
     finally:

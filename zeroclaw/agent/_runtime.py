@@ -65,6 +65,9 @@ class BusReach:
         return ToolResult(True, render_memory(op, data), data=data)
 
     async def message_peer(self, to: str, text: str, *, delegate: bool, depth: int) -> ToolResult:
+        """Ask (or delegate to) a peer and wait for its reply. `depth` is this agent's own
+        count; the router decides the depth (and whether a delegation is allowed) itself and
+        stamps it on the delivered question (ADR 0018), so it is not sent."""
         message_id = self.bus.new_id()
         answer_in, answer_out = trio.open_memory_channel[dict[str, Any]](1)
         self.waiting[message_id] = (to, answer_in)
@@ -72,7 +75,7 @@ class BusReach:
             outcome = await self.bus.send(
                 to,
                 "",  # the router picks the channel a peer group shares
-                {"text": text, "depth": depth},
+                {"text": text},
                 kind="delegate" if delegate else "ask",
                 message_id=message_id,
             )
@@ -239,11 +242,10 @@ class AgentRuntime:
             answer["error"] = "busy: too many requests from peers"
         else:
             async with self._peer_slots:
-                depth = body.get("depth", 1)
                 result = await self.engine.run_turn(
                     str(body.get("text", "")),
                     session=f"peer-{message.from_}",
-                    depth=depth if isinstance(depth, int) and depth > 0 else 1,
+                    depth=max(message.depth, 1),  # the router's count, not the asker's word
                     # A peer gets only what the config grants it (ADR 0015).
                     toolset=self.engine.peer_toolset,
                 )

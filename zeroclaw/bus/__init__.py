@@ -12,6 +12,8 @@ from .._lazy import lazy_attributes
 from ._client import AgentBus, BusCredentials, Outcome
 from ._origin import DAEMON_SENDER, Origin
 from ._wire import (
+    MAX_DELEGATION_DEPTH,
+    MESSAGE_KINDS,
     PROTOCOL_VERSION,
     REFUSAL_CODES,
     Ack,
@@ -19,6 +21,7 @@ from ._wire import (
     Heartbeat,
     Hello,
     Message,
+    MessageKind,
     Refusal,
     RefusalCode,
     Request,
@@ -32,14 +35,20 @@ from ._wire import (
 from ._zsocket import SocketOwner
 
 if TYPE_CHECKING:
-    from ._policy import PeerPolicy, RouteDecision
-    from ._router import AgentKeys, Router
+    from ._policy import OriginRule, PeerPolicy, RouteDecision
+    from ._router import AgentKeys, NoHooks, Router, RouterHooks, ServiceHandler
+    from ._router_core import RouterCore
 
 _LAZY = {
     "PeerPolicy": "._policy",
     "RouteDecision": "._policy",
+    "OriginRule": "._policy",
     "AgentKeys": "._router",
+    "NoHooks": "._router",
     "Router": "._router",
+    "RouterHooks": "._router",
+    "ServiceHandler": "._router",
+    "RouterCore": "._router_core",
 }
 
 
@@ -52,6 +61,8 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "DAEMON_SENDER",
+    "MAX_DELEGATION_DEPTH",
+    "MESSAGE_KINDS",
     "PROTOCOL_VERSION",
     "REFUSAL_CODES",
     "Ack",
@@ -62,7 +73,10 @@ __all__ = [
     "Heartbeat",
     "Hello",
     "Message",
+    "MessageKind",
+    "NoHooks",
     "Origin",
+    "OriginRule",
     "Outcome",
     "PeerPolicy",
     "Refusal",
@@ -71,7 +85,10 @@ __all__ = [
     "Response",
     "RouteDecision",
     "Router",
+    "RouterCore",
+    "RouterHooks",
     "Send",
+    "ServiceHandler",
     "SocketOwner",
     "WireError",
     "decode_from_agent",

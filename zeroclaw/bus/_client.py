@@ -19,6 +19,7 @@ from ._wire import (
     Heartbeat,
     Hello,
     Message,
+    MessageKind,
     Refusal,
     Request,
     Response,
@@ -102,7 +103,7 @@ class AgentBus:
         on_outcome: OutcomeHandler,
         *,
         session: str | None = None,
-        kind: str = "message",
+        kind: MessageKind = "message",
         message_id: str | None = None,
     ) -> str:
         """Queue one message; `on_outcome` is called exactly once with its fate."""
@@ -135,7 +136,7 @@ class AgentBus:
         body: Any,
         *,
         session: str | None = None,
-        kind: str = "message",
+        kind: MessageKind = "message",
         message_id: str | None = None,
     ) -> Outcome:
         """Send one message and wait for its outcome."""

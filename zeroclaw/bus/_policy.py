@@ -4,13 +4,30 @@ A → B on channel C is allowed only when some peer group on C (its bare type or
 alias) lists both. External (non-agent) senders on C reach C's owners only when one of the
 owners' groups on C accepts them (`external_peers`, `ignore`). Decisions are precomputed
 into sets, so the router's check is a set lookup.
+
+A conversation the daemon injects has an Origin (ADR 0018): the operator on a `cli` channel,
+or an external sender on a channel the target owns and whose peer groups accept that sender.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
-from ..config import Config, channel_owners, channel_peers
+from ..config import Config, channel_owners, channel_peers, normalize_peer_name
+from ._origin import Origin
+
+# Which rule refused an injected conversation's origin (counted per rule in the router's stats).
+OriginRule = Literal[
+    "operator_off_cli",  # the operator speaks only on a `cli` / `cli.*` channel
+    "not_owner",  # the target neither binds the channel nor is its fallback owner
+    "sender_ignored",  # the owner's groups on the channel `ignore` this sender
+    "sender_not_accepted",  # no `external_peers` entry of the owner's groups accepts it
+]
+
+
+def is_cli_channel(channel: str) -> bool:
+    return channel == "cli" or channel.startswith("cli.")
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +59,7 @@ class PeerPolicy:
         self.channels = tuple(config.channel_ids())
         self.bindings = {alias: tuple(c.channels) for alias, c in config.agents.items()}
         self.owners = channel_owners(config)
+        self.delegates = {alias: frozenset(c.delegates) for alias, c in config.agents.items()}
         # (sender, dest, channel) -> the first group (by name) that allows it
         self._allowed: dict[tuple[str, str, str], str] = {}
         self._peers = {}
@@ -120,3 +138,23 @@ class PeerPolicy:
             for owner in self.owners.get(channel, ())
             if self._peers[(owner, channel)].external.accepts(sender_name)
         )
+
+    def origin_refusal(self, dest: str, origin: Origin) -> tuple[OriginRule, str] | None:
+        """Why `dest` may not receive a conversation from `origin` (None: it may)."""
+        channel = origin.channel
+        if origin.sender is None:
+            if is_cli_channel(channel):
+                return None
+            return "operator_off_cli", f"the operator speaks on a cli channel, not {channel!r}"
+        if dest not in self.owners.get(channel, ()):
+            return "not_owner", f"agent {dest!r} does not own channel {channel!r}"
+        external = self._peers[(dest, channel)].external
+        if not external.accepts(origin.sender):
+            name = normalize_peer_name(origin.sender)
+            if not name or name in external.ignored:
+                return "sender_ignored", f"{channel!r} ignores {origin.sender!r}"
+            return (
+                "sender_not_accepted",
+                f"no peer group of {dest!r} on {channel!r} accepts {origin.sender!r}",
+            )
+        return None

@@ -14,18 +14,23 @@ Open questions: an acked `ask`/`delegate` still waits for the callee's `reply`. 
 remembers it until that reply passes; if the callee's process exits first, the asker gets
 a Refusal (`unavailable`) for the question's id at once, instead of waiting out its own
 reply timeout (ADR 0013).
+
+Every decision and map lives in `RouterCore` (sans I/O, ADR 0018); this class owns the
+sockets (router, ZAP, monitor), the keys, the service tasks and the clock, feeds the core
+decoded frames and executes the actions it returns. Services and hooks are given at
+construction.
 """
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 import time
-from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 import trio
@@ -36,11 +41,23 @@ from zmq.utils.monitor import parse_monitor_message
 from .._log_throttle import LogThrottle
 from .._unix import owner_only_umask
 from ..config import Config
-from ..events import EventSink
+from ..events import EventSink, RouteRefused
 from ._origin import DAEMON_SENDER, Origin
 from ._policy import PeerPolicy
+from ._router_core import (
+    AgentJoined,
+    CallService,
+    DropParked,
+    Forward,
+    InjectOutcome,
+    Refuse,
+    RequestStart,
+    Respond,
+    RouterCore,
+    SendAck,
+    Traffic,
+)
 from ._wire import (
-    REFUSAL_CODES,
     Ack,
     Deliver,
     Heartbeat,
@@ -61,46 +78,56 @@ log = logging.getLogger("zeroclaw.router")
 
 ZAP_ENDPOINT = "inproc://zeromq.zap.01"
 ZAP_DOMAIN = b"zeroclaw"
-PENDING_START_LIMIT = 10_000
-OPEN_QUESTIONS_LIMIT = 10_000  # per callee; beyond it the oldest is forgotten (it times out)
-QUESTION_KINDS = ("ask", "delegate")  # message kinds whose sender waits for a `reply`
 HWM = 10_000
 SUN_PATH_MAX = 107
 REFUSAL_LOG_INTERVAL_SECS = 10.0  # failed handshakes: one line per kind per interval
-_LARGEST_RID = 2**64 - 1  # sizes a Deliver frame before its rid is known (9 bytes)
+SWEEP_SECS = 0.25  # the longest the timeout task sleeps (a reload may shorten a deadline)
+SERVICE_CONCURRENCY = 64  # awaited service calls running at once, per service
 
 # A kind of refused handshake, for the log: what, detail (mechanism or event), address.
 RefusalKind = tuple[str, str, str]
 
-# Hooks into the supervisor, set by the daemon.
-HelloHook = Callable[[str, int], None]
-StartHook = Callable[[str], bool]  # ask for an on-demand start; False if not startable
-ServiceHandler = Callable[[str, Request], None]
+# A daemon service behind the router (memory, chat). The router calls it at once, in the
+# order requests arrive, with the authenticated sender; it returns the Response to send
+# back, None (no response, or one it gives later by other means), or an awaitable of
+# either, which the router runs in its own nursery, at most SERVICE_CONCURRENCY at once.
+ServiceResult = Response | None | Awaitable[Response | None]
+ServiceHandler = Callable[[str, Request], ServiceResult]
 # How an injected message ended: (None, "") when acked, else (refusal code, detail).
-InjectOutcome = Callable[[str | None, str], None]
-
-# The sender of messages the daemon itself injects (channel input such as a CLI chat).
-INTERNAL = DAEMON_SENDER
+InjectOutcomeCallback = Callable[[str | None, str], None]
 
 
-def on_demand_agents(config: Config) -> set[str]:
-    """Enabled agents that start at their first message instead of with the daemon."""
-    return {
-        alias
-        for alias, agent in config.agents.items()
-        if agent.enabled
-        and agent.runtime_profile
-        and config.runtime_profiles[agent.runtime_profile].activation == "on-demand"
-    }
+class RouterHooks(Protocol):
+    """What the router tells the rest of the daemon; given to the router when it is built."""
+
+    def agent_hello(self, alias: str, pid: int) -> None:
+        """An agent said hello on the bus: it is reachable, so it is running."""
+
+    def request_start(self, alias: str) -> bool:
+        """A message waits for an on-demand agent that is not on the bus: start it.
+        False: it cannot be started (not enabled any more, or fatal)."""
+
+    def traffic(self, alias: str) -> None:
+        """A message to or from this on-demand agent passed: it is not idle."""
+
+    def agent_down(self, alias: str) -> None:
+        """The agent's process is gone (services drop what they held for it)."""
 
 
-@dataclass
-class InFlight:
-    sender: str
-    message_id: str
-    dest: str
-    deadline: float
-    question: bool = False  # an ask/delegate: once acked, the sender waits for a reply
+class NoHooks:
+    """A router nobody listens to (tests of the router alone)."""
+
+    def agent_hello(self, alias: str, pid: int) -> None:
+        return None
+
+    def request_start(self, alias: str) -> bool:
+        return False
+
+    def traffic(self, alias: str) -> None:
+        return None
+
+    def agent_down(self, alias: str) -> None:
+        return None
 
 
 @dataclass(frozen=True)
@@ -120,9 +147,13 @@ class Router:
         runtime_dir: Path,
         ctx: zmq.Context[zmq.Socket[bytes]],
         *,
+        services: Mapping[str, ServiceHandler] | None = None,
+        hooks: RouterHooks | None = None,
         events: EventSink | None = None,
     ) -> None:
         self.ctx = ctx
+        self.services: Mapping[str, ServiceHandler] = dict(services or {})
+        self.hooks: RouterHooks = hooks if hooks is not None else NoHooks()
         self.events = events if events is not None else EventSink()
         self.endpoint_path = runtime_dir / "router.sock"
         if len(os.fsencode(self.endpoint_path)) > SUN_PATH_MAX:
@@ -131,32 +162,26 @@ class Router:
             )
         self.endpoint = f"ipc://{self.endpoint_path}"
         self.server_public, self._server_secret = zmq.curve_keypair()
-        self.update_config(config)
+        self.core = RouterCore(config, frozenset(self.services))
         self._key_to_alias: dict[bytes, str] = {}
         self._alias_key: dict[str, bytes] = {}
-        self.connected: dict[str, int] = {}  # alias -> pid from its Hello
-        self._alias_rid: dict[str, bytes] = {}  # alias -> routing id of its Hello's connection
-        self._rid_alias: dict[bytes, str] = {}
-        self._inflight: dict[int, InFlight] = {}
-        self._order: deque[int] = deque()
-        self._next_rid = 1
-        self._pending_start: dict[str, deque[tuple[float, str, Message]]] = {}
-        self._acks_out: dict[str, list[str]] = {}
-        self._injected: dict[str, InjectOutcome] = {}  # message id -> outcome callback
-        # callee -> {question id: asker}: acked asks not answered yet
-        self._questions: dict[str, dict[str, str]] = {}
-        self.counters: Counter[str] = Counter()
+        self._injected: dict[str, InjectOutcomeCallback] = {}  # message id -> outcome callback
+        self._limits = {name: trio.CapacityLimiter(SERVICE_CONCURRENCY) for name in self.services}
         self._refusal_log = LogThrottle[RefusalKind](
             REFUSAL_LOG_INTERVAL_SECS, overflow_key=("other", "", ""), max_keys=16
         )
-        self.on_hello: HelloHook = lambda alias, pid: None
-        self.request_start: StartHook = lambda alias: False
-        # Traffic to or from an on-demand agent: it is not idle.
-        self.on_traffic: Callable[[str], None] = lambda alias: None
-        self.services: dict[str, ServiceHandler] = {}
-        self.down_hooks: list[Callable[[str], None]] = []  # services told when an agent exits
         self._owner: SocketOwner | None = None
         self._zap_owner: SocketOwner | None = None
+        self._nursery: trio.Nursery | None = None  # runs awaited service calls
+
+    @property
+    def policy(self) -> PeerPolicy:
+        """The peer-group policy of the running config (`route explain` shares it)."""
+        return self.core.policy
+
+    @property
+    def connected(self) -> dict[str, int]:
+        return self.core.connected
 
     # --- keys ------------------------------------------------------------------------------
 
@@ -175,42 +200,21 @@ class Router:
         if key is not None:
             self._key_to_alias.pop(key, None)
 
-    # --- lifecycle hooks from the supervisor ------------------------------------------------
+    # --- news from the supervisor -----------------------------------------------------------
 
     def update_config(self, config: Config) -> None:
         """Everything the router takes from the config (at start, and on reload)."""
-        self.policy = PeerPolicy(config)
-        self.delivery_timeout = config.daemon.delivery_timeout_secs
-        self.max_frame = config.daemon.max_frame_bytes
-        self._on_demand = on_demand_agents(config)
+        self.core.update_config(config)
 
     def agent_down(self, alias: str) -> None:
         """The agent's process is gone: everything in flight to it is refused `unavailable`."""
-        for hook in self.down_hooks:
-            hook(alias)
-        self.connected.pop(alias, None)
-        routing_id = self._alias_rid.pop(alias, None)
-        if routing_id is not None:
-            self._rid_alias.pop(routing_id, None)
-            if self._owner is not None:
-                self._owner.drop_parked(routing_id, "agent exited")
-        lost = [rid for rid, f in self._inflight.items() if f.dest == alias]
-        for rid in lost:
-            flight = self._inflight.pop(rid)
-            self._refuse(flight.sender, flight.message_id, "unavailable", f"agent {alias!r} exited")
-        for question, asker in self._questions.pop(alias, {}).items():
-            self._refuse(
-                asker, question, "unavailable", f"agent {alias!r} exited before it answered"
-            )
-        for open_questions in self._questions.values():  # the asker left: nobody waits
-            for question in [q for q, asker in open_questions.items() if asker == alias]:
-                del open_questions[question]
+        self.hooks.agent_down(alias)
+        self.core.agent_down(alias)
+        self._execute()
 
     def start_failed(self, alias: str, why: str) -> None:
-        for _, sender, message in self._pending_start.pop(alias, deque()):
-            self._refuse(
-                sender, message.id, "unavailable", f"agent {alias!r} could not start: {why}"
-            )
+        self.core.start_failed(alias, why)
+        self._execute()
 
     # --- the tasks ------------------------------------------------------------------------
 
@@ -251,12 +255,14 @@ class Router:
         monitor_owner = SocketOwner(monitor, self._on_monitor, name="router-monitor")
         try:
             async with trio.open_nursery() as nursery:
+                self._nursery = nursery
                 nursery.start_soon(zap_owner.run)
                 nursery.start_soon(owner.run)
                 nursery.start_soon(monitor_owner.run)
                 nursery.start_soon(self._sweep_timeouts)
                 task_status.started()
         finally:
+            self._nursery = None
             if not sock.closed:
                 sock.disable_monitor()
             self.endpoint_path.unlink(missing_ok=True)
@@ -276,7 +282,7 @@ class Router:
         if mechanism == b"CURVE" and credentials and len(credentials[0]) == 32:
             alias = self._key_to_alias.get(z85.encode(credentials[0]))
         if alias is None:
-            self.counters["zap_denied"] += 1
+            self.core.counters["zap_denied"] += 1
             kind = (
                 "zap_denied",
                 mechanism.decode(errors="replace"),
@@ -294,7 +300,7 @@ class Router:
             event = parse_monitor_message(frames)
         except Exception:  # a malformed monitor frame says nothing about a peer
             return True
-        self.counters["handshake_failed"] += 1
+        self.core.counters["handshake_failed"] += 1
         kind = ("handshake_failed", str(event.get("event")), "")
         self._log_refusal(kind, self._refusal_log.event(kind, trio.current_time()))
         return True
@@ -317,290 +323,178 @@ class Router:
             extra={"peer_address": address, "count": count, "refusal": what},
         )
 
-    # --- frames from agents ---------------------------------------------------------------
+    # --- frames from agents: decode, feed the core, execute -------------------------------
 
     def _on_frames(self, frames: Frames, user: bytes) -> bool:
+        core = self.core
         if len(frames) != 2 or not user:
-            self.counters["malformed"] += 1
+            core.counters["malformed"] += 1
             return True
         rid, payload = frames
         sender = user.decode()  # the alias the ZAP handler bound to this connection's key
-        if len(payload) > self.max_frame:
-            self.counters["too_large"] += 1
-            message_id = salvage_message_id(payload) if len(payload) <= 4 * self.max_frame else None
-            if message_id is not None:
-                self._refuse(
-                    sender,
-                    message_id,
-                    "too_large",
-                    f"frame exceeds {self.max_frame} bytes",
-                    count=False,
-                )
-            return True
-        try:
-            frame = decode_from_agent(payload)
-        except WireError as exc:  # broken, of another version, or nested too deeply
-            self.counters[exc.code] += 1
-            message_id = salvage_message_id(payload)
-            if message_id is not None:
-                self._refuse(sender, message_id, exc.code, str(exc)[:200], count=False)
-            return True
-        if isinstance(frame, Send):
-            if frame.message is None:
-                self.counters["malformed"] += 1
+        max_frame = core.max_frame
+        if len(payload) > max_frame:
+            message_id = salvage_message_id(payload) if len(payload) <= 4 * max_frame else None
+            core.bad_frame(sender, "too_large", message_id, f"frame exceeds {max_frame} bytes")
+        else:
+            try:
+                frame = decode_from_agent(payload)
+            except WireError as exc:  # broken, of another version, or nested too deeply
+                message_id = salvage_message_id(payload)
+                core.bad_frame(sender, exc.code, message_id, str(exc)[:200])
             else:
-                self._route(sender, frame.message)
-        elif isinstance(frame, Ack):
-            self._on_ack(sender, frame.rids)
-        elif isinstance(frame, Hello):
-            self._on_hello(sender, rid, frame.pid)
-        elif isinstance(frame, Heartbeat):
-            self.counters["heartbeats"] += 1
-        elif isinstance(frame, Request):
-            handler = self.services.get(frame.service)
-            if handler is None:
-                self.reply(
-                    sender,
-                    Response(
-                        id=frame.id,
-                        ok=False,
-                        error="unknown_service",
-                        detail=f"no service {frame.service!r}",
-                    ),
-                )
-            else:
-                handler(sender, frame)
+                if isinstance(frame, Send):
+                    if frame.message is None:
+                        core.counters["malformed"] += 1
+                    else:
+                        core.send(sender, frame.message, trio.current_time())
+                elif isinstance(frame, Ack):
+                    core.ack(sender, frame.rids)
+                elif isinstance(frame, Hello):
+                    core.hello(sender, rid, frame.pid, trio.current_time())
+                elif isinstance(frame, Heartbeat):
+                    core.heartbeat()
+                elif isinstance(frame, Request):
+                    core.request(sender, frame)
+        # The actions wait for the end of the burst (`_flush_acks`): the socket owner sends
+        # nothing before the burst is drained anyway, and one pass over them is cheaper.
         return True
 
-    def inject(self, message: Message, origin: Origin, on_outcome: InjectOutcome) -> None:
-        """Deliver channel input the daemon received (a CLI chat, say) to an agent.
-
-        The caller already authorised it (the control socket checked the peer's uid), so
-        the peer-group policy, which is about agents and external senders, does not apply;
-        everything else does: unknown, unavailable, on-demand start, ack or timeout, and
-        the frame limit an agent's own sends meet (`too_large`).
-        """
+    def inject(self, message: Message, origin: Origin, on_outcome: InjectOutcomeCallback) -> None:
+        """Deliver a conversation the daemon received (a CLI chat, say) to an agent, from
+        DAEMON_SENDER; the core admits it by its origin. `on_outcome` is called once."""
         self._injected[message.id] = on_outcome
-        if message.to not in self.policy.enabled:
-            self._refuse(INTERNAL, message.id, "unknown_agent", f"no enabled agent {message.to!r}")
-        elif (size := len(encode(Deliver(rid=_LARGEST_RID, message=message)))) > self.max_frame:
-            self._refuse(
-                INTERNAL,
-                message.id,
-                "too_large",
-                f"the message is {size} bytes on the bus; max_frame_bytes is {self.max_frame}",
-            )
-        else:
-            self._deliver(INTERNAL, message)
-
-    def _route(self, sender: str, message: Message) -> None:
-        dest = message.to
-        if message.kind == "reply" and isinstance(message.body, dict):
-            answered = message.body.get("in_reply_to")
-            if isinstance(answered, str):
-                self._questions.get(sender, {}).pop(answered, None)
-        policy = self.policy
-        if dest not in policy.agents:
-            self._refuse(sender, message.id, "unknown_agent", f"no agent {dest!r}")
-            return
-        if message.channel:
-            if policy.allowed(sender, dest, message.channel):  # the hot path: a set lookup
-                self._deliver(sender, message)
-                return
-            decision = policy.decide(sender, dest, message.channel)
-        else:
-            # No channel named: the first channel on which a group lists both, if any.
-            decision = policy.decide(sender, dest)
-            if decision.allowed:
-                assert decision.channel is not None
-                self._deliver(sender, msgspec.structs.replace(message, channel=decision.channel))
-                return
-        log.info(
-            "refused %s -> %s on %s: %s",
-            sender,
-            dest,
-            message.channel or "any channel",
-            decision.reason,
-            extra={"from": sender, "to": dest, "channel": message.channel},
-        )
-        self._refuse(sender, message.id, "not_peers", decision.reason)
-
-    def _deliver(self, sender: str, message: Message) -> None:
-        """An allowed message: to its running destination, queued while an on-demand
-        destination starts, or refused `unavailable`."""
-        dest = message.to
-        if dest in self.connected:
-            self._forward(sender, message)
-        elif dest in self._on_demand and self._queue_for_start(sender, message):
-            pass
-        else:
-            self._refuse(sender, message.id, "unavailable", f"agent {dest!r} is not running")
-
-    def _forward(self, sender: str, message: Message) -> None:
-        rid = self._next_rid
-        self._next_rid += 1
-        self._inflight[rid] = InFlight(
-            sender,
-            message.id,
-            message.to,
-            trio.current_time() + self.delivery_timeout,
-            question=sender != INTERNAL and message.kind in QUESTION_KINDS,
-        )
-        self._order.append(rid)
-        stamped = msgspec.structs.replace(message, from_=sender)
-        on_demand = self._on_demand
-        if on_demand:
-            if message.to in on_demand:
-                self.on_traffic(message.to)
-            if sender in on_demand:
-                self.on_traffic(sender)
-        assert self._owner is not None
-        self._owner.send_nowait(
-            [self._alias_rid[message.to], encode(Deliver(rid=rid, message=stamped))]
-        )
-
-    def _queue_for_start(self, sender: str, message: Message) -> bool:
-        queue = self._pending_start.get(message.to)
-        if queue is None:
-            if not self.request_start(message.to):
-                return False
-            queue = self._pending_start[message.to] = deque()
-        if len(queue) >= PENDING_START_LIMIT:
-            return False
-        queue.append((trio.current_time(), sender, message))
-        return True
-
-    def _on_hello(self, alias: str, rid: bytes, pid: int) -> None:
-        old = self._alias_rid.get(alias)
-        if old is not None and old != rid:
-            self._rid_alias.pop(old, None)
-        self._alias_rid[alias] = rid
-        self._rid_alias[rid] = alias
-        self.connected[alias] = pid
-        log.info("agent %s joined the bus", alias, extra={"alias": alias, "pid": pid})
-        for _, sender, message in self._pending_start.pop(alias, deque()):
-            if sender == INTERNAL:
-                self._deliver(sender, message)  # its outcome callback is still registered
-            else:
-                self._route(sender, message)  # the peer policy again: a reload may have come
-        self.on_hello(alias, pid)
-
-    def _on_ack(self, dest: str, rids: tuple[int, ...]) -> None:
-        for rid in rids:
-            flight = self._inflight.get(rid)
-            if flight is None or flight.dest != dest:
-                self.counters["stray_acks"] += 1  # late (already timed out) or not theirs
-                continue
-            del self._inflight[rid]
-            self.counters["delivered"] += 1
-            if flight.sender == INTERNAL:
-                callback = self._injected.pop(flight.message_id, None)
-                if callback is not None:
-                    callback(None, "")
-            else:
-                self._acks_out.setdefault(flight.sender, []).append(flight.message_id)
-                if flight.question:
-                    self._open_question(flight)
-
-    def _open_question(self, flight: InFlight) -> None:
-        questions = self._questions.setdefault(flight.dest, {})
-        if len(questions) >= OPEN_QUESTIONS_LIMIT:
-            del questions[next(iter(questions))]
-        questions[flight.message_id] = flight.sender
-
-    def _flush_acks(self) -> None:
-        """After each burst: one Ack frame per sender, however many messages it covers."""
-        if not self._acks_out:
-            return
-        assert self._owner is not None
-        for sender, ids in self._acks_out.items():
-            to = self._alias_rid.get(sender)
-            if to is not None:
-                self._owner.send_nowait([to, encode(Ack(ids=tuple(ids)))])
-        self._acks_out = {}
-
-    def _refuse(
-        self, sender: str, message_id: str, code: str, detail: str, *, count: bool = True
-    ) -> None:
-        if count:
-            self.counters[code] += 1
-        if sender == INTERNAL:
-            callback = self._injected.pop(message_id, None)
-            if callback is not None:
-                callback(code, detail)
-            return
-        to = self._alias_rid.get(sender)
-        if to is not None and self._owner is not None and not self._owner.closed:
-            self._owner.send_nowait([to, encode(Refusal(id=message_id, code=code, detail=detail))])
+        self.core.inject(message, origin, trio.current_time())
+        self._execute()
 
     def reply(self, alias: str, response: Response) -> None:
-        """Send a service response to an agent (used by daemon services)."""
-        to = self._alias_rid.get(alias)
-        if to is not None and self._owner is not None and not self._owner.closed:
-            self._owner.send_nowait([to, encode(response)])
+        """Send a service response to an agent (a service answering after its handler)."""
+        self._send_response(alias, response)
+
+    def _flush_acks(self) -> None:
+        """After each burst of frames: its actions, then one Ack frame per sender."""
+        self.core.flush_acks()
+        self._execute()
 
     def _on_drop(self, frames: Frames, reason: str) -> None:
         """A frame the socket would not take (peer gone, or its queue full)."""
-        dest = self._rid_alias.get(frames[0], "?")
-        self.counters["send_failed"] += 1
         try:
-            frame = msgspec.msgpack.decode(frames[1], type=Deliver)
+            rid: int | None = msgspec.msgpack.decode(frames[1], type=Deliver).rid
         except msgspec.MsgspecError:
-            return  # an Ack or Refusal for a sender that has gone: nothing to tell anyone
-        flight = self._inflight.pop(frame.rid, None)
-        if flight is not None:
-            self._refuse(
-                flight.sender, flight.message_id, "unavailable", f"agent {dest!r}: {reason}"
-            )
+            rid = None
+        self.core.dropped(frames[0], rid, reason)
+        self._execute()
 
     async def _sweep_timeouts(self) -> None:
         while True:
-            await trio.sleep(0.25)
+            now = trio.current_time()
+            await trio.sleep_until(min(self.core.next_deadline(), now + SWEEP_SECS))
             now = trio.current_time()
             for kind, count in self._refusal_log.flush(now):
                 self._log_refusal(kind, count)
-            order = self._order
-            while order:
-                flight = self._inflight.get(order[0])
-                if flight is None:
-                    order.popleft()
-                    continue
-                if flight.deadline > now:
-                    break
-                del self._inflight[order.popleft()]
-                self._refuse(
-                    flight.sender,
-                    flight.message_id,
-                    "timeout",
-                    f"no ack from {flight.dest!r} within {self.delivery_timeout:g}s",
+            self.core.on_deadline(now)
+            self._execute()
+
+    # --- executing the core's actions -----------------------------------------------------
+
+    def _execute(self) -> None:
+        owner = self._owner
+        core = self.core
+        actions, core.out = core.out, []
+        for action in actions:
+            if isinstance(action, Forward):  # the hot path first
+                assert owner is not None
+                owner.send_nowait([action.conn, encode(action.frame)])
+            elif isinstance(action, SendAck):
+                if action.conn is not None and owner is not None:
+                    owner.send_nowait([action.conn, encode(Ack(ids=action.ids))])
+            elif isinstance(action, Traffic):
+                self.hooks.traffic(action.alias)
+            elif isinstance(action, Refuse):
+                self._refused(action)
+            elif isinstance(action, InjectOutcome):
+                self._inject_outcome(action)
+            elif isinstance(action, CallService):
+                self._call_service(action)
+            elif isinstance(action, Respond):
+                if owner is not None and not owner.closed:
+                    owner.send_nowait([action.conn, encode(action.response)])
+            elif isinstance(action, RequestStart) and not self.hooks.request_start(action.alias):
+                self.core.start_refused(action.alias)
+                self._execute()
+            elif isinstance(action, AgentJoined):
+                log.info(
+                    "agent %s joined the bus",
+                    action.alias,
+                    extra={"alias": action.alias, "pid": action.pid},
                 )
-            for alias, queue in list(self._pending_start.items()):
-                while queue and queue[0][0] + self.delivery_timeout <= now:
-                    _, sender, message = queue.popleft()
-                    self._refuse(
-                        sender, message.id, "timeout", f"agent {alias!r} did not start in time"
-                    )
+                self.hooks.agent_hello(action.alias, action.pid)
+            elif isinstance(action, DropParked) and owner is not None:
+                owner.drop_parked(action.conn, action.reason)
+
+    def _refused(self, action: Refuse) -> None:
+        if action.code == "not_peers":
+            log.info(
+                "refused %s -> %s on %s: %s",
+                action.sender,
+                action.to,
+                action.channel or "any channel",
+                action.detail,
+                extra={"from": action.sender, "to": action.to, "channel": action.channel},
+            )
+        self.events.publish(
+            RouteRefused(action.sender, action.to, action.code, action.detail, action.channel)
+        )
+        owner = self._owner
+        if action.conn is not None and owner is not None and not owner.closed:
+            refusal = Refusal(id=action.message_id, code=action.code, detail=action.detail)
+            owner.send_nowait([action.conn, encode(refusal)])
+
+    def _inject_outcome(self, action: InjectOutcome) -> None:
+        if action.code is not None:
+            self.events.publish(
+                RouteRefused(DAEMON_SENDER, action.to, action.code, action.detail, action.channel)
+            )
+        callback = self._injected.pop(action.message_id, None)
+        if callback is not None:
+            callback(action.code, action.detail)
+
+    def _call_service(self, action: CallService) -> None:
+        result = self.services[action.name](action.sender, action.request)
+        if isinstance(result, Response):
+            self._send_response(action.sender, result)
+        elif result is not None:
+            assert inspect.isawaitable(result)
+            assert self._nursery is not None
+            self._nursery.start_soon(self._await_service, action, result)
+
+    async def _await_service(
+        self, action: CallService, pending: Awaitable[Response | None]
+    ) -> None:
+        async with self._limits[action.name]:
+            response = await pending
+        if response is not None:
+            self._send_response(action.sender, response)
+
+    def _send_response(self, alias: str, response: Response) -> None:
+        conn = self.core.conn_of(alias)
+        owner = self._owner
+        if conn is not None and owner is not None and not owner.closed:
+            owner.send_nowait([conn, encode(response)])
 
     # --- status ---------------------------------------------------------------------------
 
     def stats(self) -> dict[str, Any]:
-        outcomes = ("delivered", *REFUSAL_CODES)
+        core = self.core.stats()
         return {
             "endpoint": self.endpoint,
             "server_public_key": self.server_public.decode(),
-            "connected": sorted(self.connected),
-            "in_flight": len(self._inflight),
-            "open_questions": sum(len(q) for q in self._questions.values()),
+            "connected": core["connected"],
+            "in_flight": core["in_flight"],
+            "open_questions": core["open_questions"],
             "parked": self._owner.parked() if self._owner else 0,
-            "outcomes": {name: self.counters[name] for name in outcomes},
-            "refused_connections": {
-                "zap_denied": self.counters["zap_denied"],
-                "handshake_failed": self.counters["handshake_failed"],
-            },
-            "other": {
-                k: v
-                for k, v in self.counters.items()
-                if k not in outcomes and k not in ("zap_denied", "handshake_failed")
-            },
+            "outcomes": core["outcomes"],
+            "refused_connections": core["refused_connections"],
+            "other": core["other"],
             "at": time.time(),
         }

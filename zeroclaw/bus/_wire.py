@@ -21,13 +21,35 @@ PROTOCOL_VERSION = 1
 MAX_WIRE_FRAME = 64 * 1024 * 1024
 
 RefusalCode = Literal[
-    "not_peers", "unknown_agent", "unavailable", "too_large", "malformed", "timeout"
+    "not_peers",
+    "unknown_agent",
+    "unavailable",
+    "too_large",
+    "malformed",
+    "timeout",
+    "delegation_not_allowed",  # a `delegate` to an agent outside the sender's `delegates`
+    "depth_exceeded",  # a question the router counts MAX_DELEGATION_DEPTH deep or deeper
+    "origin_not_allowed",  # an injected conversation whose origin the target does not accept
 ]
 REFUSAL_CODES: tuple[str, ...] = get_args(RefusalCode)
 
+# Every kind of agent message. A frame with any other kind is `malformed`.
+#   message, probe   agent to agent (a probe is `route probe`'s measured round trip)
+#   ask, delegate    a question to a peer; the asker waits for its `reply`
+#   reply            the answer to an ask/delegate (`body.in_reply_to` names it)
+#   chat, cancel     from the daemon only: an operator's chat turn, and its cancellation
+MessageKind = Literal["message", "probe", "ask", "delegate", "reply", "chat", "cancel"]
+MESSAGE_KINDS: tuple[str, ...] = get_args(MessageKind)
+QUESTION_KINDS = frozenset({"ask", "delegate"})  # kinds whose sender waits for a `reply`
+
+# Asks/delegations in one chain: the router refuses a question this deep (`depth_exceeded`).
+# The depth is the router's count (ADR 0018), stamped on the delivered message.
+MAX_DELEGATION_DEPTH = 3
+
 
 class Message(msgspec.Struct, frozen=True, omit_defaults=True):
-    """One agent-to-agent message. `from` is set by the router from the authenticated alias."""
+    """One agent-to-agent message. The router sets `from` (the authenticated alias) and
+    `depth` (how many questions led to this one, by its own count); a sender's are ignored."""
 
     id: str
     to: str
@@ -36,7 +58,8 @@ class Message(msgspec.Struct, frozen=True, omit_defaults=True):
     sent_at: float
     from_: str = msgspec.field(default="", name="from")
     session: str | None = None
-    kind: str = "message"  # "message" | "probe"
+    kind: MessageKind = "message"
+    depth: int = 0
 
 
 class _Wire(msgspec.Struct, frozen=True, tag_field="t"):
@@ -65,7 +88,7 @@ class Ack(_Wire, tag="ack", frozen=True):
 
 class Refusal(_Wire, tag="refusal", frozen=True):
     id: str | None = None
-    code: str = "malformed"
+    code: str = "malformed"  # a RefusalCode; a str so that a newer router's code still decodes
     detail: str = ""
 
 

@@ -21,7 +21,7 @@ import zmq
 from .._logging import setup_logging
 from .._prctl import set_not_dumpable
 from ..bus import Request as BusRequest
-from ..bus import Response, Router
+from ..bus import Response, Router, ServiceHandler
 from ..config import Config, ConfigError, daemon_paths, daemon_refusals, load_config
 from ..control import (
     REQUEST_TYPES,
@@ -214,16 +214,75 @@ async def _main(
     ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
     try:
         events = EventSink()
-        router = Router(config, daemon_paths(config, env).runtime_dir, ctx, events=events)
         memory = MemoryService(store, memory_grants(config), events=events)
+        hooks = DaemonHooks()
+        router = Router(
+            config,
+            daemon_paths(config, env).runtime_dir,
+            ctx,
+            services={"memory": memory_service(memory), TURN_SERVICE: hooks.turn_request},
+            hooks=hooks,
+            events=events,
+        )
         supervisor = Supervisor(config, config_path, env, zygote, notifier, router, memory, events)
-        return await _serve(supervisor, notifier, control_listener, idle_timeout)
+        # One turn service for every way a conversation comes in (the CLI today, channels next).
+        turns = TurnService(router)
+        hooks.bind(supervisor, turns)
+        return await _serve(
+            supervisor, ChatService(turns), notifier, control_listener, idle_timeout
+        )
     finally:
         ctx.term()
 
 
+class DaemonHooks:
+    """The router's hooks (RouterHooks) and the turn service's entry, in the daemon.
+
+    The router needs them when it is built; the supervisor and the turn service behind them
+    need the router when they are built. So this port is built first and told once, right
+    after, whom it speaks for: before the router runs, so no hook fires unbound (ADR 0018).
+    """
+
+    supervisor: Supervisor
+    turns: TurnService
+
+    def bind(self, supervisor: Supervisor, turns: TurnService) -> None:
+        self.supervisor = supervisor
+        self.turns = turns
+
+    def agent_hello(self, alias: str, pid: int) -> None:
+        self.supervisor.agent_hello(alias, pid)
+
+    def request_start(self, alias: str) -> bool:
+        return self.supervisor.request_start(alias)
+
+    def traffic(self, alias: str) -> None:
+        self.supervisor.note_activity(alias)
+
+    def agent_down(self, alias: str) -> None:
+        self.turns.agent_down(alias)
+
+    def turn_request(self, sender: str, request: BusRequest) -> None:
+        self.turns.on_request(sender, request)
+
+
+def memory_service(memory: MemoryService) -> ServiceHandler:
+    """Agents reach memory through the router; the router says who is asking."""
+
+    async def serve(alias: str, request: BusRequest) -> Response:
+        try:
+            # The scope comes from the authenticated alias, never from the body.
+            body = await memory.handle(memory.scope_for(alias), request.op, request.body)
+        except MemoryServiceError as exc:
+            return Response(id=request.id, ok=False, error=exc.code, detail=exc.detail)
+        return Response(id=request.id, ok=True, body=body)
+
+    return serve
+
+
 async def _serve(
     supervisor: Supervisor,
+    chat: ChatService,
     notifier: Notifier,
     control_listener: socket.socket,
     idle_timeout: float,
@@ -238,13 +297,13 @@ async def _serve(
 
         control = ControlServer(
             control_listener,
-            _command_table(supervisor, nursery, control_stats).dispatch,
+            _command_table(supervisor, chat, nursery, control_stats).dispatch,
             zygote_pid=supervisor.zygote.pid,
             idle_timeout=idle_timeout,
         )
         await nursery.start(control.serve)
         await nursery.start(supervisor.router.run)
-        _serve_memory(supervisor, nursery)
+        nursery.start_soon(supervisor.memory.run_committer)
         log.info(
             "zeroclaw daemon started",
             extra={
@@ -276,30 +335,6 @@ def _idle_timeout(env: Mapping[str, str]) -> float:
     if not math.isfinite(value) or value <= 0:
         raise DaemonError(f"{IDLE_TIMEOUT_ENV}={raw!r} must be a positive number of seconds", 2)
     return value
-
-
-MEMORY_CONCURRENCY = 64
-
-
-def _serve_memory(supervisor: Supervisor, nursery: trio.Nursery) -> None:
-    """Agents reach memory through the router; the router says who is asking."""
-    memory = supervisor.memory
-    router = supervisor.router
-    limiter = trio.CapacityLimiter(MEMORY_CONCURRENCY)
-    nursery.start_soon(memory.run_committer)
-
-    async def serve(alias: str, request: BusRequest) -> None:
-        async with limiter:
-            try:
-                # The scope comes from the authenticated alias, never from the body.
-                body = await memory.handle(memory.scope_for(alias), request.op, request.body)
-                router.reply(alias, Response(id=request.id, ok=True, body=body))
-            except MemoryServiceError as exc:
-                router.reply(
-                    alias, Response(id=request.id, ok=False, error=exc.code, detail=exc.detail)
-                )
-
-    router.services["memory"] = lambda alias, request: nursery.start_soon(serve, alias, request)
 
 
 async def _run_zygote_reader(supervisor: Supervisor, nursery: trio.Nursery) -> None:
@@ -340,14 +375,11 @@ async def _watchdog(notifier: Notifier, interval: float) -> None:
 
 def _command_table(
     supervisor: Supervisor,
+    chat: ChatService,
     nursery: trio.Nursery,
     control_stats: Callable[[], ControlStats | None],
 ) -> CommandTable:
     """Every control command, by request type: the one table the control server uses."""
-    turns = TurnService(supervisor.router)
-    supervisor.router.services[TURN_SERVICE] = turns.on_request
-    supervisor.router.down_hooks.append(turns.agent_down)
-    chat = ChatService(turns)
     known_agents = lambda: frozenset(supervisor.config.agents)  # noqa: E731
     table = CommandTable()
     table.register(Status, StatusCommand(supervisor, control_stats))

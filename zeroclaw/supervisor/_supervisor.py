@@ -96,9 +96,6 @@ class Supervisor:
         self.router = router
         self.memory = memory
         self.events = events
-        router.on_hello = self._on_hello
-        router.request_start = self._request_start
-        router.on_traffic = self.note_activity
         self.paths = daemon_paths(config, env)
         self.specs: dict[str, AgentSpec] = {}
         self.runners: dict[str, AgentRunner] = {}
@@ -128,13 +125,13 @@ class Supervisor:
         else:
             self._by_pid[pid] = runner
 
-    def _on_hello(self, alias: str, pid: int) -> None:
+    def agent_hello(self, alias: str, pid: int) -> None:
         """An agent said hello on the bus: it is reachable, so it is running."""
         runner = self.runners.get(alias)
         if runner is not None:
             runner.post(ProcessReady(pid))
 
-    def _request_start(self, alias: str) -> bool:
+    def request_start(self, alias: str) -> bool:
         """A message arrived for an on-demand agent that is not on the bus yet."""
         runner = self.runners.get(alias)
         if runner is None or runner.lifecycle.state == State.FATAL:

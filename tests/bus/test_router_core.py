@@ -1,0 +1,448 @@
+"""The router's core without sockets or a daemon: a fake clock, frames in, actions out."""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+
+from tests.supervisor.harness import agent_entry, make_config
+from zeroclaw.bus import DAEMON_SENDER, MAX_DELEGATION_DEPTH, Message, Origin, Request
+from zeroclaw.bus._router_core import (
+    PENDING_START_LIMIT,
+    Action,
+    AgentJoined,
+    CallService,
+    Forward,
+    InjectOutcome,
+    Refuse,
+    RequestStart,
+    Respond,
+    RouterCore,
+    SendAck,
+    Traffic,
+)
+from zeroclaw.config import Config, validate_document
+
+ROOT = Path("/nonexistent/zeroclaw-core-test")
+AGENTS = ("alpha", "beta", "gamma", "lazy")
+TIMEOUT = 5.0
+
+
+def config(*, gamma_in_group: bool = True, **agents: dict[str, Any]) -> Config:
+    members = ["alpha", "beta", "lazy", *(["gamma"] if gamma_in_group else [])]
+    doc = make_config(
+        ROOT,
+        {
+            "alpha": agent_entry(delegates=["beta"]),
+            "beta": agent_entry(),
+            "gamma": agent_entry(),
+            "lazy": agent_entry(runtime_profile="lazy"),
+            **agents,
+        },
+        groups={"all": {"channel": "cli", "agents": members}},
+        extra_profiles={"lazy": {"activation": "on-demand", "idle_stop_secs": 60}},
+    )
+    doc["daemon"]["delivery_timeout_secs"] = TIMEOUT
+    return validate_document(doc)
+
+
+CONFIG = config()
+RELOADED = config(gamma_in_group=False)
+
+
+def message(
+    id: str, to: str, kind: Any = "message", body: Any = None, channel: str = "cli.local"
+) -> Message:
+    return Message(id=id, to=to, channel=channel, body=body, sent_at=0.0, kind=kind)
+
+
+def connected_core(*aliases: str, cfg: Config = CONFIG) -> RouterCore:
+    core = RouterCore(cfg, frozenset({"memory"}))
+    for alias in aliases:
+        core.hello(alias, alias.encode(), 100, 0.0)
+    core.take()
+    return core
+
+
+def only(actions: list[Action], kind: type[Any]) -> list[Any]:
+    return [a for a in actions if isinstance(a, kind)]
+
+
+# --- exactly one outcome per send ---------------------------------------------------------
+
+
+class OneOutcomePerSend(RuleBasedStateMachine):
+    """Any interleaving of sends, injections, acks, replies, exits, starts, reloads and
+    deadlines ends every send in exactly one outcome (ADR 0005)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.core = RouterCore(CONFIG, frozenset({"memory"}))
+        self.now = 0.0
+        self.ids = itertools.count()
+        self.generation = itertools.count()
+        self.senders: dict[str, str] = {}  # message id -> sender
+        self.outcomes: Counter[str] = Counter()
+        self.lost_questions: Counter[str] = Counter()
+        self.acked_questions: set[str] = set()
+        self.deliveries: dict[bytes, list[int]] = {}  # conn -> rids delivered to it
+        self.conns: dict[str, bytes] = {}
+        self.refuse_starts = False
+        self.questions: set[str] = set()
+
+    def run(self) -> None:
+        """Execute what the core decided, as the router would, recording outcomes."""
+        for action in self.core.take():
+            if isinstance(action, Forward):
+                self.deliveries.setdefault(action.conn, []).append(action.frame.rid)
+                message = action.frame.message
+                assert message is not None and message.from_ == self.senders[message.id]
+                if message.kind in ("ask", "delegate") and message.from_ != DAEMON_SENDER:
+                    assert 1 <= message.depth < MAX_DELEGATION_DEPTH
+            elif isinstance(action, SendAck):
+                for message_id in action.ids:
+                    self.outcomes[message_id] += 1
+                    if message_id in self.questions:
+                        self.acked_questions.add(message_id)
+            elif isinstance(action, Refuse):
+                assert action.sender == self.senders.get(action.message_id, action.sender)
+                if action.after_ack:
+                    self.lost_questions[action.message_id] += 1
+                else:
+                    self.outcomes[action.message_id] += 1
+            elif isinstance(action, InjectOutcome):
+                self.outcomes[action.message_id] += 1
+            elif isinstance(action, RequestStart) and self.refuse_starts:
+                self.core.start_refused(action.alias)
+                self.run()
+
+    def new_id(self, sender: str) -> str:
+        message_id = f"m{next(self.ids)}"
+        self.senders[message_id] = sender
+        return message_id
+
+    @rule(
+        sender=st.sampled_from(AGENTS),
+        to=st.sampled_from((*AGENTS, "nobody")),
+        kind=st.sampled_from(["message", "probe", "ask", "delegate", "reply"]),
+        channel=st.sampled_from(["cli.local", "", "cli.elsewhere"]),
+    )
+    def send(self, sender: str, to: str, kind: Any, channel: str) -> None:
+        body = None
+        if kind == "reply" and self.acked_questions:
+            body = {"in_reply_to": sorted(self.acked_questions)[0]}
+        message_id = self.new_id(sender)
+        if kind in ("ask", "delegate"):
+            self.questions.add(message_id)
+        self.core.send(sender, message(message_id, to, kind, body, channel), self.now)
+        self.run()
+
+    @rule(
+        to=st.sampled_from((*AGENTS, "nobody")),
+        origin=st.sampled_from([Origin("cli"), Origin("cli.local"), Origin("webhook.x", "bob")]),
+    )
+    def inject(self, to: str, origin: Origin) -> None:
+        self.core.inject(
+            message(self.new_id(DAEMON_SENDER), to, "chat", {"text": "hi"}), origin, self.now
+        )
+        self.run()
+
+    @rule(alias=st.sampled_from(AGENTS))
+    def hello(self, alias: str) -> None:
+        conn = f"{alias}-{next(self.generation)}".encode()
+        self.conns[alias] = conn
+        self.core.hello(alias, conn, 1, self.now)
+        self.run()
+
+    @rule(alias=st.sampled_from(AGENTS))
+    def agent_down(self, alias: str) -> None:
+        self.core.agent_down(alias)
+        self.run()
+
+    @rule(alias=st.sampled_from(AGENTS), data=st.data())
+    def ack(self, alias: str, data: st.DataObject) -> None:
+        conn = self.conns.get(alias)
+        rids = self.deliveries.get(conn, []) if conn is not None else []
+        chosen = data.draw(st.lists(st.sampled_from(rids), max_size=5)) if rids else []
+        stray = data.draw(st.lists(st.integers(0, 50), max_size=2))
+        self.core.ack(alias, (*chosen, *stray))
+        self.run()
+
+    @rule()
+    def flush_acks(self) -> None:
+        self.core.flush_acks()
+        self.run()
+
+    @rule(data=st.data())
+    def dropped(self, data: st.DataObject) -> None:
+        conns = sorted(self.deliveries)
+        if not conns:
+            return
+        conn = data.draw(st.sampled_from(conns))
+        rid = data.draw(st.sampled_from([None, *self.deliveries[conn]]))
+        self.core.dropped(conn, rid, "peer gone")
+        self.run()
+
+    @rule(alias=st.sampled_from(AGENTS))
+    def start_failed(self, alias: str) -> None:
+        self.core.start_failed(alias, "it is fatal")
+        self.run()
+
+    @rule(refuse=st.booleans())
+    def starts_refused(self, refuse: bool) -> None:
+        self.refuse_starts = refuse
+
+    @rule(reloaded=st.booleans())
+    def reload(self, reloaded: bool) -> None:
+        self.core.update_config(RELOADED if reloaded else CONFIG)
+
+    @rule(seconds=st.sampled_from([0.5, 2.0, TIMEOUT, 2 * TIMEOUT]))
+    def tick(self, seconds: float) -> None:
+        self.now += seconds
+        if self.core.next_deadline() <= self.now:
+            self.core.on_deadline(self.now)
+        self.run()
+
+    @invariant()
+    def at_most_one_outcome(self) -> None:
+        assert all(n == 1 for n in self.outcomes.values()), self.outcomes.most_common(3)
+        assert all(n == 1 for n in self.lost_questions.values())
+
+    def teardown(self) -> None:
+        for alias in AGENTS:
+            self.core.agent_down(alias)
+        self.core.flush_acks()
+        self.run()
+        self.now += 2 * TIMEOUT
+        self.core.on_deadline(self.now)
+        self.run()
+        missing = [m for m in self.senders if self.outcomes[m] != 1]
+        assert not missing, f"sends without exactly one outcome: {missing}"
+        assert self.core.next_deadline() == float("inf")
+
+
+TestOneOutcomePerSend = OneOutcomePerSend.TestCase
+TestOneOutcomePerSend.settings = settings(max_examples=150, stateful_step_count=40, deadline=None)
+
+
+# --- the router decides delegation and depth (ADR 0018) --------------------------------------
+
+
+def test_a_delegation_outside_the_senders_delegates_is_refused() -> None:
+    core = connected_core("alpha", "beta", "gamma")
+    core.send("alpha", message("d1", "gamma", "delegate", {"text": "x"}), 0.0)
+    core.send("alpha", message("d2", "beta", "delegate", {"text": "x"}), 0.0)
+    actions = core.take()
+    [refused] = only(actions, Refuse)
+    assert (refused.message_id, refused.code) == ("d1", "delegation_not_allowed")
+    [forward] = only(actions, Forward)
+    assert forward.frame.message.id == "d2"
+    assert core.counters["delegation_not_allowed"] == 1
+
+
+def test_an_ask_to_anyone_needs_no_delegation() -> None:
+    core = connected_core("alpha", "gamma")
+    core.send("alpha", message("a1", "gamma", "ask", {"text": "x"}), 0.0)
+    assert only(core.take(), Forward)
+
+
+def ask(core: RouterCore, sender: str, to: str, question: str, claimed: int = 0) -> Action:
+    """`sender` asks `to`, claiming `claimed` in the body; `to` acks. The core's decision."""
+    core.send(sender, message(question, to, "ask", {"text": "x", "depth": claimed}), 0.0)
+    [decision] = [a for a in core.take() if isinstance(a, Forward | Refuse)]
+    if isinstance(decision, Forward):
+        core.ack(to, (decision.frame.rid,))
+        core.flush_acks()
+        core.take()
+    return decision
+
+
+def test_the_depth_is_the_routers_count_not_the_body() -> None:
+    core = connected_core("alpha", "beta", "gamma")
+    first = ask(core, "alpha", "beta", "q1")
+    second = ask(core, "beta", "gamma", "q2", claimed=-5)
+    third = ask(core, "gamma", "alpha", "q3", claimed=0)
+    assert isinstance(first, Forward) and first.frame.message.depth == 1
+    assert isinstance(second, Forward) and second.frame.message.depth == 2
+    assert isinstance(third, Refuse) and third.code == "depth_exceeded"
+    assert MAX_DELEGATION_DEPTH == 3
+
+
+def test_a_question_not_acked_yet_counts_for_the_depth() -> None:
+    core = connected_core("alpha", "beta", "gamma")
+    core.send("alpha", message("q1", "beta", "ask", {"text": "x"}), 0.0)
+    core.take()  # delivered to beta, which asks on before it acks
+    second = ask(core, "beta", "gamma", "q2")
+    assert isinstance(second, Forward) and second.frame.message.depth == 2
+
+
+def test_answering_a_question_ends_its_depth() -> None:
+    core = connected_core("alpha", "beta", "gamma")
+    ask(core, "alpha", "beta", "q1")
+    core.send("beta", message("r1", "alpha", "reply", {"in_reply_to": "q1"}), 0.0)
+    core.take()
+    again = ask(core, "beta", "gamma", "q2")
+    assert isinstance(again, Forward) and again.frame.message.depth == 1
+
+
+def test_the_router_stamps_sender_and_depth_over_what_a_sender_claims() -> None:
+    core = connected_core("alpha", "beta")
+    forged = Message(
+        id="m", to="beta", channel="cli.local", body=None, sent_at=0.0, from_="beta", depth=7
+    )
+    core.send("alpha", forged, 0.0)
+    [forward] = only(core.take(), Forward)
+    assert (forward.frame.message.from_, forward.frame.message.depth) == ("alpha", 0)
+
+
+def test_an_exited_callee_refuses_its_open_questions_after_their_ack() -> None:
+    core = connected_core("alpha", "beta")
+    ask(core, "alpha", "beta", "q1")
+    core.agent_down("beta")
+    [lost] = only(core.take(), Refuse)
+    assert (lost.message_id, lost.code, lost.after_ack) == ("q1", "unavailable", True)
+
+
+# --- the origin of an injected conversation ----------------------------------------------------
+
+
+def origin_config() -> Config:
+    doc = make_config(
+        ROOT,
+        {
+            "alpha": agent_entry(channels=["cli.local", "webhook.ops"]),
+            "beta": agent_entry(channels=["cli.local"]),
+        },
+        groups={
+            "hooks": {
+                "channel": "webhook",
+                "agents": ["alpha"],
+                "external_peers": ["@Bob", "mallory"],
+                "ignore": ["mallory"],
+            }
+        },
+    )
+    doc["channels"]["webhook"] = {"ops": {"listen": "127.0.0.1:8787", "secret_env": "HOOK_KEY"}}
+    return validate_document(doc)
+
+
+@pytest.mark.parametrize(
+    ("to", "origin", "rule"),
+    [
+        ("alpha", Origin("cli"), None),
+        ("alpha", Origin("cli.local"), None),
+        ("alpha", Origin("webhook.ops"), "operator_off_cli"),
+        ("alpha", Origin("webhook.ops", "bob"), None),
+        ("alpha", Origin("webhook.ops", "@BOB"), None),
+        ("alpha", Origin("webhook.ops", "mallory"), "sender_ignored"),
+        ("alpha", Origin("webhook.ops", "carol"), "sender_not_accepted"),
+        ("beta", Origin("webhook.ops", "bob"), "not_owner"),
+        ("alpha", Origin("webhook.nowhere", "bob"), "not_owner"),
+    ],
+)
+def test_an_injected_conversation_is_admitted_by_its_origin(
+    to: str, origin: Origin, rule: str | None
+) -> None:
+    core = connected_core("alpha", "beta", cfg=origin_config())
+    core.inject(message("c1", to, "chat", {"text": "hi"}), origin, 0.0)
+    actions = core.take()
+    if rule is None:
+        [forward] = only(actions, Forward)
+        assert forward.frame.message.from_ == DAEMON_SENDER
+    else:
+        [outcome] = only(actions, InjectOutcome)
+        assert outcome.code == "origin_not_allowed"
+        assert core.counters[f"origin_refused.{rule}"] == 1
+        assert core.stats()["outcomes"]["origin_not_allowed"] == 1
+
+
+# --- delivery, start, services -----------------------------------------------------------------
+
+
+def test_a_message_for_an_on_demand_agent_waits_for_its_hello() -> None:
+    core = connected_core("alpha")
+    core.send("alpha", message("m1", "lazy"), 0.0)
+    assert only(core.take(), RequestStart) == [RequestStart("lazy")]
+    core.send("alpha", message("m2", "lazy"), 0.1)
+    assert core.take() == []  # one start request per queue
+    core.hello("lazy", b"lazy", 42, 1.0)
+    actions = core.take()
+    assert [f.frame.message.id for f in only(actions, Forward)] == ["m1", "m2"]
+    assert only(actions, Traffic) and only(actions, AgentJoined) == [AgentJoined("lazy", 42)]
+
+
+def test_a_start_the_supervisor_refuses_ends_what_waits_as_unavailable() -> None:
+    core = connected_core("alpha")
+    core.send("alpha", message("m1", "lazy"), 0.0)
+    core.take()
+    core.start_refused("lazy")
+    [refused] = only(core.take(), Refuse)
+    assert (refused.code, refused.detail) == ("unavailable", "agent 'lazy' is not running")
+
+
+def test_waiting_for_a_start_times_out_and_is_bounded() -> None:
+    core = connected_core("alpha")
+    for i in range(PENDING_START_LIMIT + 1):
+        core.send("alpha", message(f"m{i}", "lazy"), 0.0)
+    [full] = only(core.take(), Refuse)
+    assert (full.message_id, full.code) == (f"m{PENDING_START_LIMIT}", "unavailable")
+    assert core.next_deadline() == TIMEOUT
+    core.on_deadline(TIMEOUT)
+    assert {r.code for r in only(core.take(), Refuse)} == {"timeout"}
+    assert core.next_deadline() == float("inf")
+
+
+def test_no_ack_in_time_is_a_timeout_and_a_late_ack_is_stray() -> None:
+    core = connected_core("alpha", "beta")
+    core.send("alpha", message("m1", "beta"), 10.0)
+    [forward] = only(core.take(), Forward)
+    assert core.next_deadline() == 10.0 + TIMEOUT
+    core.on_deadline(10.0 + TIMEOUT)
+    [refused] = only(core.take(), Refuse)
+    assert refused.code == "timeout"
+    core.ack("beta", (forward.frame.rid,))
+    core.flush_acks()
+    assert core.take() == [] and core.counters["stray_acks"] == 1
+
+
+def test_acks_are_batched_per_sender_until_the_burst_ends() -> None:
+    core = connected_core("alpha", "beta")
+    for i in range(3):
+        core.send("alpha", message(f"m{i}", "beta"), 0.0)
+    rids = tuple(f.frame.rid for f in only(core.take(), Forward))
+    core.ack("beta", rids)
+    assert core.take() == []
+    core.flush_acks()
+    assert core.take() == [SendAck(b"alpha", ("m0", "m1", "m2"))]
+
+
+def test_services_known_to_the_core_are_called_and_others_answered() -> None:
+    core = connected_core("alpha")
+    known = Request(id="r1", service="memory", op="recall")
+    core.request("alpha", known)
+    core.request("alpha", Request(id="r2", service="nope"))
+    call, respond = core.take()
+    assert call == CallService("memory", "alpha", known)
+    assert isinstance(respond, Respond) and respond.response.error == "unknown_service"
+
+
+def test_an_injected_message_over_the_frame_limit_is_too_large() -> None:
+    core = connected_core("alpha")
+    core.inject(message("c1", "alpha", "chat", "x" * (2 * core.max_frame)), Origin("cli"), 0.0)
+    [outcome] = only(core.take(), InjectOutcome)
+    assert outcome.code == "too_large"
+
+
+def test_a_salvaged_id_of_a_bad_frame_is_refused_and_counted_once() -> None:
+    core = connected_core("alpha")
+    core.bad_frame("alpha", "malformed", "m1", "broken")
+    core.bad_frame("alpha", "malformed", None, "broken")
+    [refused] = only(core.take(), Refuse)
+    assert refused.message_id == "m1" and core.counters["malformed"] == 2

@@ -1,0 +1,102 @@
+"""The trio Router in one process: real sockets, real CURVE, real AgentBus clients; the
+services and hooks it was built with, and the events it publishes."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import trio
+import zmq
+
+from tests.supervisor.harness import agent_entry, make_config
+from zeroclaw.bus import AgentBus, BusCredentials, Message, Origin, Request, Response, Router
+from zeroclaw.config import validate_document
+from zeroclaw.events import RouteRefused
+
+
+class Recorder:
+    """RouterHooks that remember what the router told them."""
+
+    def __init__(self) -> None:
+        self.hellos: list[str] = []
+        self.downs: list[str] = []
+        self.joined = trio.Event()
+
+    def agent_hello(self, alias: str, pid: int) -> None:
+        self.hellos.append(alias)
+        self.joined.set()
+
+    def request_start(self, alias: str) -> bool:
+        return False
+
+    def traffic(self, alias: str) -> None:
+        return None
+
+    def agent_down(self, alias: str) -> None:
+        self.downs.append(alias)
+
+
+async def echo(sender: str, request: Request) -> Response:
+    await trio.lowlevel.checkpoint()
+    return Response(id=request.id, ok=True, body={"sender": sender, "op": request.op})
+
+
+@asynccontextmanager
+async def running(tmp_path: Path) -> AsyncIterator[tuple[Router, AgentBus, Recorder]]:
+    doc = make_config(
+        tmp_path,
+        {"alpha": agent_entry(), "beta": agent_entry()},
+        groups={"g": {"channel": "cli", "agents": ["alpha", "beta"]}},
+    )
+    config = validate_document(doc)
+    ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+    hooks = Recorder()
+    router = Router(config, tmp_path, ctx, services={"echo": echo}, hooks=hooks)
+    try:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(router.run)
+            keys = router.mint_keys("alpha")
+            bus = AgentBus(
+                BusCredentials(
+                    "alpha", keys.endpoint, keys.server_public, keys.public, keys.secret, 1 << 20
+                )
+            )
+            await nursery.start(bus.run)
+            await hooks.joined.wait()
+            yield router, bus, hooks
+            nursery.cancel_scope.cancel()
+    finally:
+        ctx.term()
+
+
+async def test_a_service_given_at_construction_answers_the_authenticated_sender(
+    tmp_path: Path,
+) -> None:
+    async with running(tmp_path) as (_router, bus, hooks):
+        response = await bus.request("echo", "ping", None)
+        assert response.ok and response.body == {"sender": "alpha", "op": "ping"}
+        unknown = await bus.request("nope", "ping", None)
+        assert unknown.error == "unknown_service"
+        assert hooks.hellos == ["alpha"]
+
+
+async def test_every_refusal_is_published_as_an_event(tmp_path: Path) -> None:
+    async with running(tmp_path) as (router, bus, hooks):
+        outcome = await bus.send("beta", "cli.local", "hi")  # beta is not running
+        assert outcome.code == "unavailable"
+        outcomes: list[str | None] = []
+        router.inject(
+            Message(id="c1", to="alpha", channel="webhook.x", body=None, sent_at=0.0, kind="chat"),
+            Origin("webhook.x"),
+            lambda code, detail: outcomes.append(code),
+        )
+        assert outcomes == ["origin_not_allowed"]
+        router.agent_down("alpha")
+        assert hooks.downs == ["alpha"]
+        refused = [p.event for p in router.events.recent() if isinstance(p.event, RouteRefused)]
+        assert [(e.sender, e.to, e.code) for e in refused] == [
+            ("alpha", "beta", "unavailable"),
+            ("daemon", "alpha", "origin_not_allowed"),
+        ]

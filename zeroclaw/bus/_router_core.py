@@ -1,0 +1,561 @@
+"""The router's decisions without I/O (h11 style): frames and the clock in, actions out.
+
+The trio `Router` reads a frame, decodes it and calls one method here; the method appends
+actions to `out` and the router executes them (`take()`), in order. Nothing here touches a
+socket, a task or the clock: `now` is an argument, so tests drive the core with a fake clock.
+
+What it owns (ADR 0005, 0013, 0018):
+- in-flight deliveries (rid -> who sent what to whom, until when), in deadline order;
+- acks to batch per sender until the end of a burst (`flush_acks`);
+- messages waiting for an on-demand agent to start (at most PENDING_START_LIMIT per agent);
+- open questions: acked `ask`/`delegate` not answered yet, with the depth the router gave them;
+- which connection (ROUTER routing id) speaks for which alias, from authenticated Hellos;
+- outcome counters.
+
+Exactly one outcome per send: every message a sender hands over ends in one `SendAck` id
+or one `Refuse` (or, injected by the daemon, one `InjectOutcome`). An acked question may
+later get a `Refuse` with `after_ack=True`: its callee exited before it answered; that is
+not a second outcome of the send but the end of the wait for its reply.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, deque
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+from ..config import Config
+from ._origin import DAEMON_SENDER, Origin
+from ._policy import PeerPolicy
+from ._wire import (
+    MAX_DELEGATION_DEPTH,
+    QUESTION_KINDS,
+    REFUSAL_CODES,
+    Deliver,
+    Message,
+    RefusalCode,
+    Request,
+    Response,
+    encode,
+)
+
+PENDING_START_LIMIT = 10_000
+OPEN_QUESTIONS_LIMIT = 10_000  # per callee; beyond it the oldest is forgotten (it times out)
+_LARGEST_RID = 2**64 - 1  # sizes a Deliver frame before its rid is known (9 bytes)
+
+
+def on_demand_agents(config: Config) -> frozenset[str]:
+    """Enabled agents that start at their first message instead of with the daemon."""
+    return frozenset(
+        alias
+        for alias, agent in config.agents.items()
+        if agent.enabled
+        and agent.runtime_profile
+        and config.runtime_profiles[agent.runtime_profile].activation == "on-demand"
+    )
+
+
+# --- actions: what the router does next ----------------------------------------------------
+
+
+@dataclass(slots=True)  # not frozen: a frozen __init__ costs a setattr call per field, per message
+class Forward:
+    """Send a Deliver to the connected destination."""
+
+    conn: bytes
+    frame: Deliver
+
+
+@dataclass(frozen=True, slots=True)
+class SendAck:
+    """Tell a sender that these messages of its were delivered (conn None: it is not
+    connected any more; the outcome is decided all the same, nobody hears it)."""
+
+    conn: bytes | None
+    ids: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Refuse:
+    """Tell an agent its message was refused (conn None: it is not connected, say nothing)."""
+
+    sender: str
+    conn: bytes | None
+    message_id: str
+    code: RefusalCode
+    detail: str
+    to: str = ""
+    channel: str = ""
+    after_ack: bool = False  # an acked question whose callee exited before it answered
+
+
+@dataclass(frozen=True, slots=True)
+class InjectOutcome:
+    """How a message the daemon injected ended: code None when acked."""
+
+    message_id: str
+    code: RefusalCode | None
+    detail: str = ""
+    to: str = ""
+    channel: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Respond:
+    """A service response the core answers itself (an unknown service)."""
+
+    conn: bytes
+    response: Response
+
+
+@dataclass(frozen=True, slots=True)
+class CallService:
+    """Run the named service's handler for this request; its response goes to `sender`."""
+
+    name: str
+    sender: str
+    request: Request
+
+
+@dataclass(frozen=True, slots=True)
+class RequestStart:
+    """Ask the supervisor to start an on-demand agent; tell `start_refused` if it cannot."""
+
+    alias: str
+
+
+@dataclass(slots=True)  # per message to or from an on-demand agent, as Forward
+class Traffic:
+    """A message to or from an on-demand agent: it is not idle."""
+
+    alias: str
+
+
+@dataclass(frozen=True, slots=True)
+class AgentJoined:
+    """An agent said Hello on the bus: it is reachable."""
+
+    alias: str
+    pid: int
+
+
+@dataclass(frozen=True, slots=True)
+class DropParked:
+    """Frames parked for this connection will never go out: drop them."""
+
+    conn: bytes
+    reason: str
+
+
+Action = (
+    Forward
+    | SendAck
+    | Refuse
+    | InjectOutcome
+    | Respond
+    | CallService
+    | RequestStart
+    | Traffic
+    | AgentJoined
+    | DropParked
+)
+
+
+@dataclass(slots=True)
+class InFlight:
+    sender: str
+    message_id: str
+    dest: str
+    deadline: float
+    channel: str
+    question: bool = False  # an ask/delegate: once acked, the sender waits for a reply
+    depth: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class OpenQuestion:
+    asker: str
+    depth: int
+
+
+class RouterCore:
+    def __init__(self, config: Config, services: frozenset[str] = frozenset()) -> None:
+        self.services = services
+        self.out: list[Action] = []
+        self.counters: Counter[str] = Counter()
+        self.connected: dict[str, int] = {}  # alias -> pid from its Hello
+        self._alias_conn: dict[str, bytes] = {}  # alias -> routing id of its Hello's connection
+        self._conn_alias: dict[bytes, str] = {}
+        self._inflight: dict[int, InFlight] = {}
+        self._order: deque[int] = deque()  # rids in deadline order (the timeout never changes
+        # between two reloads, and a shorter one after a reload only makes the sweep late)
+        self._next_rid = 1
+        self._pending_start: dict[str, deque[tuple[float, str, Message]]] = {}
+        self._acks_out: dict[str, list[str]] = {}
+        # callee -> {question id: asker and depth}: acked asks not answered yet
+        self._questions: dict[str, dict[str, OpenQuestion]] = {}
+        # callee -> {rid: depth}: questions delivered to it and not acked yet
+        self._asked: dict[str, dict[int, int]] = {}
+        self.update_config(config)
+
+    def update_config(self, config: Config) -> None:
+        """Everything the core takes from the config (at start, and on reload)."""
+        self.policy = PeerPolicy(config)
+        self.delivery_timeout = config.daemon.delivery_timeout_secs
+        self.max_frame = config.daemon.max_frame_bytes
+        self.on_demand = on_demand_agents(config)
+
+    def take(self) -> list[Action]:
+        """The actions decided since the last call, in order."""
+        out = self.out
+        self.out = []
+        return out
+
+    def conn_of(self, alias: str) -> bytes | None:
+        return self._alias_conn.get(alias)
+
+    def alias_of(self, conn: bytes) -> str:
+        return self._conn_alias.get(conn, "?")
+
+    # --- frames from agents ---------------------------------------------------------------
+
+    def bad_frame(
+        self, sender: str, code: RefusalCode, message_id: str | None, detail: str
+    ) -> None:
+        """A frame that could not be read (too large, malformed): counted once, and refused
+        to its sender when its message id could be salvaged."""
+        self.counters[code] += 1
+        if message_id is not None:
+            self._refuse(sender, message_id, code, detail, count=False)
+
+    def hello(self, alias: str, conn: bytes, pid: int, now: float) -> None:
+        old = self._alias_conn.get(alias)
+        if old is not None and old != conn:
+            self._conn_alias.pop(old, None)
+        self._alias_conn[alias] = conn
+        self._conn_alias[conn] = alias
+        self.connected[alias] = pid
+        for _, sender, message in self._pending_start.pop(alias, deque()):
+            if sender == DAEMON_SENDER:
+                self._deliver(sender, message, now)  # its origin was admitted when injected
+            else:
+                self.send(sender, message, now)  # the peer policy again: a reload may have come
+        self.out.append(AgentJoined(alias, pid))
+
+    def heartbeat(self) -> None:
+        self.counters["heartbeats"] += 1
+
+    def request(self, sender: str, request: Request) -> None:
+        if request.service in self.services:
+            self.out.append(CallService(request.service, sender, request))
+            return
+        conn = self._alias_conn.get(sender)
+        if conn is not None:
+            detail = f"no service {request.service!r}"
+            response = Response(id=request.id, ok=False, error="unknown_service", detail=detail)
+            self.out.append(Respond(conn, response))
+
+    def send(self, sender: str, message: Message, now: float) -> None:
+        """A message from an authenticated agent."""
+        dest = message.to
+        kind = message.kind
+        if kind == "reply" and isinstance(message.body, dict):
+            answered = message.body.get("in_reply_to")
+            if isinstance(answered, str):
+                self._questions.get(sender, {}).pop(answered, None)
+        policy = self.policy
+        if dest not in policy.agents:
+            self._refuse(sender, message.id, "unknown_agent", f"no agent {dest!r}", dest)
+            return
+        if kind in QUESTION_KINDS and self._question_refused(sender, message):
+            return
+        if message.channel:
+            if policy.allowed(sender, dest, message.channel):  # the hot path: a set lookup
+                self._deliver(sender, message, now)
+                return
+            decision = policy.decide(sender, dest, message.channel)
+        else:
+            # No channel named: the first channel on which a group lists both, if any.
+            decision = policy.decide(sender, dest)
+            if decision.allowed:
+                assert decision.channel is not None
+                channel = decision.channel
+                self._deliver(sender, msgspec.structs.replace(message, channel=channel), now)
+                return
+        self._refuse(sender, message.id, "not_peers", decision.reason, dest, message.channel)
+
+    def _question_refused(self, sender: str, message: Message) -> bool:
+        """The router's own rules for questions (ADR 0018): delegation only to configured
+        delegates, and a depth it counts itself (the body says nothing about either)."""
+        dest = message.to
+        if message.kind == "delegate" and dest not in self.policy.delegates.get(sender, ()):
+            detail = f"{dest!r} is not in {sender!r}'s delegates"
+            self._refuse(sender, message.id, "delegation_not_allowed", detail, dest)
+            return True
+        depth = self.depth_of(sender) + 1
+        if depth >= MAX_DELEGATION_DEPTH:
+            detail = f"a chain of {MAX_DELEGATION_DEPTH} asks/delegations is the limit"
+            self._refuse(sender, message.id, "depth_exceeded", detail, dest)
+            return True
+        return False
+
+    def depth_of(self, alias: str) -> int:
+        """How deep in a chain of questions `alias` is working: the deepest question it has
+        been handed and not answered yet (0: none, e.g. an operator's chat turn)."""
+        deepest = 0
+        for question in self._questions.get(alias, {}).values():
+            deepest = max(deepest, question.depth)
+        for depth in self._asked.get(alias, {}).values():
+            deepest = max(deepest, depth)
+        return deepest
+
+    def inject(self, message: Message, origin: Origin, now: float) -> None:
+        """Conversation input the daemon received (a CLI chat, say), from DAEMON_SENDER.
+
+        Its origin is checked instead of the peer groups, which are about agents: the
+        operator on a cli channel, or an external sender the target's groups on that channel
+        accept. Everything else applies: unknown, unavailable, on-demand start, ack or
+        timeout, and the frame limit an agent's own sends meet (`too_large`).
+        """
+        dest = message.to
+        policy = self.policy
+        if dest not in policy.enabled:
+            self._refuse(DAEMON_SENDER, message.id, "unknown_agent", f"no enabled agent {dest!r}")
+            return
+        refused = policy.origin_refusal(dest, origin)
+        if refused is not None:
+            rule, detail = refused
+            self.counters[f"origin_refused.{rule}"] += 1
+            self._refuse(
+                DAEMON_SENDER, message.id, "origin_not_allowed", detail, dest, origin.channel
+            )
+            return
+        size = len(encode(Deliver(rid=_LARGEST_RID, message=message)))
+        if size > self.max_frame:
+            detail = f"the message is {size} bytes on the bus; max_frame_bytes is {self.max_frame}"
+            self._refuse(DAEMON_SENDER, message.id, "too_large", detail, dest, message.channel)
+            return
+        self._deliver(DAEMON_SENDER, message, now)
+
+    def _deliver(self, sender: str, message: Message, now: float) -> None:
+        """An allowed message: to its running destination, queued while an on-demand
+        destination starts, or refused `unavailable`."""
+        dest = message.to
+        conn = self._alias_conn.get(dest)  # set by a Hello, dropped with the agent
+        if conn is not None:
+            self._forward(sender, message, conn, now)
+        elif dest in self.on_demand and self._queue_for_start(sender, message, now):
+            pass
+        else:
+            detail = f"agent {dest!r} is not running"
+            self._refuse(sender, message.id, "unavailable", detail, dest, message.channel)
+
+    def _forward(self, sender: str, message: Message, conn: bytes, now: float) -> None:
+        rid = self._next_rid
+        self._next_rid += 1
+        dest = message.to
+        if message.kind in QUESTION_KINDS and sender != DAEMON_SENDER:
+            depth = self.depth_of(sender) + 1
+            self._asked.setdefault(dest, {})[rid] = depth
+            flight = InFlight(
+                sender, message.id, dest, now + self.delivery_timeout, message.channel, True, depth
+            )
+            stamped = msgspec.structs.replace(message, from_=sender, depth=depth)
+        else:
+            flight = InFlight(
+                sender, message.id, dest, now + self.delivery_timeout, message.channel
+            )
+            if message.depth:  # only the router says how deep a message is
+                stamped = msgspec.structs.replace(message, from_=sender, depth=0)
+            else:
+                stamped = msgspec.structs.replace(message, from_=sender)
+        self._inflight[rid] = flight
+        self._order.append(rid)
+        on_demand = self.on_demand
+        if on_demand:
+            if dest in on_demand:
+                self.out.append(Traffic(dest))
+            if sender in on_demand:
+                self.out.append(Traffic(sender))
+        self.out.append(Forward(conn, Deliver(rid=rid, message=stamped)))
+
+    def _queue_for_start(self, sender: str, message: Message, now: float) -> bool:
+        queue = self._pending_start.get(message.to)
+        if queue is None:
+            queue = self._pending_start[message.to] = deque()
+            self.out.append(RequestStart(message.to))
+        if len(queue) >= PENDING_START_LIMIT:
+            return False
+        queue.append((now, sender, message))
+        return True
+
+    def ack(self, dest: str, rids: tuple[int, ...]) -> None:
+        for rid in rids:
+            flight = self._inflight.get(rid)
+            if flight is None or flight.dest != dest:
+                self.counters["stray_acks"] += 1  # late (already timed out) or not theirs
+                continue
+            del self._inflight[rid]
+            self.counters["delivered"] += 1
+            if flight.sender == DAEMON_SENDER:
+                self.out.append(InjectOutcome(flight.message_id, None, "", dest, flight.channel))
+            else:
+                self._acks_out.setdefault(flight.sender, []).append(flight.message_id)
+                if flight.question:
+                    self._forget_asked(flight.dest, rid)
+                    self._open_question(flight)
+
+    def _open_question(self, flight: InFlight) -> None:
+        questions = self._questions.setdefault(flight.dest, {})
+        if len(questions) >= OPEN_QUESTIONS_LIMIT:
+            del questions[next(iter(questions))]
+        questions[flight.message_id] = OpenQuestion(flight.sender, flight.depth)
+
+    def _forget_asked(self, dest: str, rid: int) -> None:
+        asked = self._asked.get(dest)
+        if asked is not None:
+            asked.pop(rid, None)
+            if not asked:
+                del self._asked[dest]
+
+    def flush_acks(self) -> None:
+        """After each burst: one Ack frame per sender, however many messages it covers."""
+        if not self._acks_out:
+            return
+        for sender, ids in self._acks_out.items():
+            self.out.append(SendAck(self._alias_conn.get(sender), tuple(ids)))
+        self._acks_out = {}
+
+    def dropped(self, conn: bytes, rid: int | None, reason: str) -> None:
+        """The socket would not take a frame for `conn` (peer gone, or its queue full);
+        `rid` is the delivery's when the frame was a Deliver."""
+        self.counters["send_failed"] += 1
+        if rid is None:
+            return  # an Ack, Refusal or Response for a sender that has gone: nobody to tell
+        flight = self._inflight.pop(rid, None)
+        if flight is not None:
+            if flight.question:
+                self._forget_asked(flight.dest, rid)
+            dest = self._conn_alias.get(conn, "?")
+            self._refuse_flight(flight, "unavailable", f"agent {dest!r}: {reason}")
+
+    # --- the supervisor's news ------------------------------------------------------------
+
+    def agent_down(self, alias: str) -> None:
+        """The agent's process is gone: everything in flight to it is refused `unavailable`,
+        and so is every question it was asked and has not answered."""
+        self.connected.pop(alias, None)
+        conn = self._alias_conn.pop(alias, None)
+        if conn is not None:
+            self._conn_alias.pop(conn, None)
+            self.out.append(DropParked(conn, "agent exited"))
+        self._asked.pop(alias, None)
+        lost = [rid for rid, f in self._inflight.items() if f.dest == alias]
+        for rid in lost:
+            self._refuse_flight(self._inflight.pop(rid), "unavailable", f"agent {alias!r} exited")
+        for question, open_question in self._questions.pop(alias, {}).items():
+            self._refuse(
+                open_question.asker,
+                question,
+                "unavailable",
+                f"agent {alias!r} exited before it answered",
+                alias,
+                after_ack=True,
+            )
+        for open_questions in self._questions.values():  # the asker left: nobody waits
+            for question in [q for q, o in open_questions.items() if o.asker == alias]:
+                del open_questions[question]
+
+    def start_refused(self, alias: str) -> None:
+        """The supervisor will not start `alias` (removed, or fatal): what waits is refused."""
+        for _, sender, message in self._pending_start.pop(alias, deque()):
+            detail = f"agent {alias!r} is not running"
+            self._refuse(sender, message.id, "unavailable", detail, alias, message.channel)
+
+    def start_failed(self, alias: str, why: str) -> None:
+        for _, sender, message in self._pending_start.pop(alias, deque()):
+            detail = f"agent {alias!r} could not start: {why}"
+            self._refuse(sender, message.id, "unavailable", detail, alias, message.channel)
+
+    # --- time -----------------------------------------------------------------------------
+
+    def next_deadline(self) -> float:
+        """When `on_deadline` has something to do next (inf: nothing waits)."""
+        deadline = float("inf")
+        order, inflight = self._order, self._inflight
+        while order and order[0] not in inflight:
+            order.popleft()  # acked or refused already
+        if order:
+            deadline = inflight[order[0]].deadline
+        for queue in self._pending_start.values():
+            if queue:
+                deadline = min(deadline, queue[0][0] + self.delivery_timeout)
+        return deadline
+
+    def on_deadline(self, now: float) -> None:
+        order = self._order
+        while order:
+            flight = self._inflight.get(order[0])
+            if flight is None:
+                order.popleft()
+                continue
+            if flight.deadline > now:
+                break
+            rid = order.popleft()
+            del self._inflight[rid]
+            if flight.question:
+                self._forget_asked(flight.dest, rid)
+            detail = f"no ack from {flight.dest!r} within {self.delivery_timeout:g}s"
+            self._refuse_flight(flight, "timeout", detail)
+        for alias, queue in self._pending_start.items():
+            while queue and queue[0][0] + self.delivery_timeout <= now:
+                _, sender, message = queue.popleft()
+                detail = f"agent {alias!r} did not start in time"
+                self._refuse(sender, message.id, "timeout", detail, alias, message.channel)
+
+    # --- outcomes -------------------------------------------------------------------------
+
+    def _refuse_flight(self, flight: InFlight, code: RefusalCode, detail: str) -> None:
+        self._refuse(flight.sender, flight.message_id, code, detail, flight.dest, flight.channel)
+
+    def _refuse(
+        self,
+        sender: str,
+        message_id: str,
+        code: RefusalCode,
+        detail: str,
+        to: str = "",
+        channel: str = "",
+        *,
+        count: bool = True,
+        after_ack: bool = False,
+    ) -> None:
+        if count:
+            self.counters[code] += 1
+        if sender == DAEMON_SENDER:
+            self.out.append(InjectOutcome(message_id, code, detail, to, channel))
+        else:
+            conn = self._alias_conn.get(sender)
+            self.out.append(Refuse(sender, conn, message_id, code, detail, to, channel, after_ack))
+
+    # --- status ---------------------------------------------------------------------------
+
+    def stats(self) -> dict[str, Any]:
+        outcomes = ("delivered", *REFUSAL_CODES)
+        return {
+            "connected": sorted(self.connected),
+            "in_flight": len(self._inflight),
+            "open_questions": sum(len(q) for q in self._questions.values()),
+            "outcomes": {name: self.counters[name] for name in outcomes},
+            "refused_connections": {
+                "zap_denied": self.counters["zap_denied"],
+                "handshake_failed": self.counters["handshake_failed"],
+            },
+            "other": {
+                k: v
+                for k, v in self.counters.items()
+                if k not in outcomes and k not in ("zap_denied", "handshake_failed")
+            },
+        }
