@@ -8,12 +8,15 @@ and the client decodes it (`ControlClient.call`) instead of indexing a dict (ADR
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Generic, Literal, TypeGuard, get_args
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeGuard, get_args
 
 import msgspec
 from typing_extensions import TypeVar
 
 from .._decode import DecodeErrorCode, decode_msgpack
+
+if TYPE_CHECKING:  # the CLI does not load the bus (zmq) to talk to the daemon
+    from ..bus import RefusalCode
 from ._replies import (
     AgentsReply,
     AgentStatus,
@@ -46,6 +49,9 @@ ControlErrorCode = Literal[
     "unknown_agent",
     "unavailable",
     "timeout",
+    "delegation_not_allowed",
+    "depth_exceeded",
+    "origin_not_allowed",
     # an undecodable frame (DecodeErrorCode)
     "too_large",
     "malformed",
@@ -57,6 +63,10 @@ CONTROL_ERROR_CODES: frozenset[str] = frozenset(get_args(ControlErrorCode))
 
 def _decode_codes_are_control_codes(code: DecodeErrorCode) -> ControlErrorCode:
     return code  # mypy fails here if the decoder grows a code this set lacks
+
+
+def _refusal_codes_are_control_codes(code: RefusalCode) -> ControlErrorCode:
+    return code  # and here if the router does
 
 
 def is_control_code(code: str) -> TypeGuard[ControlErrorCode]:
