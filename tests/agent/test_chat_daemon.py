@@ -291,7 +291,7 @@ def test_an_ask_chain_is_cut_at_the_depth_limit(root: Path, daemons: DaemonFacto
     # alpha asks beta, who asks alpha, who would ask beta a third time: refused
     reply = chat(daemon, "alpha", "ask beta: ask alpha: ask beta: hello")["reply"]
     assert reply.startswith("beta says: alpha says: send_message_to_peer refused: ")
-    assert "delegation_not_allowed" in reply
+    assert "depth_exceeded" in reply
 
 
 def test_who_are_you_comes_from_the_identity_file(root: Path, daemons: DaemonFactory) -> None:

@@ -20,9 +20,7 @@ import click
 import msgspec
 import trio
 
-from ..agent import AgentSpec
-from ..agent._local import LocalReach
-from ..agent._turn import TurnEngine
+from ..agent import AgentSpec, LocalReach, TurnEngine
 from ..config import Config
 from ..control import (
     Chat,

@@ -13,7 +13,7 @@ from ._base import (
     as_tool_error,
     ask_approval,
 )
-from ._builtin import DEFAULT_TOOLSET, MAX_DELEGATION_DEPTH
+from ._builtin import DEFAULT_TOOLSET
 from ._files import file_list, file_read, file_write
 from ._orphans import become_subreaper
 from ._shell import (
@@ -29,7 +29,6 @@ from ._toolset import BadArguments, Reach, Tool, ToolContext, Toolset
 __all__ = [
     "DEFAULT_TOOLSET",
     "ERROR_CODES",
-    "MAX_DELEGATION_DEPTH",
     "ActionBudget",
     "Approver",
     "BadArguments",

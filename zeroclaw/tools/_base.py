@@ -23,6 +23,7 @@ ToolErrorCode = Literal[
     "unknown_agent",
     "unavailable",
     "delegation_not_allowed",
+    "depth_exceeded",
     "bad_arguments",
     # failures of the action itself
     "not_found",

@@ -12,13 +12,12 @@ from typing import Annotated
 import msgspec
 import trio
 
+from ..bus import MAX_DELEGATION_DEPTH
 from ..policy import check_path
 from ._base import ToolResult
 from ._files import file_list, file_read, file_write
 from ._shell import run_shell
 from ._toolset import Tool, ToolContext, Toolset
-
-MAX_DELEGATION_DEPTH = 3  # asks/delegations in a chain before the next one is refused
 
 RelativePath = Annotated[str, msgspec.Meta(description="Relative path.")]
 
@@ -113,9 +112,10 @@ async def _forget(ctx: ToolContext, args: ForgetArgs) -> ToolResult:
 
 
 def _too_deep(ctx: ToolContext) -> ToolResult | None:
+    """The router decides depth (ADR 0018); this only spares an honest agent the trip."""
     if ctx.depth + 1 >= MAX_DELEGATION_DEPTH:
         return ToolResult.refused(
-            "delegation_not_allowed",
+            "depth_exceeded",
             f"a chain of {MAX_DELEGATION_DEPTH} asks/delegations is the limit",
         )
     return None
