@@ -62,6 +62,8 @@ PUBLIC: dict[str, list[str]] = {
         "MessageKind",
         "NoHooks",
         "Origin",
+        "PeerAnswer",
+        "PeerQuestion",
         "OriginRule",
         "Outcome",
         "PROTOCOL_VERSION",

@@ -328,7 +328,7 @@ def _start_sleeping_turn(daemon: Daemon) -> tuple[subprocess.Popen[str], int]:
         stderr=subprocess.PIPE,
         text=True,
     )
-    return turn, wait_for_process(["sleep", "120"])
+    return turn, wait_for_process(["sleep", "120"], under=daemon.agent("gamma")["pid"])
 
 
 def test_a_command_dies_with_its_agent(root: Path, daemons: DaemonFactory) -> None:

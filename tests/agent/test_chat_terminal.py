@@ -70,7 +70,7 @@ def test_a_terminal_session(root: Path, daemons: DaemonFactory) -> None:
         child.sendline("run sleep 30")
         child.expect_exact("approve: run: sleep 30?")
         child.sendline("y")
-        sleeper = wait_for_process(["sleep", "30"])
+        sleeper = wait_for_process(["sleep", "30"], under=daemon.agent("alpha")["pid"])
         child.sendintr()
         child.expect_exact("[cancelled]", timeout=10)
         child.expect_exact(PROMPT)

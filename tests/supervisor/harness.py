@@ -242,8 +242,22 @@ def wait_gone(pids: list[int], timeout: float) -> list[int]:
     return alive
 
 
-def wait_for_process(argv: list[str], timeout: float = 10) -> int:
-    """The pid of a process running this command, once it exists (polls /proc)."""
+def _descends_from(pid: int, ancestor: int) -> bool:
+    while pid > 1:
+        if pid == ancestor:
+            return True
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return False
+        pid = int(stat.rpartition(")")[2].split()[1])
+    return False
+
+
+def wait_for_process(argv: list[str], timeout: float = 10, *, under: int | None = None) -> int:
+    """The pid of a process running this command, once it exists (polls /proc). With
+    `under`, only a descendant of that pid counts: tests running side by side may run the
+    same command."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for entry in Path("/proc").iterdir():
@@ -253,7 +267,9 @@ def wait_for_process(argv: list[str], timeout: float = 10) -> int:
                 except OSError:
                     continue
                 # The shell tool runs the program by its full path.
-                if [Path(found[0]).name, *found[1:]] == argv:
+                if [Path(found[0]).name, *found[1:]] == argv and (
+                    under is None or _descends_from(int(entry.name), under)
+                ):
                     return int(entry.name)
         time.sleep(0.05)
     raise AssertionError(f"no process {argv}")

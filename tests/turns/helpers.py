@@ -87,10 +87,13 @@ class _BenchHooks(NoHooks):
 
 
 @asynccontextmanager
-async def bench(root: Path, **service_options: Any) -> AsyncIterator[Bench]:
+async def bench(
+    root: Path, *, groups: dict[str, Any] | None = None, **service_options: Any
+) -> AsyncIterator[Bench]:
     """alpha and beta (both on cli.local), a running router, the turn service registered
     on it as the daemon's composition root registers it."""
-    doc = make_config(root, {"alpha": agent_entry(), "beta": agent_entry(), "gamma": agent_entry()})
+    agents = {"alpha": agent_entry(), "beta": agent_entry(), "gamma": agent_entry()}
+    doc = make_config(root, agents, groups=groups)
     (root / "run").mkdir(parents=True, exist_ok=True)
     ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
     hooks = _BenchHooks()
@@ -106,8 +109,10 @@ async def bench(root: Path, **service_options: Any) -> AsyncIterator[Bench]:
         async with trio.open_nursery() as nursery:
             state = hooks.state = Bench(router, service, nursery)
             await nursery.start(router.run)
-            yield state
-            nursery.cancel_scope.cancel()
+            try:
+                yield state
+            finally:  # a failing test must not wait for the router forever
+                nursery.cancel_scope.cancel()
     finally:
         ctx.term()
 

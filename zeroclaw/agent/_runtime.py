@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 import msgspec
 import trio
 
-from ..bus import DAEMON_SENDER, AgentBus, Message, Outcome, Request
+from ..bus import DAEMON_SENDER, AgentBus, Message, Outcome, PeerAnswer, PeerQuestion, Request
 from ..tools import Approver, ToolResult, as_tool_error
 from ..turns import (
     TURN_SERVICE,
@@ -45,7 +45,7 @@ PEER_REPLY_SECS = 120.0  # how long an ask waits for the peer's answer
 PEER_TURNS = 4  # peers' asks this agent works on at once
 PEER_BACKLOG = 32  # asks waiting for a turn; beyond that a peer is told "busy" at once
 DAEMON = DAEMON_SENDER  # the sender of every conversation the daemon injects
-BodyT = TypeVar("BodyT", TurnInput, TurnCancel)
+BodyT = TypeVar("BodyT", TurnInput, TurnCancel, PeerQuestion, PeerAnswer)
 
 
 class BusReach:
@@ -53,7 +53,7 @@ class BusReach:
 
     def __init__(self, bus: AgentBus) -> None:
         self.bus = bus
-        self.waiting: dict[str, tuple[str, trio.MemorySendChannel[dict[str, Any]]]] = {}
+        self.waiting: dict[str, tuple[str, trio.MemorySendChannel[PeerAnswer]]] = {}
         bus.on_late_refusal = self.on_question_refused
 
     async def memory(self, op: str, body: dict[str, Any]) -> ToolResult:
@@ -69,13 +69,13 @@ class BusReach:
         count; the router decides the depth (and whether a delegation is allowed) itself and
         stamps it on the delivered question (ADR 0018), so it is not sent."""
         message_id = self.bus.new_id()
-        answer_in, answer_out = trio.open_memory_channel[dict[str, Any]](1)
+        answer_in, answer_out = trio.open_memory_channel[PeerAnswer](1)
         self.waiting[message_id] = (to, answer_in)
         try:
             outcome = await self.bus.send(
                 to,
                 "",  # the router picks the channel a peer group shares
-                {"text": text},
+                PeerQuestion(text),
                 kind="delegate" if delegate else "ask",
                 message_id=message_id,
             )
@@ -85,9 +85,9 @@ class BusReach:
                 )
             with trio.move_on_after(PEER_REPLY_SECS):
                 answer = await answer_out.receive()
-                if answer.get("error"):
-                    return ToolResult(False, "", "unavailable", f"{to}: {answer['error']}")
-                return ToolResult(True, str(answer.get("text", "")))
+                if answer.error:
+                    return ToolResult(False, "", "unavailable", f"{to}: {answer.error}")
+                return ToolResult(True, answer.text)
             return ToolResult.refused("unavailable", f"{to} did not answer in {PEER_REPLY_SECS:g}s")
         finally:
             del self.waiting[message_id]
@@ -97,15 +97,17 @@ class BusReach:
         waiter = self.waiting.get(outcome.id)
         if waiter is not None:
             with contextlib.suppress(trio.WouldBlock):
-                waiter[1].send_nowait({"error": outcome.detail or "the peer is gone"})
+                waiter[1].send_nowait(
+                    PeerAnswer(outcome.id, error=outcome.detail or "the peer is gone")
+                )
 
     def on_reply(self, message: Message) -> None:
-        body = message.body if isinstance(message.body, dict) else {}
-        waiter = self.waiting.get(str(body.get("in_reply_to", "")))
-        if waiter is None or waiter[0] != message.from_:
-            return  # late, or not from the agent we asked
+        answer = _decoded(message, PeerAnswer)
+        waiter = None if answer is None else self.waiting.get(answer.in_reply_to)
+        if answer is None or waiter is None or waiter[0] != message.from_:
+            return  # malformed, late, or not from the agent we asked
         with contextlib.suppress(trio.WouldBlock):  # a second answer to the same question
-            waiter[1].send_nowait(body)
+            waiter[1].send_nowait(answer)
 
 
 async def _nobody_told(turns: int) -> None:
@@ -113,7 +115,7 @@ async def _nobody_told(turns: int) -> None:
 
 
 def _decoded(message: Message, body_type: type[BodyT]) -> BodyT | None:
-    """A daemon message's body as its struct; None (and a warning) if it is not one."""
+    """A message's body as its struct; None (and a warning) if it is not one."""
     try:
         return msgspec.convert(message.body, body_type)
     except msgspec.ValidationError as exc:
@@ -147,12 +149,14 @@ class AgentRuntime:
                 self._dispatch(message, nursery)
 
     def _dispatch(self, message: Message, nursery: trio.Nursery) -> None:
-        body = message.body if isinstance(message.body, dict) else {}
         kind = message.kind
         if kind == "reply":
             self.reach.on_reply(message)
         elif kind in ("ask", "delegate") and message.from_ != DAEMON:
-            nursery.start_soon(self._peer_turn, message, body)
+            if (question := _decoded(message, PeerQuestion)) is None:
+                self._answer(message, PeerAnswer(message.id, error="the question does not decode"))
+            else:
+                nursery.start_soon(self._peer_turn, message, question)
         elif kind == "chat" and message.from_ == DAEMON:
             if (chat := _decoded(message, TurnInput)) is not None:
                 nursery.start_soon(self._chat_turn, message, chat)
@@ -229,32 +233,31 @@ class AgentRuntime:
             calls = tuple(result.tool_calls)
             emit(TurnDone(result.reply, calls, result.error))
 
-    async def _peer_turn(self, message: Message, body: dict[str, Any]) -> None:
+    async def _peer_turn(self, message: Message, question: PeerQuestion) -> None:
         async with self._busy():
-            await self._run_peer_turn(message, body)
+            await self._run_peer_turn(message, question)
 
-    async def _run_peer_turn(self, message: Message, body: dict[str, Any]) -> None:
+    async def _run_peer_turn(self, message: Message, question: PeerQuestion) -> None:
         # Bounded: a peer that asks faster than this agent answers gets "busy", not an
         # ever-growing pile of turns (and of tasks and memory in this process).
-        answer: dict[str, Any] = {"in_reply_to": message.id}
         if self._peer_slots.statistics().tasks_waiting >= PEER_BACKLOG:
             self.peer_busy += 1
-            answer["error"] = "busy: too many requests from peers"
+            answer = PeerAnswer(message.id, error="busy: too many requests from peers")
         else:
             async with self._peer_slots:
                 result = await self.engine.run_turn(
-                    str(body.get("text", "")),
+                    question.text,
                     session=f"peer-{message.from_}",
                     depth=max(message.depth, 1),  # the router's count, not the asker's word
                     # A peer gets only what the config grants it (ADR 0015).
                     toolset=self.engine.peer_toolset,
                 )
-            answer["text"] = result.reply
-            if result.error is not None:
-                answer["error"] = result.error
+            answer = PeerAnswer(message.id, result.reply, result.error)
+        self._answer(message, answer)
 
-        def sent(outcome: Any) -> None:
+    def _answer(self, question: Message, answer: PeerAnswer) -> None:
+        def sent(outcome: Outcome) -> None:
             if not outcome.delivered:
-                log.info("reply to %s not delivered: %s", message.from_, outcome.label)
+                log.info("reply to %s not delivered: %s", question.from_, outcome.label)
 
-        self.bus.post(message.from_, message.channel, answer, sent, kind="reply")
+        self.bus.post(question.from_, question.channel, answer, sent, kind="reply")

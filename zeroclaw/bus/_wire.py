@@ -47,6 +47,20 @@ QUESTION_KINDS = frozenset({"ask", "delegate"})  # kinds whose sender waits for 
 MAX_DELEGATION_DEPTH = 3
 
 
+class PeerQuestion(msgspec.Struct, frozen=True):
+    """The body of an `ask` or `delegate`."""
+
+    text: str
+
+
+class PeerAnswer(msgspec.Struct, frozen=True, omit_defaults=True):
+    """The body of a `reply`: the answer to question `in_reply_to`, or why there is none."""
+
+    in_reply_to: str
+    text: str = ""
+    error: str | None = None
+
+
 class Message(msgspec.Struct, frozen=True, omit_defaults=True):
     """One agent-to-agent message. The router sets `from` (the authenticated alias) and
     `depth` (how many questions led to this one, by its own count); a sender's are ignored."""
