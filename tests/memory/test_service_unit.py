@@ -131,3 +131,35 @@ async def test_wrong_types_fail_alone_and_the_committer_lives_on(service: Memory
         nursery.start_soon(service.handle, alpha, "store", {"key": "good", "content": "kept"})
     assert outcomes == ["bad_request"] * len(HOSTILE_WRITES)
     assert (await service.handle(alpha, "get", {"key": "good"}))["record"]["content"] == "kept"
+
+
+async def test_every_operator_reply_is_its_typed_struct(service: MemoryService) -> None:
+    """The shapes the CLI decodes (control.MEMORY_REPLY_TYPES), strictly: a field renamed or
+    added on one side fails here."""
+    import msgspec
+
+    from zeroclaw.control import MEMORY_REPLY_TYPES, MemoryHits, MemoryStored
+    from zeroclaw.memory import operator_request
+
+    agents = frozenset({"alpha", "beta"})
+    calls = {
+        "store": {"key": "k", "content": "the sky is blue"},
+        "get": {"key": "k"},
+        "list": {},
+        "recall": {"query": "sky"},
+        "stats": {},
+        "export": {},
+        "forget": {"key": "k"},
+        "purge": {},
+    }
+    assert set(calls) == set(MEMORY_REPLY_TYPES)
+    replies = {}
+    for op, args in calls.items():
+        data = await operator_request(service, agents, op, "alpha", args)
+        reply = msgspec.convert(data, MEMORY_REPLY_TYPES[op], strict=True)
+        assert msgspec.to_builtins(reply) == data  # nothing the struct does not name
+        replies[op] = reply
+    stored = replies["store"]
+    assert isinstance(stored, MemoryStored) and stored.record.key == "k"
+    hits = replies["recall"]
+    assert isinstance(hits, MemoryHits) and hits.hits[0].score > 0

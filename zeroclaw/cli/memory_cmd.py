@@ -9,14 +9,27 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 import click
+import msgspec
 import trio
 
 from ..config import Config, daemon_paths
-from ..control import MemoryCommand
+from ..control import (
+    MemoryCommand,
+    MemoryForgotten,
+    MemoryFound,
+    MemoryHit,
+    MemoryHits,
+    MemoryPurged,
+    MemoryRecord,
+    MemoryRecords,
+    MemoryReply,
+    MemoryStats,
+    MemoryStored,
+)
 from ..memory import (
     MAX_LIMIT,
     MemoryLock,
@@ -43,9 +56,15 @@ from .daemon_cmd import DaemonRefused, call
 
 _USAGE_CODES = {"unknown_agent", "bad_request"}
 T = TypeVar("T")
+R = TypeVar("R", bound=MemoryReply)
 
 
-def _run(op: str, agent: str | None, args: dict[str, Any]) -> dict[str, Any]:
+def _run(op: str, agent: str | None, args: dict[str, Any], reply_type: type[R]) -> R:
+    """The operation's typed reply, through the daemon or (none running) the store."""
+    return msgspec.convert(_run_plain(op, agent, args), reply_type)
+
+
+def _run_plain(op: str, agent: str | None, args: dict[str, Any]) -> dict[str, Any]:
     alias = agent or state().agent
     if not alias:
         raise CliError("which agent? pass --agent ALIAS (or the global -a ALIAS)", EXIT_USAGE)
@@ -111,13 +130,13 @@ def _direct(op: str, alias: str, args: dict[str, Any]) -> dict[str, Any]:
     return with_memory(config, job)
 
 
-def _records_out(records: list[dict[str, Any]], as_json: bool, key: str = "records") -> None:
+def _records_out(records: Sequence[MemoryRecord], as_json: bool, key: str = "records") -> None:
     if wants_json(as_json):
-        emit_json({key: records})
+        emit_json({key: msgspec.to_builtins(records)})
         return
     for r in records:
-        score = f"  score={r['score']:.3f}" if "score" in r else ""
-        click.echo(f"[{r['agent']}] {r['key']} ({r['category']}){score}: {r['content']}")
+        score = f"  score={r.score:.3f}" if isinstance(r, MemoryHit) else ""
+        click.echo(f"[{r.agent}] {r.key} ({r.category}){score}: {r.content}")
 
 
 agent_option = click.option(
@@ -145,11 +164,11 @@ def store_cmd(
     args: dict[str, Any] = {"key": key, "content": content, "category": category}
     if session:
         args["session"] = session
-    data = _run("store", agent, args)
+    stored = _run("store", agent, args, MemoryStored)
     if wants_json(as_json):
-        emit_json(data)
+        emit_json(msgspec.to_builtins(stored))
     else:
-        click.echo(f"stored {data['record']['key']} ({data['record']['id']})")
+        click.echo(f"stored {stored.record.key} ({stored.record.id})")
 
 
 @memory_group.command("get")
@@ -158,12 +177,12 @@ def store_cmd(
 @json_flag
 def get_cmd(key: str, agent: str | None, as_json: bool) -> None:
     """Show one record by key. Exit 1 when there is none."""
-    data = _run("get", agent, {"key": key})
+    found = _run("get", agent, {"key": key}, MemoryFound)
     if wants_json(as_json):
-        emit_json(data)
-    elif data["record"]:
-        _records_out([data["record"]], False)
-    if not data["record"]:
+        emit_json(msgspec.to_builtins(found))
+    elif found.record:
+        _records_out([found.record], False)
+    if not found.record:
         if not wants_json(as_json):
             click.echo(f"no record {key!r}", err=True)
         sys.exit(EXIT_FAILED)
@@ -198,7 +217,7 @@ def list_cmd(
         }.items()
         if v is not None
     }
-    _records_out(_run("list", agent, args)["records"], as_json)
+    _records_out(_run("list", agent, args, MemoryRecords).records, as_json)
 
 
 @memory_group.command("recall")
@@ -208,7 +227,8 @@ def list_cmd(
 @json_flag
 def recall_cmd(query: str, limit: int, agent: str | None, as_json: bool) -> None:
     """Keyword search (BM25 with a recency boost), best first."""
-    _records_out(_run("recall", agent, {"query": query, "limit": limit})["hits"], as_json, "hits")
+    hits = _run("recall", agent, {"query": query, "limit": limit}, MemoryHits).hits
+    _records_out(hits, as_json, "hits")
 
 
 @memory_group.command("stats")
@@ -216,22 +236,20 @@ def recall_cmd(query: str, limit: int, agent: str | None, as_json: bool) -> None
 @json_flag
 def stats_cmd(agent: str | None, as_json: bool) -> None:
     """Record and session counts."""
-    data = _run("stats", agent, {})
+    stats = _run("stats", agent, {}, MemoryStats)
     if wants_json(as_json):
-        emit_json(data)
+        emit_json(msgspec.to_builtins(stats))
     else:
-        for ns, counts in sorted(data["namespaces"].items()):
-            click.echo(
-                f"{ns}: {counts['records']} records, {counts['session_turns']} session turns"
-            )
+        for ns, counts in sorted(stats.namespaces.items()):
+            click.echo(f"{ns}: {counts.records} records, {counts.session_turns} session turns")
 
 
 @memory_group.command("export")
 @agent_option
 def export_cmd(agent: str | None) -> None:
     """Every record of the agent as JSON lines."""
-    for record in _run("export", agent, {})["records"]:
-        click.echo(json.dumps(record, ensure_ascii=False))
+    for record in _run("export", agent, {}, MemoryRecords).records:
+        click.echo(json.dumps(msgspec.to_builtins(record), ensure_ascii=False))
 
 
 @memory_group.command("forget")
@@ -240,12 +258,12 @@ def export_cmd(agent: str | None) -> None:
 @json_flag
 def forget_cmd(key: str, agent: str | None, as_json: bool) -> None:
     """Delete one record by key. Exit 1 when there was none."""
-    data = _run("forget", agent, {"key": key})
+    forgotten = _run("forget", agent, {"key": key}, MemoryForgotten).forgotten
     if wants_json(as_json):
-        emit_json(data)
+        emit_json({"forgotten": forgotten})
     else:
-        click.echo("forgotten" if data["forgotten"] else f"no record {key!r}")
-    if not data["forgotten"]:
+        click.echo("forgotten" if forgotten else f"no record {key!r}")
+    if not forgotten:
         sys.exit(EXIT_FAILED)
 
 
@@ -257,8 +275,8 @@ def purge_cmd(agent: str | None, yes: bool, as_json: bool) -> None:
     """Delete every record and session of the agent. Operator only; needs --yes."""
     if not yes:
         raise CliError("purge deletes the agent's whole memory; pass --yes to confirm", EXIT_USAGE)
-    data = _run("purge", agent, {})
+    purged = _run("purge", agent, {}, MemoryPurged)
     if wants_json(as_json):
-        emit_json(data)
+        emit_json(msgspec.to_builtins(purged))
     else:
-        click.echo(f"purged {data['purged']} records")
+        click.echo(f"purged {purged.purged} records")

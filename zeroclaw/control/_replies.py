@@ -103,3 +103,79 @@ class ShutdownReply(msgspec.Struct, frozen=True):
 
 class EventsReply(msgspec.Struct, frozen=True):
     events: list[Published]
+
+
+# --- memory: what `memory` operations answer (the operator's CLI and the service's shape) ----
+
+
+class MemoryRecord(msgspec.Struct, frozen=True):
+    id: str
+    agent: str
+    key: str
+    content: str
+    category: str
+    session: str | None
+    created_at: float
+    updated_at: float
+
+
+class MemoryHit(MemoryRecord, frozen=True):
+    score: float
+
+
+class MemoryStored(msgspec.Struct, frozen=True):
+    record: MemoryRecord
+
+
+class MemoryFound(msgspec.Struct, frozen=True):
+    record: MemoryRecord | None
+
+
+class MemoryRecords(msgspec.Struct, frozen=True):
+    records: list[MemoryRecord]
+
+
+class MemoryHits(msgspec.Struct, frozen=True):
+    hits: list[MemoryHit]
+
+
+class NamespaceCounts(msgspec.Struct, frozen=True):
+    records: int
+    session_turns: int
+
+
+class MemoryStats(msgspec.Struct, frozen=True):
+    namespaces: dict[str, NamespaceCounts]
+    commits: int
+    committed_ops: int
+    map_growths: int
+
+
+class MemoryForgotten(msgspec.Struct, frozen=True):
+    forgotten: bool
+
+
+class MemoryPurged(msgspec.Struct, frozen=True):
+    purged: int
+
+
+MemoryReply = (
+    MemoryStored
+    | MemoryFound
+    | MemoryRecords
+    | MemoryHits
+    | MemoryStats
+    | MemoryForgotten
+    | MemoryPurged
+)
+# What each operator memory operation answers (the CLI decodes the reply's data as this).
+MEMORY_REPLY_TYPES: dict[str, type[MemoryReply]] = {
+    "store": MemoryStored,
+    "get": MemoryFound,
+    "list": MemoryRecords,
+    "recall": MemoryHits,
+    "stats": MemoryStats,
+    "export": MemoryRecords,
+    "forget": MemoryForgotten,
+    "purge": MemoryPurged,
+}

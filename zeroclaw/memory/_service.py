@@ -22,6 +22,19 @@ import lmdb
 import msgspec
 import trio
 
+from ..control import (
+    MemoryForgotten,
+    MemoryFound,
+    MemoryHit,
+    MemoryHits,
+    MemoryPurged,
+    MemoryRecord,
+    MemoryRecords,
+    MemoryReply,
+    MemoryStats,
+    MemoryStored,
+    NamespaceCounts,
+)
 from ..events import EventSink, MemoryOperation
 from ._args import (
     MEMORY_OPS,
@@ -37,6 +50,7 @@ from ._args import (
     decode_args,
 )
 from ._errors import MemoryServiceError
+from ._records import Record
 from ._store import (
     MemoryInputError,
     MemoryStore,
@@ -60,21 +74,38 @@ class _Pending:
     done: trio.Event
 
 
-def record_json(record: Any) -> dict[str, Any]:
-    return {
-        "id": record.id,
-        "agent": record.agent,
-        "key": record.key,
-        "content": record.content,
-        "category": record.category,
-        "session": record.session,
-        "created_at": record.created_at,
-        "updated_at": record.updated_at,
-    }
+def memory_record(record: Record) -> MemoryRecord:
+    return MemoryRecord(
+        record.id,
+        record.agent,
+        record.key,
+        record.content,
+        record.category,
+        record.session,
+        record.created_at,
+        record.updated_at,
+    )
 
 
-def hit_json(hit: RecallHit) -> dict[str, Any]:
-    return {**record_json(hit.record), "score": round(hit.score, 6)}
+def memory_hit(hit: RecallHit) -> MemoryHit:
+    r = hit.record
+    return MemoryHit(
+        r.id,
+        r.agent,
+        r.key,
+        r.content,
+        r.category,
+        r.session,
+        r.created_at,
+        r.updated_at,
+        round(hit.score, 6),
+    )
+
+
+def _plain(reply: MemoryReply) -> dict[str, Any]:
+    """A reply as the bus and the control socket carry it (the shape of its struct)."""
+    out: dict[str, Any] = msgspec.to_builtins(reply)
+    return out
 
 
 class MemoryService:
@@ -224,15 +255,15 @@ class MemoryService:
             # Only the fields of this write's struct: nothing in a body names a namespace.
             result = await self.write(scope, op, msgspec.to_builtins(args))
             if op == "store":
-                return {"record": record_json(result)}
+                return _plain(MemoryStored(memory_record(result)))
             if op == "forget":
-                return {"forgotten": bool(result)}
+                return _plain(MemoryForgotten(bool(result)))
             return {"seq": result}
         if isinstance(args, GetArgs):
             record = await self.read(
                 self.store.get, scope, key=args.key, id=args.id, namespace=args.agent
             )
-            return {"record": record_json(record) if record else None}
+            return _plain(MemoryFound(memory_record(record) if record else None))
         if isinstance(args, ListArgs):
             records = await self.read(
                 self.store.list_records,
@@ -244,12 +275,12 @@ class MemoryService:
                 limit=args.limit,
                 before=args.before,
             )
-            return {"records": [record_json(r) for r in records]}
+            return _plain(MemoryRecords([memory_record(r) for r in records]))
         if isinstance(args, RecallArgs):
             hits = await self.read(
                 self.store.recall, scope, args.query, namespaces=args.agents, limit=args.limit
             )
-            return {"hits": [hit_json(h) for h in hits]}
+            return _plain(MemoryHits([memory_hit(h) for h in hits]))
         if isinstance(args, SessionArgs):
             if not isinstance(scope, Scope):
                 raise MemoryServiceError("bad_request", "sessions belong to an agent scope")
@@ -257,22 +288,18 @@ class MemoryService:
             return {"turns": [{"role": t.role, "content": t.content, "at": t.at} for t in turns]}
         if isinstance(args, StatsArgs):
             stats = await self.read(self.store.stats, scope)
-            return {
-                "namespaces": stats,
-                "commits": self.commits,
-                "committed_ops": self.committed_ops,
-                "map_growths": self.growths,
-            }
+            counts = {ns: NamespaceCounts(**c) for ns, c in stats.items()}
+            return _plain(MemoryStats(counts, self.commits, self.committed_ops, self.growths))
         if isinstance(args, ExportArgs):
             namespace = args.agent
             records = await self.read(lambda: list(self.store.export(scope, namespace)))
-            return {"records": [record_json(r) for r in records]}
+            return _plain(MemoryRecords([memory_record(r) for r in records]))
         if isinstance(args, PurgeArgs):
             if not isinstance(scope, OperatorScope):
                 raise MemoryServiceError("forbidden", "purge is for the operator CLI only")
             if not args.agent:
                 raise MemoryServiceError("bad_request", "purge needs 'agent'")
-            return {"purged": await self._purge(scope, args.agent)}
+            return _plain(MemoryPurged(await self._purge(scope, args.agent)))
         raise AssertionError(f"no handler for {type(args).__name__}")  # decode_args knows them all
 
     async def _purge(self, scope: OperatorScope, agent: str) -> int:
