@@ -187,7 +187,7 @@ def test_writes_replace_whole_files_and_keep_their_mode(ws: Path, use_openat2: b
     assert (ws / "new" / "deeper" / "file.txt").read_text() == "made"
     assert file_read(r, "new/deeper/file.txt", use_openat2=use_openat2).output == "made"
     assert "file.txt" in file_list(r, "new/deeper", use_openat2=use_openat2).output
-    assert not [p for p in ws.rglob(".zc-write-*")]
+    assert not [p for p in ws.rglob(".*.zc-*")]
 
 
 @pytest.mark.parametrize("use_openat2", STRATEGIES)

@@ -17,14 +17,13 @@ Blocking calls: the agent runs them in trio.to_thread.run_sync.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
-import secrets
 import stat
 from collections.abc import Callable
 from pathlib import PurePosixPath
 
+from .._atomic import atomic_write
 from ..policy import Access, PathDecision, PathRules, check_path
 from ._base import ToolErrorCode, ToolResult
 from ._beneath import make_dirs_beneath, open_beneath, open_root, reopen
@@ -188,23 +187,9 @@ def _write_beside(parent: int, name: str, encoded: bytes, shown: str) -> None:
         raise OSError(errno.ELOOP, "a symlink", name)
     if st is not None and not stat.S_ISREG(st.st_mode):
         raise _Refused(_not_regular(st, shown))
-    temp = f".zc-write-{secrets.token_hex(6)}"
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-    fd = os.open(temp, flags, 0o600, dir_fd=parent)
-    try:
-        try:
-            if st is not None:
-                os.fchmod(fd, stat.S_IMODE(st.st_mode))
-            view = memoryview(encoded)
-            while view:
-                view = view[os.write(fd, view) :]
-        finally:
-            os.close(fd)
-        os.rename(temp, name, src_dir_fd=parent, dst_dir_fd=parent)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temp, dir_fd=parent)
-        raise
+    # Not fsynced: a tool's write is as durable as any write of the agent's own.
+    mode = stat.S_IMODE(st.st_mode) if st is not None else 0o600
+    atomic_write(name, encoded, mode=mode, dir_fd=parent, fsync=False)
 
 
 def file_list(rules: PathRules, path: str = ".", *, use_openat2: bool = True) -> ToolResult:
