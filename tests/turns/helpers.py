@@ -18,7 +18,7 @@ import zmq
 
 from tests.agent.helpers import local_engine
 from tests.supervisor.harness import agent_entry, make_config
-from zeroclaw.agent._runtime import AgentRuntime, BusReach
+from zeroclaw.agent._runtime import AgentInbox, AgentRuntime, BusReach
 from zeroclaw.bus import AgentBus, BusCredentials, Message, NoHooks, Request, Router
 from zeroclaw.config import validate_document
 from zeroclaw.providers import OfflineProvider
@@ -51,7 +51,9 @@ class Bench:
         """alpha as a real agent runtime: the turn engine behind a bus client."""
         bus, _ = await self.client("alpha")
         engine, _ = await self.nursery_enter(local_engine(OfflineProvider(), tmp_path))
-        runtime = AgentRuntime(bus, engine, BusReach(bus))
+        inbox = AgentInbox()  # this bus is already up: it hands over from now on
+        bus.on_message, bus.on_late_refusal = inbox.message, inbox.late_refusal
+        runtime = AgentRuntime(bus, engine, BusReach(bus), inbox)
         self.nursery.start_soon(runtime.run)
         return runtime
 

@@ -41,7 +41,7 @@ from ._link import (
     decode_link,
     encode_link,
 )
-from ._runtime import AgentRuntime, BusReach
+from ._runtime import AgentInbox, AgentRuntime, BusReach
 from ._spec import AgentSpec
 from ._turn import TurnEngine
 
@@ -90,13 +90,16 @@ def agent_main(spec: AgentSpec, link_fd: int) -> int:
 
     engines: list[TurnEngine] = []  # the one engine, once the bus is up
 
+    inbox = AgentInbox()
+
     def start_runtime(bus: AgentBus, nursery: trio.Nursery, link: LinkSender) -> None:
         reach = BusReach(bus)
         engine = TurnEngine(
             spec, reach, provider, agent_env=env, command_home_root=command_home_root(spec)
         )
         engines.append(engine)
-        nursery.start_soon(AgentRuntime(bus, engine, reach, on_busy=link.report_busy).run)
+        runtime = AgentRuntime(bus, engine, reach, inbox, on_busy=link.report_busy)
+        nursery.start_soon(runtime.run)
 
     def neighbours(workspaces: tuple[str, ...]) -> None:
         for engine in engines:
@@ -104,7 +107,12 @@ def agent_main(spec: AgentSpec, link_fd: int) -> int:
 
     return trio.run(
         functools.partial(
-            serve_agent, spec, link_fd, on_bus=start_runtime, on_neighbours=neighbours
+            serve_agent,
+            spec,
+            link_fd,
+            on_bus=start_runtime,
+            on_neighbours=neighbours,
+            inbox=inbox,
         )
     )
 
@@ -116,11 +124,12 @@ async def serve_agent(
     stop_signals: Sequence[int] = STOP_SIGNALS,
     on_bus: BusHook | None = None,
     on_neighbours: Callable[[tuple[str, ...]], None] | None = None,
+    inbox: AgentInbox | None = None,
 ) -> int:
     """Run until the daemon closes the link or a stop signal arrives.
 
     `on_bus` lets a caller (the agent runtime, or a test agent) start its own tasks once
-    the bus is up.
+    the bus is up; `inbox` receives what the bus delivers from its very first frame.
     """
     link = trio.SocketStream(trio.socket.from_stdlib_socket(socket.socket(fileno=link_fd)))
     decoder = FrameDecoder(MAX_LINK_FRAME)
@@ -135,10 +144,13 @@ async def serve_agent(
     if problem is not None:
         say_fatal(link_fd, problem)
         return EX_CONFIG
-    bus = AgentBus(
-        BusCredentials(
-            spec.alias, keys.endpoint, keys.server_public, keys.public, keys.secret, keys.max_frame
-        )
+    creds = BusCredentials(
+        spec.alias, keys.endpoint, keys.server_public, keys.public, keys.secret, keys.max_frame
+    )
+    bus = (
+        AgentBus(creds)
+        if inbox is None
+        else AgentBus(creds, on_message=inbox.message, on_late_refusal=inbox.late_refusal)
     )
     sender = LinkSender(link)
     receiver = trio.open_signal_receiver(*stop_signals) if stop_signals else nullcontext()

@@ -54,7 +54,6 @@ class BusReach:
     def __init__(self, bus: AgentBus) -> None:
         self.bus = bus
         self.waiting: dict[str, tuple[str, trio.MemorySendChannel[PeerAnswer]]] = {}
-        bus.on_late_refusal = self.on_question_refused
 
     async def memory(self, op: str, body: dict[str, Any]) -> ToolResult:
         response = await self.bus.request("memory", op, body)
@@ -123,12 +122,28 @@ def _decoded(message: Message, body_type: type[BodyT]) -> BodyT | None:
         return None
 
 
+class AgentInbox:
+    """What the bus hands the runtime: delivered messages, and refusals of questions it
+    already delivered. Built before the bus (and given to it at construction), so nothing
+    arrives before someone listens."""
+
+    def __init__(self) -> None:
+        self._send, self.received = trio.open_memory_channel[Message | Outcome](math.inf)
+
+    def message(self, message: Message) -> None:
+        self._send.send_nowait(message)
+
+    def late_refusal(self, outcome: Outcome) -> None:
+        self._send.send_nowait(outcome)
+
+
 class AgentRuntime:
     def __init__(
         self,
         bus: AgentBus,
         engine: TurnEngine,
         reach: BusReach,
+        inbox: AgentInbox,
         *,
         on_busy: Callable[[int], Awaitable[None]] = _nobody_told,
     ) -> None:
@@ -140,13 +155,15 @@ class AgentRuntime:
         self.chats: dict[str, trio.CancelScope] = {}
         self._peer_slots = trio.CapacityLimiter(PEER_TURNS)
         self.peer_busy = 0  # asks answered "busy" (a peer asking faster than we answer)
-        self._inbox, self._messages = trio.open_memory_channel[Message](math.inf)
-        bus.on_message = self._inbox.send_nowait
+        self.inbox = inbox
 
     async def run(self) -> None:
         async with trio.open_nursery() as nursery:
-            async for message in self._messages:
-                self._dispatch(message, nursery)
+            async for item in self.inbox.received:
+                if isinstance(item, Outcome):
+                    self.reach.on_question_refused(item)
+                else:
+                    self._dispatch(item, nursery)
 
     def _dispatch(self, message: Message, nursery: trio.Nursery) -> None:
         kind = message.kind

@@ -64,13 +64,20 @@ class BusCredentials:
 
 
 class AgentBus:
-    def __init__(self, creds: BusCredentials, *, window: int = SEND_WINDOW) -> None:
+    def __init__(
+        self,
+        creds: BusCredentials,
+        *,
+        window: int = SEND_WINDOW,
+        on_message: Callable[[Message], None] = lambda message: None,
+        on_late_refusal: OutcomeHandler = lambda outcome: None,
+    ) -> None:
         self.creds = creds
         self.alias = creds.alias
-        self.on_message: Callable[[Message], None] = lambda message: None
+        self.on_message = on_message
         # A Refusal for a message already delivered: the router saying a question this
         # agent asked will never be answered (its callee exited).
-        self.on_late_refusal: OutcomeHandler = lambda outcome: None
+        self.on_late_refusal = on_late_refusal
         self._requests: dict[str, trio.MemorySendChannel[Response]] = {}
         self._window = window
         self._waiting: dict[str, OutcomeHandler] = {}
