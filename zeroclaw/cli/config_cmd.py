@@ -22,6 +22,7 @@ from ..config import (
     effective_risk_policy,
     load_config,
     starter_document,
+    subagents_dir,
     user_config_path,
     validate_document,
     workspace_path,
@@ -147,6 +148,7 @@ def resolved_view(config: Config, source: Path) -> dict[str, Any]:
     return {
         "state_dir": str(paths.state_dir),
         "runtime_dir": str(paths.runtime_dir),
+        "subagents_dir": str(subagents_dir(config, source)),
         "channel_owners": {k: list(v) for k, v in channel_owners(config).items()},
         "agents": agents,
     }

@@ -21,6 +21,7 @@ from ._models import (
     RiskProfile,
     RuntimeProfile,
     SerialChannel,
+    SubagentsConfig,
     WebhookChannel,
 )
 from ._resolve import (
@@ -37,6 +38,7 @@ from ._resolve import (
     default_owner,
     effective_risk_policy,
     normalize_peer_name,
+    subagents_dir,
     workspace_path,
 )
 from ._rules import ALIAS_SYNTAX, daemon_refusals
@@ -65,6 +67,7 @@ __all__ = [
     "RiskProfile",
     "RuntimeProfile",
     "SerialChannel",
+    "SubagentsConfig",
     "WebhookChannel",
     "all_channel_peers",
     "channel_matches",
@@ -83,6 +86,7 @@ __all__ = [
     "normalize_peer_name",
     "runtime_dir_hint",
     "starter_document",
+    "subagents_dir",
     "user_config_path",
     "validate_document",
     "workspace_path",

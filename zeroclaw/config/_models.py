@@ -445,6 +445,14 @@ class PeerGroup(_Strict):
 # --------------------------------------------------------------------------- root
 
 
+class SubagentsConfig(_Strict):
+    dir: ConfigPath | None = Field(
+        default=None,
+        description="Directory of sub-agent bundles (<dir>/<id>/agent.yaml, ...), relative to "
+        "the config file; default: subagents/ beside the config file.",
+    )
+
+
 class Config(_Strict):
     """The whole zeroclaw configuration file."""
 
@@ -470,6 +478,10 @@ class Config(_Strict):
         default_factory=dict,
         description="Who may message whom: agents in a group may message one another on its "
         "channel.",
+    )
+    subagents: SubagentsConfig = Field(
+        default_factory=SubagentsConfig,
+        description="File-driven sub-agents that agents may dispatch tasks to.",
     )
 
     # --- lookups used across the package -------------------------------------------------

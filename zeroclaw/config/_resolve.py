@@ -52,6 +52,13 @@ def daemon_paths(config: Config, env: Mapping[str, str]) -> DaemonPaths:
     return DaemonPaths(Path(os.path.normpath(state)), Path(os.path.normpath(runtime)))
 
 
+def subagents_dir(config: Config, config_path: Path) -> Path:
+    """Where sub-agent bundles live: `[subagents] dir`, else `subagents/` beside the file."""
+    if config.subagents.dir is not None:
+        return config.subagents.dir
+    return Path(os.path.normpath(Path(os.path.abspath(config_path)).parent / "subagents"))
+
+
 def workspace_path(config: Config, alias: str, paths: DaemonPaths) -> Path:
     """The agent's workspace root: its own setting, else `<state_dir>/agents/<alias>/workspace`."""
     configured = config.agents[alias].workspace.path
