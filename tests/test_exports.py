@@ -323,6 +323,7 @@ PUBLIC: dict[str, list[str]] = {
         "digest_of",
         "front_matter",
         "load_bundle",
+        "materialise",
         "scan_bundles",
     ],
     "zeroclaw.supervisor": [

@@ -1,7 +1,7 @@
 """Sub-agents: file-driven bundles, immutable revisions (issue 12; ADR 0023).
 
-So far: reading and judging bundles and their digest. Revisions, runtimes and the
-dispatch pipeline build on this.
+So far: reading and judging bundles, their digest, and their read-only snapshots. The
+revision store, runtimes and the dispatch pipeline build on these.
 """
 
 from ._bundle import (
@@ -18,6 +18,7 @@ from ._bundle import (
     load_bundle,
     scan_bundles,
 )
+from ._revision import materialise
 
 __all__ = [
     "MAX_BUNDLE_BYTES",
@@ -31,5 +32,6 @@ __all__ = [
     "digest_of",
     "front_matter",
     "load_bundle",
+    "materialise",
     "scan_bundles",
 ]

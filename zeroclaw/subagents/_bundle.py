@@ -205,6 +205,10 @@ def load_bundle(
     except _Refused as exc:
         problems.append(f"systemPrompt {exc}")
     for ref in manifest.skills:
+        name = Path(ref).name
+        if not ID_SYNTAX.match(name) or name in skills:
+            problems.append(f"skill {ref!r}: a skill directory needs its own plain name")
+            continue
         try:
             text = reader.read(str(Path(ref) / "SKILL.md"))
         except _Refused as exc:
@@ -212,7 +216,7 @@ def load_bundle(
             continue
         if front_matter(text) is None:
             problems.append(f"skill {ref!r}: SKILL.md needs YAML front matter between '---' lines")
-        skills[Path(ref).name] = text
+        skills[name] = text
     for what, schema_ref in (("input", manifest.inputSchema), ("output", manifest.outputSchema)):
         if schema_ref is not None:
             try:
