@@ -30,6 +30,7 @@ def families() -> dict[str, Family]:
     from .bus import RefusalCode
     from .control import ControlErrorCode
     from .memory import MemoryErrorCode
+    from .subagents import DispatchRefusalCode
     from .tools import ToolErrorCode
 
     passed_on = {*get_args(RefusalCode), *get_args(MemoryErrorCode), *get_args(DecodeErrorCode)}
@@ -54,6 +55,11 @@ def families() -> dict[str, Family]:
             "Control socket",
             "any CLI command's `--json` `error` (besides bus and memory codes it passes on)",
             tuple(c for c in get_args(ControlErrorCode) if c not in passed_on),
+        ),
+        "dispatch": Family(
+            "Sub-agent dispatch",
+            "a dispatch the daemon refuses before anything runs (issue 12, in progress)",
+            get_args(DispatchRefusalCode),
         ),
         "decode": Family(
             "Undecodable input",

@@ -4,6 +4,15 @@ So far: reading and judging bundles, their digest, and their read-only snapshots
 revision store, runtimes and the dispatch pipeline build on these.
 """
 
+from ._admission import (
+    Admission,
+    Admitted,
+    DispatchRefusalCode,
+    DispatchRequest,
+    Existing,
+    Refused,
+    admit,
+)
 from ._bundle import (
     MAX_BUNDLE_BYTES,
     MAX_FILE_BYTES,
@@ -24,11 +33,18 @@ __all__ = [
     "MAX_BUNDLE_BYTES",
     "MAX_FILE_BYTES",
     "RESERVED_IDS",
+    "Admission",
+    "Admitted",
     "Bundle",
     "BundleProblems",
+    "DispatchRefusalCode",
+    "DispatchRequest",
+    "Existing",
     "Manifest",
     "McpBinding",
     "Policy",
+    "Refused",
+    "admit",
     "digest_of",
     "front_matter",
     "load_bundle",
