@@ -64,6 +64,7 @@ from ._wire import (
     Hello,
     Message,
     Refusal,
+    RefusalCode,
     Request,
     Response,
     Send,
@@ -94,7 +95,7 @@ RefusalKind = tuple[str, str, str]
 ServiceResult = Response | None | Awaitable[Response | None]
 ServiceHandler = Callable[[str, Request], ServiceResult]
 # How an injected message ended: (None, "") when acked, else (refusal code, detail).
-InjectOutcomeCallback = Callable[[str | None, str], None]
+InjectOutcomeCallback = Callable[[RefusalCode | None, str], None]
 
 
 class RouterHooks(Protocol):

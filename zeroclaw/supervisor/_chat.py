@@ -13,7 +13,7 @@ import msgspec
 import trio
 
 from ..bus import Origin
-from ..control import Chat, ChatApproval, ChatCancel, ChatOpen, Reply, control_code, error_reply
+from ..control import Chat, ChatApproval, ChatCancel, ChatOpen, Reply, error_reply
 from ..turns import (
     AgentDown,
     Turn,
@@ -38,7 +38,7 @@ class ChatService:
 
     def _unknown(self, agent: str) -> Reply | None:
         refusal = self.turns.check_agent(agent)
-        return None if refusal is None else error_reply(control_code(refusal.code), refusal.detail)
+        return None if refusal is None else error_reply(refusal.code, refusal.detail)
 
     def open_session(self, request: ChatOpen) -> Reply:
         """An interactive session begins (the control server stops timing it out)."""
@@ -79,7 +79,7 @@ async def _to_client(exchange: Exchange, turn: Turn) -> Reply:
         if isinstance(event, TurnCancelled):
             return Reply(ok=True, data=result_json(TurnDone("", cancelled=True)))
         if isinstance(event, TurnRefused):
-            return error_reply(control_code(event.code), f"agent {alias}: {event.detail}")
+            return error_reply(event.code, f"agent {alias}: {event.detail}")
         if isinstance(event, AgentDown):
             return error_reply("unavailable", f"agent {alias} exited during the turn")
         if isinstance(event, TurnOverflow):

@@ -10,13 +10,14 @@ from typing import Any
 
 import msgspec
 
+from ..bus import RefusalCode
 from ._events import TurnDone, TurnEvent
 
 
 class TurnRefused(msgspec.Struct, frozen=True):
     """The router refused the turn's message (or the agent is not an enabled one)."""
 
-    code: str  # a bus refusal code (bus RefusalCode)
+    code: RefusalCode
     detail: str
 
 

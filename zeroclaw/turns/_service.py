@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 import msgspec
 import trio
 
-from ..bus import DAEMON_SENDER, Message, Origin, Request, Response
+from ..bus import DAEMON_SENDER, Message, Origin, RefusalCode, Request, Response
 from ._events import ApprovalAsked, TurnDone
 from ._outcomes import (
     TERMINAL,
@@ -133,7 +133,7 @@ class Turn:
         self._push(ApprovalAsked(what[:MAX_APPROVAL_TEXT], rid))
         return True
 
-    def _delivered(self, code: str | None, detail: str) -> None:
+    def _delivered(self, code: RefusalCode | None, detail: str) -> None:
         if code is not None:
             self._agent_working = False
             self._push(TurnRefused(code, detail))
