@@ -88,18 +88,8 @@ def memory_record(record: Record) -> MemoryRecord:
 
 
 def memory_hit(hit: RecallHit) -> MemoryHit:
-    r = hit.record
-    return MemoryHit(
-        r.id,
-        r.agent,
-        r.key,
-        r.content,
-        r.category,
-        r.session,
-        r.created_at,
-        r.updated_at,
-        round(hit.score, 6),
-    )
+    record = msgspec.structs.asdict(memory_record(hit.record))
+    return MemoryHit(**record, score=round(hit.score, 6))
 
 
 def _plain(reply: MemoryReply) -> dict[str, Any]:
