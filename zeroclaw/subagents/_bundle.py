@@ -10,6 +10,7 @@ reported and the others load.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -226,7 +227,7 @@ def load_bundle(
     if problems:
         return BundleProblems(path, problems)
     bundle = Bundle(manifest, system, skills, schemas["input"], schemas["output"])
-    return Bundle(manifest, system, skills, schemas["input"], schemas["output"], digest_of(bundle))
+    return dataclasses.replace(bundle, digest=digest_of(bundle))
 
 
 def scan_bundles(
