@@ -68,6 +68,7 @@ PUBLIC: dict[str, list[str]] = {
         "PeerAnswer",
         "PeerPolicy",
         "PeerQuestion",
+        "QUESTION_KINDS",
         "REFUSAL_CODES",
         "Refusal",
         "RefusalCode",

@@ -23,7 +23,16 @@ from typing import Any, TypeVar
 import msgspec
 import trio
 
-from ..bus import DAEMON_SENDER, AgentBus, Message, Outcome, PeerAnswer, PeerQuestion, Request
+from ..bus import (
+    DAEMON_SENDER,
+    QUESTION_KINDS,
+    AgentBus,
+    Message,
+    Outcome,
+    PeerAnswer,
+    PeerQuestion,
+    Request,
+)
 from ..tools import Approver, ToolResult, as_tool_error
 from ..turns import (
     TURN_SERVICE,
@@ -44,7 +53,6 @@ log = logging.getLogger("zeroclaw.agent")
 PEER_REPLY_SECS = 120.0  # how long an ask waits for the peer's answer
 PEER_TURNS = 4  # peers' asks this agent works on at once
 PEER_BACKLOG = 32  # asks waiting for a turn; beyond that a peer is told "busy" at once
-DAEMON = DAEMON_SENDER  # the sender of every conversation the daemon injects
 BodyT = TypeVar("BodyT", TurnInput, TurnCancel, PeerQuestion, PeerAnswer)
 
 
@@ -169,15 +177,15 @@ class AgentRuntime:
         kind = message.kind
         if kind == "reply":
             self.reach.on_reply(message)
-        elif kind in ("ask", "delegate") and message.from_ != DAEMON:
+        elif kind in QUESTION_KINDS and message.from_ != DAEMON_SENDER:
             if (question := _decoded(message, PeerQuestion)) is None:
                 self._answer(message, PeerAnswer(message.id, error="the question does not decode"))
             else:
                 nursery.start_soon(self._peer_turn, message, question)
-        elif kind == "chat" and message.from_ == DAEMON:
+        elif kind == "chat" and message.from_ == DAEMON_SENDER:
             if (chat := _decoded(message, TurnInput)) is not None:
                 nursery.start_soon(self._chat_turn, message, chat)
-        elif kind == "cancel" and message.from_ == DAEMON:
+        elif kind == "cancel" and message.from_ == DAEMON_SENDER:
             cancel = _decoded(message, TurnCancel)
             scope = self.chats.get(cancel.turn) if cancel is not None else None
             if scope is not None:
