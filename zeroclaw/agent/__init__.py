@@ -24,7 +24,7 @@ from ._link import (
     encode_link,
 )
 from ._process import LinkSender, agent_main, say_fatal, serve_agent
-from ._spec import AgentSpec, RiskSpec, RuntimeSpec
+from ._spec import AgentSpec, RiskSpec, RuntimeSpec, SubagentRuntime
 from ._turn import TurnEngine
 
 if TYPE_CHECKING:
@@ -53,6 +53,7 @@ __all__ = [
     "ProbeResult",
     "RiskSpec",
     "RuntimeSpec",
+    "SubagentRuntime",
     "TurnEngine",
     "agent_main",
     "decode_link",

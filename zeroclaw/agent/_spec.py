@@ -44,6 +44,18 @@ class RuntimeSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     shell_timeout_secs: float
 
 
+class SubagentRuntime(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """What makes a process a sub-agent runtime instead of an agent (issue 12): the one
+    revision it serves. Its prompt, skills and schemas are read from `snapshot`, the
+    revision's read-only directory, which is all Landlock lets it read besides the system."""
+
+    agent_id: str
+    digest: str
+    snapshot: str  # <state_dir>/revisions/<digest>
+    max_tool_calls: int
+    timeout_secs: float
+
+
 class AgentSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """Everything an agent process needs at start; sent to the zygote as msgpack."""
 
@@ -72,3 +84,10 @@ class AgentSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     # Tools a turn started by a peer (ask/delegate over the bus) may use; the operator's
     # own chat keeps every tool (ADR 0015).
     peer_tools: tuple[str, ...] = ()
+    # Sub-agents (issue 12): `agent_catalog`/`agent_dispatch` are offered when some
+    # sub-agent lists this agent in its allowedCallers; `facades` maps a tool name of this
+    # agent to the sub-agent id it dispatches to.
+    dispatch_tools: bool = False
+    facades: dict[str, str] = msgspec.field(default_factory=dict)
+    # Set only for a sub-agent revision's runtime process (its alias is its bus identity).
+    subagent: SubagentRuntime | None = None

@@ -11,6 +11,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .._lazy import lazy_attributes
+from ._dispatch import (
+    SUBAGENT_SERVICE,
+    TERMINAL_STATES,
+    CatalogAnswer,
+    CatalogCall,
+    CatalogEntry,
+    DispatchAnswer,
+    DispatchCall,
+    InvocationState,
+)
 from ._events import ApprovalAsked, Delta, ToolCallRecord, ToolUsed, TurnDone, TurnEvent
 from ._outcomes import (
     AgentDown,
@@ -42,6 +52,14 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "SUBAGENT_SERVICE",
+    "TERMINAL_STATES",
+    "CatalogAnswer",
+    "CatalogCall",
+    "CatalogEntry",
+    "DispatchAnswer",
+    "DispatchCall",
+    "InvocationState",
     "TURN_SERVICE",
     "AgentDown",
     "AgentTurnEvent",

@@ -6,6 +6,8 @@ The JSON shape is the one `zeroclaw chat --json` has always printed.
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 
 
@@ -51,6 +53,9 @@ class TurnDone(_TurnEvent, tag="done", frozen=True):
     tool_calls: tuple[ToolCallRecord, ...] = ()
     error: str | None = None
     cancelled: bool = False
+    # A sub-agent runtime's result, as submitted through `subagent_submit_result` (the
+    # daemon validates it against the output schema). Never set by an agent's chat turn.
+    result: dict[str, Any] | None = None
 
 
 TurnEvent = Delta | ToolUsed | ApprovalAsked | TurnDone

@@ -8,7 +8,7 @@ Each side decodes with msgspec; a body that does not decode is dropped and count
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 import msgspec
 
@@ -27,6 +27,9 @@ class TurnInput(msgspec.Struct, frozen=True):
 
     text: str
     interactive: bool = False  # someone on the originating channel answers approvals
+    # A sub-agent invocation's structured input (JSON), validated by the daemon against the
+    # sub-agent's input schema; untrusted data for the runtime. None for a chat turn.
+    input: Any = None
 
 
 class TurnCancel(msgspec.Struct, frozen=True):
