@@ -446,3 +446,73 @@ def test_a_salvaged_id_of_a_bad_frame_is_refused_and_counted_once() -> None:
     core.bad_frame("alpha", "malformed", None, "broken")
     [refused] = only(core.take(), Refuse)
     assert refused.message_id == "m1" and core.counters["malformed"] == 2
+
+
+# --- confined identities: sub-agent runtimes (issue 12) ------------------------------------
+
+RUNTIME = "sub:summarizer@0123456789ab"
+
+
+def confined_core() -> RouterCore:
+    core = RouterCore(CONFIG, frozenset({"memory", "chat"}), confined_services=frozenset({"chat"}))
+    core.confine(RUNTIME)
+    core.hello("alpha", b"alpha", 100, 0.0)
+    core.take()
+    return core
+
+
+def test_a_confined_identity_starts_at_the_daemons_first_message_and_then_gets_it() -> None:
+    core = confined_core()
+    core.inject(message("i1", RUNTIME, "chat", {"text": "task"}), Origin("subagent"), 0.0)
+    assert core.take() == [RequestStart(RUNTIME)]
+    core.hello(RUNTIME, b"rt", 200, 0.1)
+    forwards = only(core.take(), Forward)
+    assert [f.frame.message.id for f in forwards] == ["i1"]
+    assert forwards[0].frame.message.from_ == DAEMON_SENDER
+
+
+def test_a_confined_identity_messages_nobody_and_nobody_messages_it() -> None:
+    core = confined_core()
+    core.hello(RUNTIME, b"rt", 200, 0.0)
+    core.take()
+    for kind in ("message", "ask", "delegate", "reply", "probe"):
+        core.send(RUNTIME, message(f"out-{kind}", "alpha", kind), 0.0)
+        [refused] = only(core.take(), Refuse)
+        assert refused.code == "not_peers"
+        core.send("alpha", message(f"in-{kind}", RUNTIME, kind), 0.0)
+        [refused] = only(core.take(), Refuse)
+        assert refused.code == "unknown_agent"
+
+
+def test_a_confined_identity_reaches_only_the_confined_services() -> None:
+    core = confined_core()
+    core.hello(RUNTIME, b"rt", 200, 0.0)
+    core.take()
+    allowed = Request(id="r1", service="chat", op="event")
+    core.request(RUNTIME, allowed)
+    assert core.take() == [CallService("chat", RUNTIME, allowed)]
+    core.request(RUNTIME, Request(id="r2", service="memory", op="recall"))
+    [respond] = core.take()
+    assert isinstance(respond, Respond) and respond.response.error == "unknown_service"
+    assert core.counters["confined_request_refused"] == 1
+    core.request("alpha", Request(id="r3", service="memory", op="recall"))
+    assert only(core.take(), CallService)  # agents keep their services
+
+
+def test_a_released_identity_refuses_what_waited_and_cannot_be_started() -> None:
+    core = confined_core()
+    core.inject(message("i1", RUNTIME, "chat", {"text": "task"}), Origin("subagent"), 0.0)
+    core.take()
+    core.release(RUNTIME)
+    [outcome] = only(core.take(), InjectOutcome)
+    assert outcome.code == "unavailable"
+    core.inject(message("i2", RUNTIME, "chat", {"text": "task"}), Origin("subagent"), 0.0)
+    [outcome] = only(core.take(), InjectOutcome)
+    assert outcome.code == "unknown_agent"
+
+
+def test_confinement_survives_a_reload() -> None:
+    core = confined_core()
+    core.update_config(RELOADED)
+    core.inject(message("i1", RUNTIME, "chat", {"text": "task"}), Origin("subagent"), 0.0)
+    assert core.take() == [RequestStart(RUNTIME)]

@@ -151,6 +151,7 @@ class Router:
         services: Mapping[str, ServiceHandler] | None = None,
         hooks: RouterHooks | None = None,
         events: EventSink | None = None,
+        confined_services: frozenset[str] = frozenset(),
     ) -> None:
         self.ctx = ctx
         self.services: Mapping[str, ServiceHandler] = dict(services or {})
@@ -163,7 +164,9 @@ class Router:
             )
         self.endpoint = f"ipc://{self.endpoint_path}"
         self.server_public, self._server_secret = zmq.curve_keypair()
-        self.core = RouterCore(config, frozenset(self.services))
+        self.core = RouterCore(
+            config, frozenset(self.services), confined_services=confined_services
+        )
         self._key_to_alias: dict[bytes, str] = {}
         self._alias_key: dict[str, bytes] = {}
         self._injected: dict[str, InjectOutcomeCallback] = {}  # message id -> outcome callback
@@ -212,6 +215,18 @@ class Router:
         self.hooks.agent_down(alias)
         self.core.agent_down(alias)
         self._execute()
+
+    def confine(self, identity: str) -> None:
+        """Admit a sub-agent runtime's identity (issue 12): started on demand, reached only
+        by what the daemon injects, allowed only the confined services."""
+        self.core.confine(identity)
+
+    def release(self, identity: str) -> None:
+        self.core.release(identity)
+        self._execute()
+
+    def is_confined(self, identity: str) -> bool:
+        return identity in self.core.confined
 
     def start_failed(self, alias: str, why: str) -> None:
         self.core.start_failed(alias, why)

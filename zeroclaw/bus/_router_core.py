@@ -10,7 +10,10 @@ What it owns (ADR 0005, 0013, 0018):
 - messages waiting for an on-demand agent to start (at most PENDING_START_LIMIT per agent);
 - open questions: acked `ask`/`delegate` not answered yet, with the depth the router gave them;
 - which connection (ROUTER routing id) speaks for which alias, from authenticated Hellos;
-- outcome counters.
+- outcome counters;
+- confined identities (sub-agent runtimes, issue 12): started on demand, reached only by
+  messages the daemon injects, and allowed only the services named `confined_services`.
+  They message nobody, and no agent can message them: they are not in any peer group.
 
 Exactly one outcome per send: every message a sender hands over ends in one `SendAck` id
 or one `Refuse` (or, injected by the daemon, one `InjectOutcome`). An acked question may
@@ -181,8 +184,16 @@ class OpenQuestion:
 
 
 class RouterCore:
-    def __init__(self, config: Config, services: frozenset[str] = frozenset()) -> None:
+    def __init__(
+        self,
+        config: Config,
+        services: frozenset[str] = frozenset(),
+        *,
+        confined_services: frozenset[str] = frozenset(),
+    ) -> None:
         self.services = services
+        self.confined_services = confined_services & services
+        self.confined: set[str] = set()
         self.out: list[Action] = []
         self.counters: Counter[str] = Counter()
         self.connected: dict[str, int] = {}  # alias -> pid from its Hello
@@ -205,7 +216,18 @@ class RouterCore:
         self.policy = PeerPolicy(config)
         self.delivery_timeout = config.daemon.delivery_timeout_secs
         self.max_frame = config.daemon.max_frame_bytes
-        self.on_demand = on_demand_agents(config)
+        self.on_demand = on_demand_agents(config) | self.confined
+
+    def confine(self, identity: str) -> None:
+        """A sub-agent runtime's identity: it starts at its first injected message."""
+        self.confined.add(identity)
+        self.on_demand = self.on_demand | {identity}
+
+    def release(self, identity: str) -> None:
+        """The identity is gone for good (its revision retired): nothing may start it."""
+        self.confined.discard(identity)
+        self.on_demand = self.on_demand - {identity}
+        self.start_refused(identity)
 
     def take(self) -> list[Action]:
         """The actions decided since the last call, in order."""
@@ -248,6 +270,14 @@ class RouterCore:
         self.counters["heartbeats"] += 1
 
     def request(self, sender: str, request: Request) -> None:
+        if sender in self.confined and request.service not in self.confined_services:
+            self.counters["confined_request_refused"] += 1
+            conn = self._alias_conn.get(sender)
+            if conn is not None:
+                detail = f"service {request.service!r} is not offered to a sub-agent runtime"
+                response = Response(id=request.id, ok=False, error="unknown_service", detail=detail)
+                self.out.append(Respond(conn, response))
+            return
         if request.service in self.services:
             self.out.append(CallService(request.service, sender, request))
             return
@@ -266,6 +296,10 @@ class RouterCore:
             if isinstance(answered, str):
                 self._questions.get(sender, {}).pop(answered, None)
         policy = self.policy
+        if sender in self.confined:
+            detail = "a sub-agent runtime messages nobody; it answers the daemon only"
+            self._refuse(sender, message.id, "not_peers", detail, dest, message.channel)
+            return
         if dest not in policy.agents:
             self._refuse(sender, message.id, "unknown_agent", f"no agent {dest!r}", dest)
             return
@@ -321,10 +355,13 @@ class RouterCore:
         """
         dest = message.to
         policy = self.policy
-        if dest not in policy.enabled:
+        if dest in self.confined:
+            refused = None  # the daemon's dispatch pipeline admitted this invocation
+        elif dest not in policy.enabled:
             self._refuse(DAEMON_SENDER, message.id, "unknown_agent", f"no enabled agent {dest!r}")
             return
-        refused = policy.origin_refusal(dest, origin)
+        else:
+            refused = policy.origin_refusal(dest, origin)
         if refused is not None:
             rule, detail = refused
             self.counters[f"origin_refused.{rule}"] += 1

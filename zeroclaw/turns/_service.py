@@ -201,7 +201,7 @@ class TurnService:
     def check_agent(self, agent: str) -> TurnRefused | None:
         """Why a turn for `agent` cannot open (it is not an enabled agent), or None."""
         enabled = self.router.policy.enabled
-        if agent in enabled:
+        if agent in enabled or self.router.is_confined(agent):
             return None
         known = ", ".join(sorted(enabled)) or "none"
         return TurnRefused("unknown_agent", f"no enabled agent {agent!r}; known: {known}")
