@@ -4,7 +4,10 @@ Anthropic Messages streaming protocols, answering from a script.
 Real sockets, real HTTP: the providers under test use their real client against it. Each
 script entry answers one request, in order. Run as a module it serves a fixed answer
 forever, for daemon-level tests:  python -m tests.providers.protocol_server KIND
-(it prints its port on the first line)
+(it prints its port on the first line). Other kinds for sub-agent tests: "stall" reads
+every request and never answers (a model that never finishes); "stall-once" stalls on the
+first request and answers the others as "openai" does; "slow" answers as "openai" does,
+two seconds late.
 """
 
 from __future__ import annotations
@@ -235,9 +238,25 @@ TEXT = {"openai": openai_text, "anthropic": anthropic_text}
 TOOL_CALL = {"openai": openai_tool_call, "anthropic": anthropic_tool_call}
 
 
+async def stall(seen: Seen, write: Writer) -> None:
+    """Never answer: the client's own timeout, or its caller's, has to end the wait."""
+    await trio.sleep_forever()
+
+
+def late(answer: Answer, seconds: float) -> Answer:
+    async def answer_late(seen: Seen, write: Writer) -> None:
+        await trio.sleep(seconds)
+        await answer(seen, write)
+
+    return answer_late
+
+
 async def _serve_forever(kind: str) -> None:
     """Answer every request with one streamed sentence; print the port first."""
-    server = ScriptedServer([], default=TEXT[kind]("fake ", kind, " answers"))
+    fixed = TEXT.get(kind, openai_text)("fake ", kind, " answers")
+    script: list[Answer] = [stall] if kind == "stall-once" else []
+    default = {"stall": stall, "slow": late(fixed, 2.0)}.get(kind, fixed)
+    server = ScriptedServer(script, default=default)
     async with trio.open_nursery() as nursery:
         await nursery.start(server.serve)
         print(server.port, flush=True)

@@ -6,6 +6,8 @@ AgentBus; they do not replace any zeroclaw component.
 - alias "stubborn*": ignores SIGTERM and leaves a grandchild behind
 - alias "mute*":     never joins the bus
 - alias "linkbomb*": first start only: sends a deeply nested frame on its link
+- a sub-agent runtime whose SYSTEM.md says HOSTILE-RUNTIME: tries, from inside the runtime,
+  everything a runtime must not do, and answers its invocation with what happened
 - a workspace with plan.json: runs that plan (flood, stream, fuzz, ctlprobe, silent_callee,
   ...) on the real bus
 - anything else:     the real agent
@@ -345,8 +347,27 @@ async def relay(bus: AgentBus, plan: dict[str, Any], workspace: Path) -> None:
     )
 
 
+async def forged_dispatch(bus: AgentBus, plan: dict[str, Any], workspace: Path) -> None:
+    """With this agent's real keys, a dispatch whose body claims another caller (and a
+    source and run id of its choosing): the daemon must judge the router's identity."""
+    body = {
+        "agent_id": plan["subagent"],
+        "task": "forged",
+        "caller": plan["claim"],
+        "source": "cli",
+        "parent_run_id": "forged-run",
+    }
+    response = await bus.request("subagent", "dispatch", body, wait_secs=60)
+    write_result(
+        workspace,
+        "result.json",
+        {"ok": response.ok, "error": response.error, "detail": response.detail},
+    )
+
+
 PLANS = {
     **LOAD_PLANS,
+    "forged_dispatch": forged_dispatch,
     "forged_questions": forged_questions,
     "relay": relay,
     "silent_callee": silent_callee,

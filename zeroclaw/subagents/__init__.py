@@ -1,7 +1,10 @@
-"""Sub-agents: file-driven bundles, immutable revisions (issue 12; ADR 0023).
+"""Sub-agents: file-driven bundles, immutable revisions, a strict and durable dispatch
+pipeline (issue 12; ADR 0023, 0024).
 
-So far: reading and judging bundles, their digest, and their read-only snapshots. The
-revision store, runtimes and the dispatch pipeline build on these.
+Bundles are read and judged (`_bundle`), each revision is a read-only snapshot
+(`_revision`) recorded by the registry (`_registry`); the dispatch service (`_dispatch`)
+admits (`_admission`), persists (`_store`, `_invocation`) and runs invocations on revision
+runtimes, and the control commands (`_control`) reach it through `SubagentsApi`.
 """
 
 from ._admission import (
@@ -13,6 +16,7 @@ from ._admission import (
     Refused,
     admit,
 )
+from ._api import LoadedRevision, SubagentsApi
 from ._bundle import (
     MAX_BUNDLE_BYTES,
     MAX_FILE_BYTES,
@@ -27,27 +31,58 @@ from ._bundle import (
     load_bundle,
     scan_bundles,
 )
-from ._revision import materialise
+from ._records import (
+    CLI_CALLER,
+    SCHEMA_VERSION,
+    WORKFLOW_CALLER,
+    EventBody,
+    Invocation,
+    InvocationErrorCode,
+    InvocationEvent,
+    RevisionRecord,
+    StateEntered,
+    TextDelta,
+    ToolCalled,
+)
+from ._registry import SubagentRegistry
+from ._revision import SnapshotDamaged, load_snapshot, materialise, runtime_identity
 
 __all__ = [
+    "CLI_CALLER",
     "MAX_BUNDLE_BYTES",
     "MAX_FILE_BYTES",
     "RESERVED_IDS",
+    "SCHEMA_VERSION",
+    "WORKFLOW_CALLER",
     "Admission",
     "Admitted",
     "Bundle",
     "BundleProblems",
     "DispatchRefusalCode",
     "DispatchRequest",
+    "EventBody",
     "Existing",
+    "Invocation",
+    "InvocationErrorCode",
+    "InvocationEvent",
+    "LoadedRevision",
     "Manifest",
     "McpBinding",
     "Policy",
     "Refused",
+    "RevisionRecord",
+    "SnapshotDamaged",
+    "StateEntered",
+    "SubagentRegistry",
+    "SubagentsApi",
+    "TextDelta",
+    "ToolCalled",
     "admit",
     "digest_of",
     "front_matter",
     "load_bundle",
+    "load_snapshot",
     "materialise",
+    "runtime_identity",
     "scan_bundles",
 ]

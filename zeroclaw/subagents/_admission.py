@@ -67,7 +67,7 @@ class Admitted:
 Admission = Existing | Refused | Admitted
 
 
-def _pointer(path: Iterable[object]) -> str:
+def json_pointer(path: Iterable[object]) -> str:
     parts = [str(p).replace("~", "~0").replace("/", "~1") for p in path]
     return "/" + "/".join(parts) if parts else ""
 
@@ -95,7 +95,9 @@ def admit(
     if bundle.input_schema is not None:
         error = best_match(Draft202012Validator(bundle.input_schema).iter_errors(request.input))
         if error is not None:
-            return Refused("subagent_input_invalid", error.message, _pointer(error.absolute_path))
+            return Refused(
+                "subagent_input_invalid", error.message, json_pointer(error.absolute_path)
+            )
     if running.get(request.agent_id, 0) >= policy.maxConcurrency:
         return Refused(
             "subagent_concurrency_limit",

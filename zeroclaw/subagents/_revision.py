@@ -12,15 +12,17 @@ Layout: `manifest.json` (the manifest as loaded), `SYSTEM.md`, `skills/<name>/SK
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import msgspec
 
-from ._bundle import Bundle
+from ._bundle import Bundle, Manifest, digest_of
 
 READ_ONLY_FILE = 0o444
 READ_ONLY_DIR = 0o555
@@ -81,3 +83,42 @@ def materialise(bundle: Bundle, revisions: Path) -> Path:
         if work.exists():
             _remove(work)
     return target
+
+
+class SnapshotDamaged(Exception):
+    """A revision directory that does not read back as the revision its name says."""
+
+
+def load_snapshot(snapshot: Path) -> Bundle:
+    """The revision in `snapshot`, read back (a retry after a restart runs the revision it
+    was accepted with, whatever the bundle directory holds now). Its digest is recomputed:
+    a snapshot edited behind the daemon's back is refused, not run."""
+    try:
+        manifest = msgspec.json.decode((snapshot / "manifest.json").read_bytes(), type=Manifest)
+        skills = {
+            name: (snapshot / "skills" / name / "SKILL.md").read_text(encoding="utf-8")
+            for name in manifest.skills
+        }
+        schemas: dict[str, dict[str, Any] | None] = {}
+        for what in ("input", "output"):
+            path = snapshot / "schemas" / f"{what}.json"
+            schemas[what] = json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+        bundle = Bundle(
+            manifest=manifest,
+            system_prompt=(snapshot / "SYSTEM.md").read_text(encoding="utf-8"),
+            skills=skills,
+            input_schema=schemas["input"],
+            output_schema=schemas["output"],
+        )
+    except (OSError, ValueError, msgspec.MsgspecError) as exc:
+        raise SnapshotDamaged(f"revision {snapshot}: {exc}") from None
+    digest = digest_of(bundle)
+    if digest != snapshot.name:
+        raise SnapshotDamaged(f"revision {snapshot} holds content of digest {digest[:12]}")
+    return dataclasses.replace(bundle, digest=digest)
+
+
+def runtime_identity(agent_id: str, digest: str) -> str:
+    """The bus identity of a revision's runtime: derived from the revision, and never a
+    valid agent alias (`:` and `@` are not allowed in one)."""
+    return f"sub:{agent_id}@{digest[:12]}"

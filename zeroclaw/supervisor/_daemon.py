@@ -12,7 +12,7 @@ import signal
 import socket
 import stat
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
 
 import trio
@@ -53,7 +53,14 @@ from ..memory import (
     StoreCorrupt,
     memory_grants,
 )
-from ..turns import TURN_SERVICE, TurnService
+from ..subagents import (
+    DispatchService,
+    SubagentRegistry,
+    SubagentStore,
+    SubagentStoreCorrupt,
+    SubagentStoreLocked,
+)
+from ..turns import SUBAGENT_SERVICE, TURN_SERVICE, TurnService
 from ._chat import ChatService
 from ._commands import (
     AgentRestartCommand,
@@ -162,6 +169,16 @@ def run_daemon(config_path: Path, env: Mapping[str, str] | None = None) -> int:
         control_listener.close()
         lock.release()
         raise DaemonError(str(exc), 1) from None
+    try:
+        subagent_store = SubagentStore(paths.state_dir / "subagents")
+    except (SubagentStoreCorrupt, SubagentStoreLocked) as exc:
+        store.close()
+        zygote_sock.close()
+        zygote.wait()
+        memory_lock.release()
+        control_listener.close()
+        lock.release()
+        raise DaemonError(str(exc), 1) from None
     if store.reindexed:
         log.warning(
             "memory store upgraded to the current format: reindexed %d namespaces", store.reindexed
@@ -180,6 +197,7 @@ def run_daemon(config_path: Path, env: Mapping[str, str] | None = None) -> int:
             zygote_sock,
             notifier,
             store,
+            subagent_store,
             control_listener,
             idle_timeout,
         )
@@ -187,6 +205,7 @@ def run_daemon(config_path: Path, env: Mapping[str, str] | None = None) -> int:
         control_listener.close()
         zygote_sock.close()  # EOF tells the zygote to kill whatever is left and exit
         zygote.wait()
+        subagent_store.close()
         store.close()
         memory_lock.release()
         notifier.close()
@@ -201,6 +220,7 @@ async def _main(
     zygote_sock: socket.socket,
     notifier: Notifier,
     store: MemoryStore,
+    subagent_store: SubagentStore,
     control_listener: socket.socket,
     idle_timeout: float,
 ) -> int:
@@ -215,21 +235,33 @@ async def _main(
     try:
         events = EventSink()
         memory = MemoryService(store, memory_grants(config), events=events)
+        paths = daemon_paths(config, env)
+        registry = SubagentRegistry(subagent_store, paths.state_dir / "revisions")
         hooks = DaemonHooks()
         router = Router(
             config,
-            daemon_paths(config, env).runtime_dir,
+            paths.runtime_dir,
             ctx,
-            services={"memory": memory_service(memory), TURN_SERVICE: hooks.turn_request},
+            services={
+                "memory": memory_service(memory),
+                TURN_SERVICE: hooks.turn_request,
+                SUBAGENT_SERVICE: hooks.subagent_request,
+            },
             hooks=hooks,
             events=events,
+            # A sub-agent runtime posts its turn's events and nothing else (issue 12).
+            confined_services=frozenset({TURN_SERVICE}),
         )
-        supervisor = Supervisor(config, config_path, env, zygote, notifier, router, memory, events)
-        # One turn service for every way a conversation comes in (the CLI today, channels next).
+        supervisor = Supervisor(
+            config, config_path, env, zygote, notifier, router, memory, events, registry
+        )
+        # One turn service for every way a conversation comes in (the CLI today, channels
+        # next), and for the sub-agent runtimes' invocations.
         turns = TurnService(router)
-        hooks.bind(supervisor, turns)
+        dispatch = DispatchService(registry, subagent_store, turns, supervisor)
+        hooks.bind(supervisor, turns, dispatch)
         return await _serve(
-            supervisor, ChatService(turns), notifier, control_listener, idle_timeout
+            supervisor, ChatService(turns), dispatch, notifier, control_listener, idle_timeout
         )
     finally:
         ctx.term()
@@ -245,10 +277,12 @@ class DaemonHooks:
 
     supervisor: Supervisor
     turns: TurnService
+    dispatch: DispatchService
 
-    def bind(self, supervisor: Supervisor, turns: TurnService) -> None:
+    def bind(self, supervisor: Supervisor, turns: TurnService, dispatch: DispatchService) -> None:
         self.supervisor = supervisor
         self.turns = turns
+        self.dispatch = dispatch
 
     def agent_hello(self, alias: str, pid: int) -> None:
         self.supervisor.agent_hello(alias, pid)
@@ -264,6 +298,9 @@ class DaemonHooks:
 
     def turn_request(self, sender: str, request: BusRequest) -> None:
         self.turns.on_request(sender, request)
+
+    def subagent_request(self, sender: str, request: BusRequest) -> Awaitable[Response]:
+        return self.dispatch.serve(sender, request)
 
 
 def memory_service(memory: MemoryService) -> ServiceHandler:
@@ -283,6 +320,7 @@ def memory_service(memory: MemoryService) -> ServiceHandler:
 async def _serve(
     supervisor: Supervisor,
     chat: ChatService,
+    dispatch: DispatchService,
     notifier: Notifier,
     control_listener: socket.socket,
     idle_timeout: float,
@@ -297,7 +335,7 @@ async def _serve(
 
         control = ControlServer(
             control_listener,
-            _command_table(supervisor, chat, nursery, control_stats).dispatch,
+            _command_table(supervisor, chat, dispatch, nursery, control_stats).dispatch,
             zygote_pid=supervisor.zygote.pid,
             idle_timeout=idle_timeout,
         )
@@ -316,6 +354,9 @@ async def _serve(
             nursery.start_soon(_watchdog, notifier, notifier.watchdog_interval)
         with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
             await supervisor.run(nursery)
+            # After the supervisor scanned the bundles and can start runtimes: recovery of
+            # what the last daemon left, then the pipeline opens.
+            await nursery.start(dispatch.run)
             nursery.start_soon(_signals, signals, supervisor, nursery)
             await supervisor.shutdown_requested.wait()
             await supervisor.shutdown()
@@ -376,6 +417,7 @@ async def _watchdog(notifier: Notifier, interval: float) -> None:
 def _command_table(
     supervisor: Supervisor,
     chat: ChatService,
+    dispatch: DispatchService,
     nursery: trio.Nursery,
     control_stats: Callable[[], ControlStats | None],
 ) -> CommandTable:

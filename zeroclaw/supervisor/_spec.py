@@ -14,7 +14,7 @@ from pathlib import Path
 
 import msgspec
 
-from ..agent import AgentSpec, RiskSpec, RuntimeSpec
+from ..agent import AgentSpec, RiskSpec, RuntimeSpec, SubagentRuntime
 from ..config import AnthropicProvider as AnthropicConfig
 from ..config import (
     Config,
@@ -27,6 +27,7 @@ from ..config import (
 )
 from ..config import OpenAIProvider as OpenAIConfig
 from ..providers import AnthropicSpec, OfflineSpec, OpenAISpec, ProviderSpec
+from ..subagents import LoadedRevision
 from ._notify import SYSTEMD_VARIABLES
 
 # Variables an agent process may inherit from the daemon. Everything else is dropped:
@@ -218,4 +219,71 @@ def diff_specs(old: Mapping[str, AgentSpec], new: Mapping[str, AgentSpec]) -> Sp
         removed=tuple(sorted(old.keys() - new.keys())),
         changed=tuple(sorted(both - same)),
         unchanged=tuple(sorted(same)),
+    )
+
+
+RUNTIME_IDLE_STOP_SECS = 300.0  # a revision's runtime with no invocation this long stops
+
+
+def subagent_runtime_spec(
+    config: Config,
+    env: Mapping[str, str],
+    revision: LoadedRevision,
+    *,
+    config_path: Path | None = None,
+    daemon_pids: Sequence[int] = (),
+) -> AgentSpec:
+    """The spec of one sub-agent revision's runtime process (issue 12): least privilege.
+
+    It is started on demand under its revision's identity, sees its read-only snapshot as
+    its workspace and nothing of any agent's, holds no memory, sessions, peers, channels or
+    shell, and is bound only to its own provider's key variable."""
+    paths = daemon_paths(config, env)
+    manifest = revision.bundle.manifest
+    provider = config.provider(manifest.model_provider)
+    if provider is None:
+        raise ValueError(f"provider {manifest.model_provider!r} is not configured any more")
+    secret = getattr(provider, "api_key_env", None)
+    return AgentSpec(
+        alias=revision.identity,
+        workspace=str(revision.snapshot),
+        activation="on-demand",
+        idle_stop_secs=RUNTIME_IDLE_STOP_SECS,
+        provider=manifest.model_provider,
+        provider_config=provider_spec(provider),
+        risk=RiskSpec(
+            profile="subagent",
+            level="readonly",
+            workspace_only=True,
+            allowed_commands=(),
+            forbidden_paths=(),
+            require_approval_for_medium_risk=True,
+            block_high_risk_commands=True,
+            sandbox="auto",
+        ),
+        runtime=RuntimeSpec(
+            max_tool_iterations=manifest.policy.maxToolCalls,
+            max_actions_per_hour=1_000_000,  # its bound is maxToolCalls per invocation
+            shell_timeout_secs=1.0,
+        ),
+        channels=(),
+        delegates=(),
+        access={},
+        other_workspaces=tuple(
+            str(workspace_path(config, alias, paths)) for alias in sorted(config.agents)
+        ),
+        read_memory_from=(),
+        secret_env=(secret,) if secret else (),
+        state_dir=str(paths.state_dir),
+        runtime_dir=str(paths.runtime_dir),
+        log_format=config.daemon.log_format,
+        log_level=config.daemon.log_level,
+        protected_paths=protected_paths(config, env, config_path, daemon_pids),
+        subagent=SubagentRuntime(
+            agent_id=manifest.id,
+            digest=revision.bundle.digest,
+            snapshot=str(revision.snapshot),
+            max_tool_calls=manifest.policy.maxToolCalls,
+            timeout_secs=manifest.policy.timeoutSeconds,
+        ),
     )

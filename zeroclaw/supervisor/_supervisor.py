@@ -35,11 +35,12 @@ from ..control import (
 )
 from ..events import AgentTransition, EventSink, ReloadApplied
 from ..memory import MemoryService, memory_grants
+from ..subagents import LoadedRevision, SubagentRegistry
 from ._lifecycle import ExitStatus, State, Transition
 from ._notify import Notifier
 from ._reload import RELOAD_CONCURRENCY, ReloadPlan, plan_reload, reload_deadline
 from ._runner import AgentRunner, Command, ProcessExited, ProcessReady, Reconfigure
-from ._spec import build_specs
+from ._spec import build_specs, subagent_runtime_spec
 from ._zygote_client import ZygoteClient
 
 log = logging.getLogger("zeroclaw.supervisor")
@@ -87,6 +88,7 @@ class Supervisor:
         router: Router,
         memory: MemoryService,
         events: EventSink,
+        subagents: SubagentRegistry,
     ) -> None:
         self.config = config
         self.config_path = config_path
@@ -96,9 +98,13 @@ class Supervisor:
         self.router = router
         self.memory = memory
         self.events = events
+        self.subagents = subagents
         self.paths = daemon_paths(config, env)
         self.specs: dict[str, AgentSpec] = {}
         self.runners: dict[str, AgentRunner] = {}
+        # Sub-agent revision runtimes by identity: started on demand, kept out of the
+        # agents' status and readiness (issue 12).
+        self.runtimes: dict[str, AgentRunner] = {}
         self.reload_state = ReloadState()
         self.started_wall = time.time()
         self.started_mono = 0.0
@@ -106,6 +112,7 @@ class Supervisor:
         self._by_pid: dict[int, AgentRunner] = {}
         self._early_exits: dict[int, int] = {}
         self._reload_lock = trio.Lock()
+        self._nursery: trio.Nursery | None = None
         self.shutdown_requested = trio.Event()
 
     # --- wiring ------------------------------------------------------------------------
@@ -127,13 +134,13 @@ class Supervisor:
 
     def agent_hello(self, alias: str, pid: int) -> None:
         """An agent said hello on the bus: it is reachable, so it is running."""
-        runner = self.runners.get(alias)
+        runner = self.runners.get(alias) or self.runtimes.get(alias)
         if runner is not None:
             runner.post(ProcessReady(pid))
 
     def request_start(self, alias: str) -> bool:
         """A message arrived for an on-demand agent that is not on the bus yet."""
-        runner = self.runners.get(alias)
+        runner = self.runners.get(alias) or self.runtimes.get(alias)
         if runner is None or runner.lifecycle.state == State.FATAL:
             return False
         if runner.lifecycle.state == State.STOPPED:
@@ -141,7 +148,7 @@ class Supervisor:
         return True
 
     def note_activity(self, alias: str) -> None:
-        runner = self.runners.get(alias)
+        runner = self.runners.get(alias) or self.runtimes.get(alias)
         if runner is not None:
             runner.note_traffic()
 
@@ -195,14 +202,16 @@ class Supervisor:
         )
 
     def _policy(self, alias: str) -> RestartPolicy:
+        if alias in self.runtimes:
+            return RestartPolicy()
         profile = self.config.agents[alias].runtime_profile
         assert profile is not None
         return self.config.runtime_profiles[profile].restart
 
-    def _make_runner(self, spec: AgentSpec) -> AgentRunner:
+    def _make_runner(self, spec: AgentSpec, policy: RestartPolicy | None = None) -> AgentRunner:
         return AgentRunner(
             spec,
-            self._policy(spec.alias),
+            policy or self._policy(spec.alias),
             self.zygote,
             self.env,
             self.config.daemon.shutdown_grace_secs,
@@ -214,9 +223,39 @@ class Supervisor:
 
     # --- life --------------------------------------------------------------------------
 
+    def ensure_runtime(self, revision: LoadedRevision) -> None:
+        """The runner of a sub-agent revision's runtime, made on its first invocation; the
+        router starts its process at the first message (on demand), and it stops when idle.
+        Two revisions never share one: the identity is derived from the digest."""
+        identity = revision.identity
+        if identity in self.runtimes:
+            return
+        assert self._nursery is not None, "Supervisor.run has not started"
+        spec = subagent_runtime_spec(
+            self.config,
+            self.env,
+            revision,
+            config_path=self.config_path,
+            daemon_pids=(os.getpid(), self.zygote.pid),
+        )
+        runner = self._make_runner(spec, RestartPolicy())
+        self.runtimes[identity] = runner
+        self.router.confine(identity)
+        self._nursery.start_soon(self._run_runtime, runner, name=f"runtime:{identity}")
+
+    async def _run_runtime(self, runner: AgentRunner) -> None:
+        try:
+            await self._run_runner(runner)
+        finally:
+            if self.runtimes.get(runner.alias) is runner:
+                del self.runtimes[runner.alias]
+                self.router.release(runner.alias)
+
     async def run(self, nursery: trio.Nursery) -> None:
         """Start a runner per enabled agent; `always` agents start now."""
+        self._nursery = nursery
         self.started_mono = trio.current_time()
+        await self.subagents.rescan(self.config, self.config_path)
         self.specs = self._specs_of(self.config)
         for spec in self.specs.values():
             self._add(nursery, spec)
@@ -273,7 +312,7 @@ class Supervisor:
         """Stop every agent (SIGTERM, grace, SIGKILL to its group) and wait for them."""
         self.shutdown_requested.set()
         self.notifier.stopping()
-        runners = list(self.runners.values())
+        runners = [*self.runners.values(), *self.runtimes.values()]
         for runner in runners:
             runner.post(Command("remove", "daemon shutting down"))
         with trio.move_on_after(self.config.daemon.shutdown_grace_secs + 5):
@@ -336,6 +375,7 @@ class Supervisor:
             for line in exc.lines():
                 log.error("reload refused: %s", line)
             return ReloadState("reload_failed", time.time(), exc.lines(), self.reload_state.diff)
+        await self.subagents.rescan(new, self.config_path)
         new_specs = self._specs_of(new)
         self.router.update_config(new)
         if self.memory is not None:

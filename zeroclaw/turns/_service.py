@@ -219,7 +219,9 @@ class TurnService:
         session: str | None,
         origin: Origin,
         interactive: bool = False,
+        input: object = None,
     ) -> AsyncIterator[Turn]:
+        """`input`: a sub-agent invocation's structured input (TurnInput.input)."""
         turn_id = f"{self._prefix}-{next(self._ids)}"
         turn = self.turns[turn_id] = Turn(self, turn_id, agent, origin, limit=self.max_buffered)
         try:
@@ -232,7 +234,7 @@ class TurnService:
                         id=turn_id,
                         to=agent,
                         channel=origin.channel,
-                        body=TurnInput(text, interactive),
+                        body=TurnInput(text, interactive, input),
                         sent_at=time.time(),
                         from_=DAEMON_SENDER,
                         session=session,

@@ -1,0 +1,515 @@
+"""The dispatch pipeline in the daemon, the trust boundary (issue 12, Deliver 4).
+
+In order: admission (`admit`: idempotency, existence, caller policy, input schema,
+concurrency; pure) -> `accepted` persisted durably -> the revision's runtime (started on
+demand by the supervisor) -> `running` -> every runtime event persisted with its sequence
+number -> timeout or cancel -> the terminal state persisted, after the output contract was
+judged (`verdict`; pure). Nothing appends to a running invocation.
+
+An invocation runs in this service's nursery, not in its caller's task: a control client
+that hangs up, or an agent whose request is cancelled, does not stop it half-way. Only the
+daemon's own end stops it, and then its record stays `accepted`/`running` until the next
+start turns it into `interrupted` (`recover`).
+
+Callers are identities the daemon authenticated: an agent alias from the router, `cli` for
+the control socket (whose permissions are the operator's). A body never names its caller.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import time
+from collections import Counter
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any, Literal, ParamSpec, Protocol, TypeVar
+
+import msgspec
+import trio
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import best_match
+
+from ..bus import Origin, Request, Response
+from ..turns import (
+    SUBAGENT_SERVICE,
+    CatalogAnswer,
+    CatalogEntry,
+    Delta,
+    DispatchAnswer,
+    DispatchCall,
+    InvocationState,
+    ServiceEvent,
+    ToolUsed,
+    Turn,
+    TurnDone,
+    TurnService,
+)
+from ._admission import Admitted, DispatchRequest, Existing, Refused, admit, json_pointer
+from ._api import LoadedRevision
+from ._bundle import BundleProblems
+from ._records import (
+    EventBody,
+    Invocation,
+    InvocationErrorCode,
+    InvocationEvent,
+    RevisionRecord,
+    StateEntered,
+    TextDelta,
+    ToolCalled,
+)
+from ._registry import SubagentRegistry
+from ._revision import SnapshotDamaged
+from ._store import SubagentStore
+
+log = logging.getLogger("zeroclaw.subagents")
+
+SUBAGENT_CHANNEL = "subagent"  # the channel key an invocation's turn travels on
+RETRYABLE_EFFECTS = frozenset({"none", "read_only"})  # safe to run again after a restart
+FOLLOW_BUFFER = 1000  # events a slow `invocations events --follow` reader may lag behind
+EndedBy = Literal["timeout", "cancel"]
+T = TypeVar("T")
+P = ParamSpec("P")
+
+
+class RuntimeHost(Protocol):
+    """Who starts revision runtimes (the supervisor)."""
+
+    def ensure_runtime(self, revision: LoadedRevision) -> None: ...
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """How an invocation ends, judged from how its turn ended."""
+
+    state: InvocationState
+    error_code: InvocationErrorCode | None = None
+    detail: str = ""
+    output: Any = None
+    reply: str = ""
+    pointer: str | None = None
+
+
+def verdict(
+    last: ServiceEvent | None, output_schema: dict[str, Any] | None, ended_by: EndedBy | None
+) -> Verdict:
+    """The terminal state of an invocation whose turn ended with `last` (None: it never
+    ran). Pure: the output contract lives here. A turn that completed is judged on its
+    result even if a cancel or the deadline came just after."""
+    if not isinstance(last, TurnDone) or last.cancelled:
+        if ended_by == "cancel":
+            return Verdict("cancelled", "subagent_cancelled", "cancelled by the operator")
+        if ended_by == "timeout":
+            return Verdict("timed_out", "subagent_timed_out", "its timeoutSeconds passed")
+        if last is None:
+            return Verdict("failed", "subagent_runtime_failed", "the turn ended without a result")
+        detail = getattr(last, "detail", "") or type(last).__name__
+        return Verdict("failed", "subagent_runtime_failed", f"the runtime's turn ended: {detail}")
+    if last.error is not None:
+        return Verdict("failed", "subagent_provider_error", last.error, reply=last.reply)
+    if output_schema is None:
+        return Verdict("succeeded", output=last.result, reply=last.reply)
+    if last.result is None:
+        return Verdict(
+            "failed",
+            "subagent_no_result",
+            "nothing was submitted through subagent_submit_result; free text is not a result",
+            reply=last.reply,
+        )
+    error = best_match(Draft202012Validator(output_schema).iter_errors(last.result))
+    if error is not None:
+        return Verdict(
+            "failed",
+            "subagent_output_invalid",
+            error.message,
+            output=last.result,
+            reply=last.reply,
+            pointer=json_pointer(error.absolute_path),
+        )
+    return Verdict("succeeded", output=last.result, reply=last.reply)
+
+
+def as_event_body(event: ServiceEvent) -> EventBody | None:
+    if isinstance(event, Delta):
+        return TextDelta(event.text)
+    if isinstance(event, ToolUsed):
+        return ToolCalled(event.name, event.args, event.ok, event.error_code)
+    return None
+
+
+@dataclass
+class _Live:
+    """An invocation running in this daemon."""
+
+    done: trio.Event = field(default_factory=trio.Event)
+    final: Invocation | None = None
+    ended_by: EndedBy | None = None
+    stop: trio.Event = field(default_factory=trio.Event)  # cancel or timeout asked
+    followers: list[trio.MemorySendChannel[InvocationEvent]] = field(default_factory=list)
+
+    def publish(self, events: Sequence[InvocationEvent]) -> None:
+        for follower in list(self.followers):
+            for event in events:
+                try:
+                    follower.send_nowait(event)
+                except (trio.WouldBlock, trio.ClosedResourceError):
+                    follower.close()  # too slow, or gone: it stops following
+                    self.followers.remove(follower)
+                    break
+
+
+class DispatchService:
+    """The pipeline, the agents' `subagent` service, and the operator API (SubagentsApi)."""
+
+    def __init__(
+        self,
+        registry: SubagentRegistry,
+        store: SubagentStore,
+        turns: TurnService,
+        runtimes: RuntimeHost,
+    ) -> None:
+        self.registry = registry
+        self.store = store
+        self.turns = turns
+        self.runtimes = runtimes
+        self._running: Counter[str] = Counter()  # accepted or running, per sub-agent
+        self._keys: dict[tuple[str, str | None, str], str] = {}  # this daemon's keys
+        self._live: dict[str, _Live] = {}
+        self._nursery: trio.Nursery | None = None
+        self._ready = trio.Event()  # recovery done: new dispatches may be admitted
+        self._prefix = f"inv-{int(time.time()):x}-{os.getpid():x}"
+        self._count = 0
+
+    def _new_id(self) -> str:
+        self._count += 1
+        return f"{self._prefix}-{self._count}"
+
+    # --- life ------------------------------------------------------------------------------
+
+    async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Recover what the last daemon left, then hold the nursery invocations run in."""
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            retries = await self.recover()
+            for invocation in retries:
+                self._start(invocation, self.registry.by_digest(invocation.digest))
+            self._ready.set()
+            task_status.started()
+            await trio.sleep_forever()
+
+    async def recover(self) -> list[Invocation]:
+        """Every invocation the last daemon left accepted or running is `interrupted`
+        (`daemon_restarted`); those of sub-agents safe to run again (effects none or
+        read_only, retry_on_restart) get one more attempt under the same key."""
+        interrupted, retries = await _blocking(
+            self.store.recover, self._retryable, self._new_id, time.time()
+        )
+        for invocation in interrupted:
+            log.warning(
+                "sub-agent invocation %s (%s) interrupted by a daemon restart",
+                invocation.id,
+                invocation.agent_id,
+                extra={"invocation": invocation.id, "subagent": invocation.agent_id},
+            )
+        for retry in retries:
+            log.info(
+                "sub-agent invocation %s re-runs %s once (attempt %d)",
+                retry.id,
+                retry.retry_of,
+                retry.attempt,
+                extra={"invocation": retry.id, "subagent": retry.agent_id},
+            )
+        return list(retries)
+
+    def _retryable(self, invocation: Invocation) -> bool:
+        try:
+            manifest = self.registry.by_digest(invocation.digest).bundle.manifest
+        except (SnapshotDamaged, OSError) as exc:
+            log.error("cannot re-run invocation %s: %s", invocation.id, exc)
+            return False
+        return manifest.retry_on_restart and manifest.effects in RETRYABLE_EFFECTS
+
+    # --- the pipeline -----------------------------------------------------------------------
+
+    async def dispatch(self, request: DispatchRequest, task: str) -> Invocation | Refused:
+        await self._ready.wait()
+        key = request.key
+        known: dict[tuple[str, str | None, str], str] = {}
+        if key is not None:
+            found = self._keys.get(key)
+            if found is None:
+                earlier = await _blocking(self.store.find_by_key, *key)
+                found = self._keys.get(key) or (earlier.id if earlier is not None else None)
+            if found is not None:
+                known[key] = found
+        # From here to `_start` nothing awaits: admission and the concurrency count are
+        # one step, so N+1 racing dispatches cannot all pass a limit of N.
+        current = self.registry.current()
+        bundles = {agent_id: revision.bundle for agent_id, revision in current.items()}
+        admission = admit(request, bundles=bundles, invocations_by_key=known, running=self._running)
+        if isinstance(admission, Existing):
+            return await self._existing(admission.invocation_id)
+        if isinstance(admission, Refused):
+            log.info(
+                "dispatch to %s by %s refused: %s (%s)",
+                request.agent_id,
+                request.caller,
+                admission.code,
+                admission.detail,
+                extra={"subagent": request.agent_id, "caller": request.caller},
+            )
+            return admission
+        assert isinstance(admission, Admitted)
+        revision = current[request.agent_id]
+        now = time.time()
+        invocation = Invocation(
+            id=self._new_id(),
+            agent_id=request.agent_id,
+            digest=revision.bundle.digest,
+            caller=request.caller,
+            source=request.source,
+            task=task,
+            input=request.input,
+            parent_run_id=request.parent_run_id,
+            idempotency_key=request.idempotency_key,
+            created_at=now,
+            updated_at=now,
+        )
+        self._running[invocation.agent_id] += 1
+        if key is not None:
+            self._keys[key] = invocation.id
+        live = self._live[invocation.id] = _Live()
+        try:
+            await _blocking(self.store.create, invocation, StateEntered("accepted"), now)
+        except BaseException:
+            self._running[invocation.agent_id] -= 1
+            self._keys.pop(key, None) if key is not None else None
+            del self._live[invocation.id]
+            raise
+        self._start(invocation, revision, live)
+        await live.done.wait()
+        assert live.final is not None
+        return live.final
+
+    async def _existing(self, invocation_id: str) -> Invocation | Refused:
+        live = self._live.get(invocation_id)
+        if live is not None:
+            await live.done.wait()
+            assert live.final is not None
+            return live.final
+        invocation = await _blocking(self.store.get, invocation_id)
+        if invocation is None:  # the store lost it: never run it twice all the same
+            return Refused("subagent_not_found", f"invocation {invocation_id} is gone")
+        return invocation
+
+    def _start(
+        self, invocation: Invocation, revision: LoadedRevision, live: _Live | None = None
+    ) -> None:
+        if live is None:
+            self._running[invocation.agent_id] += 1
+            live = self._live[invocation.id] = _Live()
+        assert self._nursery is not None, "DispatchService.run is not running"
+        self._nursery.start_soon(self._run, invocation, revision, live)
+
+    async def _run(self, invocation: Invocation, revision: LoadedRevision, live: _Live) -> None:
+        try:
+            final = await self._run_turn(invocation, revision, live)
+            live.final = final
+            log.info(
+                "sub-agent invocation %s (%s by %s): %s%s",
+                final.id,
+                final.agent_id,
+                final.caller,
+                final.state,
+                f" ({final.error_code}: {final.error_detail})" if final.error_code else "",
+                extra={"invocation": final.id, "subagent": final.agent_id, "state": final.state},
+            )
+        finally:
+            self._running[invocation.agent_id] -= 1
+            del self._live[invocation.id]
+            for follower in live.followers:
+                follower.close()
+            live.done.set()
+
+    async def _run_turn(
+        self, invocation: Invocation, revision: LoadedRevision, live: _Live
+    ) -> Invocation:
+        bundle = revision.bundle
+        if live.stop.is_set():  # cancelled before it ran
+            return await self._finish(invocation.id, verdict(None, None, "cancel"), live)
+        try:
+            self.runtimes.ensure_runtime(revision)
+        except Exception as exc:  # a supervisor bug must not leave the record running
+            log.exception("cannot start the runtime of %s", revision.identity)
+            failed = Verdict("failed", "subagent_runtime_failed", f"cannot start: {exc}")
+            return await self._finish(invocation.id, failed, live)
+        deadline = trio.current_time() + bundle.manifest.policy.timeoutSeconds
+        origin = Origin(SUBAGENT_CHANNEL, invocation.caller)
+        last: ServiceEvent | None = None
+        async with self.turns.open_turn(
+            revision.identity, invocation.task, session=None, origin=origin, input=invocation.input
+        ) as turn:
+            await self._append(invocation.id, [StateEntered("running")], live)
+            async with trio.open_nursery() as watchers:
+                watchers.start_soon(_stop_at, turn, live, deadline)
+                async for event in turn.events():
+                    body = as_event_body(event)
+                    if body is None:
+                        last = event  # the terminal event: the iteration ends with it
+                    else:
+                        await self._append(invocation.id, [body], live)
+                watchers.cancel_scope.cancel()
+        return await self._finish(
+            invocation.id, verdict(last, bundle.output_schema, live.ended_by), live
+        )
+
+    async def _append(self, invocation_id: str, bodies: list[EventBody], live: _Live) -> None:
+        events = await _blocking(self.store.append, invocation_id, bodies, time.time())
+        live.publish(events)
+
+    async def _finish(self, invocation_id: str, judged: Verdict, live: _Live) -> Invocation:
+        entered = StateEntered(judged.state, judged.error_code, judged.detail)
+        invocation, event = await _blocking(
+            self.store.finish,
+            invocation_id,
+            entered,
+            time.time(),
+            output=judged.output,
+            reply=judged.reply,
+            pointer=judged.pointer,
+        )
+        live.publish([event])
+        return invocation
+
+    # --- the operator's API (SubagentsApi) -------------------------------------------------
+
+    def current(self) -> Mapping[str, LoadedRevision]:
+        return self.registry.current()
+
+    def problems(self) -> Sequence[BundleProblems]:
+        return self.registry.problems()
+
+    async def revisions(self, agent_id: str) -> list[RevisionRecord]:
+        return await _blocking(self.store.revisions, agent_id)
+
+    async def invocations(
+        self, *, state: InvocationState | None, agent_id: str | None, limit: int
+    ) -> list[Invocation]:
+        return await _blocking(self.store.list, state=state, agent_id=agent_id, limit=limit)
+
+    async def invocation(self, invocation_id: str) -> Invocation | None:
+        return await _blocking(self.store.get, invocation_id)
+
+    async def timeline(
+        self, invocation_id: str, after_seq: int = 0
+    ) -> list[InvocationEvent] | None:
+        return await _blocking(self._timeline, invocation_id, after_seq)
+
+    def _timeline(self, invocation_id: str, after_seq: int) -> list[InvocationEvent] | None:
+        invocation = self.store.get(invocation_id)
+        if invocation is None:
+            return None
+        chain = [invocation]
+        while chain[0].retry_of is not None:
+            earlier = self.store.get(chain[0].retry_of)
+            if earlier is None:
+                break
+            chain.insert(0, earlier)
+        events: list[InvocationEvent] = []
+        for attempt in chain:
+            after = after_seq if attempt.id == invocation_id else 0
+            events.extend(self.store.events(attempt.id, after_seq=after))
+        return events
+
+    @asynccontextmanager
+    async def follow(
+        self, invocation_id: str
+    ) -> AsyncIterator[trio.MemoryReceiveChannel[InvocationEvent]]:
+        send, receive = trio.open_memory_channel[InvocationEvent](FOLLOW_BUFFER)
+        live = self._live.get(invocation_id)
+        if live is None:
+            send.close()  # not running here: nothing more will come
+        else:
+            live.followers.append(send)
+        try:
+            yield receive
+        finally:
+            if live is not None and send in live.followers:
+                live.followers.remove(send)
+            send.close()
+
+    async def cancel(self, invocation_id: str) -> Invocation | None:
+        live = self._live.get(invocation_id)
+        if live is None:
+            return await self.invocation(invocation_id)
+        if not live.stop.is_set():
+            live.ended_by = "cancel"
+            live.stop.set()
+        await live.done.wait()
+        return live.final
+
+    # --- the agents' service ----------------------------------------------------------------
+
+    async def serve(self, sender: str, request: Request) -> Response:
+        """`SUBAGENT_SERVICE` requests from an agent; `sender` is the router's identity."""
+        if request.op == "catalog":
+            entries = [
+                CatalogEntry(
+                    revision.bundle.manifest.id,
+                    revision.bundle.manifest.description,
+                    input_schema=revision.bundle.input_schema,
+                )
+                for _, revision in sorted(self.registry.current().items())
+                if sender in revision.bundle.manifest.policy.allowedCallers
+            ]
+            return Response(id=request.id, ok=True, body=CatalogAnswer(entries))
+        if request.op != "dispatch":
+            return Response(id=request.id, ok=False, error="bad_request", detail="unknown op")
+        try:
+            call = msgspec.convert(request.body, DispatchCall)
+        except msgspec.ValidationError as exc:
+            return Response(id=request.id, ok=False, error="bad_request", detail=str(exc))
+        outcome = await self.dispatch(
+            DispatchRequest(
+                agent_id=call.agent_id,
+                caller=sender,
+                input=call.input,
+                source=f"agent:{sender}",
+                idempotency_key=call.idempotency_key,
+            ),
+            call.task,
+        )
+        if isinstance(outcome, Refused):
+            detail = outcome.detail + (f" at {outcome.pointer}" if outcome.pointer else "")
+            return Response(id=request.id, ok=False, error=outcome.code, detail=detail)
+        answer = DispatchAnswer(
+            invocation_id=outcome.id,
+            state=outcome.state,
+            output=outcome.output,
+            reply=outcome.reply,
+            error_code=outcome.error_code,
+            error_detail=outcome.error_detail,
+            error_pointer=outcome.error_pointer,
+        )
+        return Response(id=request.id, ok=True, body=answer)
+
+
+async def _blocking(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+    """A store call (blocking LMDB) in a worker thread."""
+    return await trio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
+
+
+async def _stop_at(turn: Turn, live: _Live, deadline: float) -> None:
+    """Cancel the runtime's turn when the invocation is cancelled or its deadline passes;
+    the turn then ends with the runtime's last word (or the turn service's grace)."""
+    with trio.move_on_at(deadline):
+        await live.stop.wait()
+    if live.ended_by is None:
+        live.ended_by = "timeout"
+        live.stop.set()
+    turn.cancel()
+
+
+__all__ = ["SUBAGENT_SERVICE", "DispatchService", "RuntimeHost", "Verdict", "verdict"]
