@@ -1,9 +1,13 @@
 """Sub-agents: file-driven bundles, immutable revisions (issue 12; ADR 0023).
 
 So far: reading and judging bundles, their digest, and their read-only snapshots. The
-revision store, runtimes and the dispatch pipeline build on these.
+revision store, runtimes and the dispatch pipeline build on these. The control commands
+(`_control`) load on first use: importing this package does not load the control socket.
 """
 
+from typing import TYPE_CHECKING, Any
+
+from .._lazy import lazy_attributes
 from ._admission import (
     Admission,
     Admitted,
@@ -29,6 +33,19 @@ from ._bundle import (
 )
 from ._revision import materialise
 
+if TYPE_CHECKING:
+    from ._control import register_subagent_commands, subagent_handlers
+
+_load = lazy_attributes(
+    __name__,
+    {"register_subagent_commands": "._control", "subagent_handlers": "._control"},
+)
+
+
+def __getattr__(name: str) -> Any:
+    return _load(name, globals())
+
+
 __all__ = [
     "MAX_BUNDLE_BYTES",
     "MAX_FILE_BYTES",
@@ -49,5 +66,7 @@ __all__ = [
     "front_matter",
     "load_bundle",
     "materialise",
+    "register_subagent_commands",
     "scan_bundles",
+    "subagent_handlers",
 ]
