@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 import tomli_w
+import trio
 from jsonschema import Draft202012Validator
 
 from tests.cli.helpers import run_cli
@@ -239,3 +242,113 @@ def test_bad_input_is_a_usage_error_before_the_daemon_is_asked(
     result = run_cli("--config", config, "dispatch", "summarizer", "--task", "t", "--input", value)
     assert result.returncode == 2, (result.stdout, result.stderr)
     assert message in result.stderr
+
+
+# --- the CLI over a real control socket, served by the handlers with an in-test API ----------
+# Runs today: the handlers (zeroclaw.subagents) behind a real ControlServer on the daemon's
+# socket name, the API a small one over real bundles (tests/subagents/test_control.py); the
+# tests above pin the same surfaces against the daemon's own API.
+
+
+def _spawn(*argv: str) -> subprocess.Popen[str]:
+    """A CLI process whose output is read as it comes (a follower)."""
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+async def test_the_cli_speaks_the_sub_agent_commands_over_the_control_socket(
+    root: Path, tmp_path: Path
+) -> None:
+    from tests.subagents.test_control import SECRET_PROMPT, SECRET_SKILL, make_api
+    from zeroclaw.control import CommandTable
+    from zeroclaw.subagents import register_subagent_commands
+    from zeroclaw.subagents._records import InvocationEvent, StateEntered, TextDelta
+    from zeroclaw.supervisor._control_server import ControlServer, bind_control_socket
+
+    api = make_api(tmp_path)
+    config = root / "zeroclaw.toml"
+    config.write_text(tomli_w.dumps(make_config(root, {"alpha": agent_entry()})))
+    table = register_subagent_commands(CommandTable(), api)
+    server = ControlServer(bind_control_socket(root / "run"), table.dispatch, zygote_pid=-1)
+
+    async def cli(*args: str | Path) -> Any:
+        return await trio.to_thread.run_sync(lambda: run_cli("--config", config, *args))
+
+    async def ok(*args: str) -> Any:
+        result = await cli(*args, "--json")
+        assert result.returncode == 0, (args, result.stdout, result.stderr)
+        return json.loads(result.stdout)
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(server.serve)
+
+        listing = await ok("subagents", "list")
+        assert listing["schema_version"] == 1
+        assert [s["id"] for s in listing["subagents"]] == ["open-one", "private", "summarizer"]
+        assert listing["refused"][0]["path"].endswith("/broken")
+        shown = await cli("subagents", "show", "open-one", "--json")
+        assert json.loads(shown.stdout)["skills"] == ["method"]
+        human = await cli("subagents", "show", "open-one")
+        for out in (listing, shown.stdout, human.stdout):
+            assert SECRET_PROMPT not in str(out) and SECRET_SKILL not in str(out)
+        revisions = await ok("subagents", "revisions", "open-one")
+        assert [r["current"] for r in revisions["revisions"]] == [False, True]
+        assert (await cli("subagents", "revisions", "nope")).returncode == 2
+
+        done = await ok("dispatch", "summarizer", "--task", "grey sky", "--idempotency-key", "k")
+        invocation = done["invocation"]
+        assert (invocation["state"], invocation["output"]) == ("succeeded", {"summary": "grey sky"})
+        assert (invocation["caller"], invocation["source"]) == ("cli", "cli")
+        again = await ok("dispatch", "summarizer", "--task", "grey sky", "--idempotency-key", "k")
+        assert again["invocation"]["id"] == invocation["id"]
+
+        failed = await cli("dispatch", "summarizer", "--task", "fail")
+        assert failed.returncode == 1, failed.stderr
+        assert "subagent_output_invalid: 42 is not of type 'string' (at /summary)" in failed.stdout
+
+        refusals = {
+            ("open-one", '{"text": 1}'): (2, "subagent_input_invalid", "/text"),
+            ("private", "{}"): (1, "subagent_caller_not_allowed", None),
+            ("nope", "{}"): (2, "subagent_not_found", None),
+        }
+        for (agent_id, value), (code, error, pointer) in refusals.items():
+            refused = await cli("dispatch", agent_id, "--task", "t", "--input", value, "--json")
+            assert refused.returncode == code, refused.stderr
+            assert json.loads(refused.stdout)["refusal"]["pointer"] == pointer
+            assert json.loads(refused.stdout)["error"] == error and error in refused.stderr
+
+        listed = await ok("invocations", "list", "--state", "failed")
+        assert [i["task"] for i in listed["invocations"]] == ["fail"]
+        table_out = await cli("invocations", "list")
+        assert (
+            invocation["id"] in table_out.stdout and "subagent_output_invalid" in table_out.stdout
+        )
+        events = await cli("invocations", "events", invocation["id"], "--json")
+        seqs = [json.loads(line)["seq"] for line in events.stdout.splitlines()]
+        assert seqs == [1, 2, 3, 4]
+        cancel = await ok("invocations", "cancel", invocation["id"])
+        assert cancel["invocation"]["state"] == "succeeded"
+        assert (await cli("invocations", "show", "nope")).returncode == 1
+
+        # --follow: the timeline so far, then each event as it is persisted, to the end.
+        running = api.add("open-one", "running")
+        argv = [sys.executable, "-m", "zeroclaw", "--config", str(config)]
+        follower = _spawn(*argv, "invocations", "events", running.id, "--follow", "--json")
+        try:
+            with trio.fail_after(30):  # a stuck follower fails the test, never hangs it
+                assert follower.stdout is not None
+                for _ in range(2):  # accepted, running: it has subscribed by now
+                    await trio.to_thread.run_sync(follower.stdout.readline, abandon_on_cancel=True)
+                await api.persist(InvocationEvent(running.id, 3, 3.0, TextDelta("hi")))
+                line = json.loads(
+                    await trio.to_thread.run_sync(follower.stdout.readline, abandon_on_cancel=True)
+                )
+                assert (line["seq"], line["body"]) == (3, {"kind": "delta", "text": "hi"})
+                await api.persist(InvocationEvent(running.id, 4, 4.0, StateEntered("succeeded")))
+                rest, err = await trio.to_thread.run_sync(
+                    follower.communicate, abandon_on_cancel=True
+                )
+                assert follower.returncode == 0, err
+                assert [json.loads(x)["seq"] for x in rest.splitlines()] == [4]
+        finally:
+            follower.kill()
+        nursery.cancel_scope.cancel()

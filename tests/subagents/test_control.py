@@ -124,7 +124,8 @@ def loaded(path: Path) -> Bundle:
 
 @dataclass
 class Api:
-    """Admission is the real `admit`; a dispatch "runs" by recording a fixed timeline."""
+    """Admission is the real `admit`; a dispatch "runs" by recording a fixed timeline
+    (`failed` for the task "fail", else `succeeded` with the task as its summary)."""
 
     bundles: dict[str, Bundle]
     snapshots: Path
@@ -159,15 +160,19 @@ class Api:
             return decision
         if isinstance(decision, Existing):
             return self.stored[decision.invocation_id]
+        failed = task == "fail"  # how a test asks for an invocation that does not succeed
         inv = self.add(
             request.agent_id,
-            "succeeded",
+            "failed" if failed else "succeeded",
             caller=request.caller,
             source=request.source,
             task=task,
             input=request.input,
             idempotency_key=request.idempotency_key,
-            output={"summary": task[:20]},
+            output=None if failed else {"summary": task[:20]},
+            error_code="subagent_output_invalid" if failed else None,
+            error_detail="42 is not of type 'string'" if failed else "",
+            error_pointer="/summary" if failed else None,
         )
         if request.key is not None:
             self.by_key[request.key] = inv.id
@@ -258,8 +263,9 @@ def _is_api(api: Api) -> SubagentsApi:
     return api  # mypy checks the in-test API against the Protocol the daemon implements
 
 
-@pytest.fixture
-def api(tmp_path: Path) -> Api:
+def make_api(tmp_path: Path) -> Api:
+    """open-one (cli allowed, input schema), private (alpha only), summarizer (a copy of
+    the example), and one refused bundle (its provider is unknown)."""
     bundles = tmp_path / "subagents"
     open_one = loaded(write_bundle(bundles, "open-one", ["alpha", "cli"], input_schema=True))
     private = loaded(write_bundle(bundles, "private", ["alpha"], input_schema=False))
@@ -279,6 +285,11 @@ def api(tmp_path: Path) -> Api:
         ),
     ]
     return result
+
+
+@pytest.fixture
+def api(tmp_path: Path) -> Api:
+    return make_api(tmp_path)
 
 
 class Client:
