@@ -334,6 +334,13 @@ def dispatch_cmd(
         emit_json(msgspec.to_builtins(data))
     else:
         click.echo("\n".join(_invocation_lines(invocation)))
+    if invocation.state in ("accepted", "running"):
+        # An idempotent repeat answers the first invocation as it is now.
+        click.echo(
+            f"zeroclaw: {invocation.id} is still {invocation.state}; follow it with "
+            f"'zeroclaw invocations events {invocation.id} --follow'",
+            err=True,
+        )
     if invocation.state != "succeeded":
         sys.exit(EXIT_FAILED)
 
