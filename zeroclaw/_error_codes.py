@@ -33,7 +33,12 @@ def families() -> dict[str, Family]:
     from .subagents import DispatchRefusalCode
     from .tools import ToolErrorCode
 
-    passed_on = {*get_args(RefusalCode), *get_args(MemoryErrorCode), *get_args(DecodeErrorCode)}
+    passed_on = {
+        *get_args(RefusalCode),
+        *get_args(MemoryErrorCode),
+        *get_args(DecodeErrorCode),
+        *get_args(DispatchRefusalCode),
+    }
 
     return {
         "bus": Family(
@@ -53,12 +58,14 @@ def families() -> dict[str, Family]:
         ),
         "control": Family(
             "Control socket",
-            "any CLI command's `--json` `error` (besides bus and memory codes it passes on)",
+            "any CLI command's `--json` `error` (besides the bus, memory and dispatch codes it "
+            "passes on)",
             tuple(c for c in get_args(ControlErrorCode) if c not in passed_on),
         ),
         "dispatch": Family(
             "Sub-agent dispatch",
-            "a dispatch the daemon refuses before anything runs (issue 12, in progress)",
+            "a dispatch the daemon refuses before anything runs (`zeroclaw dispatch`: exit 2 for "
+            "`subagent_not_found`, `subagent_input_invalid`, else 1)",
             get_args(DispatchRefusalCode),
         ),
         "decode": Family(

@@ -13,6 +13,7 @@ from zeroclaw.bus import REFUSAL_CODES
 from zeroclaw.control import (
     CONTROL_ERROR_CODES,
     REQUEST_TYPES,
+    SUBAGENT_REQUEST_TYPES,
     AgentsList,
     AgentsReply,
     AgentStatus,
@@ -50,8 +51,8 @@ def status_reply() -> StatusReply:
 
 
 def test_every_request_names_its_reply_type() -> None:
-    assert set(REQUEST_TYPES) == set(get_args(AnyRequest))
-    for request_type in REQUEST_TYPES:
+    assert {*REQUEST_TYPES, *SUBAGENT_REQUEST_TYPES} == set(get_args(AnyRequest))
+    for request_type in (*REQUEST_TYPES, *SUBAGENT_REQUEST_TYPES):
         assert "reply_type" in vars(request_type), request_type.__name__
 
 

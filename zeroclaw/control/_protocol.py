@@ -21,11 +21,19 @@ from ._replies import (
     AgentsReply,
     AgentStatus,
     ChatOpened,
+    DispatchReply,
     EventsReply,
+    InvocationEventsReply,
+    InvocationReply,
+    InvocationsReply,
+    InvocationStateName,
     ProbeReply,
     ReloadReply,
+    RevisionsReply,
     ShutdownReply,
     StatusReply,
+    SubagentDetail,
+    SubagentsReply,
 )
 
 PROTOCOL_VERSION = 1
@@ -57,6 +65,13 @@ ControlErrorCode = Literal[
     "malformed",
     # the memory service
     "storage_error",
+    # sub-agents: a dispatch the daemon refuses (subagents.DispatchRefusalCode), and an
+    # invocation id it does not know
+    "subagent_not_found",
+    "subagent_caller_not_allowed",
+    "subagent_input_invalid",
+    "subagent_concurrency_limit",
+    "invocation_not_found",
 ]
 CONTROL_ERROR_CODES: frozenset[str] = frozenset(get_args(ControlErrorCode))
 
@@ -175,7 +190,67 @@ class Shutdown(Request[ShutdownReply], tag="shutdown", frozen=True):
     reply_type = ShutdownReply
 
 
-AnyRequest = (
+# --- sub-agents (`zeroclaw subagents`, `dispatch`, `invocations`) -------------------------
+
+
+class SubagentsList(Request[SubagentsReply], tag="subagents.list", frozen=True):
+    """Every loaded sub-agent, and the bundles of the last scan that were refused."""
+
+    reply_type = SubagentsReply
+
+
+class SubagentShow(Request[SubagentDetail], tag="subagents.show", frozen=True):
+    reply_type = SubagentDetail
+    agent_id: str
+
+
+class SubagentRevisions(Request[RevisionsReply], tag="subagents.revisions", frozen=True):
+    reply_type = RevisionsReply
+    agent_id: str
+
+
+class Dispatch(Request[DispatchReply], tag="dispatch", frozen=True):
+    """Hand a sub-agent a task and wait for the invocation's end. There is no caller field:
+    the daemon's handler sets the caller (`cli`), whoever holds the socket is the operator."""
+
+    reply_type = DispatchReply
+    agent_id: str
+    task: str
+    input: Any = None
+    idempotency_key: str | None = None
+
+
+class InvocationsList(Request[InvocationsReply], tag="invocations.list", frozen=True):
+    """Newest first."""
+
+    reply_type = InvocationsReply
+    state: InvocationStateName | None = None
+    agent_id: str | None = None
+    limit: int = 50
+
+
+class InvocationShow(Request[InvocationReply], tag="invocations.show", frozen=True):
+    reply_type = InvocationReply
+    invocation_id: str
+
+
+class InvocationEvents(Request[InvocationEventsReply], tag="invocations.events", frozen=True):
+    """An invocation's timeline. With `follow`, replies stream (`more=True`) as events are
+    persisted until its terminal state, the way a chat turn streams."""
+
+    reply_type = InvocationEventsReply
+    invocation_id: str
+    follow: bool = False
+
+
+class InvocationCancel(Request[InvocationReply], tag="invocations.cancel", frozen=True):
+    """Cancel an accepted or running invocation; a finished one is answered as it is."""
+
+    reply_type = InvocationReply
+    invocation_id: str
+
+
+CoreRequest = (
     Status
     | AgentsList
     | AgentStart
@@ -191,7 +266,21 @@ AnyRequest = (
     | Reload
     | Shutdown
 )
-REQUEST_TYPES: tuple[type[Request[Any]], ...] = get_args(AnyRequest)
+SubagentRequest = (
+    SubagentsList
+    | SubagentShow
+    | SubagentRevisions
+    | Dispatch
+    | InvocationsList
+    | InvocationShow
+    | InvocationEvents
+    | InvocationCancel
+)
+AnyRequest = CoreRequest | SubagentRequest
+REQUEST_TYPES: tuple[type[Request[Any]], ...] = get_args(CoreRequest)
+# Kept apart until the daemon registers the sub-agent commands: the daemon's table
+# requires every one of REQUEST_TYPES, and these need its sub-agent service.
+SUBAGENT_REQUEST_TYPES: tuple[type[Request[Any]], ...] = get_args(SubagentRequest)
 
 
 class Reply(msgspec.Struct, Generic[R], frozen=True, omit_defaults=True):

@@ -179,3 +179,183 @@ MEMORY_REPLY_TYPES: dict[str, type[MemoryReply]] = {
     "forget": MemoryForgotten,
     "purge": MemoryPurged,
 }
+
+
+# --- sub-agents: what `subagents`, `dispatch` and `invocations` answer ----------------------
+# The daemon's records (zeroclaw.subagents) as the control socket carries them. Mirrored
+# here rather than imported: the subagents package builds these (its `_control`), so it
+# depends on this one, never the reverse; its tests pin that the fields match. Every reply
+# carries `schema_version` (the subagents records' SCHEMA_VERSION).
+
+# An invocation's states (turns.InvocationState, which the subagents package checks against
+# this with mypy; importing turns here would load the bus into every CLI command).
+InvocationStateName = Literal[
+    "accepted", "running", "succeeded", "failed", "timed_out", "cancelled", "interrupted"
+]
+
+
+class SubagentSummary(msgspec.Struct, frozen=True):
+    """One loaded sub-agent as `subagents list` shows it: never its prompt or skills."""
+
+    id: str
+    description: str
+    digest: str
+    effects: str
+    allowedCallers: list[str]  # the manifest's spelling
+    maxConcurrency: int
+
+
+class RefusedBundle(msgspec.Struct, frozen=True):
+    """A bundle directory of the last scan that did not load, and why."""
+
+    path: str
+    problems: list[str]
+
+
+class SubagentsReply(msgspec.Struct, frozen=True):
+    schema_version: int
+    subagents: list[SubagentSummary]
+    refused: list[RefusedBundle]
+
+
+class PolicyInfo(msgspec.Struct, frozen=True):
+    allowedCallers: list[str]
+    maxConcurrency: int
+    timeoutSeconds: float
+    maxToolCalls: int
+
+
+class McpInfo(msgspec.Struct, frozen=True):
+    server: str
+    tools: list[str]
+
+
+class SubagentDetail(msgspec.Struct, frozen=True):
+    """`subagents show`: the manifest, the current revision and its runtime; the skills by
+    name only (neither SYSTEM.md nor a skill's text crosses the socket)."""
+
+    schema_version: int
+    id: str
+    description: str
+    model_provider: str
+    mode: str
+    digest: str
+    snapshot: str
+    identity: str  # the bus identity of this revision's runtime process
+    policy: PolicyInfo
+    effects: str
+    retry_on_restart: bool
+    mcp: list[McpInfo]
+    skills: list[str]
+    input_schema: dict[str, Any] | None
+    output_schema: dict[str, Any] | None
+
+
+class RevisionInfo(msgspec.Struct, frozen=True):
+    agent_id: str
+    digest: str
+    snapshot: str
+    first_seen: float
+    description: str
+    current: bool  # the revision a new dispatch runs
+
+
+class RevisionsReply(msgspec.Struct, frozen=True):
+    schema_version: int
+    agent_id: str
+    revisions: list[RevisionInfo]  # oldest first
+
+
+class InvocationInfo(msgspec.Struct, frozen=True):
+    """One invocation (the subagents package's `Invocation`), every field present."""
+
+    id: str
+    agent_id: str
+    digest: str
+    caller: str
+    source: str
+    task: str
+    input: Any
+    parent_run_id: str | None
+    idempotency_key: str | None
+    state: InvocationStateName
+    created_at: float
+    updated_at: float
+    attempt: int
+    retry_of: str | None
+    retried_by: str | None
+    output: Any
+    reply: str
+    error_code: str | None
+    error_detail: str
+    error_pointer: str | None
+    last_seq: int
+
+
+class InvocationReply(msgspec.Struct, frozen=True):
+    schema_version: int
+    invocation: InvocationInfo
+
+
+class InvocationsReply(msgspec.Struct, frozen=True):
+    schema_version: int
+    invocations: list[InvocationInfo]  # newest first
+
+
+class DispatchRefusal(msgspec.Struct, frozen=True):
+    """Why the daemon refused a dispatch before anything ran."""
+
+    code: str
+    detail: str
+    pointer: str | None  # a JSON pointer into the input, for schema failures
+
+
+class DispatchReply(msgspec.Struct, frozen=True, omit_defaults=True):
+    """What a dispatch came to: the finished invocation, or the refusal (the reply's
+    `error` is then the refusal's code)."""
+
+    schema_version: int
+    invocation: InvocationInfo | None = None
+    refusal: DispatchRefusal | None = None
+
+
+class _EventBody(msgspec.Struct, frozen=True, tag_field="kind"):
+    pass
+
+
+class StateEnteredInfo(_EventBody, tag="state", frozen=True):
+    state: InvocationStateName
+    error_code: str | None = None
+    detail: str = ""
+
+
+class TextDeltaInfo(_EventBody, tag="delta", frozen=True):
+    text: str
+
+
+class ToolCalledInfo(_EventBody, tag="tool", frozen=True):
+    name: str
+    args: dict[str, Any]
+    ok: bool
+    error_code: str | None = None
+
+
+EventBodyInfo = StateEnteredInfo | TextDeltaInfo | ToolCalledInfo
+
+
+class InvocationEventInfo(msgspec.Struct, frozen=True):
+    invocation_id: str
+    seq: int
+    at: float
+    body: EventBodyInfo
+
+
+class InvocationEventsReply(msgspec.Struct, frozen=True):
+    """Events of an invocation's timeline (every attempt, each in sequence order). With
+    `--follow` they stream, several replies for one request; `state` is the invocation's
+    state when this reply was sent (its terminal state in the last one)."""
+
+    schema_version: int
+    invocation_id: str
+    events: list[InvocationEventInfo]
+    state: InvocationStateName

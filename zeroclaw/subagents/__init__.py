@@ -4,9 +4,13 @@ pipeline (issue 12; ADR 0023, 0024).
 Bundles are read and judged (`_bundle`), each revision is a read-only snapshot
 (`_revision`) recorded by the registry (`_registry`); the dispatch service (`_dispatch`)
 admits (`_admission`), persists (`_store`, `_invocation`) and runs invocations on revision
-runtimes, and the control commands (`_control`) reach it through `SubagentsApi`.
+runtimes, and the control commands (`_control`, loaded on first use so that importing this
+package does not load the control socket) reach it through `SubagentsApi`.
 """
 
+from typing import TYPE_CHECKING, Any
+
+from .._lazy import lazy_attributes
 from ._admission import (
     Admission,
     Admitted,
@@ -47,6 +51,19 @@ from ._records import (
 from ._registry import SubagentRegistry
 from ._revision import SnapshotDamaged, load_snapshot, materialise, runtime_identity
 
+if TYPE_CHECKING:
+    from ._control import register_subagent_commands, subagent_handlers
+
+_load = lazy_attributes(
+    __name__,
+    {"register_subagent_commands": "._control", "subagent_handlers": "._control"},
+)
+
+
+def __getattr__(name: str) -> Any:
+    return _load(name, globals())
+
+
 __all__ = [
     "CLI_CALLER",
     "MAX_BUNDLE_BYTES",
@@ -84,5 +101,7 @@ __all__ = [
     "load_snapshot",
     "materialise",
     "runtime_identity",
+    "register_subagent_commands",
     "scan_bundles",
+    "subagent_handlers",
 ]
