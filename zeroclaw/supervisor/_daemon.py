@@ -25,6 +25,7 @@ from ..bus import Response, Router, ServiceHandler
 from ..config import Config, ConfigError, daemon_paths, daemon_refusals, load_config
 from ..control import (
     REQUEST_TYPES,
+    SUBAGENT_REQUEST_TYPES,
     AgentRestart,
     AgentsList,
     AgentStart,
@@ -59,6 +60,7 @@ from ..subagents import (
     SubagentStore,
     SubagentStoreCorrupt,
     SubagentStoreLocked,
+    register_subagent_commands,
 )
 from ..turns import SUBAGENT_SERVICE, TURN_SERVICE, TurnService
 from ._chat import ChatService
@@ -438,4 +440,5 @@ def _command_table(
     table.register(EventsRecent, EventsRecentCommand(supervisor.events))
     table.register(Reload, ReloadCommand(supervisor, nursery))
     table.register(Shutdown, ShutdownCommand(supervisor))
-    return table.require(REQUEST_TYPES)
+    register_subagent_commands(table, dispatch)
+    return table.require((*REQUEST_TYPES, *SUBAGENT_REQUEST_TYPES))
