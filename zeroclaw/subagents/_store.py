@@ -52,7 +52,7 @@ _DBS = ("revisions", "agent-revisions", "invocations", "created", "unfinished", 
 _MAX_RETRY_CHAIN = 16  # retries are never retried; a longer chain is damage, not data
 _U32 = struct.Struct("<I")
 _U64BE = struct.Struct(">Q")
-_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EFBIG, errno.EDQUOT})
+_FULL_MESSAGES = tuple(os.strerror(code) for code in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT))
 
 _enc = msgspec.msgpack.Encoder()
 _inv_dec = msgspec.msgpack.Decoder(Invocation)
@@ -132,8 +132,9 @@ def _event_key(invocation_id: str, seq: int) -> bytes:
 
 
 def _is_full(exc: lmdb.Error) -> bool:
-    code = exc.args[1] if len(exc.args) > 1 else None
-    return isinstance(exc, lmdb.DiskError) or code in _FULL_ERRNOS
+    # The C binding gives only "what: strerror(errno)", so the errno is read from the text.
+    text = str(exc)
+    return isinstance(exc, lmdb.DiskError) or any(text.endswith(m) for m in _FULL_MESSAGES)
 
 
 class SubagentStore:
