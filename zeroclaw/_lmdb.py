@@ -2,11 +2,16 @@
 
 LMDB has no checksums and reads through a memory map: a file emptied or truncated under it
 is found only when a read faults (SIGBUS), or is silently started over as an empty store.
-These checks look at the file itself first. No lmdb import: `env` is an open Environment.
+These checks look at the file itself first; `walk` reads every page once, meant for a
+short-lived child (`python -m zeroclaw._lmdb PATH DB...`), since LMDB abort()s on some
+damaged pages. lmdb is imported only by the walk.
 """
 
 from __future__ import annotations
 
+import os
+import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,3 +38,47 @@ def committed_size_problem(env: Any, data: Path) -> str | None:
     if size < needed:
         return f"data.mdb is {size} bytes but its last commit uses {needed} (it was truncated)"
     return None
+
+
+def walk(path: Path, names: Sequence[str]) -> str | None:
+    """Read every key and value of the named databases once; the problem found, or None."""
+    import lmdb
+
+    data = path / "data.mdb"
+    problem = data_file_problem(data, os.sysconf("SC_PAGE_SIZE"))
+    if problem is not None:
+        return problem
+    try:
+        env = lmdb.open(str(path), readonly=True, lock=False, max_dbs=len(names) + 1)
+    except lmdb.Error as exc:
+        return f"LMDB cannot open it ({exc})"
+    try:
+        problem = committed_size_problem(env, data)
+        if problem is not None:
+            return problem
+        with env.begin() as txn:
+            present = {name for name, _ in txn.cursor()}
+            for name in names:
+                if name.encode() not in present:
+                    continue
+                db = env.open_db(name.encode(), txn=txn, create=False)
+                for _key, value in txn.cursor(db=db):
+                    len(value)  # values may live on overflow pages: touch them
+    except lmdb.Error as exc:
+        return f"a page cannot be read ({exc})"
+    finally:
+        env.close()
+    return None
+
+
+def main(argv: Sequence[str]) -> int:
+    """Exit 0 when every page reads, 1 with the problem on stderr."""
+    problem = walk(Path(argv[1]), argv[2:])
+    if problem is None:
+        return 0
+    print(problem, file=sys.stderr)
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -4,6 +4,7 @@ opener and a damaged file are refused with clear errors, and a refused write wri
 from __future__ import annotations
 
 import os
+import random
 import signal
 import struct
 import subprocess
@@ -396,13 +397,50 @@ def test_a_damaged_data_file_is_refused_and_left_as_it_is(tmp_path: Path, damage
     else:
         os.truncate(data, size // 2)
     before = data.read_bytes()
-    with pytest.raises(SubagentStoreCorrupt) as caught:
-        SubagentStore(path)
+    for opener in (SubagentStore.open_verified, SubagentStore):
+        with pytest.raises(SubagentStoreCorrupt) as caught:
+            opener(path)
     message = str(caught.value)
     assert f"mv {path} {path}.damaged" in message and "Stop the daemon" in message
     assert data.read_bytes() == before  # nothing was written over it
     with pytest.raises(SubagentStoreCorrupt):  # and the refusal let go of the lock
         SubagentStore(path)
+
+
+def test_every_damaged_page_is_refused_at_a_verified_open_or_reads_intact(
+    tmp_path: Path,
+) -> None:
+    """Garbage over a page: open_verified refuses the store (the walk runs in a child,
+    since LMDB aborts on some pages), or the page was free and everything reads."""
+    good = filled(tmp_path / "good")
+    page_size = os.sysconf("SC_PAGE_SIZE")
+    pages = (good / "data.mdb").stat().st_size // page_size
+    rng = random.Random(7)
+    refused = 0
+    sample = rng.sample(range(2, pages), min(8, pages - 2))  # 0 and 1 are the meta pages
+    for page in sample:
+        damaged = tmp_path / f"p{page}"
+        damaged.mkdir()
+        data = bytearray((good / "data.mdb").read_bytes())
+        data[page * page_size : (page + 1) * page_size] = rng.randbytes(page_size)
+        (damaged / "data.mdb").write_bytes(bytes(data))
+        try:
+            store = SubagentStore.open_verified(damaged)
+        except SubagentStoreCorrupt as exc:
+            assert "mv " in str(exc)
+            refused += 1
+            continue
+        with store:
+            assert len(store.invocations()) == 20
+            assert all(len(store.events(f"i{i}")) == 3 for i in range(20))
+    assert refused > 0
+
+
+def test_an_intact_store_opens_verified(tmp_path: Path) -> None:
+    with SubagentStore.open_verified(filled(tmp_path / "s")) as s:
+        assert len(s.invocations()) == 20
+    with SubagentStore.open_verified(tmp_path / "new") as s:  # no file yet: nothing to read
+        assert s.invocations() == []
 
 
 def test_a_store_from_a_newer_zeroclaw_is_refused(tmp_path: Path) -> None:

@@ -20,7 +20,10 @@ from __future__ import annotations
 
 import errno
 import os
+import signal
 import struct
+import subprocess
+import sys
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -60,6 +63,7 @@ _event_dec = msgspec.msgpack.Decoder(InvocationEvent)
 _rev_dec = msgspec.msgpack.Decoder(RevisionRecord)
 _key_dec = msgspec.msgpack.Decoder(tuple[str, str | None, str])
 
+VERIFY_TIMEOUT_SECS = 600.0
 T = TypeVar("T")
 
 
@@ -157,6 +161,17 @@ class SubagentStore:
         # One call at a time: growing the map needs no transaction open in this process,
         # and the daemon's calls are short (a read, or one commit).
         self._mutex = threading.Lock()
+
+    @classmethod
+    def open_verified(
+        cls, path: Path, *, map_size: int = DEFAULT_MAP_SIZE, timeout: float = VERIFY_TIMEOUT_SECS
+    ) -> SubagentStore:
+        """Open after a child process read every page once: LMDB has no checksums, and some
+        damaged pages abort() the reader, which must not be the daemon."""
+        path = Path(path)
+        if (path / "data.mdb").exists():
+            verify_in_child(path, timeout)
+        return cls(path, map_size=map_size)
 
     def _open(self, map_size: int) -> tuple[Any, dict[str, Any]]:
         data = self.path / "data.mdb"
@@ -518,6 +533,31 @@ class SubagentStore:
     def keys(self) -> InvocationKeys:
         """The idempotency index as admit()'s `invocations_by_key` mapping, read live."""
         return InvocationKeys(self)
+
+
+def verify_in_child(path: Path, timeout: float = VERIFY_TIMEOUT_SECS) -> None:
+    """SubagentStoreCorrupt unless a child read the whole store (`zeroclaw._lmdb.walk`):
+    whatever the child dies of, it is a damaged store, never a crashed daemon."""
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "zeroclaw._lmdb", str(path), *_DBS],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise SubagentStoreCorrupt(
+            path, f"reading it end to end took more than {timeout:g}s (a page cycle?)"
+        ) from None
+    if done.returncode == 0:
+        return
+    if done.returncode < 0:
+        name = signal.Signals(-done.returncode).name
+        raise SubagentStoreCorrupt(path, f"LMDB crashed ({name}) reading a damaged page")
+    lines = done.stderr.strip().splitlines()
+    raise SubagentStoreCorrupt(path, lines[-1] if lines else f"exit {done.returncode}")
 
 
 class InvocationKeys(Mapping[IdempotencyKey, str]):
