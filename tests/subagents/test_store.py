@@ -436,6 +436,21 @@ def test_every_damaged_page_is_refused_at_a_verified_open_or_reads_intact(
     assert refused > 0
 
 
+def test_a_page_damaged_after_open_fails_the_call_with_a_store_error(tmp_path: Path) -> None:
+    path = filled(tmp_path / "s")
+    page_size = os.sysconf("SC_PAGE_SIZE")
+    with SubagentStore.open_verified(path) as s:
+        # Damage every page's type flags behind the open store's map (MAP_SHARED sees it).
+        with open(path / "data.mdb", "r+b") as fh:
+            for page in range(2, os.fstat(fh.fileno()).st_size // page_size):
+                fh.seek(page * page_size + 10)
+                fh.write(b"\x00\x00")
+        with pytest.raises(SubagentStoreError):
+            s.invocations()
+        with pytest.raises(SubagentStoreError):
+            s.append("i1", [TextDelta("x")], 5.0)
+
+
 def test_an_intact_store_opens_verified(tmp_path: Path) -> None:
     with SubagentStore.open_verified(filled(tmp_path / "s")) as s:
         assert len(s.invocations()) == 20

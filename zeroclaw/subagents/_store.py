@@ -208,6 +208,8 @@ class SubagentStore:
                     txn.put(_FORMAT_KEY, _U32.pack(FORMAT_VERSION))
         except lmdb.Error as exc:
             env.close()
+            if _is_full(exc):  # the first commit of a new store
+                raise SubagentStoreFull(self.path, str(exc)) from None
             raise SubagentStoreCorrupt(self.path, f"a page cannot be read ({exc})") from None
         except BaseException:
             env.close()
@@ -232,7 +234,8 @@ class SubagentStore:
             raise RuntimeError("an LMDB environment must not be used across fork")
 
     def _write(self, fn: Callable[[Any], T]) -> T:
-        """Run `fn` in one durable write transaction; an exception in it writes nothing.
+        """Run `fn` in one durable write transaction; an exception in it writes nothing
+        (the caller's own errors pass through, storage errors become SubagentStoreError).
         A full map is grown and `fn` run again from the start."""
         self._check_fork()
         with self._mutex:
@@ -248,12 +251,19 @@ class SubagentStore:
                 except lmdb.Error as exc:
                     if _is_full(exc):
                         raise SubagentStoreFull(self.path, str(exc)) from None
-                    raise
+                    raise SubagentStoreError(f"sub-agent store {self.path}: {exc}") from exc
+                except msgspec.DecodeError as exc:
+                    raise SubagentStoreError(f"sub-agent store {self.path}: {exc}") from exc
 
     def _read(self, fn: Callable[[Any], T]) -> T:
+        """Run `fn` in a read transaction. A storage failure (a damaged page, a record that
+        does not decode) is a SubagentStoreError: the daemon answers it, and lives."""
         self._check_fork()
-        with self._mutex, self.env.begin() as txn:
-            return fn(txn)
+        try:
+            with self._mutex, self.env.begin() as txn:
+                return fn(txn)
+        except (lmdb.Error, msgspec.DecodeError) as exc:
+            raise SubagentStoreError(f"sub-agent store {self.path}: {exc}") from exc
 
     def _get(self, txn: Any, invocation_id: str) -> Invocation | None:
         raw = txn.get(invocation_id.encode(), db=self._dbs["invocations"])
