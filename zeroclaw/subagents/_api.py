@@ -49,9 +49,7 @@ class SubagentsApi(Protocol):
 
     async def invocation(self, invocation_id: str) -> Invocation | None: ...
 
-    async def timeline(
-        self, invocation_id: str, after_seq: int = 0
-    ) -> list[InvocationEvent] | None:
+    async def timeline(self, invocation_id: str, after_seq: int = 0) -> list[InvocationEvent] | None:
         """The events of this invocation and of every earlier attempt it re-runs, attempt by
         attempt, each in sequence order (None: no such invocation). `after_seq` applies to
         the invocation named."""
