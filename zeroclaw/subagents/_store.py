@@ -4,7 +4,8 @@ One LMDB environment in its own directory (`<state_dir>/subagents`), opened by t
 alone (an exclusive lock file says so to a second opener). Every write is one durable
 transaction (sync on commit): an invocation is `accepted` on disk before anything runs,
 and after a SIGKILL the daemon finds every event it was told was persisted. All methods
-block: the daemon calls them through `trio.to_thread.run_sync`.
+block: the daemon calls them through `trio.to_thread.run_sync`. The daemon opens it with
+`open_verified` (every page read once in a child), then calls `recover` before serving.
 
 Named databases (values are msgpack of the msgspec records):
   revisions        digest -> RevisionRecord
