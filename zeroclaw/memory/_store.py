@@ -39,6 +39,7 @@ from typing import Any
 import lmdb
 import msgspec
 
+from .._lmdb import committed_size_problem, data_file_problem
 from ._records import (
     MAX_CONTENT_BYTES,
     MAX_KEY_BYTES,
@@ -91,29 +92,6 @@ class StoreCorrupt(RuntimeError):
             f"aside (mv {path} {path}.damaged) and start again with an empty store, or put "
             "back a copy from your backups"
         )
-
-
-def data_file_problem(data: Path, page_size: int) -> str | None:
-    """What is wrong with data.mdb before LMDB maps it (pure but for one stat)."""
-    try:
-        size = data.stat().st_size
-    except FileNotFoundError:
-        return None  # a new store: LMDB creates it
-    if size == 0:
-        # LMDB would silently start an empty store over it: all memory gone without a word.
-        return "data.mdb is empty (zero bytes)"
-    if size < 2 * page_size:
-        return f"data.mdb is {size} bytes, shorter than its two header pages"
-    return None
-
-
-def committed_size_problem(env: Any, data: Path) -> str | None:
-    psize = int(env.stat()["psize"])
-    needed = (int(env.info()["last_pgno"]) + 1) * psize
-    size = data.stat().st_size
-    if size < needed:
-        return f"data.mdb is {size} bytes but its last commit uses {needed} (it was truncated)"
-    return None
 
 
 def _must(value: bytes | None) -> bytes:

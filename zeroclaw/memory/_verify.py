@@ -25,7 +25,8 @@ def walk_store(path: Path) -> str | None:
     """Read every key and value of every database; the problem found, or None."""
     import lmdb
 
-    from ._store import MAX_DBS, committed_size_problem, data_file_problem
+    from .._lmdb import committed_size_problem, data_file_problem
+    from ._store import MAX_DBS
 
     data = path / "data.mdb"
     if not data.exists():

@@ -35,6 +35,15 @@ from ._bundle import (
     load_bundle,
     scan_bundles,
 )
+from ._dispatch import DispatchService, RuntimeHost, Verdict, verdict
+from ._invocation import (
+    RESTART_INTERRUPT,
+    IllegalTransition,
+    Recovery,
+    advance,
+    recovery_plan,
+    retry_of,
+)
 from ._records import (
     CLI_CALLER,
     SCHEMA_VERSION,
@@ -50,6 +59,16 @@ from ._records import (
 )
 from ._registry import SubagentRegistry
 from ._revision import SnapshotDamaged, load_snapshot, materialise, runtime_identity
+from ._store import (
+    DuplicateInvocation,
+    InvocationKeys,
+    SubagentStore,
+    SubagentStoreCorrupt,
+    SubagentStoreError,
+    SubagentStoreFull,
+    SubagentStoreLocked,
+    UnknownInvocation,
+)
 
 if TYPE_CHECKING:
     from ._control import register_subagent_commands, subagent_handlers
@@ -69,6 +88,7 @@ __all__ = [
     "MAX_BUNDLE_BYTES",
     "MAX_FILE_BYTES",
     "RESERVED_IDS",
+    "RESTART_INTERRUPT",
     "SCHEMA_VERSION",
     "WORKFLOW_CALLER",
     "Admission",
@@ -77,31 +97,48 @@ __all__ = [
     "BundleProblems",
     "DispatchRefusalCode",
     "DispatchRequest",
+    "DispatchService",
+    "DuplicateInvocation",
     "EventBody",
     "Existing",
+    "IllegalTransition",
     "Invocation",
     "InvocationErrorCode",
     "InvocationEvent",
+    "InvocationKeys",
     "LoadedRevision",
     "Manifest",
     "McpBinding",
     "Policy",
+    "Recovery",
     "Refused",
     "RevisionRecord",
+    "RuntimeHost",
     "SnapshotDamaged",
     "StateEntered",
     "SubagentRegistry",
+    "SubagentStore",
+    "SubagentStoreCorrupt",
+    "SubagentStoreError",
+    "SubagentStoreFull",
+    "SubagentStoreLocked",
     "SubagentsApi",
     "TextDelta",
     "ToolCalled",
+    "UnknownInvocation",
+    "Verdict",
     "admit",
+    "advance",
     "digest_of",
     "front_matter",
     "load_bundle",
     "load_snapshot",
     "materialise",
-    "runtime_identity",
+    "recovery_plan",
     "register_subagent_commands",
+    "retry_of",
+    "runtime_identity",
     "scan_bundles",
     "subagent_handlers",
+    "verdict",
 ]

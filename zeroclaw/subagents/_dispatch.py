@@ -34,7 +34,6 @@ from jsonschema.exceptions import best_match
 
 from ..bus import Origin, Request, Response
 from ..turns import (
-    SUBAGENT_SERVICE,
     CatalogAnswer,
     CatalogEntry,
     Delta,
@@ -62,12 +61,13 @@ from ._records import (
 )
 from ._registry import SubagentRegistry
 from ._revision import SnapshotDamaged
-from ._store import SubagentStore
+from ._store import DuplicateInvocation, SubagentStore
 
 log = logging.getLogger("zeroclaw.subagents")
 
 SUBAGENT_CHANNEL = "subagent"  # the channel key an invocation's turn travels on
 RETRYABLE_EFFECTS = frozenset({"none", "read_only"})  # safe to run again after a restart
+DELTA_FLUSH_SECS = 0.25  # text deltas persisted at least this often while a turn streams
 FOLLOW_BUFFER = 1000  # events a slow `invocations events --follow` reader may lag behind
 EndedBy = Literal["timeout", "cancel"]
 T = TypeVar("T")
@@ -283,10 +283,13 @@ class DispatchService:
         live = self._live[invocation.id] = _Live()
         try:
             await _blocking(self.store.create, invocation, StateEntered("accepted"), now)
-        except BaseException:
+        except BaseException as exc:
             self._running[invocation.agent_id] -= 1
-            self._keys.pop(key, None) if key is not None else None
             del self._live[invocation.id]
+            if key is not None and self._keys.get(key) == invocation.id:
+                del self._keys[key]
+            if isinstance(exc, DuplicateInvocation):  # the key was taken under our feet
+                return await self._existing(exc.existing_id)
             raise
         self._start(invocation, revision, live)
         await live.done.wait()
@@ -352,35 +355,56 @@ class DispatchService:
             revision.identity, invocation.task, session=None, origin=origin, input=invocation.input
         ) as turn:
             await self._append(invocation.id, [StateEntered("running")], live)
+            # Text deltas wait for the next other event (or the end, or DELTA_FLUSH_SECS)
+            # and go to disk in its transaction: one commit per tool call, not per chunk.
+            deltas: list[EventBody] = []
+            flushed_at = trio.current_time()
             async with trio.open_nursery() as watchers:
                 watchers.start_soon(_stop_at, turn, live, deadline)
                 async for event in turn.events():
                     body = as_event_body(event)
                     if body is None:
                         last = event  # the terminal event: the iteration ends with it
-                    else:
-                        await self._append(invocation.id, [body], live)
+                        continue
+                    deltas.append(body)
+                    now = trio.current_time()
+                    if isinstance(body, TextDelta) and now - flushed_at < DELTA_FLUSH_SECS:
+                        continue
+                    await self._append(invocation.id, deltas, live)
+                    deltas, flushed_at = [], now
                 watchers.cancel_scope.cancel()
-        return await self._finish(
-            invocation.id, verdict(last, bundle.output_schema, live.ended_by), live
-        )
+        judged = verdict(last, bundle.output_schema, live.ended_by)
+        return await self._finish(invocation.id, judged, live, deltas)
 
     async def _append(self, invocation_id: str, bodies: list[EventBody], live: _Live) -> None:
         events = await _blocking(self.store.append, invocation_id, bodies, time.time())
         live.publish(events)
 
-    async def _finish(self, invocation_id: str, judged: Verdict, live: _Live) -> Invocation:
+    async def _finish(
+        self, invocation_id: str, judged: Verdict, live: _Live, before: Sequence[EventBody] = ()
+    ) -> Invocation:
         entered = StateEntered(judged.state, judged.error_code, judged.detail)
-        invocation, event = await _blocking(
+        invocation = await _blocking(
             self.store.finish,
             invocation_id,
             entered,
             time.time(),
+            before=before,
             output=judged.output,
             reply=judged.reply,
             pointer=judged.pointer,
         )
-        live.publish([event])
+        last = invocation.last_seq
+        first = last - len(before)
+        live.publish(
+            [
+                *(
+                    InvocationEvent(invocation.id, first + i, invocation.updated_at, body)
+                    for i, body in enumerate(before)
+                ),
+                InvocationEvent(invocation.id, last, invocation.updated_at, entered),
+            ]
+        )
         return invocation
 
     # --- the operator's API (SubagentsApi) -------------------------------------------------
@@ -397,7 +421,7 @@ class DispatchService:
     async def invocations(
         self, *, state: InvocationState | None, agent_id: str | None, limit: int
     ) -> list[Invocation]:
-        return await _blocking(self.store.list, state=state, agent_id=agent_id, limit=limit)
+        return await _blocking(self.store.invocations, state=state, agent_id=agent_id, limit=limit)
 
     async def invocation(self, invocation_id: str) -> Invocation | None:
         return await _blocking(self.store.get, invocation_id)
@@ -405,23 +429,7 @@ class DispatchService:
     async def timeline(
         self, invocation_id: str, after_seq: int = 0
     ) -> list[InvocationEvent] | None:
-        return await _blocking(self._timeline, invocation_id, after_seq)
-
-    def _timeline(self, invocation_id: str, after_seq: int) -> list[InvocationEvent] | None:
-        invocation = self.store.get(invocation_id)
-        if invocation is None:
-            return None
-        chain = [invocation]
-        while chain[0].retry_of is not None:
-            earlier = self.store.get(chain[0].retry_of)
-            if earlier is None:
-                break
-            chain.insert(0, earlier)
-        events: list[InvocationEvent] = []
-        for attempt in chain:
-            after = after_seq if attempt.id == invocation_id else 0
-            events.extend(self.store.events(attempt.id, after_seq=after))
-        return events
+        return await _blocking(self.store.timeline, invocation_id, after_seq=after_seq)
 
     @asynccontextmanager
     async def follow(
@@ -510,6 +518,3 @@ async def _stop_at(turn: Turn, live: _Live, deadline: float) -> None:
         live.ended_by = "timeout"
         live.stop.set()
     turn.cancel()
-
-
-__all__ = ["SUBAGENT_SERVICE", "DispatchService", "RuntimeHost", "Verdict", "verdict"]

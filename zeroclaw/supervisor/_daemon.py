@@ -172,7 +172,7 @@ def run_daemon(config_path: Path, env: Mapping[str, str] | None = None) -> int:
         lock.release()
         raise DaemonError(str(exc), 1) from None
     try:
-        subagent_store = SubagentStore(paths.state_dir / "subagents")
+        subagent_store = SubagentStore.open_verified(paths.state_dir / "subagents")
     except (SubagentStoreCorrupt, SubagentStoreLocked) as exc:
         store.close()
         zygote_sock.close()

@@ -1,0 +1,84 @@
+"""Checks an LMDB data file must pass before the daemon maps it, shared by its stores.
+
+LMDB has no checksums and reads through a memory map: a file emptied or truncated under it
+is found only when a read faults (SIGBUS), or is silently started over as an empty store.
+These checks look at the file itself first; `walk` reads every page once, meant for a
+short-lived child (`python -m zeroclaw._lmdb PATH DB...`), since LMDB abort()s on some
+damaged pages. lmdb is imported only by the walk.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+
+def data_file_problem(data: Path, page_size: int) -> str | None:
+    """What is wrong with data.mdb before LMDB maps it (pure but for one stat)."""
+    try:
+        size = data.stat().st_size
+    except FileNotFoundError:
+        return None  # a new store: LMDB creates it
+    if size == 0:
+        # LMDB would silently start an empty store over it: everything gone without a word.
+        return "data.mdb is empty (zero bytes)"
+    if size < 2 * page_size:
+        return f"data.mdb is {size} bytes, shorter than its two header pages"
+    return None
+
+
+def committed_size_problem(env: Any, data: Path) -> str | None:
+    """The file must hold every page the last commit uses: a read past its end SIGBUSes."""
+    psize = int(env.stat()["psize"])
+    needed = (int(env.info()["last_pgno"]) + 1) * psize
+    size = data.stat().st_size
+    if size < needed:
+        return f"data.mdb is {size} bytes but its last commit uses {needed} (it was truncated)"
+    return None
+
+
+def walk(path: Path, names: Sequence[str]) -> str | None:
+    """Read every key and value of the named databases once; the problem found, or None."""
+    import lmdb
+
+    data = path / "data.mdb"
+    problem = data_file_problem(data, os.sysconf("SC_PAGE_SIZE"))
+    if problem is not None:
+        return problem
+    try:
+        env = lmdb.open(str(path), readonly=True, lock=False, max_dbs=len(names) + 1)
+    except lmdb.Error as exc:
+        return f"LMDB cannot open it ({exc})"
+    try:
+        problem = committed_size_problem(env, data)
+        if problem is not None:
+            return problem
+        with env.begin() as txn:
+            present = {name for name, _ in txn.cursor()}
+            for name in names:
+                if name.encode() not in present:
+                    continue
+                db = env.open_db(name.encode(), txn=txn, create=False)
+                for _key, value in txn.cursor(db=db):
+                    len(value)  # values may live on overflow pages: touch them
+    except lmdb.Error as exc:
+        return f"a page cannot be read ({exc})"
+    finally:
+        env.close()
+    return None
+
+
+def main(argv: Sequence[str]) -> int:
+    """Exit 0 when every page reads, 1 with the problem on stderr."""
+    problem = walk(Path(argv[1]), argv[2:])
+    if problem is None:
+        return 0
+    print(problem, file=sys.stderr)
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
