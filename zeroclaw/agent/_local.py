@@ -1,12 +1,13 @@
 """Running an agent in-process (the CLI with no daemon): memory straight from the store,
-peers unavailable. Same engine, same policy."""
+peers and sub-agents unavailable. Same engine, same policy."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from ..memory import MemoryService, MemoryServiceError
 from ..tools import ToolResult, as_tool_error
+from ..turns import CatalogCall, DispatchCall
 from ._turn import render_memory
 
 
@@ -24,3 +25,11 @@ class LocalReach:
 
     async def message_peer(self, to: str, text: str, *, delegate: bool, depth: int) -> ToolResult:
         return ToolResult.refused("unavailable", "running in-process without a daemon: no peers")
+
+    async def subagent(
+        self, op: Literal["catalog", "dispatch"], body: CatalogCall | DispatchCall
+    ) -> ToolResult:
+        return ToolResult.refused(
+            "unavailable",
+            "running in-process without a daemon: sub-agents run only through the daemon",
+        )

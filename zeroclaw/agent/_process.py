@@ -26,7 +26,7 @@ from .._logging import setup_logging
 from ..bus import AgentBus, BusCredentials
 from ..policy import NOT_EXECUTABLE, SandboxPlan, SandboxUnavailable, apply_sandbox, plan_for
 from ..providers import ProviderError, make_provider
-from ..tools import become_subreaper
+from ..tools import DEFAULT_TOOLSET, Toolset, agent_toolset, become_subreaper
 from ._link import (
     MAX_LINK_FRAME,
     Busy,
@@ -70,6 +70,16 @@ class LinkSender:
 BusHook = Callable[[AgentBus, trio.Nursery, LinkSender], None]
 
 
+def toolset_for(spec: AgentSpec) -> Toolset:
+    """The tools of this agent's chat: every built-in one, `agent_catalog`/`agent_dispatch`
+    when some sub-agent lets it call (or it has facades), and one tool per facade. A peer's
+    turn gets the part of it named in `peer_tools` (the engine does that). A sub-agent
+    runtime never dispatches (issue 12: no nesting), whatever its spec says."""
+    if spec.subagent is not None:
+        return DEFAULT_TOOLSET
+    return agent_toolset(DEFAULT_TOOLSET, dispatch_tools=spec.dispatch_tools, facades=spec.facades)
+
+
 def say_fatal(link_fd: int, reason: str) -> None:
     """Before exiting with EX_CONFIG: the reason, on the link, for the operator's `status`.
     Blocking and best effort (the daemon may be gone); the frame is small."""
@@ -95,7 +105,12 @@ def agent_main(spec: AgentSpec, link_fd: int) -> int:
     def start_runtime(bus: AgentBus, nursery: trio.Nursery, link: LinkSender) -> None:
         reach = BusReach(bus)
         engine = TurnEngine(
-            spec, reach, provider, agent_env=env, command_home_root=command_home_root(spec)
+            spec,
+            reach,
+            provider,
+            agent_env=env,
+            toolset=toolset_for(spec),
+            command_home_root=command_home_root(spec),
         )
         engines.append(engine)
         runtime = AgentRuntime(bus, engine, reach, inbox, on_busy=link.report_busy)

@@ -18,7 +18,7 @@ import contextlib
 import logging
 import math
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import msgspec
 import trio
@@ -35,11 +35,16 @@ from ..bus import (
 )
 from ..tools import Approver, ToolResult, as_tool_error
 from ..turns import (
+    SUBAGENT_SERVICE,
     TURN_SERVICE,
     AgentTurnEvent,
     ApprovalAnswer,
     ApprovalQuestion,
+    CatalogAnswer,
+    CatalogCall,
     Delta,
+    DispatchAnswer,
+    DispatchCall,
     ToolUsed,
     TurnCancel,
     TurnDone,
@@ -53,11 +58,17 @@ log = logging.getLogger("zeroclaw.agent")
 PEER_REPLY_SECS = 120.0  # how long an ask waits for the peer's answer
 PEER_TURNS = 4  # peers' asks this agent works on at once
 PEER_BACKLOG = 32  # asks waiting for a turn; beyond that a peer is told "busy" at once
+# How long a dispatch waits for its invocation to end. The daemon enforces the sub-agent's
+# own timeout (policy.timeoutSeconds) and answers `timed_out` then, so this only bounds a
+# wait for a daemon that never answers; it is long because sub-agents may legitimately run
+# for many minutes, and bounded so a lost answer cannot hold a turn forever.
+DISPATCH_WAIT_SECS = 3600.0
+CATALOG_WAIT_SECS = 30.0
 BodyT = TypeVar("BodyT", TurnInput, TurnCancel, PeerQuestion, PeerAnswer)
 
 
 class BusReach:
-    """Memory and peers through the router."""
+    """Memory, peers and sub-agents through the router."""
 
     def __init__(self, bus: AgentBus) -> None:
         self.bus = bus
@@ -98,6 +109,26 @@ class BusReach:
             return ToolResult.refused("unavailable", f"{to} did not answer in {PEER_REPLY_SECS:g}s")
         finally:
             del self.waiting[message_id]
+
+    async def subagent(
+        self, op: Literal["catalog", "dispatch"], body: CatalogCall | DispatchCall
+    ) -> ToolResult:
+        """A request to the daemon's sub-agent service; the router stamps who asks."""
+        wait = DISPATCH_WAIT_SECS if op == "dispatch" else CATALOG_WAIT_SECS
+        response = await self.bus.request(SUBAGENT_SERVICE, op, body, wait_secs=wait)
+        if not response.ok:
+            # A refusal (subagent_not_found, subagent_input_invalid with its pointer in the
+            # detail, ...) or the bus's own (timeout, unknown_service, ...).
+            code = as_tool_error(response.error, "unavailable")
+            return ToolResult.refused(code, response.detail or (response.error or ""))
+        kind: type[CatalogAnswer | DispatchAnswer] = (
+            DispatchAnswer if op == "dispatch" else CatalogAnswer
+        )
+        try:
+            answer = msgspec.convert(response.body, kind)
+        except msgspec.ValidationError as exc:
+            return ToolResult.refused("malformed", f"the sub-agent service's answer: {exc}")
+        return ToolResult(True, data=msgspec.to_builtins(answer))
 
     def on_question_refused(self, outcome: Outcome) -> None:
         """The router: the peer exited before it answered. The ask ends now."""

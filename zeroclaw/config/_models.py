@@ -366,7 +366,7 @@ class MemoryConfig(_Strict):
 
 
 # The agent tools by name (zeroclaw.tools.DEFAULT_TOOLSET describes them to models; a test
-# keeps the two in step). Spelled out here so the schema lists them and a typo is a config error.
+# keeps the two in step). Spelled out here so a typo in peer_tools is a config error.
 ToolName = Literal[
     "file_read",
     "file_write",
@@ -378,6 +378,9 @@ ToolName = Literal[
     "send_message_to_peer",
     "delegate",
 ]
+# The sub-agent tools (zeroclaw.tools.DISPATCH_TOOL_NAMES; a test keeps them in step): an
+# agent has them when a sub-agent lets it call, or when it has facades (issue 12).
+DispatchToolName = Literal["agent_catalog", "agent_dispatch"]
 
 
 class AgentConfig(_Strict):
@@ -404,12 +407,21 @@ class AgentConfig(_Strict):
     memory: MemoryConfig = Field(
         default_factory=MemoryConfig, description="Grants over other agents' memory."
     )
-    peer_tools: tuple[ToolName, ...] = Field(
+    peer_tools: tuple[str, ...] = Field(
         default=(),
         description="Tools this agent may use in a turn another agent started (ask or "
-        "delegate); any other tool is refused as 'tool_not_granted'. Default: none, so a "
-        "peer never gets this agent's files, shell, memory or peers without a grant. The "
-        "operator's own chat always has every tool.",
+        "delegate): built-in tools (file_read, file_write, file_list, shell, memory_store, "
+        "memory_recall, memory_forget, send_message_to_peer, delegate), agent_catalog, "
+        "agent_dispatch, or one of this agent's facades; any other tool is refused as "
+        "'tool_not_granted'. Default: none, so a peer never gets this agent's files, shell, "
+        "memory, peers or sub-agents without a grant. The operator's own chat always has "
+        "every tool.",
+    )
+    facades: dict[str, str] = Field(
+        default_factory=dict,
+        description="One-purpose tools that dispatch to a fixed sub-agent: tool name = "
+        'sub-agent id, e.g. summarize = "summarizer". A tool name is lowercase '
+        "[a-z][a-z0-9_]{0,63} and not a built-in tool, agent_catalog or agent_dispatch.",
     )
 
     @field_validator("peer_tools")

@@ -11,10 +11,10 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from ._errors import ConfigIssue, did_you_mean
-from ._models import ChannelsTable, Config, ProvidersTable
+from ._models import ChannelsTable, Config, DispatchToolName, ProvidersTable, ToolName
 from ._resolve import (
     RESERVED_ALIASES,
     channel_matches,
@@ -24,6 +24,13 @@ from ._resolve import (
 )
 
 ALIAS_SYNTAX = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
+# A facade's tool name: what providers accept as a function name, lowercase.
+TOOL_NAME_SYNTAX = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+# A sub-agent id: the same as zeroclaw.subagents.ID_SYNTAX (a test keeps them equal); not
+# imported, as the config never loads the bundle code (YAML, JSON Schema).
+SUBAGENT_ID_SYNTAX = re.compile(r"^[a-z][a-z0-9_-]{0,63}$")
+BUILTIN_TOOLS: frozenset[str] = frozenset(get_args(ToolName))
+DISPATCH_TOOLS: frozenset[str] = frozenset(get_args(DispatchToolName))
 _NAMED_TABLES = ("risk_profiles", "runtime_profiles", "agents", "peer_groups")
 
 
@@ -203,6 +210,54 @@ def rule_enabled_agent_complete(
                 )
 
 
+# --------------------------------------------------------------------------- tools
+
+
+def rule_facades(
+    config: Config, declared: Declared, env: Mapping[str, str]
+) -> Iterator[ConfigIssue]:
+    """A facade is a tool name no other tool has, naming a well-formed sub-agent id. Whether
+    that sub-agent exists is the bundles' business (not config): a dispatch to an unknown
+    id is refused as `subagent_not_found` when it is made."""
+    taken = BUILTIN_TOOLS | DISPATCH_TOOLS
+    for alias, agent in sorted(config.agents.items()):
+        for name, target in sorted(agent.facades.items()):
+            key = ("agents", alias, "facades", name)
+            if not TOOL_NAME_SYNTAX.match(name):
+                yield ConfigIssue(
+                    key,
+                    "a facade's tool name must match [a-z][a-z0-9_]{0,63} (lowercase letter "
+                    "first, then lowercase letters, digits or '_', at most 64 chars)",
+                )
+            elif name in taken:
+                what = "a sub-agent tool" if name in DISPATCH_TOOLS else "a built-in tool"
+                yield ConfigIssue(
+                    key, f"{name!r} is already {what}; give the facade another tool name"
+                )
+            if not SUBAGENT_ID_SYNTAX.match(target):
+                yield ConfigIssue(
+                    key,
+                    f"{target!r} is not a sub-agent id: ids match [a-z][a-z0-9_-]{{0,63}} "
+                    "(the bundle's directory name under [subagents] dir)",
+                )
+
+
+def rule_peer_tools(
+    config: Config, declared: Declared, env: Mapping[str, str]
+) -> Iterator[ConfigIssue]:
+    """peer_tools name tools this agent can have: a built-in one, a sub-agent tool, or one
+    of its own facades."""
+    for alias, agent in sorted(config.agents.items()):
+        known = BUILTIN_TOOLS | DISPATCH_TOOLS | frozenset(agent.facades)
+        for i, name in enumerate(agent.peer_tools):
+            if name not in known:
+                yield ConfigIssue(
+                    ("agents", alias, "peer_tools", i),
+                    f"unknown tool {name!r}{did_you_mean(name, known)}; known: "
+                    f"{', '.join(sorted(known))}",
+                )
+
+
 # --------------------------------------------------------------------------- peer groups
 
 
@@ -353,6 +408,8 @@ RULES: tuple[Rule, ...] = (
     rule_agent_references,
     rule_no_self_references,
     rule_enabled_agent_complete,
+    rule_facades,
+    rule_peer_tools,
     rule_peer_groups,
     rule_distinct_workspaces,
     rule_workspace_not_forbidden,

@@ -120,9 +120,14 @@ def build_specs(
     *,
     config_path: Path | None = None,
     daemon_pids: Sequence[int] = (),
+    dispatch_callers: frozenset[str] = frozenset(),
 ) -> dict[str, AgentSpec]:
     """Specs of every enabled agent, keyed by alias. `config_path` and `daemon_pids` (the
-    daemon's and the zygote's) name what every agent is kept away from."""
+    daemon's and the zygote's) name what every agent is kept away from. `dispatch_callers`
+    are the aliases some loaded sub-agent lists in its allowedCallers: those agents (and
+    any agent with facades) get `agent_catalog`/`agent_dispatch` (issue 12). The daemon's
+    dispatch service still decides each call; the tools only spare the others a tool that
+    could never work."""
     paths = daemon_paths(config, env)
     protected = protected_paths(config, env, config_path, daemon_pids)
     specs: dict[str, AgentSpec] = {}
@@ -165,6 +170,8 @@ def build_specs(
             log_level=config.daemon.log_level,
             protected_paths=protected,
             peer_tools=agent.peer_tools,
+            dispatch_tools=alias in dispatch_callers or bool(agent.facades),
+            facades=dict(sorted(agent.facades.items())),
         )
     return specs
 

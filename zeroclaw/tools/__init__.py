@@ -1,7 +1,8 @@
 """The agent's tools, each checked against its risk profile before it touches anything.
 
 A tool is one `Tool` (spec, argument struct, `run(ctx, args)`); a `Toolset` is the value a
-runtime is given (`DEFAULT_TOOLSET`: every built-in tool).
+runtime is given (`DEFAULT_TOOLSET`: every built-in tool; `agent_toolset` adds the
+sub-agent tools an agent's spec grants: `agent_catalog`, `agent_dispatch`, facades).
 """
 
 from ._base import (
@@ -14,6 +15,16 @@ from ._base import (
     ask_approval,
 )
 from ._builtin import DEFAULT_TOOLSET
+from ._dispatch import (
+    AGENT_CATALOG,
+    AGENT_DISPATCH,
+    DISPATCH_TOOL_NAMES,
+    agent_toolset,
+    dispatch_result,
+    facade_tool,
+    render_catalog,
+    schema_summary,
+)
 from ._files import file_list, file_read, file_write
 from ._orphans import become_subreaper
 from ._shell import (
@@ -27,7 +38,10 @@ from ._shell import (
 from ._toolset import BadArguments, Reach, Tool, ToolContext, Toolset
 
 __all__ = [
+    "AGENT_CATALOG",
+    "AGENT_DISPATCH",
     "DEFAULT_TOOLSET",
+    "DISPATCH_TOOL_NAMES",
     "ERROR_CODES",
     "ActionBudget",
     "Approver",
@@ -41,13 +55,18 @@ __all__ = [
     "ToolErrorCode",
     "ToolResult",
     "Toolset",
+    "agent_toolset",
     "as_tool_error",
     "ask_approval",
     "become_subreaper",
     "decide_shell",
+    "dispatch_result",
+    "facade_tool",
     "file_list",
     "file_read",
     "file_write",
+    "render_catalog",
     "run_shell",
+    "schema_summary",
     "shell_environment",
 ]

@@ -46,6 +46,20 @@ ToolErrorCode = Literal[
     "sandbox_failed",
     "exec_refused",
     "tool_not_granted",  # a peer's turn: not in the callee's peer_tools
+    # sub-agents (issue 12), passed on from the daemon's dispatch service: a dispatch it
+    # refused before anything ran (zeroclaw.subagents.DispatchRefusalCode) ...
+    "subagent_not_found",
+    "subagent_caller_not_allowed",
+    "subagent_input_invalid",  # the detail names the JSON pointer into the input
+    "subagent_concurrency_limit",
+    # ... or how an invocation that ran did not succeed (zeroclaw.subagents.InvocationErrorCode)
+    "subagent_output_invalid",
+    "subagent_no_result",
+    "subagent_provider_error",
+    "subagent_runtime_failed",
+    "subagent_timed_out",
+    "subagent_cancelled",
+    "daemon_restarted",
 ]
 ERROR_CODES: tuple[str, ...] = get_args(ToolErrorCode)
 

@@ -9,12 +9,13 @@ from __future__ import annotations
 import functools
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Literal, Protocol, TypeVar
 
 import msgspec
 
 from ..policy import PathRules
 from ..providers import ToolSpec
+from ..turns import CatalogCall, DispatchCall
 from ._base import Approver, ToolResult
 from ._shell import ShellSettings
 
@@ -22,14 +23,23 @@ A = TypeVar("A", bound=msgspec.Struct)
 
 
 class Reach(Protocol):
-    """What an agent reaches beyond its own process: memory and peers (through the router
-    in the daemon; the store and "unavailable" peers when a CLI runs the agent)."""
+    """What an agent reaches beyond its own process: memory, peers and sub-agents (through
+    the router in the daemon; the store, and "unavailable" peers and sub-agents, when a CLI
+    runs the agent)."""
 
     async def memory(self, op: str, body: dict[str, Any]) -> ToolResult: ...
 
     async def message_peer(
         self, to: str, text: str, *, delegate: bool, depth: int
     ) -> ToolResult: ...
+
+    async def subagent(
+        self, op: Literal["catalog", "dispatch"], body: CatalogCall | DispatchCall
+    ) -> ToolResult:
+        """Ask the daemon's sub-agent service. ok: `data` is the decoded `CatalogAnswer` or
+        `DispatchAnswer` as builtins (a dispatch answers once its invocation ended, whatever
+        its state); not ok: the service's refusal code (or the bus's) and its detail."""
+        ...
 
 
 @dataclass(frozen=True)
