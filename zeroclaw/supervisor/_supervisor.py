@@ -199,6 +199,8 @@ class Supervisor:
             self.config_path.parent,
             config_path=self.config_path,
             daemon_pids=(os.getpid(), self.zygote.pid),
+            # Agents some loaded sub-agent allows get agent_catalog/agent_dispatch.
+            dispatch_callers=self.subagents.callers(),
         )
 
     def _policy(self, alias: str) -> RestartPolicy:
