@@ -1,4 +1,5 @@
-"""Bundles written for a test, and a real daemon whose `[subagents] dir` holds them."""
+"""Bundles written for a test, a config whose `[subagents] dir` holds them, and a model
+server process for runtimes that need one (tests/providers/protocol_server.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from typing import Any
 import yaml
 
 from tests.conftest import REPO
-from tests.supervisor.harness import Daemon, agent_entry, make_config, remove_root, short_root
+from tests.supervisor.harness import agent_entry, make_config
 
 EXAMPLES = REPO / "etc" / "subagents"
 SUMMARY_SCHEMA: dict[str, Any] = {
@@ -75,28 +76,6 @@ def subagent_config(root: Path, **extra_agents: dict[str, Any]) -> dict[str, Any
     doc = make_config(root, agents, groups={"ops": {"channel": "cli", "agents": ["alpha", "beta"]}})
     doc["subagents"] = {"dir": str(root / "subagents")}
     return doc
-
-
-@contextmanager
-def subagent_daemon(
-    providers: dict[str, Any] | None = None, **bundles: dict[str, Any]
-) -> Iterator[Daemon]:
-    """A real daemon (real agents, real runtimes) with a bundle per keyword argument."""
-    root = short_root()
-    try:
-        for agent_id, options in bundles.items():
-            write_bundle(root / "subagents", agent_id.replace("_", "-"), **options)
-        doc = subagent_config(root)
-        for kind, table in (providers or {}).items():
-            doc["providers"].setdefault(kind, {}).update(table)
-        daemon = Daemon(root, doc, faults=False)
-        daemon.start()
-        try:
-            yield daemon
-        finally:
-            daemon.stop()
-    finally:
-        remove_root(root)
 
 
 @contextmanager
