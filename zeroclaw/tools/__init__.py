@@ -24,11 +24,29 @@ from ._shell import (
     run_shell,
     shell_environment,
 )
+from ._snapshot import (
+    MAX_SKILL_READ_BYTES,
+    SKILL_READ,
+    SKILL_READ_SPEC,
+    SNAPSHOT_ERROR_CODES,
+    SUBMIT_RESULT,
+    SnapshotErrorCode,
+    SnapshotResult,
+    skill_read,
+    submit_result,
+    submit_spec,
+    wraps_result,
+)
 from ._toolset import BadArguments, Reach, Tool, ToolContext, Toolset
 
 __all__ = [
     "DEFAULT_TOOLSET",
     "ERROR_CODES",
+    "MAX_SKILL_READ_BYTES",
+    "SKILL_READ",
+    "SKILL_READ_SPEC",
+    "SNAPSHOT_ERROR_CODES",
+    "SUBMIT_RESULT",
     "ActionBudget",
     "Approver",
     "BadArguments",
@@ -36,6 +54,8 @@ __all__ = [
     "ShellDecision",
     "ShellSettings",
     "ShellVerdict",
+    "SnapshotErrorCode",
+    "SnapshotResult",
     "Tool",
     "ToolContext",
     "ToolErrorCode",
@@ -50,4 +70,8 @@ __all__ = [
     "file_write",
     "run_shell",
     "shell_environment",
+    "skill_read",
+    "submit_result",
+    "submit_spec",
+    "wraps_result",
 ]
