@@ -4,6 +4,9 @@ provider, its two tools and the revision's snapshot, and reaches nothing else.""
 
 from __future__ import annotations
 
+import os
+import socket
+import sys
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -11,11 +14,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 import trio
 from jsonschema import Draft202012Validator
 
+from tests.conftest import REPO
 from tests.turns.helpers import Bench, bench, read_all
+from zeroclaw._frame_stream import receive_frames
+from zeroclaw._framing import FrameDecoder, encode_frame
+from zeroclaw.agent import MAX_LINK_FRAME, Busy, Keys, decode_link, encode_link
 from zeroclaw.agent._runtime import AgentInbox
 from zeroclaw.agent._subagent import (
     RevisionRuntime,
@@ -25,6 +33,7 @@ from zeroclaw.agent._subagent import (
     user_text,
 )
 from zeroclaw.bus import DAEMON_SENDER, Message, Origin, Request, Response
+from zeroclaw.policy import abi_version
 from zeroclaw.providers import Conversation, OfflineProvider, OnDelta, Step, ToolCall
 from zeroclaw.subagents import Bundle, load_bundle, materialise
 from zeroclaw.tools import SKILL_READ, SUBMIT_RESULT
@@ -306,3 +315,111 @@ def test_the_revision_is_read_from_its_snapshot(tmp_path: Path) -> None:
     text = system_text(revision)
     assert text.index("You are content-analyst") < text.index("untrusted") < text.index("Skills")
     assert user_text("t", None) == "t"
+
+
+# --- the real process: forked through agent_main, confined by Landlock ---------------------
+
+# The runtime's process, except that skill_read opens whatever it is given, without the
+# tool's own checks: what it still cannot read, the kernel refused.
+UNCHECKED_RUNTIME = r"""
+import os, sys
+import msgspec
+import zeroclaw.agent._subagent as runtime
+from zeroclaw.agent import AgentSpec, agent_main
+from zeroclaw.tools import SnapshotResult
+
+def unchecked_read(root, path):
+    target = path if os.path.isabs(path) else os.path.join(root, path)
+    try:
+        with open(target) as fh:
+            return SnapshotResult(True, fh.read(100))
+    except OSError as exc:
+        return SnapshotResult(False, "", "io_error", type(exc).__name__)
+
+runtime.skill_read = unchecked_read
+spec = msgspec.msgpack.decode(bytes.fromhex(sys.argv[1]), type=AgentSpec)
+sys.exit(agent_main(spec, int(sys.argv[2])))
+"""
+
+
+def runtime_spec(identity: str, bundle: Bundle, snapshot: Path, state: Path, run: Path) -> Any:
+    from tests.agent.helpers import agent_spec
+    from zeroclaw.agent import RiskSpec, SubagentRuntime
+
+    base = agent_spec(snapshot)
+    risk = RiskSpec("subagent", "readonly", True, (), (), False, True, "landlock")
+    sub = SubagentRuntime(bundle.manifest.id, bundle.digest, str(snapshot), 2, 60.0)
+    return msgspec.structs.replace(
+        base,
+        alias=identity,
+        workspace=str(snapshot),
+        activation="on_demand",
+        risk=risk,
+        channels=(),
+        state_dir=str(state),
+        runtime_dir=str(run),
+        protected_paths=(str(state), str(run)),
+        subagent=sub,
+    )
+
+
+@pytest.mark.skipif(abi_version() < 1, reason="this kernel has no Landlock")
+async def test_the_forked_runtime_reads_its_snapshot_and_the_kernel_refuses_the_rest(
+    root: Path,
+) -> None:
+    state = root / "state"
+    secret = state / "memory" / "data.mdb"
+    secret.parent.mkdir(parents=True)
+    secret.write_text("every agent's memory")
+    bundle, snapshot = revision_of("summarizer", root)  # under root/state/revisions
+    identity = f"sub:summarizer@{bundle.digest[:12]}"
+    async with bench(root, confined_services=frozenset({TURN_SERVICE})) as b:
+        b.router.confine(identity)
+        keys = b.router.mint_keys(identity)
+        spec = runtime_spec(identity, bundle, snapshot, state, root / "run")
+        ours, theirs = socket.socketpair()
+        b.joined[identity] = trio.Event()
+        process = await trio.lowlevel.open_process(
+            [
+                sys.executable,
+                "-c",
+                UNCHECKED_RUNTIME,
+                msgspec.msgpack.encode(spec).hex(),
+                str(theirs.fileno()),
+            ],
+            pass_fds=[theirs.fileno()],
+            cwd=REPO,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+        )
+        theirs.close()
+        link = trio.SocketStream(trio.socket.from_stdlib_socket(ours))
+        try:
+            creds = Keys(keys.endpoint, keys.server_public, keys.public, keys.secret, 1 << 20)
+            await link.send_all(encode_frame(encode_link(creds)))
+            with trio.fail_after(30):
+                await b.joined[identity].wait()
+            replies = {}
+            for task in ("read SYSTEM.md", f"read {secret}", "read /etc/passwd"):
+                async with invocation(b, identity, task) as turn:
+                    replies[task] = done_of(await read_all(turn)).reply
+            async with invocation(b, identity, "the report") as turn:
+                done = done_of(await read_all(turn))
+            busy = []
+            decoder = FrameDecoder(MAX_LINK_FRAME)
+            while len(busy) < 8:
+                frames = await receive_frames(link, decoder)
+                assert frames is not None
+                busy += [m.turns for m in map(decode_link, frames) if isinstance(m, Busy)]
+        finally:
+            await link.aclose()  # the daemon closing the link stops the runtime
+            with trio.move_on_after(30):
+                await process.wait()
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+        assert process.returncode == 0
+    assert replies["read SYSTEM.md"].startswith("You are summarizer.")
+    assert replies[f"read {secret}"] == "skill_read refused: io_error (PermissionError)"
+    assert replies["read /etc/passwd"].startswith("root:")  # the system stays readable
+    assert done.result == {"summary": "the report"}
+    assert busy == [1, 0] * 4  # each turn: busy, then idle, over the real link
