@@ -423,3 +423,38 @@ async def test_the_forked_runtime_reads_its_snapshot_and_the_kernel_refuses_the_
     assert replies["read /etc/passwd"].startswith("root:")  # the system stays readable
     assert done.result == {"summary": "the report"}
     assert busy == [1, 0] * 4  # each turn: busy, then idle, over the real link
+
+
+class Scripted:
+    """Answers each round with the next step of a script."""
+
+    name = "scripted"
+
+    def __init__(self, *steps: Step) -> None:
+        self.steps = list(steps)
+
+    async def complete(self, conversation: Conversation, on_delta: OnDelta) -> Step:
+        return self.steps.pop(0)
+
+    async def aclose(self) -> None:
+        return None
+
+
+async def test_the_result_is_the_last_successful_submit(tmp_path: Path) -> None:
+    bundle, snapshot = revision_of("summarizer", tmp_path)
+    revision = load_revision(str(snapshot), "summarizer", bundle.digest)
+    first, bad, last = ({"summary": "a"}, [1], {"summary": "b"})
+    provider = Scripted(
+        Step(tool_calls=(ToolCall(SUBMIT_RESULT, first), ToolCall(SUBMIT_RESULT, bad))),
+        Step(text="one"),
+    )
+    result = await SubagentEngine("sub:s@0", revision, provider, 4).run("t", None)
+    assert result.result == first and [c.ok for c in result.tool_calls] == [True, False]
+    provider = Scripted(
+        Step(tool_calls=(ToolCall(SUBMIT_RESULT, first),)),
+        Step(tool_calls=(ToolCall(SUBMIT_RESULT, last), ToolCall("file_read", {"path": "x"}))),
+        Step(text="done"),
+    )
+    result = await SubagentEngine("sub:s@0", revision, provider, 4).run("t", None)
+    assert result.result == last and result.reply == "done"
+    assert result.tool_calls[-1].error_code == "bad_arguments"  # no such tool here

@@ -222,10 +222,12 @@ class SubagentEngine:
                 for call in step.tool_calls[: limit - used]:
                     used += 1
                     outcome = await self.call(call)
-                    if call.name == SUBMIT_RESULT and outcome.ok:
+                    ok_submit = call.name == SUBMIT_RESULT and outcome.ok
+                    if ok_submit and isinstance(outcome.result, dict):
                         # The daemon checks it against the output schema; the runtime only
-                        # keeps what TurnDone.result can carry (an object).
-                        submitted = outcome.result if isinstance(outcome.result, dict) else None
+                        # keeps what TurnDone.result can carry (an object: a schema that
+                        # is not one cannot be met through a turn yet).
+                        submitted = outcome.result
                     outcomes.append(
                         ToolOutcome(
                             call, outcome.ok, outcome.output, outcome.error_code, outcome.detail
