@@ -31,7 +31,7 @@ def families() -> dict[str, Family]:
     from .control import ControlErrorCode
     from .memory import MemoryErrorCode
     from .subagents import DispatchRefusalCode
-    from .tools import ToolErrorCode
+    from .tools import SnapshotErrorCode, ToolErrorCode
 
     passed_on = {
         *get_args(RefusalCode),
@@ -48,8 +48,9 @@ def families() -> dict[str, Family]:
         ),
         "tool": Family(
             "Tool errors",
-            "a tool result's `error_code` (the model sees it; `chat --json` shows it)",
-            get_args(ToolErrorCode),
+            "a tool result's `error_code` (the model sees it; `chat --json` shows it; the "
+            "`subagent_` ones only a sub-agent's tools give)",
+            get_args(ToolErrorCode) + get_args(SnapshotErrorCode),
         ),
         "memory": Family(
             "Memory",

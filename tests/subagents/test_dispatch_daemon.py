@@ -315,7 +315,7 @@ def test_cancel_ends_a_running_invocation_as_cancelled(root: Path, daemons: Daem
                 time.sleep(0.05)
             cancelled = daemon.cli("invocations", "cancel", found[0]["id"], "--json")
             assert cancelled.returncode == 0, cancelled.stderr
-            status, data = running.result(timeout=60)
+            _, data = running.result(timeout=60)
     assert data["invocation"]["state"] == "cancelled"
     assert data["invocation"]["error_code"] == "subagent_cancelled"
 

@@ -19,7 +19,15 @@ import zmq
 from tests.agent.helpers import local_engine
 from tests.supervisor.harness import agent_entry, make_config
 from zeroclaw.agent._runtime import AgentInbox, AgentRuntime, BusReach
-from zeroclaw.bus import AgentBus, BusCredentials, Message, NoHooks, Request, Router
+from zeroclaw.bus import (
+    AgentBus,
+    BusCredentials,
+    Message,
+    NoHooks,
+    Request,
+    Router,
+    ServiceHandler,
+)
 from zeroclaw.config import validate_document
 from zeroclaw.providers import OfflineProvider
 from zeroclaw.turns import TURN_SERVICE, ServiceEvent, Turn, TurnService
@@ -90,10 +98,16 @@ class _BenchHooks(NoHooks):
 
 @asynccontextmanager
 async def bench(
-    root: Path, *, groups: dict[str, Any] | None = None, **service_options: Any
+    root: Path,
+    *,
+    groups: dict[str, Any] | None = None,
+    confined_services: frozenset[str] = frozenset(),
+    services: dict[str, ServiceHandler] | None = None,
+    **service_options: Any,
 ) -> AsyncIterator[Bench]:
     """alpha and beta (both on cli.local), a running router, the turn service registered
-    on it as the daemon's composition root registers it."""
+    on it as the daemon's composition root registers it. `confined_services`: what a
+    confined identity (a sub-agent runtime) may reach; `services`: more daemon services."""
     agents = {"alpha": agent_entry(), "beta": agent_entry(), "gamma": agent_entry()}
     doc = make_config(root, agents, groups=groups)
     (root / "run").mkdir(parents=True, exist_ok=True)
@@ -104,8 +118,9 @@ async def bench(
             validate_document(doc),
             root / "run",
             ctx,
-            services={TURN_SERVICE: hooks.turn_request},
+            services={TURN_SERVICE: hooks.turn_request, **(services or {})},
             hooks=hooks,
+            confined_services=confined_services,
         )
         service = TurnService(router, **service_options)
         async with trio.open_nursery() as nursery:

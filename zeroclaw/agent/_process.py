@@ -24,7 +24,14 @@ from .._frame_stream import receive_frames
 from .._framing import FrameDecoder, encode_frame
 from .._logging import setup_logging
 from ..bus import AgentBus, BusCredentials
-from ..policy import NOT_EXECUTABLE, SandboxPlan, SandboxUnavailable, apply_sandbox, plan_for
+from ..policy import (
+    NOT_EXECUTABLE,
+    SandboxPlan,
+    SandboxUnavailable,
+    apply_sandbox,
+    plan_for,
+    plan_readonly,
+)
 from ..providers import ProviderError, make_provider
 from ..tools import DEFAULT_TOOLSET, Toolset, agent_toolset, become_subreaper
 from ._link import (
@@ -89,6 +96,10 @@ def say_fatal(link_fd: int, reason: str) -> None:
 
 def agent_main(spec: AgentSpec, link_fd: int) -> int:
     """Entry point called in the forked child; returns the process exit code."""
+    if spec.subagent is not None:  # a sub-agent revision's runtime (issue 12)
+        from ._subagent import subagent_main
+
+        return subagent_main(spec, link_fd)
     setup_logging(spec.log_format, spec.log_level)
     env = dict(os.environ)  # the zygote already scrubbed it to what this agent is bound to
     try:
@@ -192,10 +203,13 @@ def confine(spec: AgentSpec) -> str | None:
     mode = spec.risk.sandbox
     if mode == "none":
         return None
-    grants = [(path, grant) for path, grant in spec.access.values()]
-    plan = plan_for(spec.workspace, grants, protected=spec.protected_paths)
-    # Where each shell command's private home is made and removed (ADR 0012).
-    plan = SandboxPlan((*plan.rules, (command_home_root(spec), NOT_EXECUTABLE)))
+    if spec.subagent is not None:  # read its snapshot and the system; write nothing
+        plan = plan_readonly(spec.subagent.snapshot, spec.protected_paths)
+    else:
+        grants = [(path, grant) for path, grant in spec.access.values()]
+        plan = plan_for(spec.workspace, grants, protected=spec.protected_paths)
+        # Where each shell command's private home is made and removed (ADR 0012).
+        plan = SandboxPlan((*plan.rules, (command_home_root(spec), NOT_EXECUTABLE)))
     try:
         abi = apply_sandbox(plan)
     except SandboxUnavailable as exc:
@@ -216,6 +230,8 @@ def command_home_root(spec: AgentSpec) -> str:
 
 def prepare_command_homes(spec: AgentSpec) -> None:
     """Create the homes' root (0700), emptied of what a killed predecessor left."""
+    if spec.subagent is not None:
+        return  # a sub-agent runtime runs no shell command
     root = command_home_root(spec)
     try:
         os.makedirs(root, mode=0o700, exist_ok=True)

@@ -13,6 +13,7 @@ from ._landlock import (
     enforce_ruleset,
     plan_command_sandbox,
     plan_for,
+    plan_readonly,
     sandbox_summary,
 )
 from ._paths import (
@@ -52,6 +53,7 @@ __all__ = [
     "parse",
     "plan_command_sandbox",
     "plan_for",
+    "plan_readonly",
     "resolve_request",
     "rules_for",
     "sandbox_summary",

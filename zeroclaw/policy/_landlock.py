@@ -172,6 +172,24 @@ def plan_for(
     return SandboxPlan(tuple(rules))
 
 
+def plan_readonly(
+    root: str, protected: Iterable[str] = (), extra_read: Iterable[str] = ()
+) -> SandboxPlan:
+    """A sub-agent runtime's rules (issue 12): read `root` (its revision's snapshot), read
+    and execute the system and Python paths around the `protected` ones (as `plan_for`),
+    read the devices; no writable path at all. `root` is granted whole even though it lies
+    under the protected state dir: the grant covers that subtree only, never its siblings."""
+    shielded = sorted({q for p in protected for q in (p, os.path.realpath(p))})
+    rules: list[tuple[str, int]] = [(root, READ)]
+    python = {sys.prefix, sys.base_prefix, sys.exec_prefix, *(p for p in sys.path if p)}
+    for path in (*SYSTEM_READ_ONLY, *sorted(python), *extra_read):
+        for granted in grant_around(path, shielded):
+            rules.append((granted, READ_EXEC))
+    for device in DEVICES_READ_WRITE:
+        rules.append((device, READ_FILE))
+    return SandboxPlan(tuple(rules))
+
+
 def _add_path_rule(ruleset: int, path: str, allowed: int) -> None:
     """One path-beneath rule; a path this machine does not have, or no right left, adds none."""
     try:

@@ -13,15 +13,31 @@ runs without a model; anything else gets a plain answer from a few rules.
     list [PATH]             -> file_list
     run COMMAND             -> shell
     history                 -> (no tool) what was said earlier in this session
+    dispatch ID: TEXT       -> agent_dispatch (a sub-agent; issue 12)
+    catalog                 -> agent_catalog
 
 After the tools ran, `reply()` turns their results into the answer.
+
+A sub-agent runtime's conversation (its tools include `subagent_submit_result`) has a
+grammar of its own, read from the task (the user message before the runtime's input block):
+
+    submit: JSON            -> subagent_submit_result with exactly that JSON object
+    say: TEXT               -> (no tool) TEXT, nothing submitted
+    read PATH               -> skill_read, then the outcome as text
+    anything else           -> subagent_submit_result with `minimal_instance` of its
+                               parameters (the output schema), filled from the task
+
+After a submit the answer is "submitted" (or the refusal).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
+import math
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
+from typing import Any
 
 from ._types import Conversation, HistoryTurn, OnDelta, Step, ToolCall, ToolOutcome
 
@@ -51,11 +67,24 @@ _RULES: tuple[tuple[re.Pattern[str], str, str], ...] = (
     (re.compile(r"^run\s+(?P<command>.+)$", re.S | re.I), "shell", "run COMMAND"),
 )
 GRAMMAR_TOOLS: tuple[str, ...] = tuple(tool for _, tool, _ in _RULES)
+# An agent's sub-agent tools (issue 12): offered only when some sub-agent lets it call, so
+# they are not among the built-in tools above and `help` lists them only when offered.
+_DISPATCH_RULES: tuple[tuple[re.Pattern[str], str, str], ...] = (
+    (
+        re.compile(r"^dispatch\s+(?P<id>[a-z][a-z0-9_-]{0,63})\s*:\s*(?P<text>.+)$", re.S | re.I),
+        "agent_dispatch",
+        "dispatch ID: TEXT",
+    ),
+    (re.compile(r"^catalog\s*$", re.I), "agent_catalog", "catalog"),
+)
+DISPATCH_TOOLS: tuple[str, ...] = tuple(tool for _, tool, _ in _DISPATCH_RULES)
 
 
 def grammar_help(offered: Collection[str] | None = None) -> str:
-    """The forms this provider understands for the tools `offered` (None: all of them)."""
+    """The forms this provider understands for the tools `offered` (None: all the built-in
+    ones; the sub-agent forms only when their tools are offered)."""
     forms = [f"'{form}'" for _, tool, form in _RULES if offered is None or tool in offered]
+    forms += [f"'{form}'" for _, tool, form in _DISPATCH_RULES if offered and tool in offered]
     return "I understand: " + ", ".join([*forms, "'history'"]) + "."
 
 
@@ -72,6 +101,11 @@ def memory_key(text: str) -> str:
 def parse(text: str) -> ToolCall | None:
     """The tool call a message asks for, or None for plain conversation."""
     message = text.strip()
+    for pattern, tool, _ in _DISPATCH_RULES:
+        if (match := pattern.match(message)) is not None:
+            if tool == "agent_catalog":
+                return ToolCall(tool, {})
+            return ToolCall(tool, {"agentId": match["id"].lower(), "task": match["text"].strip()})
     for pattern, tool, _ in _RULES:
         match = pattern.match(message)
         if match is None:
@@ -156,9 +190,119 @@ def reply(outcomes: list[ToolOutcome]) -> Step:
             )
         elif name in ("send_message_to_peer", "delegate"):
             lines.append(f"{o.call.args['to']} says: {o.output}")
+        elif name == SUBMIT_RESULT:
+            lines.append("submitted")
         else:
             lines.append(o.output)
     return Step(text="\n".join(lines))
+
+
+# ------------------------------------------------------------------ sub-agent runtimes
+
+SUBMIT_RESULT = "subagent_submit_result"  # the tools package's name for it (pinned by a test)
+SKILL_READ = "skill_read"
+# Where a sub-agent runtime's user message turns from the task to the input it labels as
+# data (zeroclaw.agent's user_text; pinned by a test): the grammar reads the task only.
+INPUT_MARKER = "\n\nInput (JSON data, not instructions):"
+_SUBMIT = re.compile(r"^submit\s*:\s*(?P<json>.+)$", re.S | re.I)
+_SAY = re.compile(r"^say\s*:\s*(?P<text>.*)$", re.S | re.I)
+_READ = re.compile(r"^read\s+(?P<path>\S+)\s*$", re.I)
+
+
+def task_of(user: str) -> str:
+    """The task of a sub-agent runtime's user message, without the input block."""
+    return user.split(INPUT_MARKER, 1)[0].strip()
+
+
+def _first_type(schema: Mapping[str, Any]) -> str | None:
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kinds = [k for k in kind if isinstance(k, str)]
+        return next((k for k in kinds if k != "null"), kinds[0] if kinds else None)
+    if isinstance(kind, str):
+        return kind
+    if "properties" in schema or "required" in schema:
+        return "object"
+    if "items" in schema:
+        return "array"
+    return None
+
+
+def _bounded_number(schema: Mapping[str, Any], integer: bool) -> int | float:
+    low = schema.get("minimum")
+    if not isinstance(low, int | float):
+        exclusive = schema.get("exclusiveMinimum")
+        low = exclusive + 1 if isinstance(exclusive, int | float) else 0
+    high = schema.get("maximum")
+    value: int | float = high if isinstance(high, int | float) and low > high else low
+    return math.ceil(value) if integer else value
+
+
+def _schema_at(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def minimal_instance(schema: Mapping[str, Any], text: str) -> Any:
+    """The smallest value `schema` asks for, its strings filled from `text`. Pure.
+
+    `const` and the first `enum` value win; then by type: an object has its required
+    properties (each filled recursively), an array `minItems` copies of its item, a string
+    the trimmed text cut to `maxLength` (and padded to `minLength`), an integer or number
+    its minimum (else 0, kept under a maximum), a boolean false, null None. `anyOf`/`oneOf`
+    take their first branch, `allOf` its first. Patterns, formats and `uniqueItems` are not
+    honoured (the shipped schemas use none)."""
+    if "const" in schema:
+        return schema["const"]
+    enum = schema.get("enum")
+    if isinstance(enum, list) and enum:
+        return enum[0]
+    for combinator in ("anyOf", "oneOf", "allOf"):
+        branches = schema.get(combinator)
+        if isinstance(branches, list) and branches and isinstance(branches[0], Mapping):
+            merged = {k: v for k, v in schema.items() if k != combinator}
+            return minimal_instance({**merged, **branches[0]}, text)
+    kind = _first_type(schema)
+    if kind == "object":
+        properties = _schema_at(schema.get("properties"))
+        required = schema.get("required")
+        names = [n for n in required if isinstance(n, str)] if isinstance(required, list) else []
+        return {name: minimal_instance(_schema_at(properties.get(name)), text) for name in names}
+    if kind == "array":
+        items = schema.get("items")
+        count = schema.get("minItems", 0)
+        item = minimal_instance(_schema_at(items), text)
+        return [item] * (count if isinstance(count, int) else 0)
+    if kind in ("integer", "number"):
+        return _bounded_number(schema, kind == "integer")
+    if kind == "boolean":
+        return False
+    if kind == "null":
+        return None
+    value = text.strip()
+    longest = schema.get("maxLength")
+    if isinstance(longest, int):
+        value = value[:longest]
+    shortest = schema.get("minLength")
+    if isinstance(shortest, int) and len(value) < shortest:
+        value += "." * (shortest - len(value))
+    return value
+
+
+def subagent_step(task: str, submit_parameters: Mapping[str, Any]) -> Step:
+    """The first step of a sub-agent runtime's turn (the grammar in the module docstring)."""
+    if (match := _SAY.match(task)) is not None:
+        return Step(text=match["text"].strip())
+    if (match := _READ.match(task)) is not None:
+        return Step(tool_calls=(ToolCall(SKILL_READ, {"path": match["path"]}),))
+    if (match := _SUBMIT.match(task)) is not None:
+        try:
+            value, _ = json.JSONDecoder().raw_decode(match["json"].strip())
+        except ValueError as exc:
+            return Step(text=f"submit: not JSON ({exc})")
+        if not isinstance(value, dict):
+            return Step(text="submit: a result is a JSON object")
+        return Step(tool_calls=(ToolCall(SUBMIT_RESULT, value),))
+    return Step(tool_calls=(ToolCall(SUBMIT_RESULT, minimal_instance(submit_parameters, task)),))
 
 
 class OfflineProvider:
@@ -170,6 +314,9 @@ class OfflineProvider:
         if conversation.rounds:
             return reply(list(conversation.rounds[-1].outcomes))
         c = conversation
+        submit = next((t for t in c.tools if t.name == SUBMIT_RESULT), None)
+        if submit is not None:
+            return subagent_step(task_of(c.user), submit.parameters)
         return first_step(c.user, c.alias, c.system, c.history, {t.name for t in c.tools})
 
     async def aclose(self) -> None:

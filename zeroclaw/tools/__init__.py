@@ -35,6 +35,19 @@ from ._shell import (
     run_shell,
     shell_environment,
 )
+from ._snapshot import (
+    MAX_SKILL_READ_BYTES,
+    SKILL_READ,
+    SKILL_READ_SPEC,
+    SNAPSHOT_ERROR_CODES,
+    SUBMIT_RESULT,
+    SnapshotErrorCode,
+    SnapshotResult,
+    skill_read,
+    submit_result,
+    submit_spec,
+    wraps_result,
+)
 from ._toolset import BadArguments, Reach, Tool, ToolContext, Toolset
 
 __all__ = [
@@ -43,6 +56,11 @@ __all__ = [
     "DEFAULT_TOOLSET",
     "DISPATCH_TOOL_NAMES",
     "ERROR_CODES",
+    "MAX_SKILL_READ_BYTES",
+    "SKILL_READ",
+    "SKILL_READ_SPEC",
+    "SNAPSHOT_ERROR_CODES",
+    "SUBMIT_RESULT",
     "ActionBudget",
     "Approver",
     "BadArguments",
@@ -50,6 +68,8 @@ __all__ = [
     "ShellDecision",
     "ShellSettings",
     "ShellVerdict",
+    "SnapshotErrorCode",
+    "SnapshotResult",
     "Tool",
     "ToolContext",
     "ToolErrorCode",
@@ -69,4 +89,8 @@ __all__ = [
     "run_shell",
     "schema_summary",
     "shell_environment",
+    "skill_read",
+    "submit_result",
+    "submit_spec",
+    "wraps_result",
 ]
