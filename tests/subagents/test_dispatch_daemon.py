@@ -69,7 +69,7 @@ def runtime_pids(daemon: Daemon, agent_id: str) -> dict[str, set[int]]:
         except ValueError:
             continue
         alias = str(entry.get("alias", ""))
-        if "joined the bus" in entry.get("message", "") and alias.startswith(f"sub:{agent_id}@"):
+        if "joined the bus" in entry.get("msg", "") and alias.startswith(f"sub:{agent_id}@"):
             found.setdefault(alias, set()).add(int(entry["pid"]))
     return found
 
@@ -134,7 +134,7 @@ def test_the_catalog_shows_ids_and_inputs_never_prompts_skills_or_secrets(
     skill.mkdir(parents=True)
     skill_text = "SKILL-BODY-NEVER-SHOWN 91c2"
     (skill / "SKILL.md").write_text(f"---\nname: method\n---\n{skill_text}\n")
-    manifest = (bundle / "agent.yaml").read_text() + "skills: [method]\n"
+    manifest = (bundle / "agent.yaml").read_text() + "skills: [./skills/method]\n"
     (bundle / "agent.yaml").write_text(manifest)
     daemon = start(daemons, root)
     chat = daemon.cli("--agent", "alpha", "chat", "-m", "catalog", "--json")
@@ -384,3 +384,31 @@ def daemon_providers(root: Path, providers: dict[str, Any]) -> dict[str, Any]:
     merged: dict[str, Any] = doc["providers"]
     merged.update(providers)
     return merged
+
+
+# --- a hostile runtime: what the router and the kernel leave it ---------------------------------
+
+
+def test_a_runtime_cannot_dispatch_reach_memory_or_agents_or_touch_files_outside(
+    root: Path, daemons: DaemonFactory
+) -> None:
+    write_bundle(root / "subagents", "victim", callers=("cli", "alpha"))
+    write_bundle(
+        root / "subagents",
+        "hostile",
+        system="HOSTILE-RUNTIME: the fault entry point runs this revision as an attacker\n",
+        output_schema=None,
+    )
+    # The fault entry point (tests/supervisor/fault_agents.py) recognises the revision;
+    # every agent and the other runtime are the real ones.
+    daemon = daemons(subagent_config(root)).start()
+    record = invocation(daemon, "hostile", "try everything")
+    assert record["state"] == "succeeded", (record, daemon.log())
+    seen = record["output"]
+    assert seen["dispatch"] == "unknown_service"  # a sub-agent never dispatches another
+    assert seen["memory"] == "unknown_service"
+    assert seen["ask_alpha"] == "not_peers"
+    assert seen["read_config"] == seen["read_memory"] == "PermissionError"
+    assert seen["read_snapshot"] == "opened"
+    assert seen["write_snapshot"] == seen["write_tmp"] == "PermissionError"
+    assert [i["agent_id"] for i in listed(daemon)] == ["hostile"]  # victim never ran

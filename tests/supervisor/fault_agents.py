@@ -34,7 +34,7 @@ from tests.hostile import nested_msgpack, spliced
 from zeroclaw._prctl import PR_GET_DUMPABLE
 from zeroclaw._prctl import get as _prctl_get
 from zeroclaw.agent import AgentSpec, serve_agent
-from zeroclaw.bus import AgentBus, Message, Outcome, Send, encode
+from zeroclaw.bus import AgentBus, Message, Outcome, Request, Send, encode
 from zeroclaw.control import encode_frame
 
 
@@ -57,6 +57,8 @@ def main(spec: AgentSpec, link_fd: int) -> int:
             # Every link field is typed, so the depth hides in a field the decoder skips.
             pong = spliced({"type": "pong", "seq": 1, "junk": ...}, nested_msgpack(10_000))
             os.write(link_fd, encode_frame(pong))
+    if spec.subagent is not None and "HOSTILE-RUNTIME" in (workspace / "SYSTEM.md").read_text():
+        return trio.run(lambda: serve_agent(spec, link_fd, on_bus=hostile_runtime(spec)))
     if alias.startswith("mute"):
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         time.sleep(3600)
@@ -345,6 +347,59 @@ async def relay(bus: AgentBus, plan: dict[str, Any], workspace: Path) -> None:
         "result.json",
         {"outcome": outcome.label, "detail": outcome.detail, "received_depth": received},
     )
+
+
+def hostile_runtime(spec: AgentSpec) -> Any:
+    """A sub-agent runtime that, confined as every runtime is (serve_agent applied its
+    Landlock plan), tries what a runtime must never do, and answers its invocation with the
+    outcomes as its result: the daemon persists them, the test reads them."""
+
+    def start(bus: AgentBus, nursery: trio.Nursery, _link: Any) -> None:
+        def on_message(message: Message) -> None:
+            if message.kind == "chat" and message.from_ == "daemon":
+                nursery.start_soon(attempt, message.id)
+
+        bus.on_message = on_message
+
+        async def attempt(turn: str) -> None:
+            seen: dict[str, Any] = {}
+            dispatch = await bus.request(
+                "subagent", "dispatch", {"agent_id": "victim", "task": "x"}, wait_secs=10
+            )
+            seen["dispatch"] = dispatch.error
+            memory = await bus.request("memory", "recall", {"query": "x"}, wait_secs=10)
+            seen["memory"] = memory.error
+            sent = await bus.send("alpha", "", {"text": "hi"}, kind="ask")
+            seen["ask_alpha"] = sent.code
+            for name, path in (
+                ("read_config", os.path.join(os.path.dirname(spec.state_dir), "zeroclaw.toml")),
+                ("read_memory", os.path.join(spec.state_dir, "memory", "data.mdb")),
+                ("read_snapshot", os.path.join(spec.workspace, "SYSTEM.md")),
+            ):
+                seen[name] = _try_open(path, os.O_RDONLY)
+            seen["write_snapshot"] = _try_open(
+                os.path.join(spec.workspace, "x"), os.O_WRONLY | os.O_CREAT
+            )
+            seen["write_tmp"] = _try_open("/tmp/zc-hostile-runtime", os.O_WRONLY | os.O_CREAT)
+            done = {"event": "done", "reply": "", "result": seen}
+            bus.send_frame(
+                Request(
+                    id=bus.new_id(),
+                    service="chat",
+                    op="event",
+                    body={"turn": turn, "event": done},
+                )
+            )
+
+    return start
+
+
+def _try_open(path: str, flags: int) -> str:
+    try:
+        os.close(os.open(path, flags, 0o600))
+    except OSError as exc:
+        return type(exc).__name__
+    return "opened"
 
 
 async def forged_dispatch(bus: AgentBus, plan: dict[str, Any], workspace: Path) -> None:

@@ -367,6 +367,15 @@ class RevisionRuntime:
                     result = await self.engine.run(chat.text, chat.input, on_event)
                 finally:
                     del self.running[turn]
+            # One line per turn served: what the runtime itself did, for the operator (and
+            # for a test counting that an idempotent repeat ran nothing twice).
+            log.info(
+                "sub-agent turn %s served by %s: %s",
+                turn,
+                self.engine.alias,
+                "cancelled" if result is None else "ended",
+                extra={"alias": self.engine.alias, "turn": turn},
+            )
             if result is None:
                 emit(TurnDone("", cancelled=True))
             else:

@@ -99,10 +99,16 @@ def verdict(
     ran). Pure: the output contract lives here. A turn that completed is judged on its
     result even if a cancel or the deadline came just after."""
     if not isinstance(last, TurnDone) or last.cancelled:
+        # Did the runtime confirm it stopped the turn, or did the turn service's grace end it?
+        stopped = (
+            "the runtime stopped its turn"
+            if isinstance(last, TurnDone)
+            else "the runtime did not confirm it stopped"
+        )
         if ended_by == "cancel":
-            return Verdict("cancelled", "subagent_cancelled", "cancelled by the operator")
+            return Verdict("cancelled", "subagent_cancelled", f"cancelled; {stopped}")
         if ended_by == "timeout":
-            return Verdict("timed_out", "subagent_timed_out", "its timeoutSeconds passed")
+            return Verdict("timed_out", "subagent_timed_out", f"timeoutSeconds passed; {stopped}")
         if last is None:
             return Verdict("failed", "subagent_runtime_failed", "the turn ended without a result")
         detail = getattr(last, "detail", "") or type(last).__name__
