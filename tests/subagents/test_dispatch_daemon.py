@@ -91,6 +91,29 @@ def test_an_operator_dispatch_returns_a_schema_valid_result_from_a_forked_runtim
     assert [e["seq"] for e in timeline(daemon, record["id"])] == list(range(1, len(kinds) + 1))
     [identity] = runtime_pids(daemon, "summarizer")
     assert identity == f"sub:summarizer@{record['digest'][:12]}"
+    status = daemon.status()
+    [runtime] = status["runtimes"]  # shown apart from the agents, which it is not one of
+    assert (runtime["alias"], runtime["state"]) == (identity, "running")
+    assert identity not in {a["alias"] for a in status["agents"]}
+    assert "sub-agent runtimes" in daemon.cli("status").stdout
+
+
+def test_a_reload_rescans_bundles_reports_a_bad_one_and_keeps_the_others(
+    root: Path, daemons: DaemonFactory
+) -> None:
+    write_bundle(root / "subagents", "summarizer")
+    daemon = start(daemons, root)
+    write_bundle(root / "subagents", "second")
+    broken = root / "subagents" / "broken"
+    broken.mkdir()
+    (broken / "agent.yaml").write_text("id: broken\ndescription: x\nmodel_provider: no.such\n")
+    daemon.signal(signal.SIGHUP)
+    daemon.wait_notification(lambda m: "READY=1" in m, timeout=30)
+    listing = json.loads(daemon.cli("subagents", "list", "--json").stdout)
+    assert {s["id"] for s in listing["subagents"]} == {"summarizer", "second"}
+    [refused] = listing["refused"]
+    assert refused["path"].endswith("/broken") and "no.such" in " ".join(refused["problems"])
+    assert invocation(daemon, "second", "works")["state"] == "succeeded"
 
 
 def test_an_agent_dispatches_with_one_tool_call_and_its_caller_is_the_router_identity(

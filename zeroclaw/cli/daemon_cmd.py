@@ -188,6 +188,9 @@ def status_cmd(as_json: bool) -> None:
         )
     click.echo("")
     click.echo(_agents_table(data.agents))
+    if data.runtimes:
+        click.echo("\nsub-agent runtimes (one per revision, started on demand):")
+        click.echo(_agents_table(data.runtimes))
 
 
 @cli.group("agents")

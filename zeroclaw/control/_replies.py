@@ -68,6 +68,8 @@ class StatusReply(msgspec.Struct, frozen=True, omit_defaults=True):
     router: dict[str, Any]  # the router's counters (Router.stats)
     agents: list[AgentStatus]
     control: ControlStats | None = None
+    # Sub-agent revision runtimes (issue 12): started on demand, not counted as agents.
+    runtimes: list[AgentStatus] = msgspec.field(default_factory=list)
 
 
 class AgentsReply(msgspec.Struct, frozen=True):

@@ -496,6 +496,7 @@ class Supervisor:
             counts=self.counts(),
             router=self.router.stats(),
             agents=self.agents(),
+            runtimes=[self.runtimes[i].status() for i in sorted(self.runtimes)],
         )
 
     def agents(self) -> list[AgentStatus]:
