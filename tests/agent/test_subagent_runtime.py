@@ -105,12 +105,13 @@ async def start_runtime(
     calls = bundle.manifest.policy.maxToolCalls if max_tool_calls is None else max_tool_calls
     provider = Gated()
     engine = SubagentEngine(identity, revision, provider, calls)
-    running = Running(identity, RevisionRuntime(bus, engine, inbox), bundle, provider)
+    heard: list[int] = []
 
     async def on_busy(turns: int) -> None:
-        running.busy.append(turns)
+        heard.append(turns)
 
-    running.runtime._on_busy = on_busy
+    runtime = RevisionRuntime(bus, engine, inbox, on_busy=on_busy)
+    running = Running(identity, runtime, bundle, provider, busy=heard)
     b.nursery.start_soon(running.runtime.run)
     return running
 
@@ -235,7 +236,7 @@ async def test_a_cancel_ends_the_turn_and_the_runtime_serves_the_next(
             turn.cancel()
             rest = [e async for e in events]
         assert rest == [TurnDone("", cancelled=True)]
-        assert run.runtime.running == {} and run.runtime.turns == 0
+        assert run.runtime.running == {} and run.runtime.busy.count == 0
         async with invocation(b, run.identity, "next one") as turn:
             done = done_of(await read_all(turn))
     assert done.result == {"summary": "next one"}
@@ -259,7 +260,7 @@ async def test_concurrent_invocations_are_independent(root: Path, tmp_path: Path
             assert await run.provider.entered.receive() == "wait"
             nursery.start_soon(invoke, "the other one")  # served while "wait" is held
             await other_done.wait()
-            assert run.runtime.turns == 1
+            assert run.runtime.busy.count == 1
             run.provider.gate.set()
     assert results["wait"].result == {"summary": "waited"}
     assert results["the other one"].result == {"summary": "the other one"}

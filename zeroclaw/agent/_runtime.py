@@ -148,8 +148,46 @@ class BusReach:
             waiter[1].send_nowait(answer)
 
 
-async def _nobody_told(turns: int) -> None:
+async def nobody_told(turns: int) -> None:
     return None
+
+
+class BusyTurns:
+    """The turns running in this process. The daemon hears of 0 <-> busy, so that an
+    on-demand process (an agent, a sub-agent runtime) is never stopped as idle mid-turn."""
+
+    def __init__(self, on_busy: Callable[[int], Awaitable[None]] = nobody_told) -> None:
+        self.count = 0
+        self._on_busy = on_busy
+
+    @contextlib.asynccontextmanager
+    async def turn(self) -> AsyncIterator[None]:
+        self.count += 1
+        if self.count == 1:
+            await self._on_busy(1)
+        try:
+            yield
+        finally:
+            self.count -= 1
+            if self.count == 0:
+                with trio.CancelScope(shield=True):
+                    await self._on_busy(0)
+
+
+def turn_event_poster(bus: AgentBus, turn: str) -> Callable[[AgentTurnEvent], None]:
+    """How a process posts one turn's events to the daemon's turn service."""
+
+    def post(event: AgentTurnEvent) -> None:
+        bus.send_frame(
+            Request(
+                id=bus.new_id(),
+                service=TURN_SERVICE,
+                op="event",
+                body=TurnEventPost(turn, event),
+            )
+        )
+
+    return post
 
 
 def _decoded(message: Message, body_type: type[BodyT]) -> BodyT | None:
@@ -184,13 +222,12 @@ class AgentRuntime:
         reach: BusReach,
         inbox: AgentInbox,
         *,
-        on_busy: Callable[[int], Awaitable[None]] = _nobody_told,
+        on_busy: Callable[[int], Awaitable[None]] = nobody_told,
     ) -> None:
         self.bus = bus
         self.engine = engine
         self.reach = reach
-        self.turns = 0  # chat and peer turns running now
-        self._on_busy = on_busy
+        self.busy = BusyTurns(on_busy)  # chat and peer turns running now
         self.chats: dict[str, trio.CancelScope] = {}
         self._peer_slots = trio.CapacityLimiter(PEER_TURNS)
         self.peer_busy = 0  # asks answered "busy" (a peer asking faster than we answer)
@@ -222,37 +259,13 @@ class AgentRuntime:
             if scope is not None:
                 scope.cancel()
 
-    @contextlib.asynccontextmanager
-    async def _busy(self) -> AsyncIterator[None]:
-        """Count a running turn; the daemon hears of 0 <-> busy so that an on-demand agent
-        is never stopped as idle in the middle of one."""
-        self.turns += 1
-        if self.turns == 1:
-            await self._on_busy(1)
-        try:
-            yield
-        finally:
-            self.turns -= 1
-            if self.turns == 0:
-                with trio.CancelScope(shield=True):
-                    await self._on_busy(0)
-
     async def _chat_turn(self, message: Message, chat: TurnInput) -> None:
-        async with self._busy():
+        async with self.busy.turn():
             await self._run_chat_turn(message, chat)
 
     async def _run_chat_turn(self, message: Message, chat: TurnInput) -> None:
         turn = message.id
-
-        def emit(event: AgentTurnEvent) -> None:
-            self.bus.send_frame(
-                Request(
-                    id=self.bus.new_id(),
-                    service=TURN_SERVICE,
-                    op="event",
-                    body=TurnEventPost(turn, event),
-                )
-            )
+        emit = turn_event_poster(self.bus, turn)
 
         async def on_event(event: Delta | ToolUsed) -> None:
             emit(event)
@@ -290,7 +303,7 @@ class AgentRuntime:
             emit(TurnDone(result.reply, calls, result.error))
 
     async def _peer_turn(self, message: Message, question: PeerQuestion) -> None:
-        async with self._busy():
+        async with self.busy.turn():
             await self._run_peer_turn(message, question)
 
     async def _run_peer_turn(self, message: Message, question: PeerQuestion) -> None:

@@ -29,7 +29,7 @@ import functools
 import json
 import logging
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,7 +38,7 @@ import msgspec
 import trio
 
 from .._logging import setup_logging
-from ..bus import DAEMON_SENDER, AgentBus, Message, Outcome, Request
+from ..bus import DAEMON_SENDER, AgentBus, Message, Outcome
 from ..providers import (
     Conversation,
     OnDelta,
@@ -60,18 +60,15 @@ from ..tools import (
     submit_spec,
 )
 from ..turns import (
-    TURN_SERVICE,
-    AgentTurnEvent,
     Delta,
     ToolCallRecord,
     ToolUsed,
     TurnCancel,
     TurnDone,
-    TurnEventPost,
     TurnInput,
 )
 from ._process import EX_CONFIG, LinkSender, say_fatal, serve_agent
-from ._runtime import AgentInbox
+from ._runtime import AgentInbox, BusyTurns, nobody_told, turn_event_poster
 from ._spec import AgentSpec
 
 log = logging.getLogger("zeroclaw.agent")
@@ -188,10 +185,6 @@ async def _no_event(event: Delta | ToolUsed) -> None:
     return None
 
 
-async def _nobody_told(turns: int) -> None:
-    return None
-
-
 class SubagentEngine:
     """One invocation's loop: the provider, the two tools, at most `max_tool_calls` calls.
     No memory, no history: every turn starts from the revision alone."""
@@ -294,13 +287,12 @@ class RevisionRuntime:
         engine: SubagentEngine,
         inbox: AgentInbox,
         *,
-        on_busy: Callable[[int], Awaitable[None]] = _nobody_told,
+        on_busy: Callable[[int], Awaitable[None]] = nobody_told,
     ) -> None:
         self.bus = bus
         self.engine = engine
         self.inbox = inbox
-        self.turns = 0
-        self._on_busy = on_busy
+        self.busy = BusyTurns(on_busy)
         self.running: dict[str, trio.CancelScope] = {}
         self.dropped = 0  # messages that were not the daemon's chat or cancel
 
@@ -333,33 +325,14 @@ class RevisionRuntime:
             message.from_,
         )
 
-    @contextlib.asynccontextmanager
-    async def _busy(self) -> AsyncIterator[None]:
-        """0 <-> busy to the daemon, so an on-demand runtime is never stopped mid-turn."""
-        self.turns += 1
-        if self.turns == 1:
-            await self._on_busy(1)
-        try:
-            yield
-        finally:
-            self.turns -= 1
-            if self.turns == 0:
-                with trio.CancelScope(shield=True):
-                    await self._on_busy(0)
-
     async def _turn(self, message: Message, chat: TurnInput) -> None:
         turn = message.id
-
-        def emit(event: AgentTurnEvent) -> None:
-            body = TurnEventPost(turn, event)
-            self.bus.send_frame(
-                Request(id=self.bus.new_id(), service=TURN_SERVICE, op="event", body=body)
-            )
+        emit = turn_event_poster(self.bus, turn)
 
         async def on_event(event: Delta | ToolUsed) -> None:
             emit(event)
 
-        async with self._busy():
+        async with self.busy.turn():
             result: InvocationResult | None = None
             with trio.CancelScope() as scope:
                 self.running[turn] = scope
