@@ -10,6 +10,8 @@ damaged pages. lmdb is imported only by the walk.
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -69,6 +71,32 @@ def walk(path: Path, names: Sequence[str]) -> str | None:
     finally:
         env.close()
     return None
+
+
+def walk_in_child(module_argv: Sequence[str], timeout: float) -> str | None:
+    """Run a walk (`python -m MODULE ARGS`, exit 0 or 1 with the problem on stderr) in a
+    short-lived child: its problem, or None. Whatever the child dies of is a damaged store,
+    never a crashed daemon (LMDB abort()s on some damaged pages)."""
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", *module_argv],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return f"reading it end to end took more than {timeout:g}s (a page cycle?)"
+    if done.returncode == 0:
+        return None
+    if done.returncode == 1:
+        lines = done.stderr.strip().splitlines()
+        return lines[-1] if lines else "unreadable"
+    if done.returncode < 0:
+        name = signal.Signals(-done.returncode).name
+        return f"LMDB crashed ({name}) reading a damaged page"
+    return f"the check failed (exit {done.returncode}): {done.stderr[-300:]}"
 
 
 def main(argv: Sequence[str]) -> int:

@@ -12,8 +12,6 @@ The child: `python -m zeroclaw.memory._verify PATH`; exit 0 when every database 
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
 import sys
 from pathlib import Path
 
@@ -59,32 +57,14 @@ def walk_store(path: Path) -> str | None:
 
 def verify_in_child(path: Path, timeout: float = VERIFY_TIMEOUT_SECS) -> None:
     """Raise StoreCorrupt unless a child read the whole store without a problem."""
+    from .._lmdb import walk_in_child
     from ._store import StoreCorrupt
 
     if not (path / "data.mdb").exists():
         return  # a new store: nothing to read
-    try:
-        done = subprocess.run(
-            [sys.executable, "-m", "zeroclaw.memory._verify", str(path)],
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        raise StoreCorrupt(
-            path, f"reading it end to end took more than {timeout:g}s (a page cycle?)"
-        ) from None
-    if done.returncode == 0:
-        return
-    if done.returncode == EXIT_DAMAGED:
-        lines = done.stderr.strip().splitlines()
-        raise StoreCorrupt(path, lines[-1] if lines else "unreadable")
-    if done.returncode < 0:
-        name = signal.Signals(-done.returncode).name
-        raise StoreCorrupt(path, f"LMDB crashed ({name}) reading a damaged page")
-    raise StoreCorrupt(path, f"the check failed (exit {done.returncode}): {done.stderr[-300:]}")
+    problem = walk_in_child(["zeroclaw.memory._verify", str(path)], timeout)
+    if problem is not None:
+        raise StoreCorrupt(path, problem)
 
 
 def main(argv: list[str]) -> int:

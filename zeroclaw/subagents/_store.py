@@ -21,10 +21,7 @@ from __future__ import annotations
 
 import errno
 import os
-import signal
 import struct
-import subprocess
-import sys
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -35,7 +32,7 @@ import lmdb
 import msgspec
 
 from .._flock import FileLock, LockHeld
-from .._lmdb import committed_size_problem, data_file_problem
+from .._lmdb import committed_size_problem, data_file_problem, walk_in_child
 from ..turns import TERMINAL_STATES, InvocationState
 from ._admission import IdempotencyKey
 from ._invocation import (
@@ -547,28 +544,10 @@ class SubagentStore:
 
 
 def verify_in_child(path: Path, timeout: float = VERIFY_TIMEOUT_SECS) -> None:
-    """SubagentStoreCorrupt unless a child read the whole store (`zeroclaw._lmdb.walk`):
-    whatever the child dies of, it is a damaged store, never a crashed daemon."""
-    try:
-        done = subprocess.run(
-            [sys.executable, "-m", "zeroclaw._lmdb", str(path), *_DBS],
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        raise SubagentStoreCorrupt(
-            path, f"reading it end to end took more than {timeout:g}s (a page cycle?)"
-        ) from None
-    if done.returncode == 0:
-        return
-    if done.returncode < 0:
-        name = signal.Signals(-done.returncode).name
-        raise SubagentStoreCorrupt(path, f"LMDB crashed ({name}) reading a damaged page")
-    lines = done.stderr.strip().splitlines()
-    raise SubagentStoreCorrupt(path, lines[-1] if lines else f"exit {done.returncode}")
+    """SubagentStoreCorrupt unless a child read the whole store (`zeroclaw._lmdb.walk`)."""
+    problem = walk_in_child(["zeroclaw._lmdb", str(path), *_DBS], timeout)
+    if problem is not None:
+        raise SubagentStoreCorrupt(path, problem)
 
 
 class InvocationKeys(Mapping[IdempotencyKey, str]):
