@@ -8,7 +8,14 @@ import platform
 import sys
 from pathlib import Path
 
-from . import bench_agent, bench_config, bench_memory, bench_router, bench_supervisor
+from . import (
+    bench_agent,
+    bench_config,
+    bench_memory,
+    bench_router,
+    bench_subagents,
+    bench_supervisor,
+)
 from ._harness import Result, table
 
 SUITES = {
@@ -17,6 +24,7 @@ SUITES = {
     "router": bench_router.run,
     "memory": bench_memory.run,
     "agent": bench_agent.run,
+    "subagents": bench_subagents.run,
 }
 
 

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import tomli_w
@@ -18,10 +18,13 @@ import tomli_w
 REPO = Path(__file__).resolve().parent.parent
 
 
-def write_bench_config(root: Path, aliases: Iterable[str], *, grouped: bool = False) -> Path:
-    """Write `<root>/zeroclaw.toml`; state in `<root>/s`, sockets in `<root>/r`."""
+def write_bench_config(
+    root: Path, aliases: Iterable[str], *, grouped: bool = False, subagents: Path | None = None
+) -> Path:
+    """Write `<root>/zeroclaw.toml`; state in `<root>/s`, sockets in `<root>/r`; with
+    `subagents`, `[subagents] dir` points at that directory of bundles."""
     aliases = list(aliases)
-    doc = {
+    doc: dict[str, object] = {
         "daemon": {
             "state_dir": str(root / "s"),
             "runtime_dir": str(root / "r"),
@@ -43,6 +46,8 @@ def write_bench_config(root: Path, aliases: Iterable[str], *, grouped: bool = Fa
         },
         "peer_groups": {"g": {"channel": "cli", "agents": aliases}} if grouped else {},
     }
+    if subagents is not None:
+        doc["subagents"] = {"dir": str(subagents)}
     path = root / "zeroclaw.toml"
     path.write_text(tomli_w.dumps(doc))
     return path
@@ -55,9 +60,24 @@ def workspace(root: Path, alias: str) -> Path:
 class ReadyDaemon:
     """A daemon on the bench config, started and timed to READY=1 (sd_notify)."""
 
-    def __init__(self, aliases: Iterable[str], *, grouped: bool = False) -> None:
+    def __init__(
+        self,
+        aliases: Iterable[str],
+        *,
+        grouped: bool = False,
+        subagents: Callable[[Path], None] | None = None,
+    ) -> None:
+        """`subagents`, if given, fills `<root>/subagents` with bundles before the start and
+        the config points `[subagents] dir` there."""
         self.root = Path(tempfile.mkdtemp(prefix="zcb-", dir="/tmp"))
-        self.config_path = write_bench_config(self.root, aliases, grouped=grouped)
+        bundles = None
+        if subagents is not None:
+            bundles = self.root / "subagents"
+            bundles.mkdir()
+            subagents(bundles)
+        self.config_path = write_bench_config(
+            self.root, aliases, grouped=grouped, subagents=bundles
+        )
         self.runtime_dir = self.root / "r"
         notify = self.root / "n.sock"
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
