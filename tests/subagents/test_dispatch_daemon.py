@@ -346,13 +346,16 @@ def test_cancel_ends_a_running_invocation_as_cancelled(root: Path, daemons: Daem
 def test_a_daemon_killed_mid_invocation_interrupts_it_and_re_runs_a_read_only_one_once(
     root: Path, daemons: DaemonFactory
 ) -> None:
-    with model_server("stall-once") as url:
-        providers = {"openai": {"model": openai(url)}}
-        for agent_id, effects in (("reader", "read_only"), ("writer", "writes_workspace")):
+    with model_server("stall-once") as url, model_server("stall") as stall_url:
+        providers = {"openai": {"model": openai(url), "stall": openai(stall_url)}}
+        for agent_id, effects, provider in (
+            ("reader", "read_only", "openai.model"),
+            ("writer", "writes_workspace", "openai.stall"),
+        ):
             write_bundle(
                 root / "subagents",
                 agent_id,
-                model_provider="openai.model",
+                model_provider=provider,
                 output_schema=None,
                 effects=effects,
                 retry_on_restart=True,
@@ -360,12 +363,9 @@ def test_a_daemon_killed_mid_invocation_interrupts_it_and_re_runs_a_read_only_on
         daemon = start(daemons, root, providers)
         with concurrent.futures.ThreadPoolExecutor(2) as pool:
             pool.submit(dispatch, daemon, "reader", "read it", "--idempotency-key", "r1")
-            deadline = time.monotonic() + 20
-            while not [i for i in listed(daemon) if i["state"] == "running"]:
-                assert time.monotonic() < deadline, daemon.log()
-                time.sleep(0.05)
             pool.submit(dispatch, daemon, "writer", "write it")
-            while len(listed(daemon)) < 2:
+            deadline = time.monotonic() + 20
+            while [i["state"] for i in listed(daemon)] != ["running", "running"]:
                 assert time.monotonic() < deadline, daemon.log()
                 time.sleep(0.05)
             assert daemon.proc is not None

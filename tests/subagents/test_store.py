@@ -500,3 +500,29 @@ def test_a_full_disk_is_a_typed_error_and_the_committed_state_survives(tmp_path:
     with SubagentStore(path) as s:
         assert len(s.invocations()) == 20
         assert [e.seq for e in s.events("i3")] == [1, 2, 3]
+
+
+# --- group commit: several writers, one durable transaction ---------------------------------
+
+
+def test_write_many_commits_the_ops_together_and_a_refused_one_writes_nothing(
+    store: SubagentStore,
+) -> None:
+    store.create(invocation("inv-1"), StateEntered("accepted"), 1.0)
+    results = store.write_many(
+        [
+            store.create_op(invocation("inv-2"), StateEntered("accepted"), 2.0),
+            # inv-1 is accepted: `succeeded` is not a move from there, so this one refuses
+            store.finish_op("inv-1", StateEntered("succeeded"), 3.0, before=[TextDelta("x")]),
+            store.append_op("inv-1", [StateEntered("running"), TextDelta("hi")], 4.0),
+            store.create_op(invocation("inv-2"), StateEntered("accepted"), 5.0),  # taken
+        ]
+    )
+    assert results[0].seq == 1
+    assert isinstance(results[1], IllegalTransition)
+    assert [e.seq for e in results[2]] == [2, 3]
+    assert isinstance(results[3], DuplicateInvocation)
+    first = store.get("inv-1")
+    assert first is not None and (first.state, first.last_seq) == ("running", 3)
+    assert [e.body for e in store.events("inv-1")][1:] == [StateEntered("running"), TextDelta("hi")]
+    assert store.get("inv-2") is not None

@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import os
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any, Literal, ParamSpec, Protocol, TypeVar
+from typing import Any, Literal, ParamSpec, Protocol, TypeVar, cast
 
 import msgspec
 import trio
@@ -61,13 +62,14 @@ from ._records import (
 )
 from ._registry import SubagentRegistry
 from ._revision import SnapshotDamaged
-from ._store import DuplicateInvocation, SubagentStore
+from ._store import DuplicateInvocation, SubagentStore, WriteOp
 
 log = logging.getLogger("zeroclaw.subagents")
 
 SUBAGENT_CHANNEL = "subagent"  # the channel key an invocation's turn travels on
 RETRYABLE_EFFECTS = frozenset({"none", "read_only"})  # safe to run again after a restart
-DELTA_FLUSH_SECS = 0.25  # text deltas persisted at least this often while a turn streams
+EVENT_FLUSH_SECS = 0.25  # a running invocation's events are on disk at most this late
+MAX_COMMIT_BATCH = 256  # writes of several invocations that share one commit
 FOLLOW_BUFFER = 1000  # events a slow `invocations events --follow` reader may lag behind
 EndedBy = Literal["timeout", "cancel"]
 T = TypeVar("T")
@@ -146,6 +148,52 @@ def as_event_body(event: ServiceEvent) -> EventBody | None:
 
 
 @dataclass
+class _PendingWrite:
+    op: WriteOp[Any]
+    done: trio.Event = field(default_factory=trio.Event)
+    result: Any = None
+
+
+class GroupCommit:
+    """The writes of every running invocation, committed together: whoever waits for a
+    commit shares its fsync with whoever else waits at that moment (as the memory service
+    does), in the order they were asked for. Durable when `write` returns."""
+
+    def __init__(self, store: SubagentStore) -> None:
+        self.store = store
+        self.commits = 0
+        self._send, self._receive = trio.open_memory_channel[_PendingWrite](math.inf)
+
+    async def write(self, op: WriteOp[T]) -> T:
+        pending = _PendingWrite(op)
+        self._send.send_nowait(pending)
+        await pending.done.wait()
+        if isinstance(pending.result, BaseException):
+            raise pending.result
+        return cast(T, pending.result)
+
+    async def run(self) -> None:
+        async for first in self._receive:
+            batch = [first]
+            while len(batch) < MAX_COMMIT_BATCH:
+                try:
+                    batch.append(self._receive.receive_nowait())
+                except trio.WouldBlock:
+                    break
+            try:
+                results = await trio.to_thread.run_sync(
+                    self.store.write_many, [p.op for p in batch]
+                )
+            except Exception as exc:  # the store failed: every writer of the batch hears it
+                log.error("sub-agent store commit failed: %s", exc)
+                results = [exc] * len(batch)
+            self.commits += 1
+            for pending, result in zip(batch, results, strict=True):
+                pending.result = result
+                pending.done.set()
+
+
+@dataclass
 class _Live:
     """An invocation running in this daemon."""
 
@@ -183,6 +231,7 @@ class DispatchService:
         self._running: Counter[str] = Counter()  # accepted or running, per sub-agent
         self._keys: dict[tuple[str, str | None, str], str] = {}  # this daemon's keys
         self._live: dict[str, _Live] = {}
+        self.commits = GroupCommit(store)
         self._nursery: trio.Nursery | None = None
         self._ready = trio.Event()  # recovery done: new dispatches may be admitted
         self._prefix = f"inv-{int(time.time()):x}-{os.getpid():x}"
@@ -198,6 +247,7 @@ class DispatchService:
         """Recover what the last daemon left, then hold the nursery invocations run in."""
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
+            nursery.start_soon(self.commits.run)
             retries = await self.recover()
             for invocation in retries:
                 self._start(invocation, self.registry.by_digest(invocation.digest))
@@ -288,7 +338,9 @@ class DispatchService:
             self._keys[key] = invocation.id
         live = self._live[invocation.id] = _Live()
         try:
-            await _blocking(self.store.create, invocation, StateEntered("accepted"), now)
+            await self.commits.write(
+                self.store.create_op(invocation, StateEntered("accepted"), now)
+            )
         except BaseException as exc:
             self._running[invocation.agent_id] -= 1
             del self._live[invocation.id]
@@ -360,45 +412,52 @@ class DispatchService:
         async with self.turns.open_turn(
             revision.identity, invocation.task, session=None, origin=origin, input=invocation.input
         ) as turn:
-            await self._append(invocation.id, [StateEntered("running")], live)
-            # Text deltas wait for the next other event (or the end, or DELTA_FLUSH_SECS)
-            # and go to disk in its transaction: one commit per tool call, not per chunk.
-            deltas: list[EventBody] = []
-            flushed_at = trio.current_time()
+            # `running` and the runtime's events are group-committed at most
+            # EVENT_FLUSH_SECS after they happen, and always before the terminal state, in
+            # order: a fast invocation costs two commits (accepted, its end), and a crash
+            # in between ends as `interrupted` whatever was on disk (ADR 0024).
+            pending: list[EventBody] = [StateEntered("running")]
+
+            async def flush_every() -> None:
+                nonlocal pending
+                while True:
+                    await trio.sleep(EVENT_FLUSH_SECS)
+                    if pending:
+                        batch, pending = pending, []
+                        with trio.CancelScope(shield=True):  # in order, and told to followers
+                            await self._append(invocation.id, batch, live)
+
             async with trio.open_nursery() as watchers:
                 watchers.start_soon(_stop_at, turn, live, deadline)
+                watchers.start_soon(flush_every)
                 async for event in turn.events():
                     body = as_event_body(event)
                     if body is None:
                         last = event  # the terminal event: the iteration ends with it
-                        continue
-                    deltas.append(body)
-                    now = trio.current_time()
-                    if isinstance(body, TextDelta) and now - flushed_at < DELTA_FLUSH_SECS:
-                        continue
-                    await self._append(invocation.id, deltas, live)
-                    deltas, flushed_at = [], now
+                    else:
+                        pending.append(body)
                 watchers.cancel_scope.cancel()
         judged = verdict(last, bundle.output_schema, live.ended_by)
-        return await self._finish(invocation.id, judged, live, deltas)
+        return await self._finish(invocation.id, judged, live, pending)
 
     async def _append(self, invocation_id: str, bodies: list[EventBody], live: _Live) -> None:
-        events = await _blocking(self.store.append, invocation_id, bodies, time.time())
+        events = await self.commits.write(self.store.append_op(invocation_id, bodies, time.time()))
         live.publish(events)
 
     async def _finish(
         self, invocation_id: str, judged: Verdict, live: _Live, before: Sequence[EventBody] = ()
     ) -> Invocation:
         entered = StateEntered(judged.state, judged.error_code, judged.detail)
-        invocation = await _blocking(
-            self.store.finish,
-            invocation_id,
-            entered,
-            time.time(),
-            before=before,
-            output=judged.output,
-            reply=judged.reply,
-            pointer=judged.pointer,
+        invocation = await self.commits.write(
+            self.store.finish_op(
+                invocation_id,
+                entered,
+                time.time(),
+                before=before,
+                output=judged.output,
+                reply=judged.reply,
+                pointer=judged.pointer,
+            )
         )
         last = invocation.last_seq
         first = last - len(before)

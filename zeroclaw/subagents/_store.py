@@ -63,6 +63,8 @@ _key_dec = msgspec.msgpack.Decoder(tuple[str, str | None, str])
 
 VERIFY_TIMEOUT_SECS = 600.0
 T = TypeVar("T")
+# One write of the store as a function of a write transaction (see `write_many`).
+WriteOp = Callable[[Any], T]
 
 
 class SubagentStoreError(RuntimeError):
@@ -406,10 +408,22 @@ class SubagentStore:
 
     # --- invocations: writes ----------------------------------------------------------------
 
+    # Each write exists as an op (a function of a write transaction) and as a method that
+    # commits that one op. `write_many` commits several callers' ops together (the daemon's
+    # group commit): one fsync for all of them.
+
+    def create_op(self, inv: Invocation, first: EventBody, now: float) -> WriteOp[InvocationEvent]:
+        return lambda txn: self._create(txn, inv, first, now)
+
     def create(self, inv: Invocation, first: EventBody, now: float) -> InvocationEvent:
         """Persist a new `accepted` invocation, its idempotency key and its event 1 in one
         durable transaction. DuplicateInvocation when the id or the key is taken."""
-        return self._write(lambda txn: self._create(txn, inv, first, now))
+        return self._write(self.create_op(inv, first, now))
+
+    def append_op(
+        self, invocation_id: str, bodies: Sequence[EventBody], now: float
+    ) -> WriteOp[list[InvocationEvent]]:
+        return lambda txn: self._append(txn, invocation_id, bodies, now)[1]
 
     def append(
         self, invocation_id: str, bodies: Sequence[EventBody], now: float
@@ -417,7 +431,30 @@ class SubagentStore:
         """Number `bodies` last_seq+1.. and persist them in one durable transaction. A
         StateEntered moves the record's state (IllegalTransition: nothing of the batch is
         written); an ended invocation takes no more events."""
-        return self._write(lambda txn: self._append(txn, invocation_id, bodies, now)[1])
+        return self._write(self.append_op(invocation_id, bodies, now))
+
+    def finish_op(
+        self,
+        invocation_id: str,
+        entered: StateEntered,
+        now: float,
+        *,
+        before: Sequence[EventBody] = (),
+        output: Any = None,
+        reply: str = "",
+        pointer: str | None = None,
+    ) -> WriteOp[Invocation]:
+        if entered.state not in TERMINAL_STATES:
+            raise ValueError(f"finish takes a terminal state, not {entered.state}")
+
+        def fn(txn: Any) -> Invocation:
+            bodies = [*before, entered]
+            inv, _ = self._append(
+                txn, invocation_id, bodies, now, output=output, reply=reply, pointer=pointer
+            )
+            return inv
+
+        return fn
 
     def finish(
         self,
@@ -432,15 +469,39 @@ class SubagentStore:
     ) -> Invocation:
         """Persist `before` (the last deltas), then the terminal `entered` with the results,
         in one durable transaction; the ended record."""
-        if entered.state not in TERMINAL_STATES:
-            raise ValueError(f"finish takes a terminal state, not {entered.state}")
-
-        def fn(txn: Any) -> Invocation:
-            bodies = [*before, entered]
-            inv, _ = self._append(
-                txn, invocation_id, bodies, now, output=output, reply=reply, pointer=pointer
+        return self._write(
+            self.finish_op(
+                invocation_id,
+                entered,
+                now,
+                before=before,
+                output=output,
+                reply=reply,
+                pointer=pointer,
             )
-            return inv
+        )
+
+    def write_many(self, ops: Sequence[WriteOp[Any]]) -> list[Any]:
+        """Several ops in one durable commit, each in its own nested transaction: an op that
+        refuses (IllegalTransition, DuplicateInvocation, UnknownInvocation, ValueError)
+        writes nothing and its exception is its result; the others commit together. A
+        storage failure fails the whole batch (raised, as by every write)."""
+
+        def fn(txn: Any) -> list[Any]:
+            results: list[Any] = []
+            for op in ops:
+                child = self.env.begin(write=True, parent=txn)
+                try:
+                    results.append(op(child))
+                except _REFUSALS as exc:
+                    child.abort()
+                    results.append(exc)
+                except BaseException:
+                    child.abort()
+                    raise
+                else:
+                    child.commit()
+            return results
 
         return self._write(fn)
 
@@ -548,6 +609,9 @@ def verify_in_child(path: Path, timeout: float = VERIFY_TIMEOUT_SECS) -> None:
     problem = walk_in_child(["zeroclaw._lmdb", str(path), *_DBS], timeout)
     if problem is not None:
         raise SubagentStoreCorrupt(path, problem)
+
+
+_REFUSALS = (IllegalTransition, DuplicateInvocation, UnknownInvocation, ValueError)
 
 
 class InvocationKeys(Mapping[IdempotencyKey, str]):
