@@ -85,6 +85,15 @@ def refusal_error(reply: Reply[Any]) -> DaemonRefused:
 R = TypeVar("R")
 
 
+def no_daemon(name: str, exc: Exception) -> CliError:
+    """Nobody answers on the control socket: exit 3, and how to start the daemon."""
+    return CliError(
+        f"no zeroclaw daemon is answering on {name} ({exc}); start it with "
+        "'zeroclaw daemon' (or 'systemctl start zeroclaw')",
+        EXIT_NO_DAEMON,
+    )
+
+
 def call(request: Request[R], timeout: float = 60.0) -> Reply[R]:
     """One request, one final reply, its data decoded as the request's reply type. Every
     way of not being served is a CliError with exit 3 and a sentence, never a traceback, a
@@ -95,11 +104,7 @@ def call(request: Request[R], timeout: float = 60.0) -> Reply[R]:
     except UntrustedDaemon as exc:
         raise DaemonRefused(str(exc)) from None
     except DaemonUnreachable as exc:
-        raise CliError(
-            f"no zeroclaw daemon is answering on {client.name} ({exc}); start it with "
-            "'zeroclaw daemon' (or 'systemctl start zeroclaw')",
-            EXIT_NO_DAEMON,
-        ) from None
+        raise no_daemon(client.name, exc) from None
     except TimeoutError:
         raise CliError(f"the daemon did not answer within {timeout:g}s", EXIT_FAILED) from None
     except OSError as exc:

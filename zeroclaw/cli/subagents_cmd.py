@@ -51,7 +51,14 @@ from ._common import (
     json_option,
     wants_json,
 )
-from .daemon_cmd import REFUSALS, DaemonRefused, call, control_client, refusal_error
+from .daemon_cmd import (
+    REFUSALS,
+    DaemonRefused,
+    call,
+    control_client,
+    no_daemon,
+    refusal_error,
+)
 
 # Control codes that say the operator asked for something that cannot be (exit 2).
 USAGE_CODES = frozenset(
@@ -94,11 +101,7 @@ def _streamed(request: Dispatch | InvocationEvents) -> Iterator[Reply[Any]]:
     except UntrustedDaemon as exc:
         raise DaemonRefused(str(exc)) from None
     except DaemonUnreachable as exc:
-        raise CliError(
-            f"no zeroclaw daemon is answering on {client.name} ({exc}); start it with "
-            "'zeroclaw daemon' (or 'systemctl start zeroclaw')",
-            EXIT_NO_DAEMON,
-        ) from None
+        raise no_daemon(client.name, exc) from None
     except OSError as exc:
         raise CliError(f"lost the daemon on {client.name}: {exc}", EXIT_NO_DAEMON) from None
 
