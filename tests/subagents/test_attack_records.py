@@ -1,0 +1,70 @@
+"""Attacks on the durable side: the records a caller can make big, and the revision
+snapshots under <state_dir>/revisions. Real daemon, real LMDB, real files.
+
+These tests pin what SHOULD happen; they fail on the code as attacked (see the report).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tests.subagents.helpers import subagent_config, write_bundle
+from tests.supervisor.harness import Daemon
+
+DaemonFactory = Callable[..., Daemon]
+
+
+def start(daemons: DaemonFactory, root: Path) -> Daemon:
+    return daemons(subagent_config(root), faults=False).start()
+
+
+def dispatch(daemon: Daemon, agent_id: str, task: str, *extra: str) -> dict[str, Any]:
+    result = daemon.cli("dispatch", agent_id, "--task", task, *extra, "--json", timeout=120)
+    assert result.stdout, (result.returncode, result.stderr, daemon.log())
+    data: dict[str, Any] = json.loads(result.stdout)
+    return data
+
+
+def test_big_inputs_from_callers_never_lock_the_operator_out_of_the_invocation_list(
+    root: Path, daemons: DaemonFactory
+) -> None:
+    # Each dispatch is accepted (its request is under the 4 MiB control frame; an agent's
+    # bus frame may be 64 MiB). `invocations list` puts every record whole (task, input,
+    # output) in one reply, which then exceeds MAX_CONTROL_FRAME: the operator can no
+    # longer list invocations at all, for good.
+    write_bundle(root / "subagents", "summarizer")
+    daemon = start(daemons, root)
+    blob = root / "input.json"
+    blob.write_text(json.dumps({"doc": "x" * 800_000}))
+    for n in range(6):
+        record = dispatch(daemon, "summarizer", f"part {n}", "--input", f"@{blob}")
+        assert record["invocation"]["state"] == "succeeded", record["invocation"]["error_detail"]
+    listing = daemon.cli("invocations", "list", "--json", timeout=60)
+    assert listing.returncode == 0, (listing.stderr, daemon.log())
+    assert len(json.loads(listing.stdout)["invocations"]) == 6
+
+
+def test_a_deleted_revision_snapshot_is_written_again_by_a_reload(
+    root: Path, daemons: DaemonFactory
+) -> None:
+    # The registry remembers every digest it materialised (`_by_digest`) and never looks
+    # at the disk again: once <state_dir>/revisions/<digest> is gone (a cleanup, a disk
+    # repair), no reload writes it back. Worse, the runner's `_ensure_workspace` mkdirs the
+    # runtime's "workspace" (the snapshot path) empty, and the runtime then serves an EMPTY
+    # revision (no prompt, no skills, no output schema) under the recorded digest.
+    write_bundle(root / "subagents", "summarizer")
+    daemon = start(daemons, root)
+    [snapshot] = [p for p in (root / "state" / "revisions").iterdir() if not p.name.startswith(".")]
+    for here in [snapshot, *snapshot.rglob("*")]:
+        if here.is_dir():
+            here.chmod(0o700)
+    shutil.rmtree(snapshot)
+    reload = daemon.cli("reload", timeout=60)
+    assert reload.returncode == 0, (reload.stderr, daemon.log())
+    record = dispatch(daemon, "summarizer", "rain")
+    assert (snapshot / "SYSTEM.md").is_file(), "the runtime ran on an empty snapshot dir"
+    assert record["invocation"]["state"] == "succeeded", record["invocation"]["error_detail"]
