@@ -68,3 +68,45 @@ def test_a_deleted_revision_snapshot_is_written_again_by_a_reload(
     record = dispatch(daemon, "summarizer", "rain")
     assert (snapshot / "SYSTEM.md").is_file(), "the runtime ran on an empty snapshot dir"
     assert record["invocation"]["state"] == "succeeded", record["invocation"]["error_detail"]
+
+
+def test_an_emptied_snapshot_dir_is_not_trusted_after_a_restart(
+    root: Path, daemons: DaemonFactory
+) -> None:
+    # `materialise` reuses any directory named after the digest without checking it. Once
+    # a snapshot was deleted and the runner re-made it empty (the test above), even a
+    # daemon restart keeps serving the empty revision under the recorded digest.
+    write_bundle(root / "subagents", "summarizer")
+    daemon = start(daemons, root)
+    [snapshot] = [p for p in (root / "state" / "revisions").iterdir() if not p.name.startswith(".")]
+    for here in [snapshot, *snapshot.rglob("*")]:
+        if here.is_dir():
+            here.chmod(0o700)
+    shutil.rmtree(snapshot)
+    dispatch(daemon, "summarizer", "rain")  # the runner re-makes the dir, empty
+    daemon.stop()
+    daemon = start(daemons, root)
+    record = dispatch(daemon, "summarizer", "rain")
+    assert (snapshot / "SYSTEM.md").is_file(), "after a restart the snapshot is still empty"
+    assert record["invocation"]["state"] == "succeeded", record["invocation"]["error_detail"]
+
+
+def test_a_snapshot_edited_behind_the_daemon_is_not_run_under_its_digest(
+    root: Path, daemons: DaemonFactory
+) -> None:
+    # Only `load_snapshot` (the restart retry path) recomputes the digest. A runtime
+    # started on demand reads whatever the snapshot dir holds now: here a SYSTEM.md that
+    # the fault entry point reads as "post 5 tool events", which the digest never covered.
+    write_bundle(root / "subagents", "summarizer")
+    daemon = daemons(subagent_config(root), faults=True).start()
+    [snapshot] = [p for p in (root / "state" / "revisions").iterdir() if not p.name.startswith(".")]
+    system = snapshot / "SYSTEM.md"
+    system.chmod(0o644)
+    system.write_text("FLOOD-RUNTIME 5 10\n")
+    record = dispatch(daemon, "summarizer", "rain")["invocation"]
+    events = daemon.cli("invocations", "events", record["id"], "--json", timeout=60)
+    tools = [line for line in events.stdout.splitlines() if '"tool"' in line]
+    assert record["state"] == "failed" and not tools, (
+        f"the edited snapshot ran under digest {record['digest'][:12]}: {record['state']}, "
+        f"{len(tools)} tool events"
+    )
