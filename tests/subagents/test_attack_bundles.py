@@ -84,3 +84,46 @@ def test_a_hardlink_to_a_file_outside_the_bundle_is_refused(
     assert loaded_ids(daemon) == [], "a bundle file hardlinked from outside was loaded"
     revisions = list((root / "state" / "revisions").glob("*/SYSTEM.md"))
     assert not any("sk-live" in p.read_text() for p in revisions)
+
+
+def test_a_bundle_file_swapped_for_a_fifo_never_blocks_the_loader(root: Path) -> None:
+    # `_Reader.read` stat()s the path, then opens it again by name with a blocking open().
+    # A file replaced by a FIFO in between (an unpacker or sync tool writing the bundle
+    # while a reload scans it, or a hostile local writer) blocks open() forever. In the
+    # daemon that is the rescan's worker thread, holding SubagentRegistry._lock and the
+    # supervisor's reload lock: every later reload and SIGHUP then hangs. Real files, a
+    # real FIFO, a real racing writer; load_bundle is what the daemon's rescan runs.
+    import threading
+    import time
+
+    from zeroclaw.subagents import load_bundle
+
+    bundle = write_bundle(root / "subagents", "racy")
+    system, regular, fifo = bundle / "SYSTEM.md", bundle / ".regular", bundle / ".fifo"
+    stop = threading.Event()
+    loads = [0]
+
+    def swap() -> None:
+        while not stop.is_set():
+            regular.write_text("prompt\n")
+            os.rename(regular, system)
+            os.mkfifo(fifo)
+            os.rename(fifo, system)
+
+    def load() -> None:
+        for _ in range(500):
+            load_bundle(bundle, providers=frozenset({"offline.default"}))
+            loads[0] += 1
+
+    threading.Thread(target=swap, daemon=True).start()
+    loader = threading.Thread(target=load, daemon=True)  # may stay blocked: daemon thread
+    loader.start()
+    last, since = -1, time.monotonic()
+    try:
+        while loader.is_alive() and time.monotonic() - since < 5:
+            loader.join(0.5)
+            if loads[0] != last:
+                last, since = loads[0], time.monotonic()
+    finally:
+        stop.set()
+    assert not loader.is_alive(), f"load_bundle blocked for 5 s after {loads[0]} loads"
