@@ -110,3 +110,48 @@ def test_a_snapshot_edited_behind_the_daemon_is_not_run_under_its_digest(
         f"the edited snapshot ran under digest {record['digest'][:12]}: {record['state']}, "
         f"{len(tools)} tool events"
     )
+
+
+def test_a_full_disk_while_an_invocation_ends_does_not_stop_the_daemon(
+    root: Path, daemons: DaemonFactory
+) -> None:
+    # Disk full, made real with RLIMIT_FSIZE on the daemon process (SIGXFSZ ignored, so a
+    # write past the limit fails with EFBIG as on a full disk). The invocation is
+    # accepted (small record), then persisting its 100 KB result (an output schema with
+    # minLength 100000, filled by the offline provider) fails: SubagentStoreFull
+    # escapes `DispatchService._run` into the service's nursery and takes the daemon down,
+    # with every agent and every other invocation.
+    import resource
+    import signal
+    import subprocess
+
+    from tests.conftest import REPO
+
+    big = {
+        "type": "object",
+        "properties": {"summary": {"type": "string", "minLength": 100_000}},
+        "required": ["summary"],
+    }
+    write_bundle(root / "subagents", "summarizer", output_schema=big)
+    daemon = daemons(subagent_config(root), faults=False)
+    log = daemon.log_path.open("ab")
+
+    def ignore_sigxfsz() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+
+    daemon.proc = subprocess.Popen(
+        [*daemon.cli_argv(), "daemon"],
+        stdout=log,
+        stderr=log,
+        env=daemon.env(),
+        cwd=REPO,
+        preexec_fn=ignore_sigxfsz,
+    )
+    daemon.wait_notification(lambda m: "READY=1" in m, timeout=30)
+    assert dispatch(daemon, "summarizer", "warm up")["invocation"]["state"] == "succeeded"
+    size = (root / "state" / "subagents" / "data.mdb").stat().st_size
+    limit = max(size, daemon.log_path.stat().st_size) + 32 * 1024
+    resource.prlimit(daemon.proc.pid, resource.RLIMIT_FSIZE, (limit, limit))
+    result = daemon.cli("dispatch", "summarizer", "--task", "rain", "--json", timeout=120)
+    alive = daemon.proc.poll() is None and daemon.cli("status").returncode == 0
+    assert alive, ("the daemon died on a full disk", result.stderr, daemon.log()[-1500:])
