@@ -155,3 +155,35 @@ def test_a_full_disk_while_an_invocation_ends_does_not_stop_the_daemon(
     result = daemon.cli("dispatch", "summarizer", "--task", "rain", "--json", timeout=120)
     alive = daemon.proc.poll() is None and daemon.cli("status").returncode == 0
     assert alive, ("the daemon died on a full disk", result.stderr, daemon.log()[-1500:])
+
+
+def test_an_idempotency_key_reused_for_another_sub_agent_is_not_answered_with_the_first(
+    root: Path, daemons: DaemonFactory
+) -> None:
+    # The key is checked first and is scoped by (source, parent_run_id, key) only: a
+    # dispatch to `translator` with a key once used for `summarizer` silently "succeeds"
+    # with summarizer's invocation and output, and translator never runs.
+    write_bundle(root / "subagents", "summarizer")
+    write_bundle(root / "subagents", "translator")
+    daemon = start(daemons, root)
+    first = dispatch(daemon, "summarizer", "rain", "--idempotency-key", "k1")["invocation"]
+    second = dispatch(daemon, "translator", "snow", "--idempotency-key", "k1")
+    answered = second.get("invocation", {})
+    assert answered.get("agent_id") != "summarizer", (
+        f"translator was answered with {first['id']} of summarizer: {answered.get('output')}"
+    )
+
+
+def test_an_input_the_runtime_cannot_receive_is_refused_before_it_is_accepted(
+    root: Path, daemons: DaemonFactory
+) -> None:
+    # Admission takes any input the control frame (4 MiB) or an agent's bus frame (64 MiB)
+    # carries; the runtime's bus frames are 1 MiB. Such a dispatch is persisted `accepted`,
+    # a runtime is forked, and it then fails `subagent_runtime_failed` ("the message is
+    # ... bytes on the bus"), instead of a typed refusal that costs nothing.
+    write_bundle(root / "subagents", "summarizer")
+    daemon = start(daemons, root)
+    blob = root / "input.json"
+    blob.write_text(json.dumps({"doc": "x" * 1_500_000}))
+    data = dispatch(daemon, "summarizer", "t", "--input", f"@{blob}")
+    assert "invocation" not in data, data["invocation"]["error_detail"]
