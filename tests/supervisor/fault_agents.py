@@ -59,6 +59,8 @@ def main(spec: AgentSpec, link_fd: int) -> int:
             os.write(link_fd, encode_frame(pong))
     if spec.subagent is not None and "HOSTILE-RUNTIME" in (workspace / "SYSTEM.md").read_text():
         return trio.run(lambda: serve_agent(spec, link_fd, on_bus=hostile_runtime(spec)))
+    if spec.subagent is not None and "FLOOD-RUNTIME" in (workspace / "SYSTEM.md").read_text():
+        return trio.run(lambda: serve_agent(spec, link_fd, on_bus=flood_runtime(spec)))
     if alias.startswith("mute"):
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         time.sleep(3600)
@@ -390,6 +392,44 @@ def hostile_runtime(spec: AgentSpec) -> Any:
                     body={"turn": turn, "event": done},
                 )
             )
+
+    return start
+
+
+def flood_runtime(spec: AgentSpec) -> Any:
+    """A sub-agent runtime that answers each turn with far more tool events than its
+    maxToolCalls (each with big args), then a valid result: the daemon persists what it is
+    sent. Counts come from SYSTEM.md: "FLOOD-RUNTIME <events> <arg bytes>"."""
+    words = (Path(spec.workspace) / "SYSTEM.md").read_text().split()
+    at = words.index("FLOOD-RUNTIME")
+    count, size = int(words[at + 1]), int(words[at + 2])
+
+    def start(bus: AgentBus, nursery: trio.Nursery, _link: Any) -> None:
+        def on_message(message: Message) -> None:
+            if message.kind == "chat" and message.from_ == "daemon":
+                nursery.start_soon(flood, message.id)
+
+        bus.on_message = on_message
+
+        def post(turn: str, event: dict[str, Any]) -> None:
+            bus.send_frame(
+                Request(
+                    id=bus.new_id(), service="chat", op="event", body={"turn": turn, "event": event}
+                )
+            )
+
+        async def flood(turn: str) -> None:
+            for n in range(count):
+                tool = {
+                    "event": "tool",
+                    "name": "skill_read",
+                    "args": {"n": n, "pad": "x" * size},
+                    "ok": True,
+                }
+                post(turn, tool)
+                if n % 10 == 0:
+                    await trio.sleep(0.001)  # let the bus drain; nothing is dropped
+            post(turn, {"event": "done", "reply": "", "result": {"summary": "ok"}})
 
     return start
 

@@ -1,0 +1,182 @@
+"""Attacks through the schemas of a bundle an operator received from elsewhere, against a
+real daemon: schemas that pass `check_schema` at load but break (or stall) the daemon when
+they are used to validate an input or a result.
+
+These tests pin what SHOULD happen; they fail on the code as attacked (see the report).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tests.subagents.helpers import subagent_config, write_bundle
+from tests.supervisor.harness import Daemon
+
+DaemonFactory = Callable[..., Daemon]
+
+
+def start(daemons: DaemonFactory, root: Path) -> Daemon:
+    return daemons(subagent_config(root), faults=False).start()
+
+
+def dispatch(daemon: Daemon, agent_id: str, task: str, *extra: str) -> dict[str, Any]:
+    result = daemon.cli("dispatch", agent_id, "--task", task, *extra, "--json", timeout=120)
+    assert result.stdout, (result.returncode, result.stderr, daemon.log())
+    data: dict[str, Any] = json.loads(result.stdout)
+    return data
+
+
+def test_an_output_schema_with_an_unresolvable_ref_fails_the_invocation_not_the_daemon(
+    root: Path, daemons: DaemonFactory
+) -> None:
+    # check_schema accepts it: a $ref is only resolved when an instance reaches it. The
+    # runtime submits {"summary": ...}; judging it raises referencing's Unresolvable inside
+    # `verdict`, which escapes `DispatchService._run` into the service's nursery.
+    write_bundle(
+        root / "subagents",
+        "summarizer",
+        output_schema={
+            "type": "object",
+            "properties": {"summary": {"$ref": "#/$defs/missing"}},
+            "required": ["summary"],
+        },
+    )
+    write_bundle(root / "subagents", "other")
+    daemon = start(daemons, root)
+    result = daemon.cli(
+        "dispatch", "summarizer", "--task", 'submit: {"summary": "x"}', "--json", timeout=120
+    )
+    assert daemon.cli("status").returncode == 0, ("the daemon died", result.stderr, daemon.log())
+    data = json.loads(result.stdout)
+    assert data.get("invocation", {}).get("state") == "failed", (data, daemon.log())
+    # The daemon keeps serving the other sub-agents.
+    other = dispatch(daemon, "other", "rain")
+    assert other["invocation"]["state"] == "succeeded", (other, daemon.log())
+
+
+def test_an_input_schema_with_a_remote_ref_refuses_the_dispatch_not_the_daemon(
+    root: Path, daemons: DaemonFactory
+) -> None:
+    # No fetch happens (referencing has no retriever: that part held), but the
+    # Unresolvable error escapes `admit` (run inline in `DispatchService.dispatch`).
+    write_bundle(
+        root / "subagents",
+        "summarizer",
+        input_schema={
+            "type": "object",
+            "properties": {"doc": {"$ref": "https://schemas.example.invalid/doc.json"}},
+        },
+    )
+    daemon = start(daemons, root)
+    result = daemon.cli(
+        "dispatch", "summarizer", "--task", "t", "--input", '{"doc": 1}', "--json", timeout=60
+    )
+    daemon.assert_alive()
+    assert result.stdout, (result.returncode, result.stderr, daemon.log())
+    data = json.loads(result.stdout)
+    # A typed refusal (or a failed invocation), not an internal error.
+    code = data.get("error") or data.get("code") or data.get("invocation", {}).get("state")
+    assert code in ("subagent_input_invalid", "failed"), (data, daemon.log())
+    assert daemon.status()["agents"], daemon.log()
+
+
+def test_validating_a_caller_input_never_stalls_the_daemon(
+    root: Path, daemons: DaemonFactory
+) -> None:
+    # A plain, benign-looking input schema (uniqueItems over objects). jsonschema's
+    # uniqueItems falls back to an O(n^2) Python comparison for unsortable items, and
+    # `admit` runs it on the daemon's trio thread: an allowed caller (any agent in
+    # allowedCallers sends the same `input`) freezes every control command, every agent's
+    # bus traffic and the watchdog for minutes with a ~40 KB input.
+    write_bundle(
+        root / "subagents",
+        "summarizer",
+        input_schema={
+            "type": "object",
+            "properties": {"items": {"type": "array", "uniqueItems": True}},
+        },
+    )
+    daemon = start(daemons, root)
+    payload = json.dumps({"items": [{"k": i} for i in range(6000)]})
+    stall = subprocess.Popen(
+        [*daemon.cli_argv(), "dispatch", "summarizer", "--task", "t", "--input", payload],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        time.sleep(2)  # let the dispatch reach admission (no event to await from outside)
+        began = time.monotonic()
+        try:
+            status = daemon.cli("status", "--json", timeout=15)
+        except subprocess.TimeoutExpired:
+            status = None
+        waited = time.monotonic() - began
+        assert status is not None and status.returncode == 0, (
+            f"`zeroclaw status` got no answer in {waited:.0f}s while one input was validated"
+        )
+    finally:
+        stall.kill()
+        stall.wait()
+
+
+def test_a_regex_pattern_in_an_output_schema_never_stalls_the_daemon(
+    root: Path, daemons: DaemonFactory
+) -> None:
+    # The result comes from the runtime (whose model read untrusted material); `verdict`
+    # validates it on the daemon's trio thread with Python's backtracking `re`.
+    write_bundle(
+        root / "subagents",
+        "summarizer",
+        output_schema={
+            "type": "object",
+            "properties": {"summary": {"type": "string", "pattern": "^(a+)+$"}},
+            "required": ["summary"],
+        },
+    )
+    daemon = start(daemons, root)
+    evil = "a" * 40 + "!"
+    stall = subprocess.Popen(
+        [
+            *daemon.cli_argv(),
+            "dispatch",
+            "summarizer",
+            "--task",
+            f'submit: {{"summary": "{evil}"}}',
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        time.sleep(4)  # the runtime has to fork and answer first
+        try:
+            status = daemon.cli("status", "--json", timeout=15)
+        except subprocess.TimeoutExpired:
+            status = None
+        assert status is not None and status.returncode == 0, "the daemon stalled in a regex"
+    finally:
+        stall.kill()
+        stall.wait()
+
+
+def test_an_agent_dispatch_to_an_input_schema_with_a_remote_ref_is_refused_and_the_daemon_lives(
+    root: Path, daemons: DaemonFactory
+) -> None:
+    # The same escape on the bus path: `DispatchService.serve` lets the exception out into
+    # the router's service handling.
+    write_bundle(
+        root / "subagents",
+        "summarizer",
+        callers=("alpha",),
+        input_schema={"allOf": [{"$ref": "https://schemas.example.invalid/doc.json"}]},
+    )
+    daemon = start(daemons, root)
+    chat = daemon.cli("--agent", "alpha", "chat", "-m", "dispatch summarizer: rain", "--json")
+    assert daemon.cli("status").returncode == 0, ("the daemon died", chat.stderr, daemon.log())
+    assert chat.returncode == 0, (chat.stderr, daemon.log())
+    [call] = json.loads(chat.stdout)["tool_calls"]
+    assert call["ok"] is False and call["error_code"] == "subagent_input_invalid", call
