@@ -62,7 +62,13 @@ from .daemon_cmd import (
 
 # Control codes that say the operator asked for something that cannot be (exit 2).
 USAGE_CODES = frozenset(
-    {"bad_request", "subagent_not_found", "subagent_input_invalid", "unknown_agent"}
+    {
+        "bad_request",
+        "subagent_not_found",
+        "subagent_input_invalid",
+        "subagent_idempotency_conflict",
+        "unknown_agent",
+    }
 )
 SHORT_DIGEST = 12
 STATES: tuple[str, ...] = get_args(InvocationStateName)

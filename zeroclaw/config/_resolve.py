@@ -14,7 +14,8 @@ from typing import Literal
 
 from ._models import Config, RiskLevel
 
-RESERVED_ALIASES = frozenset({"daemon", "cli", "system", "all"})
+# "internal-workflow" is a caller name of sub-agents (allowedCallers), as "cli" is.
+RESERVED_ALIASES = frozenset({"daemon", "cli", "internal-workflow", "system", "all"})
 
 
 # --------------------------------------------------------------------------- daemon paths

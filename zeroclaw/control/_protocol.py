@@ -71,6 +71,7 @@ ControlErrorCode = Literal[
     "subagent_caller_not_allowed",
     "subagent_input_invalid",
     "subagent_concurrency_limit",
+    "subagent_idempotency_conflict",
     "invocation_not_found",
 ]
 CONTROL_ERROR_CODES: frozenset[str] = frozenset(get_args(ControlErrorCode))

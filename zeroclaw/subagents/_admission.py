@@ -12,18 +12,19 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal, cast
 
-from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
 from ._bundle import Bundle
+from ._schema import SchemaValidator
 
 DispatchRefusalCode = Literal[
     "subagent_not_found",
     "subagent_caller_not_allowed",
     "subagent_input_invalid",
     "subagent_concurrency_limit",
+    "subagent_idempotency_conflict",  # the key was used for another sub-agent, task or input
 ]
 
 IdempotencyKey = tuple[str, str | None, str]  # (source, parent_run_id, idempotency_key)
@@ -93,7 +94,9 @@ def admit(
             f"{request.caller!r} is not in {request.agent_id}'s allowedCallers",
         )
     if bundle.input_schema is not None:
-        error = best_match(Draft202012Validator(bundle.input_schema).iter_errors(request.input))
+        error = best_match(
+            SchemaValidator(bundle.input_schema).iter_errors(cast(Any, request.input))
+        )
         if error is not None:
             return Refused(
                 "subagent_input_invalid", error.message, json_pointer(error.absolute_path)

@@ -68,6 +68,22 @@ def _refusals_are_control_codes(code: DispatchRefusalCode) -> ControlErrorCode:
     return code  # mypy fails here if a refusal is no control code
 
 
+LISTED_TEXT = 200  # characters of a task or reply a listing shows; `invocations show` has all
+
+
+def listed(invocation: Invocation) -> Invocation:
+    """A record as a listing shows it: no input or output (callers make them as big as a
+    frame, and a listing of many must still fit in one reply), text cut short."""
+    return msgspec.structs.replace(
+        invocation,
+        input=None,
+        output=None,
+        task=invocation.task[:LISTED_TEXT],
+        reply=invocation.reply[:LISTED_TEXT],
+        error_detail=invocation.error_detail[:LISTED_TEXT],
+    )
+
+
 def invocation_info(invocation: Invocation) -> InvocationInfo:
     """The record as the control socket carries it (every field, defaults included)."""
     return InvocationInfo(
@@ -228,7 +244,7 @@ class InvocationsListCommand:
         found = await self._api.invocations(
             state=state, agent_id=request.agent_id, limit=request.limit
         )
-        infos = [invocation_info(i) for i in found]
+        infos = [invocation_info(listed(i)) for i in found]
         return Reply(ok=True, data=InvocationsReply(SCHEMA_VERSION, infos))
 
 

@@ -30,7 +30,6 @@ from typing import Any, Literal, ParamSpec, Protocol, TypeVar, cast
 
 import msgspec
 import trio
-from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
 from ..bus import Origin, Request, Response
@@ -47,9 +46,17 @@ from ..turns import (
     TurnDone,
     TurnService,
 )
-from ._admission import Admitted, DispatchRequest, Existing, Refused, admit, json_pointer
+from ._admission import (
+    Admission,
+    Admitted,
+    DispatchRequest,
+    Existing,
+    Refused,
+    admit,
+    json_pointer,
+)
 from ._api import LoadedRevision
-from ._bundle import BundleProblems
+from ._bundle import Bundle, BundleProblems
 from ._records import (
     EventBody,
     Invocation,
@@ -62,12 +69,17 @@ from ._records import (
 )
 from ._registry import SubagentRegistry
 from ._revision import SnapshotDamaged
+from ._schema import SchemaValidator
 from ._store import DuplicateInvocation, SubagentStore, WriteOp
 
 log = logging.getLogger("zeroclaw.subagents")
 
 SUBAGENT_CHANNEL = "subagent"  # the channel key an invocation's turn travels on
 RETRYABLE_EFFECTS = frozenset({"none", "read_only"})  # safe to run again after a restart
+ENVELOPE_BYTES = 16 * 1024  # room for the message around a task and its input
+VALIDATION_SECS = 5.0  # one input or result against its schema, in a worker thread
+MAX_TOOL_ARGS_BYTES = 8192  # a tool event's arguments kept whole up to this size
+MAX_EVENT_TEXT_BYTES = 1 << 20  # text a runtime may stream into one invocation's record
 EVENT_FLUSH_SECS = 0.25  # a running invocation's events are on disk at most this late
 MAX_COMMIT_BATCH = 256  # writes of several invocations that share one commit
 FOLLOW_BUFFER = 1000  # events a slow `invocations events --follow` reader may lag behind
@@ -80,6 +92,9 @@ class RuntimeHost(Protocol):
     """Who starts revision runtimes (the supervisor)."""
 
     def ensure_runtime(self, revision: LoadedRevision) -> None: ...
+
+    def retire_stale_runtimes(self) -> None:
+        """Stop the runtimes of revisions no dispatch can reach any more."""
 
 
 @dataclass(frozen=True)
@@ -126,7 +141,7 @@ def verdict(
             "nothing was submitted through subagent_submit_result; free text is not a result",
             reply=last.reply,
         )
-    error = best_match(Draft202012Validator(output_schema).iter_errors(last.result))
+    error = best_match(SchemaValidator(output_schema).iter_errors(last.result))
     if error is not None:
         return Verdict(
             "failed",
@@ -137,6 +152,32 @@ def verdict(
             pointer=json_pointer(error.absolute_path),
         )
     return Verdict("succeeded", output=last.result, reply=last.reply)
+
+
+@dataclass
+class EventBudget:
+    """What a runtime may put into its invocation's record (pure): at most maxToolCalls
+    tool events, each with its arguments cut to MAX_TOOL_ARGS_BYTES, and at most
+    MAX_EVENT_TEXT_BYTES of text. `keep` answers the body to persist, or why to stop."""
+
+    max_tool_calls: int
+    tool_calls: int = 0
+    text_bytes: int = 0
+
+    def keep(self, body: EventBody) -> EventBody | str:
+        if isinstance(body, ToolCalled):
+            self.tool_calls += 1
+            if self.tool_calls > self.max_tool_calls:
+                return f"the runtime made more than maxToolCalls ({self.max_tool_calls}) calls"
+            size = len(msgspec.json.encode(body.args))
+            if size > MAX_TOOL_ARGS_BYTES:
+                return msgspec.structs.replace(body, args={"truncated_bytes": size})
+            return body
+        if isinstance(body, TextDelta):
+            self.text_bytes += len(body.text.encode())
+            if self.text_bytes > MAX_EVENT_TEXT_BYTES:
+                return f"the runtime streamed more than {MAX_EVENT_TEXT_BYTES} bytes of text"
+        return body
 
 
 def as_event_body(event: ServiceEvent) -> EventBody | None:
@@ -200,6 +241,7 @@ class _Live:
     done: trio.Event = field(default_factory=trio.Event)
     final: Invocation | None = None
     ended_by: EndedBy | None = None
+    overrun: str | None = None  # how the runtime broke its bounds (tool calls, text)
     stop: trio.Event = field(default_factory=trio.Event)  # cancel or timeout asked
     followers: list[trio.MemorySendChannel[InvocationEvent]] = field(default_factory=list)
 
@@ -223,11 +265,16 @@ class DispatchService:
         store: SubagentStore,
         turns: TurnService,
         runtimes: RuntimeHost,
+        *,
+        max_frame: Callable[[], int] = lambda: 1 << 20,
     ) -> None:
         self.registry = registry
         self.store = store
         self.turns = turns
         self.runtimes = runtimes
+        # What a runtime's bus frame carries (the config's max_frame_bytes, minus the
+        # envelope): a bigger task and input are refused before anything is accepted.
+        self._max_frame = max_frame
         self._running: Counter[str] = Counter()  # accepted or running, per sub-agent
         self._keys: dict[tuple[str, str | None, str], str] = {}  # this daemon's keys
         self._live: dict[str, _Live] = {}
@@ -300,13 +347,11 @@ class DispatchService:
                 found = self._keys.get(key) or (earlier.id if earlier is not None else None)
             if found is not None:
                 known[key] = found
-        # From here to `_start` nothing awaits: admission and the concurrency count are
-        # one step, so N+1 racing dispatches cannot all pass a limit of N.
         current = self.registry.current()
         bundles = {agent_id: revision.bundle for agent_id, revision in current.items()}
-        admission = admit(request, bundles=bundles, invocations_by_key=known, running=self._running)
+        admission = await self._admit(request, task, bundles, known)
         if isinstance(admission, Existing):
-            return await self._existing(admission.invocation_id)
+            return await self._existing(admission.invocation_id, request, task)
         if isinstance(admission, Refused):
             log.info(
                 "dispatch to %s by %s refused: %s (%s)",
@@ -317,7 +362,8 @@ class DispatchService:
                 extra={"subagent": request.agent_id, "caller": request.caller},
             )
             return admission
-        assert isinstance(admission, Admitted)
+        # From here to `_start` nothing awaits: the concurrency count is taken in the same
+        # step as its last check, so N+1 racing dispatches cannot all pass a limit of N.
         revision = current[request.agent_id]
         now = time.time()
         invocation = Invocation(
@@ -347,22 +393,87 @@ class DispatchService:
             if key is not None and self._keys.get(key) == invocation.id:
                 del self._keys[key]
             if isinstance(exc, DuplicateInvocation):  # the key was taken under our feet
-                return await self._existing(exc.existing_id)
+                return await self._existing(exc.existing_id, request, task)
             raise
         self._start(invocation, revision, live)
         await live.done.wait()
         assert live.final is not None
         return live.final
 
-    async def _existing(self, invocation_id: str) -> Invocation | Refused:
+    def max_input_bytes(self) -> int:
+        return self._max_frame() - ENVELOPE_BYTES
+
+    async def _admit(
+        self,
+        request: DispatchRequest,
+        task: str,
+        bundles: Mapping[str, Bundle],
+        known: Mapping[tuple[str, str | None, str], str],
+    ) -> Admission:
+        """`admit`, then the checks that need the caller's bytes: the size a runtime can
+        receive, and (again, now that nothing awaits before the count is taken) the
+        concurrency limit. An input schema is applied in a worker thread under a time bound:
+        a costly schema (uniqueItems over thousands of objects, a backtracking pattern) never
+        stalls the daemon; an error in the schema refuses the dispatch, never the daemon."""
+        bundle = bundles.get(request.agent_id)
+
+        def decide() -> Admission:
+            return admit(request, bundles=bundles, invocations_by_key=known, running={})
+
+        try:
+            if bundle is None or bundle.input_schema is None:
+                admission = decide()
+            else:
+                admission = Refused(
+                    "subagent_input_invalid",
+                    f"validating the input took longer than {VALIDATION_SECS:g}s",
+                )
+                with trio.move_on_after(VALIDATION_SECS):
+                    admission = await trio.to_thread.run_sync(decide, abandon_on_cancel=True)
+        except Exception as exc:  # RecursionError, an unresolvable $ref: the schema's fault
+            log.error("input schema of %s cannot be applied: %r", request.agent_id, exc)
+            return Refused("subagent_input_invalid", f"the input schema cannot be applied: {exc}")
+        if not isinstance(admission, Admitted):
+            return admission
+        size = len(msgspec.json.encode([task, request.input]))
+        if size > self.max_input_bytes():
+            return Refused(
+                "subagent_input_invalid",
+                f"the task and input are {size} bytes; a runtime receives at most "
+                f"{self.max_input_bytes()} (max_frame_bytes)",
+            )
+        policy = admission.bundle.manifest.policy
+        if self._running[request.agent_id] >= policy.maxConcurrency:
+            return Refused(
+                "subagent_concurrency_limit",
+                f"{request.agent_id} already runs {policy.maxConcurrency} invocation(s), its limit",
+            )
+        return admission
+
+    async def _existing(
+        self, invocation_id: str, request: DispatchRequest, task: str
+    ) -> Invocation | Refused:
+        """The invocation an idempotency key already names: waited for if it runs here. A
+        key is one request: reused for another sub-agent, task or input, it is refused."""
         live = self._live.get(invocation_id)
         if live is not None:
             await live.done.wait()
-            assert live.final is not None
-            return live.final
-        invocation = await _blocking(self.store.get, invocation_id)
+            invocation = live.final
+        else:
+            invocation = await _blocking(self.store.get, invocation_id)
         if invocation is None:  # the store lost it: never run it twice all the same
             return Refused("subagent_not_found", f"invocation {invocation_id} is gone")
+        same = (invocation.agent_id, invocation.task, invocation.input) == (
+            request.agent_id,
+            task,
+            request.input,
+        )
+        if not same:
+            return Refused(
+                "subagent_idempotency_conflict",
+                f"idempotency key {request.idempotency_key!r} was used for invocation "
+                f"{invocation.id} of {invocation.agent_id} with another task or input",
+            )
         return invocation
 
     def _start(
@@ -376,7 +487,12 @@ class DispatchService:
 
     async def _run(self, invocation: Invocation, revision: LoadedRevision, live: _Live) -> None:
         try:
-            final = await self._run_turn(invocation, revision, live)
+            try:
+                with self.registry.hold(revision):
+                    final = await self._run_turn(invocation, revision, live)
+            except Exception as exc:  # a bug or the store: this invocation ends, not the daemon
+                log.exception("sub-agent invocation %s could not be run or recorded", invocation.id)
+                final = await self._fail_internally(invocation, exc)
             live.final = final
             log.info(
                 "sub-agent invocation %s (%s by %s): %s%s",
@@ -390,6 +506,17 @@ class DispatchService:
         finally:
             self._running[invocation.agent_id] -= 1
             del self._live[invocation.id]
+            key = DispatchRequest(
+                invocation.agent_id,
+                invocation.caller,
+                None,
+                invocation.source,
+                invocation.parent_run_id,
+                invocation.idempotency_key,
+            ).key
+            if key is not None and self._keys.get(key) == invocation.id:
+                del self._keys[key]  # on disk now: find_by_key answers from here on
+            self.runtimes.retire_stale_runtimes()  # the last one on a replaced revision
             for follower in live.followers:
                 follower.close()
             live.done.set()
@@ -427,6 +554,7 @@ class DispatchService:
                         with trio.CancelScope(shield=True):  # in order, and told to followers
                             await self._append(invocation.id, batch, live)
 
+            budget = EventBudget(bundle.manifest.policy.maxToolCalls)
             async with trio.open_nursery() as watchers:
                 watchers.start_soon(_stop_at, turn, live, deadline)
                 watchers.start_soon(flush_every)
@@ -434,11 +562,74 @@ class DispatchService:
                     body = as_event_body(event)
                     if body is None:
                         last = event  # the terminal event: the iteration ends with it
+                        continue
+                    kept = budget.keep(body)
+                    if isinstance(kept, str):  # the runtime broke its bounds: it stops here
+                        if live.overrun is None:
+                            live.overrun = kept
+                            live.stop.set()
+                    elif (
+                        pending
+                        and isinstance(kept, TextDelta)
+                        and isinstance(pending[-1], TextDelta)
+                    ):
+                        pending[-1] = TextDelta(pending[-1].text + kept.text)
                     else:
-                        pending.append(body)
+                        pending.append(kept)
                 watchers.cancel_scope.cancel()
-        judged = verdict(last, bundle.output_schema, live.ended_by)
+        if live.overrun is not None:
+            judged = Verdict("failed", "subagent_runtime_failed", live.overrun)
+        else:
+            judged = await self._judge(last, bundle.output_schema, live.ended_by)
         return await self._finish(invocation.id, judged, live, pending)
+
+    async def _judge(
+        self,
+        last: ServiceEvent | None,
+        output_schema: dict[str, Any] | None,
+        ended_by: EndedBy | None,
+    ) -> Verdict:
+        """`verdict`, with a result applied to its schema in a worker thread under a time
+        bound, and an error in the schema failing the invocation, never the daemon."""
+        result = last.result if isinstance(last, TurnDone) else None
+        if output_schema is None or result is None:
+            return verdict(last, output_schema, ended_by)
+        size = len(msgspec.json.encode(result))
+        if size > self.max_input_bytes():
+            detail = f"the result is {size} bytes; at most {self.max_input_bytes()}"
+            return Verdict("failed", "subagent_output_invalid", detail)
+        try:
+            with trio.move_on_after(VALIDATION_SECS):
+                return await trio.to_thread.run_sync(
+                    verdict, last, output_schema, ended_by, abandon_on_cancel=True
+                )
+        except Exception as exc:  # RecursionError, an unresolvable $ref: the schema's fault
+            log.error("output schema cannot be applied: %r", exc)
+            detail = f"the output schema cannot be applied: {exc}"
+            return Verdict("failed", "subagent_output_invalid", detail)
+        detail = f"validating the result took longer than {VALIDATION_SECS:g}s"
+        return Verdict("failed", "subagent_output_invalid", detail)
+
+    async def _fail_internally(self, invocation: Invocation, exc: Exception) -> Invocation:
+        """End the record as failed `subagent_internal_error` if the store still takes it;
+        else the caller hears it all the same, and the next start makes it `interrupted`."""
+        detail = f"{type(exc).__name__}: {exc}"[:500]
+        entered = StateEntered("failed", "subagent_internal_error", detail)
+        try:
+            return await self.commits.write(
+                self.store.finish_op(invocation.id, entered, time.time())
+            )
+        except Exception:
+            log.exception(
+                "sub-agent invocation %s: not even its failure was recorded", invocation.id
+            )
+            return msgspec.structs.replace(
+                invocation,
+                state="failed",
+                error_code="subagent_internal_error",
+                error_detail=detail,
+                updated_at=time.time(),
+            )
 
     async def _append(self, invocation_id: str, bodies: list[EventBody], live: _Live) -> None:
         events = await self.commits.write(self.store.append_op(invocation_id, bodies, time.time()))
@@ -526,7 +717,15 @@ class DispatchService:
     # --- the agents' service ----------------------------------------------------------------
 
     async def serve(self, sender: str, request: Request) -> Response:
-        """`SUBAGENT_SERVICE` requests from an agent; `sender` is the router's identity."""
+        """`SUBAGENT_SERVICE` requests from an agent; `sender` is the router's identity. A
+        failure here is this request's, never the router's (whose nursery runs it)."""
+        try:
+            return await self._serve(sender, request)
+        except Exception as exc:
+            log.exception("sub-agent service failed a request of %s", sender)
+            return Response(id=request.id, ok=False, error="internal_error", detail=repr(exc))
+
+    async def _serve(self, sender: str, request: Request) -> Response:
         if request.op == "catalog":
             entries = [
                 CatalogEntry(

@@ -10,9 +10,11 @@ invocation runs.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -46,6 +48,7 @@ class SubagentRegistry:
         self._current: dict[str, LoadedRevision] = {}
         self._problems: list[BundleProblems] = []
         self._by_digest: dict[str, LoadedRevision] = {}  # every revision seen by this daemon
+        self._in_use: Counter[str] = Counter()  # runtime identity -> invocations running
         self._lock = trio.Lock()
 
     def current(self) -> Mapping[str, LoadedRevision]:
@@ -117,6 +120,23 @@ class SubagentRegistry:
         )
         revision = self._by_digest[bundle.digest] = loaded_revision(bundle, snapshot)
         return revision
+
+    @contextlib.contextmanager
+    def hold(self, revision: LoadedRevision) -> Iterator[None]:
+        """An invocation runs on `revision`: its runtime is not stale while it does."""
+        self._in_use[revision.identity] += 1
+        try:
+            yield
+        finally:
+            self._in_use[revision.identity] -= 1
+            if not self._in_use[revision.identity]:
+                del self._in_use[revision.identity]
+
+    def stale(self, identities: Iterable[str]) -> list[str]:
+        """Runtimes of revisions that are not current any more and run no invocation: a
+        new dispatch can never reach them, so they may stop now instead of idling."""
+        current = {revision.identity for revision in self._current.values()}
+        return [i for i in identities if i not in current and i not in self._in_use]
 
     def by_digest(self, digest: str) -> LoadedRevision:
         """Any revision this daemon recorded, read back from its snapshot when it is not

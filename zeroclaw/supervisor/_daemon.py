@@ -260,7 +260,13 @@ async def _main(
         # One turn service for every way a conversation comes in (the CLI today, channels
         # next), and for the sub-agent runtimes' invocations.
         turns = TurnService(router)
-        dispatch = DispatchService(registry, subagent_store, turns, supervisor)
+        dispatch = DispatchService(
+            registry,
+            subagent_store,
+            turns,
+            supervisor,
+            max_frame=lambda: supervisor.config.daemon.max_frame_bytes,
+        )
         hooks.bind(supervisor, turns, dispatch)
         return await _serve(
             supervisor, ChatService(turns), dispatch, notifier, control_listener, idle_timeout

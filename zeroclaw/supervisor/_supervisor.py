@@ -245,6 +245,12 @@ class Supervisor:
         self.router.confine(identity)
         self._nursery.start_soon(self._run_runtime, runner, name=f"runtime:{identity}")
 
+    def retire_stale_runtimes(self) -> None:
+        """Stop the runtimes of replaced revisions that run nothing (a burst of bundle
+        edits must not leave one idle process per old revision)."""
+        for identity in self.subagents.stale(self.runtimes):
+            self.runtimes[identity].post(Command("remove", "its revision was replaced"))
+
     async def _run_runtime(self, runner: AgentRunner) -> None:
         try:
             await self._run_runner(runner)
@@ -387,6 +393,7 @@ class Supervisor:
         self.config = new
         self.specs = new_specs
         unsettled, bound = await self._apply(nursery, plan)
+        self.retire_stale_runtimes()
         diff = {
             "added": list(plan.diff.added),
             "removed": list(plan.diff.removed),

@@ -52,6 +52,7 @@ ToolErrorCode = Literal[
     "subagent_caller_not_allowed",
     "subagent_input_invalid",  # the detail names the JSON pointer into the input
     "subagent_concurrency_limit",
+    "subagent_idempotency_conflict",
     # ... or how an invocation that ran did not succeed (zeroclaw.subagents.InvocationErrorCode)
     "subagent_output_invalid",
     "subagent_no_result",
@@ -60,6 +61,7 @@ ToolErrorCode = Literal[
     "subagent_timed_out",
     "subagent_cancelled",
     "daemon_restarted",
+    "subagent_internal_error",
 ]
 ERROR_CODES: tuple[str, ...] = get_args(ToolErrorCode)
 
