@@ -281,7 +281,9 @@ class AgentRunner:
             )
         )
         try:
-            await trio.to_thread.run_sync(_ensure_workspace, Path(self.spec.workspace))
+            if self.spec.subagent is None:  # a runtime's "workspace" is its snapshot: the
+                # registry writes it whole and checks it; an empty one must never appear
+                await trio.to_thread.run_sync(_ensure_workspace, Path(self.spec.workspace))
             env = agent_environment(self.spec, self._daemon_env)
             pid = await self._zygote.spawn(self.spec, env, theirs.fileno())
         except (SpawnError, OSError) as exc:
