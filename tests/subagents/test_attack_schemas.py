@@ -31,12 +31,22 @@ def dispatch(daemon: Daemon, agent_id: str, task: str, *extra: str) -> dict[str,
     return data
 
 
-def test_an_output_schema_with_an_unresolvable_ref_fails_the_invocation_not_the_daemon(
+def refused_problems(daemon: Daemon, agent_id: str) -> str:
+    """The problems `subagents list` reports for the refused bundle `agent_id`."""
+    listing = daemon.cli("subagents", "list", "--json")
+    assert listing.returncode == 0, (listing.stderr, daemon.log())
+    data = json.loads(listing.stdout)
+    assert agent_id not in {s["id"] for s in data["subagents"]}, data
+    [refused] = [r for r in data["refused"] if r["path"].endswith(f"/{agent_id}")]
+    return " ".join(refused["problems"])
+
+
+def test_an_output_schema_with_an_unresolvable_ref_is_refused_at_load_and_the_others_serve(
     root: Path, daemons: DaemonFactory
 ) -> None:
-    # check_schema accepts it: a $ref is only resolved when an instance reaches it. The
-    # runtime submits {"summary": ...}; judging it raises referencing's Unresolvable inside
-    # `verdict`, which escapes `DispatchService._run` into the service's nursery.
+    # check_schema accepts it: a $ref is only resolved when an instance reaches it, which
+    # raised referencing's Unresolvable inside `verdict`. Every $ref is resolved at load
+    # instead: the bundle is refused, naming the ref, and never runs.
     write_bundle(
         root / "subagents",
         "summarizer",
@@ -48,22 +58,22 @@ def test_an_output_schema_with_an_unresolvable_ref_fails_the_invocation_not_the_
     )
     write_bundle(root / "subagents", "other")
     daemon = start(daemons, root)
+    assert "'#/$defs/missing'" in refused_problems(daemon, "summarizer")
     result = daemon.cli(
         "dispatch", "summarizer", "--task", 'submit: {"summary": "x"}', "--json", timeout=120
     )
     assert daemon.cli("status").returncode == 0, ("the daemon died", result.stderr, daemon.log())
-    data = json.loads(result.stdout)
-    assert data.get("invocation", {}).get("state") == "failed", (data, daemon.log())
+    assert json.loads(result.stdout).get("error") == "subagent_not_found", result.stdout
     # The daemon keeps serving the other sub-agents.
     other = dispatch(daemon, "other", "rain")
     assert other["invocation"]["state"] == "succeeded", (other, daemon.log())
 
 
-def test_an_input_schema_with_a_remote_ref_refuses_the_dispatch_not_the_daemon(
+def test_an_input_schema_with_a_remote_ref_is_refused_at_load_and_a_dispatch_is_not_found(
     root: Path, daemons: DaemonFactory
 ) -> None:
-    # No fetch happens (referencing has no retriever: that part held), but the
-    # Unresolvable error escapes `admit` (run inline in `DispatchService.dispatch`).
+    # No fetch ever happened (referencing has no retriever), but the Unresolvable error
+    # escaped `admit`. A ref that is not local is now refused when the bundle is read.
     write_bundle(
         root / "subagents",
         "summarizer",
@@ -72,17 +82,18 @@ def test_an_input_schema_with_a_remote_ref_refuses_the_dispatch_not_the_daemon(
             "properties": {"doc": {"$ref": "https://schemas.example.invalid/doc.json"}},
         },
     )
+    write_bundle(root / "subagents", "other")
     daemon = start(daemons, root)
+    assert "'https://schemas.example.invalid/doc.json'" in refused_problems(daemon, "summarizer")
     result = daemon.cli(
         "dispatch", "summarizer", "--task", "t", "--input", '{"doc": 1}', "--json", timeout=60
     )
     daemon.assert_alive()
     assert result.stdout, (result.returncode, result.stderr, daemon.log())
-    data = json.loads(result.stdout)
-    # A typed refusal (or a failed invocation), not an internal error.
-    code = data.get("error") or data.get("code") or data.get("invocation", {}).get("state")
-    assert code in ("subagent_input_invalid", "failed"), (data, daemon.log())
+    assert json.loads(result.stdout).get("error") == "subagent_not_found", result.stdout
     assert daemon.status()["agents"], daemon.log()
+    other = dispatch(daemon, "other", "rain")
+    assert other["invocation"]["state"] == "succeeded", (other, daemon.log())
 
 
 def test_validating_a_caller_input_never_stalls_the_daemon(
@@ -163,20 +174,26 @@ def test_a_regex_pattern_in_an_output_schema_never_stalls_the_daemon(
         stall.wait()
 
 
-def test_an_agent_dispatch_to_an_input_schema_with_a_remote_ref_is_refused_and_the_daemon_lives(
+def test_an_agent_dispatch_to_a_bundle_refused_for_a_remote_ref_is_not_found_and_the_daemon_lives(
     root: Path, daemons: DaemonFactory
 ) -> None:
-    # The same escape on the bus path: `DispatchService.serve` lets the exception out into
-    # the router's service handling.
+    # The same schema on the bus path, where the escape reached the router's service
+    # handling. Refused at load now: alpha (a caller of "other", so it has the tool) is
+    # told the sub-agent does not exist, and "other" still serves it.
     write_bundle(
         root / "subagents",
         "summarizer",
         callers=("alpha",),
         input_schema={"allOf": [{"$ref": "https://schemas.example.invalid/doc.json"}]},
     )
+    write_bundle(root / "subagents", "other", callers=("alpha",))
     daemon = start(daemons, root)
+    assert "'https://schemas.example.invalid/doc.json'" in refused_problems(daemon, "summarizer")
     chat = daemon.cli("--agent", "alpha", "chat", "-m", "dispatch summarizer: rain", "--json")
     assert daemon.cli("status").returncode == 0, ("the daemon died", chat.stderr, daemon.log())
     assert chat.returncode == 0, (chat.stderr, daemon.log())
     [call] = json.loads(chat.stdout)["tool_calls"]
-    assert call["ok"] is False and call["error_code"] == "subagent_input_invalid", call
+    assert call["ok"] is False and call["error_code"] == "subagent_not_found", call
+    chat = daemon.cli("--agent", "alpha", "chat", "-m", "dispatch other: rain", "--json")
+    [call] = json.loads(chat.stdout)["tool_calls"]
+    assert (call["name"], call["ok"]) == ("agent_dispatch", True), (call, daemon.log())

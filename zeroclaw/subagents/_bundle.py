@@ -11,13 +11,16 @@ reported and the others load.
 from __future__ import annotations
 
 import dataclasses
+import errno
 import hashlib
 import json
 import os
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import unquote
 
 import msgspec
 import yaml
@@ -28,7 +31,11 @@ ID_SYNTAX = re.compile(r"^[a-z][a-z0-9_-]{0,63}$")
 RESERVED_IDS = frozenset({"main", "daemon", "cli"})
 MAX_FILE_BYTES = 256 * 1024
 MAX_BUNDLE_BYTES = 2 * 1024 * 1024
+MAX_SCHEMA_DEPTH = 64  # JSON nesting; deeper would exhaust the stack when validating
 MANIFEST = "agent.yaml"
+_OPEN_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_OPEN_DIR = _OPEN_FILE | os.O_DIRECTORY
+_INDEX = re.compile(r"^[0-9]+$")
 
 Effects = Literal["none", "read_only", "writes_workspace", "writes_external"]
 
@@ -108,37 +115,162 @@ class _Reader:
         return real
 
     def read(self, ref: str) -> str:
-        path = self.locate(ref)
+        real = self.locate(ref)
+        data = read_regular(self.real_root, real.relative_to(self.real_root), ref)
+        self.total += len(data)
+        if self.total > MAX_BUNDLE_BYTES:
+            raise _Refused(f"the bundle is over {MAX_BUNDLE_BYTES} bytes")
         try:
-            size = path.stat().st_size
-            if not path.is_file():
+            return data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise _Refused(f"{ref!r}: not UTF-8: {exc}") from None
+
+
+def read_regular(root: Path, rel: Path, ref: str, cap: int = MAX_FILE_BYTES) -> bytes:
+    """The bytes of the regular file `rel` under `root`, opened once, component by
+    component, never following a symlink nor blocking: what is checked (the fstat of the
+    opened descriptor) is what is read, whatever is renamed into the path meanwhile."""
+    fds: list[int] = []
+    try:
+        try:
+            fds.append(os.open(root, _OPEN_DIR))
+            for part in rel.parts[:-1]:
+                fds.append(os.open(part, _OPEN_DIR, dir_fd=fds[-1]))
+            if not rel.parts:
                 raise _Refused(f"{ref!r}: not a regular file")
-            if size > MAX_FILE_BYTES:
-                raise _Refused(f"{ref!r}: {size} bytes; at most {MAX_FILE_BYTES} per file")
-            self.total += size
-            if self.total > MAX_BUNDLE_BYTES:
-                raise _Refused(f"the bundle is over {MAX_BUNDLE_BYTES} bytes")
-            return path.read_text(encoding="utf-8")
+            fds.append(os.open(rel.parts[-1], _OPEN_FILE, dir_fd=fds[-1]))
         except FileNotFoundError:
             raise _Refused(f"{ref!r}: no such file in the bundle") from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise _Refused(f"{ref!r}: {exc}") from None
+        except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                # realpath() saw no escaping symlink; one was swapped in since.
+                raise _Refused(f"{ref!r}: a symlink appeared while the bundle was read") from None
+            raise _Refused(f"{ref!r}: {exc.strerror}") from None
+        info = os.fstat(fds[-1])
+        if not stat.S_ISREG(info.st_mode):
+            raise _Refused(f"{ref!r}: not a regular file")
+        if info.st_nlink > 1:
+            raise _Refused(
+                f"{ref!r}: a file with {info.st_nlink} hard links; a hard link may lead "
+                "out of the bundle"
+            )
+        chunks: list[bytes] = []
+        size = 0
+        while size <= cap:
+            try:
+                chunk = os.read(fds[-1], cap + 1 - size)
+            except OSError as exc:
+                raise _Refused(f"{ref!r}: {exc.strerror}") from None
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > cap:
+            raise _Refused(f"{ref!r}: over {cap} bytes; at most {cap} per file")
+        return b"".join(chunks)
+    finally:
+        for fd in fds:
+            os.close(fd)
 
 
 def front_matter(text: str) -> dict[str, Any] | None:
     """The YAML mapping between the leading `---` lines of a SKILL.md, or None."""
+    data = _front_matter(text)
+    return data if isinstance(data, dict) else None
+
+
+def _front_matter(text: str) -> dict[str, Any] | str:
+    """The front matter mapping, or why there is none."""
+    missing = "SKILL.md needs YAML front matter between '---' lines"
     lines = text.splitlines()
     if not lines or lines[0].strip() != "---":
-        return None
+        return missing
     try:
         end = next(i for i, line in enumerate(lines[1:], 1) if line.strip() == "---")
     except StopIteration:
-        return None
+        return missing
     try:
         data = yaml.safe_load("\n".join(lines[1:end]))
     except yaml.YAMLError:
+        return missing
+    except RecursionError:
+        return "SKILL.md front matter is nested too deeply"
+    return data if isinstance(data, dict) else missing
+
+
+def _depth(document: Any) -> int:
+    """How deep lists and objects nest in a parsed JSON document (without recursing)."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(document, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict):
+            node = list(node.values())
+        if isinstance(node, list):
+            deepest = max(deepest, depth)
+            stack.extend((child, depth + 1) for child in node)
+    return deepest
+
+
+def _pointer_target(schema: dict[str, Any], ref: str) -> str | None:
+    """Why `ref` does not resolve inside `schema`, or None when it does. Only the forms
+    every resolver reads the same are allowed: "#" and "#/json/pointer" (RFC 6901, in a
+    URI fragment: percent-decoded first, then ~1 and ~0), landing on a schema."""
+    if not ref.startswith("#"):
+        return "not a local reference (only '#...' inside the same schema)"
+    fragment = unquote(ref[1:])
+    if fragment == "":
         return None
-    return data if isinstance(data, dict) else None
+    if not fragment.startswith("/"):
+        return "an anchor reference; only JSON pointers ('#/...') are allowed"
+    node: Any = schema
+    for token in fragment[1:].split("/"):
+        if isinstance(node, dict):
+            key = token.replace("~1", "/").replace("~0", "~")
+            if key not in node:
+                return "resolves to nothing in the schema"
+            node = node[key]
+        elif isinstance(node, list):
+            if not _INDEX.match(token) or int(token) >= len(node):
+                return "resolves to nothing in the schema"
+            node = node[int(token)]
+        else:
+            return "resolves to nothing in the schema"
+    if not isinstance(node, dict | bool):
+        return "does not point at a schema"
+    return None
+
+
+def ref_problems(schema: dict[str, Any]) -> list[str]:
+    """Every reference in `schema` that could lead out of it or not resolve: a "$ref"
+    anywhere (a pointer can make any part of the document a schema, so no part is
+    skipped) must be a local pointer that resolves; "$dynamicRef" and "$recursiveRef" are
+    refused; an "$id" may only be a fragment, so no base URI changes where refs lead."""
+    problems: list[str] = []
+    stack: list[Any] = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, list):
+            stack.extend(node)
+            continue
+        if not isinstance(node, dict):
+            continue
+        stack.extend(node.values())
+        for key in ("$dynamicRef", "$recursiveRef"):
+            if key in node:
+                problems.append(f"{key} {node[key]!r}: not allowed; use a local '$ref'")
+        if "$ref" in node:
+            ref = node["$ref"]
+            why = (
+                _pointer_target(schema, ref) if isinstance(ref, str) else "a $ref must be a string"
+            )
+            if why is not None:
+                problems.append(f"$ref {ref!r}: {why}")
+        if "$id" in node:
+            uri = node["$id"]
+            if not isinstance(uri, str) or not uri.startswith("#"):
+                problems.append(f"$id {uri!r}: only a fragment ('#...') is allowed")
+    return problems
 
 
 def _schema(reader: _Reader, ref: str, what: str) -> dict[str, Any]:
@@ -146,12 +278,19 @@ def _schema(reader: _Reader, ref: str, what: str) -> dict[str, Any]:
         schema = json.loads(reader.read(ref))
     except json.JSONDecodeError as exc:
         raise _Refused(f"{what} {ref!r}: not JSON: {exc}") from None
+    except RecursionError:
+        raise _Refused(f"{what} {ref!r}: nested too deeply") from None
     if not isinstance(schema, dict):
         raise _Refused(f"{what} {ref!r}: a schema is a JSON object")
+    if _depth(schema) > MAX_SCHEMA_DEPTH:
+        raise _Refused(f"{what} {ref!r}: nested more than {MAX_SCHEMA_DEPTH} levels deep")
     try:
         Draft202012Validator.check_schema(schema)
     except SchemaError as exc:
         raise _Refused(f"{what} {ref!r}: not a valid JSON Schema 2020-12: {exc.message}") from None
+    refs = ref_problems(schema)
+    if refs:
+        raise _Refused(f"{what} {ref!r}: " + "; ".join(refs))
     return schema
 
 
@@ -174,6 +313,17 @@ def load_bundle(
 ) -> Bundle | BundleProblems:
     """Read and judge one bundle directory. `providers`: the config's `kind.alias` names;
     `reserved`: ids no bundle may take (the configured agent aliases)."""
+    try:
+        return _load(path, providers, reserved)
+    except RecursionError:
+        # Each parser's own catch names the file; this one keeps any other deep structure
+        # from stopping the scan of the other bundles.
+        return BundleProblems(path, ["a file of the bundle is nested too deeply"])
+
+
+def _load(
+    path: Path, providers: frozenset[str], reserved: frozenset[str]
+) -> Bundle | BundleProblems:
     reader = _Reader(path)
     try:
         raw = yaml.safe_load(reader.read(MANIFEST))
@@ -181,9 +331,11 @@ def load_bundle(
         return BundleProblems(path, [str(exc)])
     except yaml.YAMLError as exc:
         return BundleProblems(path, [f"{MANIFEST}: not YAML: {exc}"])
+    except RecursionError:
+        return BundleProblems(path, [f"{MANIFEST}: nested too deeply"])
     try:
         manifest = msgspec.convert(raw, Manifest)
-    except msgspec.ValidationError as exc:
+    except (msgspec.ValidationError, RecursionError) as exc:
         return BundleProblems(path, [f"{MANIFEST}: {exc}"])
     problems: list[str] = []
     if not ID_SYNTAX.match(manifest.id):
@@ -215,8 +367,9 @@ def load_bundle(
         except _Refused as exc:
             problems.append(f"skill {exc}")
             continue
-        if front_matter(text) is None:
-            problems.append(f"skill {ref!r}: SKILL.md needs YAML front matter between '---' lines")
+        matter = _front_matter(text)
+        if isinstance(matter, str):
+            problems.append(f"skill {ref!r}: {matter}")
         skills[name] = text
     for what, schema_ref in (("input", manifest.inputSchema), ("output", manifest.outputSchema)):
         if schema_ref is not None:
