@@ -91,25 +91,26 @@ def test_an_emptied_snapshot_dir_is_not_trusted_after_a_restart(
     assert record["invocation"]["state"] == "succeeded", record["invocation"]["error_detail"]
 
 
-def test_a_snapshot_edited_behind_the_daemon_is_not_run_under_its_digest(
+def test_a_snapshot_edited_behind_the_daemon_is_written_again_before_a_runtime_starts(
     root: Path, daemons: DaemonFactory
 ) -> None:
-    # Only `load_snapshot` (the restart retry path) recomputes the digest. A runtime
-    # started on demand reads whatever the snapshot dir holds now: here a SYSTEM.md that
-    # the fault entry point reads as "post 5 tool events", which the digest never covered.
+    # A runtime started on demand reads whatever the snapshot dir holds: here a SYSTEM.md
+    # that the fault entry point reads as "post 5 tool events", which the digest never
+    # covered. The daemon checks the snapshot against its digest before a runtime starts on
+    # it and writes it again from the revision it holds: the edit never runs.
     write_bundle(root / "subagents", "summarizer")
     daemon = daemons(subagent_config(root), faults=True).start()
     [snapshot] = [p for p in (root / "state" / "revisions").iterdir() if not p.name.startswith(".")]
     system = snapshot / "SYSTEM.md"
+    original = system.read_text()
     system.chmod(0o644)
     system.write_text("FLOOD-RUNTIME 5 10\n")
     record = dispatch(daemon, "summarizer", "rain")["invocation"]
     events = daemon.cli("invocations", "events", record["id"], "--json", timeout=60)
-    tools = [line for line in events.stdout.splitlines() if '"tool"' in line]
-    assert record["state"] == "failed" and not tools, (
-        f"the edited snapshot ran under digest {record['digest'][:12]}: {record['state']}, "
-        f"{len(tools)} tool events"
-    )
+    tools = [json.loads(line)["body"] for line in events.stdout.splitlines() if '"tool"' in line]
+    assert record["state"] == "succeeded", record
+    assert [t["name"] for t in tools] == ["subagent_submit_result"], tools
+    assert system.read_text() == original
 
 
 def test_a_full_disk_while_an_invocation_ends_does_not_stop_the_daemon(

@@ -27,6 +27,8 @@ import yaml
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
+from ._schema import pattern_problems
+
 ID_SYNTAX = re.compile(r"^[a-z][a-z0-9_-]{0,63}$")
 RESERVED_IDS = frozenset({"main", "daemon", "cli"})
 MAX_FILE_BYTES = 256 * 1024
@@ -288,9 +290,9 @@ def _schema(reader: _Reader, ref: str, what: str) -> dict[str, Any]:
         Draft202012Validator.check_schema(schema)
     except SchemaError as exc:
         raise _Refused(f"{what} {ref!r}: not a valid JSON Schema 2020-12: {exc.message}") from None
-    refs = ref_problems(schema)
-    if refs:
-        raise _Refused(f"{what} {ref!r}: " + "; ".join(refs))
+    problems = ref_problems(schema) + pattern_problems(schema)
+    if problems:
+        raise _Refused(f"{what} {ref!r}: " + "; ".join(problems))
     return schema
 
 

@@ -93,6 +93,9 @@ class RuntimeHost(Protocol):
 
     def ensure_runtime(self, revision: LoadedRevision) -> None: ...
 
+    def runtime_running(self, identity: str) -> bool:
+        """Its process is up (it read its snapshot when it started)."""
+
     def retire_stale_runtimes(self) -> None:
         """Stop the runtimes of revisions no dispatch can reach any more."""
 
@@ -527,6 +530,9 @@ class DispatchService:
         bundle = revision.bundle
         if live.stop.is_set():  # cancelled before it ran
             return await self._finish(invocation.id, verdict(None, None, "cancel"), live)
+        if not self.runtimes.runtime_running(revision.identity):
+            # It is about to start and read its snapshot: what it reads must be the digest.
+            await trio.to_thread.run_sync(self.registry.ensure_snapshot, revision)
         try:
             self.runtimes.ensure_runtime(revision)
         except Exception as exc:  # a supervisor bug must not leave the record running

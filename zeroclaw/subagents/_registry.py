@@ -24,7 +24,7 @@ from ..config import Config, subagents_dir
 from ._api import LoadedRevision
 from ._bundle import RESERVED_IDS, Bundle, BundleProblems, scan_bundles
 from ._records import RevisionRecord
-from ._revision import load_snapshot, materialise, runtime_identity
+from ._revision import ensure_snapshot, load_snapshot, remove_leftovers, runtime_identity
 
 log = logging.getLogger("zeroclaw.subagents")
 
@@ -50,6 +50,7 @@ class SubagentRegistry:
         self._by_digest: dict[str, LoadedRevision] = {}  # every revision seen by this daemon
         self._in_use: Counter[str] = Counter()  # runtime identity -> invocations running
         self._lock = trio.Lock()
+        self._scanned = False
 
     def current(self) -> Mapping[str, LoadedRevision]:
         return self._current
@@ -69,6 +70,9 @@ class SubagentRegistry:
         """Scan the bundles of `config` (at start, and on every reload)."""
         directory = subagents_dir(config, config_path)
         async with self._lock:
+            if not self._scanned:  # what a killed daemon left half-written
+                self._scanned = True
+                await trio.to_thread.run_sync(remove_leftovers, self.revisions_dir)
             loaded, refused = await trio.to_thread.run_sync(
                 lambda: scan_bundles(
                     directory,
@@ -105,10 +109,12 @@ class SubagentRegistry:
                 )
 
     def _record(self, bundle: Bundle) -> LoadedRevision:
+        # Every scan checks the snapshot on disk (and writes it again if it is gone or
+        # damaged), even of a revision this daemon knows.
+        snapshot = ensure_snapshot(bundle, self.revisions_dir)
         known = self._by_digest.get(bundle.digest)
         if known is not None:
             return known
-        snapshot = materialise(bundle, self.revisions_dir)
         self.ledger.record_revision(
             RevisionRecord(
                 agent_id=bundle.manifest.id,
@@ -120,6 +126,11 @@ class SubagentRegistry:
         )
         revision = self._by_digest[bundle.digest] = loaded_revision(bundle, snapshot)
         return revision
+
+    def ensure_snapshot(self, revision: LoadedRevision) -> None:
+        """Before a runtime starts on `revision`: its snapshot reads back as its digest, or
+        is written again from the revision in memory (blocking)."""
+        ensure_snapshot(revision.bundle, self.revisions_dir)
 
     @contextlib.contextmanager
     def hold(self, revision: LoadedRevision) -> Iterator[None]:

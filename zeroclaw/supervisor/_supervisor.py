@@ -245,6 +245,10 @@ class Supervisor:
         self.router.confine(identity)
         self._nursery.start_soon(self._run_runtime, runner, name=f"runtime:{identity}")
 
+    def runtime_running(self, identity: str) -> bool:
+        runner = self.runtimes.get(identity)
+        return runner is not None and runner.lifecycle.state == State.RUNNING
+
     def retire_stale_runtimes(self) -> None:
         """Stop the runtimes of replaced revisions that run nothing (a burst of bundle
         edits must not leave one idle process per old revision)."""
