@@ -7,7 +7,8 @@ forever, for daemon-level tests:  python -m tests.providers.protocol_server KIND
 (it prints its port on the first line). Other kinds for sub-agent tests: "stall" reads
 every request and never answers (a model that never finishes); "stall-once" stalls on the
 first request and answers the others as "openai" does; "slow" answers as "openai" does,
-two seconds late.
+two seconds late; "gated PATH" answers as "openai" does once the file PATH exists (a test
+holds every model call open as long as it needs, whatever the machine's load).
 """
 
 from __future__ import annotations
@@ -251,11 +252,23 @@ def late(answer: Answer, seconds: float) -> Answer:
     return answer_late
 
 
-async def _serve_forever(kind: str) -> None:
+def gated(answer: Answer, gate: str) -> Answer:
+    async def answer_when_open(seen: Seen, write: Writer) -> None:
+        # Another process opens the gate: there is no event to await across processes.
+        while not await trio.Path(gate).exists():  # noqa: ASYNC110
+            await trio.sleep(0.02)
+        await answer(seen, write)
+
+    return answer_when_open
+
+
+async def _serve_forever(kind: str, *args: str) -> None:
     """Answer every request with one streamed sentence; print the port first."""
     fixed = TEXT.get(kind, openai_text)("fake ", kind, " answers")
     script: list[Answer] = [stall] if kind == "stall-once" else []
     default = {"stall": stall, "slow": late(fixed, 2.0)}.get(kind, fixed)
+    if kind == "gated":
+        default = gated(fixed, args[0])
     server = ScriptedServer(script, default=default)
     async with trio.open_nursery() as nursery:
         await nursery.start(server.serve)
@@ -263,4 +276,4 @@ async def _serve_forever(kind: str) -> None:
 
 
 if __name__ == "__main__":
-    trio.run(_serve_forever, sys.argv[1])
+    trio.run(_serve_forever, *sys.argv[1:])

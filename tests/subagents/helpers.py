@@ -79,10 +79,10 @@ def subagent_config(root: Path, **extra_agents: dict[str, Any]) -> dict[str, Any
 
 
 @contextmanager
-def model_server(kind: str) -> Iterator[str]:
+def model_server(kind: str, *args: str) -> Iterator[str]:
     """tests/providers/protocol_server.py as a process; its base URL."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.providers.protocol_server", kind],
+        [sys.executable, "-m", "tests.providers.protocol_server", kind, *args],
         stdout=subprocess.PIPE,
         text=True,
         cwd=REPO,

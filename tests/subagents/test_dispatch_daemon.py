@@ -193,7 +193,8 @@ def test_n_plus_one_concurrent_dispatches_give_exactly_one_concurrency_refusal(
     root: Path, daemons: DaemonFactory
 ) -> None:
     limit = 2
-    with model_server("slow") as url:
+    gate = root / "gate"
+    with model_server("gated", str(gate)) as url:
         write_bundle(
             root / "subagents",
             "slow",
@@ -203,14 +204,18 @@ def test_n_plus_one_concurrent_dispatches_give_exactly_one_concurrency_refusal(
         )
         daemon = start(daemons, root, {"openai": {"model": openai(url)}})
         with concurrent.futures.ThreadPoolExecutor(limit + 1) as pool:
-            outcomes = list(
-                pool.map(lambda i: dispatch(daemon, "slow", f"task {i}"), range(limit + 1))
-            )
-    refused = [data for code, data in outcomes if "refusal" in data]
-    assert [r["refusal"]["code"] for r in refused] == ["subagent_concurrency_limit"]
+            calls = [pool.submit(dispatch, daemon, "slow", f"task {i}") for i in range(limit + 1)]
+            # The model holds every admitted invocation open: the extra one must come back
+            # refused while they run, and only then are they let through.
+            first, _ = concurrent.futures.wait(calls, return_when="FIRST_COMPLETED", timeout=60)
+            gate.touch()
+            outcomes = [call.result(timeout=60) for call in calls]
+    [refused] = [data for _, data in outcomes if "refusal" in data]
+    assert refused["refusal"]["code"] == "subagent_concurrency_limit"
+    assert [call.result() for call in first] == [(1, refused)]
     states = sorted(data["invocation"]["state"] for _, data in outcomes if "invocation" in data)
     assert states == ["succeeded"] * limit, (outcomes, daemon.log())
-    assert "subagent_concurrency_limit" in daemon.log() or len(listed(daemon)) == limit
+    assert len(listed(daemon)) == limit
 
 
 def test_an_idempotent_repeat_returns_the_same_invocation_and_runs_nothing_twice(
@@ -299,19 +304,21 @@ def test_a_sub_agent_that_never_finishes_times_out_and_its_runtime_serves_the_ne
 def test_editing_a_bundle_during_an_invocation_changes_only_the_next_one(
     root: Path, daemons: DaemonFactory
 ) -> None:
-    with model_server("slow") as url:
+    gate = root / "gate"
+    with model_server("gated", str(gate)) as url:
         bundle = write_bundle(
             root / "subagents", "slow", model_provider="openai.model", output_schema=None
         )
         daemon = start(daemons, root, {"openai": {"model": openai(url)}})
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
             running = pool.submit(invocation, daemon, "slow", "the old revision")
-            deadline = time.monotonic() + 20
+            deadline = time.monotonic() + 30
             while not [i for i in listed(daemon) if i["state"] == "running"]:
                 assert time.monotonic() < deadline, daemon.log()
                 time.sleep(0.05)
             (bundle / "SYSTEM.md").write_text("A new prompt: a new revision.\n")
             assert daemon.cli("reload").returncode == 0
+            gate.touch()  # from now on the model answers: the new one, then the old one
             newer = invocation(daemon, "slow", "the new revision")
             older = running.result(timeout=60)
     assert older["state"] == newer["state"] == "succeeded", (older, newer)
