@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 
 from tests.conftest import REPO
-from tests.supervisor.harness import agent_entry, make_config
+from tests.supervisor.harness import Daemon, agent_entry, make_config
 
 EXAMPLES = REPO / "etc" / "subagents"
 SUMMARY_SCHEMA: dict[str, Any] = {
@@ -94,3 +94,63 @@ def model_server(kind: str, *args: str) -> Iterator[str]:
     finally:
         proc.kill()
         proc.wait()
+
+
+# --- a real daemon with sub-agents, driven through the CLI --------------------------------
+
+DaemonFactory = Callable[..., Daemon]
+
+
+def openai(url: str) -> dict[str, Any]:
+    return {"base_url": url, "model": "m", "api_key_env": "SUBAGENT_TEST_KEY", "max_retries": 0}
+
+
+def start(daemons: DaemonFactory, root: Path, providers: dict[str, Any] | None = None) -> Daemon:
+    doc = subagent_config(root)
+    doc["providers"].update(providers or {})
+    return daemons(doc, faults=False).start(SUBAGENT_TEST_KEY="sk-not-a-real-key")
+
+
+def dispatch(daemon: Daemon, agent_id: str, task: str, *extra: str) -> tuple[int, dict[str, Any]]:
+    """`zeroclaw dispatch ... --json`: its exit status and what it printed."""
+    result = daemon.cli("dispatch", agent_id, "--task", task, *extra, "--json", timeout=120)
+    assert result.stdout, (result.stderr, daemon.log())
+    return result.returncode, json.loads(result.stdout)
+
+
+def invocation(daemon: Daemon, agent_id: str, task: str, *extra: str) -> dict[str, Any]:
+    _, data = dispatch(daemon, agent_id, task, *extra)
+    assert "invocation" in data, (data, daemon.log())
+    record: dict[str, Any] = data["invocation"]
+    return record
+
+
+def timeline(daemon: Daemon, invocation_id: str) -> list[dict[str, Any]]:
+    result = daemon.cli("invocations", "events", invocation_id, "--json")
+    assert result.returncode == 0, result.stderr
+    return [json.loads(line) for line in result.stdout.splitlines()]
+
+
+def listed(daemon: Daemon, *args: str) -> list[dict[str, Any]]:
+    result = daemon.cli("invocations", "list", *args, "--json")
+    assert result.returncode == 0, result.stderr
+    invocations: list[dict[str, Any]] = json.loads(result.stdout)["invocations"]
+    return invocations
+
+
+def runtime_pids(daemon: Daemon, agent_id: str) -> dict[str, set[int]]:
+    """Identity -> pids of the runtime processes of `agent_id` that joined the bus."""
+    found: dict[str, set[int]] = {}
+    for line in daemon.log_path.read_text().splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        alias = str(entry.get("alias", ""))
+        if "joined the bus" in entry.get("msg", "") and alias.startswith(f"sub:{agent_id}@"):
+            found.setdefault(alias, set()).add(int(entry["pid"]))
+    return found
+
+
+def dispatch_data(daemon: Daemon, agent_id: str, task: str, *extra: str) -> dict[str, Any]:
+    return dispatch(daemon, agent_id, task, *extra)[1]

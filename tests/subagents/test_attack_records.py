@@ -10,23 +10,12 @@ import json
 import shutil
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-from tests.subagents.helpers import subagent_config, write_bundle
+from tests.subagents.helpers import dispatch_data as dispatch
+from tests.subagents.helpers import start, subagent_config, write_bundle
 from tests.supervisor.harness import Daemon
 
 DaemonFactory = Callable[..., Daemon]
-
-
-def start(daemons: DaemonFactory, root: Path) -> Daemon:
-    return daemons(subagent_config(root), faults=False).start()
-
-
-def dispatch(daemon: Daemon, agent_id: str, task: str, *extra: str) -> dict[str, Any]:
-    result = daemon.cli("dispatch", agent_id, "--task", task, *extra, "--json", timeout=120)
-    assert result.stdout, (result.returncode, result.stderr, daemon.log())
-    data: dict[str, Any] = json.loads(result.stdout)
-    return data
 
 
 def test_big_inputs_from_callers_never_lock_the_operator_out_of_the_invocation_list(

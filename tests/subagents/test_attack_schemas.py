@@ -12,23 +12,12 @@ import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-from tests.subagents.helpers import subagent_config, write_bundle
+from tests.subagents.helpers import dispatch_data as dispatch
+from tests.subagents.helpers import start, write_bundle
 from tests.supervisor.harness import Daemon
 
 DaemonFactory = Callable[..., Daemon]
-
-
-def start(daemons: DaemonFactory, root: Path) -> Daemon:
-    return daemons(subagent_config(root), faults=False).start()
-
-
-def dispatch(daemon: Daemon, agent_id: str, task: str, *extra: str) -> dict[str, Any]:
-    result = daemon.cli("dispatch", agent_id, "--task", task, *extra, "--json", timeout=120)
-    assert result.stdout, (result.returncode, result.stderr, daemon.log())
-    data: dict[str, Any] = json.loads(result.stdout)
-    return data
 
 
 def refused_problems(daemon: Daemon, agent_id: str) -> str:

@@ -18,60 +18,22 @@ from typing import Any
 
 import pytest
 
-from tests.subagents.helpers import SUMMARY_SCHEMA, model_server, subagent_config, write_bundle
+from tests.subagents.helpers import (
+    SUMMARY_SCHEMA,
+    dispatch,
+    invocation,
+    listed,
+    model_server,
+    openai,
+    runtime_pids,
+    start,
+    subagent_config,
+    timeline,
+    write_bundle,
+)
 from tests.supervisor.harness import Daemon
 
 DaemonFactory = Callable[..., Daemon]
-
-
-def openai(url: str) -> dict[str, Any]:
-    return {"base_url": url, "model": "m", "api_key_env": "SUBAGENT_TEST_KEY", "max_retries": 0}
-
-
-def start(daemons: DaemonFactory, root: Path, providers: dict[str, Any] | None = None) -> Daemon:
-    doc = subagent_config(root)
-    doc["providers"].update(providers or {})
-    return daemons(doc, faults=False).start(SUBAGENT_TEST_KEY="sk-not-a-real-key")
-
-
-def dispatch(daemon: Daemon, agent_id: str, task: str, *extra: str) -> tuple[int, dict[str, Any]]:
-    result = daemon.cli("dispatch", agent_id, "--task", task, *extra, "--json", timeout=120)
-    assert result.stdout, (result.stderr, daemon.log())
-    return result.returncode, json.loads(result.stdout)
-
-
-def invocation(daemon: Daemon, agent_id: str, task: str, *extra: str) -> dict[str, Any]:
-    _, data = dispatch(daemon, agent_id, task, *extra)
-    assert "invocation" in data, (data, daemon.log())
-    record: dict[str, Any] = data["invocation"]
-    return record
-
-
-def timeline(daemon: Daemon, invocation_id: str) -> list[dict[str, Any]]:
-    result = daemon.cli("invocations", "events", invocation_id, "--json")
-    assert result.returncode == 0, result.stderr
-    return [json.loads(line) for line in result.stdout.splitlines()]
-
-
-def listed(daemon: Daemon, *args: str) -> list[dict[str, Any]]:
-    result = daemon.cli("invocations", "list", *args, "--json")
-    assert result.returncode == 0, result.stderr
-    invocations: list[dict[str, Any]] = json.loads(result.stdout)["invocations"]
-    return invocations
-
-
-def runtime_pids(daemon: Daemon, agent_id: str) -> dict[str, set[int]]:
-    """Identity -> pids of the runtime processes of `agent_id` that joined the bus."""
-    found: dict[str, set[int]] = {}
-    for line in daemon.log_path.read_text().splitlines():
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            continue
-        alias = str(entry.get("alias", ""))
-        if "joined the bus" in entry.get("msg", "") and alias.startswith(f"sub:{agent_id}@"):
-            found.setdefault(alias, set()).add(int(entry["pid"]))
-    return found
 
 
 # --- the happy path, and what an agent sees ---------------------------------------------------
