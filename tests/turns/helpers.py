@@ -7,7 +7,7 @@ which sends whatever a test wants the service to receive.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -103,13 +103,17 @@ async def bench(
     groups: dict[str, Any] | None = None,
     confined_services: frozenset[str] = frozenset(),
     services: dict[str, ServiceHandler] | None = None,
+    configure: Callable[[dict[str, Any]], None] | None = None,
     **service_options: Any,
 ) -> AsyncIterator[Bench]:
     """alpha and beta (both on cli.local), a running router, the turn service registered
     on it as the daemon's composition root registers it. `confined_services`: what a
-    confined identity (a sub-agent runtime) may reach; `services`: more daemon services."""
+    confined identity (a sub-agent runtime) may reach; `services`: more daemon services;
+    `configure`: changes the config document before it is validated (channels, bindings)."""
     agents = {"alpha": agent_entry(), "beta": agent_entry(), "gamma": agent_entry()}
     doc = make_config(root, agents, groups=groups)
+    if configure is not None:
+        configure(doc)
     (root / "run").mkdir(parents=True, exist_ok=True)
     ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
     hooks = _BenchHooks()

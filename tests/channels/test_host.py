@@ -1,0 +1,69 @@
+"""The channel host on a real router and turn service with alpha as a real agent runtime:
+an inbound message reaches its owner and the reply comes back; a refused sender never
+reaches an agent; an approval nobody gives in time is a denial."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from tests.turns.helpers import bench
+from zeroclaw.channels import ChannelAnswer, ChannelHost, ChannelRefused, Inbound
+
+
+def with_webhook(doc: dict[str, Any]) -> None:
+    doc["channels"]["webhook"] = {"ops": {"listen": "127.0.0.1:8787", "secret_env": "HOOK_KEY"}}
+    doc["agents"]["alpha"]["channels"] = ["cli.local", "webhook.ops"]
+    doc["peer_groups"]["hooks"] = {
+        "channel": "webhook.ops",
+        "agents": ["alpha"],
+        "external_peers": ["bob", "mallory"],
+        "ignore": ["mallory"],
+    }
+
+
+async def test_an_accepted_sender_gets_the_owners_reply(tmp_path: Path) -> None:
+    async with bench(tmp_path, configure=with_webhook) as b:
+        await b.agent(tmp_path)
+        host = ChannelHost(b.service, lambda: b.router.policy)
+        outcome = await host.converse(Inbound("webhook.ops", "@Bob", "hello"))
+    assert isinstance(outcome, ChannelAnswer) and outcome.agent == "alpha"
+    assert "alpha" in outcome.reply
+
+
+async def test_refused_senders_and_targets_never_reach_an_agent(tmp_path: Path) -> None:
+    async with bench(tmp_path, configure=with_webhook) as b:
+        runtime = await b.agent(tmp_path)
+        host = ChannelHost(b.service, lambda: b.router.policy)
+        cases = {
+            "sender_ignored": Inbound("webhook.ops", "mallory", "hi"),
+            "sender_not_accepted": Inbound("webhook.ops", "carol", "hi"),
+            "unknown_channel": Inbound("webhook.nope", "bob", "hi"),
+            "agent_not_bound": Inbound("webhook.ops", "bob", "hi", agent="beta"),
+            "unknown_agent": Inbound("webhook.ops", "bob", "hi", agent="zed"),
+        }
+        for code, inbound in cases.items():
+            outcome = await host.converse(inbound)
+            assert isinstance(outcome, ChannelRefused) and outcome.code == code, outcome
+        assert runtime.busy.count == 0 and host.stats()["refused"] == dict.fromkeys(cases, 1)
+        assert b.service.turns == {}
+
+
+async def test_an_approval_not_given_in_time_is_a_denial(tmp_path: Path) -> None:
+    asked: list[str] = []
+
+    async def never_answers(rid: str, what: str) -> bool:
+        asked.append(what)
+        await trio.sleep_forever()
+        raise AssertionError
+
+    async with bench(tmp_path, configure=with_webhook) as b:
+        await b.agent(tmp_path)
+        host = ChannelHost(b.service, lambda: b.router.policy, approval_timeout=0.2)
+        outcome = await host.converse(
+            Inbound("webhook.ops", "bob", "write note.txt: hi"), ask=never_answers
+        )
+    assert isinstance(outcome, ChannelAnswer), outcome
+    assert asked and [c.error_code for c in outcome.tool_calls] == ["approval_denied"]

@@ -1,0 +1,34 @@
+"""Channels: webhook and serial transports reaching agents through peer groups, owners and
+external-peer rules (issue 13). The daemon's `ChannelHost` routes an inbound message from
+the config alone and runs its turn; each adapter only speaks its transport."""
+
+from ._adapter import ChannelAdapter, ChannelStartFailed
+from ._host import APPROVAL_TIMEOUT_SECS, ChannelHost
+from ._routing import Routed, route_inbound
+from ._types import (
+    AskApproval,
+    ChannelAnswer,
+    ChannelFailure,
+    ChannelFailureCode,
+    ChannelRefusalCode,
+    ChannelRefused,
+    Inbound,
+    Outcome,
+)
+
+__all__ = [
+    "APPROVAL_TIMEOUT_SECS",
+    "AskApproval",
+    "ChannelAdapter",
+    "ChannelAnswer",
+    "ChannelFailure",
+    "ChannelFailureCode",
+    "ChannelHost",
+    "ChannelRefusalCode",
+    "ChannelRefused",
+    "ChannelStartFailed",
+    "Inbound",
+    "Outcome",
+    "Routed",
+    "route_inbound",
+]

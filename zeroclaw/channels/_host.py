@@ -1,0 +1,122 @@
+"""The daemon's side of every channel adapter: an inbound message in, its outcome out.
+
+`converse` routes the message (`route_inbound`), opens a turn on the target with the
+message's origin through the turn service (the router checks that origin again), collects
+the reply, and asks the adapter's `ask` callback for approvals, each bounded by the
+approval timeout (a timeout, or a channel that cannot ask, is a denial). Refusals are
+logged and counted by the rule that decided them.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Callable
+
+import trio
+
+from ..bus import PeerPolicy
+from ..turns import (
+    AgentDown,
+    ApprovalAsked,
+    Delta,
+    Turn,
+    TurnCancelled,
+    TurnDone,
+    TurnOverflow,
+    TurnRefused,
+    TurnService,
+)
+from ._routing import Routed, route_inbound
+from ._types import (
+    AskApproval,
+    ChannelAnswer,
+    ChannelFailure,
+    ChannelRefused,
+    Inbound,
+    Outcome,
+)
+
+log = logging.getLogger("zeroclaw.channels")
+
+APPROVAL_TIMEOUT_SECS = 120.0
+
+
+class ChannelHost:
+    def __init__(
+        self,
+        turns: TurnService,
+        policy: Callable[[], PeerPolicy],
+        *,
+        approval_timeout: float = APPROVAL_TIMEOUT_SECS,
+    ) -> None:
+        self.turns = turns
+        self._policy = policy  # the running config's (a reload replaces it)
+        self.approval_timeout = approval_timeout
+        self.refused: Counter[str] = Counter()  # by the rule that decided
+        self.delivered: Counter[str] = Counter()  # by channel
+
+    def route(self, inbound: Inbound) -> Routed | ChannelRefused:
+        routed = route_inbound(self._policy(), inbound)
+        if isinstance(routed, ChannelRefused):
+            self.refused[routed.code] += 1
+            log.info(
+                "refused a message on %s from %r: %s (%s)",
+                inbound.channel,
+                inbound.sender,
+                routed.code,
+                routed.detail,
+                extra={"channel": inbound.channel, "sender": inbound.sender, "rule": routed.code},
+            )
+        return routed
+
+    async def converse(self, inbound: Inbound, *, ask: AskApproval | None = None) -> Outcome:
+        """The whole conversation of one inbound message: its reply or why there is none."""
+        routed = self.route(inbound)
+        if isinstance(routed, ChannelRefused):
+            return routed
+        self.delivered[inbound.channel] += 1
+        async with (
+            self.turns.open_turn(
+                routed.agent,
+                inbound.text,
+                session=inbound.session,
+                origin=routed.origin,
+                interactive=ask is not None,
+            ) as turn,
+            trio.open_nursery() as nursery,
+        ):
+            outcome = await self._collect(turn, ask, nursery)
+            nursery.cancel_scope.cancel()
+        return outcome
+
+    async def _collect(self, turn: Turn, ask: AskApproval | None, nursery: trio.Nursery) -> Outcome:
+        text: list[str] = []
+        async for event in turn.events():
+            if isinstance(event, Delta):
+                text.append(event.text)
+            elif isinstance(event, ApprovalAsked):
+                nursery.start_soon(self._approve, turn, event, ask)
+            elif isinstance(event, TurnDone):
+                return ChannelAnswer(
+                    turn.agent, event.reply, event.tool_calls, event.error, event.cancelled
+                )
+            elif isinstance(event, TurnRefused):
+                return ChannelFailure("refused", f"{event.code}: {event.detail}")
+            elif isinstance(event, AgentDown):
+                return ChannelFailure("unavailable", f"agent {turn.agent} exited during the turn")
+            elif isinstance(event, TurnOverflow):
+                return ChannelFailure("too_large", f"over {event.limit} unread events")
+            elif isinstance(event, TurnCancelled):
+                return ChannelFailure("cancelled", "the turn was cancelled")
+        raise AssertionError("a turn's events end with a terminal event")
+
+    async def _approve(self, turn: Turn, asked: ApprovalAsked, ask: AskApproval | None) -> None:
+        approved = False
+        if ask is not None:
+            with trio.move_on_after(self.approval_timeout):
+                approved = await ask(asked.rid, asked.what)
+        turn.answer_approval(asked.rid, approved)  # a late yes finds nothing to answer
+
+    def stats(self) -> dict[str, dict[str, int]]:
+        return {"delivered": dict(self.delivered), "refused": dict(self.refused)}

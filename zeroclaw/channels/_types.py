@@ -1,0 +1,69 @@
+"""What crosses between a channel adapter and the daemon: an inbound message, and how its
+conversation ended. Typed values; the adapters map them to their wire (HTTP, a line)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Literal
+
+import msgspec
+
+from ..turns import ToolCallRecord
+
+
+class Inbound(msgspec.Struct, frozen=True):
+    """A message a channel received. `sender` is the external sender's id on that channel
+    (the adapter's word for who sent it: a signed webhook field, `serial:<alias>`); the
+    daemon decides the target and admits the sender from the config alone."""
+
+    channel: str  # the channel key, "webhook.ops"
+    sender: str
+    text: str
+    session: str | None = None
+    agent: str | None = None  # a target the sender asks for; honoured only if it binds
+
+
+# Why an inbound message reached no agent (stable: the README's error table lists them).
+ChannelRefusalCode = Literal[
+    "unknown_channel",  # no such channel in the config
+    "unknown_agent",  # the named agent is not an enabled agent
+    "agent_not_bound",  # the named agent does not bind this channel
+    "no_owner",  # nobody owns the channel (bindings exist, none for it)
+    "sender_ignored",  # the owner's groups on the channel `ignore` this sender
+    "sender_not_accepted",  # no `external_peers` entry of the owner's groups accepts it
+]
+
+
+class ChannelRefused(msgspec.Struct, frozen=True):
+    """The daemon refused the message before any agent saw it."""
+
+    code: ChannelRefusalCode
+    detail: str
+
+
+class ChannelAnswer(msgspec.Struct, frozen=True):
+    """The agent's reply to an inbound message."""
+
+    agent: str
+    reply: str
+    tool_calls: tuple[ToolCallRecord, ...] = ()
+    error: str | None = None  # the provider failed; `reply` says so
+    cancelled: bool = False
+
+
+ChannelFailureCode = Literal["unavailable", "timeout", "too_large", "cancelled", "refused"]
+
+
+class ChannelFailure(msgspec.Struct, frozen=True):
+    """The message was admitted but its turn did not end with a reply."""
+
+    code: ChannelFailureCode
+    detail: str
+
+
+Outcome = ChannelAnswer | ChannelRefused | ChannelFailure
+
+# How an adapter asks its sender to approve a supervised action: (approval id, what) ->
+# yes or no. The daemon bounds it by the approval timeout (a timeout is a no); None: this
+# channel cannot ask, so the action is denied.
+AskApproval = Callable[[str, str], Awaitable[bool]]
