@@ -139,3 +139,27 @@ def test_the_session_ends_with_exit_3_when_the_daemon_goes(
     finally:
         child.close(force=True)
     assert child.exitstatus == 3, child.before
+
+
+def test_an_unanswered_approval_is_denied_at_the_profiles_timeout_and_a_late_yes_is_a_message(
+    root: Path, daemons: DaemonFactory
+) -> None:
+    doc = config(root)
+    doc["risk_profiles"]["sup"]["approval_timeout_secs"] = 1
+    daemon = daemons(doc, faults=False).start()
+    child = spawn_chat(daemon, root)
+    try:
+        child.expect_exact(PROMPT)
+        child.sendline("write notes.txt: hi")
+        child.expect_exact("approve: write notes.txt? [y/N] (denied in 1s)")
+        child.expect_exact("no answer in time: denied")
+        child.expect_exact("[file_write: approval_denied]")
+        child.expect_exact(PROMPT)
+        child.sendline("y")  # too late: an ordinary message now, not a yes
+        child.expect_exact("alpha (offline) heard: y")
+        child.expect_exact(PROMPT)
+        child.sendeof()
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    assert not (root / "state" / "agents" / "alpha" / "workspace" / "notes.txt").exists()

@@ -67,3 +67,22 @@ async def test_an_approval_not_given_in_time_is_a_denial(tmp_path: Path) -> None
         )
     assert isinstance(outcome, ChannelAnswer), outcome
     assert asked and [c.error_code for c in outcome.tool_calls] == ["approval_denied"]
+
+
+async def test_the_agents_own_approval_timeout_bounds_the_channels_question(
+    tmp_path: Path,
+) -> None:
+    async def never_answers(rid: str, what: str) -> bool:
+        await trio.sleep_forever()
+        raise AssertionError
+
+    async with bench(tmp_path, configure=with_webhook) as b:
+        runtime = await b.agent(tmp_path)
+        runtime.engine.approval_timeout = 0.2  # the profile's approval_timeout_secs
+        host = ChannelHost(b.service, lambda: b.router.policy, approval_timeout=3600)
+        with trio.fail_after(30):
+            outcome = await host.converse(
+                Inbound("webhook.ops", "bob", "write note.txt: hi"), ask=never_answers
+            )
+    assert isinstance(outcome, ChannelAnswer), outcome
+    assert [c.error_code for c in outcome.tool_calls] == ["approval_denied"]

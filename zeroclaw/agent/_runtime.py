@@ -274,8 +274,9 @@ class AgentRuntime:
         if chat.interactive:
 
             async def approver(what: str) -> bool:
+                question = ApprovalQuestion(turn, what, self.engine.approval_timeout)
                 response = await self.bus.request(
-                    TURN_SERVICE, "approve", ApprovalQuestion(turn, what), wait_secs=math.inf
+                    TURN_SERVICE, "approve", question, wait_secs=math.inf
                 )
                 if not response.ok:
                     return False

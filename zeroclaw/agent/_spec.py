@@ -25,6 +25,7 @@ class RiskSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     require_approval_for_medium_risk: bool
     block_high_risk_commands: bool
     sandbox: Literal["auto", "landlock", "none"]
+    approval_timeout_secs: float = 120.0  # no yes in time on the turn's channel: denied
 
     @property
     def may_act(self) -> bool:

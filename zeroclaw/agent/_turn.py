@@ -120,14 +120,17 @@ class TurnEngine:
         agent_env: Mapping[str, str],
         toolset: Toolset = DEFAULT_TOOLSET,
         clock: Callable[[], float] = time.monotonic,
-        approval_timeout: float = 60.0,
+        approval_timeout: float | None = None,
         command_home_root: str | None = None,
     ) -> None:
         self.spec = spec
         self.reach = reach
         self.provider = provider
         self.clock = clock
-        self.approval_timeout = approval_timeout
+        # The profile's, unless a test gives its own.
+        self.approval_timeout = (
+            spec.risk.approval_timeout_secs if approval_timeout is None else approval_timeout
+        )
         # The tools of the operator's chat, and the subset a peer's turn gets (ADR 0015).
         self.toolset = toolset
         self.peer_toolset = toolset.only(spec.peer_tools, "peer_tools")

@@ -113,8 +113,9 @@ class ChannelHost:
 
     async def _approve(self, turn: Turn, asked: ApprovalAsked, ask: AskApproval | None) -> None:
         approved = False
+        timeout = min(self.approval_timeout, asked.timeout_secs or self.approval_timeout)
         if ask is not None:
-            with trio.move_on_after(self.approval_timeout):
+            with trio.move_on_after(timeout):
                 approved = await ask(asked.rid, asked.what)
         turn.answer_approval(asked.rid, approved)  # a late yes finds nothing to answer
 

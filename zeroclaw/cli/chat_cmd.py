@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -75,15 +76,24 @@ class Printer:
             self.end_line()
             click.echo(f"  [{event.name}: {status}]", err=True)
 
-    def approve(self, what: str) -> bool:
-        """The inline y/N prompt; without a terminal, nobody can say yes."""
+    def approve(self, what: str, timeout: float | None) -> bool:
+        """The inline y/N prompt, open for `timeout` seconds (the agent's approval timeout:
+        after it the agent has denied, so a late "y" must not look like a yes); without a
+        terminal, nobody can say yes."""
         if not self.interactive:
             return False
         self.end_line()
+        limit = f" (denied in {timeout:g}s)" if timeout else ""
+        click.echo(f"  approve: {what}? [y/N]{limit}: ", err=True, nl=False)
         try:
-            return click.confirm(f"  approve: {what}?", default=False, err=True)
-        except (click.Abort, EOFError):
+            ready, _, _ = select.select([sys.stdin], [], [], timeout)
+            if not ready:
+                click.echo("\n  no answer in time: denied", err=True)
+                return False
+            answer = sys.stdin.readline()
+        except (OSError, ValueError):
             return False
+        return answer.strip().lower() in ("y", "yes")
 
     def end_line(self) -> None:
         if self._open_line:
@@ -239,7 +249,7 @@ def _through_daemon(conn: ControlSession, alias: str, session: str, tty: bool) -
             except msgspec.ValidationError:
                 continue  # an event this CLI does not know (a newer daemon): not ours to show
             if isinstance(event, ApprovalAsked):
-                send(ChatApproval(approved=printer.approve(event.what)))
+                send(ChatApproval(approved=printer.approve(event.what, event.timeout_secs)))
             else:
                 printer.event(event)
 
@@ -268,8 +278,10 @@ def _in_process(config: Config, path: Path, alias: str, session: str) -> TurnRun
             async def on_event(event: TurnEvent) -> None:
                 printer.event(event)
 
+            timeout = spec.risk.approval_timeout_secs
+
             async def approver(what: str) -> bool:
-                return await trio.to_thread.run_sync(printer.approve, what)
+                return await trio.to_thread.run_sync(printer.approve, what, timeout)
 
             try:
                 result = await engine.run_turn(

@@ -221,6 +221,11 @@ class RiskProfile(_Strict):
         description="OS sandbox: 'landlock' requires it, 'auto' uses it when the kernel has "
         "it, 'none' disables it.",
     )
+    approval_timeout_secs: Annotated[float, Field(gt=0, le=86_400)] = Field(
+        default=120.0,
+        description="How long a supervised action waits for a yes on the channel that "
+        "started the turn; no answer in time is a denial.",
+    )
 
     @field_validator("allowed_commands")
     @classmethod

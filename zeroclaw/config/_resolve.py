@@ -196,6 +196,7 @@ class EffectiveRiskPolicy:
     require_approval_for_medium_risk: bool
     block_high_risk_commands: bool
     sandbox: Literal["auto", "landlock", "none"]
+    approval_timeout_secs: float = 120.0
 
     @property
     def may_write(self) -> bool:
@@ -252,4 +253,5 @@ def effective_risk_policy(
         require_approval_for_medium_risk=profile.require_approval_for_medium_risk,
         block_high_risk_commands=profile.block_high_risk_commands,
         sandbox=profile.sandbox,
+        approval_timeout_secs=profile.approval_timeout_secs,
     )

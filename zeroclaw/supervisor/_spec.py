@@ -102,6 +102,7 @@ def risk_spec(policy: EffectiveRiskPolicy) -> RiskSpec:
         require_approval_for_medium_risk=policy.require_approval_for_medium_risk,
         block_high_risk_commands=policy.block_high_risk_commands,
         sandbox=policy.sandbox,
+        approval_timeout_secs=policy.approval_timeout_secs,
     )
 
 

@@ -44,6 +44,9 @@ class ApprovalAsked(_TurnEvent, tag="approval", frozen=True):
 
     what: str
     rid: str = ""
+    # The agent denies the action when this passes without an answer: a channel stops
+    # asking then, and a later yes counts for nothing.
+    timeout_secs: float | None = None
 
 
 class TurnDone(_TurnEvent, tag="done", frozen=True):

@@ -126,11 +126,11 @@ class Turn:
             self._agent_working = False
         self._push(event)
 
-    def _asked(self, rid: str, what: str) -> bool:
+    def _asked(self, rid: str, what: str, timeout_secs: float | None = None) -> bool:
         if self._closed or self._overflowed:
             return False
         self._pending.append(rid)
-        self._push(ApprovalAsked(what[:MAX_APPROVAL_TEXT], rid))
+        self._push(ApprovalAsked(what[:MAX_APPROVAL_TEXT], rid, timeout_secs))
         return True
 
     def _delivered(self, code: RefusalCode | None, detail: str) -> None:
@@ -277,7 +277,7 @@ class TurnService:
             turn = self._turn_of(sender, question.turn)
             if turn is None:
                 self._refuse(sender, request.id, "unknown_turn")
-            elif not turn._asked(request.id, question.what):
+            elif not turn._asked(request.id, question.what, question.timeout_secs):
                 self._answer(sender, request.id, False)
         else:
             self.malformed += 1

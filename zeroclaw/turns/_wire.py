@@ -46,6 +46,7 @@ class TurnEventPost(msgspec.Struct, frozen=True):
 class ApprovalQuestion(msgspec.Struct, frozen=True):
     turn: str
     what: str
+    timeout_secs: float | None = None  # the agent stops waiting then (and denies)
 
 
 class ApprovalAnswer(msgspec.Struct, frozen=True):
