@@ -3,8 +3,10 @@ external-peer rules (issue 13). The daemon's `ChannelHost` routes an inbound mes
 the config alone and runs its turn; each adapter only speaks its transport."""
 
 from ._adapter import ChannelAdapter, ChannelStartFailed
+from ._build import channel_adapters, channel_settings
 from ._host import APPROVAL_TIMEOUT_SECS, ChannelHost
 from ._routing import Routed, route_inbound
+from ._supervise import AdapterRecord, AdapterState, ChannelSupervisor, retry_delay
 from ._types import (
     AskApproval,
     ChannelAnswer,
@@ -18,6 +20,8 @@ from ._types import (
 
 __all__ = [
     "APPROVAL_TIMEOUT_SECS",
+    "AdapterRecord",
+    "AdapterState",
     "AskApproval",
     "ChannelAdapter",
     "ChannelAnswer",
@@ -27,8 +31,12 @@ __all__ = [
     "ChannelRefusalCode",
     "ChannelRefused",
     "ChannelStartFailed",
+    "ChannelSupervisor",
     "Inbound",
     "Outcome",
     "Routed",
+    "channel_adapters",
+    "channel_settings",
+    "retry_delay",
     "route_inbound",
 ]

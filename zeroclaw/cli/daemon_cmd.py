@@ -191,6 +191,13 @@ def status_cmd(as_json: bool) -> None:
             f"{control.refused_peers} peers, {control.refused_busy} busy; "
             f"{control.reaped_idle} idle reaped"
         )
+    for channel in data.channels:
+        keys = ", ".join(channel.keys)
+        detail = f" ({channel.last_error})" if channel.state == "failed" else ""
+        retry = ""
+        if channel.retry_at is not None:
+            retry = f"; next start in {max(0.0, channel.retry_at - time.time()):.0f}s"
+        click.echo(f"channel   {keys}: {channel.state}{detail}{retry}")
     click.echo("")
     click.echo(_agents_table(data.agents))
     if data.runtimes:

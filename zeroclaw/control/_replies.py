@@ -62,6 +62,17 @@ class ControlStats(msgspec.Struct, frozen=True):
     bad_requests: int
 
 
+class ChannelStatus(msgspec.Struct, frozen=True):
+    """One channel adapter (a webhook listener may serve several channel keys)."""
+
+    keys: list[str]
+    state: str  # starting | serving | failed | stopped
+    failures: int  # failed starts in a row
+    last_error: str | None
+    since: float  # wall clock of the last change
+    retry_at: float | None  # wall clock of the next start, when failed
+
+
 class StatusReply(msgspec.Struct, frozen=True, omit_defaults=True):
     daemon: DaemonStatus
     counts: dict[str, int]
@@ -70,6 +81,8 @@ class StatusReply(msgspec.Struct, frozen=True, omit_defaults=True):
     control: ControlStats | None = None
     # Sub-agent revision runtimes (issue 12): started on demand, not counted as agents.
     runtimes: list[AgentStatus] = msgspec.field(default_factory=list)
+    # Channel adapters (issue 13): webhook listeners and serial devices.
+    channels: list[ChannelStatus] = msgspec.field(default_factory=list)
 
 
 class AgentsReply(msgspec.Struct, frozen=True):

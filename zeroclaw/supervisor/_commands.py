@@ -19,6 +19,7 @@ from ..control import (
     AgentStart,
     AgentStatus,
     AgentStop,
+    ChannelStatus,
     ChatApproval,
     ChatCancel,
     ChatOpen,
@@ -47,14 +48,23 @@ OPERATOR_WAIT_SECS = 30.0
 
 class StatusCommand:
     def __init__(
-        self, supervisor: Supervisor, control_stats: Callable[[], ControlStats | None]
+        self,
+        supervisor: Supervisor,
+        control_stats: Callable[[], ControlStats | None],
+        channels: Callable[[], list[ChannelStatus]] = list,
     ) -> None:
         self._supervisor = supervisor
         self._control_stats = control_stats
+        self._channels = channels
 
     async def __call__(self, request: Status, exchange: Exchange) -> Reply[StatusReply]:
         status = self._supervisor.status()
-        return Reply(ok=True, data=msgspec.structs.replace(status, control=self._control_stats()))
+        return Reply(
+            ok=True,
+            data=msgspec.structs.replace(
+                status, control=self._control_stats(), channels=self._channels()
+            ),
+        )
 
 
 class AgentsListCommand:

@@ -22,6 +22,12 @@ from .._logging import setup_logging
 from .._prctl import set_not_dumpable
 from ..bus import Request as BusRequest
 from ..bus import Response, Router, ServiceHandler
+from ..channels import (
+    ChannelHost,
+    ChannelSupervisor,
+    channel_adapters,
+    channel_settings,
+)
 from ..config import Config, ConfigError, daemon_paths, daemon_refusals, load_config
 from ..control import (
     REQUEST_TYPES,
@@ -43,7 +49,7 @@ from ..control import (
     Shutdown,
     Status,
 )
-from ..events import EventSink
+from ..events import EventSink, ReloadApplied
 from ..memory import (
     MemoryControlCommand,
     MemoryLock,
@@ -268,8 +274,17 @@ async def _main(
             max_frame=lambda: supervisor.config.daemon.max_frame_bytes,
         )
         hooks.bind(supervisor, turns, dispatch)
+        # Webhook and serial channels: inbound messages routed from the config, their turns
+        # through the same turn service (issue 13).
+        channels = ChannelSupervisor(ChannelHost(turns, lambda: router.policy))
         return await _serve(
-            supervisor, ChatService(turns), dispatch, notifier, control_listener, idle_timeout
+            supervisor,
+            ChatService(turns),
+            dispatch,
+            channels,
+            notifier,
+            control_listener,
+            idle_timeout,
         )
     finally:
         ctx.term()
@@ -329,6 +344,7 @@ async def _serve(
     supervisor: Supervisor,
     chat: ChatService,
     dispatch: DispatchService,
+    channels: ChannelSupervisor,
     notifier: Notifier,
     control_listener: socket.socket,
     idle_timeout: float,
@@ -343,7 +359,7 @@ async def _serve(
 
         control = ControlServer(
             control_listener,
-            _command_table(supervisor, chat, dispatch, nursery, control_stats).dispatch,
+            _command_table(supervisor, chat, dispatch, channels, nursery, control_stats).dispatch,
             zygote_pid=supervisor.zygote.pid,
             idle_timeout=idle_timeout,
         )
@@ -365,12 +381,28 @@ async def _serve(
             # After the supervisor scanned the bundles and can start runtimes: recovery of
             # what the last daemon left, then the pipeline opens.
             await nursery.start(dispatch.run)
+            await nursery.start(channels.run)
+            nursery.start_soon(_keep_channels, supervisor, channels)
             nursery.start_soon(_signals, signals, supervisor, nursery)
             await supervisor.shutdown_requested.wait()
             await supervisor.shutdown()
             nursery.cancel_scope.cancel()
     log.info("zeroclaw daemon stopped")
     return 0
+
+
+async def _keep_channels(supervisor: Supervisor, channels: ChannelSupervisor) -> None:
+    """The channel adapters of the running config: built at start, rebuilt by a reload that
+    changed a channel (and only then: a webhook keeps its listener across other reloads)."""
+    settings = channel_settings(supervisor.config)
+    with supervisor.events.subscribe() as reloads:
+        channels.replace(channel_adapters(supervisor.config, supervisor.env))
+        async for published in reloads:
+            if not isinstance(published.event, ReloadApplied):
+                continue
+            if channel_settings(supervisor.config) != settings:
+                settings = channel_settings(supervisor.config)
+                channels.replace(channel_adapters(supervisor.config, supervisor.env))
 
 
 def _idle_timeout(env: Mapping[str, str]) -> float:
@@ -426,13 +458,14 @@ def _command_table(
     supervisor: Supervisor,
     chat: ChatService,
     dispatch: DispatchService,
+    channels: ChannelSupervisor,
     nursery: trio.Nursery,
     control_stats: Callable[[], ControlStats | None],
 ) -> CommandTable:
     """Every control command, by request type: the one table the control server uses."""
     known_agents = lambda: frozenset(supervisor.config.agents)  # noqa: E731
     table = CommandTable()
-    table.register(Status, StatusCommand(supervisor, control_stats))
+    table.register(Status, StatusCommand(supervisor, control_stats, channels.status))
     table.register(AgentsList, AgentsListCommand(supervisor))
     table.register(AgentStart, AgentStartCommand(supervisor))
     table.register(AgentStop, AgentStopCommand(supervisor))

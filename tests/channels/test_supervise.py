@@ -1,0 +1,70 @@
+"""The channel supervisor: an adapter that cannot start is reported and retried with
+backoff while the others serve; a replaced set of adapters stops the old ones."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import trio
+import trio.testing
+
+from tests.turns.helpers import bench
+from zeroclaw.channels import (
+    ChannelHost,
+    ChannelStartFailed,
+    ChannelSupervisor,
+    retry_delay,
+)
+
+
+class ScriptedAdapter:
+    """An adapter whose starts fail `failing` times (as a port in use would), then serve."""
+
+    def __init__(self, key: str, failing: int = 0) -> None:
+        self.keys = (key,)
+        self.failing = failing
+        self.starts = 0
+        self.serving = trio.Event()
+        self.stopped = trio.Event()
+
+    async def serve(
+        self, host: ChannelHost, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        self.starts += 1
+        if self.starts <= self.failing:
+            raise ChannelStartFailed(f"127.0.0.1:8787: address already in use ({self.starts})")
+        task_status.started()
+        self.serving.set()
+        try:
+            await trio.sleep_forever()
+        finally:
+            self.stopped.set()
+
+
+@pytest.mark.parametrize(("failures", "delay"), [(1, 1.0), (2, 2.0), (3, 4.0), (7, 60.0)])
+def test_the_retry_delay_doubles_up_to_its_ceiling(failures: int, delay: float) -> None:
+    assert retry_delay(failures, 1.0, 60.0) == delay
+
+
+async def test_a_failing_adapter_is_retried_with_backoff_and_the_others_serve(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    flaky, steady = ScriptedAdapter("webhook.ops", failing=3), ScriptedAdapter("serial.bench")
+    async with bench(tmp_path) as b, trio.open_nursery() as nursery:
+        supervisor = ChannelSupervisor(ChannelHost(b.service, lambda: b.router.policy))
+        await nursery.start(supervisor.run)
+        supervisor.replace([flaky, steady])
+        await steady.serving.wait()
+        started = trio.current_time()
+        await flaky.serving.wait()
+        await trio.testing.wait_all_tasks_blocked()  # the supervisor has seen it start
+        # Three failed starts: 1 + 2 + 4 seconds of backoff before the fourth serves.
+        assert trio.current_time() - started == pytest.approx(7.0, abs=0.5)
+        record = supervisor.records[0]
+        assert (record.state, record.failures, flaky.starts) == ("serving", 0, 4)
+        assert "address already in use (3)" in (record.last_error or "")
+        supervisor.replace([ScriptedAdapter("webhook.ops")])
+        await flaky.stopped.wait()
+        await steady.stopped.wait()
+        nursery.cancel_scope.cancel()

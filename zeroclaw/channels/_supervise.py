@@ -1,0 +1,126 @@
+"""Keeps every channel adapter serving: an adapter that cannot start (a port in use, a
+device missing) or that fails later is reported (log, `status`) and started again with
+exponential backoff. It never takes the daemon down, and the other channels serve on."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import trio
+
+from ..control import ChannelStatus
+from ._adapter import ChannelAdapter
+from ._host import ChannelHost
+
+log = logging.getLogger("zeroclaw.channels")
+
+BACKOFF_INITIAL_SECS = 1.0
+BACKOFF_MAX_SECS = 60.0
+
+AdapterState = Literal["starting", "serving", "failed", "stopped"]
+
+
+def retry_delay(failures: int, initial: float, ceiling: float) -> float:
+    """Seconds before the next start after `failures` failures in a row (pure)."""
+    return float(min(ceiling, initial * 2 ** max(0, failures - 1)))
+
+
+@dataclass
+class AdapterRecord:
+    """What `status` shows of one adapter."""
+
+    keys: tuple[str, ...]
+    state: AdapterState = "starting"
+    failures: int = 0  # in a row; a start that serves clears it
+    last_error: str | None = None
+    since: float = field(default_factory=time.time)
+    retry_at: float | None = None  # wall clock of the next start, when failed
+
+
+def _reason(exc: BaseException) -> str:
+    """What an adapter died of, for a person: the errors inside a nursery's group."""
+    if isinstance(exc, BaseExceptionGroup):
+        return "; ".join(_reason(inner) for inner in exc.exceptions)
+    return str(exc) or type(exc).__name__
+
+
+class ChannelSupervisor:
+    def __init__(
+        self,
+        host: ChannelHost,
+        *,
+        backoff_initial: float = BACKOFF_INITIAL_SECS,
+        backoff_max: float = BACKOFF_MAX_SECS,
+    ) -> None:
+        self.host = host
+        self.backoff_initial = backoff_initial
+        self.backoff_max = backoff_max
+        self.records: list[AdapterRecord] = []
+        self._scope: trio.CancelScope | None = None
+        self._nursery: trio.Nursery | None = None
+
+    async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            task_status.started()
+            await trio.sleep_forever()
+
+    def status(self) -> list[ChannelStatus]:
+        return [
+            ChannelStatus(list(r.keys), r.state, r.failures, r.last_error, r.since, r.retry_at)
+            for r in self.records
+        ]
+
+    def replace(self, adapters: Sequence[ChannelAdapter]) -> None:
+        """Serve these adapters instead of the current ones (at start, and on a reload
+        that changed the channels)."""
+        assert self._nursery is not None, "ChannelSupervisor.run is not running"
+        if self._scope is not None:
+            self._scope.cancel()
+        scope = self._scope = trio.CancelScope()
+        self.records = [AdapterRecord(tuple(a.keys)) for a in adapters]
+        self._nursery.start_soon(self._serve_all, scope, list(adapters), self.records)
+
+    async def _serve_all(
+        self,
+        scope: trio.CancelScope,
+        adapters: list[ChannelAdapter],
+        records: list[AdapterRecord],
+    ) -> None:
+        with scope:
+            async with trio.open_nursery() as nursery:
+                for adapter, record in zip(adapters, records, strict=True):
+                    nursery.start_soon(self._keep, adapter, record)
+
+    async def _keep(self, adapter: ChannelAdapter, record: AdapterRecord) -> None:
+        name = ", ".join(record.keys)
+        while True:
+            record.state, record.since, record.retry_at = "starting", time.time(), None
+            try:
+                async with trio.open_nursery() as nursery:
+                    await nursery.start(functools.partial(adapter.serve, self.host))
+                    record.state, record.since, record.failures = "serving", time.time(), 0
+                    log.info("channel %s serving", name, extra={"channels": list(record.keys)})
+            except Exception as exc:  # whatever an adapter dies of is its own failure
+                record.failures += 1
+                record.last_error = _reason(exc)
+                delay = retry_delay(record.failures, self.backoff_initial, self.backoff_max)
+                record.state, record.since = "failed", time.time()
+                record.retry_at = record.since + delay
+                log.error(
+                    "channel %s failed: %s; next start in %gs",
+                    name,
+                    record.last_error,
+                    delay,
+                    extra={"channels": list(record.keys), "failures": record.failures},
+                )
+                await trio.sleep(delay)
+                continue
+            record.state, record.since = "stopped", time.time()
+            log.info("channel %s stopped", name, extra={"channels": list(record.keys)})
+            return
