@@ -4,7 +4,17 @@ the config alone and runs its turn; each adapter only speaks its transport."""
 
 from ._adapter import ChannelAdapter, ChannelStartFailed
 from ._host import APPROVAL_TIMEOUT_SECS, ChannelHost
+from ._lines import (
+    MAX_LINE_BYTES,
+    Dropped,
+    LineFramer,
+    approval_answer,
+    approval_prompt,
+    encode_lines,
+    outcome_lines,
+)
 from ._routing import Routed, route_inbound
+from ._serial import SerialAdapter
 from ._types import (
     AskApproval,
     ChannelAnswer,
@@ -18,6 +28,7 @@ from ._types import (
 
 __all__ = [
     "APPROVAL_TIMEOUT_SECS",
+    "MAX_LINE_BYTES",
     "AskApproval",
     "ChannelAdapter",
     "ChannelAnswer",
@@ -27,8 +38,15 @@ __all__ = [
     "ChannelRefusalCode",
     "ChannelRefused",
     "ChannelStartFailed",
+    "Dropped",
     "Inbound",
+    "LineFramer",
     "Outcome",
     "Routed",
+    "SerialAdapter",
+    "approval_answer",
+    "approval_prompt",
+    "encode_lines",
+    "outcome_lines",
     "route_inbound",
 ]
