@@ -205,6 +205,37 @@ async def test_two_replies_never_interleave(tmp_path: Path) -> None:
         assert out == [f"a{i}" for i in range(200)] + [f"b{i}" for i in range(200)]
 
 
+async def test_two_devices_serve_side_by_side(tmp_path: Path) -> None:
+    """Each adapter runs its own asyncio loop on the bridge; two run in one trio run."""
+    devices = {alias: Device(tmp_path / f"tty-{alias}") for alias in ("desk", "lab")}
+
+    def configure(doc: dict[str, Any]) -> None:
+        doc["channels"]["serial"] = {a: {"port": str(tmp_path / f"tty-{a}")} for a in devices}
+        doc["agents"]["alpha"]["channels"] = ["cli.local", "serial.desk", "serial.lab"]
+        for a in devices:
+            doc["peer_groups"][a] = {
+                "channel": f"serial.{a}",
+                "agents": ["alpha"],
+                "external_peers": [f"serial:{a}"],
+            }
+
+    async with bench(tmp_path, configure=configure) as b:
+        await b.agent(tmp_path)
+        host = ChannelHost(b.service, lambda: b.router.policy)
+        for alias in devices:
+            adapter = SerialAdapter(alias, SerialChannel(port=str(tmp_path / f"tty-{alias}")))
+            await b.nursery.start(adapter.serve, host)
+            await adapter.wait_open()
+        with trio.fail_after(30):
+            for device in devices.values():
+                await device.send(b"hello\n")
+            for device in devices.values():
+                assert "alpha" in await device.line()
+        assert host.stats()["delivered"] == {"serial.desk": 1, "serial.lab": 1}
+    for device in devices.values():
+        device.close()
+
+
 async def test_a_device_that_never_opens_fails_to_start(tmp_path: Path) -> None:
     async with bench(tmp_path, configure=with_serial(tmp_path / "nothing")) as b:
         host = ChannelHost(b.service, lambda: b.router.policy)

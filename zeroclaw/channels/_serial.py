@@ -54,7 +54,9 @@ class _Link:
     @classmethod
     async def open(cls, path: str, baud: int) -> _Link:
         reader, writer = await trio_asyncio.aio_as_trio(serial_asyncio.open_serial_connection)(
-            url=path, baudrate=baud
+            url=path,
+            baudrate=baud,
+            exclusive=True,  # flock: a second reader would steal lines
         )
         return cls(reader, writer)
 
