@@ -125,6 +125,19 @@ async def test_the_device_goes_away_and_comes_back(tmp_path: Path) -> None:
         again.close()
 
 
+async def test_unplugged_while_a_prompt_waits_denies_and_serves_on(tmp_path: Path) -> None:
+    async with serial_bench(tmp_path) as (adapter, first):
+        await first.send(b"write note.txt: hi\n")
+        assert (await first.line()).startswith("approve ")
+        first.close()
+        again = Device(tmp_path / "ttyDESK")
+        await adapter.wait_open(2)
+        await again.send(b"y\n")  # a new device, a new message: not the old prompt's answer
+        assert "alpha" in await again.line()
+        assert not (tmp_path / "ws" / "note.txt").exists()
+        again.close()
+
+
 async def test_an_unplugged_device_is_waited_for(tmp_path: Path) -> None:
     async with serial_bench(tmp_path) as (adapter, first):
         first.close()
