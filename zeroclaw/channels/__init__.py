@@ -5,7 +5,17 @@ the config alone and runs its turn; each adapter only speaks its transport."""
 from ._adapter import ChannelAdapter, ChannelStartFailed
 from ._build import channel_adapters, channel_settings
 from ._host import APPROVAL_TIMEOUT_SECS, ChannelHost
+from ._lines import (
+    MAX_LINE_BYTES,
+    Dropped,
+    LineFramer,
+    approval_answer,
+    approval_prompt,
+    encode_lines,
+    outcome_lines,
+)
 from ._routing import Routed, route_inbound
+from ._serial import SerialAdapter
 from ._supervise import AdapterRecord, AdapterState, ChannelSupervisor, retry_delay
 from ._types import (
     AskApproval,
@@ -20,6 +30,7 @@ from ._types import (
 
 __all__ = [
     "APPROVAL_TIMEOUT_SECS",
+    "MAX_LINE_BYTES",
     "AdapterRecord",
     "AdapterState",
     "AskApproval",
@@ -32,11 +43,18 @@ __all__ = [
     "ChannelRefused",
     "ChannelStartFailed",
     "ChannelSupervisor",
+    "Dropped",
     "Inbound",
+    "LineFramer",
     "Outcome",
     "Routed",
+    "SerialAdapter",
+    "approval_answer",
+    "approval_prompt",
     "channel_adapters",
     "channel_settings",
+    "encode_lines",
+    "outcome_lines",
     "retry_delay",
     "route_inbound",
 ]

@@ -7,6 +7,7 @@ entries (references, aliases, peer-group bindings, shared workspaces) live in
 
 from __future__ import annotations
 
+import codecs
 import os
 import re
 from pathlib import Path
@@ -325,6 +326,32 @@ class SerialChannel(_Strict):
     baud: Literal[1200, 2400, 4800, 9600, 19200, 38400, 57600, 115200, 230400, 460800, 921600] = (
         Field(default=115200, description="Line speed in bits per second.")
     )
+    newline: Literal["\n", "\r\n"] = Field(
+        default="\n",
+        description="What ends each line written to the device; input lines end with either.",
+    )
+    max_line_bytes: Annotated[int, Field(ge=16, le=16 * 1024 * 1024)] = Field(
+        default=4096,
+        description="Longest input line; a longer one is dropped up to its newline, with an "
+        "error line written back.",
+    )
+    encoding: str = Field(
+        default="utf-8",
+        min_length=1,
+        max_length=64,
+        description="Text encoding of the line; undecodable bytes are replaced, not fatal.",
+    )
+
+    @field_validator("encoding")
+    @classmethod
+    def _known_encoding(cls, value: str) -> str:
+        try:
+            info = codecs.lookup(value)
+        except LookupError:
+            raise ValueError(f"unknown text encoding {value!r}") from None
+        if not getattr(info, "_is_text_encoding", True):
+            raise ValueError(f"{value!r} is not a text encoding")
+        return value
 
 
 class ChannelsTable(_Strict):

@@ -7,6 +7,7 @@ its own validation does not also produce "unknown reference" noise wherever it i
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -306,6 +307,27 @@ def rule_peer_groups(
                 )
 
 
+# --------------------------------------------------------------------------- serial channels
+
+
+def rule_serial_devices_distinct(
+    config: Config, declared: Declared, env: Mapping[str, str]
+) -> Iterator[ConfigIssue]:
+    """Two serial channels never name one device: each would steal the other's lines.
+    Paths are compared as written, normalised (no filesystem access: a symlink to the
+    same device is not caught here)."""
+    first: dict[str, str] = {}
+    for alias, channel in sorted(config.channels.serial.items()):
+        device = os.path.normpath(channel.port)
+        other = first.setdefault(device, alias)
+        if other != alias:
+            yield ConfigIssue(
+                ("channels", "serial", alias, "port"),
+                f"device {channel.port!r} is already channels.serial.{other}'s; "
+                "each serial device belongs to one channel",
+            )
+
+
 # --------------------------------------------------------------------------- workspaces
 
 
@@ -414,4 +436,5 @@ RULES: tuple[Rule, ...] = (
     rule_distinct_workspaces,
     rule_workspace_not_forbidden,
     rule_workspace_holds_no_daemon_dir,
+    rule_serial_devices_distinct,
 )
