@@ -15,9 +15,21 @@ from ._types import (
     Inbound,
     Outcome,
 )
+from ._webhook import WebhookAdapter
+from ._webhook_core import (
+    REPLAY_WINDOW_SECS,
+    SIGNATURE_HEADER,
+    TIMESTAMP_HEADER,
+    WebhookErrorCode,
+    sign,
+    webhook_listeners,
+)
 
 __all__ = [
     "APPROVAL_TIMEOUT_SECS",
+    "REPLAY_WINDOW_SECS",
+    "SIGNATURE_HEADER",
+    "TIMESTAMP_HEADER",
     "AskApproval",
     "ChannelAdapter",
     "ChannelAnswer",
@@ -30,5 +42,9 @@ __all__ = [
     "Inbound",
     "Outcome",
     "Routed",
+    "WebhookAdapter",
+    "WebhookErrorCode",
     "route_inbound",
+    "sign",
+    "webhook_listeners",
 ]
