@@ -109,7 +109,10 @@ def hooks(b: Bench) -> dict[str, WebhookChannel]:
 
 @asynccontextmanager
 async def served(
-    tmp_path: Path, configure: Any = with_webhooks, **options: Any
+    tmp_path: Path,
+    configure: Any = with_webhooks,
+    adapter_options: dict[str, Any] | None = None,
+    **options: Any,
 ) -> AsyncIterator[Served]:
     async with bench(tmp_path, configure=configure) as b:
         runtime: AgentRuntime = await b.agent(tmp_path)
@@ -121,7 +124,7 @@ async def served(
 
         runtime.busy = BusyTurns(on_busy)
         host = ChannelHost(b.service, lambda: b.router.policy, **options)
-        adapter = WebhookAdapter("127.0.0.1:0", hooks(b), ENV)
+        adapter = WebhookAdapter("127.0.0.1:0", hooks(b), ENV, **(adapter_options or {}))
         await b.nursery.start(adapter.serve, host)
         url = f"http://127.0.0.1:{adapter.port}"
         async with httpx.AsyncClient(base_url=url, timeout=30) as http:
@@ -277,6 +280,16 @@ async def test_an_approval_not_given_in_time_is_a_denial(tmp_path: Path) -> None
         assert [c["error_code"] for c in result.json()["tool_calls"]] == ["approval_denied"]
         late = await s.approve("ops", pending["approval_id"], True, ts=int(time.time()) - 1)
         assert late.status_code == 404  # a late yes finds nothing to answer
+
+
+async def test_beyond_the_pending_turns_an_approval_is_denied(tmp_path: Path) -> None:
+    async with served(tmp_path, adapter_options={"max_pending": 0}) as s:
+        response = await s.post("ops", {"sender": "bob", "text": "write note.txt: hi"})
+        assert response.status_code == 200, response.text
+        assert [c["error_code"] for c in response.json()["tool_calls"]] == ["approval_denied"]
+        missing = "/v1/channels/ops/turns/nope"
+        gone = await s.http.get(missing, headers=signed(missing.encode()))
+        assert gone.status_code == 404 and gone.json()["error"] == "unknown_approval"
 
 
 async def test_approval_endpoints_are_signed_and_per_channel(tmp_path: Path) -> None:

@@ -76,6 +76,7 @@ class _Turn:
     first: trio.Event = field(default_factory=trio.Event)  # an outcome or an approval
     done: trio.Event = field(default_factory=trio.Event)
     turn_id: str | None = None  # its first approval's id, once it asked
+    first_what: str = ""  # what that approval was for (the 202 says it)
     asking: dict[str, _Approval] = field(default_factory=dict)
     outcome: Outcome | None = None
     expires: float = float("inf")
@@ -276,13 +277,13 @@ class WebhookAdapter:
         if turn.outcome is not None:
             status, body = outcome_response(turn.outcome)
             return status, body, []
+        # Not read from `asking`: the approval may already have timed out by now.
         assert turn.turn_id is not None
-        approval_id, pending = next(iter(turn.asking.items()))
         return _json(
             202,
             {
-                "approval_id": approval_id,
-                "what": pending.what,
+                "approval_id": turn.turn_id,
+                "what": turn.first_what,
                 "status_url": f"/v1/channels/{alias}/turns/{turn.turn_id}",
             },
         )
@@ -311,9 +312,11 @@ class WebhookAdapter:
             if len(self._turns) >= self.max_pending:
                 log.warning("webhook %s: %d turns pending, denying", self.listen, len(self._turns))
                 return False
-            turn.turn_id = secrets.token_urlsafe(18)
+            turn.turn_id, turn.first_what = secrets.token_urlsafe(18), what
             self._turns[turn.turn_id] = turn
-        approval_id = turn.turn_id if not turn.first.is_set() else secrets.token_urlsafe(18)
+            approval_id = turn.turn_id
+        else:
+            approval_id = secrets.token_urlsafe(18)
         pending = turn.asking[approval_id] = _Approval(what)
         self._approvals[approval_id] = turn
         turn.first.set()
