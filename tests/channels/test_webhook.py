@@ -5,6 +5,8 @@ agent; approvals answer 202 and are given on their own signed endpoint."""
 
 from __future__ import annotations
 
+import os
+import shutil
 import socket
 import time
 from collections.abc import AsyncIterator
@@ -327,3 +329,39 @@ async def test_a_missing_secret_fails_to_start(tmp_path: Path) -> None:
         adapter = WebhookAdapter("127.0.0.1:0", hooks(b), {"HOOK_KEY": SECRET})
         with pytest.raises(ChannelStartFailed, match="SLOW_KEY"):
             await adapter.serve(host)
+
+
+async def test_a_chunked_body_over_the_cap_is_refused_without_reading_on(tmp_path: Path) -> None:
+    async with served(tmp_path) as s:
+        body = msgspec.json.encode({"sender": "bob", "text": "x" * 5000})
+
+        async def chunks() -> AsyncIterator[bytes]:  # no Content-Length: chunked encoding
+            for start in range(0, len(body), 1000):
+                yield body[start : start + 1000]
+
+        response = await s.http.post(
+            "/v1/channels/ops/messages", content=chunks(), headers=signed(body)
+        )
+        assert response.status_code == 413 and response.json()["error"] == "too_large"
+        assert s.nothing_reached_an_agent()
+
+
+async def test_the_readme_recipe_signs_with_curl_and_openssl(tmp_path: Path) -> None:
+    if shutil.which("curl") is None or shutil.which("openssl") is None:
+        pytest.skip("curl and openssl are needed")
+    script = (
+        'body=\'{"sender": "bob", "text": "status?"}\'\n'
+        "ts=$(date +%s)\n"
+        'sig=$(printf \'%s.%s\' "$ts" "$body" | openssl dgst -sha256 -hmac '
+        "\"$ZEROCLAW_HOOK_SECRET\" -hex | sed 's/^.* //')\n"
+        "curl -sS $URL/v1/channels/ops/messages -H 'Content-Type: application/json' "
+        '-H "X-Zeroclaw-Timestamp: $ts" -H "X-Zeroclaw-Signature: sha256=$sig" -d "$body"\n'
+    )
+    async with served(tmp_path) as s:
+        env = {
+            "PATH": os.environ["PATH"],
+            "ZEROCLAW_HOOK_SECRET": SECRET,
+            "URL": str(s.http.base_url).rstrip("/"),
+        }
+        done = await trio.run_process(["sh", "-c", script], env=env, capture_stdout=True)
+    assert msgspec.json.decode(done.stdout)["reply"] == "alpha (offline) heard: status?"

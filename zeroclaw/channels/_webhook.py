@@ -27,6 +27,7 @@ import msgspec
 import trio
 from hypercorn.typing import ASGIReceiveCallable, ASGISendCallable, HTTPScope, Scope
 
+from .._log_throttle import LogThrottle
 from ..config import WebhookChannel
 from ._adapter import ChannelStartFailed
 from ._host import ChannelHost
@@ -53,6 +54,7 @@ log = logging.getLogger("zeroclaw.channels.webhook")
 MAX_PENDING_TURNS = 256
 KEEP_RESULTS_SECS = 600.0
 MAX_WAIT_SECS = 30.0  # the longest `?wait=` a turn URL's GET holds the request
+REJECT_LOG_INTERVAL_SECS = 10.0  # a flood of bad requests is a line per code per interval
 
 _Response = tuple[int, bytes, list[tuple[bytes, bytes]]]
 
@@ -113,6 +115,7 @@ class WebhookAdapter:
         self.keep_results_secs = keep_results_secs
         self.port: int | None = None  # the bound port, once serving
         self.rejected: Counter[str] = Counter()  # requests refused here, by code
+        self._reject_log = LogThrottle[str](REJECT_LOG_INTERVAL_SECS, overflow_key="other")
         self._gate: Gate | None = None
         self._host: ChannelHost | None = None
         self._nursery: trio.Nursery | None = None
@@ -242,7 +245,15 @@ class WebhookAdapter:
 
     def _reject(self, refused: WebhookError) -> _Response:
         self.rejected[refused.error] += 1
-        log.info("webhook %s refused a request: %s", self.listen, refused.error)
+        count = self._reject_log.event(refused.error, trio.current_time())
+        if count:
+            log.info(
+                "webhook %s refused %d request(s): %s",
+                self.listen,
+                count,
+                refused.error,
+                extra={"rule": refused.error},
+            )
         return _error(refused)
 
     async def _read(
