@@ -5,6 +5,7 @@ agent; approvals answer 202 and are given on their own signed endpoint."""
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import socket
@@ -153,7 +154,10 @@ async def test_health_and_readiness(tmp_path: Path) -> None:
         assert s.adapter.keys == ("webhook.ops", "webhook.slow")
 
 
-async def test_refused_requests_get_their_4xx_and_reach_no_agent(tmp_path: Path) -> None:
+async def test_refused_requests_get_their_4xx_and_reach_no_agent(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
     async with served(tmp_path, configure=only_bob) as s:
         hello = msgspec.json.encode({"sender": "bob", "text": "hi"})
 
@@ -190,6 +194,8 @@ async def test_refused_requests_get_their_4xx_and_reach_no_agent(tmp_path: Path)
             assert set(response.json()) == {"error", "message"}
             assert SECRET not in response.text
         assert s.nothing_reached_an_agent()
+        assert s.adapter.rejected["bad_signature"] == 1
+    assert "refused" in caplog.text and SECRET not in caplog.text
 
 
 async def test_a_replayed_request_is_refused(tmp_path: Path) -> None:
