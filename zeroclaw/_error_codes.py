@@ -28,6 +28,7 @@ def families() -> dict[str, Family]:
     """family -> its codes, in the order each Literal lists them."""
     from ._decode import DecodeErrorCode
     from .bus import RefusalCode
+    from .channels import WebhookErrorCode
     from .control import ControlErrorCode
     from .memory import MemoryErrorCode
     from .subagents import DispatchRefusalCode
@@ -68,6 +69,13 @@ def families() -> dict[str, Family]:
             "a dispatch the daemon refuses before anything runs (`zeroclaw dispatch`: exit 2 for "
             "`subagent_not_found`, `subagent_input_invalid`, else 1)",
             get_args(DispatchRefusalCode),
+        ),
+        "webhook": Family(
+            "Webhook channel",
+            "a webhook response's `error` (besides a refused sender's or target's code: "
+            "`sender_ignored`, `sender_not_accepted`, `unknown_agent`, `agent_not_bound`, "
+            "`no_owner`)",
+            get_args(WebhookErrorCode),
         ),
         "decode": Family(
             "Undecodable input",

@@ -403,8 +403,9 @@ def test_daemon_refusals_no_enabled_agent_and_config_in_a_workspace(
     from zeroclaw.config import daemon_refusals
 
     config = validate_document(doc, base_dir=Path("/srv/zc"), env=ENV)
-    assert daemon_refusals(config, ENV, Path("/srv/zc/zeroclaw.toml")) == []
-    inside = daemon_refusals(config, ENV, Path("/srv/zc/ws/beta/zeroclaw.toml"))
+    env = {**ENV, "HOOK_SECRET": "k"}  # the bound webhook's secret (its own test: channels)
+    assert daemon_refusals(config, env, Path("/srv/zc/zeroclaw.toml")) == []
+    inside = daemon_refusals(config, env, Path("/srv/zc/ws/beta/zeroclaw.toml"))
     assert [i.key for i in inside] == ["agents.beta.workspace.path"]
     assert "contains the config file" in inside[0].message
     for entry in doc["agents"].values():

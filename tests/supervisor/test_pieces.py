@@ -192,11 +192,12 @@ def test_reload_refusals_name_a_moved_dir_and_an_empty_file() -> None:
 
     running = validate_document(copy.deepcopy(VALID_DOC), base_dir=Path("/srv"), env={})
     config_path = Path("/srv/zeroclaw.toml")
-    assert reload_refusals(running, running, {}, config_path) == []
+    env = {"HOOK_SECRET": "k"}  # the bound webhook's signing secret
+    assert reload_refusals(running, running, env, config_path) == []
     doc = copy.deepcopy(VALID_DOC)
     doc["daemon"]["runtime_dir"] = "run2"
     moved = validate_document(doc, base_dir=Path("/srv"), env={})
-    [issue] = reload_refusals(running, moved, {}, config_path)
+    [issue] = reload_refusals(running, moved, env, config_path)
     assert issue.key == "daemon.runtime_dir" and "needs a restart" in issue.message
     empty = validate_document({}, base_dir=Path("/srv"), env={"HOME": "/home/op"})
     keys = [i.key for i in reload_refusals(running, empty, {"HOME": "/home/op"}, config_path)]

@@ -27,10 +27,22 @@ from ._types import (
     Inbound,
     Outcome,
 )
+from ._webhook import WebhookAdapter
+from ._webhook_core import (
+    REPLAY_WINDOW_SECS,
+    SIGNATURE_HEADER,
+    TIMESTAMP_HEADER,
+    WebhookErrorCode,
+    sign,
+    webhook_listeners,
+)
 
 __all__ = [
     "APPROVAL_TIMEOUT_SECS",
     "MAX_LINE_BYTES",
+    "REPLAY_WINDOW_SECS",
+    "SIGNATURE_HEADER",
+    "TIMESTAMP_HEADER",
     "AdapterRecord",
     "AdapterState",
     "AskApproval",
@@ -49,6 +61,8 @@ __all__ = [
     "Outcome",
     "Routed",
     "SerialAdapter",
+    "WebhookAdapter",
+    "WebhookErrorCode",
     "approval_answer",
     "approval_prompt",
     "channel_adapters",
@@ -57,4 +71,6 @@ __all__ = [
     "outcome_lines",
     "retry_delay",
     "route_inbound",
+    "sign",
+    "webhook_listeners",
 ]

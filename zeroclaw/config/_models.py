@@ -311,6 +311,11 @@ class WebhookChannel(_Strict):
     max_body_bytes: Annotated[int, Field(ge=1, le=64 * 1024 * 1024)] = Field(
         default=256 * 1024, description="Largest request body accepted."
     )
+    allow_remote: bool = Field(
+        default=False,
+        description="Let `listen` name a non-loopback address; without it only loopback "
+        "(127.0.0.0/8, ::1, localhost) is accepted.",
+    )
 
     @field_validator("listen")
     @classmethod

@@ -7,6 +7,7 @@ its own validation does not also produce "unknown reference" noise wherever it i
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 from collections.abc import Callable, Iterator, Mapping
@@ -19,6 +20,7 @@ from ._models import ChannelsTable, Config, DispatchToolName, ProvidersTable, To
 from ._resolve import (
     RESERVED_ALIASES,
     channel_matches,
+    channel_owners,
     daemon_paths,
     expand_path,
     workspace_path,
@@ -398,6 +400,42 @@ def rule_workspace_holds_no_daemon_dir(
                 )
 
 
+def listen_is_loopback(listen: str) -> bool:
+    """Whether a webhook's `host:port` binds only the loopback interface."""
+    host = listen.rpartition(":")[0].removeprefix("[").removesuffix("]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a host name: it may resolve anywhere
+        return False
+
+
+def rule_webhook_listen(
+    config: Config, declared: Declared, env: Mapping[str, str]
+) -> Iterator[ConfigIssue]:
+    """A webhook listens on loopback unless its entry says `allow_remote = true`: exposing
+    the daemon to a network is a decision the operator writes down. Two webhooks on one
+    port must name the same host (they then share one server); a wildcard and a specific
+    host on one port could not both bind."""
+    by_port: dict[str, tuple[str, str]] = {}
+    for alias, hook in sorted(config.channels.webhook.items()):
+        if not hook.allow_remote and not listen_is_loopback(hook.listen):
+            yield ConfigIssue(
+                ("channels", "webhook", alias, "listen"),
+                f"{hook.listen!r} is not a loopback address; set allow_remote = true to "
+                "accept requests from other hosts",
+            )
+        host, _, port = hook.listen.rpartition(":")
+        first = by_port.setdefault(port, (alias, host))
+        if first[1] != host:
+            yield ConfigIssue(
+                ("channels", "webhook", alias, "listen"),
+                f"port {port} is also bound by webhook {first[0]!r} on host {first[1]!r}; "
+                "webhooks sharing a port must name the same host (they share one server)",
+            )
+
+
 def daemon_refusals(config: Config, env: Mapping[str, str], config_path: Path) -> list[ConfigIssue]:
     """Why the daemon refuses to run a config that is otherwise valid (ADR 0015): `config
     validate` reports these as warnings, the daemon and a reload as errors."""
@@ -410,6 +448,17 @@ def daemon_refusals(config: Config, env: Mapping[str, str], config_path: Path) -
                 "truncated file?); add an [agents.<alias>] entry or enable one",
             )
         )
+    owners = channel_owners(config)
+    for alias, hook in sorted(config.channels.webhook.items()):
+        # Only a served (owned) webhook needs its secret: an unsigned listener never runs.
+        if owners.get(f"webhook.{alias}") and not env.get(hook.secret_env):
+            issues.append(
+                ConfigIssue(
+                    ("channels", "webhook", alias, "secret_env"),
+                    f"webhook.{alias} is bound but its signing secret variable "
+                    f"{hook.secret_env} is not set in the environment",
+                )
+            )
     paths = daemon_paths(config, env)
     for alias in sorted(config.agents):
         workspace = workspace_path(config, alias, paths)
@@ -437,4 +486,5 @@ RULES: tuple[Rule, ...] = (
     rule_workspace_not_forbidden,
     rule_workspace_holds_no_daemon_dir,
     rule_serial_devices_distinct,
+    rule_webhook_listen,
 )

@@ -1,0 +1,385 @@
+"""The webhook channel adapter: one HTTP listener (hypercorn's trio worker, ADR 0025)
+serving every webhook channel configured on one listen address.
+
+A tiny ASGI app wires the pure checks of `_webhook_core` (size cap, channel, timestamp,
+signature, replay, JSON, rate) to `ChannelHost.converse`. A turn runs in the adapter's
+nursery, not in the request: when it must wait for an approval the request answers 202
+with the approval id at once, the approval comes in on its own signed request, and the
+final reply is read from the turn's URL. Pending turns are bounded and a finished turn's
+result is kept for `keep_results_secs`. The secrets are read from the environment the
+adapter is given and never logged or echoed.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import socket
+import time
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import partial
+
+import hypercorn.config
+import hypercorn.trio
+import msgspec
+import trio
+from hypercorn.typing import ASGIReceiveCallable, ASGISendCallable, HTTPScope, Scope
+
+from .._log_throttle import LogThrottle
+from ..config import WebhookChannel
+from ._adapter import ChannelStartFailed
+from ._host import ChannelHost
+from ._types import ChannelFailure, Inbound, Outcome
+from ._webhook_core import (
+    SIGNATURE_HEADER,
+    TIMESTAMP_HEADER,
+    Approve,
+    Gate,
+    Health,
+    Messages,
+    Ready,
+    TurnResult,
+    WebhookError,
+    error,
+    outcome_response,
+    parse_approval,
+    parse_message,
+    parse_route,
+)
+
+log = logging.getLogger("zeroclaw.channels.webhook")
+
+MAX_PENDING_TURNS = 256
+KEEP_RESULTS_SECS = 600.0
+MAX_WAIT_SECS = 30.0  # the longest `?wait=` a turn URL's GET holds the request
+REJECT_LOG_INTERVAL_SECS = 10.0  # a flood of bad requests is a line per code per interval
+
+_Response = tuple[int, bytes, list[tuple[bytes, bytes]]]
+
+
+class _Gone(Exception):
+    """The client disconnected before its request body arrived."""
+
+
+@dataclass
+class _Approval:
+    what: str
+    answered: trio.Event = field(default_factory=trio.Event)
+    approved: bool = False
+
+
+@dataclass
+class _Turn:
+    """One message's turn while it runs in the adapter's nursery."""
+
+    alias: str
+    first: trio.Event = field(default_factory=trio.Event)  # an outcome or an approval
+    done: trio.Event = field(default_factory=trio.Event)
+    turn_id: str | None = None  # its first approval's id, once it asked
+    first_what: str = ""  # what that approval was for (the 202 says it)
+    asking: dict[str, _Approval] = field(default_factory=dict)
+    outcome: Outcome | None = None
+    expires: float = float("inf")
+
+
+def _json(
+    status: int, value: object, headers: list[tuple[bytes, bytes]] | None = None
+) -> _Response:
+    return status, msgspec.json.encode(value), headers or []
+
+
+def _error(err: WebhookError) -> _Response:
+    headers = [] if err.retry_after is None else [(b"retry-after", str(err.retry_after).encode())]
+    return err.status, err.body(), headers
+
+
+class WebhookAdapter:
+    """`listen`: the `host:port` all `channels` (channel key -> its config) share; `env`:
+    where each channel's `secret_env` is read (the daemon's environment)."""
+
+    def __init__(
+        self,
+        listen: str,
+        channels: Mapping[str, WebhookChannel],
+        env: Mapping[str, str],
+        *,
+        max_pending: int = MAX_PENDING_TURNS,
+        keep_results_secs: float = KEEP_RESULTS_SECS,
+    ) -> None:
+        self.listen = listen
+        self._channels = {key.removeprefix("webhook."): hook for key, hook in channels.items()}
+        self._env = env
+        self.max_pending = max_pending
+        self.keep_results_secs = keep_results_secs
+        self.port: int | None = None  # the bound port, once serving
+        self.rejected: Counter[str] = Counter()  # requests refused here, by code
+        self._reject_log = LogThrottle[str](REJECT_LOG_INTERVAL_SECS, overflow_key="other")
+        self._gate: Gate | None = None
+        self._host: ChannelHost | None = None
+        self._nursery: trio.Nursery | None = None
+        self._turns: dict[str, _Turn] = {}  # turn id -> a turn that asked for approval
+        self._approvals: dict[str, _Turn] = {}  # pending approval id -> its turn
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        return tuple(sorted(f"webhook.{alias}" for alias in self._channels))
+
+    def stats(self) -> dict[str, object]:
+        return {"rejected": dict(self.rejected), "pending_turns": len(self._turns)}
+
+    async def serve(
+        self, host: ChannelHost, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        secret_values: dict[str, bytes] = {}
+        for alias, hook in sorted(self._channels.items()):
+            value = self._env.get(hook.secret_env)
+            if not value:
+                raise ChannelStartFailed(
+                    f"webhook.{alias}: its signing secret variable {hook.secret_env} is not set"
+                )
+            secret_values[alias] = value.encode()
+        self._gate = Gate(self._channels, secret_values)
+        self._host = host
+        sock = self._bind()
+        config = hypercorn.config.Config()
+        config.bind = [f"fd://{sock.detach()}"]  # hypercorn owns the socket from here
+        config.accesslog = None
+        config.errorlog = logging.getLogger("zeroclaw.channels.webhook.http")
+        config.include_server_header = False
+        config.graceful_timeout = 1.0
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            await nursery.start(partial(hypercorn.trio.serve, self._app, config))
+            log.info("webhook listener on %s serves %s", self.listen, ", ".join(self.keys))
+            task_status.started()
+
+    def _bind(self) -> socket.socket:
+        host, _, port = self.listen.rpartition(":")
+        host = host.removeprefix("[").removesuffix("]")
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((host, int(port)))
+            sock.listen(128)  # listening now: no other socket can take the port meanwhile
+        except OSError as exc:
+            sock.close()
+            raise ChannelStartFailed(
+                f"webhook listener {self.listen} ({', '.join(self.keys)}) cannot bind: "
+                f"{exc.strerror or exc}"
+            ) from exc
+        self.port = sock.getsockname()[1]
+        return sock
+
+    # ------------------------------------------------------------------ ASGI
+
+    async def _app(
+        self, scope: Scope, receive: ASGIReceiveCallable, send: ASGISendCallable
+    ) -> None:
+        if scope["type"] == "lifespan":
+            while True:
+                message = await receive()
+                if message["type"] == "lifespan.startup":
+                    await send({"type": "lifespan.startup.complete"})
+                elif message["type"] == "lifespan.shutdown":
+                    await send({"type": "lifespan.shutdown.complete"})
+                    return
+        if scope["type"] != "http":
+            return
+        try:
+            status, body, headers = await self._handle(scope, receive)
+        except _Gone:
+            return
+        headers += [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+        ]
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body, "more_body": False})
+
+    async def _handle(self, scope: HTTPScope, receive: ASGIReceiveCallable) -> _Response:
+        route = parse_route(scope["method"], scope["path"])
+        if isinstance(route, WebhookError):
+            return _error(route)
+        if isinstance(route, Health):
+            return _json(200, {"status": "ok"})
+        if isinstance(route, Ready):
+            return _json(200, {"ready": self._nursery is not None, "channels": self.keys})
+        assert self._gate is not None
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        stamp, signature = headers.get(TIMESTAMP_HEADER), headers.get(SIGNATURE_HEADER)
+        if isinstance(route, TurnResult):
+            # A GET has no body: its path is what is signed; reading twice is harmless.
+            payload = scope["path"].encode()
+            refused = self._gate.verify(
+                route.alias, stamp, signature, payload, time.time(), once=False
+            )
+            if refused is not None:
+                return self._reject(refused)
+            return await self._turn_result(route, scope["query_string"])
+        body = await self._read(receive, headers, self._gate.body_limit(route.alias))
+        if isinstance(body, WebhookError):
+            return self._reject(body)
+        now = time.time()
+        refused = self._gate.verify(route.alias, stamp, signature, body, now)
+        if refused is not None:
+            return self._reject(refused)
+        if isinstance(route, Approve):
+            decision = parse_approval(body)
+            if isinstance(decision, WebhookError):
+                return self._reject(decision)
+            return self._approve(route, decision.approved)
+        assert isinstance(route, Messages)
+        message = parse_message(body)
+        if isinstance(message, WebhookError):
+            return self._reject(message)
+        refused = self._gate.rate(route.alias, message.sender, now)
+        if refused is not None:
+            return self._reject(refused)
+        inbound = Inbound(
+            f"webhook.{route.alias}", message.sender, message.text, message.session, message.agent
+        )
+        return await self._converse(route.alias, inbound)
+
+    def _reject(self, refused: WebhookError) -> _Response:
+        self.rejected[refused.error] += 1
+        count = self._reject_log.event(refused.error, trio.current_time())
+        if count:
+            log.info(
+                "webhook %s refused %d request(s): %s",
+                self.listen,
+                count,
+                refused.error,
+                extra={"rule": refused.error},
+            )
+        return _error(refused)
+
+    async def _read(
+        self, receive: ASGIReceiveCallable, headers: Mapping[str, str], limit: int
+    ) -> bytes | WebhookError:
+        """The body, or 413 as soon as it is over `limit` (the rest is never read)."""
+        too_large = error(413, "too_large", f"the body is over {limit} bytes")
+        declared = headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > limit:
+            return too_large
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                raise _Gone
+            size += len(message["body"])
+            if size > limit:
+                return too_large
+            chunks.append(message["body"])
+            if not message.get("more_body", False):
+                return b"".join(chunks)
+
+    # ------------------------------------------------------------------ turns
+
+    async def _converse(self, alias: str, inbound: Inbound) -> _Response:
+        assert self._nursery is not None
+        turn = _Turn(alias)
+        # The turn outlives this request when it waits for an approval (202).
+        self._nursery.start_soon(self._run, turn, inbound)
+        await turn.first.wait()
+        if turn.outcome is not None:
+            status, body = outcome_response(turn.outcome)
+            return status, body, []
+        # Not read from `asking`: the approval may already have timed out by now.
+        assert turn.turn_id is not None
+        return _json(
+            202,
+            {
+                "approval_id": turn.turn_id,
+                "what": turn.first_what,
+                "status_url": f"/v1/channels/{alias}/turns/{turn.turn_id}",
+            },
+        )
+
+    async def _run(self, turn: _Turn, inbound: Inbound) -> None:
+        assert self._host is not None
+
+        async def ask(rid: str, what: str) -> bool:
+            return await self._ask(turn, what)
+
+        outcome: Outcome
+        try:
+            outcome = await self._host.converse(inbound, ask=ask)
+        except Exception:  # one turn's failure must not take the listener down
+            log.exception("webhook turn on %s failed", inbound.channel)
+            outcome = ChannelFailure("unavailable", "the turn failed in the daemon")
+        turn.outcome = outcome
+        turn.expires = trio.current_time() + self.keep_results_secs
+        turn.first.set()
+        turn.done.set()
+
+    async def _ask(self, turn: _Turn, what: str) -> bool:
+        """Park the approval until its signed answer comes (the host's timeout cancels)."""
+        self._sweep()
+        if turn.turn_id is None:
+            if len(self._turns) >= self.max_pending:
+                log.warning("webhook %s: %d turns pending, denying", self.listen, len(self._turns))
+                return False
+            turn.turn_id, turn.first_what = secrets.token_urlsafe(18), what
+            self._turns[turn.turn_id] = turn
+            approval_id = turn.turn_id
+        else:
+            approval_id = secrets.token_urlsafe(18)
+        pending = turn.asking[approval_id] = _Approval(what)
+        self._approvals[approval_id] = turn
+        turn.first.set()
+        try:
+            await pending.answered.wait()
+            return pending.approved
+        finally:
+            del turn.asking[approval_id]
+            del self._approvals[approval_id]
+
+    def _approve(self, route: Approve, approved: bool) -> _Response:
+        turn = self._approvals.get(route.approval_id)
+        if turn is None or turn.alias != route.alias:
+            return self._reject(
+                error(
+                    404, "unknown_approval", "no pending approval of that id (answered or expired?)"
+                )
+            )
+        pending = turn.asking[route.approval_id]
+        pending.approved = approved
+        pending.answered.set()
+        return _json(200, {"approval_id": route.approval_id, "approved": approved})
+
+    async def _turn_result(self, route: TurnResult, query: bytes) -> _Response:
+        self._sweep()
+        turn = self._turns.get(route.approval_id)
+        if turn is None or turn.alias != route.alias:
+            return self._reject(error(404, "unknown_approval", "no turn of that id (expired?)"))
+        wait = _wait_secs(query)
+        if wait > 0:
+            with trio.move_on_after(wait):
+                await turn.done.wait()
+        if turn.outcome is not None:
+            status, body = outcome_response(turn.outcome)
+            return status, body, []
+        approvals = [{"approval_id": i, "what": a.what} for i, a in turn.asking.items()]
+        return _json(202, {"status": "pending", "approvals": approvals})
+
+    def _sweep(self) -> None:
+        now = trio.current_time()
+        for turn_id, turn in list(self._turns.items()):
+            if turn.expires < now:
+                del self._turns[turn_id]
+
+
+def _wait_secs(query: bytes) -> float:
+    """`?wait=<seconds>`: how long a turn URL's GET may wait for the result (bounded)."""
+    for part in query.decode("latin-1").split("&"):
+        name, _, value = part.partition("=")
+        if name == "wait":
+            try:
+                return min(max(float(value), 0.0), MAX_WAIT_SECS)
+            except ValueError:
+                return 0.0
+    return 0.0
