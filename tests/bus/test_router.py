@@ -256,6 +256,7 @@ def test_a_thousand_failed_handshakes_log_a_bounded_number_of_lines(
     daemon = daemons(topology(root)).start()
     router = daemon.status()["router"]
     ctx = zmq.Context.instance()
+    started = time.monotonic()
     for batch in range(1, 11):  # clients with made-up keys; libzmq does not retry a denial
         rogues = []
         for _ in range(100):
@@ -279,8 +280,10 @@ def test_a_thousand_failed_handshakes_log_a_bounded_number_of_lines(
         for line in daemon.log_path.read_text().splitlines()
         if "zeroclaw.router" in line and ("bus connection" in line or "handshake" in line)
     ]
-    # Per kind (a ZAP denial, a failed handshake): one line at once, then one per 10 s.
-    assert 2 <= len(lines) <= 12, lines
+    # Per kind (a ZAP denial, a failed handshake): one line at once, then one per 10 s;
+    # a loaded machine takes longer over the thousand, and so may log a few more windows.
+    windows = 2 + (time.monotonic() - started) / 10
+    assert 2 <= len(lines) <= 2 * windows, (len(lines), windows, lines)
     assert refused["zap_denied"] == 1000 and refused["handshake_failed"] >= 1000
     assert probe(daemon, "alpha", "beta")[0] == 0
 
