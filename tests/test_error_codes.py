@@ -22,7 +22,16 @@ def test_the_readme_lists_exactly_the_literal_sets() -> None:
 
 def test_every_family_is_a_nonempty_set_of_snake_case_codes() -> None:
     found = families()
-    assert set(found) == {"bus", "tool", "memory", "control", "dispatch", "webhook", "decode"}
+    assert set(found) == {
+        "bus",
+        "tool",
+        "memory",
+        "control",
+        "dispatch",
+        "channel",
+        "webhook",
+        "decode",
+    }
     for family in found.values():
         assert family.codes and len(set(family.codes)) == len(family.codes), family.title
         assert all(code.isidentifier() and code.islower() for code in family.codes)

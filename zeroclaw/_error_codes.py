@@ -28,7 +28,7 @@ def families() -> dict[str, Family]:
     """family -> its codes, in the order each Literal lists them."""
     from ._decode import DecodeErrorCode
     from .bus import RefusalCode
-    from .channels import WebhookErrorCode
+    from .channels import ChannelRefusalCode, WebhookErrorCode
     from .control import ControlErrorCode
     from .memory import MemoryErrorCode
     from .subagents import DispatchRefusalCode
@@ -70,11 +70,15 @@ def families() -> dict[str, Family]:
             "`subagent_not_found`, `subagent_input_invalid`, else 1)",
             get_args(DispatchRefusalCode),
         ),
+        "channel": Family(
+            "Channel routing",
+            "a message a webhook or serial channel received that reached no agent (the webhook "
+            "`error`, the serial `error` line; logged and counted by rule in `status`)",
+            get_args(ChannelRefusalCode),
+        ),
         "webhook": Family(
             "Webhook channel",
-            "a webhook response's `error` (besides a refused sender's or target's code: "
-            "`sender_ignored`, `sender_not_accepted`, `unknown_agent`, `agent_not_bound`, "
-            "`no_owner`)",
+            "a webhook response's `error`, before routing (then the channel routing codes)",
             get_args(WebhookErrorCode),
         ),
         "decode": Family(

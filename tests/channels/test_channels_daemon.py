@@ -83,6 +83,11 @@ def test_a_signed_webhook_message_gets_the_owners_reply_and_a_reload_moves_the_c
     moved = post(port, "ops", {"sender": "bob", "text": "hello"})
     assert moved.status_code == 200, moved.text
     assert moved.json()["agent"] == "beta"
+    refused = post(port, "ops", {"sender": "bob", "text": "hello", "agent": "alpha"})
+    assert (refused.status_code, refused.json()["error"]) == (404, "agent_not_bound")
+    [channel] = daemon.status()["channels"]
+    # Counted per channel since the daemon started: both replies, and the refusal by rule.
+    assert (channel["delivered"], channel["refused"]) == (2, {"agent_not_bound": 1})
 
 
 def test_a_taken_port_is_reported_and_retried_while_the_other_channels_serve(

@@ -53,13 +53,13 @@ class ChannelHost:
         self.turns = turns
         self._policy = policy  # the running config's (a reload replaces it)
         self.approval_timeout = approval_timeout
-        self.refused: Counter[str] = Counter()  # by the rule that decided
+        self.refused: Counter[tuple[str, str]] = Counter()  # (channel, the rule that decided)
         self.delivered: Counter[str] = Counter()  # by channel
 
     def route(self, inbound: Inbound) -> Routed | ChannelRefused:
         routed = route_inbound(self._policy(), inbound)
         if isinstance(routed, ChannelRefused):
-            self.refused[routed.code] += 1
+            self.refused[(inbound.channel, routed.code)] += 1
             log.info(
                 "refused a message on %s from %r: %s (%s)",
                 inbound.channel,
@@ -119,5 +119,10 @@ class ChannelHost:
                 approved = await ask(asked.rid, asked.what)
         turn.answer_approval(asked.rid, approved)  # a late yes finds nothing to answer
 
-    def stats(self) -> dict[str, dict[str, int]]:
-        return {"delivered": dict(self.delivered), "refused": dict(self.refused)}
+    def counts(self, keys: tuple[str, ...]) -> tuple[int, dict[str, int]]:
+        """Messages of these channels delivered to an agent, and refused by rule."""
+        refused: Counter[str] = Counter()
+        for (channel, rule), n in self.refused.items():
+            if channel in keys:
+                refused[rule] += n
+        return sum(self.delivered[k] for k in keys), dict(refused)

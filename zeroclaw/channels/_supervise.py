@@ -71,10 +71,22 @@ class ChannelSupervisor:
             await trio.sleep_forever()
 
     def status(self) -> list[ChannelStatus]:
-        return [
-            ChannelStatus(list(r.keys), r.state, r.failures, r.last_error, r.since, r.retry_at)
-            for r in self.records
-        ]
+        statuses = []
+        for r in self.records:
+            delivered, refused = self.host.counts(r.keys)
+            statuses.append(
+                ChannelStatus(
+                    list(r.keys),
+                    r.state,
+                    r.failures,
+                    r.last_error,
+                    r.since,
+                    r.retry_at,
+                    delivered,
+                    refused,
+                )
+            )
+        return statuses
 
     def replace(self, adapters: Sequence[ChannelAdapter]) -> None:
         """Serve these adapters instead of the current ones (at start, and on a reload

@@ -197,7 +197,9 @@ def status_cmd(as_json: bool) -> None:
         retry = ""
         if channel.retry_at is not None:
             retry = f"; next start in {max(0.0, channel.retry_at - time.time()):.0f}s"
-        click.echo(f"channel   {keys}: {channel.state}{detail}{retry}")
+        refused = ", ".join(f"{rule} {n}" for rule, n in sorted(channel.refused.items()))
+        counts = f"; {channel.delivered} delivered, refused: {refused or 'none'}"
+        click.echo(f"channel   {keys}: {channel.state}{detail}{retry}{counts}")
     click.echo("")
     click.echo(_agents_table(data.agents))
     if data.runtimes:

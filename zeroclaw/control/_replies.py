@@ -71,6 +71,8 @@ class ChannelStatus(msgspec.Struct, frozen=True):
     last_error: str | None
     since: float  # wall clock of the last change
     retry_at: float | None  # wall clock of the next start, when failed
+    delivered: int = 0  # messages it passed to an agent
+    refused: dict[str, int] = msgspec.field(default_factory=dict)  # by the rule that decided
 
 
 class StatusReply(msgspec.Struct, frozen=True, omit_defaults=True):
