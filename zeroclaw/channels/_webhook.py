@@ -6,7 +6,10 @@ signature, replay, JSON, rate) to `ChannelHost.converse`. A turn runs in the ada
 nursery, not in the request: when it must wait for an approval the request answers 202
 with the approval id at once, the approval comes in on its own signed request, and the
 final reply is read from the turn's URL. Pending turns are bounded and a finished turn's
-result is kept for `keep_results_secs`. The secrets are read from the environment the
+result is kept for `keep_results_secs`. A channel with a `callback_url` answers a message
+202 with its message id at once; the turn's approvals and its outcome are POSTed, signed
+with the channel's secret, to that URL (retried with backoff, a bounded number in flight).
+The secrets are read from the environment the
 adapter is given and never logged or echoed.
 """
 
@@ -21,6 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import partial
 
+import httpx
 import hypercorn.config
 import hypercorn.trio
 import msgspec
@@ -31,7 +35,7 @@ from .._log_throttle import LogThrottle
 from ..config import WebhookChannel
 from ._adapter import ChannelStartFailed
 from ._host import ChannelHost
-from ._types import ChannelFailure, Inbound, Outcome
+from ._types import ChannelFailure, ChannelRefused, Inbound, Outcome
 from ._webhook_core import (
     SIGNATURE_HEADER,
     TIMESTAMP_HEADER,
@@ -42,11 +46,16 @@ from ._webhook_core import (
     Ready,
     TurnResult,
     WebhookError,
+    approval_callback_body,
+    callback_body,
+    callback_delays,
+    callback_verdict,
     error,
     outcome_response,
     parse_approval,
     parse_message,
     parse_route,
+    sign,
 )
 
 log = logging.getLogger("zeroclaw.channels.webhook")
@@ -54,6 +63,9 @@ log = logging.getLogger("zeroclaw.channels.webhook")
 MAX_PENDING_TURNS = 256
 KEEP_RESULTS_SECS = 600.0
 MAX_WAIT_SECS = 30.0  # the longest `?wait=` a turn URL's GET holds the request
+MAX_CALLBACKS = 64  # callbacks being delivered at once; beyond, one is dropped (logged)
+CALLBACK_BACKOFF_SECS = 1.0  # the first wait before a callback is tried again (doubling)
+CALLBACK_TIMEOUT_SECS = 10.0  # one attempt's connect/read/write bound
 REJECT_LOG_INTERVAL_SECS = 10.0  # a flood of bad requests is a line per code per interval
 
 _Response = tuple[int, bytes, list[tuple[bytes, bytes]]]
@@ -75,6 +87,7 @@ class _Turn:
     """One message's turn while it runs in the adapter's nursery."""
 
     alias: str
+    message_id: str | None = None  # set in callback mode: the id the 202 gave
     first: trio.Event = field(default_factory=trio.Event)  # an outcome or an approval
     done: trio.Event = field(default_factory=trio.Event)
     turn_id: str | None = None  # its first approval's id, once it asked
@@ -107,12 +120,19 @@ class WebhookAdapter:
         *,
         max_pending: int = MAX_PENDING_TURNS,
         keep_results_secs: float = KEEP_RESULTS_SECS,
+        max_callbacks: int = MAX_CALLBACKS,
+        callback_backoff_secs: float = CALLBACK_BACKOFF_SECS,
+        callback_timeout_secs: float = CALLBACK_TIMEOUT_SECS,
     ) -> None:
         self.listen = listen
         self._channels = {key.removeprefix("webhook."): hook for key, hook in channels.items()}
         self._env = env
         self.max_pending = max_pending
         self.keep_results_secs = keep_results_secs
+        self.max_callbacks = max_callbacks
+        self.callback_backoff_secs = callback_backoff_secs
+        self.callback_timeout_secs = callback_timeout_secs
+        self.callbacks: Counter[str] = Counter()  # delivered / failed / dropped
         self.port: int | None = None  # the bound port, once serving
         self.rejected: Counter[str] = Counter()  # requests refused here, by code
         self._reject_log = LogThrottle[str](REJECT_LOG_INTERVAL_SECS, overflow_key="other")
@@ -121,13 +141,22 @@ class WebhookAdapter:
         self._nursery: trio.Nursery | None = None
         self._turns: dict[str, _Turn] = {}  # turn id -> a turn that asked for approval
         self._approvals: dict[str, _Turn] = {}  # pending approval id -> its turn
+        self._secrets: dict[str, bytes] = {}
+        self._client: httpx.AsyncClient | None = None
+        self._callback_turns = 0  # turns running in callback mode
+        self._callbacks_in_flight = 0
 
     @property
     def keys(self) -> tuple[str, ...]:
         return tuple(sorted(f"webhook.{alias}" for alias in self._channels))
 
     def stats(self) -> dict[str, object]:
-        return {"rejected": dict(self.rejected), "pending_turns": len(self._turns)}
+        return {
+            "rejected": dict(self.rejected),
+            "pending_turns": len(self._turns),
+            "callbacks": dict(self.callbacks),
+            "callbacks_in_flight": self._callbacks_in_flight,
+        }
 
     async def serve(
         self, host: ChannelHost, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
@@ -141,6 +170,7 @@ class WebhookAdapter:
                 )
             secret_values[alias] = value.encode()
         self._gate = Gate(self._channels, secret_values)
+        self._secrets = secret_values
         self._host = host
         sock = self._bind()
         config = hypercorn.config.Config()
@@ -149,7 +179,12 @@ class WebhookAdapter:
         config.errorlog = logging.getLogger("zeroclaw.channels.webhook.http")
         config.include_server_header = False
         config.graceful_timeout = 1.0
-        async with trio.open_nursery() as nursery:
+        timeout = httpx.Timeout(self.callback_timeout_secs)
+        async with (
+            httpx.AsyncClient(timeout=timeout, follow_redirects=False) as client,
+            trio.open_nursery() as nursery,
+        ):
+            self._client = client
             self._nursery = nursery
             await nursery.start(partial(hypercorn.trio.serve, self._app, config))
             log.info("webhook listener on %s serves %s", self.listen, ", ".join(self.keys))
@@ -241,6 +276,8 @@ class WebhookAdapter:
         inbound = Inbound(
             f"webhook.{route.alias}", message.sender, message.text, message.session, message.agent
         )
+        if self._channels[route.alias].callback_url is not None:
+            return self._accept(route.alias, inbound)
         return await self._converse(route.alias, inbound)
 
     def _reject(self, refused: WebhookError) -> _Response:
@@ -331,12 +368,107 @@ class WebhookAdapter:
         pending = turn.asking[approval_id] = _Approval(what)
         self._approvals[approval_id] = turn
         turn.first.set()
+        if turn.message_id is not None:
+            status_url = f"/v1/channels/{turn.alias}/turns/{turn.turn_id}"
+            body = approval_callback_body(turn.message_id, approval_id, what, status_url)
+            self._callback(turn.alias, turn.message_id, body)
         try:
             await pending.answered.wait()
             return pending.approved
         finally:
             del turn.asking[approval_id]
             del self._approvals[approval_id]
+
+    # ------------------------------------------------------------------ callbacks
+
+    def _accept(self, alias: str, inbound: Inbound) -> _Response:
+        """Callback mode: 202 with the message id, the turn runs on. A routing refusal is
+        decided before any turn, so it is still answered here (4xx)."""
+        assert self._host is not None
+        assert self._nursery is not None
+        if self._callback_turns >= self.max_pending:
+            return self._reject(error(503, "busy", "too many turns running; retry later"))
+        routed = self._host.route(inbound)
+        if isinstance(routed, ChannelRefused):
+            status, body = outcome_response(routed)
+            return status, body, []
+        turn = _Turn(alias, message_id=secrets.token_urlsafe(18))
+        self._callback_turns += 1
+        self._nursery.start_soon(self._run_for_callback, turn, inbound)
+        return _json(202, {"message_id": turn.message_id})
+
+    async def _run_for_callback(self, turn: _Turn, inbound: Inbound) -> None:
+        try:
+            await self._run(turn, inbound)
+        finally:
+            self._callback_turns -= 1
+        assert turn.outcome is not None
+        assert turn.message_id is not None
+        status, body = outcome_response(turn.outcome)
+        self._callback(turn.alias, turn.message_id, callback_body(turn.message_id, status, body))
+
+    def _callback(self, alias: str, message_id: str, body: bytes) -> None:
+        """Deliver `body` to the channel's callback URL in the background (bounded)."""
+        assert self._nursery is not None
+        if self._callbacks_in_flight >= self.max_callbacks:
+            self.callbacks["dropped"] += 1
+            log.warning(
+                "webhook.%s: %d callbacks in flight, dropped the one for message %s",
+                alias,
+                self._callbacks_in_flight,
+                message_id,
+            )
+            return
+        self._callbacks_in_flight += 1
+        self._nursery.start_soon(self._deliver, alias, message_id, body)
+
+    async def _deliver(self, alias: str, message_id: str, body: bytes) -> None:
+        assert self._client is not None
+        hook = self._channels[alias]
+        assert hook.callback_url is not None
+        delays = callback_delays(hook.callback_max_attempts, self.callback_backoff_secs)
+        last = ""
+        try:
+            for attempt in range(hook.callback_max_attempts):
+                # A fresh timestamp per attempt: a late retry is still inside the window.
+                stamp = str(int(time.time()))
+                headers = {
+                    "content-type": "application/json",
+                    TIMESTAMP_HEADER: stamp,
+                    SIGNATURE_HEADER: sign(self._secrets[alias], stamp, body),
+                }
+                status: int | None
+                try:
+                    # Streamed and never read: the receiver's body is not ours to buffer.
+                    async with self._client.stream(
+                        "POST", hook.callback_url, content=body, headers=headers
+                    ) as response:
+                        status = response.status_code
+                    last = f"HTTP {status}"
+                except httpx.TransportError as exc:  # connection errors and timeouts
+                    status, last = None, type(exc).__name__
+                verdict = callback_verdict(status)
+                if verdict == "delivered":
+                    self.callbacks["delivered"] += 1
+                    return
+                if verdict == "give_up":
+                    break
+                if attempt < len(delays):
+                    await trio.sleep(delays[attempt])
+            self.callbacks["failed"] += 1
+            log.warning(
+                "webhook.%s: callback for message %s not delivered after %d attempt(s) (last: %s)",
+                alias,
+                message_id,
+                attempt + 1,
+                last,
+                extra={"channel": f"webhook.{alias}"},
+            )
+        except Exception:  # a bad URL or a client bug must not take the listener down
+            self.callbacks["failed"] += 1
+            log.exception("webhook.%s: callback for message %s failed", alias, message_id)
+        finally:
+            self._callbacks_in_flight -= 1
 
     def _approve(self, route: Approve, approved: bool) -> _Response:
         turn = self._approvals.get(route.approval_id)

@@ -333,6 +333,52 @@ def outcome_response(outcome: Outcome) -> tuple[int, bytes]:
     return status, WebhookError(status, outcome.code, outcome.detail).body()
 
 
+# --------------------------------------------------------------------------- callbacks
+
+CALLBACK_BACKOFF_CAP_SECS = 60.0
+
+CallbackVerdict = Literal["delivered", "retry", "give_up"]
+
+
+def callback_delays(
+    attempts: int, initial: float, cap: float = CALLBACK_BACKOFF_CAP_SECS
+) -> list[float]:
+    """The waits between `attempts` delivery attempts: `initial`, doubling, at most `cap`."""
+    return [min(initial * 2.0**i, cap) for i in range(max(attempts - 1, 0))]
+
+
+def callback_verdict(status: int | None) -> CallbackVerdict:
+    """What an attempt's answer means: None is no answer (connection error, timeout).
+    A 2xx delivers; 429 and 5xx are the receiver's passing trouble, worth another try;
+    any other status (a 4xx, a redirect) would answer the same again."""
+    if status is None or status == 429 or 500 <= status <= 599:
+        return "retry"
+    if 200 <= status <= 299:
+        return "delivered"
+    return "give_up"
+
+
+def callback_body(message_id: str, status: int, body: bytes) -> bytes:
+    """A callback's JSON: the synchronous response's body with its HTTP status as
+    `"status"` and the message's `"message_id"` added."""
+    fields = msgspec.json.decode(body)
+    assert isinstance(fields, dict)
+    return msgspec.json.encode({"message_id": message_id, "status": status, **fields})
+
+
+def approval_callback_body(message_id: str, approval_id: str, what: str, status_url: str) -> bytes:
+    """The callback of a turn waiting for an approval (answered on the approvals endpoint)."""
+    return msgspec.json.encode(
+        {
+            "message_id": message_id,
+            "status": 202,
+            "approval_id": approval_id,
+            "what": what,
+            "status_url": status_url,
+        }
+    )
+
+
 # --------------------------------------------------------------------------- config
 
 

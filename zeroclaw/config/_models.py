@@ -314,7 +314,17 @@ class WebhookChannel(_Strict):
     allow_remote: bool = Field(
         default=False,
         description="Let `listen` name a non-loopback address; without it only loopback "
-        "(127.0.0.0/8, ::1, localhost) is accepted.",
+        "(127.0.0.0/8, ::1, localhost) is accepted; the same holds for `callback_url`.",
+    )
+    callback_url: HttpUrl | None = Field(
+        default=None,
+        description="Where replies are POSTed, signed like requests: a message then answers "
+        "202 with its message_id at once. Loopback only unless allow_remote.",
+    )
+    callback_max_attempts: Annotated[int, Field(ge=1, le=20)] = Field(
+        default=5,
+        description="Attempts to deliver one callback (backoff 1 s doubling, at most 60 s) "
+        "on connection errors, timeouts, 429 and 5xx.",
     )
 
     @field_validator("listen")

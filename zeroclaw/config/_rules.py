@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, get_args
+from urllib.parse import urlsplit
 
 from ._errors import ConfigIssue, did_you_mean
 from ._models import ChannelsTable, Config, DispatchToolName, ProvidersTable, ToolName
@@ -411,13 +412,25 @@ def listen_is_loopback(listen: str) -> bool:
         return False
 
 
+def url_is_loopback(url: str) -> bool:
+    """Whether an http(s) URL's host is the loopback interface."""
+    try:
+        host, port = urlsplit(url).hostname, urlsplit(url).port
+    except ValueError:  # a port that is not a number
+        return False
+    if host is None:
+        return False
+    return listen_is_loopback(f"[{host}]:{port or 80}")
+
+
 def rule_webhook_listen(
     config: Config, declared: Declared, env: Mapping[str, str]
 ) -> Iterator[ConfigIssue]:
     """A webhook listens on loopback unless its entry says `allow_remote = true`: exposing
-    the daemon to a network is a decision the operator writes down. Two webhooks on one
-    port must name the same host (they then share one server); a wildcard and a specific
-    host on one port could not both bind."""
+    the daemon to a network is a decision the operator writes down; so is sending replies
+    to another host (`callback_url`). Two webhooks on one port must name the same host
+    (they then share one server); a wildcard and a specific host on one port could not
+    both bind."""
     by_port: dict[str, tuple[str, str]] = {}
     for alias, hook in sorted(config.channels.webhook.items()):
         if not hook.allow_remote and not listen_is_loopback(hook.listen):
@@ -425,6 +438,13 @@ def rule_webhook_listen(
                 ("channels", "webhook", alias, "listen"),
                 f"{hook.listen!r} is not a loopback address; set allow_remote = true to "
                 "accept requests from other hosts",
+            )
+        url = hook.callback_url
+        if url is not None and not hook.allow_remote and not url_is_loopback(url):
+            yield ConfigIssue(
+                ("channels", "webhook", alias, "callback_url"),
+                f"{url!r} is not on a loopback address; set allow_remote = true to send "
+                "replies to other hosts",
             )
         host, _, port = hook.listen.rpartition(":")
         first = by_port.setdefault(port, (alias, host))
