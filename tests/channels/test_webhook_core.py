@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from zeroclaw.channels import ChannelAnswer, ChannelFailure, ChannelRefused, webhook_listeners
 from zeroclaw.channels._webhook_core import (
+    CALLBACK_BACKOFF_CAP_SECS,
     REPLAY_WINDOW_SECS,
     Approve,
     Gate,
@@ -25,6 +26,10 @@ from zeroclaw.channels._webhook_core import (
     RateLimiter,
     TurnResult,
     WebhookError,
+    approval_callback_body,
+    callback_body,
+    callback_delays,
+    callback_verdict,
     outcome_response,
     parse_approval,
     parse_message,
@@ -264,3 +269,84 @@ def test_a_bound_webhook_needs_its_secret_at_daemon_start(doc: dict[str, Any]) -
     unbound = validate_document(doc, base_dir=Path("/srv/zc"), env=env)
     assert webhook_listeners(unbound) == {}
     assert daemon_refusals(unbound, {"HOME": "/home/op"}, Path("/srv/zc/z.toml")) == []
+
+
+# --------------------------------------------------------------------------- callbacks
+
+
+def test_callback_backoff_doubles_from_the_initial_delay_up_to_the_cap() -> None:
+    assert callback_delays(5, 1.0) == [1.0, 2.0, 4.0, 8.0]
+    assert callback_delays(1, 1.0) == []
+    assert callback_delays(10, 1.0)[-3:] == [60.0, 60.0, 60.0]
+    assert callback_delays(3, 0.01) == [0.01, 0.02]
+
+
+@given(st.integers(1, 30), st.floats(0.001, 100.0))
+def test_callback_backoff_is_monotone_and_capped(attempts: int, initial: float) -> None:
+    delays = callback_delays(attempts, initial)
+    assert len(delays) == attempts - 1
+    assert delays == sorted(delays)
+    assert all(0 < d <= CALLBACK_BACKOFF_CAP_SECS for d in delays)
+
+
+def test_what_a_callback_answer_means() -> None:
+    assert callback_verdict(None) == "retry"  # connection error, timeout
+    for status in (500, 502, 503, 504, 429):
+        assert callback_verdict(status) == "retry"
+    for status in (200, 201, 202, 204):
+        assert callback_verdict(status) == "delivered"
+    for status in (301, 400, 401, 403, 404, 410, 413):
+        assert callback_verdict(status) == "give_up"
+
+
+def test_a_callback_body_is_the_response_body_with_its_status_and_message_id() -> None:
+    status, body = outcome_response(ChannelAnswer("alpha", "hey", [], None, False))
+    assert msgspec.json.decode(callback_body("m1", status, body)) == {
+        "message_id": "m1",
+        "status": 200,
+        "agent": "alpha",
+        "reply": "hey",
+        "tool_calls": [],
+    }
+    status, body = outcome_response(ChannelFailure("timeout", "slow"))
+    assert msgspec.json.decode(callback_body("m2", status, body)) == {
+        "message_id": "m2",
+        "status": 504,
+        "error": "timeout",
+        "message": "slow",
+    }
+    assert msgspec.json.decode(approval_callback_body("m3", "a1", "write x", "/u")) == {
+        "message_id": "m3",
+        "status": 202,
+        "approval_id": "a1",
+        "what": "write x",
+        "status_url": "/u",
+    }
+
+
+@pytest.mark.parametrize(
+    "url", ["https://hooks.example.org/zc", "http://10.0.0.5:80/x", "http://[::]:8/"]
+)
+def test_a_remote_callback_url_needs_allow_remote(doc: dict[str, Any], url: str) -> None:
+    doc["channels"]["webhook"]["ops"]["callback_url"] = url
+    found = problems(doc)
+    assert list(found) == ["channels.webhook.ops.callback_url"]
+    assert "allow_remote" in found["channels.webhook.ops.callback_url"]
+    doc["channels"]["webhook"]["ops"]["allow_remote"] = True
+    validate_document(doc, base_dir=Path("/srv/zc"), env={"HOME": "/home/op"})
+
+
+@pytest.mark.parametrize(
+    "url", ["http://127.0.0.1:9000/cb", "https://localhost/cb", "http://[::1]:8/x"]
+)
+def test_a_loopback_callback_url_needs_nothing(doc: dict[str, Any], url: str) -> None:
+    doc["channels"]["webhook"]["ops"]["callback_url"] = url
+    config = validate_document(doc, base_dir=Path("/srv/zc"), env={"HOME": "/home/op"})
+    assert config.channels.webhook["ops"].callback_url == url
+    assert config.channels.webhook["ops"].callback_max_attempts == 5
+
+
+@pytest.mark.parametrize("url", ["ftp://127.0.0.1/x", "127.0.0.1:9000", ""])
+def test_a_callback_url_is_http_or_https(doc: dict[str, Any], url: str) -> None:
+    doc["channels"]["webhook"]["ops"]["callback_url"] = url
+    assert list(problems(doc)) == ["channels.webhook.ops.callback_url"]

@@ -145,10 +145,21 @@ class WebhookAdapter:
         self._client: httpx.AsyncClient | None = None
         self._callback_turns = 0  # turns running in callback mode
         self._callbacks_in_flight = 0
+        self._callback_settled = trio.Event()
 
     @property
     def keys(self) -> tuple[str, ...]:
         return tuple(sorted(f"webhook.{alias}" for alias in self._channels))
+
+    @property
+    def callback_settled(self) -> trio.Event:
+        """Set at the next callback delivered, failed or dropped (then a fresh one)."""
+        return self._callback_settled
+
+    def _settle(self, outcome: str) -> None:
+        self.callbacks[outcome] += 1
+        self._callback_settled.set()
+        self._callback_settled = trio.Event()
 
     def stats(self) -> dict[str, object]:
         return {
@@ -411,7 +422,7 @@ class WebhookAdapter:
         """Deliver `body` to the channel's callback URL in the background (bounded)."""
         assert self._nursery is not None
         if self._callbacks_in_flight >= self.max_callbacks:
-            self.callbacks["dropped"] += 1
+            self._settle("dropped")
             log.warning(
                 "webhook.%s: %d callbacks in flight, dropped the one for message %s",
                 alias,
@@ -449,13 +460,13 @@ class WebhookAdapter:
                     status, last = None, type(exc).__name__
                 verdict = callback_verdict(status)
                 if verdict == "delivered":
-                    self.callbacks["delivered"] += 1
+                    self._settle("delivered")
                     return
                 if verdict == "give_up":
                     break
                 if attempt < len(delays):
                     await trio.sleep(delays[attempt])
-            self.callbacks["failed"] += 1
+            self._settle("failed")
             log.warning(
                 "webhook.%s: callback for message %s not delivered after %d attempt(s) (last: %s)",
                 alias,
@@ -465,7 +476,7 @@ class WebhookAdapter:
                 extra={"channel": f"webhook.{alias}"},
             )
         except Exception:  # a bad URL or a client bug must not take the listener down
-            self.callbacks["failed"] += 1
+            self._settle("failed")
             log.exception("webhook.%s: callback for message %s failed", alias, message_id)
         finally:
             self._callbacks_in_flight -= 1
