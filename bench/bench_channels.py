@@ -6,7 +6,10 @@ on the same server library and settings (bench/_echo_server.py) in its own proce
 All sides are measured in the same run and interleaved (latency in blocks, throughput in
 rounds) so that whatever else loads the machine hits them alike; the ratios are what count.
 The HTTP clients are httpx.Client with keep-alive (one connection per client), and they sign
-every request, the echo's too, so the client-side work is the same on both HTTP sides."""
+every request, the echo's too, so the client-side work is the same on both HTTP sides. A
+diagnostic side repeats both HTTP round trips with a minimal keep-alive socket client: on a
+2-core machine httpx's own CPU (about 2 ms a request) competes with the daemon and the agent,
+and this separates it from the server's share of the gap to a chat turn."""
 
 from __future__ import annotations
 
@@ -28,6 +31,7 @@ from ._daemon import REPO, WEBHOOK_ALIAS, ReadyDaemon
 from ._harness import Result, p50_p99, result
 
 SECRET = "bench-webhook-secret"
+PATH = f"/v1/channels/{WEBHOOK_ALIAS}/messages"
 TEXT = "hello"
 
 WARMUP = 20
@@ -120,6 +124,61 @@ class _Http:
         self.client.close()
 
 
+class _RawHttp:
+    """The same signed requests on a bare keep-alive socket with a minimal HTTP/1.1 reader: the
+    round trip without httpx's client-side work (about 2 ms of CPU a request here), which on
+    a 2-core machine competes with the server for the CPU."""
+
+    def __init__(self, port: int, path: str, sender: str, session: str) -> None:
+        self.port = port
+        self.signer = _Signer(sender, session)
+        self.head = f"POST {path} HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\n"
+        self.sock = self._connect()
+
+    def _connect(self) -> socket.socket:
+        sock = socket.create_connection(("127.0.0.1", self.port), timeout=60)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return sock
+
+    def __call__(self) -> None:
+        body, headers = self.signer.next()
+        fields = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
+        request = f"{self.head}{fields}content-length: {len(body)}\r\n\r\n".encode() + body
+        try:
+            self.sock.sendall(request)
+            status = self._response()
+        except ConnectionError:  # the server closed an idle keep-alive connection
+            self.sock.close()
+            self.sock = self._connect()
+            self.sock.sendall(request)
+            status = self._response()
+        assert status == 200, status
+
+    def _response(self) -> int:
+        data = b""
+        while b"\r\n\r\n" not in data:
+            data += self._recv()
+        head, _, rest = data.partition(b"\r\n\r\n")
+        lines = head.split(b"\r\n")
+        length = next(
+            int(line.split(b":", 1)[1])
+            for line in lines
+            if line.lower().startswith(b"content-length:")
+        )
+        while len(rest) < length:
+            rest += self._recv()
+        return int(lines[0].split()[1])
+
+    def _recv(self) -> bytes:
+        data = self.sock.recv(65536)
+        if not data:
+            raise ConnectionError("closed")
+        return data
+
+    def close(self) -> None:
+        self.sock.close()
+
+
 class _Chat:
     """One control socket connection sending chat turns to alpha."""
 
@@ -153,8 +212,9 @@ class _Sides:
 
     def __init__(self, daemon: ReadyDaemon, hook_port: int, echo_port: int) -> None:
         self.daemon = daemon
-        self.hook_url = f"http://127.0.0.1:{hook_port}/v1/channels/{WEBHOOK_ALIAS}/messages"
-        self.echo_url = f"http://127.0.0.1:{echo_port}/v1/channels/{WEBHOOK_ALIAS}/messages"
+        self.hook_port, self.echo_port = hook_port, echo_port
+        self.hook_url = f"http://127.0.0.1:{hook_port}{PATH}"
+        self.echo_url = f"http://127.0.0.1:{echo_port}{PATH}"
 
     def chat(self, i: int) -> _Chat:
         return _Chat(self.daemon, f"bench-{i}")
@@ -165,13 +225,21 @@ class _Sides:
     def echo(self, i: int) -> _Http:
         return _Http(self.echo_url, f"sender-{i}", f"bench-{i}", check_reply=False)
 
+    def hook_raw(self, i: int) -> _RawHttp:
+        return _RawHttp(self.hook_port, PATH, f"raw-sender-{i}", f"bench-raw-{i}")
+
+    def echo_raw(self, i: int) -> _RawHttp:
+        return _RawHttp(self.echo_port, PATH, f"raw-sender-{i}", f"bench-raw-{i}")
+
 
 def _latency(sides: _Sides) -> dict[str, dict[str, float]]:
     """p50/p99 in ms of each side, sequential on one connection each, interleaved in blocks."""
-    ops: dict[str, _Chat | _Http] = {
+    ops: dict[str, _Chat | _Http | _RawHttp] = {
         "chat": sides.chat(0),
         "hook": sides.hook(0),
         "echo": sides.echo(0),
+        "hook raw": sides.hook_raw(0),
+        "echo raw": sides.echo_raw(0),
     }
     samples: dict[str, list[float]] = {name: [] for name in ops}
     try:
@@ -254,6 +322,7 @@ def run() -> list[Result]:
         echo.terminate()
         echo.wait(30)
     chat, hook, bare = latency["chat"], latency["hook"], latency["echo"]
+    hook_raw, bare_raw = latency["hook raw"], latency["echo raw"]
     return [
         result(
             "webhook round trip p50 (offline agent)",
@@ -291,6 +360,30 @@ def run() -> list[Result]:
             "ms",
             "bare hypercorn echo p99 (same settings)",
             bare["p99"],
+        ),
+        result(
+            "webhook p50, minimal HTTP client (no httpx)",
+            hook_raw["p50"],
+            "ms",
+            "chat turn p50 (control socket, same daemon)",
+            chat["p50"],
+            "diagnostic",
+        ),
+        result(
+            "webhook p50 minus chat p50, minimal client",
+            hook_raw["p50"] - chat["p50"],
+            "ms",
+            "the target's allowance",
+            1.0,
+            "diagnostic",
+        ),
+        result(
+            "bare echo p50, minimal HTTP client",
+            bare_raw["p50"],
+            "ms",
+            "bare echo p50 with httpx",
+            bare["p50"],
+            "diagnostic",
         ),
         result(
             f"webhook requests/s ({CLIENTS} clients, senders)",
