@@ -10,6 +10,7 @@ from pathlib import Path
 
 from . import (
     bench_agent,
+    bench_channels,
     bench_config,
     bench_memory,
     bench_router,
@@ -25,6 +26,7 @@ SUITES = {
     "memory": bench_memory.run,
     "agent": bench_agent.run,
     "subagents": bench_subagents.run,
+    "channels": bench_channels.run,
 }
 
 

@@ -16,14 +16,49 @@ from pathlib import Path
 import tomli_w
 
 REPO = Path(__file__).resolve().parent.parent
+WEBHOOK_ALIAS = "hook"  # the bench's webhook channel: webhook.hook, owned by the first alias
+WEBHOOK_SECRET_ENV = "HOOK_SECRET"
 
 
 def write_bench_config(
-    root: Path, aliases: Iterable[str], *, grouped: bool = False, subagents: Path | None = None
+    root: Path,
+    aliases: Iterable[str],
+    *,
+    grouped: bool = False,
+    subagents: Path | None = None,
+    webhook_port: int | None = None,
 ) -> Path:
     """Write `<root>/zeroclaw.toml`; state in `<root>/s`, sockets in `<root>/r`; with
-    `subagents`, `[subagents] dir` points at that directory of bundles."""
+    `subagents`, `[subagents] dir` points at that directory of bundles; with `webhook_port`,
+    a webhook channel `webhook.hook` listens on 127.0.0.1 there (secret in $HOOK_SECRET, no
+    practical rate limit), bound to the first alias, in a peer group open to any sender."""
     aliases = list(aliases)
+    channels: dict[str, object] = {"cli": {"local": {}}}
+    agents: dict[str, dict[str, object]] = {
+        alias: {
+            "model_provider": "offline.default",
+            "risk_profile": "r",
+            "runtime_profile": "d",
+            "channels": ["cli.local"],
+        }
+        for alias in aliases
+    }
+    peer_groups: dict[str, object] = {"g": {"channel": "cli", "agents": aliases}} if grouped else {}
+    if webhook_port is not None:
+        key = f"webhook.{WEBHOOK_ALIAS}"
+        channels["webhook"] = {
+            WEBHOOK_ALIAS: {
+                "listen": f"127.0.0.1:{webhook_port}",
+                "secret_env": WEBHOOK_SECRET_ENV,
+                "rate_limit_per_minute": 1_000_000,  # the bench measures turns, not the limiter
+            }
+        }
+        agents[aliases[0]]["channels"] = ["cli.local", key]
+        peer_groups[f"{WEBHOOK_ALIAS}-senders"] = {
+            "channel": key,
+            "agents": [aliases[0]],
+            "external_peers": ["*"],
+        }
     doc: dict[str, object] = {
         "daemon": {
             "state_dir": str(root / "s"),
@@ -34,17 +69,9 @@ def write_bench_config(
         "providers": {"offline": {"default": {}}},
         "risk_profiles": {"r": {"level": "readonly"}},
         "runtime_profiles": {"d": {}},
-        "channels": {"cli": {"local": {}}},
-        "agents": {
-            alias: {
-                "model_provider": "offline.default",
-                "risk_profile": "r",
-                "runtime_profile": "d",
-                "channels": ["cli.local"],
-            }
-            for alias in aliases
-        },
-        "peer_groups": {"g": {"channel": "cli", "agents": aliases}} if grouped else {},
+        "channels": channels,
+        "agents": agents,
+        "peer_groups": peer_groups,
     }
     if subagents is not None:
         doc["subagents"] = {"dir": str(subagents)}
@@ -66,9 +93,13 @@ class ReadyDaemon:
         *,
         grouped: bool = False,
         subagents: Callable[[Path], None] | None = None,
+        webhook_port: int | None = None,
+        webhook_secret: str | None = None,
     ) -> None:
         """`subagents`, if given, fills `<root>/subagents` with bundles before the start and
-        the config points `[subagents] dir` there."""
+        the config points `[subagents] dir` there. `webhook_port` adds the webhook channel
+        (see `write_bench_config`); `webhook_secret` is its signing secret, passed to the
+        daemon in $HOOK_SECRET. READY=1 does not wait for the listener: poll its /readyz."""
         self.root = Path(tempfile.mkdtemp(prefix="zcb-", dir="/tmp"))
         bundles = None
         if subagents is not None:
@@ -76,7 +107,7 @@ class ReadyDaemon:
             bundles.mkdir()
             subagents(bundles)
         self.config_path = write_bench_config(
-            self.root, aliases, grouped=grouped, subagents=bundles
+            self.root, aliases, grouped=grouped, subagents=bundles, webhook_port=webhook_port
         )
         self.runtime_dir = self.root / "r"
         notify = self.root / "n.sock"
@@ -84,6 +115,8 @@ class ReadyDaemon:
         self.sock.bind(str(notify))
         self.sock.settimeout(60)
         env = {**os.environ, "NOTIFY_SOCKET": str(notify), "PYTHONPATH": str(REPO)}
+        if webhook_secret is not None:
+            env[WEBHOOK_SECRET_ENV] = webhook_secret
         start = time.perf_counter()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "zeroclaw", "--config", str(self.config_path), "daemon"],
