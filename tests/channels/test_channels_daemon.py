@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import socket
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -116,3 +117,18 @@ def test_a_taken_port_is_reported_and_retried_while_the_other_channels_serve(
     # The port is free again: the next retry serves on it.
     wait_serving(daemon, "webhook.busy")
     assert post(taken, "busy", {"sender": "bob", "text": "hi"}).status_code == 200
+
+
+def test_a_bound_webhook_without_its_secret_variable_is_exit_2_naming_it(
+    root: Path, daemons: DaemonFactory
+) -> None:
+    daemon = daemons(webhook_config(root, {"ops": free_port()}), faults=False)
+    env = {k: v for k, v in daemon.env().items() if k != "HOOK_SECRET"}
+    started = subprocess.run(
+        [*daemon.cli_argv(), "daemon"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert started.returncode == 2, (started.stdout, started.stderr)
+    assert "channels.webhook.ops.secret_env" in started.stderr
+    assert "HOOK_SECRET is not set" in started.stderr
+    checked = daemon.cli("config", "validate")
+    assert checked.returncode == 0  # the file itself is valid: the daemon's environment is not
