@@ -12,7 +12,14 @@ import click
 
 from .._version import __version__
 from ..config import ConfigError
-from ._common import EXIT_FAILED, EXIT_USAGE, CliError, CliState, print_config_error
+from ._common import (
+    EXIT_FAILED,
+    EXIT_USAGE,
+    CliError,
+    CliState,
+    print_config_error,
+    with_config,
+)
 
 
 class _RootGroup(click.Group):
@@ -24,10 +31,10 @@ class _RootGroup(click.Group):
         except (click.exceptions.Exit, click.ClickException, click.Abort):
             raise
         except ConfigError as exc:
-            print_config_error(exc)
+            print_config_error(exc, _explicit_config(ctx))
             ctx.exit(EXIT_USAGE)
         except CliError as exc:
-            click.echo(f"zeroclaw: error: {exc}", err=True)
+            click.echo(f"zeroclaw: error: {with_config(str(exc), _explicit_config(ctx))}", err=True)
             ctx.exit(exc.exit_code)
         except BrokenPipeError:
             # The reader went away (e.g. `| head`): stop quietly, like any Unix filter.
@@ -47,6 +54,11 @@ class _RootGroup(click.Group):
                     err=True,
                 )
             ctx.exit(EXIT_FAILED)
+
+
+def _explicit_config(ctx: click.Context) -> str | None:
+    obj = ctx.find_root().obj
+    return obj.config_path if isinstance(obj, CliState) else None
 
 
 def _debug(ctx: click.Context) -> bool:

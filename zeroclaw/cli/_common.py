@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shlex
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -72,9 +73,17 @@ def emit_json(payload: dict[str, Any]) -> None:
     sys.stdout.write(json.dumps(payload, indent=2, sort_keys=False, default=str) + "\n")
 
 
-def print_config_error(exc: ConfigError) -> None:
+def with_config(text: str, config_path: str | None) -> str:
+    """A hint names a command as the operator must run it: with the --config they passed
+    (a plain `zeroclaw daemon` would look at another config, or none)."""
+    if not config_path:
+        return text
+    return text.replace("'zeroclaw ", f"'zeroclaw --config {shlex.quote(config_path)} ")
+
+
+def print_config_error(exc: ConfigError, config_path: str | None = None) -> None:
     for line in exc.lines():
-        click.echo(line, err=True)
+        click.echo(with_config(line, config_path), err=True)
 
 
 json_option = click.option(

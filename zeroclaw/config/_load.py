@@ -143,6 +143,10 @@ def runtime_dir_hint(path: str | os.PathLike[str], env: Mapping[str, str]) -> Pa
     except ConfigError as exc:
         if any(issue.message == _TOO_DEEP for issue in exc.issues):
             raise  # not a config with a typo: no command should guess its way past it
+        if not os.path.exists(path):
+            # A --config or $ZEROCLAW_CONFIG naming no file is a usage error (exit 2), not
+            # a daemon that is down: there is no daemon of a config that does not exist.
+            raise
     try:
         with open(path, "rb") as fh:
             raw = fh.read(MAX_CONFIG_BYTES)
