@@ -150,6 +150,7 @@ PUBLIC: dict[str, list[str]] = {
         "RestartPolicy",
         "RiskProfile",
         "RuntimeProfile",
+        "SYSTEM_CONFIG",
         "SerialChannel",
         "SubagentsConfig",
         "WebhookChannel",

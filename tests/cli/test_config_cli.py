@@ -156,3 +156,26 @@ def test_a_deeply_nested_config_is_a_config_error_for_every_command(
         assert result.returncode == 2, (command, result.stderr)
         assert "nested deeper than" in result.stderr
         assert "internal error" not in result.stderr and "Traceback" not in result.stderr
+
+
+def test_config_init_writes_the_state_and_runtime_dirs_the_daemon_will_use(
+    tmp_path: Path,
+) -> None:
+    import tomllib
+
+    from zeroclaw.cli.config_cmd import SYSTEM_RUNTIME_DIR, SYSTEM_STATE_DIR, init_paths
+    from zeroclaw.config import SYSTEM_CONFIG, starter_document
+
+    path = tmp_path / "zeroclaw.toml"
+    env = {"XDG_STATE_HOME": str(tmp_path / "state"), "XDG_RUNTIME_DIR": str(tmp_path / "run")}
+    assert run_cli("config", "init", path, env=env).returncode == 0
+    written = tomllib.loads(path.read_text())["daemon"]
+    assert written == {
+        "state_dir": str(tmp_path / "state" / "zeroclaw"),
+        "runtime_dir": str(tmp_path / "run" / "zeroclaw"),
+    }
+    # The system config gets systemd's directories, whatever the shell's environment.
+    assert init_paths(SYSTEM_CONFIG, starter_document(), env) == {
+        "state_dir": SYSTEM_STATE_DIR,
+        "runtime_dir": SYSTEM_RUNTIME_DIR,
+    }

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ import tomli_w
 
 from .._atomic import atomic_write
 from ..config import (
+    SYSTEM_CONFIG,
     Config,
     ConfigError,
     all_channel_peers,
@@ -185,6 +187,18 @@ def schema_cmd() -> None:
 
 # --------------------------------------------------------------------------- init
 
+SYSTEM_STATE_DIR = "/var/lib/zeroclaw"  # systemd's StateDirectory=zeroclaw
+SYSTEM_RUNTIME_DIR = "/run/zeroclaw"  # systemd's RuntimeDirectory=zeroclaw
+
+
+def init_paths(target: Path, document: dict[str, Any], env: Mapping[str, str]) -> dict[str, str]:
+    """The state and runtime dirs `config init` writes: systemd's for the system config, else
+    the ones a daemon started from this environment would take."""
+    if os.path.abspath(target) == str(SYSTEM_CONFIG):
+        return {"state_dir": SYSTEM_STATE_DIR, "runtime_dir": SYSTEM_RUNTIME_DIR}
+    paths = daemon_paths(validate_document(document, base_dir=target.parent), env)
+    return {"state_dir": str(paths.state_dir), "runtime_dir": str(paths.runtime_dir)}
+
 
 @config_group.command("init")
 @click.argument("path", required=False)
@@ -196,6 +210,9 @@ def init_cmd(path: str | None, force: bool, as_json: bool) -> None:
     if target.exists() and not force:
         raise CliError(f"{target} already exists; pass --force to overwrite it", EXIT_FAILED)
     document = starter_document()
+    # Both directories go into the file, so the CLI and the daemon agree on them whatever
+    # their environments (systemd sets STATE_DIRECTORY for the daemon, not for a shell).
+    document = {"daemon": init_paths(target, document, os.environ), **document}
     validate_document(document, source=str(target), base_dir=target.parent)  # never write junk
     text = "# zeroclaw config; see `zeroclaw config schema` for every key.\n" + tomli_w.dumps(
         document

@@ -5,7 +5,7 @@ Public API; the implementation lives in private modules beside this one.
 
 from ._errors import ConfigError, ConfigIssue, did_you_mean, dotted
 from ._load import load_config, load_config_text, runtime_dir_hint, validate_document
-from ._locate import config_candidates, locate_config, user_config_path
+from ._locate import SYSTEM_CONFIG, config_candidates, locate_config, user_config_path
 from ._models import (
     AgentConfig,
     AnthropicProvider,
@@ -47,6 +47,7 @@ from ._starter import starter_document
 __all__ = [
     "ALIAS_SYNTAX",
     "RESERVED_ALIASES",
+    "SYSTEM_CONFIG",
     "AgentConfig",
     "AnthropicProvider",
     "ChannelConfig",
