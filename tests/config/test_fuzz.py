@@ -146,3 +146,19 @@ def test_deeply_nested_inline_toml_is_an_issue_not_a_crash() -> None:
         load_config_text("x = " + "[" * 20000 + "]" * 20000, source="deep.toml", env=ENV)
     except ConfigError as exc:
         assert exc.issues
+
+
+def test_a_home_of_a_user_the_machine_does_not_have_is_a_config_error_not_a_crash() -> None:
+    from pathlib import Path
+
+    from tests.supervisor.harness import agent_entry, make_config
+    from zeroclaw.config import ConfigError, validate_document
+
+    doc = make_config(Path("/nonexistent/zc"), {"alpha": agent_entry()})
+    doc["daemon"]["state_dir"] = "~no-such-user-0/state"
+    try:
+        validate_document(doc)
+    except ConfigError as exc:
+        assert any("no such user" in line for line in exc.lines()), exc.lines()
+    else:
+        raise AssertionError("a ~user that does not exist was accepted")

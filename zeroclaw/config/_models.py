@@ -58,7 +58,10 @@ def _resolve_path(value: Path, info: ValidationInfo) -> Path:
     """Relative paths are relative to the config file's directory (passed as context)."""
     if "\x00" in str(value):
         raise ValueError("must not contain a NUL byte")
-    value = value.expanduser()
+    try:
+        value = value.expanduser()
+    except RuntimeError:  # "~name" of a user this machine does not have
+        raise ValueError(f"cannot expand {str(value).split('/')[0]!r}: no such user") from None
     base = (info.context or {}).get("base_dir")
     if not value.is_absolute() and base is not None:
         value = Path(base) / value
