@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import statistics
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -62,3 +63,31 @@ def table(results: list[Result]) -> str:
         )
         lines.append(f"{'':<44} {'baseline: ' + r.baseline}")
     return "\n".join(lines)
+
+
+def concurrent_rate(clients: list[Callable[[], object]], per_client: int) -> float:
+    """Requests/s of `clients` running at once, each calling its function `per_client`
+    times one after another; all start together, timed from their start to the last end.
+    A failure in any client is raised here."""
+    start = threading.Barrier(len(clients) + 1)
+    failures: list[BaseException] = []
+
+    def run(fn: Callable[[], object]) -> None:
+        try:
+            start.wait()
+            for _ in range(per_client):
+                fn()
+        except BaseException as exc:  # reported by the main thread
+            failures.append(exc)
+
+    threads = [threading.Thread(target=run, args=(fn,)) for fn in clients]
+    for thread in threads:
+        thread.start()
+    start.wait()
+    began = time.perf_counter()
+    for thread in threads:
+        thread.join()
+    elapsed = time.perf_counter() - began
+    if failures:
+        raise failures[0]
+    return len(clients) * per_client / elapsed

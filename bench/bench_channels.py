@@ -17,7 +17,6 @@ import socket
 import statistics
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,7 +27,7 @@ from zeroclaw.channels import SIGNATURE_HEADER, TIMESTAMP_HEADER, sign
 from zeroclaw.control import Chat, ControlSession
 
 from ._daemon import REPO, WEBHOOK_ALIAS, ReadyDaemon
-from ._harness import Result, p50_p99, result
+from ._harness import Result, concurrent_rate, p50_p99, result
 
 SECRET = "bench-webhook-secret"
 PATH = f"/v1/channels/{WEBHOOK_ALIAS}/messages"
@@ -257,32 +256,11 @@ def _latency(sides: _Sides) -> dict[str, dict[str, float]]:
 def _rate(make: Callable[[int], _Chat | _Http]) -> float:
     """Requests/s of CLIENTS clients, each doing PER_CLIENT requests one after another."""
     ops = [make(i) for i in range(CLIENTS)]
-    start = threading.Barrier(CLIENTS + 1)
-    failures: list[BaseException] = []
-
-    def client(op: Op) -> None:
-        try:
-            start.wait()
-            for _ in range(PER_CLIENT):
-                op()
-        except BaseException as exc:  # reported by the main thread
-            failures.append(exc)
-
-    threads = [threading.Thread(target=client, args=(op,)) for op in ops]
     try:
-        for thread in threads:
-            thread.start()
-        start.wait()
-        began = time.perf_counter()
-        for thread in threads:
-            thread.join()
-        elapsed = time.perf_counter() - began
+        return concurrent_rate(list(ops), PER_CLIENT)
     finally:
         for op in ops:
             op.close()
-    if failures:
-        raise failures[0]
-    return CLIENTS * PER_CLIENT / elapsed
 
 
 def _throughput(sides: _Sides) -> dict[str, float]:

@@ -7,9 +7,9 @@ so that whatever else loads the machine hits both alike; the ratios are what cou
 
 from __future__ import annotations
 
+import functools
 import shutil
 import statistics
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -19,7 +19,7 @@ import yaml
 from zeroclaw.control import Chat, ControlSession, Dispatch, DispatchReply
 
 from ._daemon import REPO, ReadyDaemon
-from ._harness import Result, p50_p99, result
+from ._harness import Result, concurrent_rate, p50_p99, result
 
 SUMMARIZER = REPO / "etc" / "subagents" / "summarizer"
 AGENT_ID = "summarizer"
@@ -91,32 +91,14 @@ def _latency(daemon: ReadyDaemon) -> tuple[dict[str, float], dict[str, float]]:
 def _rate(daemon: ReadyDaemon, op: Op) -> float:
     """Requests/s of CALLERS connections, each doing PER_CALLER requests one after another."""
     sessions = [ControlSession(daemon.runtime_dir, timeout=120) for _ in range(CALLERS)]
-    start = threading.Barrier(CALLERS + 1)
-    failures: list[BaseException] = []
-
-    def caller(i: int) -> None:
-        try:
-            start.wait()
-            for _ in range(PER_CALLER):
-                op(sessions[i], f"bench-{i}")
-        except BaseException as exc:  # reported by the main thread
-            failures.append(exc)
-
-    threads = [threading.Thread(target=caller, args=(i,)) for i in range(CALLERS)]
     try:
-        for thread in threads:
-            thread.start()
-        start.wait()
-        began = time.perf_counter()
-        for thread in threads:
-            thread.join()
-        elapsed = time.perf_counter() - began
+        return concurrent_rate(
+            [functools.partial(op, sessions[i], f"bench-{i}") for i in range(CALLERS)],
+            PER_CALLER,
+        )
     finally:
         for session in sessions:
             session.close()
-    if failures:
-        raise failures[0]
-    return CALLERS * PER_CALLER / elapsed
 
 
 def _throughput(daemon: ReadyDaemon) -> tuple[float, float]:
