@@ -70,11 +70,21 @@ class ChannelHost:
             )
         return routed
 
-    async def converse(self, inbound: Inbound, *, ask: AskApproval | None = None) -> Outcome:
-        """The whole conversation of one inbound message: its reply or why there is none."""
-        routed = self.route(inbound)
-        if isinstance(routed, ChannelRefused):
-            return routed
+    async def converse(
+        self,
+        inbound: Inbound,
+        *,
+        ask: AskApproval | None = None,
+        routed: Routed | None = None,
+    ) -> Outcome:
+        """The whole conversation of one inbound message: its reply or why there is none.
+        `routed`: the decision of an earlier `route` of this message (an adapter that must
+        answer a refusal before the turn runs), so it is not decided and counted twice."""
+        if routed is None:
+            decided = self.route(inbound)
+            if isinstance(decided, ChannelRefused):
+                return decided
+            routed = decided
         self.delivered[inbound.channel] += 1
         async with (
             self.turns.open_turn(

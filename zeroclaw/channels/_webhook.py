@@ -35,6 +35,7 @@ from .._log_throttle import LogThrottle
 from ..config import WebhookChannel
 from ._adapter import ChannelStartFailed
 from ._host import ChannelHost
+from ._routing import Routed
 from ._types import ChannelFailure, ChannelRefused, Inbound, Outcome
 from ._webhook_core import (
     SIGNATURE_HEADER,
@@ -347,7 +348,7 @@ class WebhookAdapter:
             },
         )
 
-    async def _run(self, turn: _Turn, inbound: Inbound) -> None:
+    async def _run(self, turn: _Turn, inbound: Inbound, routed: Routed | None = None) -> None:
         assert self._host is not None
 
         async def ask(rid: str, what: str) -> bool:
@@ -355,7 +356,7 @@ class WebhookAdapter:
 
         outcome: Outcome
         try:
-            outcome = await self._host.converse(inbound, ask=ask)
+            outcome = await self._host.converse(inbound, ask=ask, routed=routed)
         except Exception:  # one turn's failure must not take the listener down
             log.exception("webhook turn on %s failed", inbound.channel)
             outcome = ChannelFailure("unavailable", "the turn failed in the daemon")
@@ -405,12 +406,12 @@ class WebhookAdapter:
             return status, body, []
         turn = _Turn(alias, message_id=secrets.token_urlsafe(18))
         self._callback_turns += 1
-        self._nursery.start_soon(self._run_for_callback, turn, inbound)
+        self._nursery.start_soon(self._run_for_callback, turn, inbound, routed)
         return _json(202, {"message_id": turn.message_id})
 
-    async def _run_for_callback(self, turn: _Turn, inbound: Inbound) -> None:
+    async def _run_for_callback(self, turn: _Turn, inbound: Inbound, routed: Routed) -> None:
         try:
-            await self._run(turn, inbound)
+            await self._run(turn, inbound, routed)
         finally:
             self._callback_turns -= 1
         assert turn.outcome is not None
