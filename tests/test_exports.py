@@ -329,6 +329,8 @@ PUBLIC: dict[str, list[str]] = {
         "operator_request",
         "tokenize",
     ],
+    "zeroclaw.ops": [
+    ],
     "zeroclaw.policy": [
         "Access",
         "CommandDecision",

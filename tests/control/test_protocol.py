@@ -87,6 +87,7 @@ def test_status_json_keeps_its_shape() -> None:
         "busy_turns",
         "next_start_in",
         "sandbox",
+        "sandbox_in_force",
     ]
 
 

@@ -30,6 +30,9 @@ class AgentStatus(msgspec.Struct, frozen=True):
     busy_turns: int
     next_start_in: float | None
     sandbox: str  # what confines this agent's shell commands
+    # What the agent itself reported after starting: True when its Landlock ruleset is in
+    # force, False when it runs unconfined, None when it is not running or has not said yet.
+    sandbox_in_force: bool | None = None
 
 
 class ReloadStatus(msgspec.Struct, frozen=True):
