@@ -1,0 +1,67 @@
+"""Agent discovery: find capabilities on this machine, decide each with a reason, explain it.
+
+Found is not registered, registered is not authorised, authorised is not executed (ADR 0034).
+"""
+
+from ._decide import TARGETS, DecisionPolicy, decide, judge
+from ._model import (
+    SCHEMA_VERSION,
+    SOURCE_PRIORITY,
+    CapabilityDescriptor,
+    ClassifiedBy,
+    CommandCandidate,
+    DeviceState,
+    Diagnostic,
+    DiscoveredItem,
+    DiscoveryErrorKind,
+    Health,
+    HealthStatus,
+    ItemKind,
+    RegistrationAction,
+    RegistrationDecision,
+    RegistrationReason,
+    RegistrationTarget,
+    SideEffect,
+    SkillClass,
+    Source,
+    SourceKind,
+    Summary,
+    TrustLevel,
+    summarise,
+)
+from ._redact import REDACTED, contains_secret_keys, is_secret_key, redact, redact_text
+
+__all__ = [
+    "REDACTED",
+    "SCHEMA_VERSION",
+    "SOURCE_PRIORITY",
+    "TARGETS",
+    "CapabilityDescriptor",
+    "ClassifiedBy",
+    "CommandCandidate",
+    "DecisionPolicy",
+    "DeviceState",
+    "Diagnostic",
+    "DiscoveredItem",
+    "DiscoveryErrorKind",
+    "Health",
+    "HealthStatus",
+    "ItemKind",
+    "RegistrationAction",
+    "RegistrationDecision",
+    "RegistrationReason",
+    "RegistrationTarget",
+    "SideEffect",
+    "SkillClass",
+    "Source",
+    "SourceKind",
+    "Summary",
+    "TrustLevel",
+    "contains_secret_keys",
+    "decide",
+    "is_secret_key",
+    "judge",
+    "redact",
+    "redact_text",
+    "summarise",
+]
