@@ -467,6 +467,12 @@ class AgentConfig(_Strict):
         "memory, peers or sub-agents without a grant. The operator's own chat always has "
         "every tool.",
     )
+    adapters: tuple[str, ...] = Field(
+        default=(),
+        description="Discovered adapters this agent may call with invoke_adapter, by id "
+        "('zeroclaw discover list --registered'); each call still goes through the agent's "
+        "risk profile and the capability's side-effect class. Default: none.",
+    )
     facades: dict[str, str] = Field(
         default_factory=dict,
         description="One-purpose tools that dispatch to a fixed sub-agent: tool name = "
@@ -515,6 +521,125 @@ class SubagentsConfig(_Strict):
     )
 
 
+COMMAND_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$")
+
+
+def _check_command_name(value: str) -> str:
+    if not COMMAND_NAME.match(value):
+        raise ValueError(f"{value!r} is not a program name (no paths, no spaces)")
+    return value
+
+
+CommandName = Annotated[str, AfterValidator(_check_command_name)]
+
+
+class DiscoveryOverride(_Strict):
+    prefer_source: Literal["project_manifest", "config", "builtin_template", "path", "user_dir"] | (
+        None
+    ) = Field(
+        default=None,
+        description="The source that wins for this id when several find it (default order: "
+        "project_manifest, config, builtin_template, path, user_dir).",
+    )
+    command_path: ConfigPath | None = Field(
+        default=None,
+        description="The one program to use for this command: an absolute path whose name is "
+        "in [discovery] commands; it ends a 'command_ambiguous' and may name a "
+        "workspace-local program.",
+    )
+
+
+class DiscoveryConfig(_Strict):
+    enabled: bool = Field(
+        default=True, description="Scan for capabilities at all ('zeroclaw discover ...')."
+    )
+    scan_on_startup: bool = Field(
+        default=True,
+        description="The daemon scans when it starts (in the background: a slow source never "
+        "delays READY).",
+    )
+    global_scan_timeout_ms: Annotated[int, Field(ge=100, le=600_000)] = Field(
+        default=30_000,
+        description="A whole scan's bound; sources still running then give partial results "
+        "with a 'timeout' diagnostic.",
+    )
+    max_concurrent_scanners: Annotated[int, Field(ge=1, le=64)] = Field(
+        default=8, description="Sources scanned at once."
+    )
+    max_files_per_dir: Annotated[int, Field(ge=1, le=100_000)] = Field(
+        default=500, description="Files read from one directory; the rest are reported, not read."
+    )
+    max_manifest_bytes: Annotated[int, Field(ge=256, le=16 * 1024 * 1024)] = Field(
+        default=1024 * 1024, description="Largest manifest read; a larger one is invalid."
+    )
+    max_command_output_bytes: Annotated[int, Field(ge=64, le=16 * 1024 * 1024)] = Field(
+        default=65_536,
+        description="Output kept from a '--version' probe; more is cut ('output_too_large').",
+    )
+    command_check_timeout_ms: Annotated[int, Field(ge=10, le=120_000)] = Field(
+        default=2_000, description="Bound of one '--version' probe or model-server request."
+    )
+    health_ttl_secs: Annotated[int, Field(ge=0, le=86_400 * 30)] = Field(
+        default=3_600, description="How long a cached health check is trusted."
+    )
+    allow_user_local_skills: bool = Field(
+        default=False,
+        description="Register workflow skills found in user directories (~/.codex/skills, "
+        "~/.agents/skills); by default they are shown only.",
+    )
+    scan_user_dirs: bool = Field(
+        default=True, description="Look at ~/.codex and ~/.agents skills and prompts at all."
+    )
+    commands: tuple[CommandName, ...] = Field(
+        default=("codex", "claude", "gemini", "ollama"),
+        description="Programs looked up on $PATH and probed with '--version' only.",
+    )
+    model_servers: tuple[HttpUrl, ...] = Field(
+        default=(),
+        description="Model server URLs to probe besides the usual loopback ports (Ollama 11434, "
+        "llama.cpp 8080, vLLM 8000, LM Studio 1234); loopback only.",
+    )
+    probe_model_ports: bool = Field(
+        default=True, description="Probe the usual loopback model-server ports."
+    )
+    overrides: dict[str, DiscoveryOverride] = Field(
+        default_factory=dict, description="Pins by id: prefer_source, command_path."
+    )
+
+    @field_validator("commands")
+    @classmethod
+    def _distinct_commands(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        repeated = sorted({c for c in value if value.count(c) > 1})
+        if repeated:
+            raise ValueError(f"listed more than once: {', '.join(repeated)}")
+        return value
+
+    @field_validator("model_servers")
+    @classmethod
+    def _loopback_only(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for url in value:
+            host = re.sub(r"^https?://", "", url).split("/")[0].rsplit(":", 1)[0].strip("[]")
+            if host not in ("127.0.0.1", "localhost", "::1"):
+                raise ValueError(f"{url}: discovery probes loopback only (127.0.0.1, ::1)")
+        return value
+
+    @model_validator(mode="after")
+    def _pins_pass_the_allowlist(self) -> DiscoveryConfig:
+        for name, override in self.overrides.items():
+            path = override.command_path
+            if path is None:
+                continue
+            if name not in self.commands:
+                raise ValueError(
+                    f"overrides.{name}: command_path pins a command that is not in 'commands'"
+                )
+            if path.name != name:
+                raise ValueError(
+                    f"overrides.{name}: command_path {str(path)!r} names another program"
+                )
+        return self
+
+
 class Config(_Strict):
     """The whole zeroclaw configuration file."""
 
@@ -544,6 +669,12 @@ class Config(_Strict):
     subagents: SubagentsConfig = Field(
         default_factory=SubagentsConfig,
         description="File-driven sub-agents that agents may dispatch tasks to.",
+    )
+    discovery: DiscoveryConfig = Field(
+        default_factory=DiscoveryConfig,
+        description="Finding capabilities on this machine: adapters/, capabilities/ and mcp/ "
+        "beside the config, allowlisted programs on $PATH, user skills, loopback model "
+        "servers and serial ports. Found is not registered; registered is not authorised.",
     )
 
     # --- lookups used across the package -------------------------------------------------

@@ -3,6 +3,7 @@
 Found is not registered, registered is not authorised, authorised is not executed (ADR 0034).
 """
 
+from ._context import SOURCE_NAMES, Found, ScanContext, scan_context
 from ._decide import TARGETS, DecisionPolicy, decide, judge
 from ._model import (
     SCHEMA_VERSION,
@@ -30,10 +31,12 @@ from ._model import (
     summarise,
 )
 from ._redact import REDACTED, contains_secret_keys, is_secret_key, redact, redact_text
+from ._scan import Entry, Snapshot, SourceReport, decision_policy, scan
 
 __all__ = [
     "REDACTED",
     "SCHEMA_VERSION",
+    "SOURCE_NAMES",
     "SOURCE_PRIORITY",
     "TARGETS",
     "CapabilityDescriptor",
@@ -44,6 +47,8 @@ __all__ = [
     "Diagnostic",
     "DiscoveredItem",
     "DiscoveryErrorKind",
+    "Entry",
+    "Found",
     "Health",
     "HealthStatus",
     "ItemKind",
@@ -51,17 +56,23 @@ __all__ = [
     "RegistrationDecision",
     "RegistrationReason",
     "RegistrationTarget",
+    "ScanContext",
     "SideEffect",
     "SkillClass",
+    "Snapshot",
     "Source",
     "SourceKind",
+    "SourceReport",
     "Summary",
     "TrustLevel",
     "contains_secret_keys",
     "decide",
+    "decision_policy",
     "is_secret_key",
     "judge",
     "redact",
     "redact_text",
+    "scan",
+    "scan_context",
     "summarise",
 ]

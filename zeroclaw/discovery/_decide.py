@@ -10,6 +10,7 @@ shadows the PATH program of the same id, because the operator wrote it on purpos
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -130,39 +131,49 @@ def judge(item: DiscoveredItem, policy: DecisionPolicy) -> RegistrationDecision:
 def decide(
     items: Iterable[DiscoveredItem], policy: DecisionPolicy
 ) -> list[tuple[DiscoveredItem, RegistrationDecision]]:
-    """Every item with its decision, in the order given."""
+    """Every item with its decision, in the order given. Capabilities are decided first:
+    the ones registered join `policy.capabilities` as the registry the others are checked
+    against."""
     listed = list(items)
     winners: dict[str, int] = {}
     for index, item in enumerate(listed):
         best = winners.get(item.key)
         if best is None or _rank(item, index, policy) < _rank(listed[best], best, policy):
             winners[item.key] = index
+    judged: dict[int, RegistrationDecision] = {}
+    registry = dict(policy.capabilities)
+    for index in winners.values():
+        item = listed[index]
+        if item.kind == "capability":
+            judged[index] = decision = judge(item, policy)
+            if decision.registered and item.descriptor is not None:
+                registry[item.id] = item.descriptor
+    with_registry = dataclasses.replace(policy, capabilities=registry)
     decided = []
     for index, item in enumerate(listed):
         winner = listed[winners[item.key]]
         if winners[item.key] == index:
-            decided.append((item, judge(item, policy)))
+            decision = judged.get(index) or judge(item, with_registry)
+            decided.append((item, decision))
             continue
-        by = f"{winner.key} from {winner.source.display or winner.source.name}"
-        note = Diagnostic(
-            "info", "duplicate_id", f"{item.key} is also found in a stronger source: {by}"
-        )
-        decided.append(
-            (
-                item,
-                RegistrationDecision(
-                    key=item.key,
-                    target=TARGETS[item.kind],
-                    action="shadowed",
-                    reason="duplicate_id_shadowed",
-                    policy="source priority: project manifest > config > builtin template > "
-                    "PATH > user dirs",
-                    shadowed_by=by,
-                    diagnostics=(note, *item.diagnostics),
-                ),
-            )
-        )
+        decided.append((item, _shadowed(item, winner)))
     return decided
+
+
+def _shadowed(item: DiscoveredItem, winner: DiscoveredItem) -> RegistrationDecision:
+    by = f"{winner.key} from {winner.source.display or winner.source.name}"
+    note = Diagnostic(
+        "info", "duplicate_id", f"{item.key} is also found in a stronger source: {by}"
+    )
+    return RegistrationDecision(
+        key=item.key,
+        target=TARGETS[item.kind],
+        action="shadowed",
+        reason="duplicate_id_shadowed",
+        policy="source priority: project manifest > config > builtin template > PATH > user dirs",
+        shadowed_by=by,
+        diagnostics=(note, *item.diagnostics),
+    )
 
 
 def _rank(item: DiscoveredItem, index: int, policy: DecisionPolicy) -> tuple[int, int, int]:
@@ -180,6 +191,10 @@ def _check_manifest(item: DiscoveredItem) -> None:
             "path_not_allowed",
             "paths stay inside their source's root",
             "a path in it leaves the directory it was found in (after resolving symlinks)",
+        )
+    if item.errors("policy_denied"):
+        raise _Refusal(
+            "policy_denied", "discovery policy", "a policy refuses it (see the diagnostics)"
         )
     if (
         item.errors("schema_invalid")
@@ -240,7 +255,7 @@ def _check_kind(item: DiscoveredItem, policy: DecisionPolicy) -> None:
 
 
 def _check_command(item: DiscoveredItem, policy: DecisionPolicy) -> None:
-    name = item.id
+    name = item.program or item.id
     if name not in policy.commands:
         raise _Refusal(
             "command_not_allowed",

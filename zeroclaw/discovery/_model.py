@@ -178,7 +178,9 @@ class DiscoveredItem(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tr
     required: bool = False  # the daemon is `degraded` while a required item is not registered
     capabilities: tuple[str, ...] = ()
     allow_unknown_capability: bool = False
-    command: str = ""  # canonical path of the program an adapter runs
+    program: str = ""  # the command name an adapter runs (checked against the allowlist)
+    command: str = ""  # canonical path of that program, once it is unambiguous
+    args: tuple[str, ...] = ()
     candidates: tuple[CommandCandidate, ...] = ()
     pinned: bool = False  # `command_path` pinned in [discovery.overrides]
     endpoint: str = ""  # an HTTP adapter's or model server's URL (never with credentials)
