@@ -30,6 +30,7 @@ def families() -> dict[str, Family]:
     from .bus import RefusalCode
     from .channels import ChannelRefusalCode, WebhookErrorCode
     from .control import ControlErrorCode
+    from .discovery import DiscoveryErrorKind, RegistrationReason
     from .memory import MemoryErrorCode
     from .subagents import DispatchRefusalCode
     from .tools import SnapshotErrorCode, ToolErrorCode
@@ -80,6 +81,18 @@ def families() -> dict[str, Family]:
             "Webhook channel",
             "a webhook response's `error`, before routing (then the channel routing codes)",
             get_args(WebhookErrorCode),
+        ),
+        "discovery": Family(
+            "Discovery decisions",
+            "`zeroclaw discover ...`: each item's `decision.reason` (why it was registered, "
+            "refused, shadowed or shown only)",
+            get_args(RegistrationReason),
+        ),
+        "discovery_diagnostic": Family(
+            "Discovery diagnostics",
+            "`zeroclaw discover ...`: a diagnostic's `kind`, and `cache_locked` (exit 1) when "
+            "another scan writes the cache",
+            get_args(DiscoveryErrorKind),
         ),
         "decode": Family(
             "Undecodable input",

@@ -3,6 +3,7 @@
 from . import chat_cmd as _chat_cmd  # noqa: F401  (registers `zeroclaw chat`)
 from . import config_cmd as _config_cmd  # noqa: F401  (registers `zeroclaw config`)
 from . import daemon_cmd as _daemon_cmd  # noqa: F401  (registers daemon, status, agents, ...)
+from . import discover_cmd as _discover_cmd  # noqa: F401  (registers `zeroclaw discover`)
 from . import doctor_cmd as _doctor_cmd  # noqa: F401  (registers `zeroclaw doctor`)
 from . import memory_cmd as _memory_cmd  # noqa: F401  (registers `zeroclaw memory`)
 from . import route_cmd as _route_cmd  # noqa: F401  (registers `zeroclaw route`)

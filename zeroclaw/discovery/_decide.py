@@ -367,7 +367,11 @@ def _registered_by(item: DiscoveredItem) -> str:
         return "configured in [agents]"
     if item.kind == "subagent":
         return "loaded by the sub-agent registry"
-    return f"{item.source.kind} manifest passed every check"
+    if item.source.kind == "path":
+        return "allowlisted in [discovery] commands, one program on $PATH, probe passed"
+    if item.source.kind == "builtin_template":
+        return "builtin capability registry"
+    return f"its {item.source.kind.replace('_', ' ')} passed every check"
 
 
 def _diagnostic_kind(reason: RegistrationReason) -> DiscoveryErrorKind:

@@ -119,7 +119,7 @@ class Diagnostic(msgspec.Struct, frozen=True, omit_defaults=True):
     actual: str = ""  # a short summary, never the value of a secret
 
 
-class Health(msgspec.Struct, frozen=True, omit_defaults=True):
+class Health(msgspec.Struct, frozen=True):
     status: HealthStatus = "not_checked"
     checked_at: float | None = None
     version: str = ""
@@ -191,6 +191,8 @@ class DiscoveredItem(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tr
     input_schema: bool = False
     output_schema: bool = False
     device_state: DeviceState | None = None
+    callers: tuple[str, ...] = ()  # a sub-agent's allowedCallers
+    effects: str = ""  # a sub-agent's declared effects
     descriptor: CapabilityDescriptor | None = None  # kind "capability" only
     allowlists: dict[str, tuple[str, ...]] = {}  # an MCP server's tools/resources/prompts
     diagnostics: tuple[Diagnostic, ...] = ()

@@ -73,6 +73,8 @@ def scan_subagents(ctx: ScanContext) -> Found:
                 ),
                 trust="project",
                 name=manifest.description,
+                callers=manifest.policy.allowedCallers,
+                effects=manifest.effects,
                 input_schema=bundle.input_schema is not None,
                 output_schema=bundle.output_schema is not None,
                 health=Health("available", version=bundle.digest[:12]),

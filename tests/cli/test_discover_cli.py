@@ -1,0 +1,204 @@
+"""`zeroclaw discover ...` through the real CLI, on a real project directory."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.cli.helpers import run_cli
+from tests.discovery.helpers import Project
+
+SECRET = "sk-live-DISCOVERY-SECRET-42"
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Project:
+    project = Project(tmp_path)
+    project.program("codex", 'echo "codex-cli 1.2.3"')
+    project.file(
+        "adapters/coder.yaml",
+        "id: coder\ntransport: cli\ncommand: codex\ncapabilities: [code.review]\n",
+    )
+    project.file(
+        "adapters/broken.yaml",
+        "id: broken\ntransport: cli\ncommand: codex\ncapabilities: [code.review]\n"
+        f"api_key: {SECRET}\n",
+    )
+    project.file(
+        "adapters/unknown.yaml",
+        "id: unknown\ntransport: cli\ncommand: codex\ncapabilities: [x.y]\n",
+    )
+    project.write_config()
+    return project
+
+
+def discover(project: Project, *args: str) -> subprocess.CompletedProcess[str]:
+    return run_cli("--config", project.config_path, "discover", *args, env=project.env())
+
+
+def test_scan_json_has_the_documented_shape(project: Project) -> None:
+    result = discover(project, "scan", "--json")
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    assert list(out)[:6] == [
+        "schema_version",
+        "generated_at",
+        "workspace",
+        "items",
+        "summary",
+        "sources",
+    ]
+    assert out["schema_version"] == 1 and out["generated_at"].endswith("Z")
+    assert set(out["summary"]) == {"found", "registered", "rejected", "display_only", "shadowed"}
+    coder = next(i for i in out["items"] if i["key"] == "cli_adapter:coder")
+    assert coder["decision"]["action"] == "registered"
+    assert coder["health"]["version"] == "codex-cli 1.2.3"
+
+
+def test_explain_shows_the_decision_first_then_the_facts(project: Project) -> None:
+    result = discover(project, "explain", "unknown")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[1] == "Decision:"
+    assert lines[2:4] == ["  action: rejected", "  reason: capability_unknown"]
+    assert "x.y" in result.stdout
+
+
+def test_explain_of_something_never_found_is_exit_1_with_a_hint(project: Project) -> None:
+    result = discover(project, "explain", "code")
+    assert result.returncode == 1
+    assert "not_found" in result.stderr and "coder" in result.stderr
+
+
+def test_list_filters_and_the_cache_is_used_the_second_time(project: Project) -> None:
+    discover(project, "scan")
+    registered = json.loads(discover(project, "list", "--registered", "--json").stdout)
+    assert {i["id"] for i in registered["items"]} >= {"coder", "codex", "alpha"}
+    assert all(i["decision"]["action"] == "registered" for i in registered["items"])
+    assert registered["cache"]["used"] is True
+    invalid = json.loads(discover(project, "list", "--invalid", "--json").stdout)
+    assert {i["id"] for i in invalid["items"]} >= {"broken", "unknown"}
+
+
+def test_diff_reports_what_changed_since_the_cached_scan(project: Project) -> None:
+    discover(project, "scan")
+    (project.root / "adapters" / "unknown.yaml").unlink()
+    project.file(
+        "adapters/new.yaml", "id: new\ntransport: cli\ncommand: codex\ncapabilities: [chat.reply]\n"
+    )
+    out = json.loads(discover(project, "scan", "--diff", "--json").stdout)
+    assert out["diff"]["added"] == ["cli_adapter:new"]
+    assert out["diff"]["removed"] == ["cli_adapter:unknown"]
+    human = discover(project, "scan", "--diff", "--refresh")
+    assert "no change since the cached scan" in human.stdout
+
+
+def test_a_secret_in_a_manifest_appears_in_no_output(project: Project) -> None:
+    outputs = [
+        discover(project, *args)
+        for args in (
+            ("scan", "--json"),
+            ("scan", "--explain-invalid"),
+            ("list", "--all"),
+            ("explain", "broken"),
+            ("explain", "broken", "--json"),
+            ("audit", "--json"),
+            ("doctor", "--json"),
+            ("cache", "inspect"),
+        )
+    ]
+    for result in outputs:
+        assert SECRET not in result.stdout + result.stderr
+    assert "secret-looking key" in outputs[3].stdout
+    assert SECRET not in (project.base / "state" / "discovery-cache.json").read_text()
+
+
+def test_two_concurrent_refreshes_one_gets_cache_locked(project: Project) -> None:
+    project.program("codex", "sleep 3; echo codex 1")
+    project.write_config()
+    first = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "zeroclaw",
+            "--config",
+            str(project.config_path),
+            "discover",
+            "scan",
+            "--refresh",
+        ],
+        env={**os.environ, **project.env()},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    lock = project.base / "state" / "discovery-cache.lock"
+    deadline = time.monotonic() + 30
+    while not (lock.exists() and lock.read_text().strip() == str(first.pid)):
+        assert time.monotonic() < deadline and first.poll() is None, first.communicate()
+        time.sleep(0.02)
+    second = discover(project, "scan", "--refresh")
+    _, err = first.communicate(timeout=60)
+    assert first.returncode == 0, err
+    assert second.returncode == 1
+    assert "cache_locked" in second.stderr and f"pid {first.pid}" in second.stderr
+    dry = discover(project, "scan", "--refresh", "--dry-run")
+    assert dry.returncode == 0
+
+
+def test_doctor_fails_on_a_required_item_that_is_not_registered(project: Project) -> None:
+    assert discover(project, "doctor").returncode == 0
+    project.file(
+        "adapters/needed.yaml",
+        "id: needed\ntransport: cli\ncommand: codex\nrequired: true\ncapabilities: [nope.nope]\n",
+    )
+    result = discover(project, "doctor", "--json")
+    assert result.returncode == 1
+    checks = {c["name"]: c for c in json.loads(result.stdout)["checks"]}
+    assert checks["required items"]["status"] == "fail"
+    assert "cli_adapter:needed" in checks["required items"]["message"]
+
+
+def test_audit_lists_each_registered_surface(project: Project) -> None:
+    project.extra["agents"] = {
+        "alpha": {
+            "model_provider": "offline.default",
+            "risk_profile": "sup",
+            "runtime_profile": "default",
+            "channels": ["cli.local"],
+            "adapters": ["coder"],
+        }
+    }
+    project.write_config()
+    rows = json.loads(discover(project, "audit", "--json").stdout)["rows"]
+    alpha = next(r for r in rows if r["kind"] == "agent" and r["id"] == "alpha")
+    assert alpha["capabilities"] == ["coder: code.review (none)"]
+    coder = next(r for r in rows if r["kind"] == "adapter" and r["id"] == "coder")
+    assert coder["callers"] == ["alpha"]
+    assert not any(r["id"] == "unknown" for r in rows)
+
+
+def test_cache_inspect_and_clear(project: Project) -> None:
+    discover(project, "scan")
+    info = json.loads(discover(project, "cache", "inspect", "--json").stdout)
+    assert info["present"] and info["verdict"] == "fresh"
+    assert discover(project, "cache", "clear").returncode == 0
+    assert json.loads(discover(project, "cache", "inspect", "--json").stdout)["present"] is False
+
+
+def test_discovery_disabled_is_said_plainly(project: Project) -> None:
+    project.discovery["enabled"] = False
+    project.write_config()
+    result = discover(project, "scan")
+    assert result.returncode == 1 and "enabled = false" in result.stderr
+
+
+def test_schema_prints_a_json_schema(project: Project) -> None:
+    schema = json.loads(discover(project, "schema", "adapter").stdout)
+    assert schema["properties"]["transport"]["enum"] == ["cli", "http", "mcp"]

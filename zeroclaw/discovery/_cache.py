@@ -1,0 +1,237 @@
+"""The discovery cache: `<state_dir>/discovery-cache.json`, written whole or not at all.
+
+A cache only speeds up showing; it never registers anything by itself. It is trusted
+only while everything it was built from is unchanged: its schema version, the program
+version, the config file, the capability registry, every source file (mtime, size,
+inode), the programs on $PATH and the health TTL. `verdict` decides that as a pure
+function. Writers hold an exclusive lock (`discovery-cache.lock`): a second writer gets
+`cache_locked` and may only read or dry-run. A file that does not parse is moved aside to
+`.bad-<timestamp>` and rebuilt; one of another schema version is ignored and replaced.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import msgspec
+
+from .._atomic import atomic_write
+from .._flock import FileLock
+from .._version import __version__
+from ._context import ScanContext
+from ._model import SCHEMA_VERSION
+from ._project import BUILTIN_CAPABILITIES
+from ._scan import Snapshot
+
+CACHE_NAME = "discovery-cache.json"
+LOCK_NAME = "discovery-cache.lock"
+
+Fingerprint = tuple[int, int, int]  # mtime_ns, size, inode
+
+
+class CacheFile(msgspec.Struct, frozen=True, kw_only=True):
+    schema_version: int
+    program_version: str
+    config_hash: str
+    registry_hash: str
+    sources: dict[str, Fingerprint]
+    written_at: float
+    snapshot: Snapshot
+
+
+class _Versioned(msgspec.Struct):
+    schema_version: int
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """What a scan would be built from now, for comparing with what a cache was."""
+
+    config_hash: str
+    registry_hash: str
+    sources: dict[str, Fingerprint]
+
+
+Verdict = Literal[
+    "fresh",
+    "missing",
+    "corrupt",
+    "incompatible",
+    "program_changed",
+    "config_changed",
+    "registry_changed",
+    "sources_changed",
+    "health_expired",
+]
+
+
+def verdict(cached: CacheFile | None, inputs: Inputs, now: float, ttl_secs: float) -> Verdict:
+    """Whether `cached` may be shown as the current scan (pure)."""
+    if cached is None:
+        return "missing"
+    if cached.schema_version != SCHEMA_VERSION:
+        return "incompatible"
+    if cached.program_version != __version__:
+        return "program_changed"
+    if cached.config_hash != inputs.config_hash:
+        return "config_changed"
+    if cached.registry_hash != inputs.registry_hash:
+        return "registry_changed"
+    if cached.sources != inputs.sources:
+        return "sources_changed"
+    if now - cached.written_at > ttl_secs:
+        return "health_expired"
+    return "fresh"
+
+
+def fingerprints(paths: Iterable[Path]) -> dict[str, Fingerprint]:
+    """mtime, size and inode of each path that exists (directories included, so an added
+    or removed file changes its directory's mtime)."""
+    out: dict[str, Fingerprint] = {}
+    for path in paths:
+        try:
+            info = os.stat(path)
+        except OSError:
+            continue
+        out[str(path)] = (info.st_mtime_ns, info.st_size, info.st_ino)
+    return out
+
+
+def digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+@dataclass
+class ReadResult:
+    cache: CacheFile | None
+    problem: Literal["", "missing", "corrupt", "incompatible"]
+    moved_to: Path | None = None
+
+
+class DiscoveryCache:
+    def __init__(self, state_dir: Path) -> None:
+        self.path = state_dir / CACHE_NAME
+        self.lock_path = state_dir / LOCK_NAME
+
+    def read(self, *, repair: bool) -> ReadResult:
+        """The cache on disk. With `repair`, a corrupt file is moved aside (the caller
+        must hold the lock)."""
+        try:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            return ReadResult(None, "missing")
+        except OSError:
+            return ReadResult(None, "corrupt")
+        try:
+            version = msgspec.json.decode(data, type=_Versioned).schema_version
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            return ReadResult(None, "corrupt", self._move_aside() if repair else None)
+        if version != SCHEMA_VERSION:
+            return ReadResult(None, "incompatible")
+        try:
+            return ReadResult(msgspec.json.decode(data, type=CacheFile), "")
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            return ReadResult(None, "corrupt", self._move_aside() if repair else None)
+
+    def _move_aside(self) -> Path | None:
+        stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+        target = self.path.with_name(f"{CACHE_NAME}.bad-{stamp}")
+        try:
+            os.rename(self.path, target)
+        except OSError:
+            return None
+        return target
+
+    def lock(self) -> FileLock:
+        """The writers' lock; `acquire()` raises LockHeld at once if another holds it."""
+        return FileLock(self.lock_path, record_pid=True, make_parent=True)
+
+    def write(self, cache: CacheFile) -> None:
+        """Replace the cache whole (tmp, fsync, rename, fsync of the directory)."""
+        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        atomic_write(self.path, msgspec.json.encode(cache), mode=0o600)
+        fd = os.open(self.path.parent, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def clear(self) -> bool:
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
+            return True
+        return False
+
+
+def current_inputs(ctx: ScanContext, config_bytes: bytes) -> Inputs:
+    """What a scan now would be built from: cheap (stat only, no file content but the
+    config's), so that a warm `discover list` costs a few milliseconds."""
+    watched: list[Path] = []
+    for directory in (
+        ctx.project_dir("adapters"),
+        ctx.project_dir("capabilities"),
+        ctx.project_dir("mcp"),
+        ctx.subagents_dir,
+    ):
+        watched.extend(_tree(directory, depth=2, limit=ctx.limits.max_files_per_dir * 8))
+    if ctx.settings.scan_user_dirs and ctx.home is not None:
+        for sub in (".codex/skills", ".agents/skills", ".codex/prompts", ".agents/prompts"):
+            watched.extend(_tree(ctx.home / sub, depth=1, limit=ctx.limits.max_files_per_dir * 2))
+        if ctx.user_config_dir is not None:
+            watched.extend(_tree(ctx.user_config_dir / "mcp", 0, ctx.limits.max_files_per_dir))
+    path_env = ctx.env.get("PATH", "")
+    for entry in path_env.split(os.pathsep):
+        watched.extend(Path(entry or ".") / name for name in ctx.settings.commands)
+    watched.append(Path("/dev/serial/by-id"))
+    sources = fingerprints(watched)
+    capabilities = {
+        k: v for k, v in sources.items() if k.startswith(str(ctx.project_dir("capabilities")))
+    }
+    builtin = msgspec.json.encode(BUILTIN_CAPABILITIES)
+    return Inputs(
+        config_hash=digest(
+            config_bytes + b"\0" + path_env.encode() + b"\0" + str(ctx.home).encode()
+        ),
+        registry_hash=digest(builtin + msgspec.json.encode(capabilities)),
+        sources=sources,
+    )
+
+
+def _tree(directory: Path, depth: int, limit: int) -> list[Path]:
+    """`directory` and what is beneath it down to `depth` levels, at most `limit` paths."""
+    out = [directory]
+    frontier = [directory]
+    for _ in range(depth + 1):
+        following: list[Path] = []
+        for current in frontier:
+            try:
+                entries = sorted(os.scandir(current), key=lambda e: e.name)
+            except OSError:
+                continue
+            for entry in entries:
+                if len(out) >= limit:
+                    return out
+                out.append(Path(entry.path))
+                if entry.is_dir(follow_symlinks=False):
+                    following.append(Path(entry.path))
+        frontier = following
+    return out
+
+
+def cache_file(snapshot: Snapshot, inputs: Inputs, now: float) -> CacheFile:
+    return CacheFile(
+        schema_version=SCHEMA_VERSION,
+        program_version=__version__,
+        config_hash=inputs.config_hash,
+        registry_hash=inputs.registry_hash,
+        sources=inputs.sources,
+        written_at=now,
+        snapshot=snapshot,
+    )
