@@ -33,6 +33,16 @@ from ._model import (
     summarise,
 )
 from ._redact import REDACTED, contains_secret_keys, is_secret_key, redact, redact_text
+from ._registry import (
+    AdapterRefusalCode,
+    AdapterRegistry,
+    CallAllowed,
+    CallRefused,
+    RegisteredAdapter,
+    RegistryChange,
+    RiskLevelName,
+    admit_call,
+)
 from ._report import AuditRow, Check, audit_rows, discovery_checks
 from ._run import CacheLocked, Outcome, discover
 from ._scan import Entry, Snapshot, SourceReport, decision_policy, scan
@@ -45,9 +55,13 @@ __all__ = [
     "SOURCE_NAMES",
     "SOURCE_PRIORITY",
     "TARGETS",
+    "AdapterRefusalCode",
+    "AdapterRegistry",
     "AuditRow",
     "CacheFile",
     "CacheLocked",
+    "CallAllowed",
+    "CallRefused",
     "CapabilityDescriptor",
     "Check",
     "ClassifiedBy",
@@ -65,10 +79,13 @@ __all__ = [
     "Inputs",
     "ItemKind",
     "Outcome",
+    "RegisteredAdapter",
     "RegistrationAction",
     "RegistrationDecision",
     "RegistrationReason",
     "RegistrationTarget",
+    "RegistryChange",
+    "RiskLevelName",
     "ScanContext",
     "ScanDiff",
     "SideEffect",
@@ -79,6 +96,7 @@ __all__ = [
     "SourceReport",
     "Summary",
     "TrustLevel",
+    "admit_call",
     "audit_rows",
     "contains_secret_keys",
     "current_inputs",

@@ -1,0 +1,204 @@
+"""Phase B's adapter registry: what agents may call now, swapped whole on each scan, as a
+pure state machine driven event by event (apply a snapshot, acquire, release).
+
+- `apply` computes the next registry from a finished scan and swaps it in one step. An
+  adapter whose manifest became broken (invalid, unreadable, leading out of its
+  directory) keeps its last good registration and the change is reported, so a typo
+  saved in an editor never takes a working adapter away. An adapter that is gone or
+  refused by policy leaves the registry: it takes no new call, and while calls are in
+  flight it is `draining` until the last one is released.
+- `acquire` admits a call to an active adapter only, and counts it; `release` ends it.
+
+Registered is not authorised: whether an agent may call an adapter is `admit_call`'s.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+import msgspec
+
+from ._model import CapabilityDescriptor, DiscoveredItem, SideEffect
+from ._scan import Snapshot
+
+ADAPTER_KINDS = ("cli_adapter", "http_adapter", "mcp_server", "workflow_skill")
+# Refusals that mean "the manifest is broken", not "policy says no": last good stays.
+_BROKEN = ("schema_invalid", "path_not_allowed")
+
+
+class RegisteredAdapter(msgspec.Struct, frozen=True):
+    id: str
+    item: DiscoveredItem
+    side_effects: dict[str, SideEffect]  # capability -> its side-effect class
+    generation: int
+
+
+@dataclass(frozen=True)
+class RegistryChange:
+    generation: int
+    added: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+    replaced: tuple[str, ...] = ()
+    kept_last_good: tuple[str, ...] = ()  # broken now; the previous registration stays
+    draining: tuple[str, ...] = ()  # removed with calls in flight
+
+    @property
+    def empty(self) -> bool:
+        return not (self.added or self.removed or self.replaced or self.kept_last_good)
+
+
+@dataclass
+class AdapterRegistry:
+    generation: int = 0
+    active: dict[str, RegisteredAdapter] = field(default_factory=dict)
+    draining: dict[str, RegisteredAdapter] = field(default_factory=dict)
+    capabilities: dict[str, CapabilityDescriptor] = field(default_factory=dict)
+    inflight: Counter[str] = field(default_factory=Counter)
+
+    def apply(self, snapshot: Snapshot) -> RegistryChange:
+        generation = self.generation + 1
+        capabilities = {
+            e.item.id: e.item.descriptor
+            for e in snapshot.entries
+            if e.item.kind == "capability" and e.decision.registered and e.item.descriptor
+        }
+        winners = {
+            e.item.id: e
+            for e in snapshot.entries
+            if e.item.kind in ADAPTER_KINDS and e.decision.action != "shadowed"
+        }
+        nxt: dict[str, RegisteredAdapter] = {}
+        kept: list[str] = []
+        for ident, entry in winners.items():
+            if entry.decision.registered:
+                nxt[ident] = RegisteredAdapter(
+                    ident, entry.item, _side_effects(entry.item, capabilities), generation
+                )
+            elif ident in self.active and entry.decision.reason in _BROKEN:
+                nxt[ident] = self.active[ident]
+                kept.append(ident)
+        added = sorted(nxt.keys() - self.active.keys())
+        removed = sorted(self.active.keys() - nxt.keys())
+        replaced = sorted(
+            i
+            for i in nxt.keys() & self.active.keys()
+            if i not in kept and nxt[i].item != self.active[i].item
+        )
+        for ident in removed:
+            if self.inflight[ident] > 0:
+                self.draining[ident] = self.active[ident]
+        self.active = nxt
+        self.capabilities = capabilities
+        self.generation = generation
+        return RegistryChange(
+            generation,
+            tuple(added),
+            tuple(removed),
+            tuple(replaced),
+            tuple(sorted(kept)),
+            tuple(sorted(i for i in removed if i in self.draining)),
+        )
+
+    def acquire(self, ident: str) -> RegisteredAdapter | None:
+        adapter = self.active.get(ident)
+        if adapter is not None:
+            self.inflight[ident] += 1
+        return adapter
+
+    def release(self, ident: str) -> None:
+        if self.inflight[ident] > 0:
+            self.inflight[ident] -= 1
+        if self.inflight[ident] == 0:
+            del self.inflight[ident]
+            self.draining.pop(ident, None)
+
+
+def _side_effects(
+    item: DiscoveredItem, capabilities: Mapping[str, CapabilityDescriptor]
+) -> dict[str, SideEffect]:
+    # An unknown capability (allowed by policy) counts as the worst side effect.
+    return {
+        cap: capabilities[cap].side_effect if cap in capabilities else "shell_or_process"
+        for cap in item.capabilities
+    }
+
+
+# --- may this agent call it? -------------------------------------------------------------
+
+AdapterRefusalCode = Literal[
+    "adapter_not_found",  # nothing registered under that id (or it is draining)
+    "adapter_not_granted",  # the agent's [agents.<alias>] adapters does not list it
+    "adapter_unsupported",  # only CLI adapters are executed by this version
+    "capability_not_offered",  # the adapter does not offer the capability asked for
+    "read_only_profile",  # a readonly agent and a capability with side effects
+    "bad_arguments",  # several capabilities and none named
+]
+RiskLevelName = Literal["readonly", "supervised", "full"]
+_HARMLESS: tuple[SideEffect, ...] = ("none", "read_only_external")
+
+
+@dataclass(frozen=True)
+class CallAllowed:
+    adapter: RegisteredAdapter
+    capability: str
+    side_effect: SideEffect
+    needs_approval: bool
+
+
+@dataclass(frozen=True)
+class CallRefused:
+    code: AdapterRefusalCode
+    message: str
+
+
+def admit_call(
+    registry: AdapterRegistry,
+    *,
+    agent: str,
+    granted: tuple[str, ...],
+    level: RiskLevelName,
+    adapter_id: str,
+    capability: str | None,
+) -> CallAllowed | CallRefused:
+    """Whether `agent` may call `adapter_id` for `capability` (pure; no counting)."""
+    if adapter_id not in granted:
+        return CallRefused(
+            "adapter_not_granted",
+            f"{agent} may not call {adapter_id!r}: add it to [agents.{agent}] adapters",
+        )
+    adapter = registry.active.get(adapter_id)
+    if adapter is None:
+        return CallRefused(
+            "adapter_not_found",
+            f"no registered adapter {adapter_id!r} (zeroclaw discover explain {adapter_id})",
+        )
+    if adapter.item.kind != "cli_adapter":
+        return CallRefused(
+            "adapter_unsupported", f"{adapter_id!r} is a {adapter.item.kind}; only CLI adapters run"
+        )
+    offered = adapter.side_effects
+    if capability is None:
+        if len(offered) != 1:
+            return CallRefused(
+                "bad_arguments",
+                f"{adapter_id!r} offers {', '.join(offered)}: name the capability",
+            )
+        capability = next(iter(offered))
+    if capability not in offered:
+        return CallRefused(
+            "capability_not_offered",
+            f"{adapter_id!r} offers {', '.join(offered) or 'nothing'}, not {capability!r}",
+        )
+    effect = offered[capability]
+    if level == "readonly" and effect not in _HARMLESS:
+        return CallRefused(
+            "read_only_profile",
+            f"{capability} has side effect {effect!r}; a readonly agent may only use "
+            "capabilities with none or read_only_external",
+        )
+    return CallAllowed(
+        adapter, capability, effect, level == "supervised" and effect not in _HARMLESS
+    )
