@@ -346,6 +346,7 @@ PUBLIC: dict[str, list[str]] = {
         "parse_lock_readers",
         "parse_proc_locks",
         "run_checks",
+        "unit_user",
     ],
     "zeroclaw.policy": [
         "Access",

@@ -30,6 +30,7 @@ from zeroclaw.ops import (
     parse_lock_readers,
     parse_proc_locks,
     run_checks,
+    unit_user,
 )
 from zeroclaw.ops._doctor import (
     LMDB_STORES,
@@ -454,3 +455,61 @@ def test_parse_proc_locks_finds_the_holders_of_one_inode() -> None:
     )
     assert parse_proc_locks(text, dev, 5678) == (55, 1234)
     assert parse_proc_locks(text, dev, 1) == ()
+
+
+# --- what doctor may not look at, and the system service's user -------------------------------
+
+
+def test_what_doctor_may_not_read_is_a_warning_saying_to_run_it_as_root() -> None:
+    denied = "Permission denied"
+    f = facts(
+        dirs=(DirFacts("state dir", Path("/s"), True, unreadable=denied),),
+        locks=(LockFacts("memory lock", Path("/s/memory.lock"), True, unreadable=denied),),
+        lmdb=(LmdbFacts("memory", STORE, True, unreadable=denied),),
+    )
+    results = check_dirs(f) + check_locks(f) + check_lmdb(f)
+    assert [r.status for r in results] == ["warn"] * 3
+    assert all(denied in r.message and "sudo zeroclaw doctor" in r.fix for r in results)
+
+
+def test_a_daemon_refusing_doctor_is_a_warning() -> None:
+    daemon = DaemonFacts(RUN, "refused", "forbidden: uid 1000 may not connect")
+    [result] = check_daemon(facts(daemon=daemon))
+    assert result.status == "warn" and "sudo zeroclaw doctor" in result.fix
+
+
+def service(uid: int | None, dynamic: bool = False, user: str = "zeroclaw") -> SystemdFacts:
+    return SystemdFacts(SYS, True, USER, False, False, None, None, user, uid, dynamic)
+
+
+@pytest.mark.parametrize(
+    ("systemd", "owner", "status"),
+    [
+        (service(998), 998, "ok"),  # root looks at a stopped service's dirs
+        (service(998), 997, "fail"),
+        (service(None, dynamic=True), 61200, "ok"),  # DynamicUser=: systemd picks the uid
+        (service(None, dynamic=True), 1000, "fail"),
+    ],
+)
+def test_the_system_services_user_may_own_the_dirs(
+    systemd: SystemdFacts, owner: int, status: str
+) -> None:
+    d = DirFacts("state dir", Path("/s"), True, True, owner, 0o700)
+    [result] = check_dirs(facts(euid=0, dirs=(d,), systemd=systemd))
+    assert result.status == status
+
+
+def test_a_unit_running_as_a_user_that_does_not_exist_fails() -> None:
+    got = by_name(check_systemd(facts(systemd=service(None))))
+    assert got["systemd unit: user"].status == "fail"
+    assert "useradd --system" in got["systemd unit: user"].fix
+    assert "systemd unit: user" not in by_name(check_systemd(facts(systemd=service(998))))
+    dynamic = service(None, dynamic=True)
+    assert "systemd unit: user" not in by_name(check_systemd(facts(systemd=dynamic)))
+
+
+def test_unit_user_reads_the_service_section() -> None:
+    text = "[Unit]\nUser=nope\n[Service]\n# User=commented\nUser=zeroclaw\nDynamicUser=yes\n"
+    assert unit_user(text) == ("zeroclaw", True)
+    assert unit_user("[Service]\nUser=a\nUser=\n") == (None, False)
+    assert unit_user("[Service]\nExecStart=/bin/true\n") == (None, False)

@@ -17,6 +17,7 @@ from ._doctor import (
     parse_lock_readers,
     parse_proc_locks,
     run_checks,
+    unit_user,
 )
 
 __all__: list[str] = [
@@ -36,4 +37,5 @@ __all__: list[str] = [
     "parse_lock_readers",
     "parse_proc_locks",
     "run_checks",
+    "unit_user",
 ]

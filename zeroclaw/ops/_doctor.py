@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import pwd
 import shlex
 import stat
 import struct
@@ -43,6 +44,8 @@ UNCONFINED = (
     "daemon's peer check only"
 )
 START_HINT = "start it with 'zeroclaw daemon' (or 'systemctl start zeroclaw')"
+DENIED_FIX = "run doctor as root ('sudo zeroclaw doctor') or as the daemon's user"
+DYNAMIC_UIDS = range(61184, 65520)  # where systemd's DynamicUser= picks a service's uid
 MAP_USE_WARN = 0.8  # above this share of the map, say how big the next growth is
 CONTROL_TIMEOUT_SECS = 5.0
 PROBE_TIMEOUT_SECS = 5.0
@@ -76,6 +79,7 @@ class DirFacts:
     is_dir: bool = True
     uid: int | None = None
     mode: int | None = None  # permission bits only
+    unreadable: str | None = None  # why it cannot be looked at (permission denied)
 
 
 @dataclass(frozen=True)
@@ -85,6 +89,7 @@ class LockFacts:
     exists: bool
     recorded_pid: int | None = None  # the pid written in the file (None: empty, or not kept)
     holders: tuple[int, ...] = ()  # pids holding an flock on it, from /proc/locks
+    unreadable: str | None = None
 
 
 @dataclass(frozen=True)
@@ -92,7 +97,7 @@ class DaemonFacts:
     """What the control socket said: answered, down (nobody there), or something worse."""
 
     runtime_dir: Path
-    outcome: Literal["answered", "down", "untrusted", "timeout", "error"]
+    outcome: Literal["answered", "down", "refused", "untrusted", "timeout", "error"]
     detail: str = ""
     status: StatusReply | None = None
     uid: int | None = None  # the daemon process's owner
@@ -119,6 +124,7 @@ class LmdbFacts:
     format_expected: int = 0
     readers: tuple[ReaderSlot, ...] = ()
     readers_problem: str | None = None  # lock.mdb is there but not understood
+    unreadable: str | None = None
 
 
 @dataclass(frozen=True)
@@ -140,6 +146,9 @@ class SystemdFacts:
     running: bool  # systemd is this machine's service manager
     system_state: str | None = None  # `systemctl is-active` when running
     user_state: str | None = None
+    service_user: str | None = None  # the system unit's User=
+    service_uid: int | None = None  # its uid; None when no such user exists
+    dynamic_user: bool = False  # the system unit's DynamicUser=yes
 
 
 @dataclass(frozen=True)
@@ -220,9 +229,17 @@ def _daemon_uid(facts: Facts) -> int | None:
 def check_dirs(facts: Facts) -> list[CheckResult]:
     results = []
     owners = {facts.euid} | ({u} if (u := _daemon_uid(facts)) is not None else set())
+    s = facts.systemd
+    if s is not None and s.service_uid is not None:
+        owners.add(s.service_uid)  # root looking at the dirs of a stopped system service
+    dynamic = s is not None and s.dynamic_user
     for d in facts.dirs:
         name = d.what
-        if not d.exists:
+        if d.unreadable is not None:
+            results.append(
+                CheckResult(name, "warn", f"cannot look at {d.path}: {d.unreadable}", DENIED_FIX)
+            )
+        elif not d.exists:
             results.append(
                 CheckResult(
                     name,
@@ -237,7 +254,7 @@ def check_dirs(facts: Facts) -> list[CheckResult]:
                     name, "fail", f"{d.path} is not a directory", f"move {d.path} out of the way"
                 )
             )
-        elif d.uid not in owners:
+        elif d.uid not in owners and not (dynamic and d.uid in DYNAMIC_UIDS):
             results.append(
                 CheckResult(
                     name,
@@ -281,6 +298,15 @@ def check_daemon(facts: Facts) -> list[CheckResult]:
                 "warn",
                 f"no daemon is running for runtime dir {d.runtime_dir}",
                 START_HINT,
+            )
+        ]
+    if d.outcome == "refused":
+        return [
+            CheckResult(
+                "daemon",
+                "warn",
+                f"the daemon would not serve doctor: {d.detail}",
+                DENIED_FIX if "forbidden" in d.detail else "run doctor again in a moment",
             )
         ]
     if d.outcome == "untrusted":
@@ -341,7 +367,13 @@ def check_locks(facts: Facts) -> list[CheckResult]:
     for lock in facts.locks:
         name = lock.what
         path = shlex.quote(str(lock.path))
-        if not lock.exists:
+        if lock.unreadable is not None:
+            results.append(
+                CheckResult(
+                    name, "warn", f"cannot look at {lock.path}: {lock.unreadable}", DENIED_FIX
+                )
+            )
+        elif not lock.exists:
             results.append(CheckResult(name, "ok", f"{lock.path}: no lock file"))
         elif lock.holders and answered:
             whose = "the daemon" if daemon_pid in lock.holders else "not the daemon"
@@ -408,6 +440,11 @@ def check_lmdb(facts: Facts) -> list[CheckResult]:
     for s in facts.lmdb:
         name = f"{s.what} store"
         where = shlex.quote(str(s.path))
+        if s.unreadable is not None:
+            results.append(
+                CheckResult(name, "warn", f"cannot look at {s.path}: {s.unreadable}", DENIED_FIX)
+            )
+            continue
         if not s.present:
             results.append(CheckResult(name, "ok", f"{s.path}: not created yet"))
             continue
@@ -622,6 +659,17 @@ def check_systemd(facts: Facts) -> list[CheckResult]:
             )
         ]
     results = []
+    if s.system_unit_present and s.service_user and s.service_uid is None and not s.dynamic_user:
+        results.append(
+            CheckResult(
+                "systemd unit: user",
+                "fail",
+                f"{s.system_unit} runs the daemon as user {s.service_user!r}, which does not "
+                "exist: the service cannot start",
+                f"create it (useradd --system --no-create-home {shlex.quote(s.service_user)}), "
+                "or reinstall the unit with 'zeroclaw service install'",
+            )
+        )
     for path, state, flag in units:
         if not s.running:
             results.append(
@@ -752,6 +800,22 @@ def parse_proc_locks(text: str, device: int, inode: int) -> tuple[int, ...]:
 # --------------------------------------------------------------------------- gathering (I/O)
 
 
+def unit_user(text: str) -> tuple[str | None, bool]:
+    """The `User=` and whether `DynamicUser=` is on, in a unit file's [Service] section."""
+    user, dynamic, section = None, False, ""
+    for raw in text.splitlines():
+        line = raw.strip()
+        if line.startswith("[") and line.endswith("]"):
+            section = line
+        elif section == "[Service]" and "=" in line and not line.startswith(("#", ";")):
+            key, _, value = (part.strip() for part in line.partition("="))
+            if key == "User":
+                user = value or None  # an empty assignment resets it
+            elif key == "DynamicUser":
+                dynamic = value.lower() in ("yes", "true", "on", "1")
+    return user, dynamic
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -767,6 +831,8 @@ def _dir_facts(what: str, path: Path) -> DirFacts:
         info = path.stat()
     except FileNotFoundError:
         return DirFacts(what, path, exists=False)
+    except OSError as exc:
+        return DirFacts(what, path, exists=True, unreadable=exc.strerror)
     return DirFacts(
         what, path, True, stat.S_ISDIR(info.st_mode), info.st_uid, stat.S_IMODE(info.st_mode)
     )
@@ -778,8 +844,8 @@ def _lock_facts(what: str, path: Path, proc_locks: str, record_pid: bool) -> Loc
         text = path.read_bytes()[:32].decode("ascii", "replace").strip() if record_pid else ""
     except FileNotFoundError:
         return LockFacts(what, path, exists=False)
-    except OSError:
-        return LockFacts(what, path, exists=True)
+    except OSError as exc:
+        return LockFacts(what, path, exists=True, unreadable=exc.strerror)
     pid = int(text) if text.isdigit() else None
     return LockFacts(what, path, True, pid, parse_proc_locks(proc_locks, info.st_dev, info.st_ino))
 
@@ -803,6 +869,10 @@ def _daemon_facts(runtime_dir: Path) -> DaemonFacts:
         return DaemonFacts(runtime_dir, "timeout", router_socket=kind)
     except OSError as exc:
         return DaemonFacts(runtime_dir, "error", str(exc), router_socket=kind)
+    if not reply.ok and reply.error in ("forbidden", "busy"):
+        return DaemonFacts(
+            runtime_dir, "refused", f"{reply.error}: {reply.message}", router_socket=kind
+        )
     if not reply.ok or reply.data is None:
         return DaemonFacts(
             runtime_dir, "error", f"{reply.error}: {reply.message}", router_socket=kind
@@ -814,6 +884,13 @@ def _daemon_facts(runtime_dir: Path) -> DaemonFacts:
 
 
 def _lmdb_facts(what: str, path: Path, key: bytes, expected: int) -> LmdbFacts:
+    try:
+        return _read_lmdb(what, path, key, expected)
+    except PermissionError as exc:
+        return LmdbFacts(what, path, True, format_expected=expected, unreadable=exc.strerror)
+
+
+def _read_lmdb(what: str, path: Path, key: bytes, expected: int) -> LmdbFacts:
     data = path / "data.mdb"
     if not data.exists():
         return LmdbFacts(what, path, present=False, format_expected=expected)
@@ -889,6 +966,13 @@ def _systemd_facts(env: Mapping[str, str], system_unit_dir: Path) -> SystemdFact
         return done.stdout.strip() or None
 
     sys_present, user_present = system_unit.is_file(), user_unit.is_file()
+    user, dynamic, uid = None, False, None
+    if sys_present:
+        with contextlib.suppress(OSError, UnicodeDecodeError):
+            user, dynamic = unit_user(system_unit.read_text())
+        if user is not None:
+            with contextlib.suppress(KeyError):
+                uid = int(user) if user.isdigit() else pwd.getpwnam(user).pw_uid
     return SystemdFacts(
         system_unit,
         sys_present,
@@ -897,6 +981,9 @@ def _systemd_facts(env: Mapping[str, str], system_unit_dir: Path) -> SystemdFact
         running,
         state() if running and sys_present else None,
         state("--user") if running and user_present else None,
+        user,
+        uid,
+        dynamic,
     )
 
 
