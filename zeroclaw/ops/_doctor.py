@@ -916,6 +916,19 @@ def _read_lmdb(what: str, path: Path, key: bytes, expected: int) -> LmdbFacts:
     problem = data_file_problem(data, os.sysconf("SC_PAGE_SIZE"))
     if problem is not None:
         return replace(base, problem=problem)
+    # The daemon may commit while we read without a reader slot (see _read_env): a read
+    # error is read again once before it is called damage.
+    outcome = _read_env(path, key)
+    if isinstance(outcome, str):
+        outcome = _read_env(path, key)
+    if isinstance(outcome, str):
+        return replace(base, problem=outcome)
+    used, map_size, found = outcome
+    return replace(base, used_bytes=used, map_size=map_size, format_found=found)
+
+
+def _read_env(path: Path, key: bytes) -> str | tuple[int, int, int]:
+    """`(used bytes, map size, format)` of the environment at `path`, or its problem."""
     import lmdb  # only here: the CLI's other commands do not need it
 
     # Read-only and without lock.mdb: nothing is written, no reader slot is taken, and a
@@ -924,24 +937,21 @@ def _read_lmdb(what: str, path: Path, key: bytes, expected: int) -> LmdbFacts:
     try:
         env = lmdb.open(str(path), readonly=True, lock=False, map_size=0, create=False, max_dbs=0)
     except lmdb.Error as exc:
-        return replace(base, problem=f"LMDB cannot open it ({exc})")
+        return f"LMDB cannot open it ({exc})"
     try:
         info, st = env.info(), env.stat()
         used = (int(info["last_pgno"]) + 1) * int(st["psize"])
-        if data.stat().st_size < used:
-            return replace(
-                base,
-                problem=f"data.mdb is {data.stat().st_size} bytes but its last commit uses "
-                f"{used} (it was truncated)",
-            )
+        size = (path / "data.mdb").stat().st_size
+        if size < used:
+            return f"data.mdb is {size} bytes but its last commit uses {used} (it was truncated)"
         with env.begin() as txn:
             raw = txn.get(key)
-        found = struct.unpack("<I", raw)[0] if raw and len(raw) == 4 else 0
     except lmdb.Error as exc:
-        return replace(base, problem=f"a page cannot be read ({exc})")
+        return f"a page cannot be read ({exc})"
     finally:
         env.close()
-    return replace(base, used_bytes=used, map_size=int(info["map_size"]), format_found=found)
+    found = struct.unpack("<I", raw)[0] if raw and len(raw) == 4 else 0
+    return used, int(info["map_size"]), found
 
 
 def _systemd_facts(env: Mapping[str, str], system_unit_dir: Path) -> SystemdFacts:
