@@ -27,10 +27,13 @@ from zeroclaw.ops import (
     ProbeFacts,
     ReaderSlot,
     SystemdFacts,
+    UnitInfo,
+    env_file_names,
+    gather_facts,
     parse_lock_readers,
     parse_proc_locks,
+    parse_unit,
     run_checks,
-    unit_user,
 )
 from zeroclaw.ops._doctor import (
     LMDB_STORES,
@@ -508,8 +511,42 @@ def test_a_unit_running_as_a_user_that_does_not_exist_fails() -> None:
     assert "systemd unit: user" not in by_name(check_systemd(facts(systemd=dynamic)))
 
 
-def test_unit_user_reads_the_service_section() -> None:
-    text = "[Unit]\nUser=nope\n[Service]\n# User=commented\nUser=zeroclaw\nDynamicUser=yes\n"
-    assert unit_user(text) == ("zeroclaw", True)
-    assert unit_user("[Service]\nUser=a\nUser=\n") == (None, False)
-    assert unit_user("[Service]\nExecStart=/bin/true\n") == (None, False)
+def test_parse_unit_reads_the_service_section() -> None:
+    text = (
+        "[Unit]\nUser=nope\n[Service]\n# User=commented\nUser=zeroclaw\nDynamicUser=yes\n"
+        'Environment=A=1 "B=two words"\nEnvironmentFile=-/etc/zeroclaw/env\n'
+        "EnvironmentFile=/etc/other\n[Install]\nEnvironment=C=3\n"
+    )
+    assert parse_unit(text) == UnitInfo(
+        "zeroclaw", True, ("A", "B"), (("/etc/zeroclaw/env", True), ("/etc/other", False))
+    )
+    assert parse_unit("[Service]\nUser=a\nUser=\n") == UnitInfo()
+    assert env_file_names("# c\nA=1\n; d\n B = 2\nnot a line\n9X=1\n") == ("A", "B")
+
+
+def test_a_key_the_system_unit_sets_is_ok_though_this_shell_lacks_it() -> None:
+    doc = config_doc(alpha={"model_provider": "openai.o"})
+    systemd = replace(service(998), unit_env={"O_KEY": "/etc/zeroclaw/env"})
+    [result] = check_provider_keys(facts(doc=doc, systemd=systemd))
+    assert result.status == "ok"
+    assert result.message == "O_KEY is set by /etc/zeroclaw/env for the service (used by alpha)"
+
+
+def test_gather_reads_the_system_unit_and_its_environment_file(tmp_path: Path) -> None:
+    """gather_facts over real files: a unit, its EnvironmentFile, a config naming a key."""
+    (tmp_path / "env").write_text("O_KEY=sk-never-shown\n")
+    (tmp_path / "zeroclaw.service").write_text(
+        f"[Service]\nUser=root\nEnvironmentFile=-{tmp_path / 'env'}\n"
+    )
+    doc = config_doc(alpha={"model_provider": "openai.o"})
+    doc["daemon"] = {"state_dir": str(tmp_path / "s"), "runtime_dir": str(tmp_path / "r")}
+    config = tmp_path / "zeroclaw.toml"
+    config.write_text(tomli_w.dumps(doc))
+    env = {"HOME": str(tmp_path), "HOOK_SECRET": "x"}
+    f = gather_facts(config, env=env, system_unit_dir=tmp_path)
+    assert f.systemd is not None and f.systemd.service_uid == 0
+    assert f.systemd.unit_env == {"O_KEY": str(tmp_path / "env")}
+    assert f.env_set == frozenset()
+    got = by_name(run_checks(f))
+    assert got["provider openai.o: key"].status == "ok"
+    assert "sk-never-shown" not in repr(f)

@@ -13,11 +13,13 @@ from ._doctor import (
     ProbeFacts,
     ReaderSlot,
     SystemdFacts,
+    UnitInfo,
+    env_file_names,
     gather_facts,
     parse_lock_readers,
     parse_proc_locks,
+    parse_unit,
     run_checks,
-    unit_user,
 )
 
 __all__: list[str] = [
@@ -33,9 +35,11 @@ __all__: list[str] = [
     "ProbeFacts",
     "ReaderSlot",
     "SystemdFacts",
+    "UnitInfo",
+    "env_file_names",
     "gather_facts",
     "parse_lock_readers",
     "parse_proc_locks",
+    "parse_unit",
     "run_checks",
-    "unit_user",
 ]

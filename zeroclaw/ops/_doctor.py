@@ -21,7 +21,7 @@ import struct
 import subprocess
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
@@ -149,6 +149,9 @@ class SystemdFacts:
     service_user: str | None = None  # the system unit's User=
     service_uid: int | None = None  # its uid; None when no such user exists
     dynamic_user: bool = False  # the system unit's DynamicUser=yes
+    # Variables the system unit gives the daemon ({name: where}), never their values: under
+    # systemd a provider key lives there, not in the shell doctor runs from.
+    unit_env: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -206,14 +209,20 @@ def check_provider_keys(facts: Facts) -> list[CheckResult]:
     for provider, (key_env, agents) in sorted(key_variables(facts.config).items()):
         name = f"provider {provider}: key"
         used = f"used by {', '.join(agents)}"
+        where = facts.systemd.unit_env.get(key_env) if facts.systemd else None
         if key_env in facts.env_set:
             results.append(CheckResult(name, "ok", f"{key_env} is set ({used})"))
+        elif where is not None:
+            results.append(
+                CheckResult(name, "ok", f"{key_env} is set by {where} for the service ({used})")
+            )
         else:
             results.append(
                 CheckResult(
                     name,
                     "fail",
-                    f"{key_env} is not set in this environment: {', '.join(agents)} cannot start",
+                    f"{key_env} is not set in this environment nor by the system unit: "
+                    f"{', '.join(agents)} cannot start",
                     f"set {key_env} in the daemon's environment (under systemd: an "
                     "EnvironmentFile= of the unit, mode 0600)",
                 )
@@ -800,9 +809,20 @@ def parse_proc_locks(text: str, device: int, inode: int) -> tuple[int, ...]:
 # --------------------------------------------------------------------------- gathering (I/O)
 
 
-def unit_user(text: str) -> tuple[str | None, bool]:
-    """The `User=` and whether `DynamicUser=` is on, in a unit file's [Service] section."""
+@dataclass(frozen=True)
+class UnitInfo:
+    """What doctor reads from a unit file's [Service] section."""
+
+    user: str | None = None
+    dynamic_user: bool = False
+    environment: tuple[str, ...] = ()  # names assigned by Environment=
+    environment_files: tuple[tuple[str, bool], ...] = ()  # (path, optional: a leading '-')
+
+
+def parse_unit(text: str) -> UnitInfo:
     user, dynamic, section = None, False, ""
+    names: list[str] = []
+    files: list[tuple[str, bool]] = []
     for raw in text.splitlines():
         line = raw.strip()
         if line.startswith("[") and line.endswith("]"):
@@ -813,7 +833,25 @@ def unit_user(text: str) -> tuple[str | None, bool]:
                 user = value or None  # an empty assignment resets it
             elif key == "DynamicUser":
                 dynamic = value.lower() in ("yes", "true", "on", "1")
-    return user, dynamic
+            elif key == "Environment":
+                with contextlib.suppress(ValueError):
+                    names += [a.partition("=")[0] for a in shlex.split(value) if "=" in a]
+            elif key == "EnvironmentFile" and value:
+                files.append((value.removeprefix("-"), value.startswith("-")))
+    return UnitInfo(user, dynamic, tuple(names), tuple(files))
+
+
+def env_file_names(text: str) -> tuple[str, ...]:
+    """The variable names an EnvironmentFile= assigns (`NAME=value` lines)."""
+    names = []
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith(("#", ";")) or "=" not in line:
+            continue
+        name = line.partition("=")[0].strip()
+        if name.isidentifier():
+            names.append(name)
+    return tuple(names)
 
 
 def _alive(pid: int) -> bool:
@@ -976,13 +1014,19 @@ def _systemd_facts(env: Mapping[str, str], system_unit_dir: Path) -> SystemdFact
         return done.stdout.strip() or None
 
     sys_present, user_present = system_unit.is_file(), user_unit.is_file()
-    user, dynamic, uid = None, False, None
+    unit, uid = UnitInfo(), None
+    unit_env: dict[str, str] = {}
     if sys_present:
         with contextlib.suppress(OSError, UnicodeDecodeError):
-            user, dynamic = unit_user(system_unit.read_text())
-        if user is not None:
+            unit = parse_unit(system_unit.read_text())
+        if unit.user is not None:
             with contextlib.suppress(KeyError):
-                uid = int(user) if user.isdigit() else pwd.getpwnam(user).pw_uid
+                uid = int(unit.user) if unit.user.isdigit() else pwd.getpwnam(unit.user).pw_uid
+        unit_env = {name: str(system_unit) for name in unit.environment}
+        for path, _optional in unit.environment_files:
+            with contextlib.suppress(OSError, UnicodeDecodeError):
+                for name in env_file_names(Path(path).read_text()):
+                    unit_env.setdefault(name, path)
     return SystemdFacts(
         system_unit,
         sys_present,
@@ -991,9 +1035,10 @@ def _systemd_facts(env: Mapping[str, str], system_unit_dir: Path) -> SystemdFact
         running,
         state() if running and sys_present else None,
         state("--user") if running and user_present else None,
-        user,
+        unit.user,
         uid,
-        dynamic,
+        unit.dynamic_user,
+        unit_env,
     )
 
 
