@@ -233,6 +233,12 @@ LOCK = RUN / "zeroclaw.lock"
         (LockFacts("daemon lock", LOCK, True, 7, (7,)), None, "fail", "does not answer"),
         (LockFacts("daemon lock", LOCK, True, 42, ()), None, "fail", "stale, left by pid 42"),
         (LockFacts("memory lock", LOCK, True, None, (7,)), None, "warn", "zeroclaw memory"),
+        (
+            LockFacts("daemon lock", LOCK, True, 7, (7,)),
+            DaemonFacts(RUN, "refused", "forbidden"),
+            "ok",
+            "see 'daemon'",
+        ),
     ],
 )
 def test_locks(lock: LockFacts, daemon: DaemonFacts | None, status: str, words: str) -> None:

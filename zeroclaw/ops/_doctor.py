@@ -366,12 +366,11 @@ def _pids(pids: tuple[int, ...]) -> str:
 
 
 def check_locks(facts: Facts) -> list[CheckResult]:
-    answered = facts.daemon is not None and facts.daemon.outcome == "answered"
-    daemon_pid = (
-        facts.daemon.status.daemon.pid
-        if answered and facts.daemon and facts.daemon.status
-        else None
-    )
+    d = facts.daemon
+    # Only when nobody answers on the control socket is a held lock a question for this
+    # check; a daemon that answered badly (refused, hung) is the daemon check's to report.
+    down = d is None or d.outcome == "down"
+    daemon_pid = d.status.daemon.pid if d is not None and d.status is not None else None
     results = []
     for lock in facts.locks:
         name = lock.what
@@ -384,7 +383,13 @@ def check_locks(facts: Facts) -> list[CheckResult]:
             )
         elif not lock.exists:
             results.append(CheckResult(name, "ok", f"{lock.path}: no lock file"))
-        elif lock.holders and answered:
+        elif lock.holders and not down and daemon_pid is None:
+            results.append(
+                CheckResult(
+                    name, "ok", f"{lock.path}: held by pid {_pids(lock.holders)} (see 'daemon')"
+                )
+            )
+        elif lock.holders and not down:
             whose = "the daemon" if daemon_pid in lock.holders else "not the daemon"
             status: CheckStatus = "ok" if daemon_pid in lock.holders else "warn"
             results.append(
@@ -415,7 +420,7 @@ def check_locks(facts: Facts) -> list[CheckResult]:
                         name,
                         "fail",
                         f"{lock.path}: held by pid {pid}, which does not answer on the control "
-                        "socket; no daemon can start on this runtime dir",
+                        "socket; no daemon can start while it holds it",
                         f"see what it is (ps -o pid,args -p {pid}); if it is a hung zeroclaw "
                         f"daemon, kill {pid}",
                     )
@@ -437,11 +442,11 @@ def check_locks(facts: Facts) -> list[CheckResult]:
 
 
 def _size(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} TiB"  # pragma: no cover
+    units = ("B", "KiB", "MiB", "GiB", "TiB")
+    i = 0
+    while n >= 1024 and i < len(units) - 1:
+        n, i = n / 1024, i + 1
+    return f"{n:.0f} B" if i == 0 else f"{n:.1f} {units[i]}"
 
 
 def check_lmdb(facts: Facts) -> list[CheckResult]:
