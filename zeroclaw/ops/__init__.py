@@ -1,3 +1,45 @@
 """Operating the daemon: its systemd unit, `doctor`, metrics and the event stream's readers."""
 
-__all__: list[str] = []
+from ._doctor import (
+    CHECKS,
+    Check,
+    CheckResult,
+    CheckStatus,
+    DaemonFacts,
+    DirFacts,
+    Facts,
+    LmdbFacts,
+    LockFacts,
+    ProbeFacts,
+    ReaderSlot,
+    SystemdFacts,
+    UnitInfo,
+    env_file_names,
+    gather_facts,
+    parse_lock_readers,
+    parse_proc_locks,
+    parse_unit,
+    run_checks,
+)
+
+__all__: list[str] = [
+    "CHECKS",
+    "Check",
+    "CheckResult",
+    "CheckStatus",
+    "DaemonFacts",
+    "DirFacts",
+    "Facts",
+    "LmdbFacts",
+    "LockFacts",
+    "ProbeFacts",
+    "ReaderSlot",
+    "SystemdFacts",
+    "UnitInfo",
+    "env_file_names",
+    "gather_facts",
+    "parse_lock_readers",
+    "parse_proc_locks",
+    "parse_unit",
+    "run_checks",
+]
