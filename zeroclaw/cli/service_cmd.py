@@ -114,6 +114,23 @@ def _documentation() -> tuple[str, ...]:
     return (readme.as_uri(),) if readme.is_file() else ()
 
 
+def _executables(command: Sequence[str]) -> list[str]:
+    """The files the unit ends up executing: the script and the interpreter of its #! line
+    (a venv's python is often a link into someone's home), or the interpreter itself."""
+    found = [os.path.realpath(command[0])]
+    if len(command) == 1:
+        try:
+            with open(command[0], "rb") as fh:
+                first = fh.readline(4096)
+        except OSError:
+            return found
+        if first.startswith(b"#!"):
+            interpreter = first[2:].split()
+            if interpreter:
+                found.append(os.path.realpath(os.fsdecode(interpreter[0])))
+    return found
+
+
 def _manager_running(scope: Scope, env: Mapping[str, str]) -> bool:
     """Can systemctl talk to a running manager of this scope? (sd_booted, and the user
     manager's private socket.)"""
@@ -187,6 +204,7 @@ def install_cmd(user: bool, dry_run: bool, force: bool, root_opt: str | None) ->
         manager_running=_manager_running(scope, os.environ),
         have_sysusers=shutil.which("systemd-sysusers") is not None,
         config_exists=spec.config_path.is_file(),  # a path on this machine, not under --root
+        executables=_executables(spec.command),
     )
     for warning in plan.warnings:
         click.echo(f"zeroclaw: warning: {warning}", err=True)

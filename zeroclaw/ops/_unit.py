@@ -173,7 +173,10 @@ def install_plan(
     manager_running: bool,
     have_sysusers: bool,
     config_exists: bool,
+    executables: Sequence[str] = (),
 ) -> InstallPlan:
+    """`executables`: the resolved files the unit will execute (the script, its interpreter),
+    checked against what the unit hides from the service."""
     unit = unit_path(spec.scope, env)
     files = [FileWrite(under_root(root, unit), render_unit(template, spec))]
     run: list[tuple[str, ...]] = []
@@ -199,18 +202,23 @@ def install_plan(
         tuple(run),
         tuple(by_hand),
         tuple(steps),
-        unit_warnings(spec, config_exists),
+        unit_warnings(spec, config_exists, executables),
     )
 
 
 _HIDDEN_BY_PROTECT_HOME = ("/home", "/root", "/run/user")
 
 
-def unit_warnings(spec: UnitSpec, config_exists: bool) -> tuple[str, ...]:
+def unit_warnings(
+    spec: UnitSpec, config_exists: bool, executables: Sequence[str] = ()
+) -> tuple[str, ...]:
     """What would stop the unit from starting, said before it is installed."""
     warnings = []
     if spec.scope == "system":
-        for what, path in (("zeroclaw", spec.command[0]), ("the config", str(spec.config_path))):
+        checked = [("zeroclaw", spec.command[0])]
+        checked.extend(("its interpreter", p) for p in executables if p != spec.command[0])
+        checked.append(("the config", str(spec.config_path)))
+        for what, path in dict.fromkeys(checked):
             if any(
                 path == top or path.startswith(top + "/") for top in _HIDDEN_BY_PROTECT_HOME
             ):
