@@ -355,6 +355,8 @@ def status_cmd(user: bool, as_json: bool, root_opt: str | None) -> None:
     props = report["systemd"]
     if props is None:
         click.echo("systemd     not running here (no manager to ask for the unit's state)")
+    elif "error" in props:
+        click.echo(f"systemd     could not ask the manager: {props['error']}")
     else:
         click.echo(
             f"systemd     {props.get('LoadState', '?')}, {props.get('ActiveState', '?')} "
