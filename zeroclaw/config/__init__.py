@@ -5,7 +5,13 @@ Public API; the implementation lives in private modules beside this one.
 
 from ._errors import ConfigError, ConfigIssue, did_you_mean, dotted
 from ._load import load_config, load_config_text, runtime_dir_hint, validate_document
-from ._locate import SYSTEM_CONFIG, config_candidates, locate_config, user_config_path
+from ._locate import (
+    SYSTEM_CONFIG,
+    config_candidates,
+    locate_config,
+    system_dir_defaults,
+    user_config_path,
+)
 from ._models import (
     AgentConfig,
     AnthropicProvider,
@@ -92,6 +98,7 @@ __all__ = [
     "runtime_dir_hint",
     "starter_document",
     "subagents_dir",
+    "system_dir_defaults",
     "user_config_path",
     "validate_document",
     "workspace_path",

@@ -22,6 +22,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from ._errors import ConfigError, ConfigIssue, KeyPath, did_you_mean
+from ._locate import system_dir_defaults
 from ._models import Config
 from ._resolve import daemon_paths
 from ._rules import Declared, check_rules
@@ -63,7 +64,10 @@ def load_config(path: str | os.PathLike[str], env: Mapping[str, str] | None = No
     except UnicodeDecodeError as exc:
         raise _file_error(source, f"not valid UTF-8 (byte offset {exc.start})") from None
     base_dir = Path(os.path.abspath(source)).parent
-    return load_config_text(text, source=source, base_dir=base_dir, env=env)
+    defaults = system_dir_defaults(source, os.environ if env is None else env)
+    return load_config_text(
+        text, source=source, base_dir=base_dir, env=env, daemon_defaults=defaults
+    )
 
 
 def load_config_text(
@@ -72,14 +76,22 @@ def load_config_text(
     source: str = "<string>",
     base_dir: Path | None = None,
     env: Mapping[str, str] | None = None,
+    daemon_defaults: Mapping[str, str] | None = None,
 ) -> Config:
-    """Parse and validate TOML text; relative paths resolve against `base_dir`."""
+    """Parse and validate TOML text; relative paths resolve against `base_dir`.
+    `daemon_defaults`: `[daemon]` keys the file gets when it does not set them (the system
+    config's dirs, `system_dir_defaults`)."""
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(source, [_syntax_issue(exc)]) from None
     except RecursionError:
         raise ConfigError(source, [ConfigIssue((), _TOO_DEEP)]) from None
+    if daemon_defaults:
+        table = doc.setdefault("daemon", {})
+        if isinstance(table, dict):  # anything else is reported by validation as it is
+            for key, value in daemon_defaults.items():
+                table.setdefault(key, value)
     return validate_document(doc, source=source, base_dir=base_dir, env=env)
 
 
@@ -159,6 +171,7 @@ def runtime_dir_hint(path: str | os.PathLike[str], env: Mapping[str, str]) -> Pa
         table = _scan_daemon_paths(text)  # a syntax error elsewhere must not hide these
     table = table if isinstance(table, dict) else {}
     partial = {k: table[k] for k in ("state_dir", "runtime_dir") if isinstance(table.get(k), str)}
+    partial = {**system_dir_defaults(path, env), **partial}
     base_dir = Path(os.path.abspath(path)).parent
     try:
         config = Config.model_validate({"daemon": partial}, context={"base_dir": base_dir})

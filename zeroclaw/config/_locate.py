@@ -9,6 +9,9 @@ from pathlib import Path
 from ._errors import ConfigError, ConfigIssue
 
 SYSTEM_CONFIG = Path("/etc/zeroclaw/zeroclaw.toml")
+# The shipped unit's StateDirectory=zeroclaw and RuntimeDirectory=zeroclaw.
+SYSTEM_STATE_DIR = "/var/lib/zeroclaw"
+SYSTEM_RUNTIME_DIR = "/run/zeroclaw"
 
 
 def user_config_path(env: Mapping[str, str]) -> Path:
@@ -48,3 +51,22 @@ def locate_config(
             )
         ],
     )
+
+
+def system_dir_defaults(
+    config_path: str | os.PathLike[str], env: Mapping[str, str]
+) -> dict[str, str]:
+    """The `[daemon]` dirs a file gets when it names none, because of where it is.
+
+    The system config means the daemon of the shipped unit: its dirs are systemd's, so a CLI
+    in a root shell (no $STATE_DIRECTORY there) finds the daemon and its store. Any other file
+    gets nothing here (`daemon_paths` then falls back to XDG). $STATE_DIRECTORY and
+    $RUNTIME_DIRECTORY, set by systemd for the daemon, still win: no default for those."""
+    if os.path.abspath(config_path) != str(SYSTEM_CONFIG):
+        return {}
+    defaults = {}
+    if not env.get("STATE_DIRECTORY"):
+        defaults["state_dir"] = SYSTEM_STATE_DIR
+    if not env.get("RUNTIME_DIRECTORY"):
+        defaults["runtime_dir"] = SYSTEM_RUNTIME_DIR
+    return defaults
