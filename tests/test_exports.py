@@ -205,6 +205,7 @@ PUBLIC: dict[str, list[str]] = {
         "DispatchRefusal",
         "DispatchReply",
         "EventBodyInfo",
+        "EventsFollow",
         "EventsRecent",
         "EventsReply",
         "Exchange",
@@ -330,6 +331,15 @@ PUBLIC: dict[str, list[str]] = {
         "tokenize",
     ],
     "zeroclaw.ops": [
+        "EVENT_KINDS",
+        "EventFilter",
+        "KIND_NAMES",
+        "describe",
+        "event_agents",
+        "event_json",
+        "event_kind",
+        "event_line",
+        "unknown_kinds",
     ],
     "zeroclaw.policy": [
         "Access",
