@@ -62,13 +62,19 @@ EXIT_INTERRUPTED = 130
     "-n",
     type=click.IntRange(min=0),
     default=None,
+    metavar="N",
     help=f"The newest N matching past events (default: all; {FOLLOW_BACKLOG} with --follow).",
 )
 @json_option
 def events_cmd(
     follow: bool, agents: tuple[str, ...], kinds: tuple[str, ...], limit: int | None, as_json: bool
 ) -> None:
-    """What the daemon did: agent transitions, routing refusals, reloads, memory operations."""
+    """What the daemon did: agent transitions, routing refusals, reloads, memory operations.
+
+    Without --follow: the matching events the daemon kept (its newest 4096), then exit.
+    With --follow: then each new one as it happens, until Ctrl-C. --json prints JSON Lines.
+
+    Exit 0 ok, 1 cut off for reading too slowly, 2 an unknown kind, 3 no daemon, 130 Ctrl-C."""
     json_out = wants_json(as_json)
     unknown = unknown_kinds(kinds)
     if unknown:
@@ -117,7 +123,8 @@ def _replies(request: EventsFollow, json_out: bool) -> Iterator[Reply[Any]]:
         if received:
             _fail(
                 "unavailable",
-                "the daemon closed the connection (it stopped)",
+                "the daemon closed the connection: it stopped, or cut this reader off for "
+                "not reading (see its log)",
                 EXIT_NO_DAEMON,
                 json_out,
             )

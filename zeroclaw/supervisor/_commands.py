@@ -207,11 +207,14 @@ def events_send_secs(env: Mapping[str, str]) -> float:
 
 
 class SlowReader(Exception):
-    """A follower did not keep up: `why` says how, for its last message and the log."""
+    """A follower did not keep up: `why` says how, for its last message and the log.
+    `last_word`: whether a last message may follow; not after a send cut short by its
+    deadline, which may have left part of a frame on the socket."""
 
-    def __init__(self, why: str) -> None:
+    def __init__(self, why: str, *, last_word: bool = True) -> None:
         super().__init__(why)
         self.why = why
+        self.last_word = last_word
 
 
 class EventsFollowCommand:
@@ -219,9 +222,10 @@ class EventsFollowCommand:
     published, as `more` replies (the way a chat turn streams) until the client goes away.
 
     The daemon is never held up by a follower (ADR 0030): publishing only appends to the
-    follower's bounded subscription; a send that cannot complete within `send_secs`, or a
-    subscription that overflowed, cuts the follower off with a last `slow_reader` error and
-    closes its connection. At most `max_followers` follow at once (`busy` beyond)."""
+    follower's bounded subscription. A subscription that overflowed cuts the follower off with
+    a last `slow_reader` error; a send that cannot complete within `send_secs` closes its
+    connection at once (its socket is full: nothing more would get through). At most
+    `max_followers` follow at once (`busy` beyond)."""
 
     MAX_FOLLOWERS = 32
     SEND_SECS = 3.0  # how long a follower's socket may stay full
@@ -277,16 +281,18 @@ class EventsFollowCommand:
     async def _unless_slow(
         self, exchange: Exchange, stream: Awaitable[Reply[EventsReply]]
     ) -> Reply[EventsReply]:
-        """`stream`'s reply; or, when the reader did not keep up, its last word
-        (`slow_reader`, if its socket takes it within a second) and the connection closed."""
+        """`stream`'s reply; or, when the reader did not keep up, a last `slow_reader` error
+        (when it may be sent and the socket takes it within a second), then the connection
+        closed."""
         try:
             return await stream
         except SlowReader as slow:
-            why = slow.why
+            why, last_word = slow.why, slow.last_word
         self.cut_off += 1
         log.warning("events reader cut off: %s", why)
-        with trio.move_on_after(self.LAST_WORD_SECS):
-            await exchange.send(error_reply("slow_reader", why))
+        if last_word:
+            with trio.move_on_after(self.LAST_WORD_SECS):
+                await exchange.send(error_reply("slow_reader", why))
         # The control server closes a connection whose client it cannot stream to, and
         # sends it nothing more: no reply that could wait on a full socket.
         raise trio.BrokenResourceError(why)
@@ -337,7 +343,9 @@ class EventsFollowCommand:
         with trio.move_on_after(self._send_secs) as deadline:
             await exchange.send(Reply(ok=True, more=more, data=EventsReply(items)))
         if deadline.cancelled_caught:
-            raise SlowReader(f"this reader's socket stayed full for {self._send_secs:g}s")
+            raise SlowReader(
+                f"this reader's socket stayed full for {self._send_secs:g}s", last_word=False
+            )
 
 
 class ChatOpenCommand:
