@@ -21,6 +21,7 @@ from typing import Any, NoReturn
 import click
 
 from ..control import DaemonUnreachable, EventsFollow, EventsReply, Reply, UntrustedDaemon
+from ..events import Published
 from ..ops import KIND_NAMES, event_json, event_line, unknown_kinds
 from ._app import cli
 from ._common import (
@@ -98,12 +99,15 @@ def events_cmd(
                 _refused(reply, json_out)
             data: EventsReply | None = reply.data
             for item in data.events if data is not None else []:
-                line = json.dumps({"schema_version": SCHEMA_VERSION, **event_json(item)})
-                sys.stdout.write((line if json_out else event_line(item)) + "\n")
+                sys.stdout.write(_json_line(item) if json_out else event_line(item) + "\n")
             sys.stdout.flush()  # a follower's reader sees each event as it comes
     except KeyboardInterrupt:
         # Ctrl-C is how a follow ends: no traceback, no complaint.
         sys.exit(EXIT_INTERRUPTED)
+
+
+def _json_line(item: Published) -> str:
+    return json.dumps({"schema_version": SCHEMA_VERSION, **event_json(item)}) + "\n"
 
 
 def _replies(request: EventsFollow, json_out: bool) -> Iterator[Reply[Any]]:
