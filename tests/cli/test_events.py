@@ -191,6 +191,17 @@ def test_sigint_ends_a_follow_quietly(daemon: Daemon) -> None:
         assert lines.proc.stderr.read() == b""
 
 
+def test_a_follow_sees_the_daemon_stop_its_agents_then_exits_3(daemon: Daemon) -> None:
+    with follower(daemon, "--json", "--kind", "agent", "--agent", "beta") as lines:
+        lines.until(transition("beta", "starting", "running"))
+        assert daemon.cli("stop").returncode == 0
+        lines.until(transition("beta", "running", "stopping"))
+        last = lines.until(lambda item: "ok" in item)  # --json: the failure is JSON too
+        assert last["ok"] is False and last["error"]["code"] == "unavailable"
+        assert "the daemon closed the connection" in last["error"]["message"]
+        assert lines.proc.wait(30) == 3
+
+
 def test_no_daemon_is_exit_3(root: Path) -> None:
     idle = Daemon(root, make_config(root, {"alpha": agent_entry()}))
     try:
