@@ -7,6 +7,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from importlib import resources
 from pathlib import Path
 
@@ -83,12 +84,15 @@ def test_rendered_system_unit_passes_verify_and_is_no_more_exposed_than_before(
 @needs_analyze
 def test_rendered_user_unit_passes_verify_under_a_user_manager(tmp_path: Path) -> None:
     unit = write_unit(tmp_path, "user")
-    runtime = tmp_path / "xdg-runtime"
-    runtime.mkdir(mode=0o700)
+    # Short: the user manager's own sockets live under it, and a socket path has 108 bytes.
+    runtime = Path(tempfile.mkdtemp(prefix="zc-xdg-", dir="/tmp"))
     # A user manager needs its runtime dir even to verify; keys it does not know are warnings
     # on stderr with exit 0, so stderr must be empty as well.
     env = {"PATH": "/usr/bin:/bin", "XDG_RUNTIME_DIR": str(runtime), "HOME": str(tmp_path)}
-    verified = analyze("--user", "verify", unit, env=env)
+    try:
+        verified = analyze("--user", "verify", unit, env=env)
+    finally:
+        shutil.rmtree(runtime, ignore_errors=True)
     assert verified.returncode == 0 and verified.stderr == "", verified.stderr
 
 

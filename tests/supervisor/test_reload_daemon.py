@@ -23,6 +23,7 @@ from zeroclaw.control import (
     ChatCancel,
     ChatOpen,
     ControlClient,
+    EventsFollow,
     EventsRecent,
     MemoryCommand,
     Reload,
@@ -149,6 +150,7 @@ def test_every_request_type_reaches_its_handler(root: Path, daemons: DaemonFacto
         ChatCancel: (ChatCancel(), "bad_request"),
         ChatApproval: (ChatApproval(approved=True), "bad_request"),
         EventsRecent: (EventsRecent(), None),
+        EventsFollow: (EventsFollow(kinds=("nope",)), "bad_request"),
         Reload: (Reload(), None),
         Shutdown: (Shutdown(), None),  # last: it stops the daemon
     }

@@ -5,6 +5,7 @@ from . import config_cmd as _config_cmd  # noqa: F401  (registers `zeroclaw conf
 from . import daemon_cmd as _daemon_cmd  # noqa: F401  (registers daemon, status, agents, ...)
 from . import discover_cmd as _discover_cmd  # noqa: F401  (registers `zeroclaw discover`)
 from . import doctor_cmd as _doctor_cmd  # noqa: F401  (registers `zeroclaw doctor`)
+from . import events_cmd as _events_cmd  # noqa: F401  (registers `zeroclaw events`)
 from . import memory_cmd as _memory_cmd  # noqa: F401  (registers `zeroclaw memory`)
 from . import route_cmd as _route_cmd  # noqa: F401  (registers `zeroclaw route`)
 from . import service_cmd as _service_cmd  # noqa: F401  (registers `zeroclaw service`)

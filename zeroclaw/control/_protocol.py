@@ -73,6 +73,8 @@ ControlErrorCode = Literal[
     "subagent_concurrency_limit",
     "subagent_idempotency_conflict",
     "invocation_not_found",
+    # `events --follow`: a reader that did not keep up was cut off
+    "slow_reader",
 ]
 CONTROL_ERROR_CODES: frozenset[str] = frozenset(get_args(ControlErrorCode))
 
@@ -191,6 +193,19 @@ class Shutdown(Request[ShutdownReply], tag="shutdown", frozen=True):
     reply_type = ShutdownReply
 
 
+class EventsFollow(Request[EventsReply], tag="events.follow", frozen=True):
+    """Events about `agents` and of `kinds` (a tag, or its family before the dot; empty:
+    all). First the newest `backlog` matching ones the daemon kept (all when None), then,
+    with `follow`, each new one as it is published: every reply carries `more=True` until
+    the client goes away. A client that does not keep up is cut off with `slow_reader`."""
+
+    reply_type = EventsReply
+    agents: tuple[str, ...] = ()
+    kinds: tuple[str, ...] = ()
+    backlog: int | None = None
+    follow: bool = True
+
+
 # --- sub-agents (`zeroclaw subagents`, `dispatch`, `invocations`) -------------------------
 
 
@@ -266,6 +281,7 @@ CoreRequest = (
     | EventsRecent
     | Reload
     | Shutdown
+    | EventsFollow
 )
 SubagentRequest = (
     SubagentsList

@@ -21,6 +21,17 @@ from ._doctor import (
     parse_unit,
     run_checks,
 )
+from ._event_filter import (
+    EVENT_KINDS,
+    KIND_NAMES,
+    EventFilter,
+    describe,
+    event_agents,
+    event_json,
+    event_kind,
+    event_line,
+    unknown_kinds,
+)
 from ._unit import (
     MARKER,
     SYSUSERS_PATH,
@@ -51,6 +62,8 @@ from ._unit import (
 
 __all__: list[str] = [
     "CHECKS",
+    "EVENT_KINDS",
+    "KIND_NAMES",
     "MARKER",
     "SYSUSERS_PATH",
     "UNIT_NAME",
@@ -59,6 +72,7 @@ __all__: list[str] = [
     "CheckStatus",
     "DaemonFacts",
     "DirFacts",
+    "EventFilter",
     "Facts",
     "FileWrite",
     "InstallPlan",
@@ -73,7 +87,12 @@ __all__: list[str] = [
     "UnitInfo",
     "UnitSpec",
     "configured_command",
+    "describe",
     "env_file_names",
+    "event_agents",
+    "event_json",
+    "event_kind",
+    "event_line",
     "exec_line",
     "gather_facts",
     "install_plan",
@@ -91,6 +110,7 @@ __all__: list[str] = [
     "under_root",
     "uninstall_plan",
     "unit_path",
+    "unknown_kinds",
     "user_exists",
     "written_by_us",
     "zeroclaw_command",

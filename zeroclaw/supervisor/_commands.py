@@ -1,12 +1,14 @@
 """The supervisor's control commands: status, agents, agent start/stop/restart, reload,
-shutdown, recent events, and the table's entries for chat. One class per command, built
+shutdown, recent and followed events, and the table's entries for chat. One class per command, built
 with what it needs; the daemon's composition root puts each in the command table
 (`control.CommandTable`, ADR 0017)."""
 
 from __future__ import annotations
 
+import logging
+import math
 import os
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -25,6 +27,7 @@ from ..control import (
     ChatOpen,
     ChatOpened,
     ControlStats,
+    EventsFollow,
     EventsRecent,
     EventsReply,
     Exchange,
@@ -37,13 +40,16 @@ from ..control import (
     StatusReply,
     error_reply,
 )
-from ..events import EventSink
+from ..events import EventSink, Published, Subscription
+from ..ops import KIND_NAMES, EventFilter, unknown_kinds
 
 if TYPE_CHECKING:
     from ._chat import ChatService
     from ._supervisor import ReloadState, Supervisor
 
 OPERATOR_WAIT_SECS = 30.0
+
+log = logging.getLogger("zeroclaw.control")
 
 
 class StatusCommand:
@@ -178,6 +184,168 @@ class EventsRecentCommand:
 
     async def __call__(self, request: EventsRecent, exchange: Exchange) -> Reply[EventsReply]:
         return Reply(ok=True, data=EventsReply(self._events.recent(request.limit)))
+
+
+# Development and test hook: how long a follower's socket may stay full (EventsFollowCommand).
+EVENTS_SEND_SECS_ENV = "ZEROCLAW_EVENTS_SEND_SECS"
+
+
+def events_send_secs(env: Mapping[str, str]) -> float:
+    """EventsFollowCommand.SEND_SECS, or a positive finite number of seconds from the env."""
+    raw = env.get(EVENTS_SEND_SECS_ENV)
+    try:
+        value = float(raw) if raw is not None else math.nan
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        if raw is not None:
+            log.warning(
+                "%s=%r is not a positive number of seconds; ignored", EVENTS_SEND_SECS_ENV, raw
+            )
+        return EventsFollowCommand.SEND_SECS
+    return value
+
+
+class SlowReader(Exception):
+    """A follower did not keep up: `why` says how, for its last message and the log.
+    `last_word`: whether a last message may follow; not after a send cut short by its
+    deadline, which may have left part of a frame on the socket."""
+
+    def __init__(self, why: str, *, last_word: bool = True) -> None:
+        super().__init__(why)
+        self.why = why
+        self.last_word = last_word
+
+
+class EventsFollowCommand:
+    """`events [--follow]`: the matching events the ring kept, then each new one as it is
+    published, as `more` replies (the way a chat turn streams) until the client goes away.
+
+    The daemon is never held up by a follower (ADR 0030): publishing only appends to the
+    follower's bounded subscription. A subscription that overflowed cuts the follower off with
+    a last `slow_reader` error; a send that cannot complete within `send_secs` closes its
+    connection at once (its socket is full: nothing more would get through). At most
+    `max_followers` follow at once (`busy` beyond)."""
+
+    MAX_FOLLOWERS = 32
+    SEND_SECS = 3.0  # how long a follower's socket may stay full
+    LAST_WORD_SECS = 1.0  # for the `slow_reader` error itself
+    BUFFER = 1024  # events a follower may lag behind the sink
+    BATCH = 256  # backlog events per reply: frames stay far below the frame limit
+
+    def __init__(
+        self,
+        events: EventSink,
+        *,
+        max_followers: int = MAX_FOLLOWERS,
+        send_secs: float | None = None,
+        buffer: int = BUFFER,
+    ) -> None:
+        self._events = events
+        self._max_followers = max_followers
+        self._send_secs = send_secs if send_secs is not None else events_send_secs(os.environ)
+        self._buffer = buffer
+        self.followers = 0
+        self.cut_off = 0
+
+    async def __call__(self, request: EventsFollow, exchange: Exchange) -> Reply[EventsReply]:
+        unknown = unknown_kinds(request.kinds)
+        if unknown:
+            return error_reply(
+                "bad_request",
+                f"unknown event kind {', '.join(map(repr, unknown))}; "
+                f"known: {', '.join(KIND_NAMES)}",
+            )
+        if request.backlog is not None and request.backlog < 0:
+            return error_reply("bad_request", "backlog must be 0 or more")
+        wanted = EventFilter.of(request.agents, request.kinds)
+        if not request.follow:
+            backlog = wanted.select(self._events.recent(), request.backlog)
+            return await self._unless_slow(exchange, self._send_backlog(exchange, backlog))
+        if self.followers >= self._max_followers:
+            return error_reply(
+                "busy", f"{self._max_followers} clients already follow the events; stop one"
+            )
+        self.followers += 1
+        try:
+            # Subscribed before the ring is read, with no checkpoint in between: nothing
+            # published falls between the backlog and the live events, nothing comes twice.
+            with self._events.subscribe(self._buffer) as live:
+                backlog = wanted.select(self._events.recent(), request.backlog)
+                return await self._unless_slow(
+                    exchange, self._follow(exchange, wanted, backlog, live)
+                )
+        finally:
+            self.followers -= 1
+
+    async def _unless_slow(
+        self, exchange: Exchange, stream: Awaitable[Reply[EventsReply]]
+    ) -> Reply[EventsReply]:
+        """`stream`'s reply; or, when the reader did not keep up, a last `slow_reader` error
+        (when it may be sent and the socket takes it within a second), then the connection
+        closed."""
+        try:
+            return await stream
+        except SlowReader as slow:
+            why, last_word = slow.why, slow.last_word
+        self.cut_off += 1
+        log.warning("events reader cut off: %s", why)
+        if last_word:
+            with trio.move_on_after(self.LAST_WORD_SECS):
+                await exchange.send(error_reply("slow_reader", why))
+        # The control server closes a connection whose client it cannot stream to, and
+        # sends it nothing more: no reply that could wait on a full socket.
+        raise trio.BrokenResourceError(why)
+
+    async def _follow(
+        self,
+        exchange: Exchange,
+        wanted: EventFilter,
+        backlog: list[Published],
+        live: Subscription,
+    ) -> Reply[EventsReply]:
+        slow: SlowReader | None = None
+        async with trio.open_nursery() as nursery:
+
+            async def until_client_leaves() -> None:
+                async for _ in exchange.inbox:
+                    pass  # nothing to answer while following; its end is the client's
+                nursery.cancel_scope.cancel()
+
+            nursery.start_soon(until_client_leaves)
+            try:
+                await self._send_backlog(exchange, backlog, more=True)
+                async for item in live:
+                    if live.lost:
+                        raise SlowReader(f"this reader fell over {self._buffer} events behind")
+                    if wanted.matches(item.event):
+                        await self._send(exchange, [item], more=True)
+            except SlowReader as exc:
+                slow = exc  # raised out of the nursery, not inside an exception group
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                pass  # the client went away while we streamed to it
+            nursery.cancel_scope.cancel()
+        if slow is not None:
+            raise slow
+        return error_reply("cancelled", "the client went away")
+
+    async def _send_backlog(
+        self, exchange: Exchange, backlog: list[Published], *, more: bool = False
+    ) -> Reply[EventsReply]:
+        """The backlog in batches; the last batch is the reply unless `more` follows."""
+        batches = [backlog[i : i + self.BATCH] for i in range(0, len(backlog), self.BATCH)]
+        final = [] if more or not batches else batches.pop()
+        for batch in batches:
+            await self._send(exchange, batch, more=True)
+        return Reply(ok=True, data=EventsReply(final))
+
+    async def _send(self, exchange: Exchange, items: list[Published], *, more: bool) -> None:
+        with trio.move_on_after(self._send_secs) as deadline:
+            await exchange.send(Reply(ok=True, more=more, data=EventsReply(items)))
+        if deadline.cancelled_caught:
+            raise SlowReader(
+                f"this reader's socket stayed full for {self._send_secs:g}s", last_word=False
+            )
 
 
 class ChatOpenCommand:

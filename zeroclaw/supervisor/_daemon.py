@@ -42,6 +42,7 @@ from ..control import (
     ChatOpen,
     CommandTable,
     ControlStats,
+    EventsFollow,
     EventsRecent,
     MemoryCommand,
     Reload,
@@ -76,6 +77,7 @@ from ._commands import (
     AgentStartCommand,
     AgentStopCommand,
     ChatOpenCommand,
+    EventsFollowCommand,
     EventsRecentCommand,
     NoChatTurnCommand,
     ReloadCommand,
@@ -479,5 +481,6 @@ def _command_table(
     table.register(EventsRecent, EventsRecentCommand(supervisor.events))
     table.register(Reload, ReloadCommand(supervisor, nursery))
     table.register(Shutdown, ShutdownCommand(supervisor))
+    table.register(EventsFollow, EventsFollowCommand(supervisor.events))
     register_subagent_commands(table, dispatch)
     return table.require((*REQUEST_TYPES, *SUBAGENT_REQUEST_TYPES))
