@@ -12,6 +12,7 @@ from . import (
     bench_agent,
     bench_channels,
     bench_config,
+    bench_discovery,
     bench_memory,
     bench_router,
     bench_subagents,
@@ -27,6 +28,7 @@ SUITES = {
     "agent": bench_agent.run,
     "subagents": bench_subagents.run,
     "channels": bench_channels.run,
+    "discovery": bench_discovery.run,
 }
 
 

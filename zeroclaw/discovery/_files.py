@@ -23,6 +23,7 @@ from typing import Any
 import yaml
 from jsonschema import Draft202012Validator, ValidationError
 
+from .._yaml import safe_load
 from ._model import Diagnostic
 from ._redact import REDACTED, is_secret_key
 
@@ -162,7 +163,7 @@ def parse(data: bytes, suffix: str, display: str) -> Any:
     try:
         text = data.decode("utf-8")
         if suffix in (".yaml", ".yml"):
-            return yaml.safe_load(text)
+            return safe_load(text)
         if suffix == ".json":
             return json.loads(text)
         if suffix == ".toml":

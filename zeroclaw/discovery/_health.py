@@ -106,17 +106,24 @@ def _with(item: DiscoveredItem, health: Health, *notes: Diagnostic) -> Discovere
 
 
 async def check_health(items: list[DiscoveredItem], ctx: ScanContext) -> None:
-    """Probe, in place, every item that has a program to probe (four at a time)."""
+    """Probe, in place, every item that has a program to probe: each program once (many
+    adapters may run the same one), four at a time."""
+    by_command: dict[str, list[int]] = {}
+    for index, item in enumerate(items):
+        if item.kind == "cli_adapter" and item.command:
+            by_command.setdefault(item.command, []).append(index)
     limiter = trio.CapacityLimiter(4)
 
-    async def one(index: int) -> None:
+    async def one(indices: list[int]) -> None:
         async with limiter:
-            items[index] = await probe_version(items[index], ctx)
+            probed = await probe_version(items[indices[0]], ctx)
+        added = probed.diagnostics[len(items[indices[0]].diagnostics) :]
+        for index in indices:
+            items[index] = _with(items[index], probed.health, *added)
 
     async with trio.open_nursery() as nursery:
-        for index, item in enumerate(items):
-            if item.kind == "cli_adapter" and item.command:
-                nursery.start_soon(one, index)
+        for indices in by_command.values():
+            nursery.start_soon(one, indices)
 
 
 # --- loopback model servers ----------------------------------------------------------------
