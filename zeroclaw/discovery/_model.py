@@ -181,6 +181,8 @@ class DiscoveredItem(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tr
     program: str = ""  # the command name an adapter runs (checked against the allowlist)
     command: str = ""  # canonical path of that program, once it is unambiguous
     args: tuple[str, ...] = ()
+    timeout_ms: int = 0  # an adapter call's bound; 0: its capability's default_timeout_ms
+    max_output_bytes: int = 0  # an adapter call's output cap; 0: 64 KiB
     candidates: tuple[CommandCandidate, ...] = ()
     pinned: bool = False  # `command_path` pinned in [discovery.overrides]
     endpoint: str = ""  # an HTTP adapter's or model server's URL (never with credentials)

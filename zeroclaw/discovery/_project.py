@@ -157,6 +157,8 @@ def _adapter(ctx: ScanContext, root: Path, path: Path) -> DiscoveredItem:
             + [document[k] for k in ("api_key_env", "endpoint_env") if k in document]
         ),
         "args": tuple(document.get("args", ())),
+        "timeout_ms": document.get("timeout_ms", 0),
+        "max_output_bytes": document.get("max_output_bytes", 0),
         "endpoint": document.get("endpoint", ""),
         "allowlists": _allowlists(document),
     }

@@ -38,7 +38,6 @@ ADAPTER: dict[str, Any] = {
         # cli (and mcp over stdio): a program name from [discovery] commands, or its path
         "command": {"type": "string", "minLength": 1, "maxLength": 4096},
         "args": STRINGS,
-        "input": {"enum": ["stdin", "argument"]},
         "timeout_ms": TIMEOUT,
         "max_output_bytes": {"type": "integer", "minimum": 64, "maximum": 16 * 1024 * 1024},
         # http: the endpoint, or the variable that holds it; credentials by variable only

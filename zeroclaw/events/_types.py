@@ -56,7 +56,40 @@ class MemoryOperation(_Event, tag="memory", frozen=True):
     code: str = ""
 
 
-Event = AgentTransition | RouteRefused | ReloadApplied | MemoryOperation
+class DiscoveryCompleted(_Event, tag="discovery.completed", frozen=True):
+    """A discovery scan finished and the adapter registry was swapped (ADR 0034)."""
+
+    found: int
+    registered: int
+    rejected: int
+    display_only: int
+    shadowed: int
+    from_cache: bool = False
+    added: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+    kept_last_good: tuple[str, ...] = ()
+    degraded: tuple[str, ...] = ()  # required items that are not registered
+    timed_out: tuple[str, ...] = ()  # sources cut off by the global timeout
+
+
+class RegistrationDecided(_Event, tag="discovery.decided", frozen=True):
+    """One item's registration decision, when it is new or changed since the last scan."""
+
+    key: str
+    action: str
+    reason: str
+    target: str
+    shadowed_by: str = ""
+
+
+Event = (
+    AgentTransition
+    | RouteRefused
+    | ReloadApplied
+    | MemoryOperation
+    | DiscoveryCompleted
+    | RegistrationDecided
+)
 
 
 class Published(msgspec.Struct, frozen=True):

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .._lazy import lazy_attributes
+from ._adapter import ADAPTER_SERVICE, AdapterCall, AdapterLease, LeaseRelease
 from ._dispatch import (
     SUBAGENT_SERVICE,
     TERMINAL_STATES,
@@ -52,9 +53,12 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "ADAPTER_SERVICE",
     "SUBAGENT_SERVICE",
     "TERMINAL_STATES",
     "TURN_SERVICE",
+    "AdapterCall",
+    "AdapterLease",
     "AgentDown",
     "AgentTurnEvent",
     "ApprovalAnswer",
@@ -67,6 +71,7 @@ __all__ = [
     "DispatchAnswer",
     "DispatchCall",
     "InvocationState",
+    "LeaseRelease",
     "ServiceEvent",
     "ToolCallRecord",
     "ToolUsed",
