@@ -235,6 +235,8 @@ PUBLIC: dict[str, list[str]] = {
         "MemoryReply",
         "MemoryStats",
         "MemoryStored",
+        "Metrics",
+        "MetricsReply",
         "NamespaceCounts",
         "PROTOCOL_VERSION",
         "PolicyInfo",
@@ -279,14 +281,17 @@ PUBLIC: dict[str, list[str]] = {
         "trusted_uids",
     ],
     "zeroclaw.events": [
+        "AgentExited",
         "AgentTransition",
         "Event",
         "EventSink",
+        "InvocationFinished",
         "MemoryOperation",
         "Published",
         "ReloadApplied",
         "RouteRefused",
         "Subscription",
+        "TurnFinished",
     ],
     "zeroclaw.memory": [
         "AppendTurnArgs",
@@ -330,6 +335,8 @@ PUBLIC: dict[str, list[str]] = {
         "tokenize",
     ],
     "zeroclaw.ops": [
+        "Metrics",
+        "MetricsSources",
     ],
     "zeroclaw.policy": [
         "Access",

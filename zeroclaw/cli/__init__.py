@@ -5,6 +5,7 @@ from . import config_cmd as _config_cmd  # noqa: F401  (registers `zeroclaw conf
 from . import daemon_cmd as _daemon_cmd  # noqa: F401  (registers daemon, status, agents, ...)
 from . import doctor_cmd as _doctor_cmd  # noqa: F401  (registers `zeroclaw doctor`)
 from . import memory_cmd as _memory_cmd  # noqa: F401  (registers `zeroclaw memory`)
+from . import metrics_cmd as _metrics_cmd  # noqa: F401  (registers `zeroclaw metrics`)
 from . import route_cmd as _route_cmd  # noqa: F401  (registers `zeroclaw route`)
 from . import subagents_cmd as _subagents_cmd  # noqa: F401  (subagents, dispatch, invocations)
 from ._app import cli, main

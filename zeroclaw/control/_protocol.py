@@ -27,6 +27,7 @@ from ._replies import (
     InvocationReply,
     InvocationsReply,
     InvocationStateName,
+    MetricsReply,
     ProbeReply,
     ReloadReply,
     RevisionsReply,
@@ -191,6 +192,12 @@ class Shutdown(Request[ShutdownReply], tag="shutdown", frozen=True):
     reply_type = ShutdownReply
 
 
+class Metrics(Request[MetricsReply], tag="metrics", frozen=True):
+    """The daemon's metrics, in the Prometheus text format (`zeroclaw metrics`)."""
+
+    reply_type = MetricsReply
+
+
 # --- sub-agents (`zeroclaw subagents`, `dispatch`, `invocations`) -------------------------
 
 
@@ -266,6 +273,7 @@ CoreRequest = (
     | EventsRecent
     | Reload
     | Shutdown
+    | Metrics
 )
 SubagentRequest = (
     SubagentsList
