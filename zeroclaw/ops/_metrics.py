@@ -145,6 +145,7 @@ class Metrics:
         self.sources = sources or MetricsSources()
         self.counts = _Counts()
         self.listener = ListenerState()
+        self._listener_changed = trio.Event()
         # Subscribed now, not when `run` starts: no event published in between is missed.
         self._subscription: Subscription | None = (
             events.subscribe(EVENT_BUFFER) if events is not None else None
@@ -195,6 +196,17 @@ class Metrics:
 
     # --- the listener ------------------------------------------------------------------
 
+    async def wait_listener(self, predicate: Callable[[ListenerState], bool]) -> ListenerState:
+        """Wait until the listener's state satisfies `predicate` (it changes as it binds,
+        fails, serves or moves)."""
+        while not predicate(self.listener):
+            await self._listener_changed.wait()
+        return self.listener
+
+    def _note_listener(self) -> None:
+        self._listener_changed.set()
+        self._listener_changed = trio.Event()
+
     async def keep_listener(
         self,
         listen_of: Callable[[], str | None],
@@ -221,6 +233,7 @@ class Metrics:
     ) -> trio.CancelScope:
         scope = trio.CancelScope()
         self.listener = ListenerState(listen)
+        self._note_listener()
         nursery.start_soon(self._listen, scope, self.listener, initial, ceiling)
         return scope
 
@@ -238,6 +251,7 @@ class Metrics:
                     state.error = f"cannot bind {state.listen}: {exc.strerror or exc}"
                     delay = min(initial * 2 ** min(state.failures - 1, 32), ceiling)
                     log.error("metrics listener %s; next try in %gs", state.error, delay)
+                    self._note_listener()
                     await trio.sleep(delay)
                     continue
                 state.port = sock.getsockname()[1]
@@ -245,15 +259,18 @@ class Metrics:
                     async with trio.open_nursery() as nursery:
                         await nursery.start(serve_metrics, self, sock)
                         state.serving, state.failures, state.error = True, 0, None
+                        self._note_listener()
                         log.info("metrics served on http://%s/metrics", state.listen)
                 except Exception as exc:  # the listener's own failure, never the daemon's
                     log.exception("metrics listener on %s failed", state.listen)
                     state.failures += 1
                     state.error = f"failed: {exc}"
+                    self._note_listener()
                     await trio.sleep(min(initial * 2 ** min(state.failures - 1, 32), ceiling))
                     continue
                 finally:
                     state.serving = False
+                    self._note_listener()
                 return
 
 
