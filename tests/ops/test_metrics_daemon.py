@@ -4,9 +4,11 @@ operations and a kill -9."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -89,12 +91,28 @@ def test_a_scrape_and_zeroclaw_metrics_count_what_the_daemon_did(
     scraped_after = samples(httpx.get(url, timeout=30).text)
     assert value(scraped_after, "zeroclaw_agent_exits_total", alias="alpha", cause="signal") == 1
 
+    as_json = daemon.cli("metrics", "--json")
+    assert as_json.returncode == 0, as_json.stderr
+    wrapped = json.loads(as_json.stdout)
+    assert wrapped["schema_version"] >= 1
+    assert value(samples(wrapped["text"]), "zeroclaw_agents", state="running") == 3
+
     daemon.stop()
     gone = daemon.cli("metrics")
     assert gone.returncode == 3 and "no zeroclaw daemon" in gone.stderr
 
 
-def test_a_taken_metrics_port_does_not_kill_the_daemon(root: Path, daemons: DaemonFactory) -> None:
+def wait_metrics(daemon: Daemon, predicate: Callable[[Samples], bool], timeout: float = 20) -> None:
+    """Re-read `zeroclaw metrics` whenever the daemon reports a change, until it holds."""
+    deadline = time.monotonic() + timeout
+    while not predicate(parsed := cli_metrics(daemon)):
+        assert time.monotonic() < deadline, f"not reached in {timeout}s: {parsed}"
+        daemon.next_notification(0.2)
+
+
+def test_a_taken_metrics_port_does_not_kill_the_daemon_and_a_reload_moves_it(
+    root: Path, daemons: DaemonFactory
+) -> None:
     with socket.socket() as holder:
         holder.bind(("127.0.0.1", 0))
         holder.listen(1)
@@ -105,6 +123,13 @@ def test_a_taken_metrics_port_does_not_kill_the_daemon(root: Path, daemons: Daem
         assert value(parsed, "zeroclaw_agents", state="running") == 3
         assert "metrics listener cannot bind" in daemon.log()
         daemon.assert_alive()
+        # A reload that names a free port moves the listener there.
+        moved = f"127.0.0.1:{free_port()}"
+        daemon.write_config(config(root, moved))
+        assert daemon.cli("reload").returncode == 0
+        wait_metrics(daemon, lambda p: value(p, "zeroclaw_metrics_listener_up", listen=moved) == 1)
+        scraped = httpx.get(f"http://{moved}/metrics", timeout=30)
+        assert value(samples(scraped.text), "zeroclaw_agents", state="running") == 3
 
 
 def test_a_non_loopback_metrics_listen_is_refused(root: Path) -> None:
