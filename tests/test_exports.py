@@ -643,7 +643,8 @@ def test_an_agent_process_loads_neither_control_nor_memory() -> None:
     store (LMDB) and the error-code registry stay out."""
     code = (
         "import sys, zeroclaw.agent, zeroclaw.supervisor._zygote\n"
-        "heavy = ('zeroclaw.control', 'zeroclaw.memory', 'lmdb', 'zeroclaw._error_codes')\n"
+        "heavy = ('zeroclaw.control', 'zeroclaw.memory', 'lmdb', 'zeroclaw._error_codes', "
+        "'prometheus_client')\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy or "
         "'.'.join(m.split('.')[:2]) in heavy))\n"
     )
