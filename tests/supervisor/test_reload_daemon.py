@@ -25,6 +25,7 @@ from zeroclaw.control import (
     ControlClient,
     EventsRecent,
     MemoryCommand,
+    Metrics,
     Reload,
     RouteProbe,
     Shutdown,
@@ -150,6 +151,7 @@ def test_every_request_type_reaches_its_handler(root: Path, daemons: DaemonFacto
         ChatApproval: (ChatApproval(approved=True), "bad_request"),
         EventsRecent: (EventsRecent(), None),
         Reload: (Reload(), None),
+        Metrics: (Metrics(), None),
         Shutdown: (Shutdown(), None),  # last: it stops the daemon
     }
     assert set(samples) == set(REQUEST_TYPES)
