@@ -239,6 +239,8 @@ PUBLIC: dict[str, list[str]] = {
         "MemoryReply",
         "MemoryStats",
         "MemoryStored",
+        "Metrics",
+        "MetricsReply",
         "NamespaceCounts",
         "PROTOCOL_VERSION",
         "PolicyInfo",
@@ -349,16 +351,19 @@ PUBLIC: dict[str, list[str]] = {
         "verdict",
     ],
     "zeroclaw.events": [
+        "AgentExited",
         "AgentTransition",
         "DiscoveryCompleted",
         "Event",
         "EventSink",
+        "InvocationFinished",
         "MemoryOperation",
         "Published",
         "RegistrationDecided",
         "ReloadApplied",
         "RouteRefused",
         "Subscription",
+        "TurnFinished",
     ],
     "zeroclaw.memory": [
         "AppendTurnArgs",
@@ -417,6 +422,8 @@ PUBLIC: dict[str, list[str]] = {
         "LmdbFacts",
         "LockFacts",
         "MARKER",
+        "Metrics",
+        "MetricsSources",
         "ProbeFacts",
         "ReaderSlot",
         "SYSUSERS_PATH",
@@ -765,7 +772,8 @@ def test_an_agent_process_loads_neither_control_nor_memory() -> None:
     store (LMDB) and the error-code registry stay out."""
     code = (
         "import sys, zeroclaw.agent, zeroclaw.supervisor._zygote\n"
-        "heavy = ('zeroclaw.control', 'zeroclaw.memory', 'lmdb', 'zeroclaw._error_codes')\n"
+        "heavy = ('zeroclaw.control', 'zeroclaw.memory', 'lmdb', 'zeroclaw._error_codes', "
+        "'prometheus_client')\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy or "
         "'.'.join(m.split('.')[:2]) in heavy))\n"
     )

@@ -26,6 +26,7 @@ from zeroclaw.control import (
     EventsFollow,
     EventsRecent,
     MemoryCommand,
+    Metrics,
     Reload,
     RouteProbe,
     Shutdown,
@@ -152,6 +153,7 @@ def test_every_request_type_reaches_its_handler(root: Path, daemons: DaemonFacto
         EventsRecent: (EventsRecent(), None),
         EventsFollow: (EventsFollow(kinds=("nope",)), "bad_request"),
         Reload: (Reload(), None),
+        Metrics: (Metrics(), None),
         Shutdown: (Shutdown(), None),  # last: it stops the daemon
     }
     assert set(samples) == set(REQUEST_TYPES)

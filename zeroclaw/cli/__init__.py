@@ -7,6 +7,7 @@ from . import discover_cmd as _discover_cmd  # noqa: F401  (registers `zeroclaw 
 from . import doctor_cmd as _doctor_cmd  # noqa: F401  (registers `zeroclaw doctor`)
 from . import events_cmd as _events_cmd  # noqa: F401  (registers `zeroclaw events`)
 from . import memory_cmd as _memory_cmd  # noqa: F401  (registers `zeroclaw memory`)
+from . import metrics_cmd as _metrics_cmd  # noqa: F401  (registers `zeroclaw metrics`)
 from . import route_cmd as _route_cmd  # noqa: F401  (registers `zeroclaw route`)
 from . import service_cmd as _service_cmd  # noqa: F401  (registers `zeroclaw service`)
 from . import subagents_cmd as _subagents_cmd  # noqa: F401  (subagents, dispatch, invocations)

@@ -8,6 +8,7 @@ entries (references, aliases, peer-group bindings, shared workspaces) live in
 from __future__ import annotations
 
 import codecs
+import ipaddress
 import os
 import re
 from pathlib import Path
@@ -116,6 +117,38 @@ class DaemonConfig(_Strict):
         description="Seconds the router waits for the destination's ack before refusing the "
         "message to its sender as 'timeout'.",
     )
+    metrics_allow_remote: bool = Field(
+        default=False,
+        description="Let `metrics_listen` name a non-loopback address; without it only "
+        "loopback (127.0.0.0/8, ::1, localhost) is accepted.",
+    )
+    metrics_listen: str | None = Field(
+        default=None,
+        description="host:port where the daemon serves Prometheus metrics over HTTP "
+        "(GET /metrics), e.g. '127.0.0.1:9464'; off when unset (`zeroclaw metrics` prints "
+        "them all the same). Loopback only unless metrics_allow_remote.",
+    )
+
+    @field_validator("metrics_listen")
+    @classmethod
+    def _metrics_host_port(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is None:
+            return None
+        host, sep, port = value.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError("must be 'host:port' with a port between 1 and 65535")
+        bare = host.removeprefix("[").removesuffix("]")
+        if bare != "localhost":
+            try:
+                loopback = ipaddress.ip_address(bare).is_loopback
+            except ValueError:  # a host name: it may resolve anywhere
+                loopback = False
+            if not loopback and not info.data.get("metrics_allow_remote", False):
+                raise ValueError(
+                    f"{value!r} is not a loopback address; metrics tell about every agent, "
+                    "so set metrics_allow_remote = true to serve them to other hosts"
+                )
+        return value
 
 
 # --------------------------------------------------------------------------- providers

@@ -27,6 +27,7 @@ from ._replies import (
     InvocationReply,
     InvocationsReply,
     InvocationStateName,
+    MetricsReply,
     ProbeReply,
     ReloadReply,
     RevisionsReply,
@@ -206,6 +207,12 @@ class EventsFollow(Request[EventsReply], tag="events.follow", frozen=True):
     follow: bool = True
 
 
+class Metrics(Request[MetricsReply], tag="metrics", frozen=True):
+    """The daemon's metrics, in the Prometheus text format (`zeroclaw metrics`)."""
+
+    reply_type = MetricsReply
+
+
 # --- sub-agents (`zeroclaw subagents`, `dispatch`, `invocations`) -------------------------
 
 
@@ -282,6 +289,7 @@ CoreRequest = (
     | Reload
     | Shutdown
     | EventsFollow
+    | Metrics
 )
 SubagentRequest = (
     SubagentsList

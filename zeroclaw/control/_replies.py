@@ -379,3 +379,9 @@ class InvocationEventsReply(msgspec.Struct, frozen=True):
     invocation_id: str
     events: list[InvocationEventInfo]
     state: InvocationStateName
+
+
+class MetricsReply(msgspec.Struct, frozen=True):
+    """The daemon's metrics in the Prometheus text format, exactly as /metrics serves them."""
+
+    text: str

@@ -82,6 +82,36 @@ class RegistrationDecided(_Event, tag="discovery.decided", frozen=True):
     shadowed_by: str = ""
 
 
+class AgentExited(_Event, tag="agent.exited", frozen=True):
+    """An agent's process ended. `cause` is a small fixed set (metrics label it by cause):
+    `stopped` (asked to stop), `signal` (killed by one it was not asked to take),
+    `config` (exit 78: cannot start as configured), `spawn_failed`, or `exit_status`
+    (it exited by itself); `exit` says how, for people."""
+
+    alias: str
+    cause: Literal["stopped", "signal", "config", "spawn_failed", "exit_status"]
+    exit: str = ""
+
+
+class TurnFinished(_Event, tag="turn.finished", frozen=True):
+    """A conversation turn ended, however: `outcome` is `ok`, `error` (the provider's),
+    `cancelled`, `refused`, `agent_down`, `overflow` or `abandoned` (its channel left
+    before the end); `duration_secs` from its opening to its end."""
+
+    agent: str
+    channel: str
+    outcome: str
+    duration_secs: float
+
+
+class InvocationFinished(_Event, tag="invocation.finished", frozen=True):
+    """A sub-agent invocation reached its terminal state; `code` is its error code."""
+
+    agent_id: str
+    state: str
+    code: str = ""
+
+
 Event = (
     AgentTransition
     | RouteRefused
@@ -89,6 +119,9 @@ Event = (
     | MemoryOperation
     | DiscoveryCompleted
     | RegistrationDecided
+    | AgentExited
+    | TurnFinished
+    | InvocationFinished
 )
 
 

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -118,6 +119,8 @@ class MemoryService:
         self.commits = 0
         self.committed_ops = 0
         self.growths = 0
+        # Commits by batch size (at most MAX_BATCH keys): read by metrics when scraped.
+        self.batch_sizes: Counter[int] = Counter()
 
     def scope_for(self, alias: str) -> Scope:
         return Scope(alias, self.grants.get(alias, frozenset()))
@@ -164,6 +167,7 @@ class MemoryService:
                 break
         self.commits += 1
         self.committed_ops += len(ops)
+        self.batch_sizes[len(ops)] += 1
         for pending in batch:
             pending.done.set()
 

@@ -33,6 +33,7 @@ import trio
 from jsonschema.exceptions import best_match
 
 from ..bus import Origin, Request, Response
+from ..events import EventSink, InvocationFinished
 from ..turns import (
     CatalogAnswer,
     CatalogEntry,
@@ -270,8 +271,10 @@ class DispatchService:
         runtimes: RuntimeHost,
         *,
         max_frame: Callable[[], int] = lambda: 1 << 20,
+        events: EventSink | None = None,
     ) -> None:
         self.registry = registry
+        self.events = events  # each invocation's terminal state is published here
         self.store = store
         self.turns = turns
         self.runtimes = runtimes
@@ -497,6 +500,10 @@ class DispatchService:
                 log.exception("sub-agent invocation %s could not be run or recorded", invocation.id)
                 final = await self._fail_internally(invocation, exc)
             live.final = final
+            if self.events is not None:
+                self.events.publish(
+                    InvocationFinished(final.agent_id, final.state, final.error_code or "")
+                )
             log.info(
                 "sub-agent invocation %s (%s by %s): %s%s",
                 final.id,

@@ -1,6 +1,6 @@
 """The supervisor's control commands: status, agents, agent start/stop/restart, reload,
-shutdown, recent and followed events, and the table's entries for chat. One class per command, built
-with what it needs; the daemon's composition root puts each in the command table
+shutdown, recent and followed events, metrics, and the table's entries for chat. One class
+per command, built with what it needs; the daemon's composition root puts each in the command table
 (`control.CommandTable`, ADR 0017)."""
 
 from __future__ import annotations
@@ -31,6 +31,8 @@ from ..control import (
     EventsRecent,
     EventsReply,
     Exchange,
+    Metrics,
+    MetricsReply,
     Reload,
     ReloadReply,
     Reply,
@@ -44,6 +46,7 @@ from ..events import EventSink, Published, Subscription
 from ..ops import KIND_NAMES, EventFilter, unknown_kinds
 
 if TYPE_CHECKING:
+    from .. import ops
     from ._chat import ChatService
     from ._supervisor import ReloadState, Supervisor
 
@@ -362,3 +365,13 @@ class NoChatTurnCommand:
 
     async def __call__(self, request: ChatCancel | ChatApproval, exchange: Exchange) -> Reply[Any]:
         return error_reply("bad_request", "no chat turn is running on this connection")
+
+
+class MetricsCommand:
+    """The daemon's metrics in the Prometheus text format, as `/metrics` serves them."""
+
+    def __init__(self, metrics: ops.Metrics) -> None:
+        self._metrics = metrics
+
+    async def __call__(self, request: Metrics, exchange: Exchange) -> Reply[MetricsReply]:
+        return Reply(ok=True, data=MetricsReply(self._metrics.render().decode()))

@@ -50,6 +50,7 @@ from ..control import (
     Shutdown,
     Status,
 )
+from ..control import Metrics as MetricsRequest
 from ..events import EventSink, ReloadApplied
 from ..memory import (
     MemoryControlCommand,
@@ -61,6 +62,7 @@ from ..memory import (
     StoreCorrupt,
     memory_grants,
 )
+from ..ops import Metrics, MetricsSources
 from ..subagents import (
     DispatchService,
     SubagentRegistry,
@@ -79,6 +81,7 @@ from ._commands import (
     ChatOpenCommand,
     EventsFollowCommand,
     EventsRecentCommand,
+    MetricsCommand,
     NoChatTurnCommand,
     ReloadCommand,
     ShutdownCommand,
@@ -267,23 +270,27 @@ async def _main(
         )
         # One turn service for every way a conversation comes in (the CLI today, channels
         # next), and for the sub-agent runtimes' invocations.
-        turns = TurnService(router)
+        turns = TurnService(router, events=events)
         dispatch = DispatchService(
             registry,
             subagent_store,
             turns,
             supervisor,
             max_frame=lambda: supervisor.config.daemon.max_frame_bytes,
+            events=events,
         )
         hooks.bind(supervisor, turns, dispatch)
         # Webhook and serial channels: inbound messages routed from the config, their turns
         # through the same turn service (issue 13).
         channels = ChannelSupervisor(ChannelHost(turns, lambda: router.policy))
+        # Subscribed to the sink from here on: every event of the daemon's life is counted.
+        metrics = Metrics(daemon_metrics_sources(supervisor, channels), events)
         return await _serve(
             supervisor,
             ChatService(turns),
             dispatch,
             channels,
+            metrics,
             notifier,
             control_listener,
             idle_timeout,
@@ -328,6 +335,18 @@ class DaemonHooks:
         return self.dispatch.serve(sender, request)
 
 
+def daemon_metrics_sources(supervisor: Supervisor, channels: ChannelSupervisor) -> MetricsSources:
+    """The counters the daemon's components keep, read when metrics are scraped."""
+    return MetricsSources(
+        agent_states=supervisor.counts,
+        router=supervisor.router.stats,
+        channels_delivered=lambda: channels.host.delivered,
+        channels_refused=lambda: channels.host.refused,
+        memory_batches=lambda: supervisor.memory.batch_sizes,
+        memory_growths=lambda: supervisor.memory.growths,
+    )
+
+
 def memory_service(memory: MemoryService) -> ServiceHandler:
     """Agents reach memory through the router; the router says who is asking."""
 
@@ -347,6 +366,7 @@ async def _serve(
     chat: ChatService,
     dispatch: DispatchService,
     channels: ChannelSupervisor,
+    metrics: Metrics,
     notifier: Notifier,
     control_listener: socket.socket,
     idle_timeout: float,
@@ -354,6 +374,9 @@ async def _serve(
     paths = supervisor.paths
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_run_zygote_reader, supervisor, nursery)
+        nursery.start_soon(metrics.run)
+        listen = lambda: supervisor.config.daemon.metrics_listen  # noqa: E731
+        nursery.start_soon(metrics.keep_listener, listen, supervisor.events)
         control: ControlServer | None = None
 
         def control_stats() -> ControlStats | None:
@@ -361,7 +384,9 @@ async def _serve(
 
         control = ControlServer(
             control_listener,
-            _command_table(supervisor, chat, dispatch, channels, nursery, control_stats).dispatch,
+            _command_table(
+                supervisor, chat, dispatch, channels, metrics, nursery, control_stats
+            ).dispatch,
             zygote_pid=supervisor.zygote.pid,
             idle_timeout=idle_timeout,
         )
@@ -461,6 +486,7 @@ def _command_table(
     chat: ChatService,
     dispatch: DispatchService,
     channels: ChannelSupervisor,
+    metrics: Metrics,
     nursery: trio.Nursery,
     control_stats: Callable[[], ControlStats | None],
 ) -> CommandTable:
@@ -482,5 +508,6 @@ def _command_table(
     table.register(Reload, ReloadCommand(supervisor, nursery))
     table.register(Shutdown, ShutdownCommand(supervisor))
     table.register(EventsFollow, EventsFollowCommand(supervisor.events))
+    table.register(MetricsRequest, MetricsCommand(metrics))
     register_subagent_commands(table, dispatch)
     return table.require((*REQUEST_TYPES, *SUBAGENT_REQUEST_TYPES))

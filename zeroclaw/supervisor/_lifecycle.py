@@ -91,6 +91,25 @@ class Transition:
     failures_in_window: int = 0
 
 
+ExitCause = Literal["stopped", "signal", "config", "spawn_failed", "exit_status"]
+
+
+def exit_cause(t: Transition) -> ExitCause | None:
+    """Why the process of a transition ended, as a small fixed set (metrics count exits by
+    it); None when the transition is not an exit."""
+    if t.exit is None:
+        return None
+    if t.new == State.STOPPED:
+        return "stopped"
+    if t.exit is SPAWN_FAILED:
+        return "spawn_failed"
+    if t.exit.code == EX_CONFIG:
+        return "config"
+    if t.exit.signal is not None:
+        return "signal"
+    return "exit_status"
+
+
 @dataclass(frozen=True, slots=True)
 class StartProcess:
     """Spawn a process for the start just made; report `process_spawned` or `spawn_failed`."""

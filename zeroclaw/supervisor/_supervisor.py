@@ -33,10 +33,10 @@ from ..control import (
     ReloadStatus,
     StatusReply,
 )
-from ..events import AgentTransition, EventSink, ReloadApplied
+from ..events import AgentExited, AgentTransition, EventSink, ReloadApplied
 from ..memory import MemoryService, memory_grants
 from ..subagents import LoadedRevision, SubagentRegistry
-from ._lifecycle import ExitStatus, State, Transition
+from ._lifecycle import ExitStatus, State, Transition, exit_cause
 from ._notify import Notifier
 from ._reload import RELOAD_CONCURRENCY, ReloadPlan, plan_reload, reload_deadline
 from ._runner import AgentRunner, Command, ProcessExited, ProcessReady, Reconfigure
@@ -164,6 +164,8 @@ class Supervisor:
         if t.new == State.FATAL:
             self.router.start_failed(t.alias, "the agent is fatal")
         self.events.publish(AgentTransition(t.alias, t.old.value, t.new.value, t.reason))
+        if t.exit is not None and (cause := exit_cause(t)) is not None:
+            self.events.publish(AgentExited(t.alias, cause, t.exit.describe()))
         fields: dict[str, Any] = {
             "alias": t.alias,
             "from_state": t.old.value,

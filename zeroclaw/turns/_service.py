@@ -29,6 +29,7 @@ import msgspec
 import trio
 
 from ..bus import DAEMON_SENDER, Message, Origin, RefusalCode, Request, Response
+from ..events import EventSink, TurnFinished
 from ._events import ApprovalAsked, TurnDone
 from ._outcomes import (
     TERMINAL,
@@ -57,6 +58,19 @@ MAX_BUFFERED_EVENTS = 10_000  # events of one turn waiting for its reader before
 MAX_APPROVAL_TEXT = 500  # characters of an approval question shown to whoever answers
 
 
+def turn_outcome(event: ServiceEvent) -> str:
+    """A terminal event as the small fixed set of outcomes a finished turn is counted by."""
+    if isinstance(event, TurnDone):
+        return "cancelled" if event.cancelled else "error" if event.error is not None else "ok"
+    if isinstance(event, TurnRefused):
+        return "refused"
+    if isinstance(event, AgentDown):
+        return "agent_down"
+    if isinstance(event, TurnOverflow):
+        return "overflow"
+    return "cancelled"
+
+
 class Turn:
     """One open turn, as its channel sees it."""
 
@@ -77,6 +91,7 @@ class Turn:
         self._cancel_sent = False
         self._cancel_deadline = math.inf
         self._waiting: trio.CancelScope | None = None
+        self.outcome = "abandoned"  # until its terminal event is read
 
     @property
     def pending_approvals(self) -> tuple[str, ...]:
@@ -178,6 +193,7 @@ class _Events:
                 turn._waiting = None
         if isinstance(event, TERMINAL):
             turn._finished = True
+            turn.outcome = turn_outcome(event)
         return event
 
 
@@ -188,8 +204,10 @@ class TurnService:
         *,
         cancel_grace: float = CANCEL_GRACE_SECS,
         max_buffered: int = MAX_BUFFERED_EVENTS,
+        events: EventSink | None = None,
     ) -> None:
         self.router = router
+        self.events = events  # each finished turn is published here (TurnFinished)
         self.cancel_grace = cancel_grace
         self.max_buffered = max_buffered
         self.turns: dict[str, Turn] = {}
@@ -223,6 +241,7 @@ class TurnService:
     ) -> AsyncIterator[Turn]:
         """`input`: a sub-agent invocation's structured input (TurnInput.input)."""
         turn_id = f"{self._prefix}-{next(self._ids)}"
+        opened = trio.current_time()
         turn = self.turns[turn_id] = Turn(self, turn_id, agent, origin, limit=self.max_buffered)
         try:
             if (refusal := self.check_agent(agent)) is not None:
@@ -247,6 +266,15 @@ class TurnService:
         finally:
             del self.turns[turn_id]
             turn._close()
+            if self.events is not None:
+                self.events.publish(
+                    TurnFinished(
+                        agent,
+                        origin.channel,
+                        turn.outcome,
+                        round(trio.current_time() - opened, 6),
+                    )
+                )
 
     # --- the router's side ------------------------------------------------------------------
 
