@@ -147,3 +147,29 @@ def test_json_is_the_published_item_with_its_kind() -> None:
         "at": item.at,
         "event": {"kind": "memory", "agent": "beta", "op": "purge"},
     }
+
+
+def test_every_kind_has_words_not_a_field_dump() -> None:
+    from zeroclaw.events import (
+        AgentExited,
+        DiscoveryCompleted,
+        InvocationFinished,
+        RegistrationDecided,
+        TurnFinished,
+    )
+    from zeroclaw.ops._event_filter import describe
+
+    assert describe(AgentExited("alpha", "signal", "killed by signal 9")) == (
+        "alpha exited (signal): killed by signal 9"
+    )
+    assert describe(TurnFinished("alpha", "cli.local", "ok", 0.25)) == (
+        "alpha turn on cli.local: ok in 0.25s"
+    )
+    assert describe(InvocationFinished("summarizer", "failed", "subagent_timed_out")) == (
+        "summarizer failed: subagent_timed_out"
+    )
+    assert describe(DiscoveryCompleted(3, 1, 1, 1, 0, added=("cli_adapter:x",))) == (
+        "3 found: 1 registered, 1 rejected, 1 shown only, 0 shadowed; added cli_adapter:x"
+    )
+    decided = RegistrationDecided("cli_adapter:x", "rejected", "capability_unknown", "x")
+    assert describe(decided) == "cli_adapter:x rejected (capability_unknown)"

@@ -14,11 +14,23 @@ from typing import Any, get_args
 
 import msgspec
 
-from ..events import AgentTransition, Event, MemoryOperation, Published, ReloadApplied, RouteRefused
+from ..events import (
+    AgentExited,
+    AgentTransition,
+    DiscoveryCompleted,
+    Event,
+    InvocationFinished,
+    MemoryOperation,
+    Published,
+    RegistrationDecided,
+    ReloadApplied,
+    RouteRefused,
+    TurnFinished,
+)
 
 # The fields that name an agent in some event kind. A new kind that names its agent in a
 # field of one of these names is matched by `--agent` without an edit here.
-AGENT_FIELDS = ("alias", "agent", "sender", "to", "added", "removed", "changed")
+AGENT_FIELDS = ("alias", "agent", "agent_id", "sender", "to", "added", "removed", "changed")
 
 
 def _tag(cls: type[Any]) -> str:
@@ -115,6 +127,33 @@ def describe(event: Event) -> str:
     if isinstance(event, MemoryOperation):
         outcome = "ok" if event.ok else f"failed: {event.code or 'error'}"
         return f"{event.agent} {event.op} {outcome}"
+    if isinstance(event, AgentExited):
+        return f"{event.alias} exited ({event.cause})" + (f": {event.exit}" if event.exit else "")
+    if isinstance(event, TurnFinished):
+        return (
+            f"{event.agent} turn on {event.channel or 'cli'}: {event.outcome} "
+            f"in {event.duration_secs:.3g}s"
+        )
+    if isinstance(event, InvocationFinished):
+        return f"{event.agent_id} {event.state}" + (f": {event.code}" if event.code else "")
+    if isinstance(event, DiscoveryCompleted):
+        text = (
+            f"{event.found} found: {event.registered} registered, {event.rejected} rejected, "
+            f"{event.display_only} shown only, {event.shadowed} shadowed"
+        )
+        for label, keys in (
+            ("added", event.added),
+            ("removed", event.removed),
+            ("kept last good", event.kept_last_good),
+            ("degraded", event.degraded),
+            ("timed out", event.timed_out),
+        ):
+            if keys:
+                text += f"; {label} {', '.join(keys)}"
+        return text
+    if isinstance(event, RegistrationDecided):
+        text = f"{event.key} {event.action} ({event.reason})"
+        return f"{text}, shadowed by {event.shadowed_by}" if event.shadowed_by else text
     return _generic(event)
 
 
