@@ -47,6 +47,8 @@ from ._report import AuditRow, Check, audit_rows, discovery_checks
 from ._run import CacheLocked, Outcome, discover
 from ._scan import Entry, Snapshot, SourceReport, decision_policy, scan
 from ._schemas import SCHEMAS
+from ._service import DiscoveryService
+from ._watch import Debounce
 
 __all__ = [
     "REDACTED",
@@ -66,12 +68,14 @@ __all__ = [
     "Check",
     "ClassifiedBy",
     "CommandCandidate",
+    "Debounce",
     "DecisionPolicy",
     "DeviceState",
     "Diagnostic",
     "DiscoveredItem",
     "DiscoveryCache",
     "DiscoveryErrorKind",
+    "DiscoveryService",
     "Entry",
     "Found",
     "Health",
