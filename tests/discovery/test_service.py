@@ -12,11 +12,12 @@ import pytest
 import trio
 
 from tests.discovery.helpers import Project
+from zeroclaw._process import ProcessOutcome
 from zeroclaw.bus import Request
 from zeroclaw.config import load_config
-from zeroclaw.discovery import Debounce, DiscoveryService
+from zeroclaw.discovery import AdapterRun, Debounce, DiscoveryService
 from zeroclaw.events import DiscoveryCompleted, EventSink, RegistrationDecided
-from zeroclaw.turns import AdapterLease
+from zeroclaw.turns import AdapterAdmission, AdapterResult
 
 
 def test_debounce_waits_for_quiet_then_fires_once() -> None:
@@ -64,10 +65,29 @@ def project(tmp_path: Path) -> Project:
     return project
 
 
-def service(project: Project) -> tuple[DiscoveryService, EventSink]:
+class Runner:
+    """Stands in for the daemon's runner: records each run; `gate` holds a run in flight."""
+
+    def __init__(self) -> None:
+        self.runs: list[tuple[str, AdapterRun]] = []
+        self.gate: trio.Event | None = None
+        self.started = trio.Event()
+
+    async def __call__(self, agent: str, run: AdapterRun, /) -> ProcessOutcome | str:
+        self.runs.append((agent, run))
+        self.started.set()
+        if self.gate is not None:
+            await self.gate.wait()
+        return ProcessOutcome(0, f"ran {' '.join(run.argv[1:])}", False, False)
+
+
+def service(project: Project, runner: Runner | None = None) -> tuple[DiscoveryService, EventSink]:
     events = EventSink()
     config = load_config(project.config_path)
-    return DiscoveryService(config, project.config_path, events, project.env()), events
+    svc = DiscoveryService(
+        config, project.config_path, events, project.env(), runner=runner or Runner()
+    )
+    return svc, events
 
 
 def request(op: str, **body: Any) -> Request:
@@ -83,64 +103,74 @@ async def test_a_rescan_swaps_the_registry_and_publishes_what_changed(project: P
     decided = {p.event.key for p in events.recent() if isinstance(p.event, RegistrationDecided)}
     assert {"cli_adapter:rev", "agent:alpha"} <= decided
     assert not any(k.startswith("capability:chat") for k in decided)  # builtins stay quiet
-    events_before = events.last_seq
+    seq = events.last_seq
     await svc.rescan()  # nothing changed: only the summary
-    assert [type(p.event) for p in events.recent()[events_before - events.last_seq :]] == [
-        DiscoveryCompleted
-    ]
+    assert [type(p.event) for p in events.recent() if p.seq > seq] == [DiscoveryCompleted]
 
 
-async def test_the_adapter_service_admits_by_grant_profile_and_side_effect(
-    project: Project,
-) -> None:
+async def test_admission_goes_by_grant_profile_and_side_effect(project: Project) -> None:
     svc, _ = service(project)
     await svc.rescan()
     ok = await svc.serve("alpha", request("admit", adapter="rev"))
     assert ok.ok, ok
-    lease = msgspec.convert(ok.body, AdapterLease)
-    assert (lease.capability, lease.needs_approval, lease.args) == (
-        "code.review",
-        False,
-        ("review",),
-    )
-    assert lease.command.endswith("/codex")
-    asks = msgspec.convert(
-        (await svc.serve("alpha", request("admit", adapter="gen"))).body, AdapterLease
-    )
-    assert asks.needs_approval and asks.side_effect == "writes_workspace"
-    refused = await svc.serve("reader", request("admit", adapter="gen"))
-    assert (refused.ok, refused.error) == (False, "read_only_profile")
-    assert (
-        await svc.serve("nobody", request("admit", adapter="rev"))
-    ).error == "adapter_not_granted"
-    assert (
-        await svc.serve("sub:x@1", request("admit", adapter="rev"))
-    ).error == "adapter_not_granted"
-    assert (
-        await svc.serve("alpha", request("admit", adapter="nope"))
-    ).error == "adapter_not_granted"
-    assert svc.leases() == 2
+    admission = msgspec.convert(ok.body, AdapterAdmission)
+    assert (admission.capability, admission.needs_approval) == ("code.review", False)
+    assert admission.command.endswith("/codex")
+    asks = await svc.serve("alpha", request("admit", adapter="gen"))
+    assert msgspec.convert(asks.body, AdapterAdmission).needs_approval
+    for sender, adapter, code in (
+        ("reader", "gen", "read_only_profile"),
+        ("nobody", "rev", "adapter_not_granted"),
+        ("sub:x@1", "rev", "adapter_not_granted"),
+        ("alpha", "nope", "adapter_not_granted"),
+    ):
+        refused = await svc.serve(sender, request("admit", adapter=adapter))
+        assert (refused.ok, refused.error) == (False, code), (sender, adapter)
 
 
-async def test_leases_are_released_by_their_holder_or_when_its_process_is_gone(
+async def test_invoke_admits_again_and_runs_the_program_with_the_input_last(
     project: Project,
 ) -> None:
-    svc, _ = service(project)
+    runner = Runner()
+    svc, _ = service(project, runner)
     await svc.rescan()
-    first = msgspec.convert(
-        (await svc.serve("alpha", request("admit", adapter="rev"))).body, AdapterLease
-    )
-    await svc.serve("alpha", request("admit", adapter="rev"))
-    other = await svc.serve("reader", request("release", lease=first.lease))
-    assert other.error == "bad_request"  # not theirs
-    assert (await svc.serve("alpha", request("release", lease=first.lease))).ok
-    assert svc.registry.inflight["rev"] == 1
-    (project.root / "adapters" / "rev.yaml").unlink()
-    change = await svc.rescan()
-    assert change is not None and change.draining == ("rev",)
-    assert (await svc.serve("alpha", request("admit", adapter="rev"))).error == "adapter_not_found"
-    svc.agent_down("alpha")
-    assert svc.leases() == 0 and not svc.registry.draining
+    done = await svc.serve("alpha", request("invoke", adapter="rev", input="main.py"))
+    result = msgspec.convert(done.body, AdapterResult)
+    assert (result.exit_code, result.output) == (0, "ran review main.py")
+    [(agent, run)] = runner.runs
+    assert agent == "alpha" and run.argv[0].endswith("/codex")
+    unapproved = await svc.serve("alpha", request("invoke", adapter="gen", input="x"))
+    assert unapproved.error == "approval_denied"
+    approved = await svc.serve("alpha", request("invoke", adapter="gen", input="x", approved=True))
+    assert approved.ok
+    readonly = await svc.serve("reader", request("invoke", adapter="gen", input="x", approved=True))
+    assert readonly.error == "read_only_profile"  # an approval never widens a profile
+    assert len(runner.runs) == 2
+
+
+async def test_a_removed_adapter_drains_the_call_in_flight_and_takes_no_new_one(
+    project: Project,
+) -> None:
+    runner = Runner()
+    runner.gate = trio.Event()
+    svc, _ = service(project, runner)
+    await svc.rescan()
+    async with trio.open_nursery() as nursery:
+        answers: list[Any] = []
+
+        async def call() -> None:
+            answers.append(await svc.serve("alpha", request("invoke", adapter="rev", input="x")))
+
+        nursery.start_soon(call)
+        await runner.started.wait()
+        (project.root / "adapters" / "rev.yaml").unlink()
+        change = await svc.rescan()
+        assert change is not None and change.draining == ("rev",)
+        refused = await svc.serve("alpha", request("invoke", adapter="rev", input="y"))
+        assert refused.error == "adapter_not_found"
+        runner.gate.set()
+    assert answers[0].ok
+    assert not svc.registry.draining and not svc.registry.inflight
 
 
 async def test_a_broken_edit_keeps_the_last_good_adapter(project: Project) -> None:

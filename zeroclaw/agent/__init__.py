@@ -23,8 +23,8 @@ from ._link import (
     decode_link,
     encode_link,
 )
-from ._process import LinkSender, agent_main, say_fatal, serve_agent
-from ._spec import AgentSpec, RiskSpec, RuntimeSpec, SubagentRuntime
+from ._process import LinkSender, agent_main, command_home_root, say_fatal, serve_agent
+from ._spec import AgentSpec, RiskSpec, RuntimeSpec, SubagentRuntime, path_rules
 from ._turn import TurnEngine
 
 if TYPE_CHECKING:
@@ -56,8 +56,10 @@ __all__ = [
     "SubagentRuntime",
     "TurnEngine",
     "agent_main",
+    "command_home_root",
     "decode_link",
     "encode_link",
+    "path_rules",
     "say_fatal",
     "serve_agent",
 ]

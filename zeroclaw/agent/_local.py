@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from ..memory import MemoryService, MemoryServiceError
 from ..tools import ToolResult, as_tool_error
-from ..turns import CatalogCall, DispatchCall
+from ..turns import AdapterCall, AdapterInvoke, CatalogCall, DispatchCall
 from ._turn import render_memory
 
 
@@ -32,4 +32,12 @@ class LocalReach:
         return ToolResult.refused(
             "unavailable",
             "running in-process without a daemon: sub-agents run only through the daemon",
+        )
+
+    async def adapter(
+        self, op: Literal["admit", "invoke"], body: AdapterCall | AdapterInvoke
+    ) -> ToolResult:
+        return ToolResult.refused(
+            "unavailable",
+            "running in-process without a daemon: adapters are admitted only by the daemon",
         )

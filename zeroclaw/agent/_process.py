@@ -79,12 +79,18 @@ BusHook = Callable[[AgentBus, trio.Nursery, LinkSender], None]
 
 def toolset_for(spec: AgentSpec) -> Toolset:
     """The tools of this agent's chat: every built-in one, `agent_catalog`/`agent_dispatch`
-    when some sub-agent lets it call (or it has facades), and one tool per facade. A peer's
+    when some sub-agent lets it call (or it has facades), one tool per facade, and
+    `invoke_adapter` when its config lists adapters. A peer's
     turn gets the part of it named in `peer_tools` (the engine does that). A sub-agent
     runtime never dispatches (issue 12: no nesting), whatever its spec says."""
     if spec.subagent is not None:
         return DEFAULT_TOOLSET
-    return agent_toolset(DEFAULT_TOOLSET, dispatch_tools=spec.dispatch_tools, facades=spec.facades)
+    return agent_toolset(
+        DEFAULT_TOOLSET,
+        dispatch_tools=spec.dispatch_tools,
+        facades=spec.facades,
+        adapters=bool(spec.adapters),
+    )
 
 
 def say_fatal(link_fd: int, reason: str) -> None:

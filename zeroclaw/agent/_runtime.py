@@ -35,8 +35,13 @@ from ..bus import (
 )
 from ..tools import Approver, ToolResult, as_tool_error
 from ..turns import (
+    ADAPTER_SERVICE,
     SUBAGENT_SERVICE,
     TURN_SERVICE,
+    AdapterAdmission,
+    AdapterCall,
+    AdapterInvoke,
+    AdapterResult,
     AgentTurnEvent,
     ApprovalAnswer,
     ApprovalQuestion,
@@ -64,6 +69,8 @@ PEER_BACKLOG = 32  # asks waiting for a turn; beyond that a peer is told "busy" 
 # for many minutes, and bounded so a lost answer cannot hold a turn forever.
 DISPATCH_WAIT_SECS = 3600.0
 CATALOG_WAIT_SECS = 30.0
+ADMIT_WAIT_SECS = 30.0
+ADAPTER_WAIT_SECS = 3600.0  # an invoke answers when the program ended (its own timeout)
 BodyT = TypeVar("BodyT", TurnInput, TurnCancel, PeerQuestion, PeerAnswer)
 
 
@@ -128,6 +135,24 @@ class BusReach:
             answer = msgspec.convert(response.body, kind)
         except msgspec.ValidationError as exc:
             return ToolResult.refused("malformed", f"the sub-agent service's answer: {exc}")
+        return ToolResult(True, data=msgspec.to_builtins(answer))
+
+    async def adapter(
+        self, op: Literal["admit", "invoke"], body: AdapterCall | AdapterInvoke
+    ) -> ToolResult:
+        """A request to the daemon's adapter service; the router stamps who asks."""
+        wait = ADAPTER_WAIT_SECS if op == "invoke" else ADMIT_WAIT_SECS
+        response = await self.bus.request(ADAPTER_SERVICE, op, body, wait_secs=wait)
+        if not response.ok:
+            code = as_tool_error(response.error, "unavailable")
+            return ToolResult.refused(code, response.detail or (response.error or ""))
+        kind: type[AdapterAdmission | AdapterResult] = (
+            AdapterResult if op == "invoke" else AdapterAdmission
+        )
+        try:
+            answer = msgspec.convert(response.body, kind)
+        except msgspec.ValidationError as exc:
+            return ToolResult.refused("malformed", f"the adapter service's answer: {exc}")
         return ToolResult(True, data=msgspec.to_builtins(answer))
 
     def on_question_refused(self, outcome: Outcome) -> None:

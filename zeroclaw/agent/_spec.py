@@ -10,7 +10,7 @@ from typing import Literal
 
 import msgspec
 
-from ..policy import GrantMode
+from ..policy import GrantMode, PathRules, rules_for
 from ..providers import ProviderSpec
 
 
@@ -90,5 +90,23 @@ class AgentSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     # agent to the sub-agent id it dispatches to.
     dispatch_tools: bool = False
     facades: dict[str, str] = msgspec.field(default_factory=dict)
+    # Discovered adapters this agent may call with invoke_adapter (issue 15); the daemon
+    # admits each call again.
+    adapters: tuple[str, ...] = ()
     # Set only for a sub-agent revision's runtime process (its alias is its bus identity).
     subagent: SubagentRuntime | None = None
+
+
+def path_rules(spec: AgentSpec, other_workspaces: tuple[str, ...] | None = None) -> PathRules:
+    """The agent's path rules, as its tools apply them (and as the daemon builds the sandbox
+    of an adapter it runs for the agent). `other_workspaces`: a reload's newer list."""
+    risk = spec.risk
+    return rules_for(
+        spec.workspace,
+        workspace_only=risk.workspace_only,
+        may_write=risk.may_act,
+        forbidden=risk.forbidden_paths,
+        grants=[(alias, path, mode) for alias, (path, mode) in spec.access.items()],
+        other_workspaces=spec.other_workspaces if other_workspaces is None else other_workspaces,
+        protected=spec.protected_paths,
+    )

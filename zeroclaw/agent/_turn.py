@@ -21,7 +21,7 @@ from typing import Any
 import msgspec
 import trio
 
-from ..policy import abi_version, rules_for
+from ..policy import abi_version
 from ..providers import (
     Conversation,
     HistoryTurn,
@@ -45,7 +45,7 @@ from ..tools import (
     ask_approval,
 )
 from ..turns import Delta, ToolCallRecord, ToolUsed
-from ._spec import AgentSpec
+from ._spec import AgentSpec, path_rules
 
 log = logging.getLogger("zeroclaw.agent")
 
@@ -151,16 +151,7 @@ class TurnEngine:
 
     def set_other_workspaces(self, other_workspaces: Sequence[str]) -> None:
         """The path rules, rebuilt when a reload changed the other agents' workspaces."""
-        risk = self.spec.risk
-        self.rules = rules_for(
-            self.spec.workspace,
-            workspace_only=risk.workspace_only,
-            may_write=risk.may_act,
-            forbidden=risk.forbidden_paths,
-            grants=[(alias, path, mode) for alias, (path, mode) in self.spec.access.items()],
-            other_workspaces=other_workspaces,
-            protected=self.spec.protected_paths,
-        )
+        self.rules = path_rules(self.spec, tuple(other_workspaces))
 
     async def run_turn(
         self,

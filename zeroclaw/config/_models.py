@@ -464,6 +464,10 @@ ToolName = Literal[
 # The sub-agent tools (zeroclaw.tools.DISPATCH_TOOL_NAMES; a test keeps them in step): an
 # agent has them when a sub-agent lets it call, or when it has facades (issue 12).
 DispatchToolName = Literal["agent_catalog", "agent_dispatch"]
+# The discovered-adapter tool (zeroclaw.tools.ADAPTER_TOOL): an agent has it when its
+# `adapters` lists any (issue 15).
+ADAPTER_TOOL_NAME = "invoke_adapter"
+ADAPTER_ID_SYNTAX = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 
 
 class AgentConfig(_Strict):
@@ -517,6 +521,19 @@ class AgentConfig(_Strict):
     @classmethod
     def _distinct_tools(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         repeated = sorted({t for t in value if value.count(t) > 1})
+        if repeated:
+            raise ValueError(f"listed more than once: {', '.join(repeated)}")
+        return value
+
+    @field_validator("adapters")
+    @classmethod
+    def _adapter_ids(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for ident in value:
+            if not ADAPTER_ID_SYNTAX.match(ident):
+                raise ValueError(
+                    f"{ident!r} is not an adapter id (lowercase letters, digits, '.', '_', '-')"
+                )
+        repeated = sorted({a for a in value if value.count(a) > 1})
         if repeated:
             raise ValueError(f"listed more than once: {', '.join(repeated)}")
         return value

@@ -17,7 +17,14 @@ from typing import Any, get_args
 from urllib.parse import urlsplit
 
 from ._errors import ConfigIssue, did_you_mean
-from ._models import ChannelsTable, Config, DispatchToolName, ProvidersTable, ToolName
+from ._models import (
+    ADAPTER_TOOL_NAME,
+    ChannelsTable,
+    Config,
+    DispatchToolName,
+    ProvidersTable,
+    ToolName,
+)
 from ._resolve import (
     RESERVED_ALIASES,
     channel_matches,
@@ -223,7 +230,7 @@ def rule_facades(
     """A facade is a tool name no other tool has, naming a well-formed sub-agent id. Whether
     that sub-agent exists is the bundles' business (not config): a dispatch to an unknown
     id is refused as `subagent_not_found` when it is made."""
-    taken = BUILTIN_TOOLS | DISPATCH_TOOLS
+    taken = BUILTIN_TOOLS | DISPATCH_TOOLS | {ADAPTER_TOOL_NAME}
     for alias, agent in sorted(config.agents.items()):
         for name, target in sorted(agent.facades.items()):
             key = ("agents", alias, "facades", name)
@@ -234,7 +241,13 @@ def rule_facades(
                     "first, then lowercase letters, digits or '_', at most 64 chars)",
                 )
             elif name in taken:
-                what = "a sub-agent tool" if name in DISPATCH_TOOLS else "a built-in tool"
+                what = (
+                    "a sub-agent tool"
+                    if name in DISPATCH_TOOLS
+                    else "the adapter tool"
+                    if name == ADAPTER_TOOL_NAME
+                    else "a built-in tool"
+                )
                 yield ConfigIssue(
                     key, f"{name!r} is already {what}; give the facade another tool name"
                 )
@@ -249,10 +262,11 @@ def rule_facades(
 def rule_peer_tools(
     config: Config, declared: Declared, env: Mapping[str, str]
 ) -> Iterator[ConfigIssue]:
-    """peer_tools name tools this agent can have: a built-in one, a sub-agent tool, or one
-    of its own facades."""
+    """peer_tools name tools this agent can have: a built-in one, a sub-agent tool, one of
+    its own facades, or invoke_adapter when it lists adapters."""
     for alias, agent in sorted(config.agents.items()):
-        known = BUILTIN_TOOLS | DISPATCH_TOOLS | frozenset(agent.facades)
+        adapter_tool = {ADAPTER_TOOL_NAME} if agent.adapters else set()
+        known = BUILTIN_TOOLS | DISPATCH_TOOLS | frozenset(agent.facades) | adapter_tool
         for i, name in enumerate(agent.peer_tools):
             if name not in known:
                 yield ConfigIssue(

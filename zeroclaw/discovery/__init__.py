@@ -47,7 +47,7 @@ from ._report import AuditRow, Check, audit_rows, discovery_checks
 from ._run import CacheLocked, Outcome, discover
 from ._scan import Entry, Snapshot, SourceReport, decision_policy, scan
 from ._schemas import SCHEMAS
-from ._service import DiscoveryService
+from ._service import AdapterRun, AdapterRunner, DiscoveryService
 from ._watch import Debounce
 
 __all__ = [
@@ -59,6 +59,8 @@ __all__ = [
     "TARGETS",
     "AdapterRefusalCode",
     "AdapterRegistry",
+    "AdapterRun",
+    "AdapterRunner",
     "AuditRow",
     "CacheFile",
     "CacheLocked",

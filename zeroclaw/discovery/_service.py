@@ -5,28 +5,31 @@ change.
 A scan never delays the daemon: it runs in the daemon's nursery after READY, and a slow or
 failing source only shows in the events and the log. Registered is not authorised: every
 call is admitted against the caller's `[agents.<alias>] adapters`, its risk profile and the
-capability's side effect, and counted in flight until the agent releases it (or its process
-is gone), so a removed adapter drains instead of vanishing under a running call.
+capability's side effect (twice: when the agent asks, and again when it invokes after the
+operator's approval), and runs under the agent's own sandbox. It is counted in flight while
+it runs, so a removed adapter drains instead of vanishing under a running call.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import secrets
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import msgspec
 import trio
 
+from .._process import ProcessOutcome
 from ..bus import Request, Response
 from ..config import Config, daemon_paths, effective_risk_policy
 from ..events import DiscoveryCompleted, EventSink, RegistrationDecided
-from ..turns import AdapterCall, AdapterLease, LeaseRelease
+from ..turns import AdapterAdmission, AdapterCall, AdapterInvoke, AdapterResult
 from ._cache import fingerprints
 from ._context import scan_context
-from ._registry import AdapterRegistry, CallRefused, RegistryChange, admit_call
+from ._registry import AdapterRegistry, CallAllowed, CallRefused, RegistryChange, admit_call
 from ._run import Outcome, discover
 from ._scan import Snapshot
 from ._watch import Debounce
@@ -34,6 +37,29 @@ from ._watch import Debounce
 log = logging.getLogger("zeroclaw.discovery")
 
 DEFAULT_OUTPUT_BYTES = 64 * 1024
+DEFAULT_TIMEOUT_MS = 30_000
+
+
+@dataclass(frozen=True)
+class AdapterRun:
+    """One adapter program to run for an agent: the whole argv (the input last), the
+    environment variable names its manifest declares, its bounds."""
+
+    argv: tuple[str, ...]
+    env_names: tuple[str, ...]
+    timeout_secs: float
+    output_cap: int
+
+
+class AdapterRunner(Protocol):
+    """Runs `run` in `agent`'s workspace under that agent's sandbox (the daemon gives one
+    built from the agent's spec); the outcome, or why it never started."""
+
+    async def __call__(self, agent: str, run: AdapterRun, /) -> ProcessOutcome | str: ...
+
+
+async def _no_runner(agent: str, run: AdapterRun, /) -> ProcessOutcome | str:
+    return "no adapter runner in this process"
 WATCH_POLL_SECS = 1.0
 WATCHED_DIRS = ("adapters", "capabilities", "mcp")
 
@@ -45,6 +71,7 @@ class DiscoveryService:
         config_path: Path,
         events: EventSink,
         env: Mapping[str, str] | None = None,
+        runner: AdapterRunner = _no_runner,
     ) -> None:
         self.config = config
         self.config_path = config_path
@@ -52,7 +79,7 @@ class DiscoveryService:
         self.env = dict(os.environ if env is None else env)
         self.registry = AdapterRegistry()
         self.snapshot: Snapshot | None = None
-        self._leases: dict[str, tuple[str, str]] = {}  # lease -> (agent, adapter)
+        self.runner = runner
         self._lock = trio.Lock()  # one scan at a time
 
     def configure(self, config: Config) -> None:
@@ -174,14 +201,13 @@ class DiscoveryService:
         """`ADAPTER_SERVICE` requests; `sender` is the router's identity of the agent."""
         try:
             if request.op == "admit":
-                return self._admit(sender, request)
-            if request.op == "release":
-                release = msgspec.convert(request.body, LeaseRelease)
-                holder = self._leases.get(release.lease)
-                if holder is None or holder[0] != sender:
-                    return _error(request, "bad_request", "no such lease of yours")
-                self._release(release.lease)
-                return Response(id=request.id, ok=True)
+                call = msgspec.convert(request.body, AdapterCall)
+                verdict = self._admit(sender, call.adapter, call.capability)
+                if isinstance(verdict, CallRefused):
+                    return _error(request, verdict.code, verdict.message)
+                return Response(id=request.id, ok=True, body=_admission(verdict))
+            if request.op == "invoke":
+                return await self._invoke(sender, request)
             return _error(request, "bad_request", f"unknown op {request.op!r}")
         except msgspec.ValidationError as exc:
             return _error(request, "bad_request", str(exc))
@@ -189,58 +215,72 @@ class DiscoveryService:
             log.exception("adapter service failed a request of %s", sender)
             return _error(request, "internal_error", repr(exc))
 
-    def _admit(self, sender: str, request: Request) -> Response:
-        call = msgspec.convert(request.body, AdapterCall)
+    def _admit(
+        self, sender: str, adapter: str, capability: str | None
+    ) -> CallAllowed | CallRefused:
         agent = self.config.agents.get(sender)
         if agent is None or agent.risk_profile is None:
-            return _error(request, "adapter_not_granted", f"{sender} may call no adapter")
-        level = effective_risk_policy(self.config, sender, self.env).level
-        verdict = admit_call(
+            return CallRefused("adapter_not_granted", f"{sender} may call no adapter")
+        return admit_call(
             self.registry,
             agent=sender,
             granted=agent.adapters,
-            level=level,
-            adapter_id=call.adapter,
-            capability=call.capability,
+            level=effective_risk_policy(self.config, sender, self.env).level,
+            adapter_id=adapter,
+            capability=capability,
         )
+
+    async def _invoke(self, sender: str, request: Request) -> Response:
+        call = msgspec.convert(request.body, AdapterInvoke)
+        verdict = self._admit(sender, call.adapter, call.capability)
         if isinstance(verdict, CallRefused):
             return _error(request, verdict.code, verdict.message)
+        if verdict.needs_approval and not call.approved:
+            return _error(request, "approval_denied", "this call needs the operator's approval")
         adapter = self.registry.acquire(call.adapter)
-        if adapter is None:  # cannot happen after admit_call, but never hand out a ghost
+        if adapter is None:
             return _error(request, "adapter_not_found", f"{call.adapter!r} is gone")
-        lease = secrets.token_hex(8)
-        self._leases[lease] = (sender, call.adapter)
-        descriptor = self.registry.capabilities.get(verdict.capability)
-        item = adapter.item
-        timeout_ms = item.timeout_ms or (descriptor.default_timeout_ms if descriptor else 30_000)
+        try:
+            descriptor = self.registry.capabilities.get(verdict.capability)
+            item = adapter.item
+            timeout_ms = item.timeout_ms or (
+                descriptor.default_timeout_ms if descriptor else DEFAULT_TIMEOUT_MS
+            )
+            outcome = await self.runner(
+                sender,
+                AdapterRun(
+                    argv=(item.command, *item.args, call.input),
+                    env_names=item.env,
+                    timeout_secs=timeout_ms / 1000,
+                    output_cap=item.max_output_bytes or DEFAULT_OUTPUT_BYTES,
+                ),
+            )
+        finally:
+            self.registry.release(call.adapter)
+        if isinstance(outcome, str):  # it never ran: why
+            return _error(request, "exec_refused", outcome)
         return Response(
             id=request.id,
             ok=True,
-            body=AdapterLease(
-                lease=lease,
+            body=AdapterResult(
                 adapter=call.adapter,
                 capability=verdict.capability,
-                side_effect=verdict.side_effect,
-                needs_approval=verdict.needs_approval,
-                command=item.command,
-                args=item.args,
-                timeout_secs=timeout_ms / 1000,
-                max_output_bytes=item.max_output_bytes or DEFAULT_OUTPUT_BYTES,
+                exit_code=outcome.exit_code,
+                output=outcome.output,
+                truncated=outcome.truncated,
+                timed_out=outcome.timed_out,
             ),
         )
 
-    def _release(self, lease: str) -> None:
-        holder = self._leases.pop(lease, None)
-        if holder is not None:
-            self.registry.release(holder[1])
 
-    def agent_down(self, alias: str) -> None:
-        """The agent's process is gone: its calls are over."""
-        for lease in [k for k, (agent, _) in self._leases.items() if agent == alias]:
-            self._release(lease)
-
-    def leases(self) -> int:
-        return len(self._leases)
+def _admission(verdict: CallAllowed) -> AdapterAdmission:
+    return AdapterAdmission(
+        adapter=verdict.adapter.id,
+        capability=verdict.capability,
+        side_effect=verdict.side_effect,
+        needs_approval=verdict.needs_approval,
+        command=verdict.adapter.item.command,
+    )
 
 
 def _error(request: Request, code: str, detail: str) -> Response:

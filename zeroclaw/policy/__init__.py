@@ -1,6 +1,7 @@
 """What an agent's tools may do: path access and shell commands. Pure decisions."""
 
 from ._commands import INTERPRETERS, CommandDecision, PathCheck, Risk, decide_command, parse
+from ._interpreters import program_executables
 from ._landlock import (
     NOT_EXECUTABLE,
     SYSTEM_READ_ONLY,
@@ -54,6 +55,7 @@ __all__ = [
     "plan_command_sandbox",
     "plan_for",
     "plan_readonly",
+    "program_executables",
     "resolve_request",
     "rules_for",
     "sandbox_summary",

@@ -307,8 +307,10 @@ def plan_command_sandbox(
     devices: Iterable[str] = DEVICES_READ_WRITE,
     resolve: Resolver = os.path.realpath,
     listdir: Lister = list_entries,
+    workspace_writable: bool = True,
 ) -> SandboxPlan:
     """The ruleset of one shell command. Pure given `resolve` and `listdir`.
+    `workspace_writable=False`: a readonly agent's program (an adapter) only reads it.
 
     `executables` are the allowed binaries and their loaders; `excluded` are the agent's
     forbidden paths and the workspaces of other agents it has no grant on. Nothing but the
@@ -319,7 +321,7 @@ def plan_command_sandbox(
     def grant(path: str, rights: int) -> None:
         rules.extend(carve(resolve(path), rights, out, listdir))
 
-    grant(workspace, NOT_EXECUTABLE)
+    grant(workspace, NOT_EXECUTABLE if workspace_writable else READ)
     for path, mode in grants:
         grant(path, {"read": READ, "write": WRITE | READ_DIR, "read_write": READ | WRITE}[mode])
     for path in dict.fromkeys(resolve(p) for p in system):

@@ -15,6 +15,7 @@ runs without a model; anything else gets a plain answer from a few rules.
     history                 -> (no tool) what was said earlier in this session
     dispatch ID: TEXT       -> agent_dispatch (a sub-agent; issue 12)
     catalog                 -> agent_catalog
+    invoke ID [for CAP]: TEXT -> invoke_adapter (a discovered adapter; issue 15)
 
 After the tools ran, `reply()` turns their results into the answer.
 
@@ -76,6 +77,15 @@ _DISPATCH_RULES: tuple[tuple[re.Pattern[str], str, str], ...] = (
         "dispatch ID: TEXT",
     ),
     (re.compile(r"^catalog\s*$", re.I), "agent_catalog", "catalog"),
+    (
+        re.compile(
+            r"^invoke\s+(?P<id>[a-z0-9][a-z0-9._-]{0,63})"
+            r"(?:\s+for\s+(?P<cap>[a-z][a-z0-9_.-]{0,127}))?\s*:\s*(?P<text>.+)$",
+            re.S | re.I,
+        ),
+        "invoke_adapter",
+        "invoke ADAPTER [for CAPABILITY]: TEXT",
+    ),
 )
 DISPATCH_TOOLS: tuple[str, ...] = tuple(tool for _, tool, _ in _DISPATCH_RULES)
 
@@ -105,6 +115,11 @@ def parse(text: str) -> ToolCall | None:
         if (match := pattern.match(message)) is not None:
             if tool == "agent_catalog":
                 return ToolCall(tool, {})
+            if tool == "invoke_adapter":
+                args = {"adapter": match["id"].lower(), "input": match["text"].strip()}
+                if match["cap"]:
+                    args["capability"] = match["cap"]
+                return ToolCall(tool, args)
             return ToolCall(tool, {"agentId": match["id"].lower(), "task": match["text"].strip()})
     for pattern, tool, _ in _RULES:
         match = pattern.match(message)

@@ -51,6 +51,7 @@ from ..control import (
     Status,
 )
 from ..control import Metrics as MetricsRequest
+from ..discovery import DiscoveryService
 from ..events import EventSink, ReloadApplied
 from ..memory import (
     MemoryControlCommand,
@@ -71,7 +72,8 @@ from ..subagents import (
     SubagentStoreLocked,
     register_subagent_commands,
 )
-from ..turns import SUBAGENT_SERVICE, TURN_SERVICE, TurnService
+from ..turns import ADAPTER_SERVICE, SUBAGENT_SERVICE, TURN_SERVICE, TurnService
+from ._adapters import adapter_runner
 from ._chat import ChatService
 from ._commands import (
     AgentRestartCommand,
@@ -259,6 +261,7 @@ async def _main(
                 "memory": memory_service(memory),
                 TURN_SERVICE: hooks.turn_request,
                 SUBAGENT_SERVICE: hooks.subagent_request,
+                ADAPTER_SERVICE: hooks.adapter_request,
             },
             hooks=hooks,
             events=events,
@@ -279,7 +282,11 @@ async def _main(
             max_frame=lambda: supervisor.config.daemon.max_frame_bytes,
             events=events,
         )
-        hooks.bind(supervisor, turns, dispatch)
+        # Discovered adapters: scanned after start, admitted per call (issue 15).
+        discovery = DiscoveryService(
+            config, config_path, events, env, runner=adapter_runner(lambda: supervisor.specs, env)
+        )
+        hooks.bind(supervisor, turns, dispatch, discovery)
         # Webhook and serial channels: inbound messages routed from the config, their turns
         # through the same turn service (issue 13).
         channels = ChannelSupervisor(ChannelHost(turns, lambda: router.policy))
@@ -289,6 +296,7 @@ async def _main(
             supervisor,
             ChatService(turns),
             dispatch,
+            discovery,
             channels,
             metrics,
             notifier,
@@ -310,11 +318,19 @@ class DaemonHooks:
     supervisor: Supervisor
     turns: TurnService
     dispatch: DispatchService
+    discovery: DiscoveryService
 
-    def bind(self, supervisor: Supervisor, turns: TurnService, dispatch: DispatchService) -> None:
+    def bind(
+        self,
+        supervisor: Supervisor,
+        turns: TurnService,
+        dispatch: DispatchService,
+        discovery: DiscoveryService,
+    ) -> None:
         self.supervisor = supervisor
         self.turns = turns
         self.dispatch = dispatch
+        self.discovery = discovery
 
     def agent_hello(self, alias: str, pid: int) -> None:
         self.supervisor.agent_hello(alias, pid)
@@ -333,6 +349,9 @@ class DaemonHooks:
 
     def subagent_request(self, sender: str, request: BusRequest) -> Awaitable[Response]:
         return self.dispatch.serve(sender, request)
+
+    def adapter_request(self, sender: str, request: BusRequest) -> Awaitable[Response]:
+        return self.discovery.serve(sender, request)
 
 
 def daemon_metrics_sources(supervisor: Supervisor, channels: ChannelSupervisor) -> MetricsSources:
@@ -365,6 +384,7 @@ async def _serve(
     supervisor: Supervisor,
     chat: ChatService,
     dispatch: DispatchService,
+    discovery: DiscoveryService,
     channels: ChannelSupervisor,
     metrics: Metrics,
     notifier: Notifier,
@@ -410,6 +430,7 @@ async def _serve(
             await nursery.start(dispatch.run)
             await nursery.start(channels.run)
             nursery.start_soon(_keep_channels, supervisor, channels)
+            nursery.start_soon(_keep_discovery, supervisor, discovery)
             nursery.start_soon(_signals, signals, supervisor, nursery)
             await supervisor.shutdown_requested.wait()
             await supervisor.shutdown()
@@ -430,6 +451,29 @@ async def _keep_channels(supervisor: Supervisor, channels: ChannelSupervisor) ->
             if channel_settings(supervisor.config) != settings:
                 settings = channel_settings(supervisor.config)
                 channels.replace(channel_adapters(supervisor.config, supervisor.env))
+
+
+async def _keep_discovery(supervisor: Supervisor, discovery: DiscoveryService) -> None:
+    """Discovery's scans, none of which READY waits for: one after start (when
+    `scan_on_startup`), one after each applied reload, and one whenever the project
+    directories change. A failing scan is logged; the daemon goes on."""
+
+    async def rescan() -> None:
+        try:
+            await discovery.rescan()
+        except Exception:
+            log.exception("discovery: a scan failed")
+
+    with supervisor.events.subscribe() as reloads:
+        async with trio.open_nursery() as nursery:
+            if supervisor.config.discovery.scan_on_startup:
+                nursery.start_soon(rescan)
+            await nursery.start(discovery.watch)
+            async for published in reloads:
+                event = published.event
+                if isinstance(event, ReloadApplied) and event.outcome != "reload_failed":
+                    discovery.configure(supervisor.config)
+                    nursery.start_soon(rescan)
 
 
 def _idle_timeout(env: Mapping[str, str]) -> float:

@@ -173,6 +173,7 @@ def build_specs(
             peer_tools=agent.peer_tools,
             dispatch_tools=alias in dispatch_callers or bool(agent.facades),
             facades=dict(sorted(agent.facades.items())),
+            adapters=agent.adapters,
         )
     return specs
 

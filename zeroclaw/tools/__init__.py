@@ -5,6 +5,7 @@ runtime is given (`DEFAULT_TOOLSET`: every built-in tool; `agent_toolset` adds t
 sub-agent tools an agent's spec grants: `agent_catalog`, `agent_dispatch`, facades).
 """
 
+from ._adapter import ADAPTER_TOOL, INVOKE_ADAPTER, InvokeAdapterArgs, adapter_ruleset
 from ._base import (
     ERROR_CODES,
     ActionBudget,
@@ -51,11 +52,13 @@ from ._snapshot import (
 from ._toolset import BadArguments, Reach, Tool, ToolContext, Toolset
 
 __all__ = [
+    "ADAPTER_TOOL",
     "AGENT_CATALOG",
     "AGENT_DISPATCH",
     "DEFAULT_TOOLSET",
     "DISPATCH_TOOL_NAMES",
     "ERROR_CODES",
+    "INVOKE_ADAPTER",
     "MAX_SKILL_READ_BYTES",
     "SKILL_READ",
     "SKILL_READ_SPEC",
@@ -64,6 +67,7 @@ __all__ = [
     "ActionBudget",
     "Approver",
     "BadArguments",
+    "InvokeAdapterArgs",
     "Reach",
     "ShellDecision",
     "ShellSettings",
@@ -75,6 +79,7 @@ __all__ = [
     "ToolErrorCode",
     "ToolResult",
     "Toolset",
+    "adapter_ruleset",
     "agent_toolset",
     "as_tool_error",
     "ask_approval",

@@ -46,6 +46,12 @@ ToolErrorCode = Literal[
     "sandbox_failed",
     "exec_refused",
     "tool_not_granted",  # a peer's turn: not in the callee's peer_tools
+    # discovered adapters (issue 15), from the daemon's adapter service
+    # (zeroclaw.discovery.AdapterRefusalCode; read_only_profile and bad_arguments above)
+    "adapter_not_found",
+    "adapter_not_granted",
+    "adapter_unsupported",
+    "capability_not_offered",
     # sub-agents (issue 12), passed on from the daemon's dispatch service: a dispatch it
     # refused before anything ran (zeroclaw.subagents.DispatchRefusalCode) ...
     "subagent_not_found",

@@ -23,6 +23,7 @@ from ..turns import (
     DispatchAnswer,
     DispatchCall,
 )
+from ._adapter import INVOKE_ADAPTER
 from ._base import ToolErrorCode, ToolResult, as_tool_error
 from ._toolset import Tool, ToolContext, Toolset
 
@@ -203,13 +204,21 @@ def facade_tool(name: str, agent_id: str) -> Tool[FacadeArgs]:
 
 
 def agent_toolset(
-    base: Toolset, *, dispatch_tools: bool, facades: Mapping[str, str], name: str = "agent"
+    base: Toolset,
+    *,
+    dispatch_tools: bool,
+    facades: Mapping[str, str],
+    adapters: bool = False,
+    name: str = "agent",
 ) -> Toolset:
     """`base`, then `agent_catalog`/`agent_dispatch` when the agent may dispatch, then one
-    facade tool per entry (by name). A facade's name is never a tool of `base` nor a
-    dispatch tool: the config refuses that, and `Toolset` raises if it happened anyway."""
+    facade tool per entry (by name), then `invoke_adapter` when it lists adapters. A
+    facade's name is never a tool of `base`, a dispatch tool or invoke_adapter: the config
+    refuses that, and `Toolset` raises if it happened anyway."""
     extra: list[Tool[Any]] = [AGENT_CATALOG, AGENT_DISPATCH] if dispatch_tools else []
     extra.extend(facade_tool(tool, target) for tool, target in sorted(facades.items()))
+    if adapters:
+        extra.append(INVOKE_ADAPTER)
     if not extra:
         return base
     return Toolset(name, (*base, *extra))

@@ -15,7 +15,7 @@ import msgspec
 
 from ..policy import PathRules
 from ..providers import ToolSpec
-from ..turns import CatalogCall, DispatchCall
+from ..turns import AdapterCall, AdapterInvoke, CatalogCall, DispatchCall
 from ._base import Approver, ToolResult
 from ._shell import ShellSettings
 
@@ -23,7 +23,7 @@ A = TypeVar("A", bound=msgspec.Struct)
 
 
 class Reach(Protocol):
-    """What an agent reaches beyond its own process: memory, peers and sub-agents (through
+    """What an agent reaches beyond its own process: memory, peers, sub-agents and adapters (through
     the router in the daemon; the store, and "unavailable" peers and sub-agents, when a CLI
     runs the agent)."""
 
@@ -39,6 +39,14 @@ class Reach(Protocol):
         """Ask the daemon's sub-agent service. ok: `data` is the decoded `CatalogAnswer` or
         `DispatchAnswer` as builtins (a dispatch answers once its invocation ended, whatever
         its state); not ok: the service's refusal code (or the bus's) and its detail."""
+        ...
+
+    async def adapter(
+        self, op: Literal["admit", "invoke"], body: AdapterCall | AdapterInvoke
+    ) -> ToolResult:
+        """Ask the daemon's adapter service. ok: `data` is the `AdapterAdmission` ("admit")
+        or the `AdapterResult` ("invoke") as builtins; not ok: the service's refusal code
+        (or the bus's) and its detail."""
         ...
 
 

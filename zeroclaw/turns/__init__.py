@@ -11,7 +11,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .._lazy import lazy_attributes
-from ._adapter import ADAPTER_SERVICE, AdapterCall, AdapterLease, LeaseRelease
+from ._adapter import (
+    ADAPTER_SERVICE,
+    AdapterAdmission,
+    AdapterCall,
+    AdapterInvoke,
+    AdapterResult,
+)
 from ._dispatch import (
     SUBAGENT_SERVICE,
     TERMINAL_STATES,
@@ -57,8 +63,10 @@ __all__ = [
     "SUBAGENT_SERVICE",
     "TERMINAL_STATES",
     "TURN_SERVICE",
+    "AdapterAdmission",
     "AdapterCall",
-    "AdapterLease",
+    "AdapterInvoke",
+    "AdapterResult",
     "AgentDown",
     "AgentTurnEvent",
     "ApprovalAnswer",
@@ -71,7 +79,6 @@ __all__ = [
     "DispatchAnswer",
     "DispatchCall",
     "InvocationState",
-    "LeaseRelease",
     "ServiceEvent",
     "ToolCallRecord",
     "ToolUsed",

@@ -2,13 +2,14 @@
 
 Agent -> daemon: requests to the `ADAPTER_SERVICE` service; the caller is the router's
 authenticated identity, never a field here.
-  op "admit"    body `AdapterCall`   -> `AdapterLease`: may this agent call it, for which
-                                        capability, with approval or not; the program to run
-                                        (the daemon counts the call in flight from here)
-  op "release"  body `LeaseRelease`  -> nothing: the call ended (the daemon also releases
-                                        every lease of an agent whose process is gone)
-The agent runs the program itself, in its workspace, under its own sandbox: registered is not
-authorised, and authorised runs no wider than the agent that asked.
+  op "admit"   body `AdapterCall`    -> `AdapterAdmission`: may this agent call it, for
+                                        which capability, and must the operator approve
+  op "invoke"  body `AdapterInvoke`  -> `AdapterResult` once the program ended (admitted
+                                        again: the registry or the config may have changed)
+The daemon runs the program in the agent's workspace under a Landlock ruleset built from the
+agent's own path rules (its sandbox, not the daemon's), so an adapter discovered after the
+agent started needs no wider sandbox for the agent process itself, and a removed adapter's
+calls in flight are counted where they run.
 """
 
 from __future__ import annotations
@@ -23,17 +24,25 @@ class AdapterCall(msgspec.Struct, frozen=True, omit_defaults=True):
     capability: str | None = None
 
 
-class AdapterLease(msgspec.Struct, frozen=True):
-    lease: str
+class AdapterAdmission(msgspec.Struct, frozen=True):
     adapter: str
     capability: str
     side_effect: str
     needs_approval: bool
-    command: str  # the canonical program
-    args: tuple[str, ...]
-    timeout_secs: float
-    max_output_bytes: int
+    command: str  # the canonical program, for the approval question
 
 
-class LeaseRelease(msgspec.Struct, frozen=True):
-    lease: str
+class AdapterInvoke(msgspec.Struct, frozen=True, omit_defaults=True):
+    adapter: str
+    input: str
+    capability: str | None = None
+    approved: bool = False  # the operator said yes on the turn's channel
+
+
+class AdapterResult(msgspec.Struct, frozen=True, omit_defaults=True):
+    adapter: str
+    capability: str
+    exit_code: int | None  # None: killed on its timeout
+    output: str = ""
+    truncated: bool = False
+    timed_out: bool = False

@@ -1,0 +1,71 @@
+"""How the daemon runs a discovered adapter for an agent (issue 15): as that agent would run
+a shell command, from the agent's spec — its workspace as cwd, a private home under the
+agent's command homes, the allowlisted environment (plus the variables the adapter's
+manifest names), and a Landlock ruleset built from the agent's own path rules — never with
+the daemon's wider view. The discovery service admits the call; this only runs it."""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Mapping
+
+import trio
+
+from .._process import DEFAULT_PATH, CannotStart, ProcessOutcome, run_capped
+from ..agent import AgentSpec, command_home_root, path_rules
+from ..discovery import AdapterRun, AdapterRunner
+from ..policy import abi_version
+from ..tools import adapter_ruleset, shell_environment
+from ._spec import scrubbed_environment
+
+
+def adapter_runner(
+    specs: Callable[[], Mapping[str, AgentSpec]], daemon_env: Mapping[str, str]
+) -> AdapterRunner:
+    """A runner over the daemon's current specs (`specs()` is read at each call: a reload
+    may have changed the agent)."""
+
+    async def run(agent: str, job: AdapterRun, /) -> ProcessOutcome | str:
+        spec = specs().get(agent)
+        if spec is None or spec.subagent is not None:
+            return f"{agent} is not an agent that runs adapters"
+        rules = path_rules(spec)
+        workspace = str(rules.workspace)
+        root = command_home_root(spec)
+        try:
+            home = await trio.to_thread.run_sync(functools.partial(_private_home, root))
+        except OSError as exc:
+            return f"no private home for the adapter: {exc}"
+        env = shell_environment(scrubbed_environment(daemon_env), workspace, home)
+        env.update({name: daemon_env[name] for name in job.env_names if name in daemon_env})
+        confine = spec.risk.sandbox != "none" and abi_version() >= 1
+        try:
+            return await run_capped(
+                list(job.argv),
+                timeout_secs=job.timeout_secs,
+                env=env,
+                cwd=workspace,
+                output_cap=job.output_cap,
+                ruleset=functools.partial(
+                    adapter_ruleset, rules, job.argv[0], env.get("PATH", DEFAULT_PATH), home
+                )
+                if confine
+                else None,
+            )
+        except CannotStart as exc:
+            return exc.detail
+        finally:
+            with trio.CancelScope(shield=True):
+                await trio.to_thread.run_sync(
+                    functools.partial(shutil.rmtree, home, ignore_errors=True)
+                )
+
+    return run
+
+
+def _private_home(root: str) -> str:
+    os.makedirs(root, mode=0o700, exist_ok=True)
+    return tempfile.mkdtemp(prefix="adapter-", dir=root)

@@ -1,0 +1,107 @@
+"""`invoke_adapter`: run a discovered CLI adapter for one of its capabilities (issue 15).
+
+The daemon decides whether this agent may (its `[agents.<alias>] adapters`, its risk
+profile, the capability's side effect); when the capability has side effects under a
+supervised profile, the tool asks the operator on the turn's channel first. The daemon then
+admits the call again and runs the program: in this agent's workspace, with a scrubbed
+environment and a private home, under a Landlock ruleset built from this agent's own path
+rules (`adapter_ruleset`: the program, its loader and its interpreters executable; the
+workspace read-only for a readonly agent), with the adapter's timeout and output cap. The
+input is the program's last argument, never through a shell.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import msgspec
+
+from ..policy import (
+    SYSTEM_READ_ONLY,
+    PathRules,
+    build_ruleset,
+    plan_command_sandbox,
+    program_executables,
+)
+from ..turns import AdapterAdmission, AdapterCall, AdapterInvoke, AdapterResult
+from ._base import ToolResult, ask_approval
+from ._shell import APPROVAL_TIMEOUT_SECS
+from ._toolset import Tool, ToolContext
+
+ADAPTER_TOOL = "invoke_adapter"
+MAX_INPUT_CHARS = 32 * 1024
+
+
+class InvokeAdapterArgs(msgspec.Struct, frozen=True):
+    adapter: Annotated[str, msgspec.Meta(description="The adapter's id.")]
+    input: Annotated[str, msgspec.Meta(description="What to ask it: passed as its last argument.")]
+    capability: Annotated[
+        str | None,
+        msgspec.Meta(description="Which of its capabilities (needed when it has several)."),
+    ] = None
+
+
+def adapter_ruleset(rules: PathRules, program: str, path: str, home: str) -> int:
+    """A Landlock ruleset fd for one adapter program run for an agent with these rules:
+    like its shell commands' (ADR 0012), with the program's interpreters executable."""
+    plan = plan_command_sandbox(
+        workspace=str(rules.workspace),
+        home=home,
+        executables=program_executables(program, path),
+        grants=[(str(g.path), g.mode) for g in rules.grants],
+        excluded=[str(p) for p in (*rules.forbidden, *rules.other_workspaces)],
+        system=SYSTEM_READ_ONLY if rules.workspace_only else (*SYSTEM_READ_ONLY, "/"),
+        workspace_writable=rules.may_write,
+    )
+    return build_ruleset(plan)
+
+
+async def invoke_adapter(ctx: ToolContext, args: InvokeAdapterArgs) -> ToolResult:
+    if len(args.input) > MAX_INPUT_CHARS:
+        return ToolResult.refused("bad_arguments", f"input over {MAX_INPUT_CHARS} characters")
+    if "\x00" in args.input:
+        return ToolResult.refused("bad_arguments", "input contains a NUL character")
+    admitted = await ctx.reach.adapter("admit", AdapterCall(args.adapter, args.capability))
+    if not admitted.ok:
+        return admitted
+    admission = msgspec.convert(admitted.data, AdapterAdmission)
+    approved = False
+    if admission.needs_approval:
+        what = (
+            f"run adapter {admission.adapter} for {admission.capability} "
+            f"(side effect: {admission.side_effect}): {admission.command}"
+        )
+        if not await ask_approval(ctx.approver, what, APPROVAL_TIMEOUT_SECS):
+            return ToolResult.refused("approval_denied", "the operator did not approve")
+        approved = True
+    ran = await ctx.reach.adapter(
+        "invoke", AdapterInvoke(args.adapter, args.input, admission.capability, approved)
+    )
+    if not ran.ok:
+        return ran
+    result = msgspec.convert(ran.data, AdapterResult)
+    data = {
+        "adapter": result.adapter,
+        "capability": result.capability,
+        "exit_code": result.exit_code,
+        "truncated": result.truncated,
+    }
+    if result.timed_out:
+        return ToolResult(
+            False, result.output, "timeout", "the adapter was killed on its timeout", data
+        )
+    if result.exit_code != 0:
+        return ToolResult(
+            False, result.output, "exit_status", f"exit code {result.exit_code}", data
+        )
+    return ToolResult(True, result.output, data=data)
+
+
+INVOKE_ADAPTER: Tool[InvokeAdapterArgs] = Tool(
+    ADAPTER_TOOL,
+    "Run a discovered adapter (a local program such as codex) for one of its capabilities, "
+    "with your text as its input. Only adapters your config lists; the daemon may refuse, "
+    "and side effects may need the operator's approval.",
+    InvokeAdapterArgs,
+    invoke_adapter,
+)
