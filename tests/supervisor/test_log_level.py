@@ -72,3 +72,24 @@ def test_log_level_after_the_daemon_command_does_the_same(
 ) -> None:
     loud = probe_and_stop(daemons(config(root)).start(daemon_options=("--log-level", "debug")))
     assert [e for e in routing(loud) if e.get("kind") == "probe"]
+
+
+def test_under_journald_every_line_of_daemon_and_agents_carries_its_priority(
+    root: Path, daemons: DaemonFactory
+) -> None:
+    daemon = daemons(config(root))
+    daemon.log_path.touch()
+    info = daemon.log_path.stat()  # the harness's stderr file stands in for the journal
+    daemon.start(JOURNAL_STREAM=f"{info.st_dev}:{info.st_ino}")
+    daemon.stop()
+    lines = [line for line in daemon.log_path.read_text().splitlines() if line.startswith("<")]
+    by_logger: dict[str, set[str]] = {}
+    for line in lines:
+        priority, _, rest = line[1:].partition(">")
+        entry = json.loads(rest)
+        assert priority == {"info": "6", "warning": "4", "error": "3"}[entry["level"]], line
+        by_logger.setdefault(entry["logger"], set()).add(entry["msg"])
+    # The agents wrote prefixed lines too, though only the daemon sees JOURNAL_STREAM.
+    assert any("sandbox in force" in msg for msg in by_logger["zeroclaw.agent"])
+    assert "zeroclaw daemon started" in by_logger["zeroclaw.daemon"]
+    assert not [line for line in daemon.log_path.read_text().splitlines() if line[:1] == "{"]
