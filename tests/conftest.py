@@ -75,6 +75,11 @@ def daemons(root: Path) -> Iterator[Callable[..., Any]]:
     yield make
     for daemon in started:
         daemon.stop()
+    # Issue 14: whatever the test did, at log_level debug, no known secret reached a log.
+    from tests.known_secrets import assert_no_secret_logged
+
+    for log in dict.fromkeys(daemon.log_path for daemon in started):
+        assert_no_secret_logged(log)
 
 
 # --- a real directory tree with real symlinks (policy and tool tests) ----------------------

@@ -17,6 +17,7 @@ import pytest
 from tests.agent.test_chat_inprocess import ESCAPES, codes, config, make_workspaces
 from tests.bus.test_router import plan, result_of
 from tests.conftest import REPO
+from tests.known_secrets import OPENAI_KEY
 from tests.supervisor.harness import Daemon, agent_entry, wait_for_process, wait_gone
 
 DaemonFactory = Callable[..., Daemon]
@@ -276,7 +277,7 @@ def test_an_agent_on_a_network_provider_answers_through_the_daemon(
     }
     doc["agents"]["beta"]["model_provider"] = "openai.fake"
     # Landlock is on (sandbox auto): it fences files, not the loopback connection.
-    daemon = daemons(doc, faults=False).start(FAKE_OPENAI_KEY="sk-fake")
+    daemon = daemons(doc, faults=False).start(FAKE_OPENAI_KEY=OPENAI_KEY)
     reply = chat(daemon, "beta", "hello")
     assert reply == {"schema_version": 1, "reply": "fake openai answers", "tool_calls": []}
     # and a peer on the offline provider asks it

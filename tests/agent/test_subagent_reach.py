@@ -38,7 +38,9 @@ class _Joined(NoHooks):
     def __init__(self) -> None:
         self.joined = trio.Event()
 
-    def agent_hello(self, alias: str, pid: int) -> None:
+    def agent_hello(
+        self, alias: str, pid: int, sandbox: str = "", sandbox_in_force: bool = False
+    ) -> None:
         self.joined.set()
 
 

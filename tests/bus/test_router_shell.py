@@ -24,7 +24,9 @@ class Recorder:
         self.downs: list[str] = []
         self.joined = trio.Event()
 
-    def agent_hello(self, alias: str, pid: int) -> None:
+    def agent_hello(
+        self, alias: str, pid: int, sandbox: str = "", sandbox_in_force: bool = False
+    ) -> None:
         self.hellos.append(alias)
         self.joined.set()
 

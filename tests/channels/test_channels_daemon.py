@@ -14,11 +14,12 @@ from typing import Any
 
 import httpx
 
+from tests.known_secrets import HOOK_SECRET
 from tests.supervisor.harness import Daemon, agent_entry, make_config
 from zeroclaw.channels._webhook_core import SIGNATURE_HEADER, TIMESTAMP_HEADER, sign
 
 DaemonFactory = Callable[..., Daemon]
-SECRET = "s3cret-for-tests"
+SECRET = HOOK_SECRET
 
 
 def free_port() -> int:

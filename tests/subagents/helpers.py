@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 
 from tests.conftest import REPO
+from tests.known_secrets import PROVIDER_KEY
 from tests.supervisor.harness import Daemon, agent_entry, make_config
 
 EXAMPLES = REPO / "etc" / "subagents"
@@ -108,7 +109,7 @@ def openai(url: str) -> dict[str, Any]:
 def start(daemons: DaemonFactory, root: Path, providers: dict[str, Any] | None = None) -> Daemon:
     doc = subagent_config(root)
     doc["providers"].update(providers or {})
-    return daemons(doc, faults=False).start(SUBAGENT_TEST_KEY="sk-not-a-real-key")
+    return daemons(doc, faults=False).start(SUBAGENT_TEST_KEY=PROVIDER_KEY)
 
 
 def dispatch(daemon: Daemon, agent_id: str, task: str, *extra: str) -> tuple[int, dict[str, Any]]:

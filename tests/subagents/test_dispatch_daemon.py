@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from tests.known_secrets import PROVIDER_KEY
 from tests.subagents.helpers import (
     SUMMARY_SCHEMA,
     dispatch,
@@ -125,7 +126,7 @@ def test_the_catalog_shows_ids_and_inputs_never_prompts_skills_or_secrets(
     chat = daemon.cli("--agent", "alpha", "chat", "-m", "catalog", "--json")
     assert chat.returncode == 0, (chat.stderr, daemon.log())
     assert "summarizer" in chat.stdout and "material" in chat.stdout
-    for hidden in (secret_prompt, skill_text, "sk-not-a-real-key"):
+    for hidden in (secret_prompt, skill_text, PROVIDER_KEY):
         assert hidden not in chat.stdout
 
 
@@ -341,7 +342,7 @@ def test_a_daemon_killed_mid_invocation_interrupts_it_and_re_runs_a_read_only_on
             os.kill(daemon.proc.pid, signal.SIGKILL)
             daemon.proc.wait()
         again = daemons(subagent_config(root) | {"providers": daemon_providers(root, providers)})
-        again.start(SUBAGENT_TEST_KEY="sk-not-a-real-key")
+        again.start(SUBAGENT_TEST_KEY=PROVIDER_KEY)
         deadline = time.monotonic() + 30
         while True:
             records = listed(again)

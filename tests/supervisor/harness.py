@@ -103,10 +103,27 @@ class Daemon:
             env["ZEROCLAW_AGENT_ENTRYPOINT"] = FAULT_ENTRYPOINT
         return env
 
-    def start(self, wait_ready: bool = True, **env: str) -> Daemon:
+    def start(
+        self,
+        wait_ready: bool = True,
+        *,
+        options: tuple[str, ...] = (),
+        daemon_options: tuple[str, ...] = (),
+        **env: str,
+    ) -> Daemon:
+        """`options` go before `daemon` (global ones), `daemon_options` after it."""
         log = self.log_path.open("ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "zeroclaw", "--config", str(self.config_path), "daemon"],
+            [
+                sys.executable,
+                "-m",
+                "zeroclaw",
+                "--config",
+                str(self.config_path),
+                *options,
+                "daemon",
+                *daemon_options,
+            ],
             stdout=log,
             stderr=log,
             env=self.env(**env),

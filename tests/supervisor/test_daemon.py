@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tests.known_secrets import UNBOUND_SECRET
 from tests.supervisor.harness import Daemon, agent_entry, make_config, process_alive, wait_gone
 from zeroclaw.control import control_address, is_listening
 from zeroclaw.supervisor._spec import ENV_ALLOWLIST
@@ -27,7 +28,7 @@ def three_agents(root: Path, **kwargs: object) -> dict[str, object]:
 
 
 def test_agents_run_isolated_processes(root: Path, daemons: DaemonFactory) -> None:
-    daemon = daemons(three_agents(root)).start(SECRET_NOT_BOUND="s3cr3t")
+    daemon = daemons(three_agents(root)).start(SECRET_NOT_BOUND=UNBOUND_SECRET)
     status = daemon.status()
     assert [a["state"] for a in status["agents"]] == ["running"] * 3
     assert status["daemon"]["pid"] == daemon.proc.pid  # type: ignore[union-attr]
@@ -50,7 +51,7 @@ def test_agents_run_isolated_processes(root: Path, daemons: DaemonFactory) -> No
         # agent itself: it must hold nothing beyond the allowlist.
         assert "NOTIFY_SOCKET" not in names and "SECRET_NOT_BOUND" not in names
         assert names <= ENV_ALLOWLIST | {"PYTHONPATH"}, names - ENV_ALLOWLIST
-        assert b"s3cr3t" not in Path(f"/proc/{pid}/environ").read_bytes()
+        assert UNBOUND_SECRET.encode() not in Path(f"/proc/{pid}/environ").read_bytes()
     assert stat.S_IMODE(daemon.runtime_dir.stat().st_mode) == 0o700
     # The control socket is an abstract name (ADR 0011): no file an agent could connect to.
     assert not (daemon.runtime_dir / "control.sock").exists()

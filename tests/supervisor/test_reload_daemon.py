@@ -52,7 +52,7 @@ def zygote_of(daemon: Daemon) -> int:
     pid = daemon.proc.pid
     children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
     [zygote] = [
-        int(c) for c in children if b"zygote_main" in Path(f"/proc/{c}/cmdline").read_bytes()
+        int(c) for c in children if b"zeroclaw zygote" in Path(f"/proc/{c}/cmdline").read_bytes()
     ]
     return zygote
 

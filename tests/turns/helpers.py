@@ -86,7 +86,9 @@ class _BenchHooks(NoHooks):
 
     state: Bench
 
-    def agent_hello(self, alias: str, pid: int) -> None:
+    def agent_hello(
+        self, alias: str, pid: int, sandbox: str = "", sandbox_in_force: bool = False
+    ) -> None:
         self.state.joined[alias].set()
 
     def agent_down(self, alias: str) -> None:

@@ -16,6 +16,7 @@ import socket
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import nullcontext
+from dataclasses import dataclass
 
 import trio
 
@@ -172,17 +173,23 @@ async def serve_agent(
     # Orphans of shell commands come to this process, which kills them (ADR 0012).
     become_subreaper()
     prepare_command_homes(spec)
-    problem = confine(spec)
-    if problem is not None:
-        say_fatal(link_fd, problem)
+    confinement = confine(spec)
+    if confinement.problem is not None:
+        say_fatal(link_fd, confinement.problem)
         return EX_CONFIG
     creds = BusCredentials(
         spec.alias, keys.endpoint, keys.server_public, keys.public, keys.secret, keys.max_frame
     )
+    sandbox = (confinement.summary, confinement.in_force)
     bus = (
-        AgentBus(creds)
+        AgentBus(creds, sandbox=sandbox)
         if inbox is None
-        else AgentBus(creds, on_message=inbox.message, on_late_refusal=inbox.late_refusal)
+        else AgentBus(
+            creds,
+            on_message=inbox.message,
+            on_late_refusal=inbox.late_refusal,
+            sandbox=sandbox,
+        )
     )
     sender = LinkSender(link)
     receiver = trio.open_signal_receiver(*stop_signals) if stop_signals else nullcontext()
@@ -203,12 +210,24 @@ async def serve_agent(
 EX_CONFIG = 78  # sysexits: a configuration the machine cannot honour
 
 
-def confine(spec: AgentSpec) -> str | None:
-    """Apply the OS sandbox the risk profile asks for; the problem if it is required and
-    cannot be had."""
+@dataclass(frozen=True)
+class Confinement:
+    """How `confine` left this process: `problem` if a required sandbox cannot be had (the
+    agent must not run), else what confines it, as told to the daemon in the Hello."""
+
+    summary: str
+    in_force: bool
+    problem: str | None = None
+
+
+def confine(spec: AgentSpec) -> Confinement:
+    """Apply the OS sandbox the risk profile asks for, and say (once, at info) whether it
+    is in force."""
     mode = spec.risk.sandbox
     if mode == "none":
-        return None
+        summary = 'not confined: sandbox = "none"'
+        log.info("agent %s: %s; tool checks still apply", spec.alias, summary)
+        return Confinement(summary, False)
     if spec.subagent is not None:  # read its snapshot and the system; write nothing
         plan = plan_readonly(spec.subagent.snapshot, spec.protected_paths)
     else:
@@ -221,11 +240,19 @@ def confine(spec: AgentSpec) -> str | None:
     except SandboxUnavailable as exc:
         if mode == "landlock":
             log.error('agent %s: sandbox = "landlock" but %s', spec.alias, exc)
-            return f'sandbox = "landlock" but {exc}'
-        log.warning("agent %s: no OS sandbox (%s); tool checks still apply", spec.alias, exc)
-        return None
-    log.debug("agent %s: Landlock ABI %d applied", spec.alias, abi)
-    return None
+            problem = f'sandbox = "landlock" but {exc}'
+            return Confinement(f"not confined: {exc}", False, problem)
+        summary = f"not confined: {exc}"
+        log.warning("agent %s: %s; tool checks still apply", spec.alias, summary)
+        return Confinement(summary, False)
+    summary = f"landlock ABI {abi}, {len(plan.rules)} rules"
+    log.info(
+        "agent %s: sandbox in force: %s",
+        spec.alias,
+        summary,
+        extra={"alias": spec.alias, "landlock_abi": abi, "rules": len(plan.rules)},
+    )
+    return Confinement(summary, True)
 
 
 def command_home_root(spec: AgentSpec) -> str:

@@ -257,12 +257,27 @@ class TurnEngine:
         that call with `internal_error`, logged here once with its traceback, and the
         agent lives on. Cancellation is not an Exception and passes through."""
         try:
-            return await self._run_tool(call, ctx, tools)
+            result = await self._run_tool(call, ctx, tools)
         except Exception as exc:
             log.exception("agent %s: tool %s raised", self.spec.alias, call.name)
-            return ToolResult(
+            result = ToolResult(
                 False, "", "internal_error", f"{call.name} failed: {type(exc).__name__}"
             )
+        if log.isEnabledFor(logging.DEBUG):
+            # The decision only: arguments, output and detail may carry what the user wrote.
+            log.debug(
+                "agent %s: tool %s %s",
+                self.spec.alias,
+                call.name,
+                "allowed" if result.ok else f"refused ({result.error_code})",
+                extra={
+                    "alias": self.spec.alias,
+                    "tool": call.name,
+                    "allowed": result.ok,
+                    "code": result.error_code,
+                },
+            )
+        return result
 
     async def _run_tool(self, call: ToolCall, ctx: ToolContext, tools: Toolset) -> ToolResult:
         """In this order: granted, arguments, budget, then the tool's own checks."""

@@ -71,8 +71,10 @@ class AgentBus:
         window: int = SEND_WINDOW,
         on_message: Callable[[Message], None] = lambda message: None,
         on_late_refusal: OutcomeHandler = lambda outcome: None,
+        sandbox: tuple[str, bool] = ("", False),
     ) -> None:
         self.creds = creds
+        self.sandbox = sandbox  # (summary, in force): told to the daemon in the Hello
         self.alias = creds.alias
         self.on_message = on_message
         # A Refusal for a message already delivered: the router saying a question this
@@ -250,7 +252,10 @@ class AgentBus:
             sock, self._on_frames, name=f"bus:{self.alias}", after_drain=self._flush_acks
         )
         self._owner = owner
-        owner.send_nowait([encode(Hello(pid=os.getpid()))])
+        summary, in_force = self.sandbox
+        owner.send_nowait(
+            [encode(Hello(pid=os.getpid(), sandbox=summary, sandbox_in_force=in_force))]
+        )
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(owner.run)

@@ -101,8 +101,11 @@ InjectOutcomeCallback = Callable[[RefusalCode | None, str], None]
 class RouterHooks(Protocol):
     """What the router tells the rest of the daemon; given to the router when it is built."""
 
-    def agent_hello(self, alias: str, pid: int) -> None:
-        """An agent said hello on the bus: it is reachable, so it is running."""
+    def agent_hello(
+        self, alias: str, pid: int, sandbox: str = "", sandbox_in_force: bool = False
+    ) -> None:
+        """An agent said hello on the bus: it is reachable, so it is running. `sandbox`
+        and `sandbox_in_force` are what the agent says of its own sandbox."""
 
     def request_start(self, alias: str) -> bool:
         """A message waits for an on-demand agent that is not on the bus: start it.
@@ -118,7 +121,9 @@ class RouterHooks(Protocol):
 class NoHooks:
     """A router nobody listens to (tests of the router alone)."""
 
-    def agent_hello(self, alias: str, pid: int) -> None:
+    def agent_hello(
+        self, alias: str, pid: int, sandbox: str = "", sandbox_in_force: bool = False
+    ) -> None:
         return None
 
     def request_start(self, alias: str) -> bool:
@@ -170,6 +175,8 @@ class Router:
         self._key_to_alias: dict[bytes, str] = {}
         self._alias_key: dict[str, bytes] = {}
         self._injected: dict[str, InjectOutcomeCallback] = {}  # message id -> outcome callback
+        # alias -> (pid, sandbox, in force) from its latest Hello, until AgentJoined is acted on
+        self._hello_sandbox: dict[str, tuple[int, str, bool]] = {}
         self._limits = {name: trio.CapacityLimiter(SERVICE_CONCURRENCY) for name in self.services}
         self._refusal_log = LogThrottle[RefusalKind](
             REFUSAL_LOG_INTERVAL_SECS, overflow_key=("other", "", ""), max_keys=16
@@ -367,6 +374,11 @@ class Router:
                 elif isinstance(frame, Ack):
                     core.ack(sender, frame.rids)
                 elif isinstance(frame, Hello):
+                    self._hello_sandbox[sender] = (
+                        frame.pid,
+                        frame.sandbox,
+                        frame.sandbox_in_force,
+                    )
                     core.hello(sender, rid, frame.pid, trio.current_time())
                 elif isinstance(frame, Heartbeat):
                     core.heartbeat()
@@ -417,10 +429,14 @@ class Router:
         owner = self._owner
         core = self.core
         actions, core.out = core.out, []
+        # Once per batch, not per message: at info the hot path pays one attribute test.
+        debug = log.isEnabledFor(logging.DEBUG)
         for action in actions:
             if isinstance(action, Forward):  # the hot path first
                 assert owner is not None
                 owner.send_nowait([action.conn, encode(action.frame)])
+                if debug:
+                    self._log_forward(action)
             elif isinstance(action, SendAck):
                 if action.conn is not None and owner is not None:
                     owner.send_nowait([action.conn, encode(Ack(ids=action.ids))])
@@ -439,16 +455,63 @@ class Router:
                 self.core.start_refused(action.alias)
                 self._execute()
             elif isinstance(action, AgentJoined):
-                log.info(
-                    "agent %s joined the bus",
-                    action.alias,
-                    extra={"alias": action.alias, "pid": action.pid},
-                )
-                self.hooks.agent_hello(action.alias, action.pid)
+                self._joined(action)
             elif isinstance(action, DropParked) and owner is not None:
                 owner.drop_parked(action.conn, action.reason)
 
+    def _joined(self, action: AgentJoined) -> None:
+        pid, sandbox, in_force = self._hello_sandbox.pop(action.alias, (action.pid, "", False))
+        if pid != action.pid:  # a newer Hello's report is not this process's
+            sandbox, in_force = "", False
+        log.info(
+            "agent %s joined the bus",
+            action.alias,
+            extra={
+                "alias": action.alias,
+                "pid": action.pid,
+                "sandbox": sandbox,
+                "sandbox_in_force": in_force,
+            },
+        )
+        self.hooks.agent_hello(action.alias, action.pid, sandbox, in_force)
+
+    def _log_forward(self, action: Forward) -> None:
+        """Debug: a message the router delivers (the decision; the outcome is the Ack)."""
+        message = action.frame.message
+        if message is None:
+            return
+        log.debug(
+            "route %s -> %s on %s: forwarded",
+            message.from_,
+            message.to,
+            message.channel or "any channel",
+            extra={
+                "from": message.from_,
+                "to": message.to,
+                "channel": message.channel,
+                "kind": message.kind,
+                "message_id": message.id,
+                "outcome": "forwarded",
+            },
+        )
+
     def _refused(self, action: Refuse) -> None:
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug(
+                "route %s -> %s on %s: refused %s (%s)",
+                action.sender,
+                action.to,
+                action.channel or "any channel",
+                action.code,
+                action.detail,
+                extra={
+                    "from": action.sender,
+                    "to": action.to,
+                    "channel": action.channel,
+                    "message_id": action.message_id,
+                    "outcome": action.code,
+                },
+            )
         if action.code == "not_peers":
             log.info(
                 "refused %s -> %s on %s: %s",
@@ -467,6 +530,21 @@ class Router:
             owner.send_nowait([action.conn, encode(refusal)])
 
     def _inject_outcome(self, action: InjectOutcome) -> None:
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug(
+                "route %s -> %s on %s: %s",
+                DAEMON_SENDER,
+                action.to or "?",
+                action.channel or "any channel",
+                "delivered" if action.code is None else f"refused {action.code} ({action.detail})",
+                extra={
+                    "from": DAEMON_SENDER,
+                    "to": action.to,
+                    "channel": action.channel,
+                    "message_id": action.message_id,
+                    "outcome": action.code or "delivered",
+                },
+            )
         if action.code is not None:
             self.events.publish(
                 RouteRefused(DAEMON_SENDER, action.to, action.code, action.detail, action.channel)

@@ -81,7 +81,12 @@ class _Wire(msgspec.Struct, frozen=True, tag_field="t"):
 
 
 class Hello(_Wire, tag="hello", frozen=True):
+    """An agent joins the bus. `sandbox` and `sandbox_in_force` are its own account of its
+    OS sandbox, for `status` (ADR 0031); their defaults keep an older agent's Hello valid."""
+
     pid: int = 0
+    sandbox: str = ""
+    sandbox_in_force: bool = False
 
 
 class Send(_Wire, tag="send", frozen=True):

@@ -46,7 +46,14 @@ from ._common import (
 @click.option(
     "--config", "config_opt", metavar="PATH", help="Config file (same as the global --config)."
 )
-def daemon_cmd(config_opt: str | None) -> None:
+@click.option(
+    "--log-level",
+    "log_level_opt",
+    type=click.Choice(["debug", "info", "warning", "error"]),
+    help="Log level of the daemon and its agents, instead of [daemon] log_level "
+    "(the global --log-level before 'daemon' does the same).",
+)
+def daemon_cmd(config_opt: str | None, log_level_opt: str | None) -> None:
     """Run the supervisor in the foreground (systemd Type=notify)."""
     from ..supervisor import DaemonError, run_daemon
 
@@ -54,10 +61,21 @@ def daemon_cmd(config_opt: str | None) -> None:
     if config_opt:
         st.config_path = config_opt
     try:
-        code = run_daemon(st.locate())
+        code = run_daemon(st.locate(), log_level=log_level_opt or _given_log_level())
     except DaemonError as exc:
         raise CliError(str(exc), exc.exit_code) from None
     sys.exit(code)
+
+
+def _given_log_level() -> str | None:
+    """The root --log-level, only if the operator gave it: its default is the CLI's own
+    level, and the daemon's default is its config's."""
+    root = click.get_current_context().find_root()
+    source = root.get_parameter_source("log_level")
+    if source in (click.core.ParameterSource.COMMANDLINE, click.core.ParameterSource.ENVIRONMENT):
+        value = root.params.get("log_level")
+        return value if isinstance(value, str) else None
+    return None
 
 
 # The daemon would not serve this connection at all: as good as no daemon for this command.
@@ -125,8 +143,25 @@ def _ago(ts: float | None) -> str:
     return f"{secs / 3600:.1f}h"
 
 
+def _in_force(value: bool | None) -> str:
+    """The running agent's own report of its sandbox: yes, no, or - when not running."""
+    return "-" if value is None else ("yes" if value else "no")
+
+
 def _agents_table(agents: list[AgentStatus]) -> str:
-    rows = [("AGENT", "STATE", "PID", "RESTARTS", "SINCE", "LAST EXIT", "ACTIVATION", "SANDBOX")]
+    rows = [
+        (
+            "AGENT",
+            "STATE",
+            "PID",
+            "RESTARTS",
+            "SINCE",
+            "LAST EXIT",
+            "ACTIVATION",
+            "SANDBOX",
+            "IN FORCE",
+        )
+    ]
     for a in agents:
         rows.append(
             (
@@ -138,6 +173,7 @@ def _agents_table(agents: list[AgentStatus]) -> str:
                 a.last_exit or "-",
                 a.activation,
                 a.sandbox,
+                _in_force(a.sandbox_in_force),
             )
         )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]

@@ -10,6 +10,7 @@ reached, so `..`, symlinks and `/proc/<pid>/cwd` routes gain nothing.
 from __future__ import annotations
 
 import ctypes
+import logging
 import os
 import platform
 import shutil
@@ -54,6 +55,52 @@ READ_EXEC = READ | EXECUTE
 
 SYSTEM_READ_ONLY = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc", "/opt")
 DEVICES_READ_WRITE = ("/dev/null", "/dev/zero", "/dev/urandom", "/dev/random", "/dev/tty")
+
+log = logging.getLogger("zeroclaw.landlock")
+
+# Names of the filesystem rights, for the debug log of the rules applied.
+RIGHT_NAMES = (
+    (EXECUTE, "execute"),
+    (WRITE_FILE, "write_file"),
+    (READ_FILE, "read_file"),
+    (READ_DIR, "read_dir"),
+    (REMOVE_DIR, "remove_dir"),
+    (REMOVE_FILE, "remove_file"),
+    (MAKE_CHAR, "make_char"),
+    (MAKE_DIR, "make_dir"),
+    (MAKE_REG, "make_reg"),
+    (MAKE_SOCK, "make_sock"),
+    (MAKE_FIFO, "make_fifo"),
+    (MAKE_BLOCK, "make_block"),
+    (MAKE_SYM, "make_sym"),
+    (REFER, "refer"),
+    (TRUNCATE, "truncate"),
+    (IOCTL_DEV, "ioctl_dev"),
+)
+
+
+def describe_rights(rights: int, handled: int) -> str:
+    """`rights` as words: "all" when it is every handled right, "all but execute" when
+    only that is missing, else the names joined by "+"."""
+    rights &= handled
+    if rights == handled:
+        return "all"
+    if rights == handled & ~EXECUTE:
+        return "all but execute"
+    names = [name for bit, name in RIGHT_NAMES if rights & bit]
+    return "+".join(names) if names else "none"
+
+
+def _log_rules(what: str, abi: int, handled: int, applied: Sequence[tuple[str, int]]) -> None:
+    log.debug(
+        "landlock ABI %d, %s: %d rules: %s",
+        abi,
+        what,
+        len(applied),
+        "; ".join(f"{path} {describe_rights(rights, handled)}" for path, rights in applied),
+        extra={"landlock_abi": abi, "rules": len(applied)},
+    )
+
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.syscall.restype = ctypes.c_long
@@ -190,22 +237,24 @@ def plan_readonly(
     return SandboxPlan(tuple(rules))
 
 
-def _add_path_rule(ruleset: int, path: str, allowed: int) -> None:
-    """One path-beneath rule; a path this machine does not have, or no right left, adds none."""
+def _add_path_rule(ruleset: int, path: str, allowed: int) -> int:
+    """One path-beneath rule; a path this machine does not have, or no right left, adds none.
+    Returns the rights granted (0: no rule)."""
     try:
         fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
     except OSError:
-        return
+        return 0
     try:
         if not os.path.isdir(path):
             # Directory-only rights are invalid on a file.
             allowed &= READ_FILE | WRITE_FILE | EXECUTE | TRUNCATE | IOCTL_DEV
         if not allowed:
-            return
+            return 0
         beneath = struct.pack("=Qi", allowed, fd)
         if _libc.syscall(SYS_ADD_RULE, ruleset, RULE_PATH_BENEATH, ctypes.c_char_p(beneath), 0) < 0:
             err = ctypes.get_errno()
             raise SandboxUnavailable(f"landlock_add_rule({path}) failed: {os.strerror(err)}")
+        return allowed
     finally:
         os.close(fd)
 
@@ -223,9 +272,12 @@ def apply_sandbox(plan: SandboxPlan) -> int:
     if ruleset < 0:
         err = ctypes.get_errno()
         raise SandboxUnavailable(f"landlock_create_ruleset failed: {os.strerror(err)}")
+    applied: list[tuple[str, int]] = []
     try:
         for path, rights in plan.rules:
-            _add_path_rule(ruleset, path, handled if rights == -1 else rights & handled)
+            granted = _add_path_rule(ruleset, path, handled if rights == -1 else rights & handled)
+            if granted:
+                applied.append((path, granted))
         try:
             prctl(PR_SET_NO_NEW_PRIVS, 1)
         except OSError as exc:
@@ -235,6 +287,8 @@ def apply_sandbox(plan: SandboxPlan) -> int:
             raise SandboxUnavailable(f"landlock_restrict_self failed: {os.strerror(err)}")
     finally:
         os.close(ruleset)
+    if log.isEnabledFor(logging.DEBUG):
+        _log_rules("this process restricted", abi, handled, applied)
     return abi
 
 
@@ -418,12 +472,17 @@ def build_ruleset(plan: SandboxPlan) -> int:
     if ruleset < 0:
         err = ctypes.get_errno()
         raise SandboxUnavailable(f"landlock_create_ruleset failed: {os.strerror(err)}")
+    applied: list[tuple[str, int]] = []
     try:
         for path, rights in plan.rules:
-            _add_path_rule(ruleset, path, rights & handled)
+            granted = _add_path_rule(ruleset, path, rights & handled)
+            if granted:
+                applied.append((path, granted))
     except BaseException:
         os.close(ruleset)
         raise
+    if log.isEnabledFor(logging.DEBUG):
+        _log_rules("a command's ruleset", abi, handled, applied)
     return ruleset
 
 

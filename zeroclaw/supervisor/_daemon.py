@@ -11,6 +11,7 @@ import os
 import signal
 import socket
 import stat
+import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
@@ -18,7 +19,7 @@ from pathlib import Path
 import trio
 import zmq
 
-from .._logging import setup_logging
+from .._logging import resolve_format, setup_logging
 from .._prctl import set_not_dumpable
 from ..bus import Request as BusRequest
 from ..bus import Response, Router, ServiceHandler
@@ -103,7 +104,7 @@ from ._notify import SYSTEMD_VARIABLES, Notifier
 from ._route_probe import RouteProbeCommand
 from ._spec import zygote_environment
 from ._supervisor import ReloadState, Supervisor
-from ._zygote import DEFAULT_ENTRYPOINT, ENTRYPOINT_ENV, start_zygote
+from ._zygote import DEFAULT_ENTRYPOINT, ENTRYPOINT_ENV, daemon_title, set_title, start_zygote
 from ._zygote_client import ZygoteClient
 
 log = logging.getLogger("zeroclaw.daemon")
@@ -129,7 +130,11 @@ def prepare_directory(path: Path, what: str) -> None:
         os.chmod(path, 0o700)
 
 
-def run_daemon(config_path: Path, env: Mapping[str, str] | None = None) -> int:
+def run_daemon(
+    config_path: Path, env: Mapping[str, str] | None = None, *, log_level: str | None = None
+) -> int:
+    """`log_level` (from `zeroclaw --log-level`) replaces `[daemon] log_level` for the
+    daemon and every agent it starts, across reloads; None keeps the config's."""
     env = dict(os.environ if env is None else env)
     # Nothing of our uid may ptrace us or read our environment (provider keys) through /proc.
     set_not_dumpable()
@@ -137,7 +142,11 @@ def run_daemon(config_path: Path, env: Mapping[str, str] | None = None) -> int:
     refusals = daemon_refusals(config, env, Path(os.path.abspath(config_path)))
     if refusals:
         raise ConfigError(str(config_path), refusals)
-    setup_logging(config.daemon.log_format, config.daemon.log_level)
+    setup_logging(
+        resolve_format(config.daemon.log_format, sys.stderr, env),
+        log_level or config.daemon.log_level,
+    )
+    set_title(daemon_title(config_path))
     paths = daemon_paths(config, env)
     idle_timeout = _idle_timeout(env)
     try:
@@ -215,6 +224,7 @@ def run_daemon(config_path: Path, env: Mapping[str, str] | None = None) -> int:
             subagent_store,
             control_listener,
             idle_timeout,
+            log_level,
         )
     finally:
         control_listener.close()
@@ -238,6 +248,7 @@ async def _main(
     subagent_store: SubagentStore,
     control_listener: socket.socket,
     idle_timeout: float,
+    log_level: str | None,
 ) -> int:
     supervisor: Supervisor | None = None
 
@@ -269,7 +280,16 @@ async def _main(
             confined_services=frozenset({TURN_SERVICE}),
         )
         supervisor = Supervisor(
-            config, config_path, env, zygote, notifier, router, memory, events, registry
+            config,
+            config_path,
+            env,
+            zygote,
+            notifier,
+            router,
+            memory,
+            events,
+            registry,
+            log_level=log_level,
         )
         # One turn service for every way a conversation comes in (the CLI today, channels
         # next), and for the sub-agent runtimes' invocations.
@@ -332,8 +352,10 @@ class DaemonHooks:
         self.dispatch = dispatch
         self.discovery = discovery
 
-    def agent_hello(self, alias: str, pid: int) -> None:
-        self.supervisor.agent_hello(alias, pid)
+    def agent_hello(
+        self, alias: str, pid: int, sandbox: str = "", sandbox_in_force: bool = False
+    ) -> None:
+        self.supervisor.agent_hello(alias, pid, sandbox, sandbox_in_force)
 
     def request_start(self, alias: str) -> bool:
         return self.supervisor.request_start(alias)

@@ -52,6 +52,7 @@ from ._lifecycle import (
     Removed,
     SignalGroup,
     StartProcess,
+    State,
     Timers,
     Transition,
 )
@@ -83,8 +84,18 @@ class ProcessExited:
 
 
 @dataclass(frozen=True)
+class SandboxReport:
+    """What an agent said of its own sandbox in its Hello: a summary, and whether the OS
+    confines it. The agent's claim, shown to the operator; nothing is decided on it."""
+
+    summary: str = ""
+    in_force: bool = False
+
+
+@dataclass(frozen=True)
 class ProcessReady:
     pid: int
+    sandbox: SandboxReport | None = None
 
 
 @dataclass(frozen=True)
@@ -143,6 +154,7 @@ class AgentRunner:
         self._changed = trio.Event()
         self._link_scope: trio.CancelScope | None = None
         self._traffic_at = 0.0  # newest traffic the router saw; fed to the machine lazily
+        self._sandbox: tuple[int, SandboxReport] | None = None  # (pid, its report)
         self.removed = trio.Event()
 
     @property
@@ -189,7 +201,15 @@ class AgentRunner:
             next_start_in=round(lc.next_start_at - now, 3) if lc.next_start_at else None,
             # What confines this agent's shell commands: the profile's mode and the kernel.
             sandbox=sandbox_summary(self.spec.risk.sandbox, abi_version()),
+            sandbox_in_force=self._sandbox_in_force(),
         )
+
+    def _sandbox_in_force(self) -> bool | None:
+        """The running process's report; None for an agent not running (or silent)."""
+        lc = self.lifecycle
+        if lc.state != State.RUNNING or self._sandbox is None or self._sandbox[0] != lc.pid:
+            return None
+        return self._sandbox[1].in_force
 
     # --- the task --------------------------------------------------------------------------
 
@@ -221,7 +241,10 @@ class AgentRunner:
             self._end_link()
             return lc.process_exited(trio.current_time(), event.pid, event.status, words)
         if isinstance(event, ProcessReady):
-            return lc.process_ready(now, event.pid)
+            actions = lc.process_ready(now, event.pid)
+            if actions and event.sandbox is not None:
+                self._sandbox = (event.pid, event.sandbox)
+            return actions
         if isinstance(event, ProcessBusy):
             if event.pid == lc.pid:
                 lc.activity(now, event.turns)

@@ -6,14 +6,17 @@ import contextlib
 import logging
 import os
 import signal
+import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import trio
 
+from .._logging import resolve_format
 from .._version import __version__
 from ..agent import AgentSpec
 from ..bus import Router
@@ -39,7 +42,14 @@ from ..subagents import LoadedRevision, SubagentRegistry
 from ._lifecycle import ExitStatus, State, Transition, exit_cause
 from ._notify import Notifier
 from ._reload import RELOAD_CONCURRENCY, ReloadPlan, plan_reload, reload_deadline
-from ._runner import AgentRunner, Command, ProcessExited, ProcessReady, Reconfigure
+from ._runner import (
+    AgentRunner,
+    Command,
+    ProcessExited,
+    ProcessReady,
+    Reconfigure,
+    SandboxReport,
+)
 from ._spec import build_specs, subagent_runtime_spec
 from ._zygote_client import ZygoteClient
 
@@ -89,8 +99,12 @@ class Supervisor:
         memory: MemoryService,
         events: EventSink,
         subagents: SubagentRegistry,
+        *,
+        log_level: str | None = None,
     ) -> None:
         self.config = config
+        # `zeroclaw --log-level`: every agent's level, whatever the config says (None: its).
+        self.log_level = log_level
         self.config_path = config_path
         self.env = env
         self.zygote = zygote
@@ -132,11 +146,21 @@ class Supervisor:
         else:
             self._by_pid[pid] = runner
 
-    def agent_hello(self, alias: str, pid: int) -> None:
-        """An agent said hello on the bus: it is reachable, so it is running."""
+    def agent_hello(
+        self, alias: str, pid: int, sandbox: str = "", sandbox_in_force: bool = False
+    ) -> None:
+        """An agent said hello on the bus: it is reachable, so it is running. With it comes
+        its own account of its sandbox (what the agent claims: for the operator's eyes)."""
         runner = self.runners.get(alias) or self.runtimes.get(alias)
         if runner is not None:
-            runner.post(ProcessReady(pid))
+            if not sandbox_in_force:
+                log.info(
+                    "agent %s runs without an OS sandbox: %s",
+                    alias,
+                    sandbox or "it did not say why",
+                    extra={"alias": alias, "pid": pid, "sandbox": sandbox},
+                )
+            runner.post(ProcessReady(pid, SandboxReport(sandbox, sandbox_in_force)))
 
     def request_start(self, alias: str) -> bool:
         """A message arrived for an on-demand agent that is not on the bus yet."""
@@ -195,7 +219,7 @@ class Supervisor:
         self._update_status()
 
     def _specs_of(self, config: Config) -> dict[str, AgentSpec]:
-        return build_specs(
+        specs = build_specs(
             config,
             self.env,
             self.config_path.parent,
@@ -203,6 +227,17 @@ class Supervisor:
             daemon_pids=(os.getpid(), self.zygote.pid),
             # Agents some loaded sub-agent allows get agent_catalog/agent_dispatch.
             dispatch_callers=self.subagents.callers(),
+        )
+        return {alias: self._logging_of(spec) for alias, spec in specs.items()}
+
+    def _logging_of(self, spec: AgentSpec) -> AgentSpec:
+        """The spec with the daemon's effective logging: the format resolved on the stderr
+        the agent shares with us (it cannot see JOURNAL_STREAM, we can), and the level
+        `--log-level` asked for, if any."""
+        return msgspec.structs.replace(
+            spec,
+            log_format=resolve_format(spec.log_format, sys.stderr, self.env),
+            log_level=self.log_level or spec.log_level,
         )
 
     def _policy(self, alias: str) -> RestartPolicy:
@@ -235,12 +270,14 @@ class Supervisor:
         if identity in self.runtimes:
             return
         assert self._nursery is not None, "Supervisor.run has not started"
-        spec = subagent_runtime_spec(
-            self.config,
-            self.env,
-            revision,
-            config_path=self.config_path,
-            daemon_pids=(os.getpid(), self.zygote.pid),
+        spec = self._logging_of(
+            subagent_runtime_spec(
+                self.config,
+                self.env,
+                revision,
+                config_path=self.config_path,
+                daemon_pids=(os.getpid(), self.zygote.pid),
+            )
         )
         runner = self._make_runner(spec, RestartPolicy())
         self.runtimes[identity] = runner

@@ -38,6 +38,7 @@ import traceback
 from collections.abc import Callable, Mapping
 
 import msgspec
+import setproctitle
 
 from .._decode import DecodeFailure, decode_msgpack
 from .._prctl import PR_SET_CHILD_SUBREAPER, prctl, set_death_signal, set_not_dumpable
@@ -107,6 +108,36 @@ def resolve_entrypoint(name: str) -> AgentEntry:
     return entry  # type: ignore[no-any-return]
 
 
+# --------------------------------------------------------------------------- process titles
+#
+# What `ps` shows (/proc/<pid>/cmdline, rewritten by setproctitle) and what `top` shows by
+# default (/proc/<pid>/comm, 15 bytes): every agent would otherwise be the zygote's
+# `python -c ...` line. A C extension of a few pages, imported here, before the zygote
+# forks, so agents share it.
+
+ZYGOTE_TITLE = "zeroclaw zygote"
+SUBAGENT_PREFIX = "sub:"  # a sub-agent runtime's bus identity: sub:<id>@<digest12>
+
+
+def daemon_title(config_path: os.PathLike[str] | str) -> str:
+    return f"zeroclaw daemon --config {os.path.abspath(config_path)}"
+
+
+def agent_title(alias: str) -> tuple[str, str]:
+    """The process title and the 15-byte name (`comm`) of an agent or sub-agent runtime."""
+    if alias.startswith(SUBAGENT_PREFIX):
+        identity = alias[len(SUBAGENT_PREFIX) :]
+        return f"zeroclaw subagent {identity}", f"zc:{alias}"
+    return f"zeroclaw agent {alias}", f"zc:{alias}"
+
+
+def set_title(title: str, name: str | None = None) -> None:
+    """Set this process's title; `name` (else the title's start) becomes its comm."""
+    setproctitle.setproctitle(title)
+    if name is not None:
+        setproctitle.setthreadtitle(name[:15])
+
+
 # --------------------------------------------------------------------------- daemon side
 
 
@@ -144,6 +175,7 @@ def zygote_main(fd: int, daemon_pid: int, entrypoint: str) -> None:
     # refuse every descendant of an agent (ADR 0011). Not dumpable: agents may not ptrace us.
     prctl(PR_SET_CHILD_SUBREAPER, 1)
     set_not_dumpable()
+    set_title(ZYGOTE_TITLE)
     # Signals sent to the daemon's whole process group (Ctrl-C, `timeout`, `kill -- -PGID`)
     # are the daemon's to handle: it stops the agents in order, then closes our socket.
     for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM):
@@ -289,6 +321,7 @@ def _fork_agent(
 def _become_agent(request: Spawn, fds: list[int], zygote_pid: int, close_fds: list[int]) -> None:
     """Everything between fork and the agent's own code, in the order that matters."""
     os.setsid()  # own session and process group: killpg reaches all it starts
+    set_title(*agent_title(request.spec.alias))
     set_death_signal(zygote_pid)
     # Inherited from the zygote, but said here because it is the agent's promise: no other
     # process of our uid (another agent included) may ptrace it or read its /proc secrets.

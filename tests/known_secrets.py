@@ -1,0 +1,35 @@
+"""Every secret the end-to-end tests give a daemon, in one place, and the check that none of
+them reached a log (issue 14: a debug log says a lot, never a key).
+
+Tests that start a daemon with a provider key, a webhook signing secret or any other secret
+take its value from here; the `daemons` fixture greps each daemon's log for all of them
+when the test ends. The values are long and odd so that no innocent line contains one.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+PROVIDER_KEY = "sk-zc-test-provider-key-7c41e9"  # a provider's api_key_env value
+OPENAI_KEY = "sk-zc-test-openai-key-2b8d05"  # the fake OpenAI-compatible server's key
+HOOK_SECRET = "zc-test-webhook-signing-secret-9a3f"  # a webhook channel's secret_env value
+UNBOUND_SECRET = "zc-test-secret-bound-to-nobody-51d2"  # in the daemon's env, for no agent
+
+TEST_SECRETS = (PROVIDER_KEY, OPENAI_KEY, HOOK_SECRET, UNBOUND_SECRET)
+
+
+def secrets_in(text: str, secrets: tuple[str, ...] = TEST_SECRETS) -> list[str]:
+    """The known secrets that appear in `text`."""
+    return [secret for secret in secrets if secret in text]
+
+
+def assert_no_secret_logged(log: Path, secrets: tuple[str, ...] = TEST_SECRETS) -> None:
+    """Fail, naming the secret and the line, if the log holds any known secret."""
+    try:
+        text = log.read_text(errors="replace")
+    except FileNotFoundError:
+        return
+    found = secrets_in(text, secrets)
+    if found:
+        lines = [line for line in text.splitlines() if any(s in line for s in found)]
+        raise AssertionError(f"{log} holds test secrets {found}: {lines[:3]}")
