@@ -74,7 +74,7 @@ class DaemonRefused(CliError):
     daemon, but no command may fall back to working without one (the daemon may be up)."""
 
     def __init__(self, message: str) -> None:
-        super().__init__(message, EXIT_NO_DAEMON)
+        super().__init__(message, EXIT_NO_DAEMON, code="daemon_refused")
 
 
 def refusal_error(reply: Reply[Any]) -> DaemonRefused:
@@ -106,7 +106,9 @@ def call(request: Request[R], timeout: float = 60.0) -> Reply[R]:
     except DaemonUnreachable as exc:
         raise no_daemon(client.name, exc) from None
     except TimeoutError:
-        raise CliError(f"the daemon did not answer within {timeout:g}s", EXIT_FAILED) from None
+        raise CliError(
+            f"the daemon did not answer within {timeout:g}s", EXIT_FAILED, code="daemon_timeout"
+        ) from None
     except OSError as exc:
         raise CliError(f"lost the daemon on {client.name}: {exc}", EXIT_NO_DAEMON) from None
     if not reply.ok and reply.error in REFUSALS:
@@ -155,7 +157,7 @@ def status_cmd(as_json: bool) -> None:
     reply = call(Status())
     data = reply.data
     if not reply.ok or data is None:
-        raise CliError(f"status failed ({reply.error}): {reply.message}", EXIT_FAILED)
+        raise CliError(f"status failed ({reply.error}): {reply.message}", code=reply.error)
     if wants_json(as_json):
         emit_json(msgspec.to_builtins(data))
         return
@@ -218,7 +220,7 @@ def agents_list(as_json: bool) -> None:
     """Every enabled agent and its state."""
     reply = call(AgentsList())
     if not reply.ok or reply.data is None:
-        raise CliError(f"agents list failed ({reply.error}): {reply.message}", EXIT_FAILED)
+        raise CliError(f"agents list failed ({reply.error}): {reply.message}", code=reply.error)
     if wants_json(as_json):
         emit_json(msgspec.to_builtins(reply.data))
     else:
