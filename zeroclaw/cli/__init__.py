@@ -1,6 +1,7 @@
 """The `zeroclaw` command line (click), one module per command group."""
 
 from . import chat_cmd as _chat_cmd  # noqa: F401  (registers `zeroclaw chat`)
+from . import completion_cmd as _completion_cmd  # noqa: F401  (registers `zeroclaw completion`)
 from . import config_cmd as _config_cmd  # noqa: F401  (registers `zeroclaw config`)
 from . import daemon_cmd as _daemon_cmd  # noqa: F401  (registers daemon, status, agents, ...)
 from . import doctor_cmd as _doctor_cmd  # noqa: F401  (registers `zeroclaw doctor`)

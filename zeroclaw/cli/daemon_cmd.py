@@ -116,15 +116,27 @@ def call(request: Request[R], timeout: float = 60.0) -> Reply[R]:
     return reply
 
 
-def _ago(ts: float | None) -> str:
-    if not ts:
-        return "-"
-    secs = max(0.0, time.time() - ts)
+def _since(ts: float | None, now: float | None = None) -> str:
+    """When an agent last changed state, on the wall clock: `14:02:07 (3m ago)`, the date
+    too when it was not today; "never started" for an agent that has not run yet."""
+    if ts is None:
+        return "never started"
+    now = time.time() if now is None else now
+    when = datetime.fromtimestamp(ts)
+    shown = when.strftime("%H:%M:%S")
+    if when.date() != datetime.fromtimestamp(now).date():
+        shown = when.strftime("%Y-%m-%d %H:%M")
+    return f"{shown} ({_duration(max(0.0, now - ts))} ago)"
+
+
+def _duration(secs: float) -> str:
     if secs < 120:
         return f"{secs:.0f}s"
     if secs < 7200:
         return f"{secs / 60:.0f}m"
-    return f"{secs / 3600:.1f}h"
+    if secs < 2 * 86400:
+        return f"{secs / 3600:.1f}h"
+    return f"{secs / 86400:.1f}d"
 
 
 def _agents_table(agents: list[AgentStatus]) -> str:
@@ -136,7 +148,7 @@ def _agents_table(agents: list[AgentStatus]) -> str:
                 a.state,
                 str(a.pid or "-"),
                 str(a.restarts),
-                _ago(a.since),
+                _since(a.since),
                 a.last_exit or "-",
                 a.activation,
                 a.sandbox,
@@ -280,7 +292,8 @@ def reload_cmd(as_json: bool) -> None:
     if wants_json(as_json):
         emit_json({"ok": reply.ok, **(msgspec.to_builtins(result) if result else {})})
     elif reply.ok and result is not None:
-        click.echo("reloaded: " + ", ".join(f"{k} {v or '-'}" for k, v in result.diff.items()))
+        changes = "; ".join(f"{k} {', '.join(v) or '-'}" for k, v in result.diff.items())
+        click.echo(f"reloaded: {changes or 'nothing changed'}")
     elif result is not None and result.reload == "incomplete":
         click.echo(f"zeroclaw: reload applied, but not finished: {reply.message}", err=True)
         for line in result.errors:
