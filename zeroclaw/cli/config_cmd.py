@@ -35,6 +35,7 @@ from ._common import (
     EXIT_USAGE,
     CliError,
     emit_json,
+    error_json,
     json_option,
     plural,
     print_config_error,
@@ -66,6 +67,7 @@ def validate_cmd(path: str | None, as_json: bool) -> None:
                     "file": str(target),
                     "valid": False,
                     "errors": [issue.as_json() for issue in exc.issues],
+                    **error_json("config_invalid", "\n".join(exc.lines())),
                 }
             )
         else:
