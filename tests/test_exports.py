@@ -125,6 +125,7 @@ PUBLIC: dict[str, list[str]] = {
         "webhook_listeners",
     ],
     "zeroclaw.cli": [
+        "CliErrorCode",
         "cli",
         "main",
     ],

@@ -28,6 +28,7 @@ def families() -> dict[str, Family]:
     """family -> its codes, in the order each Literal lists them."""
     from ._decode import DecodeErrorCode
     from .bus import RefusalCode
+    from .cli import CliErrorCode
     from .channels import ChannelRefusalCode, WebhookErrorCode
     from .control import ControlErrorCode
     from .memory import MemoryErrorCode
@@ -80,6 +81,13 @@ def families() -> dict[str, Family]:
             "Webhook channel",
             "a webhook response's `error`, before routing (then the channel routing codes)",
             get_args(WebhookErrorCode),
+        ),
+        "cli": Family(
+            "Command line",
+            "any CLI command's `--json` failure, `{ok: false, error: {code, message}}` "
+            "(exit 2 for `usage` and `config_*`, 3 for `daemon_unreachable`, "
+            "`daemon_refused`, 130 for `interrupted`, else 1)",
+            get_args(CliErrorCode),
         ),
         "decode": Family(
             "Undecodable input",

@@ -9,5 +9,6 @@ from . import memory_cmd as _memory_cmd  # noqa: F401  (registers `zeroclaw memo
 from . import route_cmd as _route_cmd  # noqa: F401  (registers `zeroclaw route`)
 from . import subagents_cmd as _subagents_cmd  # noqa: F401  (subagents, dispatch, invocations)
 from ._app import cli, main
+from ._common import CliErrorCode
 
-__all__ = ["cli", "main"]
+__all__ = ["CliErrorCode", "cli", "main"]
