@@ -28,8 +28,8 @@ def families() -> dict[str, Family]:
     """family -> its codes, in the order each Literal lists them."""
     from ._decode import DecodeErrorCode
     from .bus import RefusalCode
-    from .cli import CliErrorCode
     from .channels import ChannelRefusalCode, WebhookErrorCode
+    from .cli import CliErrorCode
     from .control import ControlErrorCode
     from .memory import MemoryErrorCode
     from .subagents import DispatchRefusalCode
