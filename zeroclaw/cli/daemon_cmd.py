@@ -37,6 +37,7 @@ from ._common import (
     CliError,
     emit_json,
     json_option,
+    plural,
     state,
     wants_json,
 )
@@ -201,7 +202,7 @@ def status_cmd(as_json: bool) -> None:
     control = data.control
     if control:
         click.echo(
-            f"control   {control.connections} connections; refused: "
+            f"control   {plural(control.connections, 'connection')}; refused: "
             f"{control.refused_peers} peers, {control.refused_busy} busy; "
             f"{control.reaped_idle} idle reaped"
         )

@@ -229,7 +229,7 @@ def get_cmd(key: str, agent: str | None, as_json: bool) -> None:
     """Show one record by key. Exit 1 when there is none."""
     found = _run("get", agent, {"key": key}, MemoryFound)
     if wants_json(as_json):
-        emit_json(msgspec.to_builtins(found))
+        emit_json({"ok": found.record is not None, **msgspec.to_builtins(found)})
     elif found.record:
         _records_out([found.record], False)
     if not found.record:
@@ -319,7 +319,7 @@ def forget_cmd(key: str, agent: str | None, as_json: bool) -> None:
     """Delete one record by key. Exit 1 when there was none."""
     forgotten = _run("forget", agent, {"key": key}, MemoryForgotten).forgotten
     if wants_json(as_json):
-        emit_json({"forgotten": forgotten})
+        emit_json({"ok": forgotten, "forgotten": forgotten})
     else:
         click.echo("forgotten" if forgotten else f"no record {key!r}")
     if not forgotten:
