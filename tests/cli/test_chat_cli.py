@@ -75,7 +75,7 @@ def test_in_process_chat_says_so_with_the_store_and_why(tmp_path: Path) -> None:
     assert plain.stderr.count(line) == 1, plain.stderr  # once, though it opens the store too
     as_json = run_cli("--config", config, "-a", "alpha", "chat", "-m", "hello", "--json")
     data = json.loads(as_json.stdout)
-    assert data["ok"] is True and data["reply"]
+    assert "ok" not in data and data["reply"]  # the turn's shape: `ok` only on a failure
     assert data["fallback"]["mode"] == "in_process" and data["fallback"]["message"] == line
     assert line in as_json.stderr
 

@@ -157,7 +157,8 @@ def chat_cmd(message: str | None, session: str, as_json: bool) -> None:
             printer.end_line()
             error = result.get("error")
             if json_out:
-                emit_json({"ok": not error, **result})
+                # Like the result's `error`, `ok` appears only when it says something.
+                emit_json({"ok": False, **result} if error else result)
             elif error and not printer.shown:
                 click.echo(f"zeroclaw: error: {error}", err=True)  # never a silent failure
             sys.exit(EXIT_FAILED if error else 0)
