@@ -12,6 +12,8 @@ import tomli_w
 
 from tests.cli.helpers import run_cli
 from tests.supervisor.harness import agent_entry, make_config
+from zeroclaw.cli import cli
+from zeroclaw.cli._app import json_in_args
 
 # (command words, exit code, error code); CONFIG / MISSING / BROKEN are filled in per test.
 CASES: list[tuple[tuple[str, ...], int, str]] = [
@@ -84,3 +86,24 @@ def test_a_command_that_prints_its_own_json_is_not_followed_by_a_second(
     document = json.loads(result.stdout)
     assert (document["ok"], document["valid"]) == (False, False)
     assert document["error"]["code"] == "config_invalid"
+
+
+@pytest.mark.parametrize(
+    ("args", "wanted"),
+    [
+        (["status", "--json"], True),
+        (["--json", "status", "--bogus"], True),
+        (["--config", "--json", "status"], False),  # the value of --config
+        (["--config=x.toml", "status", "--json"], True),
+        (["-a", "alpha", "chat", "-m", "--json"], False),  # the message
+        (["chat", "-m--json"], False),
+        (["memory", "list", "-a", "--json"], False),
+        (["memory", "list", "--", "--json"], False),
+        (["memory", "--json", "list"], True),
+        (["dispatch", "x", "--task", "--json"], False),
+    ],
+)
+def test_json_is_read_from_the_raw_arguments_as_click_would(args: list[str], wanted: bool) -> None:
+    """A usage error stops click before a later --json is read: the boundary reads the raw
+    words with the tree's option metadata, never taking an option's value for the flag."""
+    assert json_in_args(cli, args) is wanted
