@@ -110,3 +110,16 @@ def test_no_python_list_reprs_in_human_output(config: Path) -> None:
     assert "(1 agent, 1 enabled agent, 0 peer groups, 1 channel, 1 provider)" in validated.stdout
     for result in (validated, run_cli("--config", config, "-a", "alpha", "memory", "stats")):
         assert "['" not in result.stdout + result.stderr
+
+
+def test_a_store_that_cannot_be_opened_is_an_error_not_a_crash(tmp_path: Path) -> None:
+    doc = make_config(tmp_path, {"alpha": agent_entry()})
+    doc["daemon"]["state_dir"] = "/dev/null/state"
+    config = tmp_path / "zeroclaw.toml"
+    config.write_text(tomli_w.dumps(doc))
+    result = run_cli("--config", config, "-a", "alpha", "memory", "list", "--json")
+    assert result.returncode == 1, result.stderr
+    error = json.loads(result.stdout)["error"]
+    assert error["code"] == "failed", error
+    assert "cannot use the memory store in /dev/null/state" in error["message"]
+    assert "Not a directory" in error["message"] and "internal error" not in result.stderr

@@ -163,6 +163,13 @@ def with_memory(config: Config, job: Callable[[MemoryService], Awaitable[T]]) ->
                 store.close()
     except MemoryLocked as exc:
         raise CliError(str(exc), EXIT_FAILED) from None
+    except OSError as exc:  # e.g. a state dir that cannot be created: the operator's to fix
+        where = exc.filename or paths.state_dir
+        raise CliError(
+            f"cannot use the memory store in {paths.state_dir}: {where}: {exc.strerror}; "
+            "check [daemon] state_dir and its permissions",
+            EXIT_FAILED,
+        ) from None
     if isinstance(outcome, MemoryServiceError):
         code = EXIT_USAGE if outcome.code in _USAGE_CODES else EXIT_FAILED
         raise CliError(f"{outcome.code}: {outcome.detail}", code, code=outcome.code)
