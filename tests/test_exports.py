@@ -127,6 +127,7 @@ PUBLIC: dict[str, list[str]] = {
         "webhook_listeners",
     ],
     "zeroclaw.cli": [
+        "CliErrorCode",
         "cli",
         "main",
     ],

@@ -29,6 +29,7 @@ def families() -> dict[str, Family]:
     from ._decode import DecodeErrorCode
     from .bus import RefusalCode
     from .channels import ChannelRefusalCode, WebhookErrorCode
+    from .cli import CliErrorCode
     from .control import ControlErrorCode
     from .discovery import DiscoveryErrorKind, RegistrationReason
     from .memory import MemoryErrorCode
@@ -93,6 +94,13 @@ def families() -> dict[str, Family]:
             "`zeroclaw discover ...`: a diagnostic's `kind`, and `cache_locked` (exit 1) when "
             "another scan writes the cache",
             get_args(DiscoveryErrorKind),
+        ),
+        "cli": Family(
+            "Command line",
+            "any CLI command's `--json` failure, `{ok: false, error: {code, message}}` "
+            "(exit 2 for `usage` and `config_*`, 3 for `daemon_unreachable`, "
+            "`daemon_refused`, 130 for `interrupted`, else 1)",
+            get_args(CliErrorCode),
         ),
         "decode": Family(
             "Undecodable input",

@@ -91,6 +91,16 @@ def test_status_json_keeps_its_shape() -> None:
     ]
 
 
+def test_an_agent_never_started_has_no_since_and_the_same_keys() -> None:
+    """`since` is wall-clock time of the last change; an agent that never ran has none
+    (not a time computed from trio's arbitrary clock origin), and the shape stays."""
+    never = msgspec.structs.replace(agent_status(state="stopped"), since=None, since_secs=None)
+    shape = msgspec.to_builtins(never)
+    assert list(shape) == list(msgspec.to_builtins(agent_status()))
+    assert (shape["since"], shape["since_secs"]) == (None, None)
+    assert decode_reply(encode(Reply(ok=True, data=never)), AgentStatus).data == never
+
+
 def test_probe_reply_omits_the_route_when_an_alias_is_unknown() -> None:
     assert msgspec.to_builtins(ProbeReply("unknown_agent")) == {"outcome": "unknown_agent"}
     delivered = ProbeReply("delivered", "a", "b", "cli.local", 0.5, "")

@@ -1,4 +1,12 @@
-"""The root `zeroclaw` command group: global options and the no-traceback error boundary."""
+"""The root `zeroclaw` command group: global options and the no-traceback error boundary.
+
+Global options (`--config`, `--agent/-a`, `--json`, `--debug`, `--log-level`) may come before
+or after any subcommand, nested ones included (ADR 0032): every command and group is built
+from `GlobalCommand`/`GlobalGroup`, which add hidden copies of them whose callbacks write into
+the root's `CliState` (the value given later, nearer the command, wins). A command that
+defines an option with one of those names itself (`daemon --config`, `memory ... --agent`,
+`invocations list --agent ID`) keeps its own; a command's own `--json` sets the global flag.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +14,7 @@ import logging
 import os
 import sys
 import traceback
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import click
@@ -17,24 +26,185 @@ from ._common import (
     EXIT_USAGE,
     CliError,
     CliState,
+    current_state,
+    emit_json,
+    error_json,
     print_config_error,
     with_config,
 )
 
+LOG_LEVELS = ("debug", "info", "warning", "error")
+ARGV_KEY = "zeroclaw.argv"
+
+
+def configure_logging(level: str) -> None:
+    logging.basicConfig(
+        level=getattr(logging, level.upper()),
+        stream=sys.stderr,
+        format="%(levelname)s %(name)s: %(message)s",
+        force=True,
+    )
+
+
+def _set_global(field: str) -> Callable[[click.Context, click.Parameter, Any], None]:
+    """The callback of a global option's copy on a subcommand: an explicit value overrides
+    the one given before the subcommand."""
+
+    def callback(ctx: click.Context, param: click.Parameter, value: Any) -> None:
+        st = current_state()
+        if st is None or value is None or value is False:
+            return  # shell completion (no state), or the option was not given here
+        setattr(st, field, value)
+        if field == "log_level":
+            configure_logging(value)
+
+    return callback
+
+
+def _global_options(*, hidden: bool) -> list[click.Option]:
+    """The global options: on the root (shown in `zeroclaw --help`) or as a subcommand's
+    hidden copies (defaults None, so only an explicit value writes into the state)."""
+
+    def opt(decls: list[str], field: str, **kw: Any) -> click.Option:
+        if hidden:
+            decls = [*decls[:-1], f"_global_{field}"]  # never a command's own parameter
+            kw = {k: v for k, v in kw.items() if k not in ("default", "show_default")}
+            kw |= {"hidden": True, "expose_value": False, "callback": _set_global(field)}
+            if kw.get("is_flag"):
+                kw["default"] = False
+            return click.Option(decls, **kw)
+        return click.Option(decls, **kw)
+
+    return [
+        opt(
+            ["--config", "config_path"],
+            "config_path",
+            metavar="PATH",
+            help="Config file. Default: $ZEROCLAW_CONFIG, $XDG_CONFIG_HOME/zeroclaw/"
+            "zeroclaw.toml, then /etc/zeroclaw/zeroclaw.toml.",
+        ),
+        opt(
+            ["--agent", "-a", "agent"],
+            "agent",
+            metavar="ALIAS",
+            help="The agent a command talks to.",
+        ),
+        opt(["--json", "as_json"], "json", is_flag=True, help="Machine-readable JSON output."),
+        opt(
+            ["--debug", "debug"], "debug", is_flag=True, help="Show tracebacks for internal errors."
+        ),
+        opt(
+            ["--log-level", "log_level"],
+            "log_level",
+            type=click.Choice(LOG_LEVELS),
+            default="warning",
+            show_default=True,
+            help="Log level for this command.",
+        ),
+    ]
+
+
+def _add_global_options(command: click.Command) -> None:
+    taken = {name for p in command.params for name in (*p.opts, *p.secondary_opts)}
+    for option in _global_options(hidden=True):
+        if taken.isdisjoint(option.opts):  # the command's own option of that name wins
+            command.params.append(option)
+
+
+class GlobalCommand(click.Command):
+    """A subcommand that also accepts the global options after its name."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        _add_global_options(self)
+
+
+class GlobalGroup(click.Group):
+    """A command group (`memory`, `agents`, ...) whose commands, and itself, accept the
+    global options after their names."""
+
+    command_class = GlobalCommand
+    group_class = type  # nested groups are GlobalGroups too
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        _add_global_options(self)
+
+
+def json_in_args(command: click.Command, args: Sequence[str]) -> bool:
+    """Whether a command line asks for --json, read without parsing it (a usage error stops
+    click's parser before it reaches a later --json): walks the tokens as click would,
+    skipping option values so that `chat -m --json` is a message, not the flag."""
+    i = 0
+    while i < len(args):
+        token = args[i]
+        i += 1
+        if token == "--":
+            return False
+        if token.startswith("--"):
+            name, eq, _ = token.partition("=")
+            if name == "--json" and not eq:
+                return True
+            option = _option(command, name)
+            if option is not None and not eq and _takes_value(option):
+                i += option.nargs
+        elif token.startswith("-") and len(token) > 1:
+            option = _option(command, token[:2])
+            if option is not None and len(token) == 2 and _takes_value(option):
+                i += option.nargs
+        elif isinstance(command, click.Group) and token in command.commands:
+            command = command.commands[token]
+    return False
+
+
+def _option(command: click.Command, name: str) -> click.Option | None:
+    for param in command.params:
+        if isinstance(param, click.Option) and name in (*param.opts, *param.secondary_opts):
+            return param
+    return None
+
+
+def _takes_value(option: click.Option) -> bool:
+    return not option.is_flag and not option.count
+
 
 class _RootGroup(click.Group):
-    """Turns every expected failure into a message and an exit code, never a traceback."""
+    """Turns every expected failure into a message and an exit code, never a traceback; with
+    --json (anywhere on the line), into `{schema_version, ok: false, error: {code, message}}`
+    on stdout as well, with the same exit code."""
+
+    command_class = GlobalCommand
+    group_class = GlobalGroup
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        ctx.meta[ARGV_KEY] = list(args)
+        try:
+            return super().parse_args(ctx, args)
+        except click.UsageError as exc:
+            if exc.ctx is None:
+                exc.ctx = ctx
+            self._usage_error(ctx, exc)
+            raise
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except click.UsageError as exc:
+            self._usage_error(ctx, exc)
+            raise
         except (click.exceptions.Exit, click.ClickException, click.Abort):
             raise
         except ConfigError as exc:
             print_config_error(exc, _explicit_config(ctx))
+            missing = any(issue.message.startswith("file not found") for issue in exc.issues)
+            issues = [issue.as_json() for issue in exc.issues]
+            code = "config_not_found" if missing else "config_invalid"
+            self._json_error(ctx, code, "\n".join(exc.lines()), issues=issues)
             ctx.exit(EXIT_USAGE)
         except CliError as exc:
-            click.echo(f"zeroclaw: error: {with_config(str(exc), _explicit_config(ctx))}", err=True)
+            message = with_config(str(exc), _explicit_config(ctx))
+            click.echo(f"zeroclaw: error: {message}", err=True)
+            self._json_error(ctx, exc.code, message)
             ctx.exit(exc.exit_code)
         except BrokenPipeError:
             # The reader went away (e.g. `| head`): stop quietly, like any Unix filter.
@@ -43,17 +213,35 @@ class _RootGroup(click.Group):
             ctx.exit(141)
         except KeyboardInterrupt:
             click.echo("zeroclaw: interrupted", err=True)
+            self._json_error(ctx, "interrupted", "interrupted")
             ctx.exit(130)
         except Exception as exc:
+            message = f"{type(exc).__name__}: {exc}"
             if _debug(ctx):
                 traceback.print_exc()
             else:
                 click.echo(
-                    f"zeroclaw: internal error: {type(exc).__name__}: {exc} "
-                    "(run with --debug for a traceback)",
+                    f"zeroclaw: internal error: {message} (run with --debug for a traceback)",
                     err=True,
                 )
+            self._json_error(ctx, "internal", message)
             ctx.exit(EXIT_FAILED)
+
+    def _usage_error(self, ctx: click.Context, exc: click.UsageError) -> None:
+        """With --json: the usage error as JSON and exit 2 (click prints it on stderr)."""
+        if not self._json_error(ctx, "usage", exc.format_message()):
+            return
+        exc.show()
+        ctx.exit(EXIT_USAGE)
+
+    def _json_error(self, ctx: click.Context, code: str, message: str, **extra: Any) -> bool:
+        st = current_state()
+        wanted = (st is not None and st.json) or json_in_args(self, ctx.meta.get(ARGV_KEY, ()))
+        if not wanted:
+            return False
+        if st is None or not st.emitted:  # a command that printed its own JSON said it all
+            emit_json(error_json(code, message, **extra))
+        return True
 
 
 def _explicit_config(ctx: click.Context) -> str | None:
@@ -66,25 +254,13 @@ def _debug(ctx: click.Context) -> bool:
     return isinstance(obj, CliState) and obj.debug
 
 
-@click.group(cls=_RootGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, "--version", prog_name="zeroclaw")
-@click.option(
-    "--config",
-    "config_path",
-    metavar="PATH",
-    help="Config file. Default: $ZEROCLAW_CONFIG, $XDG_CONFIG_HOME/zeroclaw/zeroclaw.toml, "
-    "then /etc/zeroclaw/zeroclaw.toml.",
+@click.group(
+    cls=_RootGroup,
+    params=_global_options(hidden=False),
+    context_settings={"help_option_names": ["-h", "--help"]},
+    epilog="Global options may also follow any command: zeroclaw memory list --agent A --json.",
 )
-@click.option("--agent", "-a", metavar="ALIAS", help="The agent a command talks to.")
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON output.")
-@click.option("--debug", is_flag=True, help="Show tracebacks for internal errors.")
-@click.option(
-    "--log-level",
-    type=click.Choice(["debug", "info", "warning", "error"]),
-    default="warning",
-    show_default=True,
-    help="Log level for this command.",
-)
+@click.version_option(__version__, "--version", "-V", prog_name="zeroclaw")
 @click.pass_context
 def cli(
     ctx: click.Context,
@@ -96,11 +272,7 @@ def cli(
 ) -> None:
     """zeroclaw: a self-hosted multi-agent assistant daemon."""
     ctx.obj = CliState(config_path, agent, as_json, debug, log_level)
-    logging.basicConfig(
-        level=getattr(logging, log_level.upper()),
-        stream=sys.stderr,
-        format="%(levelname)s %(name)s: %(message)s",
-    )
+    configure_logging(log_level)
 
 
 def main() -> None:

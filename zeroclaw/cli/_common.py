@@ -9,7 +9,7 @@ import shlex
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import click
 
@@ -22,6 +22,29 @@ EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_NO_DAEMON = 3
 
+# The `error.code` of a failed command's `--json` output when the failure is the CLI's own
+# (a code the daemon replied with, e.g. `unknown_agent`, is passed on as it is).
+CliErrorCode = Literal[
+    "usage",  # exit 2: bad options or arguments
+    "config_not_found",  # exit 2: --config or $ZEROCLAW_CONFIG names no file
+    "config_invalid",  # exit 2: the config file does not load
+    "daemon_unreachable",  # exit 3: nobody answers on the control socket
+    "daemon_refused",  # exit 3: something answers but will not serve this connection
+    "daemon_timeout",  # exit 1: the daemon did not answer in time
+    "provider_unavailable",  # exit 1: the agent's model provider cannot be built
+    "failed",  # exit 1: the operation failed (the message says how)
+    "not_found",  # exit 1: `discover explain` of an id nothing discovered has
+    "discovery_disabled",  # exit 1: `discover ...` with [discovery] enabled = false
+    "cache_locked",  # exit 1: another `discover scan` writes the discovery cache
+    "interrupted",  # exit 130: Ctrl-C
+    "internal",  # exit 1: a bug; --debug shows the traceback
+]
+_CODE_BY_EXIT: dict[int, CliErrorCode] = {
+    EXIT_USAGE: "usage",
+    EXIT_NO_DAEMON: "daemon_unreachable",
+    130: "interrupted",
+}
+
 
 def finite(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
     """Click callback for float options: `nan` and `inf` are usage errors, not filters that
@@ -31,23 +54,36 @@ def finite(ctx: click.Context, param: click.Parameter, value: float | None) -> f
     return value
 
 
-class CliError(Exception):
-    """An operation failed in a way the operator can act on; printed without a traceback."""
+def plural(n: int, word: str) -> str:
+    """`1 agent`, `2 agents`: counts as a person would write them."""
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
-    def __init__(self, message: str, exit_code: int = EXIT_FAILED) -> None:
+
+class CliError(Exception):
+    """An operation failed in a way the operator can act on; printed without a traceback.
+    `code` is its `--json` error code: a CliErrorCode, or a code the daemon replied with;
+    by default the one its exit code implies."""
+
+    def __init__(self, message: str, exit_code: int = EXIT_FAILED, code: str | None = None) -> None:
         super().__init__(message)
         self.exit_code = exit_code
+        self.code: str = code or _CODE_BY_EXIT.get(exit_code, "failed")
 
 
 @dataclass
 class CliState:
-    """The root group's options, reachable from every command."""
+    """The global options (given before or after the subcommand), reachable from every
+    command, and what the command has already said."""
 
     config_path: str | None
     agent: str | None
     json: bool
     debug: bool
     log_level: str
+    emitted: bool = False  # a JSON document is on stdout: a failure adds no second one
+    # Why this command works without the daemon (the store opened directly, the agent run
+    # in-process): one line on stderr, and the `fallback` field of its JSON output.
+    fallback: dict[str, str] | None = None
 
     def locate(self) -> Path:
         return locate_config(self.config_path, os.environ)
@@ -63,14 +99,40 @@ def state() -> CliState:
     return obj
 
 
-def wants_json(local_flag: bool) -> bool:
-    """`--json` may be given globally or on the command."""
+def current_state() -> CliState | None:
+    """The state when a command line is being run (not during shell completion)."""
+    ctx = click.get_current_context(silent=True)
+    obj = ctx.find_root().obj if ctx is not None else None
+    return obj if isinstance(obj, CliState) else None
+
+
+def wants_json(local_flag: bool = False) -> bool:
+    """`--json` may be given before or after the command (it is one flag: see _app)."""
     return local_flag or state().json
 
 
 def emit_json(payload: dict[str, Any]) -> None:
+    st = current_state()
     payload = {"schema_version": SCHEMA_VERSION, **payload}
+    if st is not None:
+        st.emitted = True
+        if st.fallback is not None and "fallback" not in payload:
+            payload["fallback"] = st.fallback
     sys.stdout.write(json.dumps(payload, indent=2, sort_keys=False, default=str) + "\n")
+
+
+def error_json(code: str, message: str, **extra: Any) -> dict[str, Any]:
+    """The one shape of a failed command's `--json` output (without schema_version)."""
+    return {"ok": False, "error": {"code": code, "message": message, **extra}}
+
+
+def fallback(mode: str, reason: str, message: str, **where: str) -> None:
+    """Say once, on stderr, that this command works without the daemon, where and why; a
+    JSON output carries it in its `fallback` field."""
+    st = state()
+    if st.fallback is None:
+        click.echo(f"zeroclaw: {message}", err=True)
+    st.fallback = {"mode": mode, "reason": reason, **where, "message": message}
 
 
 def with_config(text: str, config_path: str | None) -> str:
@@ -86,6 +148,18 @@ def print_config_error(exc: ConfigError, config_path: str | None = None) -> None
         click.echo(with_config(line, config_path), err=True)
 
 
+def _json_flag(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
+    # A command's own --json is the global flag too: the error boundary answers in JSON.
+    st = current_state()
+    if value and st is not None:
+        st.json = True
+    return value
+
+
 json_option = click.option(
-    "--json", "as_json", is_flag=True, help="Print machine-readable JSON (with schema_version)."
+    "--json",
+    "as_json",
+    is_flag=True,
+    callback=_json_flag,
+    help="Print machine-readable JSON (with schema_version).",
 )

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import select
+import signal
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -22,14 +23,16 @@ import msgspec
 import trio
 
 from ..agent import AgentSpec, LocalReach, TurnEngine
-from ..config import Config
+from ..config import Config, daemon_paths
 from ..control import (
+    AgentsList,
     Chat,
     ChatApproval,
     ChatCancel,
     ChatOpen,
     ControlSession,
     DaemonUnreachable,
+    Reply,
     UntrustedDaemon,
 )
 from ..memory import MemoryService
@@ -43,11 +46,12 @@ from ._common import (
     EXIT_USAGE,
     CliError,
     emit_json,
+    fallback,
     json_option,
     state,
     wants_json,
 )
-from .daemon_cmd import REFUSALS, DaemonRefused, control_client, refusal_error
+from .daemon_cmd import REFUSALS, DaemonRefused, call, control_client, refusal_error
 from .memory_cmd import with_memory
 
 # A turn: text in, events to the printer, the result (reply, tool_calls[, error]) out.
@@ -63,6 +67,7 @@ class Printer:
         self.quiet = quiet
         self.interactive = interactive
         self._open_line = False
+        self.shown = False  # whether any reply text reached the operator
 
     def event(self, event: TurnEvent) -> None:
         if self.quiet:
@@ -70,6 +75,7 @@ class Printer:
         if isinstance(event, Delta):
             sys.stdout.write(event.text)
             sys.stdout.flush()
+            self.shown = self.shown or bool(event.text)
             self._open_line = bool(event.text) and not event.text.endswith("\n")
         elif isinstance(event, ToolUsed):
             status = "ok" if event.ok else event.error_code
@@ -130,9 +136,15 @@ def chat_cmd(message: str | None, session: str, as_json: bool) -> None:
         except UntrustedDaemon as exc:
             raise DaemonRefused(str(exc)) from None
         except DaemonUnreachable:
-            click.echo(
-                f"zeroclaw: no daemon; running {alias} in-process (peers answer unavailable)",
-                err=True,
+            runtime_dir = control_client().runtime_dir
+            store = daemon_paths(config, os.environ).state_dir / "memory"
+            fallback(
+                "in_process",
+                f"no daemon answers on {runtime_dir}",
+                f"no daemon answers on {runtime_dir}; running {alias} in-process with the "
+                f"store at {store} (peers and sub-agents unavailable)",
+                store=str(store),
+                runtime_dir=str(runtime_dir),
             )
             runner = _in_process(config, path, alias, session)
         if message is not None:
@@ -143,9 +155,13 @@ def chat_cmd(message: str | None, session: str, as_json: bool) -> None:
                 printer.end_line()
                 raise CliError("cancelled", EXIT_FAILED) from None
             printer.end_line()
+            error = result.get("error")
             if json_out:
-                emit_json(result)
-            sys.exit(EXIT_FAILED if result.get("error") else 0)
+                # Like the result's `error`, `ok` appears only when it says something.
+                emit_json({"ok": False, **result} if error else result)
+            elif error and not printer.shown:
+                click.echo(f"zeroclaw: error: {error}", err=True)  # never a silent failure
+            sys.exit(EXIT_FAILED if error else 0)
         _interactive(runner, alias)
 
 
@@ -191,6 +207,12 @@ def _line_editing() -> Iterator[None]:
     with contextlib.suppress(OSError):
         readline.read_history_file(history)
     readline.set_history_length(1000)
+    # A closing terminal sends SIGHUP (and `kill` SIGTERM): by default either ends the
+    # process on the spot, losing the session's lines. Raised as SystemExit, they unwind
+    # through the `finally` below, which saves them.
+    previous = {signum: signal.getsignal(signum) for signum in HANGUP_SIGNALS}
+    for signum in HANGUP_SIGNALS:
+        signal.signal(signum, _exit_on_signal)
     try:
         yield
     finally:
@@ -198,6 +220,15 @@ def _line_editing() -> Iterator[None]:
             history.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
             readline.write_history_file(history)
             os.chmod(history, 0o600)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+HANGUP_SIGNALS = (signal.SIGHUP, signal.SIGTERM)
+
+
+def _exit_on_signal(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
 
 
 def _open_session(conn: ControlSession, alias: str) -> None:
@@ -211,8 +242,21 @@ def _open_session(conn: ControlSession, alias: str) -> None:
     if not reply.ok and reply.error in REFUSALS:
         raise refusal_error(reply)
     if not reply.ok:
-        code = reply.error or "failed"
-        raise CliError(f"{code}: {reply.message}", REFUSAL_EXIT.get(code, EXIT_FAILED))
+        raise _turn_refused(reply, alias)
+
+
+def _turn_refused(reply: Reply[Any], alias: str) -> CliError:
+    """The daemon would not run the turn; for an agent that is not running, why not (a
+    provider it could not build is only in its last error)."""
+    code = reply.error or "failed"
+    message = f"{code}: {reply.message}"
+    if code == "unavailable":
+        with contextlib.suppress(CliError):
+            listed = call(AgentsList(), timeout=10).data
+            agent = next((a for a in listed.agents if a.alias == alias), None) if listed else None
+            if agent is not None and agent.last_error:
+                message += f" ({agent.state}: {agent.last_error})"
+    return CliError(message, REFUSAL_EXIT.get(code, EXIT_FAILED), code=code)
 
 
 def _through_daemon(conn: ControlSession, alias: str, session: str, tty: bool) -> TurnRunner:
@@ -240,8 +284,7 @@ def _through_daemon(conn: ControlSession, alias: str, session: str, tty: bool) -
             if not reply.ok and reply.error in REFUSALS:
                 raise refusal_error(reply)
             if not reply.ok:
-                code = reply.error or "failed"
-                raise CliError(f"{code}: {reply.message}", REFUSAL_EXIT.get(code, EXIT_FAILED))
+                raise _turn_refused(reply, alias)
             if not reply.more:
                 return data
             try:
@@ -263,11 +306,11 @@ def _in_process(config: Config, path: Path, alias: str, session: str) -> TurnRun
     agent_env = agent_environment(spec, env)
 
     def run(text: str, printer: Printer) -> dict[str, Any]:
-        async def turn(service: MemoryService) -> dict[str, Any]:
+        async def turn(service: MemoryService) -> dict[str, Any] | ProviderError:
             try:
                 provider = make_provider(spec.provider, spec.provider_config, agent_env)
             except ProviderError as exc:
-                return {"reply": f"error: {exc}", "tool_calls": [], "error": str(exc)}
+                return exc  # returned: raised in with_memory's nursery it would come wrapped
             engine = TurnEngine(
                 spec,
                 LocalReach(service, alias),
@@ -292,6 +335,12 @@ def _in_process(config: Config, path: Path, alias: str, session: str) -> TurnRun
             calls = tuple(result.tool_calls)
             return result_json(TurnDone(result.reply, calls, result.error))
 
-        return with_memory(config, turn)
+        outcome = with_memory(config, turn)
+        if isinstance(outcome, ProviderError):
+            # What the daemon's agent would die of at its start (and `status` would show).
+            raise CliError(
+                f"agent {alias} cannot run: {outcome}", EXIT_FAILED, code="provider_unavailable"
+            )
+        return outcome
 
     return run

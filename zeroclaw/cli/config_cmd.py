@@ -35,7 +35,9 @@ from ._common import (
     EXIT_USAGE,
     CliError,
     emit_json,
+    error_json,
     json_option,
+    plural,
     print_config_error,
     state,
     wants_json,
@@ -65,6 +67,7 @@ def validate_cmd(path: str | None, as_json: bool) -> None:
                     "file": str(target),
                     "valid": False,
                     "errors": [issue.as_json() for issue in exc.issues],
+                    **error_json("config_invalid", "\n".join(exc.lines())),
                 }
             )
         else:
@@ -77,6 +80,7 @@ def validate_cmd(path: str | None, as_json: bool) -> None:
     if wants_json(as_json):
         emit_json(
             {
+                "ok": True,
                 "file": str(target),
                 "valid": True,
                 "errors": [],
@@ -85,7 +89,9 @@ def validate_cmd(path: str | None, as_json: bool) -> None:
             }
         )
     else:
-        counts = ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in summary.items())
+        counts = ", ".join(
+            plural(n, k.replace("_", " ").removesuffix("s")) for k, n in summary.items()
+        )
         click.echo(f"{target}: valid ({counts})")
         for issue in warnings:
             click.echo(f"warning: {issue.format(str(target))} (the daemon refuses this)", err=True)
@@ -156,12 +162,32 @@ def resolved_view(config: Config, source: Path) -> dict[str, Any]:
     }
 
 
+def loadable_document(config: Config, source: Path) -> dict[str, Any]:
+    """The config as a document that loads back to the same config from any directory: every
+    default filled in, and the daemon's dirs (which a relative path or the environment
+    decides) written out as the absolute paths they resolve to here."""
+    data = config.model_dump(mode="json", exclude_none=True)
+    paths = daemon_paths(config, os.environ)
+    daemon = data.setdefault("daemon", {})
+    daemon["state_dir"], daemon["runtime_dir"] = str(paths.state_dir), str(paths.runtime_dir)
+    return data
+
+
 @config_group.command("show")
+@click.option(
+    "--loadable",
+    is_flag=True,
+    help="Only the config itself, defaults filled in, as a TOML file 'config validate' accepts.",
+)
 @json_option
-def show_cmd(as_json: bool) -> None:
+def show_cmd(loadable: bool, as_json: bool) -> None:
     """Print the resolved config. Secrets appear only as the names of their env vars."""
     source, config = state().load()
-    data = config.model_dump(mode="json", exclude_none=True)
+    data = loadable_document(config, source)
+    if loadable and not wants_json(as_json):
+        click.echo(f"# {source}, every default filled in (zeroclaw config show --loadable)")
+        click.echo(tomli_w.dumps(data).rstrip())
+        return
     resolved = resolved_view(config, source)
     secrets = secret_references(config)
     if wants_json(as_json):

@@ -37,6 +37,7 @@ from ._common import (
     CliError,
     emit_json,
     json_option,
+    plural,
     state,
     wants_json,
 )
@@ -92,7 +93,7 @@ class DaemonRefused(CliError):
     daemon, but no command may fall back to working without one (the daemon may be up)."""
 
     def __init__(self, message: str) -> None:
-        super().__init__(message, EXIT_NO_DAEMON)
+        super().__init__(message, EXIT_NO_DAEMON, code="daemon_refused")
 
 
 def refusal_error(reply: Reply[Any]) -> DaemonRefused:
@@ -124,7 +125,9 @@ def call(request: Request[R], timeout: float = 60.0) -> Reply[R]:
     except DaemonUnreachable as exc:
         raise no_daemon(client.name, exc) from None
     except TimeoutError:
-        raise CliError(f"the daemon did not answer within {timeout:g}s", EXIT_FAILED) from None
+        raise CliError(
+            f"the daemon did not answer within {timeout:g}s", EXIT_FAILED, code="daemon_timeout"
+        ) from None
     except OSError as exc:
         raise CliError(f"lost the daemon on {client.name}: {exc}", EXIT_NO_DAEMON) from None
     if not reply.ok and reply.error in REFUSALS:
@@ -132,15 +135,27 @@ def call(request: Request[R], timeout: float = 60.0) -> Reply[R]:
     return reply
 
 
-def _ago(ts: float | None) -> str:
-    if not ts:
-        return "-"
-    secs = max(0.0, time.time() - ts)
+def _since(ts: float | None, now: float | None = None) -> str:
+    """When an agent last changed state, on the wall clock: `14:02:07 (3m ago)`, the date
+    too when it was not today; "never started" for an agent that has not run yet."""
+    if ts is None:
+        return "never started"
+    now = time.time() if now is None else now
+    when = datetime.fromtimestamp(ts)
+    shown = when.strftime("%H:%M:%S")
+    if when.date() != datetime.fromtimestamp(now).date():
+        shown = when.strftime("%Y-%m-%d %H:%M")
+    return f"{shown} ({_duration(max(0.0, now - ts))} ago)"
+
+
+def _duration(secs: float) -> str:
     if secs < 120:
         return f"{secs:.0f}s"
     if secs < 7200:
         return f"{secs / 60:.0f}m"
-    return f"{secs / 3600:.1f}h"
+    if secs < 2 * 86400:
+        return f"{secs / 3600:.1f}h"
+    return f"{secs / 86400:.1f}d"
 
 
 def _in_force(value: bool | None) -> str:
@@ -169,7 +184,7 @@ def _agents_table(agents: list[AgentStatus]) -> str:
                 a.state,
                 str(a.pid or "-"),
                 str(a.restarts),
-                _ago(a.since),
+                _since(a.since),
                 a.last_exit or "-",
                 a.activation,
                 a.sandbox,
@@ -191,7 +206,7 @@ def status_cmd(as_json: bool) -> None:
     reply = call(Status())
     data = reply.data
     if not reply.ok or data is None:
-        raise CliError(f"status failed ({reply.error}): {reply.message}", EXIT_FAILED)
+        raise CliError(f"status failed ({reply.error}): {reply.message}", code=reply.error)
     if wants_json(as_json):
         emit_json(msgspec.to_builtins(data))
         return
@@ -223,7 +238,7 @@ def status_cmd(as_json: bool) -> None:
     control = data.control
     if control:
         click.echo(
-            f"control   {control.connections} connections; refused: "
+            f"control   {plural(control.connections, 'connection')}; refused: "
             f"{control.refused_peers} peers, {control.refused_busy} busy; "
             f"{control.reaped_idle} idle reaped"
         )
@@ -254,7 +269,7 @@ def agents_list(as_json: bool) -> None:
     """Every enabled agent and its state."""
     reply = call(AgentsList())
     if not reply.ok or reply.data is None:
-        raise CliError(f"agents list failed ({reply.error}): {reply.message}", EXIT_FAILED)
+        raise CliError(f"agents list failed ({reply.error}): {reply.message}", code=reply.error)
     if wants_json(as_json):
         emit_json(msgspec.to_builtins(reply.data))
     else:
@@ -314,7 +329,8 @@ def reload_cmd(as_json: bool) -> None:
     if wants_json(as_json):
         emit_json({"ok": reply.ok, **(msgspec.to_builtins(result) if result else {})})
     elif reply.ok and result is not None:
-        click.echo("reloaded: " + ", ".join(f"{k} {v or '-'}" for k, v in result.diff.items()))
+        changes = "; ".join(f"{k} {', '.join(v) or '-'}" for k, v in result.diff.items())
+        click.echo(f"reloaded: {changes or 'nothing changed'}")
     elif result is not None and result.reload == "incomplete":
         click.echo(f"zeroclaw: reload applied, but not finished: {reply.message}", err=True)
         for line in result.errors:

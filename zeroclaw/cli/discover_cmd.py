@@ -22,6 +22,7 @@ import click
 import msgspec
 import trio
 
+from .._flock import LockHeld
 from ..config import Config, daemon_paths
 from ..discovery import (
     SCHEMAS,
@@ -64,7 +65,9 @@ def _load() -> Loaded:
     path, config = state().load()
     if not config.discovery.enabled:
         raise CliError(
-            f"discovery is disabled in {path} ([discovery] enabled = false)", EXIT_FAILED
+            f"discovery is disabled in {path} ([discovery] enabled = false)",
+            EXIT_FAILED,
+            code="discovery_disabled",
         )
     return Loaded(config, path.read_bytes(), path, daemon_paths(config, os.environ).state_dir)
 
@@ -94,7 +97,7 @@ def _run(
     try:
         return trio.run(main)
     except CacheLocked as exc:
-        raise CliError(f"cache_locked: {exc}", EXIT_FAILED) from None
+        raise CliError(str(exc), EXIT_FAILED, code="cache_locked") from None
 
 
 # --- output -------------------------------------------------------------------------------
@@ -321,7 +324,9 @@ def explain_cmd(ident: str, as_json: bool) -> None:
         known = sorted({e.item.id for e in outcome.snapshot.entries})
         close = [k for k in known if ident.lower() in k.lower()][:5]
         hint = f"; did you mean {', '.join(close)}?" if close else ""
-        raise CliError(f"not_found: nothing discovered is called {ident!r}{hint}", EXIT_FAILED)
+        raise CliError(
+            f"nothing discovered is called {ident!r}{hint}", EXIT_FAILED, code="not_found"
+        )
     if wants_json(as_json):
         emit_json({"items": [item_json(e) for e in matches]})
         return
@@ -408,8 +413,8 @@ def cache_clear() -> None:
     lock = cache.lock()
     try:
         lock.acquire()
-    except Exception as exc:
-        raise CliError(f"cache_locked: {exc}", EXIT_FAILED) from None
+    except LockHeld as exc:
+        raise CliError(str(exc), EXIT_FAILED, code="cache_locked") from None
     try:
         removed = cache.clear()
     finally:

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 import click
@@ -48,13 +50,53 @@ from ._common import (
     EXIT_USAGE,
     CliError,
     emit_json,
-    finite,
+    fallback,
+    json_option,
+    plural,
     state,
     wants_json,
 )
-from .daemon_cmd import DaemonRefused, call
+from .daemon_cmd import DaemonRefused, call, control_client
 
 _USAGE_CODES = {"unknown_agent", "bad_request"}
+WHEN_FORMS = "30m, 2h, 3d, 1w, today, yesterday, an ISO date or date-time, or Unix time"
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def parse_when(text: str, now: datetime) -> float:
+    """A point in time as `memory list --since/--until` take it, as Unix time: a duration
+    ago (`30m`, `2h`, `3d`, `1w`, `45s`), `today`/`yesterday` (local midnight), an ISO
+    date (local midnight) or date-time (local time unless it names its offset), or a Unix
+    time. `now` is an aware datetime. ValueError names the forms."""
+    word = text.strip().lower()
+    day = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    if word == "today":
+        return day.timestamp()
+    if word == "yesterday":
+        return (day - timedelta(days=1)).timestamp()
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([smhdw])", word)
+    if match:
+        return now.timestamp() - float(match[1]) * _UNITS[match[2]]
+    if re.fullmatch(r"\d+(?:\.\d+)?", word):
+        return float(word)  # Unix time, as --since always took
+    try:
+        when = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise ValueError(f"{text!r} is not a time; use {WHEN_FORMS}") from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=now.tzinfo)
+    return when.timestamp()
+
+
+def _when(ctx: click.Context, param: click.Parameter, value: str | None) -> float | None:
+    if value is None:
+        return None
+    try:
+        return parse_when(value, datetime.now().astimezone())
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
 T = TypeVar("T")
 R = TypeVar("R", bound=MemoryReply)
 
@@ -73,11 +115,20 @@ def _run_plain(op: str, agent: str | None, args: dict[str, Any]) -> dict[str, An
     except CliError as exc:
         if exc.exit_code != EXIT_NO_DAEMON or isinstance(exc, DaemonRefused):
             raise
-        click.echo("zeroclaw: no daemon is running; using the memory store directly", err=True)
+        _path, config = state().load()
+        store = daemon_paths(config, os.environ).state_dir / "memory"
+        runtime_dir = control_client().runtime_dir
+        fallback(
+            "store",
+            f"no daemon answers on {runtime_dir}",
+            f"no daemon answers on {runtime_dir}; opened the store at {store} directly",
+            store=str(store),
+            runtime_dir=str(runtime_dir),
+        )
         return _direct(op, alias, args)
     if not reply.ok:
         code = EXIT_USAGE if reply.error in _USAGE_CODES else EXIT_FAILED
-        raise CliError(f"{reply.error}: {reply.message}", code)
+        raise CliError(f"{reply.error}: {reply.message}", code, code=reply.error)
     return reply.data or {}
 
 
@@ -112,9 +163,16 @@ def with_memory(config: Config, job: Callable[[MemoryService], Awaitable[T]]) ->
                 store.close()
     except MemoryLocked as exc:
         raise CliError(str(exc), EXIT_FAILED) from None
+    except OSError as exc:  # e.g. a state dir that cannot be created: the operator's to fix
+        where = exc.filename or paths.state_dir
+        raise CliError(
+            f"cannot use the memory store in {paths.state_dir}: {where}: {exc.strerror}; "
+            "check [daemon] state_dir and its permissions",
+            EXIT_FAILED,
+        ) from None
     if isinstance(outcome, MemoryServiceError):
         code = EXIT_USAGE if outcome.code in _USAGE_CODES else EXIT_FAILED
-        raise CliError(f"{outcome.code}: {outcome.detail}", code)
+        raise CliError(f"{outcome.code}: {outcome.detail}", code, code=outcome.code)
     return outcome
 
 
@@ -142,7 +200,6 @@ def _records_out(records: Sequence[MemoryRecord], as_json: bool, key: str = "rec
 agent_option = click.option(
     "--agent", "-a", "agent", metavar="ALIAS", help="The agent's namespace."
 )
-json_flag = click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON.")
 
 
 @cli.group("memory")
@@ -156,7 +213,7 @@ def memory_group() -> None:
 @click.option("--category", default="core", show_default=True)
 @click.option("--session")
 @agent_option
-@json_flag
+@json_option
 def store_cmd(
     key: str, content: str, category: str, session: str | None, agent: str | None, as_json: bool
 ) -> None:
@@ -174,12 +231,12 @@ def store_cmd(
 @memory_group.command("get")
 @click.argument("key")
 @agent_option
-@json_flag
+@json_option
 def get_cmd(key: str, agent: str | None, as_json: bool) -> None:
     """Show one record by key. Exit 1 when there is none."""
     found = _run("get", agent, {"key": key}, MemoryFound)
     if wants_json(as_json):
-        emit_json(msgspec.to_builtins(found))
+        emit_json({"ok": found.record is not None, **msgspec.to_builtins(found)})
     elif found.record:
         _records_out([found.record], False)
     if not found.record:
@@ -191,11 +248,13 @@ def get_cmd(key: str, agent: str | None, as_json: bool) -> None:
 @memory_group.command("list")
 @click.option("--category")
 @click.option("--limit", type=click.IntRange(1, MAX_LIMIT), default=50, show_default=True)
-@click.option("--since", type=float, callback=finite, help="Unix time.")
-@click.option("--until", type=float, callback=finite, help="Unix time.")
+@click.option(
+    "--since", metavar="WHEN", callback=_when, help=f"Records from then on: {WHEN_FORMS}."
+)
+@click.option("--until", metavar="WHEN", callback=_when, help="Records before then (same forms).")
 @click.option("--before", metavar="ID", help="Page: records older than this id.")
 @agent_option
-@json_flag
+@json_option
 def list_cmd(
     category: str | None,
     limit: int,
@@ -224,7 +283,7 @@ def list_cmd(
 @click.argument("query")
 @click.option("--limit", type=click.IntRange(1, MAX_LIMIT), default=10, show_default=True)
 @agent_option
-@json_flag
+@json_option
 def recall_cmd(query: str, limit: int, agent: str | None, as_json: bool) -> None:
     """Keyword search (BM25 with a recency boost), best first."""
     hits = _run("recall", agent, {"query": query, "limit": limit}, MemoryHits).hits
@@ -233,7 +292,7 @@ def recall_cmd(query: str, limit: int, agent: str | None, as_json: bool) -> None
 
 @memory_group.command("stats")
 @agent_option
-@json_flag
+@json_option
 def stats_cmd(agent: str | None, as_json: bool) -> None:
     """Record and session counts."""
     stats = _run("stats", agent, {}, MemoryStats)
@@ -241,26 +300,33 @@ def stats_cmd(agent: str | None, as_json: bool) -> None:
         emit_json(msgspec.to_builtins(stats))
     else:
         for ns, counts in sorted(stats.namespaces.items()):
-            click.echo(f"{ns}: {counts.records} records, {counts.session_turns} session turns")
+            records = plural(counts.records, "record")
+            click.echo(f"{ns}: {records}, {plural(counts.session_turns, 'session turn')}")
 
 
 @memory_group.command("export")
 @agent_option
-def export_cmd(agent: str | None) -> None:
-    """Every record of the agent as JSON lines."""
-    for record in _run("export", agent, {}, MemoryRecords).records:
+@json_option
+def export_cmd(agent: str | None, as_json: bool) -> None:
+    """Every record of the agent as JSON lines (one record per line); with --json, one
+    JSON document {schema_version, records: [...]}."""
+    records = _run("export", agent, {}, MemoryRecords).records
+    if wants_json(as_json):
+        emit_json({"records": msgspec.to_builtins(records)})
+        return
+    for record in records:
         click.echo(json.dumps(msgspec.to_builtins(record), ensure_ascii=False))
 
 
 @memory_group.command("forget")
 @click.argument("key")
 @agent_option
-@json_flag
+@json_option
 def forget_cmd(key: str, agent: str | None, as_json: bool) -> None:
     """Delete one record by key. Exit 1 when there was none."""
     forgotten = _run("forget", agent, {"key": key}, MemoryForgotten).forgotten
     if wants_json(as_json):
-        emit_json({"forgotten": forgotten})
+        emit_json({"ok": forgotten, "forgotten": forgotten})
     else:
         click.echo("forgotten" if forgotten else f"no record {key!r}")
     if not forgotten:
@@ -270,7 +336,7 @@ def forget_cmd(key: str, agent: str | None, as_json: bool) -> None:
 @memory_group.command("purge")
 @agent_option
 @click.option("--yes", is_flag=True, help="Really delete the whole namespace.")
-@json_flag
+@json_option
 def purge_cmd(agent: str | None, yes: bool, as_json: bool) -> None:
     """Delete every record and session of the agent. Operator only; needs --yes."""
     if not yes:
@@ -279,4 +345,4 @@ def purge_cmd(agent: str | None, yes: bool, as_json: bool) -> None:
     if wants_json(as_json):
         emit_json(msgspec.to_builtins(purged))
     else:
-        click.echo(f"purged {purged.purged} records")
+        click.echo(f"purged {plural(purged.purged, 'record')}")

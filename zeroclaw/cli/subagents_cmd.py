@@ -81,8 +81,10 @@ def _failed(reply: Reply[Any]) -> CliError:
         return CliError(
             f"{code}: this daemon does not serve sub-agent commands ({reply.message})",
             EXIT_FAILED,
+            code=code,
         )
-    return CliError(f"{code}: {reply.message}", EXIT_USAGE if code in USAGE_CODES else EXIT_FAILED)
+    usage = code in USAGE_CODES
+    return CliError(f"{code}: {reply.message}", EXIT_USAGE if usage else EXIT_FAILED, code=code)
 
 
 def _ok(reply: Reply[Any]) -> Any:

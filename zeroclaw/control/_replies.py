@@ -24,8 +24,8 @@ class AgentStatus(msgspec.Struct, frozen=True):
     restarts: int
     last_exit: str | None
     last_error: str | None
-    since: float  # wall-clock seconds
-    since_secs: float
+    since: float | None  # wall-clock seconds of the last change; None: never started
+    since_secs: float | None
     activation: str
     busy_turns: int
     next_start_in: float | None

@@ -187,6 +187,9 @@ class AgentRunner:
     def status(self) -> AgentStatus:
         lc = self.lifecycle
         now = trio.current_time()
+        # trio's clock has an arbitrary origin: a machine that never moved (since 0.0) has
+        # no time to show, not one hours in the past.
+        changed = lc.since != 0.0 or lc.starts > 0
         return AgentStatus(
             alias=self.alias,
             state=lc.state.value,
@@ -194,8 +197,8 @@ class AgentRunner:
             restarts=lc.restarts,
             last_exit=lc.last_exit.describe() if lc.last_exit else None,
             last_error=lc.last_error,
-            since=round(time.time() - (now - lc.since), 3),
-            since_secs=round(now - lc.since, 3),
+            since=round(time.time() - (now - lc.since), 3) if changed else None,
+            since_secs=round(now - lc.since, 3) if changed else None,
             activation=self.spec.activation,
             busy_turns=lc.busy_turns,
             next_start_in=round(lc.next_start_at - now, 3) if lc.next_start_at else None,
