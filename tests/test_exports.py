@@ -207,6 +207,7 @@ PUBLIC: dict[str, list[str]] = {
         "DaemonStatus",
         "DaemonUnreachable",
         "DecodeFailure",
+        "DiscoveryStatus",
         "Dispatch",
         "DispatchRefusal",
         "DispatchReply",

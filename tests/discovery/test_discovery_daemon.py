@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import REPO
+from tests.known_secrets import UNBOUND_SECRET
 from tests.supervisor.harness import Daemon, agent_entry, make_config
 from zeroclaw.policy import abi_version
 
@@ -50,6 +51,7 @@ def project(root: Path, bin_dir: Path) -> tuple[dict[str, Any], dict[str, str]]:
             "alpha": agent_entry(adapters=["reviewer", "writer"], risk_profile="full"),
             "beta": agent_entry(adapters=["reviewer", "writer"], risk_profile="ro"),
             "gamma": agent_entry(),
+            "delta": agent_entry(adapters=["writer"]),  # supervised: asks before writing
         },
         extra_profiles={},
     )
@@ -67,11 +69,13 @@ def chat(daemon: Daemon, alias: str, text: str) -> dict[str, Any]:
     return json.loads(result.stdout)  # type: ignore[no-any-return]
 
 
-def follow_discovery(daemon: Daemon, env: dict[str, str], field: str, key: str) -> None:
-    """Follow the daemon's discovery scans until one lists `key` under `field` (`added` or
-    `removed`); the recent ones count too, so a scan that already happened is seen."""
+def follow_discovery(
+    daemon: Daemon, env: dict[str, str], field: str, key: str, kind: str = "discovery.completed"
+) -> None:
+    """Follow the daemon's discovery events of `kind` until one has `key` in (or as) its
+    `field`; the recent ones count too, so a scan that already happened is seen."""
     follow = subprocess.Popen(
-        [*daemon.cli_argv(), "events", "--follow", "--kind", "discovery.completed", "--json"],
+        [*daemon.cli_argv(), "events", "--follow", "--kind", kind, "--json"],
         stdout=subprocess.PIPE,
         env={"PYTHONPATH": str(REPO), **env},
         cwd=REPO,
@@ -88,8 +92,10 @@ def follow_discovery(daemon: Daemon, env: dict[str, str], field: str, key: str) 
             if not chunk:
                 break
             *lines, pending = (pending + chunk).split(b"\n")
-            if any(key in json.loads(line)["event"].get(field, []) for line in lines):
-                return
+            for line in lines:
+                value = json.loads(line)["event"].get(field, [])
+                if key == value or (isinstance(value, list) and key in value):
+                    return
         raise AssertionError(f"no discovery scan with {key} {field}\n{daemon.log()}")
     finally:
         follow.kill()
@@ -182,3 +188,44 @@ def test_discover_list_through_the_cli_sees_what_the_daemon_cached(
     out = json.loads(result.stdout)
     assert {"reviewer", "writer", "codex"} <= {i["id"] for i in out["items"]}
     assert out["cache"]["used"] is True
+
+
+def test_a_supervised_agent_is_asked_before_a_side_effect_and_nobody_said_yes(
+    running: tuple[Daemon, dict[str, str]], root: Path
+) -> None:
+    daemon, _ = running
+    answer = chat(daemon, "delta", "invoke writer for code.generate: inside")
+    [call] = answer["tool_calls"]
+    assert (call["ok"], call["error_code"]) == (False, "approval_denied")
+    assert not (root / "state" / "agents" / "delta" / "workspace" / "made-by-codex.txt").exists()
+
+
+def test_a_required_adapter_that_is_refused_makes_the_daemon_degraded(
+    running: tuple[Daemon, dict[str, str]], root: Path
+) -> None:
+    daemon, env = running
+    assert daemon.status()["discovery"].get("degraded", []) == []
+    (root / "adapters" / "needed.yaml").write_text(
+        "id: needed\ntransport: cli\ncommand: codex\nrequired: true\n"
+        "capabilities: [no.such.capability]\n"
+    )
+    follow_discovery(daemon, env, "degraded", "cli_adapter:needed")
+    status = daemon.status()["discovery"]
+    assert status["degraded"] == ["cli_adapter:needed"]
+    human = daemon.cli("status")
+    assert "degraded  required but not registered: cli_adapter:needed" in human.stdout
+
+
+def test_a_secret_in_a_manifest_never_reaches_the_log_or_the_events(
+    running: tuple[Daemon, dict[str, str]], root: Path
+) -> None:
+    daemon, env = running
+    (root / "adapters" / "leaky.yaml").write_text(
+        "id: leaky\ntransport: http\nendpoint: https://api.example.test\n"
+        f"api_key: {UNBOUND_SECRET}\ncapabilities: [chat.reply]\n"
+    )
+    follow_discovery(daemon, env, "key", "http_adapter:leaky", kind="discovery.decided")
+    events = daemon.cli("events", "--json")
+    assert "http_adapter:leaky" in events.stdout
+    assert UNBOUND_SECRET not in events.stdout
+    assert UNBOUND_SECRET not in daemon.log_path.read_text()  # the fixture checks it too

@@ -70,6 +70,8 @@ PEER_BACKLOG = 32  # asks waiting for a turn; beyond that a peer is told "busy" 
 DISPATCH_WAIT_SECS = 3600.0
 CATALOG_WAIT_SECS = 30.0
 ADMIT_WAIT_SECS = 30.0
+# How a malformed answer names its service to the model.
+SERVICE_NAMES = {SUBAGENT_SERVICE: "sub-agent", ADAPTER_SERVICE: "adapter"}
 ADAPTER_WAIT_SECS = 3600.0  # an invoke answers when the program ended (its own timeout)
 BodyT = TypeVar("BodyT", TurnInput, TurnCancel, PeerQuestion, PeerAnswer)
 
@@ -121,39 +123,34 @@ class BusReach:
         self, op: Literal["catalog", "dispatch"], body: CatalogCall | DispatchCall
     ) -> ToolResult:
         """A request to the daemon's sub-agent service; the router stamps who asks."""
-        wait = DISPATCH_WAIT_SECS if op == "dispatch" else CATALOG_WAIT_SECS
-        response = await self.bus.request(SUBAGENT_SERVICE, op, body, wait_secs=wait)
-        if not response.ok:
-            # A refusal (subagent_not_found, subagent_input_invalid with its pointer in the
-            # detail, ...) or the bus's own (timeout, unknown_service, ...).
-            code = as_tool_error(response.error, "unavailable")
-            return ToolResult.refused(code, response.detail or (response.error or ""))
-        kind: type[CatalogAnswer | DispatchAnswer] = (
-            DispatchAnswer if op == "dispatch" else CatalogAnswer
-        )
-        try:
-            answer = msgspec.convert(response.body, kind)
-        except msgspec.ValidationError as exc:
-            return ToolResult.refused("malformed", f"the sub-agent service's answer: {exc}")
-        return ToolResult(True, data=msgspec.to_builtins(answer))
+        if op == "dispatch":
+            return await self._call(SUBAGENT_SERVICE, op, body, DISPATCH_WAIT_SECS, DispatchAnswer)
+        return await self._call(SUBAGENT_SERVICE, op, body, CATALOG_WAIT_SECS, CatalogAnswer)
+
 
     async def adapter(
         self, op: Literal["admit", "invoke"], body: AdapterCall | AdapterInvoke
     ) -> ToolResult:
         """A request to the daemon's adapter service; the router stamps who asks."""
-        wait = ADAPTER_WAIT_SECS if op == "invoke" else ADMIT_WAIT_SECS
-        response = await self.bus.request(ADAPTER_SERVICE, op, body, wait_secs=wait)
+        if op == "invoke":
+            return await self._call(ADAPTER_SERVICE, op, body, ADAPTER_WAIT_SECS, AdapterResult)
+        return await self._call(ADAPTER_SERVICE, op, body, ADMIT_WAIT_SECS, AdapterAdmission)
+
+    async def _call(
+        self, service: str, op: str, body: msgspec.Struct, wait: float, answer: type[msgspec.Struct]
+    ) -> ToolResult:
+        """One daemon service request: ok with the typed answer as builtins in `data`, or
+        the service's refusal (a code of its own, passed on) or the bus's (timeout, ...)."""
+        response = await self.bus.request(service, op, body, wait_secs=wait)
         if not response.ok:
             code = as_tool_error(response.error, "unavailable")
             return ToolResult.refused(code, response.detail or (response.error or ""))
-        kind: type[AdapterAdmission | AdapterResult] = (
-            AdapterResult if op == "invoke" else AdapterAdmission
-        )
         try:
-            answer = msgspec.convert(response.body, kind)
+            decoded = msgspec.convert(response.body, answer)
         except msgspec.ValidationError as exc:
-            return ToolResult.refused("malformed", f"the adapter service's answer: {exc}")
-        return ToolResult(True, data=msgspec.to_builtins(answer))
+            name = SERVICE_NAMES.get(service, service)
+            return ToolResult.refused("malformed", f"the {name} service's answer: {exc}")
+        return ToolResult(True, data=msgspec.to_builtins(decoded))
 
     def on_question_refused(self, outcome: Outcome) -> None:
         """The router: the peer exited before it answered. The ask ends now."""

@@ -25,12 +25,12 @@ from dataclasses import dataclass, field
 from functools import partial
 
 import httpx
-import hypercorn.config
 import hypercorn.trio
 import msgspec
 import trio
 from hypercorn.typing import ASGIReceiveCallable, ASGISendCallable, HTTPScope, Scope
 
+from .._asgi import answer_lifespan, socket_config
 from .._log_throttle import LogThrottle
 from ..config import WebhookChannel
 from ._adapter import ChannelStartFailed
@@ -185,12 +185,7 @@ class WebhookAdapter:
         self._secrets = secret_values
         self._host = host
         sock = self._bind()
-        config = hypercorn.config.Config()
-        config.bind = [f"fd://{sock.detach()}"]  # hypercorn owns the socket from here
-        config.accesslog = None
-        config.errorlog = logging.getLogger("zeroclaw.channels.webhook.http")
-        config.include_server_header = False
-        config.graceful_timeout = 1.0
+        config = socket_config(sock, "zeroclaw.channels.webhook.http")
         timeout = httpx.Timeout(self.callback_timeout_secs)
         async with (
             httpx.AsyncClient(timeout=timeout, follow_redirects=False) as client,
@@ -226,13 +221,8 @@ class WebhookAdapter:
         self, scope: Scope, receive: ASGIReceiveCallable, send: ASGISendCallable
     ) -> None:
         if scope["type"] == "lifespan":
-            while True:
-                message = await receive()
-                if message["type"] == "lifespan.startup":
-                    await send({"type": "lifespan.startup.complete"})
-                elif message["type"] == "lifespan.shutdown":
-                    await send({"type": "lifespan.shutdown.complete"})
-                    return
+            await answer_lifespan(receive, send)
+            return
         if scope["type"] != "http":
             return
         try:

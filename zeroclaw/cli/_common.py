@@ -7,9 +7,10 @@ import math
 import os
 import shlex
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import click
 
@@ -163,3 +164,39 @@ json_option = click.option(
     callback=_json_flag,
     help="Print machine-readable JSON (with schema_version).",
 )
+
+
+class CheckLike(Protocol):
+    """One check of a doctor (`zeroclaw doctor`, `zeroclaw discover doctor`)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def status(self) -> str: ...  # ok | warn | fail
+    @property
+    def message(self) -> str: ...
+    @property
+    def fix(self) -> str: ...
+
+
+def report_checks(checks: Sequence[CheckLike], as_json: bool) -> None:
+    """Print a doctor's checks (a line each, the fix under each that is not ok, or `{ok,
+    checks}` as JSON) and exit 1 when one failed (warnings do not fail)."""
+    failed = any(c.status == "fail" for c in checks)
+    if wants_json(as_json):
+        emit_json(
+            {
+                "ok": not failed,
+                "checks": [
+                    {"name": c.name, "status": c.status, "message": c.message, "fix": c.fix}
+                    for c in checks
+                ],
+            }
+        )
+    else:
+        for c in checks:
+            click.echo(f"{c.status.upper():4}  {c.name}: {c.message}")
+            if c.fix and c.status != "ok":
+                click.echo(f"      fix: {c.fix}")
+    if failed:
+        sys.exit(EXIT_FAILED)

@@ -251,6 +251,16 @@ def status_cmd(as_json: bool) -> None:
         refused = ", ".join(f"{rule} {n}" for rule, n in sorted(channel.refused.items()))
         counts = f"; {channel.delivered} delivered, refused: {refused or 'none'}"
         click.echo(f"channel   {keys}: {channel.state}{detail}{retry}{counts}")
+    found = data.discovery
+    if found is not None:
+        if found.scanned_at is None:
+            click.echo("discovery no scan yet")
+        else:
+            when = datetime.fromtimestamp(found.scanned_at).isoformat(timespec="seconds")
+            adapters = plural(found.registered_adapters, "adapter")
+            click.echo(f"discovery scanned {when}; {adapters} registered")
+        if found.degraded:
+            click.echo(f"degraded  required but not registered: {', '.join(found.degraded)}")
     click.echo("")
     click.echo(_agents_table(data.agents))
     if data.runtimes:

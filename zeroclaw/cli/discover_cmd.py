@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 import msgspec
@@ -24,25 +23,23 @@ import trio
 
 from .._flock import LockHeld
 from ..config import Config, daemon_paths
-from ..discovery import (
-    SCHEMAS,
-    SOURCE_NAMES,
-    CacheLocked,
-    DiscoveryCache,
-    Entry,
-    Outcome,
-    ScanDiff,
-    Snapshot,
-    audit_rows,
-    current_inputs,
-    diff,
-    discover,
-    discovery_checks,
-    scan_context,
-    verdict,
-)
+
+# Only the light names at import: every `zeroclaw` command registers this group, and the
+# scanners (jsonschema, YAML, httpx) load when a discover command runs.
+from ..discovery import SCHEMAS, SOURCE_NAMES
 from ._app import cli
-from ._common import EXIT_FAILED, CliError, emit_json, json_option, state, wants_json
+from ._common import (
+    EXIT_FAILED,
+    CliError,
+    emit_json,
+    json_option,
+    report_checks,
+    state,
+    wants_json,
+)
+
+if TYPE_CHECKING:
+    from ..discovery import Entry, Outcome, ScanDiff, Snapshot
 
 LIST_FILTERS = ("all", "registered", "invalid")
 
@@ -81,6 +78,8 @@ def _run(
     health: bool = True,
     must_write: bool = False,
 ) -> Outcome:
+    from ..discovery import CacheLocked, discover, scan_context
+
     ctx = scan_context(loaded.config, loaded.path, os.environ, health_check=health)
 
     async def main() -> Outcome:
@@ -228,6 +227,8 @@ def scan_cmd(
     explain_invalid: bool,
 ) -> None:
     """Scan every source and decide each item."""
+    from ..discovery import diff
+
     outcome = _run(
         _load(),
         sources=sources,
@@ -340,24 +341,18 @@ def explain_cmd(ident: str, as_json: bool) -> None:
 @json_option
 def doctor_cmd(as_json: bool) -> None:
     """What keeps discovery from working well here, with the fix."""
+    from ..discovery import discovery_checks
+
     loaded = _load()
-    checks = discovery_checks(loaded.config, _run(loaded), loaded.state_dir)
-    failed = any(c.status == "fail" for c in checks)
-    if wants_json(as_json):
-        emit_json({"ok": not failed, "checks": [msgspec.to_builtins(c) for c in checks]})
-    else:
-        for check in checks:
-            click.echo(f"{check.status.upper():4}  {check.name}: {check.message}")
-            if check.fix and check.status != "ok":
-                click.echo(f"      fix: {check.fix}")
-    if failed:
-        sys.exit(EXIT_FAILED)
+    report_checks(discovery_checks(loaded.config, _run(loaded), loaded.state_dir), as_json)
 
 
 @discover_group.command("audit")
 @json_option
 def audit_cmd(as_json: bool) -> None:
     """Every registered agent, sub-agent and adapter with its whole permission surface."""
+    from ..discovery import audit_rows
+
     loaded = _load()
     rows = audit_rows(loaded.config, loaded.path, _run(loaded).snapshot, os.environ)
     if wants_json(as_json):
@@ -378,6 +373,8 @@ def cache_group() -> None:
 @json_option
 def cache_inspect(as_json: bool) -> None:
     """Where the cache is, what it holds and whether it is current."""
+    from ..discovery import DiscoveryCache, current_inputs, scan_context, verdict
+
     loaded = _load()
     cache = DiscoveryCache(loaded.state_dir)
     read = cache.read(repair=False)
@@ -409,6 +406,8 @@ def cache_inspect(as_json: bool) -> None:
 @cache_group.command("clear")
 def cache_clear() -> None:
     """Remove the cache (the next discover command scans anew)."""
+    from ..discovery import DiscoveryCache
+
     cache = DiscoveryCache(_load().state_dir)
     lock = cache.lock()
     try:

@@ -78,6 +78,15 @@ class ChannelStatus(msgspec.Struct, frozen=True):
     refused: dict[str, int] = msgspec.field(default_factory=dict)  # by the rule that decided
 
 
+class DiscoveryStatus(msgspec.Struct, frozen=True, omit_defaults=True):
+    """The daemon's last discovery scan (issue 15). `degraded` lists required items that
+    are not registered: while it is not empty the daemon is degraded."""
+
+    scanned_at: float | None = None  # wall-clock; None: no scan yet
+    registered_adapters: int = 0
+    degraded: list[str] = msgspec.field(default_factory=list)
+
+
 class StatusReply(msgspec.Struct, frozen=True, omit_defaults=True):
     daemon: DaemonStatus
     counts: dict[str, int]
@@ -88,6 +97,7 @@ class StatusReply(msgspec.Struct, frozen=True, omit_defaults=True):
     runtimes: list[AgentStatus] = msgspec.field(default_factory=list)
     # Channel adapters (issue 13): webhook listeners and serial devices.
     channels: list[ChannelStatus] = msgspec.field(default_factory=list)
+    discovery: DiscoveryStatus | None = None
 
 
 class AgentsReply(msgspec.Struct, frozen=True):

@@ -10,8 +10,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..config import Config, DiscoveryConfig, daemon_paths, subagents_dir, workspace_path
-from ._files import Limits
 from ._model import Diagnostic, DiscoveredItem
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_files_per_dir: int = 500
+    max_manifest_bytes: int = 1024 * 1024
+    max_command_output_bytes: int = 65_536
+    command_check_timeout: float = 2.0
+    global_timeout: float = 30.0
+    max_concurrent_scanners: int = 8
+
 
 SOURCE_NAMES = (
     "agents",

@@ -24,20 +24,11 @@ import yaml
 from jsonschema import Draft202012Validator, ValidationError
 
 from .._yaml import safe_load
+from ._context import Limits
 from ._model import Diagnostic
 from ._redact import REDACTED, is_secret_key
 
 _OPEN = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-
-
-@dataclass(frozen=True)
-class Limits:
-    max_files_per_dir: int = 500
-    max_manifest_bytes: int = 1024 * 1024
-    max_command_output_bytes: int = 65_536
-    command_check_timeout: float = 2.0
-    global_timeout: float = 30.0
-    max_concurrent_scanners: int = 8
 
 
 @dataclass(frozen=True)

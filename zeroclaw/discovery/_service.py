@@ -25,6 +25,7 @@ import trio
 from .._process import ProcessOutcome
 from ..bus import Request, Response
 from ..config import Config, daemon_paths, effective_risk_policy
+from ..control import DiscoveryStatus
 from ..events import DiscoveryCompleted, EventSink, RegistrationDecided
 from ..turns import AdapterAdmission, AdapterCall, AdapterInvoke, AdapterResult
 from ._cache import fingerprints
@@ -155,6 +156,17 @@ class DiscoveryService:
     @property
     def degraded(self) -> tuple[str, ...]:
         return self.snapshot.degraded if self.snapshot is not None else ()
+
+    def status(self) -> DiscoveryStatus | None:
+        """What `zeroclaw status` shows: None while discovery is off."""
+        if not self.config.discovery.enabled:
+            return None
+        snap = self.snapshot
+        return DiscoveryStatus(
+            scanned_at=snap.generated_at if snap is not None else None,
+            registered_adapters=len(self.registry.active),
+            degraded=list(self.degraded),
+        )
 
     # --- the watch ---------------------------------------------------------------------
 

@@ -27,7 +27,6 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import hypercorn.config
 import hypercorn.trio
 import trio
 from hypercorn.typing import ASGIReceiveCallable, ASGISendCallable, Scope
@@ -40,6 +39,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.process_collector import ProcessCollector
 
+from .._asgi import answer_lifespan, socket_config
 from ..events import (
     AgentExited,
     AgentTransition,
@@ -297,22 +297,12 @@ async def serve_metrics(
     task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve `GET /metrics` on a bound, listening socket until cancelled; 404 otherwise."""
-    config = hypercorn.config.Config()
-    config.bind = [f"fd://{sock.detach()}"]  # hypercorn owns the socket from here
-    config.accesslog = None
-    config.errorlog = logging.getLogger("zeroclaw.metrics.http")
-    config.include_server_header = False
-    config.graceful_timeout = 1.0
+    config = socket_config(sock, "zeroclaw.metrics.http")
 
     async def app(scope: Scope, receive: ASGIReceiveCallable, send: ASGISendCallable) -> None:
         if scope["type"] == "lifespan":
-            while True:
-                message = await receive()
-                if message["type"] == "lifespan.startup":
-                    await send({"type": "lifespan.startup.complete"})
-                elif message["type"] == "lifespan.shutdown":
-                    await send({"type": "lifespan.shutdown.complete"})
-                    return
+            await answer_lifespan(receive, send)
+            return
         if scope["type"] != "http":
             return
         if scope["path"] == "/metrics" and scope["method"] in ("GET", "HEAD"):

@@ -27,6 +27,7 @@ from ..control import (
     ChatOpen,
     ChatOpened,
     ControlStats,
+    DiscoveryStatus,
     EventsFollow,
     EventsRecent,
     EventsReply,
@@ -61,17 +62,22 @@ class StatusCommand:
         supervisor: Supervisor,
         control_stats: Callable[[], ControlStats | None],
         channels: Callable[[], list[ChannelStatus]] = list,
+        discovery: Callable[[], DiscoveryStatus | None] = lambda: None,
     ) -> None:
         self._supervisor = supervisor
         self._control_stats = control_stats
         self._channels = channels
+        self._discovery = discovery
 
     async def __call__(self, request: Status, exchange: Exchange) -> Reply[StatusReply]:
         status = self._supervisor.status()
         return Reply(
             ok=True,
             data=msgspec.structs.replace(
-                status, control=self._control_stats(), channels=self._channels()
+                status,
+                control=self._control_stats(),
+                channels=self._channels(),
+                discovery=self._discovery(),
             ),
         )
 

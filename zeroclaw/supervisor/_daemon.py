@@ -427,7 +427,7 @@ async def _serve(
         control = ControlServer(
             control_listener,
             _command_table(
-                supervisor, chat, dispatch, channels, metrics, nursery, control_stats
+                supervisor, chat, dispatch, discovery, channels, metrics, nursery, control_stats
             ).dispatch,
             zygote_pid=supervisor.zygote.pid,
             idle_timeout=idle_timeout,
@@ -551,6 +551,7 @@ def _command_table(
     supervisor: Supervisor,
     chat: ChatService,
     dispatch: DispatchService,
+    discovery: DiscoveryService,
     channels: ChannelSupervisor,
     metrics: Metrics,
     nursery: trio.Nursery,
@@ -559,7 +560,9 @@ def _command_table(
     """Every control command, by request type: the one table the control server uses."""
     known_agents = lambda: frozenset(supervisor.config.agents)  # noqa: E731
     table = CommandTable()
-    table.register(Status, StatusCommand(supervisor, control_stats, channels.status))
+    table.register(
+        Status, StatusCommand(supervisor, control_stats, channels.status, discovery.status)
+    )
     table.register(AgentsList, AgentsListCommand(supervisor))
     table.register(AgentStart, AgentStartCommand(supervisor))
     table.register(AgentStop, AgentStopCommand(supervisor))

@@ -16,16 +16,10 @@ from typing import Annotated
 
 import msgspec
 
-from ..policy import (
-    SYSTEM_READ_ONLY,
-    PathRules,
-    build_ruleset,
-    plan_command_sandbox,
-    program_executables,
-)
+from ..policy import PathRules, program_executables
 from ..turns import AdapterAdmission, AdapterCall, AdapterInvoke, AdapterResult
 from ._base import ToolResult, ask_approval
-from ._shell import APPROVAL_TIMEOUT_SECS
+from ._shell import APPROVAL_TIMEOUT_SECS, program_ruleset
 from ._toolset import Tool, ToolContext
 
 ADAPTER_TOOL = "invoke_adapter"
@@ -44,16 +38,7 @@ class InvokeAdapterArgs(msgspec.Struct, frozen=True):
 def adapter_ruleset(rules: PathRules, program: str, path: str, home: str) -> int:
     """A Landlock ruleset fd for one adapter program run for an agent with these rules:
     like its shell commands' (ADR 0012), with the program's interpreters executable."""
-    plan = plan_command_sandbox(
-        workspace=str(rules.workspace),
-        home=home,
-        executables=program_executables(program, path),
-        grants=[(str(g.path), g.mode) for g in rules.grants],
-        excluded=[str(p) for p in (*rules.forbidden, *rules.other_workspaces)],
-        system=SYSTEM_READ_ONLY if rules.workspace_only else (*SYSTEM_READ_ONLY, "/"),
-        workspace_writable=rules.may_write,
-    )
-    return build_ruleset(plan)
+    return program_ruleset(rules, program_executables(program, path), home)
 
 
 async def invoke_adapter(ctx: ToolContext, args: InvokeAdapterArgs) -> ToolResult:

@@ -154,15 +154,23 @@ def command_ruleset(
 ) -> int:
     """A Landlock ruleset fd for one command of an agent with these rules (ADR 0012)."""
     runnable = [name for name in allowed_commands if name not in INTERPRETERS]
+    return program_ruleset(rules, command_executables(runnable, path), home)
+
+
+def program_ruleset(rules: PathRules, executables: Collection[str], home: str) -> int:
+    """A Landlock ruleset fd for a program run for an agent with these rules (a shell
+    command, an adapter): only `executables` run; the workspace is writable only when the
+    agent may write."""
     plan = plan_command_sandbox(
         workspace=str(rules.workspace),
         home=home,
-        executables=command_executables(runnable, path),
+        executables=executables,
         grants=[(str(g.path), g.mode) for g in rules.grants],
         excluded=[str(p) for p in (*rules.forbidden, *rules.other_workspaces)],
         # Reads follow the policy: `full` (no workspace_only) reads anywhere not excluded.
         # The system paths stay listed: a confined agent cannot list / to carve it.
         system=SYSTEM_READ_ONLY if rules.workspace_only else (*SYSTEM_READ_ONLY, "/"),
+        workspace_writable=rules.may_write,
     )
     return build_ruleset(plan)
 
