@@ -377,3 +377,36 @@ def test_a_configured_model_server_that_is_down_says_so(project: Project) -> Non
     project.discovery["model_servers"] = [f"http://127.0.0.1:{port}"]
     snap = project.scan(["model_servers"])
     assert snap.find(f"127.0.0.1:{port}")[0].item.health.status == "unavailable"
+
+
+def test_an_explicit_skill_manifest_classifies_and_registers_a_user_skill(
+    project: Project,
+) -> None:
+    skill(project, "review-worker", "")  # a heuristic would call it a runtime worker
+    project.file(
+        "adapters/review-worker.yaml",
+        "id: review-worker\ntransport: skill\nskill_kind: workflow_skill\n"
+        "input_schema: in.json\noutput_schema: out.json\ncapabilities: [workflow.code_review]\n",
+    )
+    snap = project.scan(["adapters", "user_skills", "capabilities"])
+    registered = [e for e in snap.find("workflow_skill:review-worker") if e.decision.registered]
+    assert [e.item.source.kind for e in registered] == ["project_manifest"]
+    user = next(
+        e for e in snap.find("workflow_skill:review-worker") if e.item.source.kind == "user_dir"
+    )
+    assert user.decision.action == "shadowed" and "adapters/review-worker.yaml" in (
+        user.decision.shadowed_by
+    )
+    assert not snap.find("runtime_worker:review-worker")
+
+
+def test_a_skill_manifest_whose_skill_is_missing_is_not_registered(project: Project) -> None:
+    project.file(
+        "adapters/ghost.yaml",
+        "id: ghost\ntransport: skill\nskill_kind: workflow_skill\n"
+        "input_schema: in.json\noutput_schema: out.json\ncapabilities: [workflow.code_review]\n",
+    )
+    snap = project.scan(["adapters", "user_skills", "capabilities"])
+    refused = decision(snap, "workflow_skill:ghost")
+    assert refused.reason == "health_unavailable"
+    assert any("no skill 'ghost'" in d.message for d in refused.diagnostics)

@@ -13,6 +13,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from ._commands import resolve
 from ._context import Found, ScanContext
 from ._files import Unreadable, display_path, list_files, parse, read_file, schema_diagnostics
@@ -132,6 +134,13 @@ def _adapter(ctx: ScanContext, root: Path, path: Path) -> DiscoveredItem:
     kind: ItemKind = {"http": "http_adapter", "mcp": "mcp_server"}.get(
         transport if isinstance(transport, str) else "", "cli_adapter"
     )  # type: ignore[assignment]
+    if transport == "skill" and isinstance(document, dict):
+        declared = document.get("skill_kind")
+        kind = (
+            declared
+            if declared in ("workflow_skill", "runtime_worker", "prompt_role")
+            else "workflow_skill"
+        )
     ident = _fallback_id(document, path)
     if document is not None:
         notes = [*notes, *schema_diagnostics(document, ADAPTER, source.display)]
@@ -162,7 +171,17 @@ def _adapter(ctx: ScanContext, root: Path, path: Path) -> DiscoveredItem:
         "endpoint": document.get("endpoint", ""),
         "allowlists": _allowlists(document),
     }
-    if kind == "cli_adapter":
+    if document["transport"] == "skill":
+        # The skill itself lives in a user directory; `link_skill_manifests` checks it is
+        # there once every source has been scanned.
+        fields.update(
+            skill_class=kind,
+            classified_by="manifest",
+            runtime_gate=document.get("runtime_gate", ""),
+            input_schema="input_schema" in document,
+            output_schema="output_schema" in document,
+        )
+    elif kind == "cli_adapter":
         program, resolution_notes, resolved = _program(ctx, document["command"])
         fields.update(resolved)
         fields["program"] = program
@@ -430,3 +449,39 @@ def _foreign_mcp(
             )
         )
     return items
+
+
+def link_skill_manifests(items: list[DiscoveredItem]) -> list[DiscoveredItem]:
+    """A skill manifest in adapters/ names a skill by its id and classifies it: the skill
+    found in a user directory takes the manifest's kind (so the manifest, the stronger
+    source, shadows it), and a manifest whose skill was not found is `unavailable`, with
+    why. Pure: runs in phase A once every source is in, before anything is decided."""
+    manifests = {
+        i.id: i
+        for i in items
+        if i.classified_by == "manifest" and i.source.kind == "project_manifest"
+    }
+    found = {i.id for i in items if i.source.kind == "user_dir" and i.skill_class is not None}
+    linked = []
+    for item in items:
+        manifest = manifests.get(item.id)
+        if manifest is not None and item.source.kind == "user_dir" and item.skill_class:
+            item = msgspec.structs.replace(
+                item, kind=manifest.kind, skill_class=manifest.skill_class
+            )
+        elif manifest is item and item.id in found:
+            item = msgspec.structs.replace(item, health=Health("available"))
+        elif manifest is item:
+            note = Diagnostic(
+                "error",
+                "io",
+                f"no skill {item.id!r} in ~/.codex/skills or ~/.agents/skills",
+                source=item.source.display,
+            )
+            item = msgspec.structs.replace(
+                item,
+                health=Health("unavailable", message="the skill it describes is not found"),
+                diagnostics=(*item.diagnostics, note),
+            )
+        linked.append(item)
+    return linked

@@ -32,7 +32,7 @@ from ._model import (
     Summary,
     summarise,
 )
-from ._project import scan_adapters, scan_capabilities, scan_mcp
+from ._project import link_skill_manifests, scan_adapters, scan_capabilities, scan_mcp
 from ._sources import scan_agents, scan_path, scan_serial, scan_subagents, scan_user_skills
 
 SourceStatus = Literal["ok", "timeout", "failed"]
@@ -161,7 +161,7 @@ async def scan(ctx: ScanContext, sources: Collection[str] | None = None) -> Snap
     async with trio.open_nursery() as nursery:
         for name in selected:
             nursery.start_soon(run, name)
-    every = [item for name in selected for item in found.get(name, [])]
+    every = link_skill_manifests([item for name in selected for item in found.get(name, [])])
     entries = tuple(Entry(item, decision) for item, decision in decide(every, decision_policy(ctx)))
     decisions = [e.decision for e in entries]
     degraded = tuple(

@@ -30,7 +30,7 @@ ADAPTER: dict[str, Any] = {
         "id": ID,
         "name": {"type": "string", "maxLength": 200},
         "description": {"type": "string", "maxLength": 2000},
-        "transport": {"enum": ["cli", "http", "mcp"]},
+        "transport": {"enum": ["cli", "http", "mcp", "skill"]},
         "enabled": {"type": "boolean"},
         "required": {"type": "boolean"},
         "capabilities": {"type": "array", "items": CAPABILITY_NAME, "uniqueItems": True},
@@ -49,6 +49,12 @@ ADAPTER: dict[str, Any] = {
         "tools": NAMES,
         "resources": NAMES,
         "prompts": NAMES,
+        # skill: the explicit manifest of a skill found in a user directory (its `id` is the
+        # skill's), which classifies it and may make it registrable (ADR 0034)
+        "skill_kind": {"enum": ["workflow_skill", "runtime_worker", "prompt_role"]},
+        "input_schema": {"type": "string", "minLength": 1, "maxLength": 4096},
+        "output_schema": {"type": "string", "minLength": 1, "maxLength": 4096},
+        "runtime_gate": {"type": "string", "maxLength": 64},
     },
     "allOf": [
         {
@@ -58,6 +64,10 @@ ADAPTER: dict[str, Any] = {
         {
             "if": {"properties": {"transport": {"const": "http"}}},
             "then": {"anyOf": [{"required": ["endpoint"]}, {"required": ["endpoint_env"]}]},
+        },
+        {
+            "if": {"properties": {"transport": {"const": "skill"}}},
+            "then": {"required": ["skill_kind"]},
         },
     ],
 }
