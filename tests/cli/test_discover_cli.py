@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -206,3 +207,39 @@ def test_discovery_disabled_is_said_plainly(project: Project) -> None:
 def test_schema_prints_a_json_schema(project: Project) -> None:
     schema = json.loads(discover(project, "schema", "adapter").stdout)
     assert schema["properties"]["transport"]["enum"] == ["cli", "http", "mcp"]
+
+
+def test_explain_offers_a_loopback_model_server_as_a_provider_to_add(
+    project: Project, tmp_path: Path
+) -> None:
+    served = tmp_path / "served"
+    (served / "v1").mkdir(parents=True)
+    (served / "v1" / "models").write_text(json.dumps({"data": [{"id": "qwen2.5"}]}))
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "http.server", "--bind", "127.0.0.1", str(port), "-d", served],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not listening(port):
+            assert time.monotonic() < deadline and server.poll() is None
+            time.sleep(0.05)
+        project.discovery["model_servers"] = [f"http://127.0.0.1:{port}/v1"]
+        project.write_config()
+        result = discover(project, "explain", f"127.0.0.1:{port}")
+    finally:
+        server.kill()
+        server.wait()
+    assert result.returncode == 0, result.stderr
+    assert "reason: manifest_required" in result.stdout
+    assert f'base_url = "http://127.0.0.1:{port}/v1"' in result.stdout
+    assert "# models: qwen2.5" in result.stdout
+
+
+def listening(port: int) -> bool:
+    with socket.socket() as client:
+        return client.connect_ex(("127.0.0.1", port)) == 0

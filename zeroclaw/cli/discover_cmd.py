@@ -307,6 +307,14 @@ def print_explain(entry: Entry) -> None:
         click.echo(f"Allowed {key}: {', '.join(names) or 'none'}")
     if item.device_state:
         click.echo(f"Device: {item.device_state}")
+    if item.kind == "local_model" and item.health.status in ("available", "degraded"):
+        base = item.endpoint.removesuffix("/models").removesuffix("/api/tags")
+        base = base if base.endswith("/v1") else base.rstrip("/") + "/v1"
+        name = item.id.split("@")[0].replace(".", "-")
+        click.echo("Provider candidate (add it yourself; discovery never edits the config):")
+        click.echo(f'  [providers.openai.{name}]\n  base_url = "{base}"')
+        if item.name:
+            click.echo(f"  # models: {item.name}")
     click.echo("Diagnostics:" + ("" if d.diagnostics else " none"))
     for note in d.diagnostics:
         where = f" [{note.pointer}]" if note.pointer else ""
