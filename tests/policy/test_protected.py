@@ -158,14 +158,28 @@ def test_a_thread_of_the_daemon_is_the_daemon(layout: Path) -> None:
 
 def test_the_specs_carry_the_protected_paths(layout: Path) -> None:
     spec = specs(layout, (11, 22))["sup"]
+    etc = layout / "etc"
     assert spec.protected_paths == (
         str(layout / "state"),
         str(layout / "run"),
-        str(layout / "etc" / "zeroclaw.toml"),
+        str(etc / "zeroclaw.toml"),
+        # What decides what runs with which variables (issue 15): bundles and manifests.
+        str(etc / "subagents"),
+        str(etc / "adapters"),
+        str(etc / "capabilities"),
+        str(etc / "mcp"),
         "/proc/11",
         "/proc/22",
     )
     assert spec.peer_tools == ()
+
+
+def test_a_full_agent_may_not_rewrite_a_manifest_beside_the_config(layout: Path) -> None:
+    """An agent that rewrote adapters/*.yaml could hand an adapter the daemon's keys."""
+    rules = engine(specs(layout, ())["full"]).rules
+    for name in ("adapters/reviewer.yaml", "mcp/gh.yaml", "subagents/x/agent.yaml"):
+        decision = check_path(rules, str(layout / "etc" / name), "write")
+        assert decision.code == "forbidden_path", (name, decision)
 
 
 P = PurePosixPath

@@ -166,7 +166,8 @@ def test_systemd_unit_verifies(tmp_path: Path) -> None:
         "Restart=on-failure",
         "RuntimeDirectory=zeroclaw",
         "StateDirectory=zeroclaw",
-        "ExecReload=/bin/kill -HUP $MAINPID",
+        # Through the CLI, so an invalid config fails the reload visibly (ADR 0028).
+        "ExecReload=+/usr/local/bin/zeroclaw --config /etc/zeroclaw/zeroclaw.toml reload",
         "NoNewPrivileges=yes",
     ):
         assert directive in unit

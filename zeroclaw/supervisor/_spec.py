@@ -23,6 +23,7 @@ from ..config import (
     RuntimeProfile,
     daemon_paths,
     effective_risk_policy,
+    subagents_dir,
     workspace_path,
 )
 from ..config import OpenAIProvider as OpenAIConfig
@@ -55,17 +56,26 @@ ENV_ALLOWLIST = frozenset(
 _LOCALE = re.compile(r"^LC_[A-Z_]+$")
 
 
+# The project directories discovery reads beside the config file (issue 15).
+DISCOVERY_PROJECT_DIRS = ("adapters", "capabilities", "mcp")
+
+
 def protected_paths(
     config: Config, env: Mapping[str, str], config_path: Path | None, daemon_pids: Sequence[int]
 ) -> tuple[str, ...]:
     """The daemon's own files, which no agent may touch under any profile (ADR 0015): the
     state dir (memory of every agent; the workspaces inside it are carved out by the path
-    policy), the runtime dir (sockets, lock), the config file, and the /proc entries of the
-    daemon and the zygote (their environment holds every provider key)."""
+    policy), the runtime dir (sockets, lock), the config file, what beside it decides what
+    runs with which variables (the sub-agent bundles; adapters/, capabilities/ and mcp/,
+    issue 15: an agent that rewrote a manifest could hand an adapter a provider key), and
+    the /proc entries of the daemon and the zygote (their environment holds every key)."""
     paths = daemon_paths(config, env)
     found = [str(paths.state_dir), str(paths.runtime_dir)]
     if config_path is not None:
         found.append(os.path.abspath(config_path))
+        found.append(str(subagents_dir(config, config_path)))
+        beside = Path(os.path.abspath(config_path)).parent
+        found.extend(str(beside / name) for name in DISCOVERY_PROJECT_DIRS)
     found.extend(f"/proc/{pid}" for pid in daemon_pids)
     return tuple(dict.fromkeys(found))
 
