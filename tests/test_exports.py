@@ -317,6 +317,7 @@ PUBLIC: dict[str, list[str]] = {
         "Inputs",
         "ItemKind",
         "Outcome",
+        "PROJECT_DIRS",
         "REDACTED",
         "RegisteredAdapter",
         "RegistrationAction",

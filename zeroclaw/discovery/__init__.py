@@ -18,6 +18,7 @@ if TYPE_CHECKING:
         verdict,
     )
     from ._context import (
+        PROJECT_DIRS,
         SOURCE_NAMES,
         Found,
         ScanContext,
@@ -148,6 +149,7 @@ _load = lazy_attributes(
         "RiskLevelName": "._registry",
         "SCHEMAS": "._schemas",
         "SCHEMA_VERSION": "._model",
+        "PROJECT_DIRS": "._context",
         "SOURCE_NAMES": "._context",
         "SOURCE_PRIORITY": "._model",
         "ScanContext": "._context",
@@ -187,6 +189,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "PROJECT_DIRS",
     "REDACTED",
     "SCHEMAS",
     "SCHEMA_VERSION",

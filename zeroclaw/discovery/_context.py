@@ -23,6 +23,9 @@ class Limits:
     max_concurrent_scanners: int = 8
 
 
+# The directories beside the config file that discovery reads and the daemon watches.
+PROJECT_DIRS = ("adapters", "capabilities", "mcp")
+
 SOURCE_NAMES = (
     "agents",
     "subagents",

@@ -29,7 +29,7 @@ from ..control import DiscoveryStatus
 from ..events import DiscoveryCompleted, EventSink, RegistrationDecided
 from ..turns import AdapterAdmission, AdapterCall, AdapterInvoke, AdapterResult
 from ._cache import fingerprints
-from ._context import scan_context
+from ._context import PROJECT_DIRS, scan_context
 from ._registry import AdapterRegistry, CallAllowed, CallRefused, RegistryChange, admit_call
 from ._run import Outcome, discover
 from ._scan import Snapshot
@@ -61,8 +61,9 @@ class AdapterRunner(Protocol):
 
 async def _no_runner(agent: str, run: AdapterRun, /) -> ProcessOutcome | str:
     return "no adapter runner in this process"
+
+
 WATCH_POLL_SECS = 1.0
-WATCHED_DIRS = ("adapters", "capabilities", "mcp")
 
 
 class DiscoveryService:
@@ -174,7 +175,7 @@ class DiscoveryService:
         base = self.config_path.parent
         paths: list[Path] = []
         subagents = self.config.subagents.dir or base / "subagents"
-        for directory in (*(base / d for d in WATCHED_DIRS), subagents):
+        for directory in (*(base / d for d in PROJECT_DIRS), subagents):
             paths.append(directory)
             try:
                 for entry in os.scandir(directory):

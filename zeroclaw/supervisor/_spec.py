@@ -27,6 +27,7 @@ from ..config import (
     workspace_path,
 )
 from ..config import OpenAIProvider as OpenAIConfig
+from ..discovery import PROJECT_DIRS
 from ..providers import AnthropicSpec, OfflineSpec, OpenAISpec, ProviderSpec
 from ..subagents import LoadedRevision
 from ._notify import SYSTEMD_VARIABLES
@@ -56,10 +57,6 @@ ENV_ALLOWLIST = frozenset(
 _LOCALE = re.compile(r"^LC_[A-Z_]+$")
 
 
-# The project directories discovery reads beside the config file (issue 15).
-DISCOVERY_PROJECT_DIRS = ("adapters", "capabilities", "mcp")
-
-
 def protected_paths(
     config: Config, env: Mapping[str, str], config_path: Path | None, daemon_pids: Sequence[int]
 ) -> tuple[str, ...]:
@@ -75,7 +72,7 @@ def protected_paths(
         found.append(os.path.abspath(config_path))
         found.append(str(subagents_dir(config, config_path)))
         beside = Path(os.path.abspath(config_path)).parent
-        found.extend(str(beside / name) for name in DISCOVERY_PROJECT_DIRS)
+        found.extend(str(beside / name) for name in PROJECT_DIRS)
     found.extend(f"/proc/{pid}" for pid in daemon_pids)
     return tuple(dict.fromkeys(found))
 
