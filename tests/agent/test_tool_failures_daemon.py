@@ -238,7 +238,7 @@ def test_no_tool_call_kills_its_agent(root: Path, daemons: DaemonFactory, odd_fi
         assert pids(daemon) == before, (text, daemon.log())
 
     drive()
-    assert "Traceback" not in daemon.log()
+    assert "Traceback" not in daemon.log_text()
 
 
 # --- an ask whose peer dies

@@ -206,7 +206,7 @@ def test_discovery_disabled_is_said_plainly(project: Project) -> None:
 
 def test_schema_prints_a_json_schema(project: Project) -> None:
     schema = json.loads(discover(project, "schema", "adapter").stdout)
-    assert schema["properties"]["transport"]["enum"] == ["cli", "http", "mcp"]
+    assert schema["properties"]["transport"]["enum"] == ["cli", "http", "mcp", "skill"]
 
 
 def test_explain_offers_a_loopback_model_server_as_a_provider_to_add(

@@ -132,7 +132,7 @@ def test_daemon_with_a_truncated_store_exits_1_with_a_hint(root: Path) -> None:
     daemon = Daemon(root, doc)
     daemon.start(wait_ready=False)
     assert daemon.wait_exit(timeout=30) == 1
-    log = daemon.log()
+    log = daemon.log_text()
     assert "damaged" in log and "truncated" in log and f"mv {memory}" in log
     assert "Traceback" not in log
 

@@ -121,7 +121,7 @@ def test_a_taken_metrics_port_does_not_kill_the_daemon_and_a_reload_moves_it(
         parsed = cli_metrics(daemon)
         assert value(parsed, "zeroclaw_metrics_listener_up", listen=listen) == 0
         assert value(parsed, "zeroclaw_agents", state="running") == 3
-        assert "metrics listener cannot bind" in daemon.log()
+        assert "metrics listener cannot bind" in daemon.log_text()
         daemon.assert_alive()
         # A reload that names a free port moves the listener there.
         moved = f"127.0.0.1:{free_port()}"

@@ -205,8 +205,13 @@ class Daemon:
         return {a["alias"]: a["pid"] for a in self.status()["agents"] if a["pid"]}
 
     def log(self) -> str:
+        """The log's tail, for a failure message."""
+        return self.log_text()[-6000:]
+
+    def log_text(self) -> str:
+        """The whole log, for what a test looks for in it (info lines keep growing)."""
         try:
-            return self.log_path.read_text()[-6000:]
+            return self.log_path.read_text()
         except FileNotFoundError:
             return ""
 

@@ -64,7 +64,7 @@ def test_nothing_inside_an_agent_sandbox_gets_an_answer(root: Path, daemons: Dae
     }
     # loose's three probes and its CLI (caged's never reached the daemon under ABI 6).
     assert daemon.status()["control"]["refused_peers"] >= 4
-    assert "agents and their processes may not use the control socket" in daemon.log()
+    assert "agents and their processes may not use the control socket" in daemon.log_text()
 
 
 def test_daemon_is_not_dumpable_from_its_first_line(root: Path) -> None:

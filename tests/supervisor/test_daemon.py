@@ -74,7 +74,7 @@ def test_kill_9_agent_is_restarted_after_backoff(root: Path, daemons: DaemonFact
     assert beta["restarts"] == 1
     assert beta["last_exit"] == "killed by SIGKILL"
     assert elapsed >= 0.2, "restarted before backoff_initial_secs"
-    assert "next_delay_secs" in daemon.log() and '"alias": "beta"' in daemon.log()
+    assert "next_delay_secs" in daemon.log_text() and '"alias": "beta"' in daemon.log_text()
     others = {a["alias"]: a["restarts"] for a in status["agents"] if a["alias"] != "beta"}
     assert others == {"alpha": 0, "gamma": 0}
 
@@ -87,7 +87,7 @@ def test_agent_exiting_at_once_becomes_fatal(root: Path, daemons: DaemonFactory)
     assert crashy["last_exit"] == "exit code 3"
     assert crashy["restarts"] == 3  # max_restarts restarts, then the 4th failure is fatal
     assert daemon.agent("alpha")["state"] == "running"
-    assert "max_restarts=3" in daemon.log()
+    assert "max_restarts=3" in daemon.log_text()
     # An operator restart is the way out of fatal (here it fails again, honestly reported).
     result = daemon.cli("agents", "restart", "crashy", "--json")
     assert result.returncode == 1
@@ -108,7 +108,7 @@ def test_stubborn_agent_and_grandchild_are_killed_after_grace(
     assert result.returncode == 0, result.stderr
     assert time.monotonic() - started >= 1.0, "SIGKILL came before the grace period"
     assert wait_gone([pid, grandchild], timeout=2) == []
-    assert "did not stop within 1s" in daemon.log()
+    assert "did not stop within 1s" in daemon.log_text()
 
 
 def test_sigkill_of_daemon_takes_every_agent_and_restart_is_clean(
@@ -248,7 +248,7 @@ def test_on_demand_agent_starts_when_asked_and_stops_when_idle(
         timeout=15,
     )
     assert wait_gone([agent["pid"]], 1) == []
-    assert "idle for 3s" in daemon.log()
+    assert "idle for 3s" in daemon.log_text()
 
 
 # --------------------------------------------------------------------------- reload
@@ -263,7 +263,7 @@ def test_sighup_with_invalid_file_keeps_everything(root: Path, daemons: DaemonFa
     assert daemon.pids() == before
     errors = status["daemon"]["reload"]["errors"]
     assert errors and all(str(daemon.config_path) in e for e in errors)
-    assert "reload refused" in daemon.log()
+    assert "reload refused" in daemon.log_text()
     text = daemon.cli("status")
     assert "reload_failed" in text.stdout
     result = daemon.cli("reload")
@@ -399,7 +399,7 @@ def test_reload_clears_fatal(root: Path, daemons: DaemonFactory) -> None:
     daemon.wait_for(
         lambda s: next(a for a in s["agents"] if a["alias"] == "crashy")["since"] > fatal_since
     )
-    assert "(operator start)" in daemon.log()
+    assert "(operator start)" in daemon.log_text()
 
 
 def test_on_demand_agent_is_not_stopped_mid_turn(root: Path, daemons: DaemonFactory) -> None:
@@ -420,14 +420,14 @@ def test_on_demand_agent_is_not_stopped_mid_turn(root: Path, daemons: DaemonFact
     assert result.returncode == 0, result.stderr + daemon.log()
     turn = json.loads(result.stdout)
     assert turn["tool_calls"][0]["ok"] is True, turn
-    assert "idle for 2s" not in daemon.log()  # not stopped while the command ran
+    assert "idle for 2s" not in daemon.log_text()  # not stopped while the command ran
     pid = daemon.agent("lazy")["pid"]
     daemon.wait_for(
         lambda s: next(a for a in s["agents"] if a["alias"] == "lazy")["state"] == "stopped",
         timeout=15,
     )
     assert wait_gone([pid], 2) == []
-    assert "idle for 2s" in daemon.log()
+    assert "idle for 2s" in daemon.log_text()
 
 
 def test_agent_that_cannot_start_is_fatal_at_once_with_its_reason(

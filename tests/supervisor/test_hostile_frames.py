@@ -88,7 +88,7 @@ def test_a_nested_link_frame_drops_only_that_agents_link(
         ),
         timeout=60,
     )
-    assert "sent a bad link frame" in daemon.log()
+    assert "sent a bad link frame" in daemon.log_text()
     assert {a["alias"]: a["restarts"] for a in status["agents"]}["alpha"] == 0
     serves(daemon)
     daemon.assert_alive()

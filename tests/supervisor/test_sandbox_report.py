@@ -32,7 +32,7 @@ def test_status_shows_the_sandbox_in_force_per_running_agent(
     assert agents["alpha"]["sandbox_in_force"] is True
     assert agents["open"]["sandbox_in_force"] is False
     assert agents["lazy"]["state"] == "stopped" and agents["lazy"]["sandbox_in_force"] is None
-    assert "agent open runs without an OS sandbox" in daemon.log()
+    assert "agent open runs without an OS sandbox" in daemon.log_text()
 
     table = daemon.cli("status").stdout.splitlines()
     header = next(line for line in table if line.startswith("AGENT"))
