@@ -322,6 +322,16 @@ async def serve_metrics(
     await hypercorn.trio.serve(app, config, task_status=task_status)
 
 
+def _counter(
+    name: str, doc: str, labels: list[str], samples: Iterable[tuple[Sequence[str], float]]
+) -> CounterMetricFamily:
+    """A counter family with one sample per (label values, count), in the order given."""
+    family = CounterMetricFamily(name, doc, labels=labels)
+    for values, n in samples:
+        family.add_metric(list(values), n)
+    return family
+
+
 class _Collector:
     """Renders every zeroclaw series when the registry is scraped."""
 
@@ -345,44 +355,36 @@ class _Collector:
         for state in (*AGENT_STATES, *sorted(set(states) - set(AGENT_STATES))):
             agents.add_metric([state], states.get(state, 0))
         yield agents
-        restarts = CounterMetricFamily(
+        yield _counter(
             "zeroclaw_agent_restarts",
             "Automatic restarts of an agent (backoff to starting).",
-            labels=["alias"],
+            ["alias"],
+            (((alias,), n) for alias, n in sorted(m.counts.restarts.items())),
         )
-        for alias, n in sorted(m.counts.restarts.items()):
-            restarts.add_metric([alias], n)
-        yield restarts
-        exits = CounterMetricFamily(
+        yield _counter(
             "zeroclaw_agent_exits",
             "Agent process exits by cause: stopped, signal, config, spawn_failed, exit_status.",
-            labels=["alias", "cause"],
+            ["alias", "cause"],
+            sorted(m.counts.exits.items()),
         )
-        for (alias, cause), n in sorted(m.counts.exits.items()):
-            exits.add_metric([alias, cause], n)
-        yield exits
 
     @staticmethod
     def _router(m: Metrics) -> Iterator[Metric]:
         stats = m.sources.router()
         if not stats:
             return
-        messages = CounterMetricFamily(
+        yield _counter(
             "zeroclaw_router_messages",
             "Messages through the router by outcome: delivered, or the refusal code.",
-            labels=["outcome"],
+            ["outcome"],
+            (((outcome,), n) for outcome, n in stats.get("outcomes", {}).items()),
         )
-        for outcome, n in stats.get("outcomes", {}).items():
-            messages.add_metric([outcome], n)
-        yield messages
-        rejected = CounterMetricFamily(
+        yield _counter(
             "zeroclaw_router_rejected_connections",
             "Connections the router refused, by reason.",
-            labels=["reason"],
+            ["reason"],
+            (((reason,), n) for reason, n in stats.get("refused_connections", {}).items()),
         )
-        for reason, n in stats.get("refused_connections", {}).items():
-            rejected.add_metric([reason], n)
-        yield rejected
         yield GaugeMetricFamily(
             "zeroclaw_router_in_flight",
             "Messages delivered and not acknowledged yet.",
@@ -391,14 +393,12 @@ class _Collector:
 
     @staticmethod
     def _memory(m: Metrics) -> Iterator[Metric]:
-        ops = CounterMetricFamily(
+        yield _counter(
             "zeroclaw_memory_operations",
             "Memory operations by op and outcome (ok, or the error code).",
-            labels=["op", "outcome"],
+            ["op", "outcome"],
+            sorted(m.counts.memory_ops.items()),
         )
-        for (op, outcome), n in sorted(m.counts.memory_ops.items()):
-            ops.add_metric([op, outcome], n)
-        yield ops
         sizes = m.sources.memory_batches()
         histogram = _Histogram(BATCH_BUCKETS)
         for size, n in sizes.items():
@@ -418,14 +418,12 @@ class _Collector:
 
     @staticmethod
     def _turns(m: Metrics) -> Iterator[Metric]:
-        turns = CounterMetricFamily(
+        yield _counter(
             "zeroclaw_turns",
             "Finished conversation turns by agent, channel and outcome.",
-            labels=["agent", "channel", "outcome"],
+            ["agent", "channel", "outcome"],
+            sorted(m.counts.turns.items()),
         )
-        for (agent, channel, outcome), n in sorted(m.counts.turns.items()):
-            turns.add_metric([agent, channel, outcome], n)
-        yield turns
         seconds = HistogramMetricFamily(
             "zeroclaw_turn_duration_seconds",
             "Seconds from a turn's opening to its end, by agent.",
@@ -437,24 +435,22 @@ class _Collector:
 
     @staticmethod
     def _rest(m: Metrics) -> Iterator[Metric]:
-        channels = CounterMetricFamily(
+        delivered = sorted(m.sources.channels_delivered().items())
+        yield _counter(
             "zeroclaw_channel_messages",
             "Inbound channel messages by outcome: delivered, or the rule that refused them.",
-            labels=["channel", "outcome"],
+            ["channel", "outcome"],
+            [
+                *(((channel, "delivered"), n) for channel, n in delivered),
+                *sorted(m.sources.channels_refused().items()),
+            ],
         )
-        for channel, n in sorted(m.sources.channels_delivered().items()):
-            channels.add_metric([channel, "delivered"], n)
-        for (channel, rule), n in sorted(m.sources.channels_refused().items()):
-            channels.add_metric([channel, rule], n)
-        yield channels
-        invocations = CounterMetricFamily(
+        yield _counter(
             "zeroclaw_subagent_invocations",
             "Sub-agent invocations by terminal state and error code ('' when none).",
-            labels=["agent_id", "state", "code"],
+            ["agent_id", "state", "code"],
+            sorted(m.counts.invocations.items()),
         )
-        for (agent_id, state, code), n in sorted(m.counts.invocations.items()):
-            invocations.add_metric([agent_id, state, code], n)
-        yield invocations
         yield CounterMetricFamily(
             "zeroclaw_metrics_events_lost",
             "Daemon events the metrics did not count because they came faster than read.",
