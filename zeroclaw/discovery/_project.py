@@ -10,6 +10,7 @@ names, and a warning telling the operator to move the value into the environment
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -77,17 +78,35 @@ BUILTIN_SOURCE = Source("builtin_template", "capabilities", display="builtin")
 
 
 def builtin_capabilities() -> list[DiscoveredItem]:
-    return [
-        DiscoveredItem(
-            kind="capability",
-            id=c.name,
-            source=BUILTIN_SOURCE,
-            trust="project",
-            descriptor=c,
-            health=Health("available"),
-        )
-        for c in BUILTIN_CAPABILITIES
-    ]
+    return [capability_item(c, BUILTIN_SOURCE) for c in BUILTIN_CAPABILITIES]
+
+
+def capability_item(
+    descriptor: CapabilityDescriptor, source: Source, diagnostics: Iterable[Diagnostic] = ()
+) -> DiscoveredItem:
+    return DiscoveredItem(
+        kind="capability",
+        id=descriptor.name,
+        source=source,
+        trust="project",
+        descriptor=descriptor,
+        health=Health("available"),
+        diagnostics=tuple(diagnostics),
+    )
+
+
+def invalid_item(
+    kind: ItemKind, ident: str, source: Source, trust: TrustLevel, notes: Iterable[Diagnostic]
+) -> DiscoveredItem:
+    """An item whose manifest cannot be used: listed with why (`discover list --invalid`)."""
+    return DiscoveredItem(
+        kind=kind,
+        id=ident,
+        source=source,
+        trust=trust,
+        health=Health("invalid_manifest"),
+        diagnostics=tuple(notes),
+    )
 
 
 def _read(ctx: ScanContext, root: Path, path: Path) -> tuple[Any, Source, list[Diagnostic]]:
@@ -145,14 +164,7 @@ def _adapter(ctx: ScanContext, root: Path, path: Path) -> DiscoveredItem:
     if document is not None:
         notes = [*notes, *schema_diagnostics(document, ADAPTER, source.display)]
     if any(n.level == "error" for n in notes):
-        return DiscoveredItem(
-            kind=kind,
-            id=ident,
-            source=source,
-            trust="project",
-            health=Health("invalid_manifest"),
-            diagnostics=tuple(notes),
-        )
+        return invalid_item(kind, ident, source, "project", notes)
     assert isinstance(document, dict)
     trust: TrustLevel = "explicit_remote" if kind == "http_adapter" else "project"
     fields: dict[str, Any] = {
@@ -230,14 +242,7 @@ def _capabilities(ctx: ScanContext, root: Path, path: Path) -> list[DiscoveredIt
         notes = [*notes, *schema_diagnostics(document, CAPABILITIES, source.display)]
     if any(n.level == "error" for n in notes):
         return [
-            DiscoveredItem(
-                kind="capability",
-                id=_capability_name(document, path),
-                source=source,
-                trust="project",
-                health=Health("invalid_manifest"),
-                diagnostics=tuple(notes),
-            )
+            invalid_item("capability", _capability_name(document, path), source, "project", notes)
         ]
     assert isinstance(document, dict)
     entries = document.get("capabilities", [document])
@@ -279,17 +284,7 @@ def _capabilities(ctx: ScanContext, root: Path, path: Path) -> list[DiscoveredIt
                         source=source.display,
                     )
                 )
-        items.append(
-            DiscoveredItem(
-                kind="capability",
-                id=descriptor.name,
-                source=source,
-                trust="project",
-                descriptor=descriptor,
-                health=Health("available"),
-                diagnostics=tuple(entry_notes),
-            )
-        )
+        items.append(capability_item(descriptor, source, entry_notes))
     return items
 
 
@@ -331,16 +326,7 @@ def scan_mcp_dir(
             read_notes = [*read_notes, *schema_diagnostics(document, MCP, source.display)]
         ident = _fallback_id(document, path)
         if any(n.level == "error" for n in read_notes) or not isinstance(document, dict):
-            items.append(
-                DiscoveredItem(
-                    kind="mcp_server",
-                    id=ident,
-                    source=source,
-                    trust=trust,
-                    health=Health("invalid_manifest"),
-                    diagnostics=tuple(read_notes),
-                )
-            )
+            items.append(invalid_item("mcp_server", ident, source, trust, read_notes))
             continue
         items.append(
             DiscoveredItem(
@@ -378,26 +364,15 @@ def _foreign_mcp(
     allowlists, so nothing of them is exposed until a zeroclaw manifest lists it."""
     servers = document.get("mcpServers" if path.suffix == ".json" else "mcp_servers")
     if not isinstance(servers, dict):
-        return [
-            DiscoveredItem(
-                kind="mcp_server",
-                id=path.stem.lower(),
-                source=source,
-                trust=trust,
-                health=Health("invalid_manifest"),
-                diagnostics=(
-                    *notes,
-                    Diagnostic(
-                        "error",
-                        "schema_invalid",
-                        f"{source.display}: no "
-                        f"{'mcpServers' if path.suffix == '.json' else '[mcp_servers]'} table",
-                        source=source.display,
-                        pointer="/",
-                    ),
-                ),
-            )
-        ]
+        table = "mcpServers" if path.suffix == ".json" else "[mcp_servers]"
+        missing = Diagnostic(
+            "error",
+            "schema_invalid",
+            f"{source.display}: no {table} table",
+            source=source.display,
+            pointer="/",
+        )
+        return [invalid_item("mcp_server", path.stem.lower(), source, trust, [*notes, missing])]
     items = []
     for name, server in sorted(servers.items()):
         ident = name.lower() if isinstance(name, str) and _ID.match(name.lower()) else ""
@@ -412,14 +387,7 @@ def _foreign_mcp(
                 )
             )
             items.append(
-                DiscoveredItem(
-                    kind="mcp_server",
-                    id=ident or path.stem.lower(),
-                    source=source,
-                    trust=trust,
-                    health=Health("invalid_manifest"),
-                    diagnostics=tuple(entry_notes),
-                )
+                invalid_item("mcp_server", ident or path.stem.lower(), source, trust, entry_notes)
             )
             continue
         env = server.get("env")

@@ -26,7 +26,7 @@ from ._model import (
     SkillClass,
     Source,
 )
-from ._project import scan_mcp_dir
+from ._project import invalid_item, scan_mcp_dir
 
 CONFIG_SOURCE = Source("config", "agents", display="[agents]")
 
@@ -102,14 +102,8 @@ def _refused_bundle(ctx: ScanContext, refused: BundleProblems) -> DiscoveredItem
         )
         for problem in refused.problems
     )
-    return DiscoveredItem(
-        kind="subagent",
-        id=refused.path.name,
-        source=Source("project_manifest", "subagents", str(refused.path), display),
-        trust="project",
-        health=Health("invalid_manifest"),
-        diagnostics=notes,
-    )
+    source = Source("project_manifest", "subagents", str(refused.path), display)
+    return invalid_item("subagent", refused.path.name, source, "project", notes)
 
 
 def scan_path(ctx: ScanContext) -> Found:
@@ -215,14 +209,7 @@ def _skill(ctx: ScanContext, root: Path, name: str, path: Path) -> DiscoveredIte
     try:
         data, _ = read_file(path, root, ctx.limits, display)
     except Unreadable as exc:
-        return DiscoveredItem(
-            kind="workflow_skill",
-            id=ident,
-            source=source,
-            trust="user_local",
-            health=Health("invalid_manifest"),
-            diagnostics=(exc.diagnostic,),
-        )
+        return invalid_item("workflow_skill", ident, source, "user_local", [exc.diagnostic])
     text = data.decode("utf-8", errors="replace")
     meta = front_matter(text) or {}
     declared = meta.get("kind") or meta.get("type")
