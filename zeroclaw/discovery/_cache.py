@@ -25,7 +25,7 @@ import msgspec
 from .._atomic import atomic_write
 from .._flock import FileLock
 from .._version import __version__
-from ._context import ScanContext
+from ._context import PROJECT_DIRS, ScanContext
 from ._model import SCHEMA_VERSION
 from ._project import BUILTIN_CAPABILITIES
 from ._scan import Snapshot
@@ -173,14 +173,7 @@ class DiscoveryCache:
 def current_inputs(ctx: ScanContext, config_bytes: bytes) -> Inputs:
     """What a scan now would be built from: cheap (stat only, no file content but the
     config's), so that a warm `discover list` costs a few milliseconds."""
-    watched: list[Path] = []
-    for directory in (
-        ctx.project_dir("adapters"),
-        ctx.project_dir("capabilities"),
-        ctx.project_dir("mcp"),
-        ctx.subagents_dir,
-    ):
-        watched.extend(_tree(directory, depth=2, limit=ctx.limits.max_files_per_dir * 8))
+    watched = project_paths(ctx.config_dir, ctx.subagents_dir, ctx.limits.max_files_per_dir)
     if ctx.settings.scan_user_dirs and ctx.home is not None:
         for sub in (".codex/skills", ".agents/skills", ".codex/prompts", ".agents/prompts"):
             watched.extend(_tree(ctx.home / sub, depth=1, limit=ctx.limits.max_files_per_dir * 2))
@@ -202,6 +195,16 @@ def current_inputs(ctx: ScanContext, config_bytes: bytes) -> Inputs:
         registry_hash=digest(builtin + msgspec.json.encode(capabilities)),
         sources=sources,
     )
+
+
+def project_paths(config_dir: Path, subagents: Path, max_files_per_dir: int) -> list[Path]:
+    """The project's discovery directories (adapters/, capabilities/, mcp/ beside the config,
+    and the sub-agent bundles) and what is beneath them, bounded: what the cache's verdict
+    and the daemon's watch both look at."""
+    paths: list[Path] = []
+    for directory in (*(config_dir / name for name in PROJECT_DIRS), subagents):
+        paths.extend(_tree(directory, depth=2, limit=max_files_per_dir * 8))
+    return paths
 
 
 def _tree(directory: Path, depth: int, limit: int) -> list[Path]:

@@ -24,12 +24,12 @@ import trio
 
 from .._process import ProcessOutcome
 from ..bus import Request, Response
-from ..config import Config, daemon_paths, effective_risk_policy
+from ..config import Config, daemon_paths, effective_risk_policy, subagents_dir
 from ..control import DiscoveryStatus
 from ..events import DiscoveryCompleted, EventSink, RegistrationDecided
 from ..turns import AdapterAdmission, AdapterCall, AdapterInvoke, AdapterResult
-from ._cache import fingerprints
-from ._context import PROJECT_DIRS, scan_context
+from ._cache import fingerprints, project_paths
+from ._context import scan_context
 from ._registry import AdapterRegistry, CallAllowed, CallRefused, RegistryChange, admit_call
 from ._run import Outcome, discover
 from ._scan import Snapshot
@@ -172,18 +172,11 @@ class DiscoveryService:
     # --- the watch ---------------------------------------------------------------------
 
     def _project_state(self) -> dict[str, tuple[int, int, int]]:
-        base = self.config_path.parent
-        paths: list[Path] = []
-        subagents = self.config.subagents.dir or base / "subagents"
-        for directory in (*(base / d for d in PROJECT_DIRS), subagents):
-            paths.append(directory)
-            try:
-                for entry in os.scandir(directory):
-                    paths.append(Path(entry.path))
-                    if entry.is_dir(follow_symlinks=False):
-                        paths.extend(Path(e.path) for e in os.scandir(entry.path))
-            except OSError:
-                continue
+        paths = project_paths(
+            self.config_path.parent,
+            subagents_dir(self.config, self.config_path),
+            self.config.discovery.max_files_per_dir,
+        )
         return fingerprints(paths)
 
     async def watch(
