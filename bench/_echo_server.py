@@ -1,10 +1,13 @@
 """The bare HTTP baseline of the channels bench: hypercorn's trio worker, set up as the webhook
 adapter sets it up, serving an ASGI app that answers the posted body and does nothing else.
 
-`python -m bench._echo_server PORT` serves on 127.0.0.1:PORT until SIGTERM."""
+`python -m bench._echo_server PORT` serves on 127.0.0.1:PORT until SIGTERM;
+`python -m bench._echo_server PORT chat` serves `chat_completions` instead: an OpenAI-compatible
+model that answers at once (the agent bench's provider)."""
 
 from __future__ import annotations
 
+import json
 import logging
 import socket
 import sys
@@ -41,7 +44,68 @@ async def echo(scope: Scope, receive: ASGIReceiveCallable, send: ASGISendCallabl
     await send({"type": "http.response.body", "body": body, "more_body": False})
 
 
-async def main(port: int) -> None:
+def _sse(chunks: list[object]) -> bytes:
+    return b"".join(f"data: {json.dumps(c)}\n\n".encode() for c in chunks) + b"data: [DONE]\n\n"
+
+
+TEXT_ANSWER = _sse(
+    [
+        {"choices": [{"index": 0, "delta": {"role": "assistant", "content": "ok"}}]},
+        {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+    ]
+)
+STORE_CALL = {
+    "index": 0,
+    "id": "call_1",
+    "type": "function",
+    "function": {"name": "memory_store", "arguments": '{"key": "k", "content": "v"}'},
+}
+TOOL_ANSWER = _sse(
+    [
+        {"choices": [{"index": 0, "delta": {"tool_calls": [STORE_CALL]}}]},
+        {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
+    ]
+)
+
+
+def chat_answer(request: bytes) -> bytes:
+    """The streamed answer to one chat-completions request: a `memory_store` call when the
+    user's message starts with "remember" and no tool answered yet, else the text "ok"."""
+    try:
+        messages = json.loads(request).get("messages", [])
+    except (ValueError, AttributeError):
+        return TEXT_ANSWER
+    last = messages[-1] if messages else {}
+    if last.get("role") == "user" and str(last.get("content", "")).startswith("remember"):
+        return TOOL_ANSWER
+    return TEXT_ANSWER
+
+
+async def chat_completions(
+    scope: Scope, receive: ASGIReceiveCallable, send: ASGISendCallable
+) -> None:
+    """Streamed chat completions answered at once, as one body (a model with no think time)."""
+    if scope["type"] != "http":
+        await echo(scope, receive, send)
+        return
+    chunks: list[bytes] = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return
+        chunks.append(message["body"])
+        if not message["more_body"]:
+            break
+    body = chat_answer(b"".join(chunks)) if scope["method"] == "POST" else b""
+    headers = [
+        (b"content-type", b"text/event-stream"),
+        (b"content-length", str(len(body)).encode()),
+    ]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+async def main(port: int, app: str = "echo") -> None:
     # The adapter's socket and hypercorn settings (zeroclaw/channels/_webhook.py `serve`).
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -54,8 +118,9 @@ async def main(port: int) -> None:
     config.include_server_header = False
     config.graceful_timeout = 1.0
     async with trio.open_nursery() as nursery:
-        await nursery.start(partial(hypercorn.trio.serve, echo, config))
+        app_fn = chat_completions if app == "chat" else echo
+        await nursery.start(partial(hypercorn.trio.serve, app_fn, config))
 
 
 if __name__ == "__main__":
-    trio.run(main, int(sys.argv[1]))
+    trio.run(main, int(sys.argv[1]), sys.argv[2] if len(sys.argv) > 2 else "echo")

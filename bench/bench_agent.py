@@ -1,13 +1,28 @@
 """Turn overhead: a chat message in, the reply out, through control socket, daemon, router
-and the agent process (offline provider), beside the raw relay round trip."""
+and the agent process, beside its baseline: with the offline provider the raw relay round
+trip; with an OpenAI-compatible loopback model that answers at once (bench/_echo_server.py
+`chat`), the bare httpx request to that model; and a turn with one `memory_store` call
+beside the same turn without it."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
 import time
+import tomllib
+from pathlib import Path
+
+import httpx
+import tomli_w
 
 from zeroclaw.control import Chat, ControlSession
 
-from ._daemon import ReadyDaemon
+from ._daemon import REPO, ReadyDaemon, write_bench_config
 from ._harness import Result, p50_p99, result
 from .bench_router import _raw_latency
 
@@ -34,7 +49,157 @@ def _turns(text: str) -> tuple[float, float]:
     return latency["p50"], latency["p99"]
 
 
+# --- a turn with a network provider, beside the bare HTTP request it makes (issue 17 #3) ---
+
+NET_TURNS = 300
+NET_BLOCK = 25  # samples alternate between the sides in blocks, so noise hits both alike
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _wait_http(url: str, deadline_secs: float = 60) -> None:
+    deadline = time.monotonic() + deadline_secs
+    while True:
+        try:
+            if httpx.get(url, timeout=5).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{url} did not come up")
+        time.sleep(0.05)
+
+
+class _NetDaemon:
+    """The bench config, with alpha on an openai provider at `url` (a model that answers at
+    once) and a profile that lets it store memories without asking."""
+
+    def __init__(self, url: str, *, debug_log: Path | None = None) -> None:
+        """`debug_log`: the daemon logs at debug to that file (the turn's spans)."""
+        self.root = Path(tempfile.mkdtemp(prefix="zcb-", dir="/tmp"))
+        path = write_bench_config(self.root, ["alpha"])
+        doc = tomllib.loads(path.read_text())
+        doc["providers"]["openai"] = {"local": {"base_url": url, "model": "bench"}}
+        doc["risk_profiles"]["w"] = {
+            "level": "supervised",
+            "require_approval_for_medium_risk": False,
+        }
+        doc["agents"]["alpha"]["model_provider"] = "openai.local"
+        doc["agents"]["alpha"]["risk_profile"] = "w"
+        if debug_log is not None:
+            doc["daemon"]["log_level"] = "debug"
+        path.write_text(tomli_w.dumps(doc))
+        self.runtime_dir = self.root / "r"
+        notify = self.root / "n.sock"
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(str(notify))
+        self.sock.settimeout(60)
+        env = {**os.environ, "NOTIFY_SOCKET": str(notify), "PYTHONPATH": str(REPO)}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "zeroclaw", "--config", str(path), "daemon"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL if debug_log is None else debug_log.open("wb"),
+        )
+        while b"READY=1" not in self.sock.recv(4096):
+            pass
+
+    def close(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(60)
+        self.sock.close()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+class _Bare:
+    """The provider call alone: one kept-alive httpx connection posting the streamed request
+    an agent sends for a plain turn, reading the event stream to its end."""
+
+    def __init__(self, url: str) -> None:
+        self.client = httpx.Client(base_url=url, timeout=30)
+        self.payload = {
+            "model": "bench",
+            "messages": [{"role": "user", "content": "hello"}],
+            "stream": True,
+        }
+
+    def __call__(self) -> None:
+        with self.client.stream("POST", "chat/completions", json=self.payload) as response:
+            for _line in response.iter_lines():
+                pass
+
+    def close(self) -> None:
+        self.client.close()
+
+
+class _Turn:
+    def __init__(self, runtime_dir: Path, text: str, session: str) -> None:
+        self.session = ControlSession(runtime_dir, timeout=30)
+        self.session.__enter__()
+        self.text = text
+        self.name = session
+
+    def __call__(self) -> None:
+        self.session.send(Chat(agent="alpha", text=self.text, session=self.name))
+        for reply in self.session.replies():
+            assert reply.ok, reply
+
+    def close(self) -> None:
+        self.session.close()
+
+
+def _net_latency(debug_log: Path | None = None) -> dict[str, dict[str, float]]:
+    """p50/p99 in ms of a bare request, a plain turn and a turn with one memory_store call,
+    against one local model server, interleaved in blocks. Sessions are fresh per block so
+    the transcript a turn loads stays short (a long one would measure history, not the turn)."""
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}/v1"
+    server = subprocess.Popen(
+        [sys.executable, "-m", "bench._echo_server", str(port), "chat"],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+    )
+    daemon = None
+    try:
+        _wait_http(f"http://127.0.0.1:{port}/healthz")
+        daemon = _NetDaemon(url, debug_log=debug_log)
+        samples: dict[str, list[float]] = {"bare": [], "turn": [], "store": []}
+        rounds = NET_TURNS // NET_BLOCK
+        for block in range(rounds + 1):  # the first block is the warm-up
+            ops: dict[str, _Bare | _Turn] = {
+                "bare": _Bare(url),
+                "turn": _Turn(daemon.runtime_dir, "hello", f"plain-{block}"),
+                "store": _Turn(daemon.runtime_dir, "remember k", f"store-{block}"),
+            }
+            try:
+                for name, op in ops.items():
+                    op()  # a new connection's first request is not a turn's cost
+                    for _ in range(NET_BLOCK):
+                        started = time.perf_counter()
+                        op()
+                        if block:
+                            samples[name].append((time.perf_counter() - started) * 1000)
+            finally:
+                for op in ops.values():
+                    op.close()
+    finally:
+        if daemon is not None:
+            daemon.close()
+        server.terminate()
+        server.wait(30)
+    return {name: p50_p99(values) for name, values in samples.items()}
+
+
 def run() -> list[Result]:
+    net = _net_latency()
+    bare, turn, store = net["bare"], net["turn"], net["store"]
+    # The tool call costs a second model request by nature; what the turn adds is the rest.
+    store_added = store["p50"] - turn["p50"] - bare["p50"]
     plain = _turns("hello")
     peer = _turns("ask beta: hello")
     raw = _raw_latency()
@@ -46,6 +211,37 @@ def run() -> list[Result]:
             "raw relay echo round trip p50",
             raw["p50"],
             "<= 5 ms",
+        ),
+        result(
+            "turn p50, openai loopback model",
+            turn["p50"],
+            "ms",
+            "bare httpx streamed request p50, same server",
+            bare["p50"],
+            f"<= +1 ms (now +{turn['p50'] - bare['p50']:.2f} ms)",
+        ),
+        result(
+            "turn p99, openai loopback model",
+            turn["p99"],
+            "ms",
+            "bare httpx streamed request p99, same server",
+            bare["p99"],
+            f"+{turn['p99'] - bare['p99']:.2f} ms",
+        ),
+        result(
+            "turn p50 with one memory_store call",
+            store["p50"],
+            "ms",
+            "turn p50 without it (above)",
+            turn["p50"],
+            f"<= +1 ms beyond its 2nd model request: +{store_added:.2f} ms",
+        ),
+        result(
+            "turn p99 with one memory_store call",
+            store["p99"],
+            "ms",
+            "turn p99 without it",
+            turn["p99"],
         ),
         result("chat turn p99 (offline, no tools)", plain[1], "ms", "raw relay p99", raw["p99"]),
         result(

@@ -110,6 +110,81 @@ def sse(events: list[tuple[str | None, Any]], *, pause: trio.Event | None = None
     return answer
 
 
+def whole(body: bytes | Any, content_type: str = "application/json") -> Answer:
+    """A 200 with one whole body (not a stream): how some proxies answer a streamed
+    request. A non-bytes `body` is sent as its JSON."""
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+
+    async def answer(seen: Seen, write: Writer) -> None:
+        await write(
+            f"HTTP/1.1 200 OK\r\ncontent-type: {content_type}\r\n"
+            f"content-length: {len(data)}\r\nconnection: close\r\n\r\n".encode()
+            + data
+        )
+
+    return answer
+
+
+def openai_whole_text(text: str) -> dict[str, Any]:
+    """A non-streamed chat completion."""
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": text},
+                "finish_reason": "stop",
+            }
+        ],
+    }
+
+
+def openai_whole_tool_call(call_id: str, name: str, args: dict[str, Any]) -> dict[str, Any]:
+    call = {
+        "id": call_id,
+        "type": "function",
+        "function": {"name": name, "arguments": json.dumps(args)},
+    }
+    return {
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": None, "tool_calls": [call]},
+                "finish_reason": "tool_calls",
+            }
+        ]
+    }
+
+
+def anthropic_whole_text(text: str) -> dict[str, Any]:
+    """A non-streamed Messages API answer."""
+    return {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "content": [{"type": "text", "text": text}],
+        "stop_reason": "end_turn",
+    }
+
+
+def anthropic_whole_tool_call(call_id: str, name: str, args: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "id": "msg_2",
+        "type": "message",
+        "role": "assistant",
+        "content": [
+            {"type": "text", "text": "Let me look."},
+            {"type": "tool_use", "id": call_id, "name": name, "input": args},
+        ],
+        "stop_reason": "tool_use",
+    }
+
+
+WHOLE_TEXT = {"openai": openai_whole_text, "anthropic": anthropic_whole_text}
+WHOLE_TOOL_CALL = {"openai": openai_whole_tool_call, "anthropic": anthropic_whole_tool_call}
+
+
 # --- OpenAI chat completions --------------------------------------------------------------
 
 

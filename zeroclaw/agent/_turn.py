@@ -169,6 +169,7 @@ class TurnEngine:
         toolset; a peer's turn gets `peer_toolset`). The transcript gets this turn only
         once it completed."""
         tools = self.toolset if toolset is None else toolset
+        spans = _Spans()
         identity = ""
 
         async def read_identity() -> None:
@@ -178,6 +179,7 @@ class TurnEngine:
         async with trio.open_nursery() as nursery:  # identity and transcript side by side
             nursery.start_soon(read_identity)
             history = await self._history(session)
+        spans.mark("setup")
         conversation = Conversation(self.spec.alias, identity, history, text, tools=tools.specs)
         ctx = ToolContext(
             rules=self.rules,
@@ -192,11 +194,13 @@ class TurnEngine:
         iterations = 0
         try:
             step = await self.provider.complete(conversation, _deltas(on_event))
+            spans.mark("provider")
             while step.tool_calls and iterations < self.max_iterations:
                 outcomes = []
                 for call in step.tool_calls[: self.max_iterations - iterations]:
                     iterations += 1
                     result = await self._run_tool_guarded(call, ctx, tools)
+                    spans.mark("tools")
                     outcomes.append(
                         ToolOutcome(
                             call,
@@ -211,6 +215,7 @@ class TurnEngine:
                     await on_event(ToolUsed(call.name, call.args, result.ok, result.error_code))
                 conversation.rounds.append(Round(step, tuple(outcomes)))
                 step = await self.provider.complete(conversation, _deltas(on_event))
+                spans.mark("provider")
         except ProviderError as exc:
             message = f"error: {exc}"
             await on_event(Delta(message))
@@ -231,6 +236,8 @@ class TurnEngine:
                 ],
             },
         )
+        spans.mark("save")
+        spans.log(self.spec.alias)
         if not saved.ok:  # the answer stands; say loudly that the session lost it
             log.error(
                 "agent %s: session %r not saved: %s %s",
@@ -307,6 +314,33 @@ class TurnEngine:
     async def _approved(self, approver: Approver | None, what: str) -> bool:
         """Timeout or no interactive channel is a denial."""
         return await ask_approval(approver, what, self.approval_timeout)
+
+
+class _Spans:
+    """Where one turn's time went (perf_counter spans, summed by name), logged at debug:
+    the figure that shows a regression in the turn's own overhead. Next to nothing when
+    debug is off."""
+
+    def __init__(self) -> None:
+        self.on = log.isEnabledFor(logging.DEBUG)
+        self.last = time.perf_counter() if self.on else 0.0
+        self.spans: dict[str, float] = {}
+
+    def mark(self, name: str) -> None:
+        if self.on:
+            now = time.perf_counter()
+            self.spans[name] = self.spans.get(name, 0.0) + now - self.last
+            self.last = now
+
+    def log(self, alias: str) -> None:
+        if self.on:
+            ms = {k: round(v * 1000, 3) for k, v in self.spans.items()}
+            log.debug(
+                "agent %s: turn spans %s",
+                alias,
+                " ".join(f"{k}={v}ms" for k, v in ms.items()),
+                extra={"alias": alias, "spans_ms": ms},
+            )
 
 
 def _deltas(on_event: OnEvent) -> OnDelta:

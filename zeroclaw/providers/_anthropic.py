@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
-from ._http import HttpModel, SseEvent, StreamedStep, load_json
+from ._http import EncodedTools, HttpModel, SseEvent, StreamedStep, encode_body, load_json
 from ._spec import AnthropicSpec
 from ._types import Conversation, OnDelta, ProviderError, Step, ToolSpec
 
@@ -51,8 +52,13 @@ def anthropic_tools(specs: tuple[ToolSpec, ...]) -> list[dict[str, Any]]:
     ]
 
 
+_tools_json = EncodedTools(anthropic_tools)
+
+
 class _Stream(StreamedStep):
-    """One streamed message: text blocks and tool_use blocks by index."""
+    """One streamed message: text blocks and tool_use blocks by index; or the whole
+    message (`content` blocks), when a server answered the streamed request without
+    streaming."""
 
     def __init__(self, provider: str, on_delta: OnDelta) -> None:
         super().__init__(provider, on_delta, "toolu_")
@@ -88,6 +94,29 @@ class _Stream(StreamedStep):
         elif kind == "message_stop":
             self.stopped = True
 
+    async def whole(self, data: Any) -> None:
+        """A non-streamed message, given as the same deltas a stream would have."""
+        if not isinstance(data, dict):
+            raise self.malformed("the answer is not an object")
+        if data.get("type") == "error" or "error" in data:
+            error = data.get("error") or {}
+            message = error.get("message") if isinstance(error, dict) else error
+            raise ProviderError(self.provider, f"error in answer: {message}")
+        content = data.get("content")
+        if not isinstance(content, list):
+            raise self.malformed("no 'content' in the answer")
+        for index, block in enumerate(content):
+            if not isinstance(block, dict):
+                raise self.malformed("a content block is not an object")
+            if block.get("type") == "text":
+                await self.text_delta(str(block.get("text", "")))
+            elif block.get("type") == "tool_use":
+                call = self.call(index)
+                call["id"], call["name"] = str(block.get("id", "")), str(block.get("name", ""))
+                arguments = block.get("input")
+                call["args"] = json.dumps(arguments if arguments is not None else {})
+        self.stopped = True
+
 
 class AnthropicProvider:
     def __init__(self, alias: str, config: AnthropicSpec, env: Mapping[str, str]) -> None:
@@ -118,11 +147,11 @@ class AnthropicProvider:
             "stream": True,
         }
         if conversation.tools:
-            payload["tools"] = anthropic_tools(conversation.tools)
+            payload["tools"] = _tools_json(conversation.tools)
         if conversation.system:
             payload["system"] = conversation.system
         stream = _Stream(self.name, on_delta)
-        await self.http.stream("v1/messages", payload, stream.feed)
+        await self.http.stream("v1/messages", encode_body(payload), stream.feed, stream.whole)
         if not stream.stopped:
             raise stream.malformed("the stream ended before message_stop")
         return stream.step()

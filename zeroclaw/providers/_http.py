@@ -1,4 +1,5 @@
-"""HTTP for network providers: one pooled client, retries with backoff, SSE parsing.
+"""HTTP for network providers: one pooled client, retries with backoff, SSE parsing, and
+the whole-JSON answer some proxies give to a streamed request.
 
 Only this module and the two network providers import httpx, so agents on the offline
 provider never load it (ADR 0009).
@@ -6,16 +7,18 @@ provider never load it (ADR 0009).
 
 from __future__ import annotations
 
+import logging
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
+import msgspec
 import trio
 
 from .._decode import DecodeFailure, decode_json
-from ._types import OnDelta, ProviderError, Step, ToolCall
+from ._types import OnDelta, ProviderError, Step, ToolCall, ToolSpec
 
 RETRY_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
 BACKOFF_INITIAL = 0.5
@@ -23,6 +26,12 @@ BACKOFF_MAX = 8.0
 RETRY_AFTER_MAX = 30.0
 MAX_ERROR_BODY = 300
 MAX_JSON_BYTES = 8 * 1024 * 1024  # one event, one tool call's arguments, one error body
+BODY_HEAD = 200  # bytes of an unreadable body shown in its error
+
+# httpx logs every request at info (and httpcore every step at debug): a line per model
+# call, written on the turn's path, saying nothing the turn's own log does not (ADR 0038).
+for _name in ("httpx", "httpcore"):
+    logging.getLogger(_name).setLevel(logging.WARNING)
 
 
 @dataclass(frozen=True)
@@ -57,6 +66,34 @@ class SseParser:
 
     def close(self) -> SseEvent | None:
         return self.feed("")
+
+
+class EncodedTools:
+    """A toolset's specs as JSON, rendered once per toolset rather than once per request:
+    the specs tuple of a toolset is built once and kept (tools/_toolset.py), so its
+    identity is the key; a few toolsets live in a process, so the cache stays small."""
+
+    def __init__(self, render: Callable[[tuple[ToolSpec, ...]], list[dict[str, Any]]]) -> None:
+        self._render = render
+        self._cache: dict[int, tuple[tuple[ToolSpec, ...], msgspec.Raw]] = {}
+
+    def __call__(self, specs: tuple[ToolSpec, ...]) -> msgspec.Raw:
+        hit = self._cache.get(id(specs))
+        if hit is not None and hit[0] is specs:
+            return hit[1]
+        if len(self._cache) >= 64:  # specs built per call by someone: do not grow forever
+            self._cache.clear()
+        raw = msgspec.Raw(_encoder.encode(self._render(specs)))
+        self._cache[id(specs)] = (specs, raw)
+        return raw
+
+
+_encoder = msgspec.json.Encoder()
+
+
+def encode_body(payload: dict[str, Any]) -> bytes:
+    """A request body as JSON (msgspec: a pre-rendered `msgspec.Raw` goes in as is)."""
+    return _encoder.encode(payload)
 
 
 class StreamedStep:
@@ -113,7 +150,7 @@ def load_json(provider: str, text: str) -> Any:
         return decode_json(text, max_bytes=MAX_JSON_BYTES)
     except DecodeFailure as exc:
         raise ProviderError(
-            provider, f"malformed response: not JSON ({exc.detail}): {text[:80]!r}"
+            provider, f"malformed response: not JSON ({exc.detail}): {text[:BODY_HEAD]!r}"
         ) from None
 
 
@@ -143,18 +180,24 @@ class HttpModel:
         await self._client.aclose()
 
     async def stream(
-        self, path: str, payload: dict[str, Any], on_event: Callable[[SseEvent], Awaitable[None]]
+        self,
+        path: str,
+        body: bytes,
+        on_event: Callable[[SseEvent], Awaitable[None]],
+        on_json: Callable[[Any], Awaitable[None]],
     ) -> None:
-        """Feed the events of one request to `on_event`. Retries happen only before the
-        first event arrives, so no half answer is ever repeated."""
+        """POST `body` (JSON) and feed the answer's events to `on_event`; a server that
+        answers the streamed request with one JSON document instead (some proxies do) goes
+        to `on_json` whole. Retries happen only before the first event arrives, so no half
+        answer is ever repeated."""
         attempt = 0
         started = False
         while True:
             attempt += 1
             try:
-                async with self._client.stream("POST", path, json=payload) as response:
+                async with self._client.stream("POST", path, content=body) as response:
                     if response.status_code != 200:
-                        body = (await response.aread()).decode(errors="replace")
+                        text = (await response.aread()).decode(errors="replace")
                         if response.status_code in RETRY_STATUSES and attempt <= self.max_retries:
                             delay = backoff_delay(attempt, response.headers.get("retry-after"))
                             self.retries += 1
@@ -162,17 +205,24 @@ class HttpModel:
                             continue
                         raise ProviderError(
                             self.provider,
-                            f"HTTP {response.status_code} from {response.url}: {_error_text(body)}",
+                            f"HTTP {response.status_code} from {response.url}: {_error_text(text)}",
                         )
-                    parser = SseParser()
-                    async for line in response.aiter_lines():
-                        event = parser.feed(line.rstrip("\r"))
-                        if event is not None:
-                            started = True
-                            await on_event(event)
-                    last = parser.close()
-                    if last is not None:
-                        await on_event(last)
+                    kind = media_type(response.headers.get("content-type", ""))
+                    if kind == "text/event-stream":
+                        reader = _EventReader(on_event)
+                        async for chunk in response.aiter_bytes():
+                            started = await reader.feed(chunk) or started
+                        await reader.close()
+                        if reader.events == 0 and reader.head.strip():
+                            raise ProviderError(
+                                self.provider,
+                                "malformed response: no server-sent events in the body: "
+                                + body_head(reader.head),
+                            )
+                    else:
+                        started = True  # the answer is here: it is never asked again
+                        whole = await _read_bounded(response, self.provider)
+                        await answer_whole(self.provider, kind, whole, on_event, on_json)
                     return
             except httpx.TimeoutException:
                 if attempt <= self.max_retries and not started:
@@ -189,6 +239,93 @@ class HttpModel:
                 raise ProviderError(
                     self.provider, f"cannot reach {self._client.base_url}: {exc}"
                 ) from None
+
+
+def media_type(content_type: str) -> str:
+    """`text/event-stream; charset=utf-8` -> `text/event-stream`. Pure."""
+    return content_type.partition(";")[0].strip().lower()
+
+
+def body_head(body: bytes) -> str:
+    """The first bytes of a body we could not read, for the error: the server's own words
+    (no key is ever in a response body), quoted so control characters show."""
+    return repr(body[:BODY_HEAD].decode("utf-8", errors="replace"))
+
+
+async def answer_whole(
+    provider: str,
+    kind: str,
+    body: bytes,
+    on_event: Callable[[SseEvent], Awaitable[None]],
+    on_json: Callable[[Any], Awaitable[None]],
+) -> None:
+    """A whole (not streamed) answer to a streamed request: one JSON document, whatever the
+    content type says, goes to `on_json`; events sent under another content type (a proxy
+    that relabels the stream) are still events; anything else is a ProviderError carrying
+    the body's first bytes."""
+    try:
+        data = decode_json(body, max_bytes=MAX_JSON_BYTES)
+    except DecodeFailure:
+        if body.lstrip().startswith((b"data:", b"event:", b":")):
+            reader = _EventReader(on_event)
+            await reader.feed(body)
+            await reader.close()
+            return
+        raise ProviderError(
+            provider,
+            f"malformed response: neither server-sent events nor JSON "
+            f"({kind or 'no content-type'}): {body_head(body)}",
+        ) from None
+    await on_json(data)
+
+
+async def _read_bounded(response: httpx.Response, provider: str) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in response.aiter_bytes():
+        size += len(chunk)
+        if size > MAX_JSON_BYTES:
+            raise ProviderError(
+                provider, f"malformed response: a whole answer over {MAX_JSON_BYTES} bytes"
+            )
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+class _EventReader:
+    """Bytes as they arrive -> lines -> server-sent events, keeping the body's first bytes
+    for an error that has to show them."""
+
+    def __init__(self, on_event: Callable[[SseEvent], Awaitable[None]]) -> None:
+        self.on_event = on_event
+        self.parser = SseParser()
+        self.rest = b""
+        self.head = b""
+        self.events = 0
+
+    async def feed(self, chunk: bytes) -> bool:
+        """True once any event went out."""
+        if len(self.head) < BODY_HEAD:
+            self.head += chunk[: BODY_HEAD - len(self.head)]
+        *lines, self.rest = (self.rest + chunk).split(b"\n")
+        for line in lines:
+            await self._line(line)
+        return self.events > 0
+
+    async def close(self) -> None:
+        if self.rest:
+            await self._line(self.rest)
+            self.rest = b""
+        last = self.parser.close()
+        if last is not None:
+            self.events += 1
+            await self.on_event(last)
+
+    async def _line(self, line: bytes) -> None:
+        event = self.parser.feed(line.rstrip(b"\r").decode("utf-8", errors="replace"))
+        if event is not None:
+            self.events += 1
+            await self.on_event(event)
 
 
 def _error_text(body: str) -> str:

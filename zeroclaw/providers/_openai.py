@@ -7,7 +7,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from ._http import HttpModel, SseEvent, StreamedStep, load_json
+from ._http import EncodedTools, HttpModel, SseEvent, StreamedStep, encode_body, load_json
 from ._spec import OpenAISpec
 from ._types import Conversation, OnDelta, ProviderError, Step, ToolSpec
 
@@ -52,8 +52,13 @@ def openai_messages(conversation: Conversation) -> list[dict[str, Any]]:
     return messages
 
 
+_tools_json = EncodedTools(openai_tools)
+
+
 class _Stream(StreamedStep):
-    """One streamed completion: `data:` chunks with content and tool-call fragments."""
+    """One streamed completion: `data:` chunks with content and tool-call fragments; or
+    the whole completion (`choices[].message`), when a server answered the streamed
+    request without streaming."""
 
     def __init__(self, provider: str, on_delta: OnDelta) -> None:
         super().__init__(provider, on_delta, "call_")
@@ -81,11 +86,38 @@ class _Stream(StreamedStep):
             for fragment in delta.get("tool_calls") or ():
                 self._call_fragment(fragment)
 
+    async def whole(self, data: Any) -> None:
+        """A non-streamed completion, given as the same deltas a stream would have."""
+        if not isinstance(data, dict):
+            raise self.malformed("the answer is not an object")
+        if "error" in data:
+            raise ProviderError(self.provider, f"error in answer: {data['error']}")
+        choices = data.get("choices")
+        if not isinstance(choices, list) or not choices:
+            raise self.malformed("no 'choices' in the answer")
+        for choice in choices:
+            message = choice.get("message") if isinstance(choice, dict) else None
+            if not isinstance(message, dict):
+                raise self.malformed("a choice without a 'message'")
+            content = message.get("content")
+            if isinstance(content, str):
+                await self.text_delta(content)
+            calls = message.get("tool_calls") or []
+            if not isinstance(calls, list):
+                raise self.malformed("'tool_calls' is not a list")
+            for index, call in enumerate(calls):
+                if isinstance(call, dict) and "index" not in call:
+                    call = {**call, "index": index}
+                self._call_fragment(call)
+        self.done = True
+
     def _call_fragment(self, fragment: Any) -> None:
         if not isinstance(fragment, dict) or not isinstance(fragment.get("index", 0), int):
             raise self.malformed("bad tool_calls fragment")
         call = self.call(fragment.get("index", 0))
         function = fragment.get("function") or {}
+        if not isinstance(function, dict):
+            raise self.malformed("bad tool_calls function")
         if fragment.get("id"):
             call["id"] = str(fragment["id"])
         if function.get("name"):
@@ -123,9 +155,9 @@ class OpenAIProvider:
             "stream": True,
         }
         if conversation.tools:  # an empty `tools` list is refused by some servers
-            payload["tools"] = openai_tools(conversation.tools)
+            payload["tools"] = _tools_json(conversation.tools)
         stream = _Stream(self.name, on_delta)
-        await self.http.stream("chat/completions", payload, stream.feed)
+        await self.http.stream("chat/completions", encode_body(payload), stream.feed, stream.whole)
         if not stream.done and not stream.text and not stream.calls:
             raise stream.malformed("the stream ended with nothing")
         return stream.step()
