@@ -307,23 +307,28 @@ class AgentRuntime:
                 except msgspec.ValidationError:
                     return False  # an answer we cannot read is no yes
 
-        result: TurnResult | None = None
+        answered = False
+
+        def on_answer(result: TurnResult) -> None:
+            # The reply goes out now; the transcript append finishes after it (ADR 0038).
+            nonlocal answered
+            answered = True
+            emit(TurnDone(result.reply, tuple(result.tool_calls), result.error))
+
         with trio.CancelScope() as scope:
             self.chats[turn] = scope
             try:
-                result = await self.engine.run_turn(
+                await self.engine.run_turn(
                     chat.text,
                     session=message.session or "default",
                     on_event=on_event,
                     approver=approver,
+                    on_answer=on_answer,
                 )
             finally:
                 del self.chats[turn]
-        if result is None:
+        if not answered:
             emit(TurnDone("", cancelled=True))
-        else:
-            calls = tuple(result.tool_calls)
-            emit(TurnDone(result.reply, calls, result.error))
 
     async def _peer_turn(self, message: Message, question: PeerQuestion) -> None:
         async with self.busy.turn():

@@ -148,6 +148,8 @@ class TurnEngine:
             home_root=command_home_root,
         )
         self.set_other_workspaces(spec.other_workspaces)
+        # Sessions whose last turn's transcript append is still on its way (see run_turn).
+        self._saving: dict[str, trio.Event] = {}
 
     def set_other_workspaces(self, other_workspaces: Sequence[str]) -> None:
         """The path rules, rebuilt when a reload changed the other agents' workspaces."""
@@ -162,15 +164,25 @@ class TurnEngine:
         approver: Approver | None = None,
         depth: int = 0,
         toolset: Toolset | None = None,
+        on_answer: Callable[[TurnResult], None] | None = None,
     ) -> TurnResult:
         """One turn. `approver` belongs to the channel that started it (None: nobody to ask,
         so supervised medium-risk actions are denied); `depth` counts the asks and
         delegations that led here; `toolset` is what it may use (None: this engine's
         toolset; a peer's turn gets `peer_toolset`). The transcript gets this turn only
-        once it completed."""
+        once it completed.
+
+        `on_answer` hears the result as soon as it is known, before the transcript append
+        is answered (its commit is durable, so it takes a while): the daemon's runtime
+        sends the reply from there (ADR 0038). The next turn of the same session in this
+        engine waits for that append before it reads the history, so a session never
+        misses its own last turn."""
         tools = self.toolset if toolset is None else toolset
         spans = _Spans()
         identity = ""
+        saving = self._saving.get(session)
+        if saving is not None:
+            await saving.wait()
 
         async def read_identity() -> None:
             nonlocal identity
@@ -219,23 +231,35 @@ class TurnEngine:
         except ProviderError as exc:
             message = f"error: {exc}"
             await on_event(Delta(message))
-            return TurnResult(message, calls, error=str(exc))
+            failed = TurnResult(message, calls, error=str(exc))
+            if on_answer is not None:
+                on_answer(failed)
+            return failed
         answer = step.text or ""
         if step.tool_calls:  # the provider still wanted tools after max_tool_iterations
             answer = answer or f"(stopped after {self.max_iterations} tool calls)"
         if not step.streamed:
             for start in range(0, len(answer), STREAM_CHUNK):
                 await on_event(Delta(answer[start : start + STREAM_CHUNK]))
-        saved = await self.reach.memory(
-            "append_turns",
-            {
-                "session": session,
-                "turns": [
-                    {"role": "user", "content": text},
-                    {"role": "assistant", "content": answer},
-                ],
-            },
-        )
+        finished = TurnResult(answer, calls)
+        if on_answer is not None:
+            on_answer(finished)
+        saved_event = self._saving[session] = trio.Event()
+        try:
+            saved = await self.reach.memory(
+                "append_turns",
+                {
+                    "session": session,
+                    "turns": [
+                        {"role": "user", "content": text},
+                        {"role": "assistant", "content": answer},
+                    ],
+                },
+            )
+        finally:
+            saved_event.set()
+            if self._saving.get(session) is saved_event:
+                del self._saving[session]
         spans.mark("save")
         spans.log(self.spec.alias)
         if not saved.ok:  # the answer stands; say loudly that the session lost it
@@ -246,7 +270,7 @@ class TurnEngine:
                 saved.error_code,
                 saved.detail,
             )
-        return TurnResult(answer, calls)
+        return finished
 
     async def _history(self, session: str) -> tuple[HistoryTurn, ...]:
         result = await self.reach.memory("session", {"session": session, "limit": HISTORY_TURNS})
