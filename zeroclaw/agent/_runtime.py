@@ -127,7 +127,6 @@ class BusReach:
             return await self._call(SUBAGENT_SERVICE, op, body, DISPATCH_WAIT_SECS, DispatchAnswer)
         return await self._call(SUBAGENT_SERVICE, op, body, CATALOG_WAIT_SECS, CatalogAnswer)
 
-
     async def adapter(
         self, op: Literal["admit", "invoke"], body: AdapterCall | AdapterInvoke
     ) -> ToolResult:
@@ -339,18 +338,24 @@ class AgentRuntime:
         # ever-growing pile of turns (and of tasks and memory in this process).
         if self._peer_slots.statistics().tasks_waiting >= PEER_BACKLOG:
             self.peer_busy += 1
-            answer = PeerAnswer(message.id, error="busy: too many requests from peers")
-        else:
-            async with self._peer_slots:
-                result = await self.engine.run_turn(
-                    question.text,
-                    session=f"peer-{message.from_}",
-                    depth=max(message.depth, 1),  # the router's count, not the asker's word
-                    # A peer gets only what the config grants it (ADR 0015).
-                    toolset=self.engine.peer_toolset,
-                )
-            answer = PeerAnswer(message.id, result.reply, result.error)
-        self._answer(message, answer)
+            self._answer(
+                message, PeerAnswer(message.id, error="busy: too many requests from peers")
+            )
+            return
+
+        def on_answer(result: TurnResult) -> None:
+            # The asker hears the answer now; the transcript append follows (ADR 0038).
+            self._answer(message, PeerAnswer(message.id, result.reply, result.error))
+
+        async with self._peer_slots:
+            await self.engine.run_turn(
+                question.text,
+                session=f"peer-{message.from_}",
+                depth=max(message.depth, 1),  # the router's count, not the asker's word
+                # A peer gets only what the config grants it (ADR 0015).
+                toolset=self.engine.peer_toolset,
+                on_answer=on_answer,
+            )
 
     def _answer(self, question: Message, answer: PeerAnswer) -> None:
         def sent(outcome: Outcome) -> None:
