@@ -4,6 +4,7 @@ is an error that shows its first 200 bytes."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -53,10 +54,13 @@ async def test_a_json_tool_call_answer_runs_the_tool_and_goes_on(
 
 
 @pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("content_type", ["text/plain; charset=utf-8", "text/event-stream"])
 async def test_a_json_answer_labelled_as_anything_is_still_read(
-    kind: str, server: ScriptedServer, tmp_path: Path
+    kind: str, content_type: str, server: ScriptedServer, tmp_path: Path
 ) -> None:
-    server.answers.append(whole(WHOLE_TEXT[kind]("plain"), "text/plain; charset=utf-8"))
+    server.answers.append(
+        whole(b"\n " + json.dumps(WHOLE_TEXT[kind]("plain")).encode(), content_type)
+    )
     result, _ = await run_turn(make(kind, server.url), tmp_path, "hello")
     assert (result.error, result.reply) == (None, "plain")
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -186,9 +186,10 @@ class HttpModel:
         on_event: Callable[[SseEvent], Awaitable[None]],
         on_json: Callable[[Any], Awaitable[None]],
     ) -> None:
-        """POST `body` (JSON) and feed the answer's events to `on_event`; a server that
-        answers the streamed request with one JSON document instead (some proxies do) goes
-        to `on_json` whole. Retries happen only before the first event arrives, so no half
+        """POST `body` (JSON) and feed the answer's events to `on_event` as they come; a
+        server that answers the streamed request with one JSON document instead (some
+        proxies do) goes to `on_json` whole. The body's first byte decides, not its content
+        type (proxies relabel). Retries happen only before the first event arrives, so no half
         answer is ever repeated."""
         attempt = 0
         started = False
@@ -208,21 +209,27 @@ class HttpModel:
                             f"HTTP {response.status_code} from {response.url}: {_error_text(text)}",
                         )
                     kind = media_type(response.headers.get("content-type", ""))
-                    if kind == "text/event-stream":
+                    chunks = response.aiter_bytes()
+                    first = b""
+                    async for chunk in chunks:  # up to the first byte that is not blank
+                        first += chunk
+                        if first.strip():
+                            break
+                    if first.lstrip()[:1] in (b"{", b"["):
+                        # One JSON document (no event stream starts so), whatever the
+                        # content type says: the answer is here, never asked again.
+                        started = True
+                        whole = await _read_bounded(first, chunks, self.provider)
+                        await answer_whole(self.provider, kind, whole, on_json)
+                    else:
+                        # Events, as they come, under any content type (a proxy may relabel).
                         reader = _EventReader(on_event)
-                        async for chunk in response.aiter_bytes():
+                        started = await reader.feed(first)
+                        async for chunk in chunks:
                             started = await reader.feed(chunk) or started
                         await reader.close()
                         if reader.events == 0 and reader.head.strip():
-                            raise ProviderError(
-                                self.provider,
-                                "malformed response: no server-sent events in the body: "
-                                + body_head(reader.head),
-                            )
-                    else:
-                        started = True  # the answer is here: it is never asked again
-                        whole = await _read_bounded(response, self.provider)
-                        await answer_whole(self.provider, kind, whole, on_event, on_json)
+                            raise unreadable(self.provider, kind, reader.head)
                     return
             except httpx.TimeoutException:
                 if attempt <= self.max_retries and not started:
@@ -252,37 +259,30 @@ def body_head(body: bytes) -> str:
     return repr(body[:BODY_HEAD].decode("utf-8", errors="replace"))
 
 
+def unreadable(provider: str, kind: str, body: bytes) -> ProviderError:
+    return ProviderError(
+        provider,
+        f"malformed response: neither server-sent events nor JSON "
+        f"({kind or 'no content-type'}): {body_head(body)}",
+    )
+
+
 async def answer_whole(
-    provider: str,
-    kind: str,
-    body: bytes,
-    on_event: Callable[[SseEvent], Awaitable[None]],
-    on_json: Callable[[Any], Awaitable[None]],
+    provider: str, kind: str, body: bytes, on_json: Callable[[Any], Awaitable[None]]
 ) -> None:
-    """A whole (not streamed) answer to a streamed request: one JSON document, whatever the
-    content type says, goes to `on_json`; events sent under another content type (a proxy
-    that relabels the stream) are still events; anything else is a ProviderError carrying
-    the body's first bytes."""
+    """A whole (not streamed) answer to a streamed request: one JSON document goes to
+    `on_json`; anything else is a ProviderError carrying the body's first bytes."""
     try:
         data = decode_json(body, max_bytes=MAX_JSON_BYTES)
     except DecodeFailure:
-        if body.lstrip().startswith((b"data:", b"event:", b":")):
-            reader = _EventReader(on_event)
-            await reader.feed(body)
-            await reader.close()
-            return
-        raise ProviderError(
-            provider,
-            f"malformed response: neither server-sent events nor JSON "
-            f"({kind or 'no content-type'}): {body_head(body)}",
-        ) from None
+        raise unreadable(provider, kind, body) from None
     await on_json(data)
 
 
-async def _read_bounded(response: httpx.Response, provider: str) -> bytes:
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in response.aiter_bytes():
+async def _read_bounded(first: bytes, rest: AsyncIterator[bytes], provider: str) -> bytes:
+    chunks = [first]
+    size = len(first)
+    async for chunk in rest:
         size += len(chunk)
         if size > MAX_JSON_BYTES:
             raise ProviderError(
