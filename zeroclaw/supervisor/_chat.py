@@ -16,6 +16,7 @@ from ..bus import Origin
 from ..control import Chat, ChatApproval, ChatCancel, ChatOpen, Reply, error_reply
 from ..turns import (
     AgentDown,
+    ApprovalAsked,
     Turn,
     TurnCancelled,
     TurnDone,
@@ -25,6 +26,34 @@ from ..turns import (
     result_json,
 )
 from ._control_server import Exchange
+
+# How long the final reply waits for the client's answers to approvals it was shown and has
+# not answered yet (the agent timed them out first): the client always answers each one, and
+# an answer arriving after the turn would be taken for a request of its own.
+LATE_ANSWER_GRACE_SECS = 5.0
+
+
+class _Answers:
+    """Approvals the client was shown, and its answers to them."""
+
+    def __init__(self) -> None:
+        self.asked = 0
+        self.answered = 0
+        self.caught_up = trio.Event()
+
+    def shown(self) -> None:
+        self.asked += 1
+
+    def answer(self) -> None:
+        self.answered += 1
+        if self.answered >= self.asked:
+            self.caught_up.set()
+
+    async def wait(self) -> None:
+        if self.answered < self.asked:
+            self.caught_up = trio.Event()
+            with trio.move_on_after(LATE_ANSWER_GRACE_SECS):
+                await self.caught_up.wait()
 
 
 def cli_channel(channels: tuple[str, ...]) -> str:
@@ -60,18 +89,21 @@ class ChatService:
             trio.open_nursery() as nursery,
         ):
 
+            answers = _Answers()
+
             async def from_client() -> None:
-                await _from_client(exchange, turn)
+                await _from_client(exchange, turn, answers)
                 nursery.cancel_scope.cancel()  # the client went away
 
             nursery.start_soon(from_client)
-            reply = await _to_client(exchange, turn)
+            reply = await _to_client(exchange, turn, answers)
+            await answers.wait()
             nursery.cancel_scope.cancel()
         # Leaving the turn without its end cancelled the agent's work.
         return reply or error_reply("cancelled", "the client went away")
 
 
-async def _to_client(exchange: Exchange, turn: Turn) -> Reply:
+async def _to_client(exchange: Exchange, turn: Turn, answers: _Answers) -> Reply:
     alias = turn.agent
     async for event in turn.events():
         if isinstance(event, TurnDone):
@@ -85,13 +117,17 @@ async def _to_client(exchange: Exchange, turn: Turn) -> Reply:
         if isinstance(event, TurnOverflow):
             return error_reply("too_large", f"agent {alias} sent over {event.limit} unread events")
         await exchange.send(Reply(ok=True, more=True, data=msgspec.to_builtins(event)))
+        if isinstance(event, ApprovalAsked):
+            answers.shown()
     raise AssertionError("a turn's events end with a terminal event")
 
 
-async def _from_client(exchange: Exchange, turn: Turn) -> None:
+async def _from_client(exchange: Exchange, turn: Turn, answers: _Answers) -> None:
     """The client's approvals and cancel, until it closes the connection."""
     async for message in exchange.inbox:
-        if isinstance(message, ChatApproval) and turn.pending_approvals:
-            turn.answer_approval(turn.pending_approvals[0], message.approved)
+        if isinstance(message, ChatApproval):
+            answers.answer()
+            if turn.pending_approvals:
+                turn.answer_approval(turn.pending_approvals[0], message.approved)
         elif isinstance(message, ChatCancel):
             turn.cancel()
