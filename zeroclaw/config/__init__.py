@@ -1,9 +1,9 @@
 """Configuration: the TOML file's model, its loading and validation, and pure resolution.
 
 Public API; the implementation lives in private modules beside this one. Finding the file
-and its daemon's paths (`_locate`, `_light`) is loaded at once; the pydantic models and
-everything built on them on first use, so a one-shot command through the daemon never
-imports pydantic (ADR 0035).
+(`_locate`) and the errors are loaded at once; the light read (`_light`, tomllib), the
+pydantic models and everything built on them on first use, so a one-shot command through
+the daemon never imports pydantic (ADR 0035).
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 
 from .._lazy import lazy_attributes
 from ._errors import ConfigError, ConfigIssue, did_you_mean, dotted
-from ._light import LightConfig, daemon_dirs, light_config, read_light_config
 from ._locate import (
     SYSTEM_CONFIG,
     config_candidates,
@@ -22,6 +21,7 @@ from ._locate import (
 )
 
 if TYPE_CHECKING:
+    from ._light import LightConfig, daemon_dirs, light_config, read_light_config
     from ._load import (
         load_config,
         load_config_text,
@@ -79,6 +79,10 @@ _lazily = lazy_attributes(
     {
         "ALIAS_SYNTAX": "._rules",
         "AgentConfig": "._models",
+        "LightConfig": "._light",
+        "daemon_dirs": "._light",
+        "light_config": "._light",
+        "read_light_config": "._light",
         "AnthropicProvider": "._models",
         "ChannelConfig": "._models",
         "ChannelPeers": "._resolve",
