@@ -11,6 +11,7 @@ from pathlib import Path
 from . import (
     bench_agent,
     bench_channels,
+    bench_cli,
     bench_config,
     bench_discovery,
     bench_memory,
@@ -29,6 +30,7 @@ SUITES = {
     "subagents": bench_subagents.run,
     "channels": bench_channels.run,
     "discovery": bench_discovery.run,
+    "cli": bench_cli.run,
 }
 
 

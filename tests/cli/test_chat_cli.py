@@ -80,6 +80,26 @@ def test_in_process_chat_says_so_with_the_store_and_why(tmp_path: Path) -> None:
     assert line in as_json.stderr
 
 
+def test_through_the_daemon_chat_reads_the_file_lightly_and_names_agents_as_before(
+    root: Path, daemons: DaemonFactory
+) -> None:
+    """ADR 0035: the daemon runs the config it validated, so a file edited into an invalid
+    one since does not stop a chat through it; an alias the file does not enable still gets
+    the full config's answer (the enabled agents, exit 2)."""
+    doc = make_config(root, {"alpha": agent_entry(), "beta": agent_entry(enabled=False)})
+    daemon = daemons(doc, faults=False).start()
+    unknown = daemon.cli("--agent", "beta", "chat", "-m", "hi")
+    assert unknown.returncode == 2
+    assert "no enabled agent 'beta'; agents: alpha" in unknown.stderr, unknown.stderr
+    daemon.config_path.write_text(daemon.config_path.read_text() + "\nnot_a_setting = 1\n")
+    answered = daemon.cli("--agent", "alpha", "chat", "-m", "hi", "--json")
+    assert answered.returncode == 0, answered.stderr
+    assert json.loads(answered.stdout)["reply"]
+    assert "in-process" not in answered.stderr
+    invalid = daemon.cli("--agent", "beta", "chat", "-m", "hi")
+    assert invalid.returncode == 2 and "not_a_setting" in invalid.stderr, invalid.stderr
+
+
 def test_interactive_history_is_saved_when_the_terminal_hangs_up(tmp_path: Path) -> None:
     config = write(tmp_path, make_config(tmp_path, {"alpha": agent_entry()}))
     history = tmp_path / "xdg" / "zeroclaw" / "chat_history"

@@ -23,8 +23,12 @@ GLOBALS_AFTER += ["--log-level", "debug"]
 def every_command(
     group: click.Group = cli, path: tuple[str, ...] = ()
 ) -> Iterator[tuple[str, ...]]:
-    """Every command and group of the real click tree, as the words that name it."""
-    for name, command in sorted(group.commands.items()):
+    """Every command and group of the real click tree, as the words that name it (the
+    root's commands load on first use: listing them loads each)."""
+    ctx = click.Context(group)
+    for name in group.list_commands(ctx):
+        command = group.get_command(ctx, name)
+        assert command is not None, name
         yield (*path, name)
         if isinstance(command, click.Group):
             yield from every_command(command, (*path, name))
@@ -34,7 +38,9 @@ def resolve(path: tuple[str, ...]) -> click.Command:
     command: click.Command = cli
     for word in path:
         assert isinstance(command, click.Group)
-        command = command.commands[word]
+        found = command.get_command(click.Context(command), word)
+        assert found is not None, word
+        command = found
     return command
 
 

@@ -10,6 +10,7 @@ defines an option with one of those names itself (`daemon --config`, `memory ...
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import sys
@@ -152,8 +153,10 @@ def json_in_args(command: click.Command, args: Sequence[str]) -> bool:
             option = _option(command, token[:2])
             if option is not None and len(token) == 2 and _takes_value(option):
                 i += option.nargs
-        elif isinstance(command, click.Group) and token in command.commands:
-            command = command.commands[token]
+        elif isinstance(command, click.Group):
+            sub = command.get_command(click.Context(command), token)
+            if sub is not None:
+                command = sub
     return False
 
 
@@ -168,13 +171,98 @@ def _takes_value(option: click.Option) -> bool:
     return not option.is_flag and not option.count
 
 
+# Every top-level command: the module that registers it (on import, through `@cli.command`)
+# and its help's first paragraph. A command's module is imported only when that command
+# runs, so `zeroclaw status` never pays for the agent code, trio or the config models
+# (ADR 0035); `zeroclaw --help` lists them all from here. tests/cli/test_lazy_commands.py
+# checks this table against the commands the modules really register.
+LAZY_COMMANDS: dict[str, tuple[str, str]] = {
+    "agents": ("daemon_cmd", "List, start, stop and restart agents."),
+    "chat": ("chat_cmd", "Talk to the agent named by the global --agent/-a."),
+    "completion": ("completion_cmd", "Print the completion script for SHELL."),
+    "config": ("config_cmd", "Validate, inspect and create the config file."),
+    "daemon": ("daemon_cmd", "Run the supervisor in the foreground (systemd Type=notify)."),
+    "discover": (
+        "discover_cmd",
+        "Find agents, adapters, capabilities, MCP servers, model servers and serial ports; "
+        "decide each with a reason (ADR 0034).",
+    ),
+    "dispatch": (
+        "subagents_cmd",
+        "Hand sub-agent ID a task as the operator (caller `cli`) and wait for its end.",
+    ),
+    "doctor": (
+        "doctor_cmd",
+        "Check the config, files, daemon, stores, sandbox and unit; say what is wrong and the fix.",
+    ),
+    "events": (
+        "events_cmd",
+        "What the daemon did: agent transitions, routing refusals, reloads, memory operations.",
+    ),
+    "invocations": (
+        "subagents_cmd",
+        "Sub-agent invocations: their records and timelines; cancel a running one.",
+    ),
+    "memory": (
+        "memory_cmd",
+        "Read and manage agents' memory (through the daemon, or directly without one).",
+    ),
+    "metrics": (
+        "metrics_cmd",
+        "Print the daemon's metrics in the Prometheus text format, exactly as the "
+        "`[daemon] metrics_listen` HTTP listener serves them at /metrics.",
+    ),
+    "reload": ("daemon_cmd", "Validate the config file and apply what changed (like SIGHUP)."),
+    "route": ("route_cmd", "Explain and probe agent-to-agent routing."),
+    "service": (
+        "service_cmd",
+        "Install, remove and inspect the systemd unit (system-wide, or --user).",
+    ),
+    "status": ("daemon_cmd", "Daemon pid, uptime, config, reload state, and every agent's state."),
+    "stop": ("daemon_cmd", "Stop the daemon and every agent; waits until it has exited."),
+    "subagents": (
+        "subagents_cmd",
+        "Loaded sub-agents, their manifests and revisions (read-only; needs the daemon).",
+    ),
+}
+
+
+def load_all_commands() -> None:
+    """Import every command module (the whole click tree, for a walk over it)."""
+    for module, _ in LAZY_COMMANDS.values():
+        importlib.import_module(f".{module}", __package__)
+
+
 class _RootGroup(click.Group):
     """Turns every expected failure into a message and an exit code, never a traceback; with
     --json (anywhere on the line), into `{schema_version, ok: false, error: {code, message}}`
-    on stdout as well, with the same exit code."""
+    on stdout as well, with the same exit code. Its commands load on first use
+    (LAZY_COMMANDS)."""
 
     command_class = GlobalCommand
     group_class = GlobalGroup
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*self.commands, *LAZY_COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in LAZY_COMMANDS:
+            importlib.import_module(f".{LAZY_COMMANDS[cmd_name][0]}", __package__)
+        return self.commands.get(cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """`zeroclaw --help` from the table: listing the commands loads none of them."""
+        rows = []
+        for name in self.list_commands(ctx):
+            command = self.commands.get(name)
+            if command is None:
+                command = click.Command(name, help=LAZY_COMMANDS[name][1])
+            if not command.hidden:
+                rows.append((name, command))
+        if rows:
+            limit = formatter.width - 6 - max(len(name) for name, _ in rows)
+            with formatter.section("Commands"):
+                formatter.write_dl([(name, c.get_short_help_str(limit)) for name, c in rows])
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         ctx.meta[ARGV_KEY] = list(args)

@@ -10,11 +10,14 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import click
 
-from ..config import Config, ConfigError, load_config, locate_config
+from ..config import ConfigError, locate_config
+
+if TYPE_CHECKING:
+    from ..config import Config
 
 SCHEMA_VERSION = 1
 
@@ -90,6 +93,8 @@ class CliState:
         return locate_config(self.config_path, os.environ)
 
     def load(self) -> tuple[Path, Config]:
+        from ..config import load_config  # the pydantic models: only commands that need them
+
         path = self.locate()
         return path, load_config(path)
 

@@ -16,14 +16,12 @@ import signal
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 import msgspec
-import trio
 
-from ..agent import AgentSpec, LocalReach, TurnEngine
-from ..config import Config, daemon_paths
+from ..config import read_light_config
 from ..control import (
     AgentsList,
     Chat,
@@ -35,10 +33,7 @@ from ..control import (
     Reply,
     UntrustedDaemon,
 )
-from ..memory import MemoryService
-from ..providers import ProviderError, make_provider
-from ..supervisor import agent_environment, build_specs
-from ..turns import ApprovalAsked, Delta, ToolUsed, TurnDone, TurnEvent, result_json
+from ..turns import ApprovalAsked, Delta, ToolUsed, TurnEvent
 from ._app import cli
 from ._common import (
     EXIT_FAILED,
@@ -52,7 +47,9 @@ from ._common import (
     wants_json,
 )
 from .daemon_cmd import REFUSALS, DaemonRefused, call, control_client, refusal_error
-from .memory_cmd import with_memory
+
+if TYPE_CHECKING:
+    from ..config import Config
 
 # A turn: text in, events to the printer, the result (reply, tool_calls[, error]) out.
 TurnRunner = Callable[[str, "Printer"], dict[str, Any]]
@@ -115,17 +112,22 @@ class Printer:
 def chat_cmd(message: str | None, session: str, as_json: bool) -> None:
     """Talk to the agent named by the global --agent/-a."""
     st = state()
-    path, config = st.load()
-    enabled = sorted(a for a, c in config.agents.items() if c.enabled)
-    if not st.agent or st.agent not in enabled:
-        which = f"no enabled agent {st.agent!r}" if st.agent else "which agent? pass --agent ALIAS"
-        raise CliError(f"{which}; agents: {', '.join(enabled) or 'none'}", EXIT_USAGE)
+    path = st.locate()
+    # Through a running daemon the file's raw TOML says enough (its runtime dir, whether it
+    # enables the agent): no config models (ADR 0035). Anything else loads the full config,
+    # which says what is wrong with it, or which agents there are.
+    light = read_light_config(path, os.environ)
+    config: Config | None = None
+    if light is None or st.agent not in light.enabled_agents:
+        path, config = st.load()
+        _check_agent(st.agent, config)
     if not 1 <= len(session.encode()) <= 128 or "\x00" in session:
         raise CliError("--session must be 1..128 bytes of text", EXIT_USAGE)
     json_out = wants_json(as_json)
     if json_out and message is None:
         raise CliError("--json needs -m TEXT (one message, one JSON answer)", EXIT_USAGE)
     alias = st.agent
+    assert alias is not None  # checked: by the light read or the full config
     tty = sys.stdin.isatty()
     with contextlib.ExitStack() as stack:
         try:
@@ -136,6 +138,11 @@ def chat_cmd(message: str | None, session: str, as_json: bool) -> None:
         except UntrustedDaemon as exc:
             raise DaemonRefused(str(exc)) from None
         except DaemonUnreachable:
+            if config is None:  # the agent runs here: the whole config, validated
+                path, config = st.load()
+                _check_agent(alias, config)
+            from ..config import daemon_paths  # the full config's paths, for its store
+
             runtime_dir = control_client().runtime_dir
             store = daemon_paths(config, os.environ).state_dir / "memory"
             fallback(
@@ -163,6 +170,13 @@ def chat_cmd(message: str | None, session: str, as_json: bool) -> None:
                 click.echo(f"zeroclaw: error: {error}", err=True)  # never a silent failure
             sys.exit(EXIT_FAILED if error else 0)
         _interactive(runner, alias)
+
+
+def _check_agent(alias: str | None, config: Config) -> None:
+    enabled = sorted(a for a, c in config.agents.items() if c.enabled)
+    if not alias or alias not in enabled:
+        which = f"no enabled agent {alias!r}" if alias else "which agent? pass --agent ALIAS"
+        raise CliError(f"{which}; agents: {', '.join(enabled) or 'none'}", EXIT_USAGE)
 
 
 def _interactive(runner: TurnRunner, alias: str) -> None:
@@ -300,6 +314,16 @@ def _through_daemon(conn: ControlSession, alias: str, session: str, tty: bool) -
 
 
 def _in_process(config: Config, path: Path, alias: str, session: str) -> TurnRunner:
+    # The agent's own code, only when the agent runs here (ADR 0035).
+    import trio
+
+    from ..agent import AgentSpec, LocalReach, TurnEngine
+    from ..memory import MemoryService
+    from ..providers import ProviderError, make_provider
+    from ..supervisor import agent_environment, build_specs
+    from ..turns import TurnDone, result_json
+    from .memory_cmd import with_memory
+
     env = dict(os.environ)
     spec: AgentSpec = build_specs(config, env, path.parent, config_path=path)[alias]
     Path(spec.workspace).mkdir(mode=0o700, parents=True, exist_ok=True)

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 import click
 import msgspec
 
-from ..config import runtime_dir_hint
+from ..config import read_light_config
 from ..control import (
     AgentRestart,
     AgentsList,
@@ -84,8 +84,16 @@ REFUSALS = frozenset({"busy", "forbidden"})
 
 
 def control_client(timeout: float = 60.0) -> ControlClient:
-    runtime_dir = runtime_dir_hint(state().locate(), os.environ)
-    return ControlClient(runtime_dir, timeout=timeout)
+    """A client of the daemon of the config in use. Its runtime dir comes from the light read
+    of the file (no pydantic: ADR 0035), else from the full load, which also finds it in a
+    file that does not validate and says what is wrong with one that cannot be read."""
+    path = state().locate()
+    light = read_light_config(path, os.environ)
+    if light is not None:
+        return ControlClient(light.runtime_dir, timeout=timeout)
+    from ..config import runtime_dir_hint
+
+    return ControlClient(runtime_dir_hint(path, os.environ), timeout=timeout)
 
 
 class DaemonRefused(CliError):

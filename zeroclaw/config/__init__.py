@@ -1,10 +1,17 @@
 """Configuration: the TOML file's model, its loading and validation, and pure resolution.
 
-Public API; the implementation lives in private modules beside this one.
+Public API; the implementation lives in private modules beside this one. Finding the file
+(`_locate`) and the errors are loaded at once; the light read (`_light`, tomllib), the
+pydantic models and everything built on them on first use, so a one-shot command through
+the daemon never imports pydantic (ADR 0035).
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .._lazy import lazy_attributes
 from ._errors import ConfigError, ConfigIssue, did_you_mean, dotted
-from ._load import load_config, load_config_text, runtime_dir_hint, validate_document
 from ._locate import (
     SYSTEM_CONFIG,
     config_candidates,
@@ -12,45 +19,115 @@ from ._locate import (
     system_dir_defaults,
     user_config_path,
 )
-from ._models import (
-    AgentConfig,
-    AnthropicProvider,
-    ChannelConfig,
-    CliChannel,
-    Config,
-    DaemonConfig,
-    DiscoveryConfig,
-    DiscoveryOverride,
-    OfflineProvider,
-    OpenAIProvider,
-    PeerGroup,
-    ProviderConfig,
-    RestartPolicy,
-    RiskProfile,
-    RuntimeProfile,
-    SerialChannel,
-    SubagentsConfig,
-    WebhookChannel,
+
+if TYPE_CHECKING:
+    from ._light import LightConfig, daemon_dirs, light_config, read_light_config
+    from ._load import (
+        load_config,
+        load_config_text,
+        runtime_dir_hint,
+        validate_document,
+    )
+    from ._models import (
+        AgentConfig,
+        AnthropicProvider,
+        ChannelConfig,
+        CliChannel,
+        Config,
+        DaemonConfig,
+        DiscoveryConfig,
+        DiscoveryOverride,
+        OfflineProvider,
+        OpenAIProvider,
+        PeerGroup,
+        ProviderConfig,
+        RestartPolicy,
+        RiskProfile,
+        RuntimeProfile,
+        SerialChannel,
+        SubagentsConfig,
+        WebhookChannel,
+    )
+    from ._resolve import (
+        RESERVED_ALIASES,
+        ChannelPeers,
+        DaemonPaths,
+        EffectiveRiskPolicy,
+        ExternalPeerRule,
+        all_channel_peers,
+        channel_matches,
+        channel_owners,
+        channel_peers,
+        daemon_paths,
+        default_owner,
+        effective_risk_policy,
+        normalize_peer_name,
+        subagents_dir,
+        workspace_path,
+    )
+    from ._rules import (
+        ALIAS_SYNTAX,
+        daemon_refusals,
+    )
+    from ._starter import (
+        starter_document,
+    )
+
+# Not `_load`: importing the submodule `._load` would replace a function of that name.
+_lazily = lazy_attributes(
+    __name__,
+    {
+        "ALIAS_SYNTAX": "._rules",
+        "AgentConfig": "._models",
+        "LightConfig": "._light",
+        "daemon_dirs": "._light",
+        "light_config": "._light",
+        "read_light_config": "._light",
+        "AnthropicProvider": "._models",
+        "ChannelConfig": "._models",
+        "ChannelPeers": "._resolve",
+        "CliChannel": "._models",
+        "Config": "._models",
+        "DaemonConfig": "._models",
+        "DaemonPaths": "._resolve",
+        "DiscoveryConfig": "._models",
+        "DiscoveryOverride": "._models",
+        "EffectiveRiskPolicy": "._resolve",
+        "ExternalPeerRule": "._resolve",
+        "OfflineProvider": "._models",
+        "OpenAIProvider": "._models",
+        "PeerGroup": "._models",
+        "ProviderConfig": "._models",
+        "RESERVED_ALIASES": "._resolve",
+        "RestartPolicy": "._models",
+        "RiskProfile": "._models",
+        "RuntimeProfile": "._models",
+        "SerialChannel": "._models",
+        "SubagentsConfig": "._models",
+        "WebhookChannel": "._models",
+        "all_channel_peers": "._resolve",
+        "channel_matches": "._resolve",
+        "channel_owners": "._resolve",
+        "channel_peers": "._resolve",
+        "daemon_paths": "._resolve",
+        "daemon_refusals": "._rules",
+        "default_owner": "._resolve",
+        "effective_risk_policy": "._resolve",
+        "load_config": "._load",
+        "load_config_text": "._load",
+        "normalize_peer_name": "._resolve",
+        "runtime_dir_hint": "._load",
+        "starter_document": "._starter",
+        "subagents_dir": "._resolve",
+        "validate_document": "._load",
+        "workspace_path": "._resolve",
+    },
 )
-from ._resolve import (
-    RESERVED_ALIASES,
-    ChannelPeers,
-    DaemonPaths,
-    EffectiveRiskPolicy,
-    ExternalPeerRule,
-    all_channel_peers,
-    channel_matches,
-    channel_owners,
-    channel_peers,
-    daemon_paths,
-    default_owner,
-    effective_risk_policy,
-    normalize_peer_name,
-    subagents_dir,
-    workspace_path,
-)
-from ._rules import ALIAS_SYNTAX, daemon_refusals
-from ._starter import starter_document
+
+
+def __getattr__(name: str) -> Any:
+    return _lazily(name, globals())
+
 
 __all__ = [
     "ALIAS_SYNTAX",
@@ -70,6 +147,7 @@ __all__ = [
     "DiscoveryOverride",
     "EffectiveRiskPolicy",
     "ExternalPeerRule",
+    "LightConfig",
     "OfflineProvider",
     "OpenAIProvider",
     "PeerGroup",
@@ -85,16 +163,19 @@ __all__ = [
     "channel_owners",
     "channel_peers",
     "config_candidates",
+    "daemon_dirs",
     "daemon_paths",
     "daemon_refusals",
     "default_owner",
     "did_you_mean",
     "dotted",
     "effective_risk_policy",
+    "light_config",
     "load_config",
     "load_config_text",
     "locate_config",
     "normalize_peer_name",
+    "read_light_config",
     "runtime_dir_hint",
     "starter_document",
     "subagents_dir",

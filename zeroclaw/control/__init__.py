@@ -1,8 +1,12 @@
 """The operator control protocol: messages, a blocking client, and (re-exported from the
-neutral `zeroclaw._framing`) the framing it shares with the agent link."""
+neutral `zeroclaw._framing`) the framing it shares with the agent link. `receive_frames`
+(trio) loads on first use."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 from .._decode import DecodeFailure
-from .._frame_stream import receive_frames
 from .._framing import FrameDecoder, FrameTooLarge, encode_frame
 from ._address import control_address, is_listening, printable
 from ._client import ControlClient, ControlSession, DaemonUnreachable, UntrustedDaemon, trusted_uids
@@ -98,6 +102,20 @@ from ._replies import (
     TextDeltaInfo,
     ToolCalledInfo,
 )
+
+if TYPE_CHECKING:
+    from .._frame_stream import receive_frames
+
+
+def __getattr__(name: str) -> Any:
+    # trio's frame reader is the daemon's: the blocking client (the CLI) never loads trio.
+    if name == "receive_frames":
+        from .._frame_stream import receive_frames
+
+        globals()[name] = receive_frames
+        return receive_frames
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "CONTROL_ERROR_CODES",

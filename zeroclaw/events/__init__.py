@@ -1,6 +1,12 @@
-"""Typed daemon events and the bounded sink that producers publish them to."""
+"""Typed daemon events and the bounded sink that producers publish them to.
 
-from ._sink import EventSink, Subscription
+The sink (trio) loads on first use: the CLI decodes events without it (ADR 0035)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .._lazy import lazy_attributes
 from ._types import (
     AgentExited,
     AgentTransition,
@@ -14,6 +20,16 @@ from ._types import (
     RouteRefused,
     TurnFinished,
 )
+
+if TYPE_CHECKING:
+    from ._sink import EventSink, Subscription
+
+_load = lazy_attributes(__name__, {"EventSink": "._sink", "Subscription": "._sink"})
+
+
+def __getattr__(name: str) -> Any:
+    return _load(name, globals())
+
 
 __all__ = [
     "AgentExited",

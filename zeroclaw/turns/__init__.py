@@ -29,15 +29,6 @@ from ._dispatch import (
     InvocationState,
 )
 from ._events import ApprovalAsked, Delta, ToolCallRecord, ToolUsed, TurnDone, TurnEvent
-from ._outcomes import (
-    AgentDown,
-    ServiceEvent,
-    TurnCancelled,
-    TurnOutcome,
-    TurnOverflow,
-    TurnRefused,
-    result_json,
-)
 from ._wire import (
     TURN_SERVICE,
     AgentTurnEvent,
@@ -49,9 +40,33 @@ from ._wire import (
 )
 
 if TYPE_CHECKING:
+    from ._outcomes import (
+        AgentDown,
+        ServiceEvent,
+        TurnCancelled,
+        TurnOutcome,
+        TurnOverflow,
+        TurnRefused,
+        result_json,
+    )
     from ._service import Turn, TurnService
 
-_load = lazy_attributes(__name__, {"Turn": "._service", "TurnService": "._service"})
+# The outcomes name the bus's refusal codes (the bus client: trio, zmq); the CLI, which
+# only prints events, does not load them (ADR 0035).
+_load = lazy_attributes(
+    __name__,
+    {
+        "AgentDown": "._outcomes",
+        "ServiceEvent": "._outcomes",
+        "TurnCancelled": "._outcomes",
+        "TurnOutcome": "._outcomes",
+        "TurnOverflow": "._outcomes",
+        "TurnRefused": "._outcomes",
+        "result_json": "._outcomes",
+        "Turn": "._service",
+        "TurnService": "._service",
+    },
+)
 
 
 def __getattr__(name: str) -> Any:
