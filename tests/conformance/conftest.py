@@ -1,0 +1,69 @@
+"""One conformance daemon for the package (one agent per profile and grant), one config
+with no daemon for the in-process cells, and the table written at the end of the session
+when ZEROCLAW_CONFORMANCE_TABLE names a directory (`make conformance`)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.supervisor import harness
+
+from . import _table
+from ._matrix import all_cells
+from ._world import ENTRYPOINT, World, conformance_config, lay_out, prepare_probes
+
+TABLE_ENV = "ZEROCLAW_CONFORMANCE_TABLE"
+
+
+@pytest.fixture(scope="package")
+def world() -> Iterator[World]:
+    root = harness.short_root()
+    doc = conformance_config(root)
+    lay_out(root)
+    daemon = harness.Daemon(root, doc, faults=False)
+    world = World(root, daemon, doc)
+    prepare_probes(world)
+    try:
+        daemon.start(ZEROCLAW_AGENT_ENTRYPOINT=ENTRYPOINT)
+        world.memory("store", "owner", key="ownersecret", content="ownersecret launch code")
+        world.owner_record = world.memory("get", "owner", key="ownersecret")["record"]["id"]
+        # Made after every agent's start: next to an ancestor of a forbidden path.
+        (root / "outside" / "later.txt").write_text("made later")
+        yield world
+    finally:
+        daemon.stop()
+        harness.remove_root(root)
+
+
+@pytest.fixture(scope="package")
+def offline_world() -> Iterator[World]:
+    """The same config and files, no daemon: `chat -m` runs the agent in the CLI."""
+    root = harness.short_root()
+    doc = conformance_config(root)
+    lay_out(root)
+    world = World(root, None, doc)
+    world.config_path.write_text(__import__("tomli_w").dumps(doc))
+    try:
+        yield world
+    finally:
+        harness.remove_root(root)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    target = os.environ.get(TABLE_ENV)
+    if not target or not _table.RESULTS:
+        return
+    table = _table.write(Path(target), all_cells())
+    width = max(len(r["case"]) for r in table)
+    print(f"\nconformance table ({len(table)} cells) -> {target}/TABLE.md")
+    for r in table:
+        if r["status"] != "held":
+            case = r["case"].encode("unicode_escape").decode()[:60]
+            print(
+                f"  {r['status']:8} {r['boundary']:18} {r['path']:18} {r['profile']:18} "
+                f"{case:{min(width, 60)}} expected {r['expected']}, observed {r['observed']}"
+            )

@@ -1,0 +1,277 @@
+"""Every declared cell, driven on its path: the pure policy, the conformance daemon
+(offline grammar through the control socket, the CLI), the probe agents (kernel, raw bus
+requests), another uid on the control socket, rogue router clients, and `chat -m` with no
+daemon."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import socket
+from pathlib import Path
+from typing import Any
+
+import pytest
+import zmq
+
+from tests.conformance._matrix import KERNEL_AGENTS, PROFILES, Cell, Observed, cells_on
+from tests.conformance._table import record
+from tests.conformance._world import World, observed_from_turn
+from zeroclaw.agent import path_rules
+from zeroclaw.config import load_config
+from zeroclaw.control import encode, error_reply  # noqa: F401  (kept for the reader)
+from zeroclaw.control import REQUEST_TYPES, SUBAGENT_REQUEST_TYPES
+from zeroclaw.policy import check_path
+from zeroclaw.supervisor import build_specs
+from zeroclaw.tools import decide_shell
+
+
+def ids(cells: list[Cell]) -> list[str]:
+    return [f"{c.profile}:{c.case}".encode("unicode_escape").decode()[:90] for c in cells]
+
+
+def _params(path: str) -> Any:
+    cells = cells_on(path)
+    return pytest.mark.parametrize("cell", cells, ids=ids(cells))
+
+
+# ------------------------------------------------------------------ pure policy, corpus
+
+POLICY_COMMANDS = frozenset({"ls", "cat", "find", "xargs", "less", "tar", "env", "git"})
+
+
+@pytest.fixture(scope="module")
+def specs(world: World) -> dict[str, Any]:
+    config = load_config(world.config_path)
+    return build_specs(config, dict(os.environ), world.root, config_path=world.config_path)
+
+
+@_params("policy")
+def test_policy(cell: Cell, world: World, specs: dict[str, Any]) -> None:
+    alias = PROFILES[cell.profile][0]
+    spec = specs[alias]
+    rules = path_rules(spec)
+    with open(world.root / "outside" / "forbidden" / "key") as held:
+        fd_path = f"/proc/self/fd/{held.fileno()}"
+        text = world.fill(cell.action, alias).replace("{fd_forbidden}", fd_path)
+        if cell.tool == "shell":
+            decision = decide_shell(
+                text,
+                allowed_commands=POLICY_COMMANDS,
+                may_run_shell=spec.risk.may_act,
+                block_high_risk=True,
+                asks_approval=spec.risk.level == "supervised",
+                check_path=lambda p, a: check_path(rules, p, a),
+            )
+            observed = (
+                Observed("refused", decision.code, decision.reason)
+                if decision.verdict == "refuse"
+                else Observed("allowed", None, decision.verdict)
+            )
+        else:
+            access = cell.extra.get("access", "read")
+            got = check_path(rules, text, access)
+            observed = (
+                Observed("allowed", None, got.reason)
+                if got.allowed
+                else Observed("refused", got.code, got.reason)
+            )
+    record(cell, observed)
+
+
+# ------------------------------------------------------------------ the daemon's agents
+
+
+@_params("grammar/daemon")
+def test_grammar_through_the_daemon(cell: Cell, world: World) -> None:
+    alias = PROFILES[cell.profile][0]
+    data = world.chat(cell.profile, world.fill(cell.action, alias))
+    record(cell, observed_from_turn(cell, data))
+
+
+@_params("cli")
+def test_cli_chat_json(cell: Cell, world: World) -> None:
+    alias = PROFILES[cell.profile][0]
+    result = world.cli("--agent", alias, "chat", "-m", world.fill(cell.action, alias), "--json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["schema_version"] == 1
+    record(cell, observed_from_turn(cell, data))
+
+
+def _word(word: str, cell: Cell) -> Observed:
+    if word == "ok":
+        return Observed("allowed")
+    if word == "EACCES" or word == "EPERM":
+        return Observed("kernel_denied", "EACCES", word)
+    if word in ("forbidden", "read_only_profile", "not_found", "delegation_not_allowed"):
+        return Observed("refused", word)
+    return Observed("refused", word)
+
+
+@_params("kernel")
+def test_kernel_from_inside_the_agent(cell: Cell, world: World) -> None:
+    results = world.kernel_results(cell.profile)
+    key = "control" if cell.action == "control" else cell.case
+    record(cell, _word(results[key], cell))
+
+
+@_params("memory_service")
+def test_raw_memory_requests_of_a_hostile_agent(cell: Cell, world: World) -> None:
+    results = world.kernel_results(cell.profile)
+    observed = _word(results[cell.action], cell)
+    if cell.action == "forget_foreign_id":
+        still = world.memory("get", "owner", key="ownersecret")["record"]
+        if still is None:
+            observed = Observed("allowed", None, "the owner's record is gone")
+    record(cell, observed)
+
+
+# ------------------------------------------------------------------ in-process (no daemon)
+
+
+@_params("grammar/in_process")
+def test_grammar_in_process(cell: Cell, offline_world: World) -> None:
+    alias = PROFILES[cell.profile][0]
+    text = offline_world.fill(cell.action, alias)
+    result = offline_world.cli("--agent", alias, "chat", "-m", text, "--json")
+    assert "in-process" in result.stderr, result.stderr
+    if result.returncode != 0:
+        code = json.loads(result.stdout or "{}").get("error", {}).get("code", "exit")
+        record(cell, Observed("refused", str(code), result.stderr[-200:]))
+        return
+    data = json.loads(result.stdout)
+    if cell.expect.code == "sandbox_in_force":
+        in_force = data.get("sandbox_in_force")
+        record(
+            cell,
+            Observed("allowed", "sandbox_in_force")
+            if in_force is True
+            else Observed("refused", "sandbox_not_in_force", repr(in_force)),
+        )
+        return
+    record(cell, observed_from_turn(cell, data))
+
+
+# ------------------------------------------------------------------ control socket, other uid
+
+
+def _ask_as(uid: int, address: str, payload: bytes) -> str:
+    """Send one control request from a forked child running as `uid`; its answer."""
+    from zeroclaw.control import FrameDecoder, decode_reply, encode_frame
+
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: drop to uid, knock, report, exit without cleanup
+        os.close(read)
+        answer = "no_reply"
+        try:
+            os.setgid(uid)
+            os.setuid(uid)
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+                s.settimeout(10)
+                s.connect(address)
+                s.sendall(encode_frame(payload))
+                decoder = FrameDecoder(1 << 20)
+                frames: list[bytes] = []
+                while not frames and (chunk := s.recv(65536)):
+                    frames += decoder.feed(chunk)
+                if frames:
+                    reply = decode_reply(frames[0])
+                    answer = "ok" if reply.ok else str(reply.error)
+        except OSError as exc:
+            answer = errno.errorcode.get(exc.errno or 0, "oserror")
+        except BaseException:  # noqa: BLE001 - the child must exit whatever happened
+            answer = "error"
+        os.write(write, answer.encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as fh:
+        answer = fh.read().decode()
+    os.waitpid(pid, 0)
+    return answer
+
+
+_REQUESTS = {t.__struct_config__.tag: t for t in (*REQUEST_TYPES, *SUBAGENT_REQUEST_TYPES)}
+
+
+def _minimal(tag: str) -> bytes:
+    """The smallest frame naming this command (its fields need not be valid: the refusal
+    comes at accept time, before the request is read)."""
+    import msgspec
+
+    return msgspec.msgpack.encode({"cmd": tag})
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="dropping to another uid needs root")
+@_params("control_socket")
+def test_control_socket_from_another_uid(cell: Cell, world: World) -> None:
+    from zeroclaw.control import control_address
+
+    assert cell.action in _REQUESTS
+    answer = _ask_as(65534, control_address(world.run_dir), _minimal(cell.action))
+    observed = Observed("allowed") if answer == "ok" else Observed("refused", answer)
+    record(cell, observed)
+
+
+# ------------------------------------------------------------------ rogue router clients
+
+
+def _rogue_frame(kind: str) -> list[bytes]:
+    import msgspec
+
+    if kind == "garbage":
+        return [b"\xc1\xff\x00garbage"]
+    if kind == "oversized":
+        return [b"\x00" * (8 << 20)]
+    if kind == "forged_sender":
+        return [msgspec.msgpack.encode({"t": "send", "from": "owner", "to": "sup", "body": "x"})]
+    return [msgspec.msgpack.encode({"t": "hello", "v": 1, "pid": 1})]
+
+
+@_params("router")
+def test_router_refuses_unauthenticated_clients(cell: Cell, world: World) -> None:
+    if cell.profile != "unauthenticated":
+        results = world.kernel_results(cell.profile)  # forged frames from a real agent
+        record(cell, _word(results[cell.action], cell))
+        return
+    assert world.daemon is not None
+    router = world.daemon.status()["router"]
+    before = router["refused_connections"]["handshake_failed"]
+    ctx = zmq.Context.instance()
+    sock = ctx.socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.setsockopt(zmq.IDENTITY, b"owner")  # claims a real alias as its routing id
+    sock.connect(router["endpoint"])
+    try:
+        kind = cell.extra.get("frame", "garbage") if cell.extra else "forged_sender"
+        if not cell.extra:  # a service request, as an agent would send it
+            import msgspec
+
+            frame = {"t": "request", "id": "1", "service": cell.action, "op": "x", "body": None}
+            sock.send(msgspec.msgpack.encode(frame))
+        else:
+            sock.send_multipart(_rogue_frame(kind))
+        world.daemon.wait_for(
+            lambda s: s["router"]["refused_connections"]["handshake_failed"] > before
+        )
+        answered = sock.poll(200) != 0
+    finally:
+        sock.close()
+    observed = (
+        Observed("allowed", None, "the router answered")
+        if answered
+        else Observed("refused", "no_handshake", "handshake refused, nothing came back")
+    )
+    record(cell, observed)
+
+
+@pytest.mark.parametrize("path", ["webhook", "serial"])
+def test_channel_cells_are_not_driven_yet(path: str) -> None:
+    """Declared, not driven: the webhook and serial drivers are the next step (ADR 0040)."""
+    pytest.xfail(f"{len(cells_on(path))} {path} cells are declared but not driven yet")
+
+
+def test_the_root_is_short_enough_for_sockets(world: World) -> None:
+    assert len(str(Path(world.run_dir))) < 60
