@@ -75,12 +75,16 @@ async def run_probes(bus: AgentBus, plan: dict[str, Any], out: int, go: int) -> 
     order = json.loads(await trio.to_thread.run_sync(os.read, go, 65536))
     os.close(go)
     forgot = await bus.request("memory", "forget", {"id": order["forget_id"]})
-    results["forget_foreign_id"] = forgot.error if not forgot.ok else (
-        "ok" if (forgot.body or {}).get("forgotten") else "ok_false"
+    results["forget_foreign_id"] = (
+        forgot.error
+        if not forgot.ok
+        else ("ok" if (forgot.body or {}).get("forgotten") else "forgotten_false")
     )
     missing = await bus.request("memory", "forget", {"id": "0" * 26})
-    results["forget_missing_id"] = missing.error if not missing.ok else (
-        "ok" if (missing.body or {}).get("forgotten") else "ok_false"
+    results["forget_missing_id"] = (
+        missing.error
+        if not missing.ok
+        else ("ok" if (missing.body or {}).get("forgotten") else "forgotten_false")
     )
     results["control"] = await trio.to_thread.run_sync(knock, plan["control"])
     # What the agent's own tools would refuse, sent raw with its real keys.
@@ -91,7 +95,11 @@ async def run_probes(bus: AgentBus, plan: dict[str, Any], out: int, go: int) -> 
     )
     results["store_foreign"] = "ok" if foreign.ok else foreign.error
     session = await bus.request("memory", "session", {"session": "default", "agent": "owner"})
-    results["session_foreign"] = "ok" if session.ok else session.error
+    if not session.ok:
+        results["session_foreign"] = session.error
+    else:  # answered: with the owner's transcript, or (the body's claim ignored) its own
+        seen = order["session_marker"] in json.dumps(session.body)
+        results["session_foreign"] = "ok" if seen else "own_session_only"
     if plan.get("delegate_to"):
         outcome = await bus.send(
             plan["delegate_to"], plan["channel"], {"text": "do it", "depth": 0}, kind="delegate"

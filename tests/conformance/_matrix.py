@@ -117,6 +117,12 @@ class Cell:
         return self.expect.code is None or observed.code == self.expect.code
 
 
+def _abi() -> int:
+    from zeroclaw.policy import abi_version
+
+    return abi_version()
+
+
 def _ok(layer: Layer = "policy", contract: str | None = None) -> Expect:
     return Expect("allowed", None, layer, contract)
 
@@ -133,79 +139,245 @@ def _eacces(contract: str | None = None, layer: Layer = "kernel") -> Expect:
 # (boundary, case, action, tool, {profile: expect}); `{ws}` etc. are filled in per daemon.
 _GRAMMAR: list[tuple[str, str, str, str, dict[str, Expect]]] = [
     # workspace files: own workspace
-    ("workspace_files", "read own file", "read notes.txt", "file_read",
-     {p: _ok() for p in ("readonly", "supervised_approve", "full")}),
-    ("workspace_files", "list own workspace", "list .", "file_list",
-     {p: _ok() for p in ("readonly", "supervised_approve", "full")}),
-    ("workspace_files", "write own file", "write made.txt: x", "file_write",
-     {"readonly": _no("read_only_profile"), "supervised_approve": _ok("engine"),
-      "supervised_deny": _no("approval_denied", "engine"), "full": _ok()}),
+    (
+        "workspace_files",
+        "read own file",
+        "read notes.txt",
+        "file_read",
+        {p: _ok() for p in ("readonly", "supervised_approve", "full")},
+    ),
+    (
+        "workspace_files",
+        "list own workspace",
+        "list .",
+        "file_list",
+        {p: _ok() for p in ("readonly", "supervised_approve", "full")},
+    ),
+    (
+        "workspace_files",
+        "write own file",
+        "write made.txt: x",
+        "file_write",
+        {
+            "readonly": _no("read_only_profile"),
+            "supervised_approve": _ok("engine"),
+            "supervised_deny": _no("approval_denied", "engine"),
+            "full": _ok(),
+        },
+    ),
     # outside the workspace: policy for workspace_only profiles, C1 for full
-    ("workspace_files", "read outside file", "read {outside}/open.txt", "file_read",
-     {"readonly": _no("path_not_allowed"), "supervised_approve": _no("path_not_allowed"),
-      "full": _ok("policy", "C1")}),
-    ("workspace_files", "read forbidden path", "read {outside}/forbidden/key", "file_read",
-     {p: _no("forbidden_path", contract="C1" if p == "full" else None)
-      for p in ("readonly", "supervised_approve", "full")}),
-    ("workspace_files", "read daemon memory file", "read {state}/memory/data.mdb", "file_read",
-     {p: _no("forbidden_path") for p in ("readonly", "supervised_approve", "full")}),
-    ("workspace_files", "read daemon config", "read {config}", "file_read",
-     {p: _no("forbidden_path") for p in ("readonly", "supervised_approve", "full")}),
-    ("workspace_files", "list runtime dir", "list {run}", "file_list",
-     {p: _no("forbidden_path") for p in ("supervised_approve", "full")}),
-    ("workspace_files", "read entry created after start", "read {outside}/later.txt",
-     "file_read",
-     {"full": Expect("refused", "io_error", "kernel_stricter", "C1"),
-      "supervised_approve": _no("path_not_allowed")}),
-    ("workspace_files", "write outside file", "write {outside}/w.txt: x", "file_write",
-     {"readonly": _no("read_only_profile"), "supervised_approve": _no("path_not_allowed")}),
+    (
+        "workspace_files",
+        "read outside file",
+        "read {outside}/open.txt",
+        "file_read",
+        {
+            "readonly": _no("path_not_allowed"),
+            "supervised_approve": _no("path_not_allowed"),
+            "full": _ok("policy", "C1"),
+        },
+    ),
+    (
+        "workspace_files",
+        "read forbidden path",
+        "read {outside}/forbidden/key",
+        "file_read",
+        {
+            p: _no("forbidden_path", contract="C1" if p == "full" else None)
+            for p in ("readonly", "supervised_approve", "full")
+        },
+    ),
+    (
+        "workspace_files",
+        "read daemon memory file",
+        "read {state}/memory/data.mdb",
+        "file_read",
+        {p: _no("forbidden_path") for p in ("readonly", "supervised_approve", "full")},
+    ),
+    (
+        "workspace_files",
+        "read daemon config",
+        "read {config}",
+        "file_read",
+        {p: _no("forbidden_path") for p in ("readonly", "supervised_approve", "full")},
+    ),
+    (
+        "workspace_files",
+        "list runtime dir",
+        "list {run}",
+        "file_list",
+        {p: _no("forbidden_path") for p in ("supervised_approve", "full")},
+    ),
+    (
+        "workspace_files",
+        "read entry created after start",
+        "read {outside}/later.txt",
+        "file_read",
+        {
+            "full": Expect("refused", "io_error", "kernel_stricter", "C1"),
+            "supervised_approve": _no("path_not_allowed"),
+        },
+    ),
+    (
+        "workspace_files",
+        "write outside file",
+        "write {outside}/w.txt: x",
+        "file_write",
+        {"readonly": _no("read_only_profile"), "supervised_approve": _no("path_not_allowed")},
+    ),
     # sibling workspaces (grants are outbound: g_* on owner's workspace)
-    ("workspace_files", "read sibling file", "read {owner_ws}/shared.txt", "file_read",
-     {"grant_read": _ok(), "grant_write": _no("path_not_allowed"),
-      "grant_read_write": _ok(), "supervised_approve": _no("path_not_allowed"),
-      "readonly": _no("path_not_allowed")}),
-    ("workspace_files", "list sibling workspace", "list {owner_ws}", "file_list",
-     {"grant_read": _ok(), "grant_write": _no("path_not_allowed"),
-      "grant_read_write": _ok(), "supervised_approve": _no("path_not_allowed")}),
-    ("workspace_files", "write sibling file", "write {owner_ws}/by-grant.txt: x", "file_write",
-     {"grant_read": _no("path_not_allowed"), "grant_write": _ok("engine"),
-      "grant_read_write": _ok("engine"), "supervised_approve": _no("path_not_allowed")}),
+    (
+        "workspace_files",
+        "read sibling file",
+        "read {owner_ws}/shared.txt",
+        "file_read",
+        {
+            "grant_read": _ok(),
+            "grant_write": _no("path_not_allowed"),
+            "grant_read_write": _ok(),
+            "supervised_approve": _no("path_not_allowed"),
+            "readonly": _no("path_not_allowed"),
+        },
+    ),
+    (
+        "workspace_files",
+        "list sibling workspace",
+        "list {owner_ws}",
+        "file_list",
+        {
+            "grant_read": _ok(),
+            "grant_write": _no("path_not_allowed"),
+            "grant_read_write": _ok(),
+            "supervised_approve": _no("path_not_allowed"),
+        },
+    ),
+    (
+        "workspace_files",
+        "write sibling file",
+        "write {owner_ws}/by-grant.txt: x",
+        "file_write",
+        {
+            "grant_read": _no("path_not_allowed"),
+            "grant_write": _ok("engine"),
+            "grant_read_write": _ok("engine"),
+            "supervised_approve": _no("path_not_allowed"),
+        },
+    ),
     # shell: the command policy through the daemon
-    ("workspace_files", "shell allowed program", "run ls", "shell",
-     {"readonly": _no("read_only_profile"), "supervised_approve": _ok("engine"),
-      "supervised_deny": _ok("engine"), "full": _ok()}),
-    ("workspace_files", "shell program outside allowlist", "run rm notes.txt", "shell",
-     {p: _no("command_not_allowed") for p in ("supervised_approve", "full")}),
-    ("workspace_files", "shell reads outside path", "run cat {outside}/open.txt", "shell",
-     {"supervised_approve": _no("path_not_allowed")}),
+    (
+        "workspace_files",
+        "shell allowed program",
+        "run ls",
+        "shell",
+        {
+            "readonly": _no("read_only_profile"),
+            "supervised_approve": _ok("engine"),
+            "supervised_deny": _ok("engine"),
+            "full": _ok(),
+        },
+    ),
+    (
+        "workspace_files",
+        "shell program outside allowlist",
+        "run rm notes.txt",
+        "shell",
+        {p: _no("command_not_allowed") for p in ("supervised_approve", "full")},
+    ),
+    (
+        "workspace_files",
+        "shell reads outside path",
+        "run cat {outside}/open.txt",
+        "shell",
+        {"supervised_approve": _no("path_not_allowed")},
+    ),
     # memory namespaces
-    ("memory_namespaces", "store", "remember: conformance note", "memory_store",
-     {"readonly": _no("read_only_profile", "tool", "C2"), "supervised_approve": _ok("tool"),
-      "full": _ok("tool")}),
-    ("memory_namespaces", "forget own key", "forget no-such-key", "memory_forget",
-     {"readonly": _no("read_only_profile", "tool", "C2"), "supervised_approve": _ok("tool")}),
-    ("memory_namespaces", "recall own", "recall conformance", "memory_recall",
-     {p: _ok("tool") for p in ("readonly", "supervised_approve", "read_memory_from")}),
-    ("memory_namespaces", "recall granted namespace", "recall from owner: ownersecret",
-     "memory_recall",
-     {"read_memory_from": _ok("memory_service", "C3"),
-      "supervised_approve": _no("forbidden", "memory_service", "C3")}),
+    (
+        "memory_namespaces",
+        "store",
+        "remember: conformance note",
+        "memory_store",
+        {
+            "readonly": _no("read_only_profile", "tool", "C2"),
+            "supervised_approve": _ok("tool"),
+            "full": _ok("tool"),
+        },
+    ),
+    (
+        "memory_namespaces",
+        "forget own key",
+        "forget no-such-key",
+        "memory_forget",
+        {"readonly": _no("read_only_profile", "tool", "C2"), "supervised_approve": _ok("tool")},
+    ),
+    (
+        "memory_namespaces",
+        "recall own",
+        "recall conformance",
+        "memory_recall",
+        {p: _ok("tool") for p in ("readonly", "supervised_approve", "read_memory_from")},
+    ),
+    (
+        "memory_namespaces",
+        "recall granted namespace",
+        "recall from owner: ownersecret",
+        "memory_recall",
+        {
+            "read_memory_from": _ok("memory_service", "C3"),
+            "supervised_approve": _no("forbidden", "memory_service", "C3"),
+        },
+    ),
     # peers and delegation (peer group: sup, ro, owner; delegates: sup, ro -> owner)
-    ("peer_messaging", "ask a peer", "ask owner: hello", "send_message_to_peer",
-     {"readonly": _ok("router", "C2"), "supervised_approve": _ok("router")}),
-    ("peer_messaging", "ask a non-peer", "ask g_read: hello", "send_message_to_peer",
-     {"supervised_approve": _no("not_peers", "router")}),
-    ("delegation", "delegate to allowed", "delegate owner: recall x", "delegate",
-     {"readonly": _no("read_only_profile", "tool", "C2"), "supervised_approve": _ok("router")}),
-    ("delegation", "delegate to not allowed", "delegate g_read: hi", "delegate",
-     {"supervised_approve": _no("delegation_not_allowed", "router")}),
-    # sub-agents and adapters: nobody in this daemon may call one
-    ("subagent_dispatch", "dispatch without allowlist", "dispatch helper: do it",
-     "agent_dispatch", {"supervised_approve": _no("tool_not_granted", "engine")}),
-    ("subagent_dispatch", "catalog without allowlist", "catalog", "agent_catalog",
-     {"supervised_approve": _no("tool_not_granted", "engine")}),
-    ("discovery_adapters", "invoke unregistered adapter", "invoke someadapter: x",
-     "invoke_adapter", {"supervised_approve": _no("tool_not_granted", "engine")}),
+    (
+        "peer_messaging",
+        "ask a peer",
+        "ask owner: hello",
+        "send_message_to_peer",
+        {"readonly": _ok("router", "C2"), "supervised_approve": _ok("router")},
+    ),
+    (
+        "peer_messaging",
+        "ask a non-peer",
+        "ask g_read: hello",
+        "send_message_to_peer",
+        {"supervised_approve": _no("not_peers", "router")},
+    ),
+    (
+        "delegation",
+        "delegate to allowed",
+        "delegate owner: recall x",
+        "delegate",
+        {"readonly": _no("read_only_profile", "tool", "C2"), "supervised_approve": _ok("router")},
+    ),
+    (
+        "delegation",
+        "delegate to not allowed",
+        "delegate g_read: hi",
+        "delegate",
+        {"supervised_approve": _no("delegation_not_allowed", "router")},
+    ),
+    # sub-agents and adapters: nobody in this daemon may call one, so the agent's toolset
+    # has no such tool at all and the engine answers as for any unknown tool
+    (
+        "subagent_dispatch",
+        "dispatch without allowlist",
+        "dispatch helper: do it",
+        "agent_dispatch",
+        {"supervised_approve": _no("bad_arguments", "engine")},
+    ),
+    (
+        "subagent_dispatch",
+        "catalog without allowlist",
+        "catalog",
+        "agent_catalog",
+        {"supervised_approve": _no("bad_arguments", "engine")},
+    ),
+    (
+        "discovery_adapters",
+        "invoke unregistered adapter",
+        "invoke someadapter: x",
+        "invoke_adapter",
+        {"supervised_approve": _no("bad_arguments", "engine")},
+    ),
 ]
 
 
@@ -214,7 +386,8 @@ def _grammar_cells() -> list[Cell]:
     for boundary, case, action, tool, by_profile in _GRAMMAR:
         for profile, expect in by_profile.items():
             # A recall that "works" must also find the granted record.
-            extra = {"reply_has": "launch code"} if tool == "memory_recall" and expect.contract else {}
+            finds = tool == "memory_recall" and expect.contract
+            extra = {"reply_has": "launch code"} if finds else {}
             cells.append(
                 Cell(boundary, "grammar/daemon", profile, case, action, expect, tool, extra)
             )
@@ -223,14 +396,34 @@ def _grammar_cells() -> list[Cell]:
 
 # ----------------------------------------------------------- in-process (no daemon) cells
 _IN_PROCESS: list[tuple[str, str, str, str, dict[str, Expect]]] = [
-    ("workspace_files", "read outside file", "read {outside}/open.txt", "file_read",
-     {"full": _ok("policy", "C1"), "supervised_approve": _no("path_not_allowed")}),
-    ("workspace_files", "read forbidden path", "read {outside}/forbidden/key", "file_read",
-     {"full": _no("forbidden_path", contract="C1")}),
-    ("workspace_files", "kernel in force in-process", "read notes.txt", "file_read",
-     {"full": Expect("allowed", "sandbox_in_force", "kernel", "C4")}),
-    ("memory_namespaces", "store", "remember: in-process note", "memory_store",
-     {"readonly": _no("read_only_profile", "tool", "C2")}),
+    (
+        "workspace_files",
+        "read outside file",
+        "read {outside}/open.txt",
+        "file_read",
+        {"full": _ok("policy", "C1"), "supervised_approve": _no("path_not_allowed")},
+    ),
+    (
+        "workspace_files",
+        "read forbidden path",
+        "read {outside}/forbidden/key",
+        "file_read",
+        {"full": _no("forbidden_path", contract="C1")},
+    ),
+    (
+        "workspace_files",
+        "kernel in force in-process",
+        "read notes.txt",
+        "file_read",
+        {"full": Expect("allowed", "sandbox_in_force", "kernel", "C4")},
+    ),
+    (
+        "memory_namespaces",
+        "store",
+        "remember: in-process note",
+        "memory_store",
+        {"readonly": _no("read_only_profile", "tool", "C2")},
+    ),
 ]
 
 
@@ -245,23 +438,57 @@ def _in_process_cells() -> list[Cell]:
 # ----------------------------------------------------------- kernel cells (probe agents)
 # (case, op, path template, {profile: expect}); once per profile, not per spelling.
 KERNEL_PROBES: list[tuple[str, str, str, dict[str, Expect]]] = [
-    ("open own file", "read", "{ws}/notes.txt",
-     {p: _ok("kernel") for p in ("readonly", "supervised_approve", "full")}),
-    ("create in own workspace", "create", "{ws}/k-made.txt",
-     {"readonly": _eacces(), "supervised_approve": _ok("kernel"), "full": _ok("kernel")}),
-    ("open outside file", "read", "{outside}/open.txt",
-     {"readonly": _eacces(), "supervised_approve": _eacces(), "full": _ok("kernel", "C1")}),
-    ("open forbidden path", "read", "{outside}/forbidden/key",
-     {p: _eacces("C1" if p == "full" else None)
-      for p in ("readonly", "supervised_approve", "full")}),
-    ("open daemon memory file", "read", "{state}/memory/data.mdb",
-     {p: _eacces() for p in ("readonly", "supervised_approve", "full")}),
-    ("open daemon config", "read", "{config}",
-     {p: _eacces() for p in ("readonly", "supervised_approve", "full")}),
-    ("open sibling workspace", "read", "{owner_ws}/shared.txt",
-     {p: _eacces() for p in ("readonly", "supervised_approve", "full")}),
-    ("create outside", "create", "{outside}/k-out.txt",
-     {p: _eacces() for p in ("readonly", "supervised_approve", "full")}),
+    (
+        "open own file",
+        "read",
+        "{ws}/notes.txt",
+        {p: _ok("kernel") for p in ("readonly", "supervised_approve", "full")},
+    ),
+    (
+        "create in own workspace",
+        "create",
+        "{ws}/k-made.txt",
+        {"readonly": _eacces(), "supervised_approve": _ok("kernel"), "full": _ok("kernel")},
+    ),
+    (
+        "open outside file",
+        "read",
+        "{outside}/open.txt",
+        {"readonly": _eacces(), "supervised_approve": _eacces(), "full": _ok("kernel", "C1")},
+    ),
+    (
+        "open forbidden path",
+        "read",
+        "{outside}/forbidden/key",
+        {
+            p: _eacces("C1" if p == "full" else None)
+            for p in ("readonly", "supervised_approve", "full")
+        },
+    ),
+    (
+        "open daemon memory file",
+        "read",
+        "{state}/memory/data.mdb",
+        {p: _eacces() for p in ("readonly", "supervised_approve", "full")},
+    ),
+    (
+        "open daemon config",
+        "read",
+        "{config}",
+        {p: _eacces() for p in ("readonly", "supervised_approve", "full")},
+    ),
+    (
+        "open sibling workspace",
+        "read",
+        "{owner_ws}/shared.txt",
+        {p: _eacces() for p in ("readonly", "supervised_approve", "full")},
+    ),
+    (
+        "create outside",
+        "create",
+        "{outside}/k-out.txt",
+        {p: _eacces() for p in ("readonly", "supervised_approve", "full")},
+    ),
 ]
 KERNEL_AGENTS = {"readonly": "k_ro", "supervised_approve": "k_sup", "full": "k_full"}
 
@@ -280,12 +507,28 @@ def _control_cells() -> list[Cell]:
     from tests.conformance._registries import control_commands
 
     return [
-        Cell("control_socket", "control_socket", "other_uid", f"{tag} as uid 65534", tag,
-             _no("forbidden", "control"))
+        Cell(
+            "control_socket",
+            "control_socket",
+            "other_uid",
+            f"{tag} as uid 65534",
+            tag,
+            _no("forbidden", "control"),
+        )
         for tag in sorted(control_commands())
     ] + [
-        Cell("control_socket", "kernel", "supervised_approve", "agent connects to control",
-             "control", _no("forbidden", "control")),
+        # Landlock ABI >= 6 scopes abstract unix sockets: the kernel stops the connect;
+        # on an older kernel the control server refuses the agent's process (ADR 0030).
+        Cell(
+            "control_socket",
+            "kernel",
+            "supervised_approve",
+            "agent connects to control",
+            "control",
+            Expect("kernel_denied", "EPERM", "kernel")
+            if _abi() >= 6
+            else _no("forbidden", "control"),
+        ),
     ]
 
 
@@ -294,27 +537,67 @@ def _router_cells() -> list[Cell]:
     from tests.conformance._registries import bus_services
 
     cells = [
-        Cell("router", "router", "unauthenticated", f"service {name} without CURVE keys",
-             name, Expect("refused", "no_handshake", "router"))
+        Cell(
+            "router",
+            "router",
+            "unauthenticated",
+            f"service {name} without CURVE keys",
+            name,
+            Expect("refused", "no_handshake", "router"),
+        )
         for name in sorted(bus_services())
     ]
     cells += [
-        Cell("memory_namespaces", "memory_service", "readonly", "raw store from readonly",
-             "store", _no("read_only_profile", "memory_service", "C2")),
-        Cell("memory_namespaces", "memory_service", "supervised_approve",
-             "raw store into another namespace", "store_foreign",
-             _no("forbidden", "memory_service")),
-        Cell("delegation", "router", "readonly", "forged delegation frame", "delegate",
-             _no("read_only_profile", "router", "C2")),
-        Cell("session_transcripts", "memory_service", "supervised_approve",
-             "raw read of another agent's session", "session_foreign",
-             _no("forbidden", "memory_service")),
-        Cell("memory_namespaces", "memory_service", "supervised_approve",
-             "raw forget of another agent's id", "forget_foreign_id",
-             _no("forbidden", "memory_service", "C5")),
-        Cell("memory_namespaces", "memory_service", "supervised_approve",
-             "raw forget of a missing id", "forget_missing_id",
-             _no("not_found", "memory_service", "C5")),
+        Cell(
+            "memory_namespaces",
+            "memory_service",
+            "readonly",
+            "raw store from readonly",
+            "store",
+            _no("read_only_profile", "memory_service", "C2"),
+        ),
+        # A store names no namespace: whatever the body claims, it lands in the sender's.
+        Cell(
+            "memory_namespaces",
+            "memory_service",
+            "supervised_approve",
+            "raw store claiming another namespace",
+            "store_foreign",
+            Expect("refused", None, "memory_service"),
+        ),
+        Cell(
+            "delegation",
+            "router",
+            "readonly",
+            "forged delegation frame",
+            "delegate",
+            _no("read_only_profile", "router", "C2"),
+        ),
+        Cell(
+            "session_transcripts",
+            "memory_service",
+            "supervised_approve",
+            "raw read of another agent's session",
+            "session_foreign",
+            Expect("refused", None, "memory_service"),
+        ),
+        Cell(
+            "memory_namespaces",
+            "memory_service",
+            "supervised_approve",
+            "raw forget of another agent's id",
+            "forget_foreign_id",
+            _no("forbidden", "memory_service", "C5"),
+        ),
+        # C5 keeps today's answer for a missing id: nothing forgotten, no error.
+        Cell(
+            "memory_namespaces",
+            "memory_service",
+            "supervised_approve",
+            "raw forget of a missing id",
+            "forget_missing_id",
+            Expect("allowed", "forgotten_false", "memory_service", "C5"),
+        ),
     ]
     return cells
 
@@ -322,23 +605,55 @@ def _router_cells() -> list[Cell]:
 # ----------------------------------------------------------- CLI and channels
 def _cli_cells() -> list[Cell]:
     return [
-        Cell("workspace_files", "cli", "readonly", "cli chat --json write", "write x.txt: y",
-             _no("read_only_profile"), "file_write"),
-        Cell("memory_namespaces", "cli", "readonly", "cli chat --json store",
-             "remember: from the cli", _no("read_only_profile", "tool", "C2"), "memory_store"),
+        Cell(
+            "workspace_files",
+            "cli",
+            "readonly",
+            "cli chat --json write",
+            "write x.txt: y",
+            _no("read_only_profile"),
+            "file_write",
+        ),
+        Cell(
+            "memory_namespaces",
+            "cli",
+            "readonly",
+            "cli chat --json store",
+            "remember: from the cli",
+            _no("read_only_profile", "tool", "C2"),
+            "memory_store",
+        ),
     ]
 
 
 def _channel_cells() -> list[Cell]:
     return [
-        Cell("workspace_files", "webhook", "supervised_deny",
-             "webhook write: nobody approves", "write hook.txt: x",
-             _no("approval_denied", "engine"), "file_write"),
-        Cell("router", "webhook", "unauthenticated", "webhook without signature", "unsigned",
-             _no("401", "router")),
-        Cell("workspace_files", "serial", "supervised_deny",
-             "serial write: nobody approves", "write serial.txt: x",
-             _no("approval_denied", "engine"), "file_write"),
+        Cell(
+            "workspace_files",
+            "webhook",
+            "supervised_deny",
+            "webhook write: nobody approves",
+            "write hook.txt: x",
+            _no("approval_denied", "engine"),
+            "file_write",
+        ),
+        Cell(
+            "router",
+            "webhook",
+            "unauthenticated",
+            "webhook without signature",
+            "unsigned",
+            _no("401", "router"),
+        ),
+        Cell(
+            "workspace_files",
+            "serial",
+            "supervised_deny",
+            "serial write: nobody approves",
+            "write serial.txt: x",
+            _no("approval_denied", "engine"),
+            "file_write",
+        ),
     ]
 
 
@@ -360,19 +675,41 @@ def _policy_cells() -> list[Cell]:
     for entry in corpus("paths"):
         for profile, word in entry["expect"].items():
             cells.append(
-                Cell(entry["boundary"], "policy", profile, entry["id"], entry["spelling"],
-                     _expect_word(word), extra=entry)
+                Cell(
+                    entry["boundary"],
+                    "policy",
+                    profile,
+                    entry["id"],
+                    entry["spelling"],
+                    _expect_word(word),
+                    extra=entry,
+                )
             )
     for entry in corpus("commands"):
         for profile, word in entry["expect"].items():
             cells.append(
-                Cell(entry["boundary"], "policy", profile, entry["id"], entry["command"],
-                     _expect_word(word), "shell", extra=entry)
+                Cell(
+                    entry["boundary"],
+                    "policy",
+                    profile,
+                    entry["id"],
+                    entry["command"],
+                    _expect_word(word),
+                    "shell",
+                    extra=entry,
+                )
             )
     for entry in corpus("frames"):
         cells.append(
-            Cell(entry["boundary"], "router", entry["profile"], entry["id"], entry["frame"],
-                 _no(entry["expect"], "router"), extra=entry)
+            Cell(
+                entry["boundary"],
+                "router",
+                entry["profile"],
+                entry["id"],
+                entry["frame"],
+                _no(entry["expect"], "router"),
+                extra=entry,
+            )
         )
     return cells
 
@@ -386,9 +723,16 @@ def daemon_corpus_cells() -> list[Cell]:
         for profile, word in entry["expect"].items():
             if profile in ("supervised_approve", "full"):
                 cells.append(
-                    Cell(entry["boundary"], "grammar/daemon", profile, "corpus " + entry["id"],
-                         f"read {entry['spelling']}", _expect_word(word), "file_read",
-                         extra=entry)
+                    Cell(
+                        entry["boundary"],
+                        "grammar/daemon",
+                        profile,
+                        "corpus " + entry["id"],
+                        f"read {entry['spelling']}",
+                        _expect_word(word),
+                        "file_read",
+                        extra=entry,
+                    )
                 )
     return cells
 

@@ -39,8 +39,11 @@ def rows(cells: list[Cell]) -> list[dict[str, Any]]:
                 "contract": cell.expect.contract,
                 "observed": observed.describe() if observed else None,
                 "status": (
-                    "not run" if observed is None
-                    else "held" if cell.holds(observed) else "violated"
+                    "not run"
+                    if observed is None
+                    else "held"
+                    if cell.holds(observed)
+                    else "violated"
                 ),
             }
         )

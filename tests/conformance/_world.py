@@ -22,10 +22,12 @@ from ._matrix import KERNEL_AGENTS, KERNEL_PROBES, PROFILES, Cell, Observed
 
 ENTRYPOINT = "tests.conformance._agent:main"
 COMMANDS = ["ls", "cat"]
+SESSION_MARKER = "owner-session-marker-5150"  # said in owner's "default" session
 
 
 def conformance_config(root: Path) -> dict[str, Any]:
-    forbidden = [*RiskProfile.model_fields["forbidden_paths"].default, str(root / "outside" / "forbidden")]
+    defaults = RiskProfile.model_fields["forbidden_paths"].default
+    forbidden = [*defaults, str(root / "outside" / "forbidden")]
     doc = make_config(root, {})
     doc["risk_profiles"] = {
         level: {"level": level, "allowed_commands": COMMANDS, "forbidden_paths": forbidden}
@@ -142,7 +144,7 @@ class World:
                     if isinstance(data, dict) and data.get("event") == "approval":
                         session.send(ChatApproval(approved=bool(approve)))
                     continue
-                return data  # type: ignore[no-any-return]
+                return data
         raise AssertionError("the chat ended without a final reply")
 
     def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
@@ -167,7 +169,8 @@ class World:
         alias = KERNEL_AGENTS[profile]
         if alias not in self.kernel:
             go = os.open(self.go[alias], os.O_RDWR)
-            os.write(go, json.dumps({"forget_id": self.owner_record}).encode() + b"\n")
+            order = {"forget_id": self.owner_record, "session_marker": SESSION_MARKER}
+            os.write(go, json.dumps(order).encode() + b"\n")
             os.close(go)
             fd = os.open(self.fifos[alias], os.O_RDWR | os.O_NONBLOCK)
             try:

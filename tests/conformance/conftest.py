@@ -11,10 +11,18 @@ from pathlib import Path
 import pytest
 
 from tests.supervisor import harness
+from zeroclaw.control import Chat, ControlClient
 
 from . import _table
 from ._matrix import all_cells
-from ._world import ENTRYPOINT, World, conformance_config, lay_out, prepare_probes
+from ._world import (
+    ENTRYPOINT,
+    SESSION_MARKER,
+    World,
+    conformance_config,
+    lay_out,
+    prepare_probes,
+)
 
 TABLE_ENV = "ZEROCLAW_CONFORMANCE_TABLE"
 
@@ -31,6 +39,10 @@ def world() -> Iterator[World]:
         daemon.start(ZEROCLAW_AGENT_ENTRYPOINT=ENTRYPOINT)
         world.memory("store", "owner", key="ownersecret", content="ownersecret launch code")
         world.owner_record = world.memory("get", "owner", key="ownersecret")["record"]["id"]
+        reply = ControlClient(world.run_dir).request(
+            Chat(agent="owner", text=f"hello {SESSION_MARKER}", session="default")
+        )
+        assert reply.ok, reply
         # Made after every agent's start: next to an ancestor of a forbidden path.
         (root / "outside" / "later.txt").write_text("made later")
         yield world
