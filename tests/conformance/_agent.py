@@ -87,6 +87,7 @@ async def run_probes(bus: AgentBus, plan: dict[str, Any], out: int, go: int) -> 
         else ("ok" if (missing.body or {}).get("forgotten") else "forgotten_false")
     )
     results["control"] = await trio.to_thread.run_sync(knock, plan["control"])
+    results["env_secret"] = "present" if "HOOK_SECRET" in os.environ else "absent"
     # What the agent's own tools would refuse, sent raw with its real keys.
     stored = await bus.request("memory", "store", {"key": "raw", "content": "raw write"})
     results["store"] = "ok" if stored.ok else stored.error

@@ -23,6 +23,8 @@ Layer = Literal[
     "memory_service",  # the daemon's memory service (per-namespace rights)
     "router",  # the bus router (peer policy, authentication)
     "control",  # the control socket (peer credentials)
+    "channel",  # a channel's own gate (webhook signature, timestamp, replay)
+    "zygote",  # what the zygote gives an agent process (its environment)
     "kernel",  # Landlock / the OS
     "kernel_stricter",  # the kernel denies what the policy allows (ADR 0039)
     "cli",  # the CLI's own checks
@@ -490,6 +492,14 @@ KERNEL_PROBES: list[tuple[str, str, str, dict[str, Expect]]] = [
         {p: _eacces() for p in ("readonly", "supervised_approve", "full")},
     ),
 ]
+KERNEL_PROBES.append(
+    (
+        "open init's environ",
+        "read",
+        "/proc/1/environ",
+        {p: _eacces() for p in ("readonly", "supervised_approve", "full")},
+    )
+)
 KERNEL_AGENTS = {"readonly": "k_ro", "supervised_approve": "k_sup", "full": "k_full"}
 
 
@@ -605,6 +615,18 @@ def _router_cells() -> list[Cell]:
 # ----------------------------------------------------------- CLI and channels
 def _cli_cells() -> list[Cell]:
     return [
+        # Read after the channels and probes ran: the webhook's secret was used by then.
+        *(
+            Cell(
+                "secrets",
+                "cli/daemon",
+                "operator",
+                f"{what} carries no known secret",
+                what,
+                Expect("refused", "no_secret", "cli"),
+            )
+            for what in ("status --json", "events --json", "daemon log (debug)")
+        ),
         Cell(
             "workspace_files",
             "cli",
@@ -627,34 +649,74 @@ def _cli_cells() -> list[Cell]:
 
 
 def _channel_cells() -> list[Cell]:
-    return [
-        Cell(
-            "workspace_files",
-            "webhook",
-            "supervised_deny",
-            "webhook write: nobody approves",
-            "write hook.txt: x",
-            _no("approval_denied", "engine"),
-            "file_write",
-        ),
+    cells = []
+    for path in ("webhook", "serial"):
+        write = f"write {path}.txt: x"
+        cells += [
+            Cell(
+                "workspace_files",
+                path,
+                "supervised_approve",
+                f"{path} write approved",
+                write,
+                _ok("engine"),
+                "file_write",
+            ),
+            Cell(
+                "workspace_files",
+                path,
+                "supervised_deny",
+                f"{path} write denied",
+                write,
+                _no("approval_denied", "engine"),
+                "file_write",
+            ),
+            Cell(
+                "workspace_files",
+                path,
+                "supervised_approve",
+                f"{path} read outside",
+                "read {outside}/open.txt",
+                _no("path_not_allowed"),
+                "file_read",
+            ),
+            Cell(
+                "workspace_files",
+                path,
+                "supervised_approve",
+                f"{path} run outside path",
+                "run cat {outside}/open.txt",
+                _no("path_not_allowed"),
+                "shell",
+            ),
+        ]
+    cells += [
         Cell(
             "router",
             "webhook",
             "unauthenticated",
             "webhook without signature",
             "unsigned",
-            _no("401", "router"),
+            _no("stale_timestamp", "channel"),  # no timestamp header: checked first
         ),
         Cell(
-            "workspace_files",
-            "serial",
-            "supervised_deny",
-            "serial write: nobody approves",
-            "write serial.txt: x",
-            _no("approval_denied", "engine"),
-            "file_write",
+            "router",
+            "webhook",
+            "unauthenticated",
+            "webhook wrong secret",
+            "wrong_secret",
+            _no("bad_signature", "channel"),
+        ),
+        Cell(
+            "router",
+            "webhook",
+            "unauthenticated",
+            "webhook replayed request",
+            "replay",
+            _no("replay", "channel"),
         ),
     ]
+    return cells
 
 
 # ----------------------------------------------------------- the pure policy (corpus)

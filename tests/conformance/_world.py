@@ -7,8 +7,10 @@ from __future__ import annotations
 import json
 import os
 import select
+import socket
 import subprocess
 import sys
+import tty
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,7 +27,15 @@ COMMANDS = ["ls", "cat"]
 SESSION_MARKER = "owner-session-marker-5150"  # said in owner's "default" session
 
 
-def conformance_config(root: Path) -> dict[str, Any]:
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def conformance_config(root: Path, port: int = 0) -> dict[str, Any]:
+    """`port`: the webhook listener's (0: no channels, the in-process config)."""
     defaults = RiskProfile.model_fields["forbidden_paths"].default
     forbidden = [*defaults, str(root / "outside" / "forbidden")]
     doc = make_config(root, {})
@@ -59,6 +69,22 @@ def conformance_config(root: Path) -> dict[str, Any]:
     doc["peer_groups"] = {
         "conf": {"channel": "cli", "agents": ["ro", "sup", "owner", "k_ro", "k_sup"]}
     }
+    if port:  # sup answers a webhook channel and a serial device (a pty the test holds)
+        doc["channels"]["webhook"] = {
+            "hook": {"listen": f"127.0.0.1:{port}", "secret_env": "HOOK_SECRET"}
+        }
+        doc["channels"]["serial"] = {"desk": {"port": str(root / "ttyDESK")}}
+        doc["agents"]["sup"]["channels"] = ["cli.local", "webhook.hook", "serial.desk"]
+        doc["peer_groups"]["hook"] = {
+            "channel": "webhook.hook",
+            "agents": ["sup"],
+            "external_peers": ["*"],
+        }
+        doc["peer_groups"]["desk"] = {
+            "channel": "serial.desk",
+            "agents": ["sup"],
+            "external_peers": ["serial:desk"],
+        }
     return doc
 
 
@@ -72,7 +98,7 @@ def lay_out(root: Path) -> None:
     (outside / "forbidden").mkdir(parents=True, exist_ok=True)
     (outside / "open.txt").write_text("open outside")
     (outside / "forbidden" / "key").write_text("forbidden key")
-    for alias in conformance_config(root)["agents"]:
+    for alias in conformance_config(root, 0)["agents"]:
         ws = workspace(root, alias)
         ws.mkdir(parents=True, exist_ok=True)
         (ws / "notes.txt").write_text(f"{alias}'s notes")
@@ -93,6 +119,32 @@ def lay_out(root: Path) -> None:
     (workspace(root, "owner") / "shared.txt").write_text("owner's shared notes")
 
 
+class Device:
+    """A pty's master end; the serial channel's port (a symlink) names its slave."""
+
+    def __init__(self, path: Path) -> None:
+        self.master, slave = os.openpty()
+        tty.setraw(slave)
+        name = os.ttyname(slave)
+        os.close(slave)  # the channel opens it by name
+        path.symlink_to(name)
+        self._buf = b""
+
+    def send(self, line: str) -> None:
+        os.write(self.master, line.encode() + b"\n")
+
+    def line(self, timeout: float = 30) -> str:
+        while b"\n" not in self._buf:
+            ready, _, _ = select.select([self.master], [], [], timeout)
+            assert ready, f"the serial channel said nothing in {timeout}s"
+            self._buf += os.read(self.master, 65536)
+        line, _, self._buf = self._buf.partition(b"\n")
+        return line.decode().rstrip("\r")
+
+    def close(self) -> None:
+        os.close(self.master)
+
+
 @dataclass
 class World:
     root: Path
@@ -102,6 +154,8 @@ class World:
     go: dict[str, Path] = field(default_factory=dict)
     kernel: dict[str, dict[str, Any]] = field(default_factory=dict)
     owner_record: str = ""
+    port: int = 0
+    device: Device | None = None
 
     @property
     def run_dir(self) -> Path:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.known_secrets import HOOK_SECRET
 from tests.supervisor import harness
 from zeroclaw.control import Chat, ControlClient
 
@@ -18,8 +19,10 @@ from ._matrix import all_cells
 from ._world import (
     ENTRYPOINT,
     SESSION_MARKER,
+    Device,
     World,
     conformance_config,
+    free_port,
     lay_out,
     prepare_probes,
 )
@@ -30,13 +33,14 @@ TABLE_ENV = "ZEROCLAW_CONFORMANCE_TABLE"
 @pytest.fixture(scope="package")
 def world() -> Iterator[World]:
     root = harness.short_root()
-    doc = conformance_config(root)
+    port = free_port()
+    doc = conformance_config(root, port)
     lay_out(root)
     daemon = harness.Daemon(root, doc, faults=False)
-    world = World(root, daemon, doc)
+    world = World(root, daemon, doc, port=port, device=Device(root / "ttyDESK"))
     prepare_probes(world)
     try:
-        daemon.start(ZEROCLAW_AGENT_ENTRYPOINT=ENTRYPOINT)
+        daemon.start(ZEROCLAW_AGENT_ENTRYPOINT=ENTRYPOINT, HOOK_SECRET=HOOK_SECRET)
         world.memory("store", "owner", key="ownersecret", content="ownersecret launch code")
         world.owner_record = world.memory("get", "owner", key="ownersecret")["record"]["id"]
         reply = ControlClient(world.run_dir).request(
@@ -48,6 +52,7 @@ def world() -> Iterator[World]:
         yield world
     finally:
         daemon.stop()
+        world.device.close()
         harness.remove_root(root)
 
 
@@ -55,7 +60,7 @@ def world() -> Iterator[World]:
 def offline_world() -> Iterator[World]:
     """The same config and files, no daemon: `chat -m` runs the agent in the CLI."""
     root = harness.short_root()
-    doc = conformance_config(root)
+    doc = conformance_config(root, 0)
     lay_out(root)
     world = World(root, None, doc)
     world.config_path.write_text(__import__("tomli_w").dumps(doc))

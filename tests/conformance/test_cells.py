@@ -9,6 +9,7 @@ import contextlib
 import errno
 import json
 import os
+import re
 import socket
 from pathlib import Path
 from typing import Any
@@ -113,7 +114,7 @@ def _word(word: str, cell: Cell) -> Observed:
 @_params("kernel")
 def test_kernel_from_inside_the_agent(cell: Cell, world: World) -> None:
     results = world.kernel_results(cell.profile)
-    key = "control" if cell.action == "control" else cell.case
+    key = cell.action if cell.action in ("control", "env_secret") else cell.case
     record(cell, _word(results[key], cell))
 
 
@@ -286,10 +287,116 @@ def test_router_refuses_unauthenticated_and_forged_frames(
     record(cell, observed)
 
 
-@pytest.mark.parametrize("path", ["webhook", "serial"])
-def test_channel_cells_are_not_driven_yet(path: str) -> None:
-    """Declared, not driven: the webhook and serial drivers are the next step (ADR 0040)."""
-    pytest.xfail(f"{len(cells_on(path))} {path} cells are declared but not driven yet")
+# ------------------------------------------------------------------ channels
+
+
+def _signed(body: bytes, secret: str, stamp: str) -> dict[str, str]:
+    from zeroclaw.channels._webhook_core import SIGNATURE_HEADER, TIMESTAMP_HEADER, sign
+
+    return {
+        TIMESTAMP_HEADER: stamp,
+        SIGNATURE_HEADER: sign(secret.encode(), stamp, body),
+        "content-type": "application/json",
+    }
+
+
+def _webhook_turn(world: World, cell: Cell, approve: bool | None) -> dict[str, Any]:
+    import time
+
+    import httpx
+
+    from tests.known_secrets import HOOK_SECRET
+
+    base = f"http://127.0.0.1:{world.port}"
+    text = world.fill(cell.action, "sup")
+    body = json.dumps({"sender": "conformance", "text": text}).encode()
+    stamp = str(int(time.time()))
+    secret = "not-the-secret" if cell.action == "wrong_secret" else HOOK_SECRET
+    headers = {"content-type": "application/json"}
+    if cell.action != "unsigned":
+        headers = _signed(body, secret, stamp)
+    url = f"{base}/v1/channels/hook/messages"
+    answer = httpx.post(url, content=body, headers=headers, timeout=60)
+    if cell.action == "replay":
+        answer = httpx.post(url, content=body, headers=headers, timeout=60)
+    if answer.status_code == 202:  # waits for an approval, given on its own signed request
+        pending = answer.json()
+        verdict = json.dumps({"approved": bool(approve)}).encode()
+        given = httpx.post(
+            f"{base}/v1/channels/hook/approvals/{pending['approval_id']}",
+            content=verdict,
+            headers=_signed(verdict, HOOK_SECRET, str(int(time.time()))),
+            timeout=30,
+        )
+        assert given.status_code == 200, given.text
+        status_url = pending["status_url"]
+        answer = httpx.get(
+            f"{base}{status_url}?wait=30",
+            headers=_signed(status_url.encode(), HOOK_SECRET, str(int(time.time()))),
+            timeout=60,
+        )
+    if answer.status_code != 200:
+        return {"refused": answer.json().get("error", str(answer.status_code))}
+    return answer.json()  # type: ignore[no-any-return]
+
+
+@pytest.fixture(scope="module")
+def serving(world: World) -> World:
+    assert world.daemon is not None
+    world.daemon.wait_for(
+        lambda st: sum(c["state"] == "serving" for c in st.get("channels", [])) == 2
+    )
+    return world
+
+
+@_params("webhook")
+def test_webhook_channel(cell: Cell, serving: World) -> None:
+    approve = PROFILES[cell.profile][1]
+    record(cell, observed_from_turn(cell, _webhook_turn(serving, cell, approve)))
+
+
+_REFUSED = re.compile(r"^(\w+) refused: (\w+)")
+
+
+@_params("serial")
+def test_serial_channel(cell: Cell, serving: World) -> None:
+    device = serving.device
+    assert device is not None
+    device.send(serving.fill(cell.action, "sup"))
+    line = device.line()
+    if line.startswith("approve "):
+        device.send("y" if PROFILES[cell.profile][1] else "n")
+        line = device.line()
+    match = _REFUSED.match(line)
+    observed = (
+        Observed("refused", match.group(2), line[:200])
+        if match
+        else Observed("allowed", None, line)
+    )
+    record(cell, observed)
+
+
+@_params("cli/daemon")
+def test_operator_outputs_carry_no_secret(cell: Cell, world: World) -> None:
+    from tests.known_secrets import secrets_in
+
+    assert world.daemon is not None
+    if cell.action == "daemon log (debug)":
+        text = world.daemon.log_text()
+    else:
+        result = world.cli(*cell.action.split())
+        assert result.returncode == 0, result.stderr
+        # status is one document, events one per line: each carries schema_version
+        for line in (
+            result.stdout.splitlines() if cell.action.startswith("events") else [result.stdout]
+        ):
+            assert json.loads(line)["schema_version"] >= 1
+        text = result.stdout + result.stderr
+    found = secrets_in(text)
+    record(
+        cell,
+        Observed("allowed", "secret", str(found)) if found else Observed("refused", "no_secret"),
+    )
 
 
 def test_the_root_is_short_enough_for_sockets(world: World) -> None:
