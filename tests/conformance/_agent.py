@@ -106,5 +106,9 @@ async def run_probes(bus: AgentBus, plan: dict[str, Any], out: int, go: int) -> 
             plan["delegate_to"], plan["channel"], {"text": "do it", "depth": 0}, kind="delegate"
         )
         results["delegate"] = "ok" if outcome.delivered else outcome.code
+    # A dispatch whose body claims an allowed caller: the router's identity decides.
+    body = {"agent_id": "helper", "task": "forged", "caller": "sup", "source": "cli"}
+    dispatched = await bus.request("subagent", "dispatch", body, wait_secs=60)
+    results["dispatch_forged"] = "ok" if dispatched.ok else dispatched.error
     os.write(out, json.dumps(results).encode() + b"\n")
     os.close(out)

@@ -357,21 +357,28 @@ _GRAMMAR: list[tuple[str, str, str, str, dict[str, Expect]]] = [
         "delegate",
         {"supervised_approve": _no("delegation_not_allowed", "router")},
     ),
-    # sub-agents and adapters: nobody in this daemon may call one, so the agent's toolset
-    # has no such tool at all and the engine answers as for any unknown tool
+    # sub-agents: `helper` lets the cli and sup call it; full is not offered the tools, so
+    # the engine answers as for any tool the agent does not have
     (
         "subagent_dispatch",
-        "dispatch without allowlist",
-        "dispatch helper: do it",
+        "dispatch an allowed sub-agent",
+        "dispatch helper: it rained",
         "agent_dispatch",
-        {"supervised_approve": _no("bad_arguments", "engine")},
+        {"supervised_approve": _ok("router")},
     ),
     (
         "subagent_dispatch",
-        "catalog without allowlist",
+        "dispatch outside the allowlist",
+        "dispatch helper: it rained",
+        "agent_dispatch",
+        {"full": _no("bad_arguments", "engine"), "readonly": _no("bad_arguments", "engine")},
+    ),
+    (
+        "subagent_dispatch",
+        "catalog",
         "catalog",
         "agent_catalog",
-        {"supervised_approve": _no("bad_arguments", "engine")},
+        {"supervised_approve": _ok("engine"), "full": _no("bad_arguments", "engine")},
     ),
     (
         "discovery_adapters",
@@ -583,6 +590,15 @@ def _router_cells() -> list[Cell]:
             "delegate",
             _no("read_only_profile", "router", "C2"),
         ),
+        # A dispatch whose body claims an allowed caller: the router's identity decides.
+        Cell(
+            "subagent_dispatch",
+            "router",
+            "readonly",
+            "forged dispatch claiming a caller",
+            "dispatch_forged",
+            _no("subagent_caller_not_allowed", "router"),
+        ),
         Cell(
             "session_transcripts",
             "memory_service",
@@ -645,6 +661,26 @@ def _cli_cells() -> list[Cell]:
             _no("read_only_profile", "tool", "C2"),
             "memory_store",
         ),
+    ]
+
+
+def _subagent_cells() -> list[Cell]:
+    """The runtime's own tools, in an invocation the operator dispatches (`--task`)."""
+    return [
+        Cell(
+            "subagent_dispatch",
+            "subagent_runtime",
+            "operator",
+            f"skill_read {name}",
+            f"read {path}",
+            _no("subagent_skill_path_not_allowed", "tool"),
+            "skill_read",
+        )
+        for name, path in (
+            # one spelling: each invocation starts a runtime (~10 s); skill_read's path
+            # rule is tested per spelling in tests/subagents
+            ("dotdot to the config", "../../../zeroclaw.toml"),
+        )
     ]
 
 
@@ -809,6 +845,7 @@ def all_cells() -> list[Cell]:
         *_router_cells(),
         *_cli_cells(),
         *_channel_cells(),
+        *_subagent_cells(),
         *_policy_cells(),
     ]
     keys = [c.key for c in cells]

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.conftest import REPO
+from tests.subagents.helpers import write_bundle
 from tests.supervisor.harness import Daemon, make_config
 from zeroclaw.config import RiskProfile
 from zeroclaw.control import Chat, ChatApproval, ControlClient, ControlSession, MemoryCommand
@@ -69,6 +70,7 @@ def conformance_config(root: Path, port: int = 0) -> dict[str, Any]:
     doc["peer_groups"] = {
         "conf": {"channel": "cli", "agents": ["ro", "sup", "owner", "k_ro", "k_sup"]}
     }
+    doc["subagents"] = {"dir": str(root / "subagents")}  # `helper`: callers cli and sup
     if port:  # sup answers a webhook channel and a serial device (a pty the test holds)
         doc["channels"]["webhook"] = {
             "hook": {"listen": f"127.0.0.1:{port}", "secret_env": "HOOK_SECRET"}
@@ -117,6 +119,7 @@ def lay_out(root: Path) -> None:
             os.symlink(target, ws / name)
         os.link(outside / "open.txt", ws / "hardlink.txt")
     (workspace(root, "owner") / "shared.txt").write_text("owner's shared notes")
+    write_bundle(root / "subagents", "helper", callers=("cli", "sup"))
 
 
 class Device:
@@ -201,12 +204,12 @@ class World:
                 return data
         raise AssertionError("the chat ended without a final reply")
 
-    def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
+    def cli(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [sys.executable, "-m", "zeroclaw", "--config", str(self.config_path), *args],
             capture_output=True,
             text=True,
-            timeout=60,
+            timeout=timeout,
             env={**os.environ, "PYTHONPATH": str(REPO)},
             cwd=REPO,
             check=False,

@@ -252,13 +252,17 @@ def rogues(world: World) -> dict[str, bool]:
     for cell in cells:
         sock = ctx.socket(zmq.DEALER)
         sock.setsockopt(zmq.LINGER, 0)
+        # Never block: a client whose handshake fails has no pipe to queue into.
+        sock.setsockopt(zmq.SNDTIMEO, 0)
         sock.setsockopt(zmq.IDENTITY, b"owner")  # claims a real alias as its routing id
         sock.connect(router["endpoint"])
         if cell.extra:
-            sock.send_multipart(_rogue_frame(cell.extra["frame"]), copy=True)
+            with contextlib.suppress(zmq.Again):
+                sock.send_multipart(_rogue_frame(cell.extra["frame"]))
         else:  # a service request, as an agent would send it
             frame = {"t": "request", "id": "1", "service": cell.action, "op": "x", "body": None}
-            sock.send(msgspec.msgpack.encode(frame))
+            with contextlib.suppress(zmq.Again):
+                sock.send(msgspec.msgpack.encode(frame))
         sockets[cell.key] = sock
     world.daemon.wait_for(
         lambda st: st["router"]["refused_connections"]["handshake_failed"] >= before + len(cells)
@@ -396,6 +400,24 @@ def test_operator_outputs_carry_no_secret(cell: Cell, world: World) -> None:
     record(
         cell,
         Observed("allowed", "secret", str(found)) if found else Observed("refused", "no_secret"),
+    )
+
+
+@_params("subagent_runtime")
+def test_subagent_runtime_tools(cell: Cell, world: World) -> None:
+    result = world.cli(
+        "dispatch", "helper", "--task", world.fill(cell.action, "sup"), "--json", timeout=120
+    )
+    invocation = json.loads(result.stdout)["invocation"]["id"]
+    events = world.cli("invocations", "events", invocation, "--json")
+    assert events.returncode == 0, events.stderr
+    bodies = [json.loads(line)["body"] for line in events.stdout.splitlines()]
+    tools = [b for b in bodies if b["kind"] == "tool" and b["name"] == cell.tool]
+    assert tools, bodies
+    first = tools[0]
+    record(
+        cell,
+        Observed("allowed") if first["ok"] else Observed("refused", first["error_code"]),
     )
 
 
