@@ -407,6 +407,20 @@ def _grammar_cells() -> list[Cell]:
 _IN_PROCESS: list[tuple[str, str, str, str, dict[str, Expect]]] = [
     (
         "workspace_files",
+        "read sibling file",
+        "read {owner_ws}/shared.txt",
+        "file_read",
+        {"grant_read": _ok(), "grant_write": _no("path_not_allowed")},
+    ),
+    (
+        "memory_namespaces",
+        "recall granted namespace",
+        "recall from owner: ownersecret",
+        "memory_recall",
+        {"read_memory_from": _ok("memory_service", "C3")},
+    ),
+    (
+        "workspace_files",
         "read outside file",
         "read {outside}/open.txt",
         "file_read",
@@ -438,7 +452,16 @@ _IN_PROCESS: list[tuple[str, str, str, str, dict[str, Expect]]] = [
 
 def _in_process_cells() -> list[Cell]:
     return [
-        Cell(b, "grammar/in_process", p, case, action, e, tool)
+        Cell(
+            b,
+            "grammar/in_process",
+            p,
+            case,
+            action,
+            e,
+            tool,
+            {"reply_has": "launch code"} if tool == "memory_recall" else {},
+        )
         for b, case, action, tool, by_profile in _IN_PROCESS
         for p, e in by_profile.items()
     ]
@@ -507,7 +530,34 @@ KERNEL_PROBES.append(
         {p: _eacces() for p in ("readonly", "supervised_approve", "full")},
     )
 )
-KERNEL_AGENTS = {"readonly": "k_ro", "supervised_approve": "k_sup", "full": "k_full"}
+# Sibling grants in the kernel: what Landlock gives each grant mode on owner's workspace.
+KERNEL_PROBES += [
+    (
+        "open granted sibling file",
+        "read",
+        "{owner_ws}/shared.txt",
+        {"grant_read": _ok("kernel"), "grant_write": _eacces(), "grant_read_write": _ok("kernel")},
+    ),
+    (
+        "create in sibling workspace",
+        "create",
+        "{owner_ws}/k-made-by-{alias}.txt",
+        {
+            "grant_read": _eacces(),
+            "grant_write": _ok("kernel"),
+            "grant_read_write": _ok("kernel"),
+            "supervised_approve": _eacces(),
+        },
+    ),
+]
+KERNEL_AGENTS = {
+    "readonly": "k_ro",
+    "supervised_approve": "k_sup",
+    "full": "k_full",
+    "grant_read": "k_gr",
+    "grant_write": "k_gw",
+    "grant_read_write": "k_grw",
+}
 
 
 def _kernel_cells() -> list[Cell]:

@@ -66,6 +66,9 @@ def conformance_config(root: Path, port: int = 0) -> dict[str, Any]:
         "k_ro": agent("readonly", delegates=["owner"]),
         "k_sup": agent("supervised"),
         "k_full": agent("full"),
+        "k_gr": agent("supervised", workspace={"access": {"owner": "read"}}),
+        "k_gw": agent("supervised", workspace={"access": {"owner": "write"}}),
+        "k_grw": agent("supervised", workspace={"access": {"owner": "read_write"}}),
     }
     doc["peer_groups"] = {
         "conf": {"channel": "cli", "agents": ["ro", "sup", "owner", "k_ro", "k_sup"]}
@@ -178,6 +181,7 @@ class World:
             run=self.run_dir,
             config=self.config_path,
             root=self.root,
+            alias=alias,
             daemon_pid=pid,
             long_name="a" * 4097,
             fd_forbidden="{fd_forbidden}",

@@ -13,6 +13,7 @@ import pytest
 from tests.known_secrets import HOOK_SECRET
 from tests.supervisor import harness
 from zeroclaw.control import Chat, ControlClient
+from zeroclaw.memory import MemoryStore, Scope, WriteOp
 
 from . import _table
 from ._matrix import all_cells
@@ -64,6 +65,13 @@ def offline_world() -> Iterator[World]:
     lay_out(root)
     world = World(root, None, doc)
     world.config_path.write_text(__import__("tomli_w").dumps(doc))
+    # owner's record, for read_memory_from (the store the in-process chat opens)
+    store = MemoryStore(root / "state" / "memory")
+    try:
+        args = {"key": "ownersecret", "content": "ownersecret launch code"}
+        store.apply_writes([WriteOp(Scope("owner"), "store", args)])
+    finally:
+        store.close()
     try:
         yield world
     finally:
