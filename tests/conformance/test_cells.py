@@ -23,7 +23,7 @@ from tests.conformance._world import World, observed_from_turn
 from zeroclaw.agent import path_rules
 from zeroclaw.config import load_config
 from zeroclaw.control import REQUEST_TYPES, SUBAGENT_REQUEST_TYPES, encode, error_reply  # noqa: F401  (kept for the reader)
-from zeroclaw.policy import check_path
+from zeroclaw.policy import abi_version, check_path
 from zeroclaw.supervisor import build_specs
 from zeroclaw.tools import decide_shell
 
@@ -111,6 +111,7 @@ def _word(word: str, cell: Cell) -> Observed:
     return Observed("refused", word)
 
 
+@pytest.mark.skipif(abi_version() < 1, reason="this kernel has no Landlock")
 @_params("kernel")
 def test_kernel_from_inside_the_agent(cell: Cell, world: World) -> None:
     results = world.kernel_results(cell.profile)
