@@ -95,6 +95,10 @@ async def run_probes(bus: AgentBus, plan: dict[str, Any], out: int, go: int) -> 
         "memory", "store", {"key": "raw", "content": "x", "agent": plan["foreign"]}
     )
     results["store_foreign"] = "ok" if foreign.ok else foreign.error
+    recalled = await bus.request("memory", "recall", {"query": "ownersecret", "agents": ["owner"]})
+    results["recall_foreign"] = "ok" if recalled.ok else recalled.error
+    exported = await bus.request("memory", "export", {"agent": "owner"})
+    results["export_foreign"] = "ok" if exported.ok else exported.error
     session = await bus.request("memory", "session", {"session": "default", "agent": "owner"})
     if not session.ok:
         results["session_foreign"] = session.error

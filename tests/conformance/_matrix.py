@@ -337,6 +337,18 @@ _GRAMMAR: list[tuple[str, str, str, str, dict[str, Expect]]] = [
         {"readonly": _ok("router", "C2"), "supervised_approve": _ok("router")},
     ),
     (
+        # An ask is a question: the callee answers with its own peer_tools (none here), so
+        # work asked for in a question is refused inside the callee's turn.
+        "peer_messaging",
+        "ask a peer for work",
+        "ask owner: write asked.txt: x",
+        "send_message_to_peer",
+        {
+            "readonly": _no("tool_not_granted", "engine"),
+            "supervised_approve": _no("tool_not_granted", "engine"),
+        },
+    ),
+    (
         "peer_messaging",
         "ask a non-peer",
         "ask g_read: hello",
@@ -648,6 +660,17 @@ def _router_cells() -> list[Cell]:
             "forged dispatch claiming a caller",
             "dispatch_forged",
             _no("subagent_caller_not_allowed", "router"),
+        ),
+        *(
+            Cell(
+                "memory_namespaces",
+                "memory_service",
+                "supervised_approve",
+                f"raw {op} of another namespace",
+                f"{op}_foreign",
+                _no("forbidden", "memory_service"),
+            )
+            for op in ("recall", "export")
         ),
         Cell(
             "session_transcripts",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import select
 import socket
 import subprocess
@@ -287,6 +288,11 @@ def observed_from_turn(cell: Cell, data: dict[str, Any]) -> Observed:
     call = calls[0]
     if not call["ok"]:
         return Observed("refused", call["error_code"], str(data.get("reply", ""))[:200])
+    if cell.tool == "send_message_to_peer" and cell.expect.kind == "refused":
+        # the question went through; what the callee refused is in its answer
+        nested = re.search(r"(\w+) refused: (\w+)", str(data.get("reply", "")))
+        if nested:
+            return Observed("refused", nested.group(2), str(data.get("reply", ""))[:200])
     want = cell.extra.get("reply_has")
     if want and want not in data.get("reply", ""):
         return Observed("refused", "not_in_reply", str(data.get("reply", ""))[:200])
