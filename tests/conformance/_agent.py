@@ -72,7 +72,8 @@ async def run_probes(bus: AgentBus, plan: dict[str, Any], out: int, go: int) -> 
     for key, (op, path) in plan["probes"].items():
         results[key] = syscall(op, path)
     # The test says go once the daemon is up and the owner's record exists.
-    order = json.loads(await trio.to_thread.run_sync(os.read, go, 65536))
+    # abandon_on_cancel: a probe never told to go must not hold up its agent's stop
+    order = json.loads(await trio.to_thread.run_sync(os.read, go, 65536, abandon_on_cancel=True))
     os.close(go)
     forgot = await bus.request("memory", "forget", {"id": order["forget_id"]})
     results["forget_foreign_id"] = (
