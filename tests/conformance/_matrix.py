@@ -453,6 +453,13 @@ _IN_PROCESS: list[tuple[str, str, str, str, dict[str, Expect]]] = [
         {"full": Expect("allowed", "sandbox_in_force", "kernel", "C4")},
     ),
     (
+        "workspace_files",
+        "human line names the sandbox",
+        "list .",
+        "file_list",
+        {"full": Expect("allowed", "under_landlock", "kernel", "C4")},
+    ),
+    (
         "memory_namespaces",
         "store",
         "remember: in-process note",
@@ -519,6 +526,12 @@ KERNEL_PROBES: list[tuple[str, str, str, dict[str, Expect]]] = [
         "open daemon config",
         "read",
         "{config}",
+        {p: _eacces() for p in ("readonly", "supervised_approve", "full")},
+    ),
+    (
+        "open daemon runtime dir",
+        "read",
+        "{run}",
         {p: _eacces() for p in ("readonly", "supervised_approve", "full")},
     ),
     (

@@ -141,6 +141,12 @@ def test_raw_memory_requests_of_a_hostile_agent(cell: Cell, world: World) -> Non
 def test_grammar_in_process(cell: Cell, offline_world: World) -> None:
     alias = PROFILES[cell.profile][0]
     text = offline_world.fill(cell.action, alias)
+    if cell.expect.code == "under_landlock":  # the human run's fallback line on stderr
+        human = offline_world.cli("--agent", alias, "chat", "-m", text)
+        said = "under_landlock" if "under Landlock" in human.stderr else "not_said"
+        kind = "allowed" if human.returncode == 0 else "refused"
+        record(cell, Observed(kind, said, human.stderr[-200:]))
+        return
     result = offline_world.cli("--agent", alias, "chat", "-m", text, "--json")
     assert "in-process" in result.stderr, result.stderr
     if result.returncode != 0:
