@@ -8,7 +8,7 @@ STAMP   = $(VENV)/.installed-stamp
 CONFIG ?= etc/zeroclaw.toml
 PYTEST_ARGS ?=
 
-.PHONY: run test lint bench install clean error-codes
+.PHONY: run test lint bench install clean error-codes conformance
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,12 @@ lint: install
 
 test: lint
 	$(BIN)/python -m pytest -n 2 $(PYTEST_ARGS)
+
+# The isolation conformance table (ADR 0040): every declared cell against a real daemon, the
+# kernel and the pure policy; prints what is not held, writes docs/conformance/TABLE.md and
+# table.json, and fails on any violation. `make test` runs the same cells (without the table).
+conformance: install
+	ZEROCLAW_CONFORMANCE_TABLE=docs/conformance $(BIN)/python -m pytest -q -n 0 --tb=line tests/conformance
 
 error-codes: install  # the README's "Error codes" section, from the Literal sets
 	$(BIN)/python -m zeroclaw._error_codes README.md

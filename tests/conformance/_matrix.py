@@ -1,0 +1,944 @@
+"""The declared conformance matrix: boundary x path x profile -> expected outcome.
+
+A cell names what it attacks (`boundary`), how the attempt travels (`path`), who attempts
+it (`profile`, one agent per profile in the conformance daemon), the attempt itself
+(`action`: an offline-grammar message, a probe, a frame) and the typed outcome the product
+promises, with the layer that enforces it. The drivers (test_*.py) run every cell of their
+path; `test_completeness` checks that every tool, channel type, control command, bus
+service, risk level and grant mode of the product has cells here.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+Kind = Literal["allowed", "refused", "kernel_denied"]
+Layer = Literal[
+    "tool",  # the tool's own argument checks
+    "policy",  # the path/command policy inside the tool
+    "engine",  # the turn engine (tools not granted, approvals)
+    "memory_service",  # the daemon's memory service (per-namespace rights)
+    "router",  # the bus router (peer policy, authentication)
+    "control",  # the control socket (peer credentials)
+    "channel",  # a channel's own gate (webhook signature, timestamp, replay)
+    "zygote",  # what the zygote gives an agent process (its environment)
+    "kernel",  # Landlock / the OS
+    "kernel_stricter",  # the kernel denies what the policy allows (ADR 0039)
+    "cli",  # the CLI's own checks
+]
+
+BOUNDARIES = (
+    "workspace_files",
+    "memory_namespaces",
+    "session_transcripts",
+    "peer_messaging",
+    "delegation",
+    "subagent_dispatch",
+    "discovery_adapters",
+    "secrets",
+    "control_socket",
+    "router",
+)
+PATHS = (
+    "policy",  # the pure decision functions, every corpus spelling
+    "grammar/daemon",  # the offline grammar -> agent tool, turn in the daemon's agent
+    "grammar/in_process",  # the same, `chat -m` with no daemon (the agent in the CLI)
+    "cli/daemon",  # `zeroclaw ... --json` as an operator runs it
+    "control_socket",  # raw control requests (another uid)
+    "router",  # raw bus frames (unauthenticated, garbage, forged)
+    "memory_service",  # a hostile agent's raw memory request on the bus
+    "kernel",  # direct syscalls from inside an agent process
+    "webhook",  # an inbound webhook channel
+    "serial",  # an inbound serial channel
+    "cli",  # the CLI chat channel (the cli channel type)
+    "subagent_runtime",  # a sub-agent runtime's tools
+)
+# profile -> the agent of the conformance daemon that plays it (and how approvals go).
+PROFILES: dict[str, tuple[str, bool | None]] = {
+    "readonly": ("ro", None),
+    "supervised_approve": ("sup", True),
+    "supervised_deny": ("sup", False),
+    "full": ("full", None),
+    "grant_read": ("g_read", True),
+    "grant_write": ("g_write", True),
+    "grant_read_write": ("g_rw", True),
+    "read_memory_from": ("mem", None),
+    # not agents: who else knocks
+    "other_uid": ("", None),
+    "unauthenticated": ("", None),
+    "operator": ("", None),
+}
+# Which profiles stand for which risk level / grant mode (completeness).
+LEVEL_PROFILES = {"readonly": "readonly", "supervised": "supervised_approve", "full": "full"}
+GRANT_PROFILES = {"read": "grant_read", "write": "grant_write", "read_write": "grant_read_write"}
+CHANNEL_PATHS = {"cli": "cli", "webhook": "webhook", "serial": "serial"}
+
+
+@dataclass(frozen=True)
+class Expect:
+    kind: Kind
+    code: str | None = None  # tool / service / route error code, errno name, or None
+    layer: Layer = "policy"
+    contract: str | None = None  # the issue-16 contract (C1..C5) this cell pins
+
+    def describe(self) -> str:
+        return self.kind + (f" {self.code}" if self.code else "")
+
+
+@dataclass(frozen=True)
+class Observed:
+    kind: Kind
+    code: str | None = None
+    detail: str = ""
+
+    def describe(self) -> str:
+        return self.kind + (f" {self.code}" if self.code else "")
+
+
+@dataclass(frozen=True)
+class Cell:
+    boundary: str
+    path: str
+    profile: str
+    case: str
+    action: str  # what is attempted (a template over the daemon's paths)
+    expect: Expect
+    tool: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def key(self) -> str:
+        return f"{self.boundary}|{self.path}|{self.profile}|{self.case}"
+
+    def holds(self, observed: Observed) -> bool:
+        if observed.kind != self.expect.kind:
+            return False
+        return self.expect.code is None or observed.code == self.expect.code
+
+
+def _abi() -> int:
+    from zeroclaw.policy import abi_version
+
+    return abi_version()
+
+
+def _ok(layer: Layer = "policy", contract: str | None = None) -> Expect:
+    return Expect("allowed", None, layer, contract)
+
+
+def _no(code: str, layer: Layer = "policy", contract: str | None = None) -> Expect:
+    return Expect("refused", code, layer, contract)
+
+
+def _eacces(contract: str | None = None, layer: Layer = "kernel") -> Expect:
+    return Expect("kernel_denied", "EACCES", layer, contract)
+
+
+# ----------------------------------------------------------- grammar cells (daemon path)
+# (boundary, case, action, tool, {profile: expect}); `{ws}` etc. are filled in per daemon.
+_GRAMMAR: list[tuple[str, str, str, str, dict[str, Expect]]] = [
+    # workspace files: own workspace
+    (
+        "workspace_files",
+        "read own file",
+        "read notes.txt",
+        "file_read",
+        {p: _ok() for p in ("readonly", "supervised_approve", "full")},
+    ),
+    (
+        "workspace_files",
+        "list own workspace",
+        "list .",
+        "file_list",
+        {p: _ok() for p in ("readonly", "supervised_approve", "full")},
+    ),
+    (
+        "workspace_files",
+        "write own file",
+        "write made.txt: x",
+        "file_write",
+        {
+            "readonly": _no("read_only_profile"),
+            "supervised_approve": _ok("engine"),
+            "supervised_deny": _no("approval_denied", "engine"),
+            "full": _ok(),
+        },
+    ),
+    # outside the workspace: policy for workspace_only profiles, C1 for full
+    (
+        "workspace_files",
+        "read outside file",
+        "read {outside}/open.txt",
+        "file_read",
+        {
+            "readonly": _no("path_not_allowed"),
+            "supervised_approve": _no("path_not_allowed"),
+            "full": _ok("policy", "C1"),
+        },
+    ),
+    (
+        "workspace_files",
+        "read forbidden path",
+        "read {outside}/forbidden/key",
+        "file_read",
+        {
+            p: _no("forbidden_path", contract="C1" if p == "full" else None)
+            for p in ("readonly", "supervised_approve", "full")
+        },
+    ),
+    (
+        "workspace_files",
+        "read daemon memory file",
+        "read {state}/memory/data.mdb",
+        "file_read",
+        {p: _no("forbidden_path") for p in ("readonly", "supervised_approve", "full")},
+    ),
+    (
+        "workspace_files",
+        "read daemon config",
+        "read {config}",
+        "file_read",
+        {p: _no("forbidden_path") for p in ("readonly", "supervised_approve", "full")},
+    ),
+    (
+        "workspace_files",
+        "list runtime dir",
+        "list {run}",
+        "file_list",
+        {p: _no("forbidden_path") for p in ("supervised_approve", "full")},
+    ),
+    (
+        "workspace_files",
+        "read entry created after start",
+        "read {outside}/later.txt",
+        "file_read",
+        {
+            "full": Expect("refused", "io_error", "kernel_stricter", "C1"),
+            "supervised_approve": _no("path_not_allowed"),
+        },
+    ),
+    (
+        "workspace_files",
+        "write outside file",
+        "write {outside}/w.txt: x",
+        "file_write",
+        {"readonly": _no("read_only_profile"), "supervised_approve": _no("path_not_allowed")},
+    ),
+    # sibling workspaces (grants are outbound: g_* on owner's workspace)
+    (
+        "workspace_files",
+        "read sibling file",
+        "read {owner_ws}/shared.txt",
+        "file_read",
+        {
+            "grant_read": _ok(),
+            "grant_write": _no("path_not_allowed"),
+            "grant_read_write": _ok(),
+            "supervised_approve": _no("path_not_allowed"),
+            "readonly": _no("path_not_allowed"),
+        },
+    ),
+    (
+        "workspace_files",
+        "list sibling workspace",
+        "list {owner_ws}",
+        "file_list",
+        {
+            "grant_read": _ok(),
+            "grant_write": _no("path_not_allowed"),
+            "grant_read_write": _ok(),
+            "supervised_approve": _no("path_not_allowed"),
+        },
+    ),
+    (
+        "workspace_files",
+        "write sibling file",
+        "write {owner_ws}/by-grant.txt: x",
+        "file_write",
+        {
+            "grant_read": _no("path_not_allowed"),
+            "grant_write": _ok("engine"),
+            "grant_read_write": _ok("engine"),
+            "supervised_approve": _no("path_not_allowed"),
+        },
+    ),
+    # shell: the command policy through the daemon
+    (
+        "workspace_files",
+        "shell allowed program",
+        "run ls",
+        "shell",
+        {
+            "readonly": _no("read_only_profile"),
+            "supervised_approve": _ok("engine"),
+            "supervised_deny": _ok("engine"),
+            "full": _ok(),
+        },
+    ),
+    (
+        "workspace_files",
+        "shell program outside allowlist",
+        "run rm notes.txt",
+        "shell",
+        {p: _no("command_not_allowed") for p in ("supervised_approve", "full")},
+    ),
+    (
+        "workspace_files",
+        "shell reads outside path",
+        "run cat {outside}/open.txt",
+        "shell",
+        {"supervised_approve": _no("path_not_allowed")},
+    ),
+    # memory namespaces
+    (
+        "memory_namespaces",
+        "store",
+        "remember: conformance note",
+        "memory_store",
+        {
+            "readonly": _no("read_only_profile", "tool", "C2"),
+            "supervised_approve": _ok("tool"),
+            "full": _ok("tool"),
+        },
+    ),
+    (
+        "memory_namespaces",
+        "forget own key",
+        "forget no-such-key",
+        "memory_forget",
+        {"readonly": _no("read_only_profile", "tool", "C2"), "supervised_approve": _ok("tool")},
+    ),
+    (
+        "memory_namespaces",
+        "recall own",
+        "recall conformance",
+        "memory_recall",
+        {p: _ok("tool") for p in ("readonly", "supervised_approve", "read_memory_from")},
+    ),
+    (
+        "memory_namespaces",
+        "recall granted namespace",
+        "recall from owner: ownersecret",
+        "memory_recall",
+        {
+            "read_memory_from": _ok("memory_service", "C3"),
+            "supervised_approve": _no("forbidden", "memory_service", "C3"),
+        },
+    ),
+    # peers and delegation (peer group: sup, ro, owner; delegates: sup, ro -> owner)
+    (
+        "peer_messaging",
+        "ask a peer",
+        "ask owner: hello",
+        "send_message_to_peer",
+        {"readonly": _ok("router", "C2"), "supervised_approve": _ok("router")},
+    ),
+    (
+        # An ask is a question: the callee answers with its own peer_tools (none here), so
+        # work asked for in a question is refused inside the callee's turn.
+        "peer_messaging",
+        "ask a peer for work",
+        "ask owner: write asked.txt: x",
+        "send_message_to_peer",
+        {
+            "readonly": _no("tool_not_granted", "engine"),
+            "supervised_approve": _no("tool_not_granted", "engine"),
+        },
+    ),
+    (
+        "peer_messaging",
+        "ask a non-peer",
+        "ask g_read: hello",
+        "send_message_to_peer",
+        {"supervised_approve": _no("not_peers", "router")},
+    ),
+    (
+        "delegation",
+        "delegate to allowed",
+        "delegate owner: recall x",
+        "delegate",
+        {"readonly": _no("read_only_profile", "tool", "C2"), "supervised_approve": _ok("router")},
+    ),
+    (
+        "delegation",
+        "delegate to not allowed",
+        "delegate g_read: hi",
+        "delegate",
+        {"supervised_approve": _no("delegation_not_allowed", "router")},
+    ),
+    # sub-agents: `helper` lets the cli and sup call it; full is not offered the tools, so
+    # the engine answers as for any tool the agent does not have
+    (
+        "subagent_dispatch",
+        "dispatch an allowed sub-agent",
+        "dispatch helper: it rained",
+        "agent_dispatch",
+        {"supervised_approve": _ok("router")},
+    ),
+    (
+        "subagent_dispatch",
+        "dispatch outside the allowlist",
+        "dispatch helper: it rained",
+        "agent_dispatch",
+        {"full": _no("bad_arguments", "engine"), "readonly": _no("bad_arguments", "engine")},
+    ),
+    (
+        "subagent_dispatch",
+        "catalog",
+        "catalog",
+        "agent_catalog",
+        {"supervised_approve": _ok("engine"), "full": _no("bad_arguments", "engine")},
+    ),
+    (
+        "discovery_adapters",
+        "invoke unregistered adapter",
+        "invoke someadapter: x",
+        "invoke_adapter",
+        {"supervised_approve": _no("bad_arguments", "engine")},
+    ),
+]
+
+
+def _grammar_cells() -> list[Cell]:
+    cells = []
+    for boundary, case, action, tool, by_profile in _GRAMMAR:
+        for profile, expect in by_profile.items():
+            # A recall that "works" must also find the granted record.
+            finds = tool == "memory_recall" and expect.contract
+            extra = {"reply_has": "launch code"} if finds else {}
+            cells.append(
+                Cell(boundary, "grammar/daemon", profile, case, action, expect, tool, extra)
+            )
+    return cells
+
+
+# ----------------------------------------------------------- in-process (no daemon) cells
+_IN_PROCESS: list[tuple[str, str, str, str, dict[str, Expect]]] = [
+    (
+        "workspace_files",
+        "read sibling file",
+        "read {owner_ws}/shared.txt",
+        "file_read",
+        {"grant_read": _ok(), "grant_write": _no("path_not_allowed")},
+    ),
+    (
+        "memory_namespaces",
+        "recall granted namespace",
+        "recall from owner: ownersecret",
+        "memory_recall",
+        {"read_memory_from": _ok("memory_service", "C3")},
+    ),
+    (
+        "workspace_files",
+        "read outside file",
+        "read {outside}/open.txt",
+        "file_read",
+        {"full": _ok("policy", "C1"), "supervised_approve": _no("path_not_allowed")},
+    ),
+    (
+        "workspace_files",
+        "read forbidden path",
+        "read {outside}/forbidden/key",
+        "file_read",
+        {"full": _no("forbidden_path", contract="C1")},
+    ),
+    (
+        "workspace_files",
+        "kernel in force in-process",
+        "read notes.txt",
+        "file_read",
+        {"full": Expect("allowed", "sandbox_in_force", "kernel", "C4")},
+    ),
+    (
+        "workspace_files",
+        "human line names the sandbox",
+        "list .",
+        "file_list",
+        {"full": Expect("allowed", "under_landlock", "kernel", "C4")},
+    ),
+    (
+        "memory_namespaces",
+        "store",
+        "remember: in-process note",
+        "memory_store",
+        {"readonly": _no("read_only_profile", "tool", "C2")},
+    ),
+]
+
+
+def _in_process_cells() -> list[Cell]:
+    return [
+        Cell(
+            b,
+            "grammar/in_process",
+            p,
+            case,
+            action,
+            e,
+            tool,
+            {"reply_has": "launch code"} if tool == "memory_recall" else {},
+        )
+        for b, case, action, tool, by_profile in _IN_PROCESS
+        for p, e in by_profile.items()
+    ]
+
+
+# ----------------------------------------------------------- kernel cells (probe agents)
+# (case, op, path template, {profile: expect}); once per profile, not per spelling.
+KERNEL_PROBES: list[tuple[str, str, str, dict[str, Expect]]] = [
+    (
+        "open own file",
+        "read",
+        "{ws}/notes.txt",
+        {p: _ok("kernel") for p in ("readonly", "supervised_approve", "full")},
+    ),
+    (
+        "create in own workspace",
+        "create",
+        "{ws}/k-made.txt",
+        {"readonly": _eacces(), "supervised_approve": _ok("kernel"), "full": _ok("kernel")},
+    ),
+    (
+        "open outside file",
+        "read",
+        "{outside}/open.txt",
+        {"readonly": _eacces(), "supervised_approve": _eacces(), "full": _ok("kernel", "C1")},
+    ),
+    (
+        "open forbidden path",
+        "read",
+        "{outside}/forbidden/key",
+        {
+            p: _eacces("C1" if p == "full" else None)
+            for p in ("readonly", "supervised_approve", "full")
+        },
+    ),
+    (
+        "open daemon memory file",
+        "read",
+        "{state}/memory/data.mdb",
+        {p: _eacces() for p in ("readonly", "supervised_approve", "full")},
+    ),
+    (
+        "open daemon config",
+        "read",
+        "{config}",
+        {p: _eacces() for p in ("readonly", "supervised_approve", "full")},
+    ),
+    (
+        "open daemon runtime dir",
+        "read",
+        "{run}",
+        {p: _eacces() for p in ("readonly", "supervised_approve", "full")},
+    ),
+    (
+        "open sibling workspace",
+        "read",
+        "{owner_ws}/shared.txt",
+        {p: _eacces() for p in ("readonly", "supervised_approve", "full")},
+    ),
+    (
+        "create outside",
+        "create",
+        "{outside}/k-out.txt",
+        {p: _eacces() for p in ("readonly", "supervised_approve", "full")},
+    ),
+]
+KERNEL_PROBES.append(
+    (
+        "open init's environ",
+        "read",
+        "/proc/1/environ",
+        {p: _eacces() for p in ("readonly", "supervised_approve", "full")},
+    )
+)
+# Sibling grants in the kernel: what Landlock gives each grant mode on owner's workspace.
+KERNEL_PROBES += [
+    (
+        "open granted sibling file",
+        "read",
+        "{owner_ws}/shared.txt",
+        {"grant_read": _ok("kernel"), "grant_write": _eacces(), "grant_read_write": _ok("kernel")},
+    ),
+    (
+        "create in sibling workspace",
+        "create",
+        "{owner_ws}/k-made-by-{alias}.txt",
+        {
+            "grant_read": _eacces(),
+            "grant_write": _ok("kernel"),
+            "grant_read_write": _ok("kernel"),
+            "supervised_approve": _eacces(),
+        },
+    ),
+]
+KERNEL_AGENTS = {
+    "readonly": "k_ro",
+    "supervised_approve": "k_sup",
+    "full": "k_full",
+    "grant_read": "k_gr",
+    "grant_write": "k_gw",
+    "grant_read_write": "k_grw",
+}
+
+
+def _kernel_cells() -> list[Cell]:
+    cells = []
+    for case, op, path, by_profile in KERNEL_PROBES:
+        for profile, expect in by_profile.items():
+            boundary = "workspace_files"
+            cells.append(Cell(boundary, "kernel", profile, case, f"{op} {path}", expect))
+    return cells
+
+
+# ----------------------------------------------------------- control socket (another uid)
+def _control_cells() -> list[Cell]:
+    from tests.conformance._registries import control_commands
+
+    return [
+        Cell(
+            "control_socket",
+            "control_socket",
+            "other_uid",
+            f"{tag} as uid 65534",
+            tag,
+            _no("forbidden", "control"),
+        )
+        for tag in sorted(control_commands())
+    ] + [
+        # Landlock ABI >= 6 scopes abstract unix sockets: the kernel stops the connect;
+        # on an older kernel the control server refuses the agent's process (ADR 0030).
+        Cell(
+            "control_socket",
+            "kernel",
+            "supervised_approve",
+            "agent connects to control",
+            "control",
+            Expect("kernel_denied", "EPERM", "kernel")
+            if _abi() >= 6
+            else _no("forbidden", "control"),
+        ),
+    ]
+
+
+# ----------------------------------------------------------- router and bus services
+def _router_cells() -> list[Cell]:
+    from tests.conformance._registries import bus_services
+
+    cells = [
+        Cell(
+            "router",
+            "router",
+            "unauthenticated",
+            f"service {name} without CURVE keys",
+            name,
+            Expect("refused", "no_handshake", "router"),
+        )
+        for name in sorted(bus_services())
+    ]
+    cells += [
+        Cell(
+            "memory_namespaces",
+            "memory_service",
+            "readonly",
+            "raw store from readonly",
+            "store",
+            _no("read_only_profile", "memory_service", "C2"),
+        ),
+        # A store names no namespace: whatever the body claims, it lands in the sender's.
+        Cell(
+            "memory_namespaces",
+            "memory_service",
+            "supervised_approve",
+            "raw store claiming another namespace",
+            "store_foreign",
+            Expect("refused", None, "memory_service"),
+        ),
+        Cell(
+            "delegation",
+            "router",
+            "readonly",
+            "forged delegation frame",
+            "delegate",
+            _no("read_only_profile", "router", "C2"),
+        ),
+        # A dispatch whose body claims an allowed caller: the router's identity decides.
+        Cell(
+            "subagent_dispatch",
+            "router",
+            "readonly",
+            "forged dispatch claiming a caller",
+            "dispatch_forged",
+            _no("subagent_caller_not_allowed", "router"),
+        ),
+        *(
+            Cell(
+                "memory_namespaces",
+                "memory_service",
+                "supervised_approve",
+                f"raw {op} of another namespace",
+                f"{op}_foreign",
+                _no("forbidden", "memory_service"),
+            )
+            for op in ("recall", "export")
+        ),
+        Cell(
+            "session_transcripts",
+            "memory_service",
+            "supervised_approve",
+            "raw read of another agent's session",
+            "session_foreign",
+            Expect("refused", None, "memory_service"),
+        ),
+        Cell(
+            "memory_namespaces",
+            "memory_service",
+            "supervised_approve",
+            "raw forget of another agent's id",
+            "forget_foreign_id",
+            _no("forbidden", "memory_service", "C5"),
+        ),
+        # C5 keeps today's answer for a missing id: nothing forgotten, no error.
+        Cell(
+            "memory_namespaces",
+            "memory_service",
+            "supervised_approve",
+            "raw forget of a missing id",
+            "forget_missing_id",
+            Expect("allowed", "forgotten_false", "memory_service", "C5"),
+        ),
+    ]
+    return cells
+
+
+# ----------------------------------------------------------- CLI and channels
+def _cli_cells() -> list[Cell]:
+    return [
+        # Read after the channels and probes ran: the webhook's secret was used by then.
+        *(
+            Cell(
+                "secrets",
+                "cli/daemon",
+                "operator",
+                f"{what} carries no known secret",
+                what,
+                Expect("refused", "no_secret", "cli"),
+            )
+            for what in ("status --json", "events --json", "daemon log (debug)")
+        ),
+        Cell(
+            "workspace_files",
+            "cli",
+            "readonly",
+            "cli chat --json write",
+            "write x.txt: y",
+            _no("read_only_profile"),
+            "file_write",
+        ),
+        Cell(
+            "memory_namespaces",
+            "cli",
+            "readonly",
+            "cli chat --json store",
+            "remember: from the cli",
+            _no("read_only_profile", "tool", "C2"),
+            "memory_store",
+        ),
+    ]
+
+
+def _subagent_cells() -> list[Cell]:
+    """The runtime's own tools, in an invocation the operator dispatches (`--task`)."""
+    return [
+        Cell(
+            "subagent_dispatch",
+            "subagent_runtime",
+            "operator",
+            f"skill_read {name}",
+            f"read {path}",
+            _no("subagent_skill_path_not_allowed", "tool"),
+            "skill_read",
+        )
+        for name, path in (
+            # one spelling: each invocation starts a runtime (~10 s); skill_read's path
+            # rule is tested per spelling in tests/subagents
+            ("dotdot to the config", "../../../zeroclaw.toml"),
+        )
+    ]
+
+
+def _channel_cells() -> list[Cell]:
+    cells = []
+    for path in ("webhook", "serial"):
+        write = f"write {path}.txt: x"
+        cells += [
+            Cell(
+                "workspace_files",
+                path,
+                "supervised_approve",
+                f"{path} write approved",
+                write,
+                _ok("engine"),
+                "file_write",
+            ),
+            Cell(
+                "workspace_files",
+                path,
+                "supervised_deny",
+                f"{path} write denied",
+                write,
+                _no("approval_denied", "engine"),
+                "file_write",
+            ),
+            Cell(
+                "workspace_files",
+                path,
+                "supervised_approve",
+                f"{path} read outside",
+                "read {outside}/open.txt",
+                _no("path_not_allowed"),
+                "file_read",
+            ),
+            Cell(
+                "workspace_files",
+                path,
+                "supervised_approve",
+                f"{path} run outside path",
+                "run cat {outside}/open.txt",
+                _no("path_not_allowed"),
+                "shell",
+            ),
+        ]
+    cells += [
+        Cell(
+            "router",
+            "webhook",
+            "unauthenticated",
+            "webhook without signature",
+            "unsigned",
+            _no("stale_timestamp", "channel"),  # no timestamp header: checked first
+        ),
+        Cell(
+            "router",
+            "webhook",
+            "unauthenticated",
+            "webhook wrong secret",
+            "wrong_secret",
+            _no("bad_signature", "channel"),
+        ),
+        Cell(
+            "router",
+            "webhook",
+            "unauthenticated",
+            "webhook replayed request",
+            "replay",
+            _no("replay", "channel"),
+        ),
+    ]
+    return cells
+
+
+# ----------------------------------------------------------- the pure policy (corpus)
+CORPUS = Path(__file__).parent / "corpus"
+
+
+def corpus(name: str) -> list[dict[str, Any]]:
+    with (CORPUS / f"{name}.toml").open("rb") as fh:
+        return list(tomllib.load(fh)["entry"])
+
+
+def _expect_word(word: str, layer: Layer = "policy") -> Expect:
+    return _ok(layer) if word == "ok" else _no(word, layer)
+
+
+def _policy_cells() -> list[Cell]:
+    cells = []
+    for entry in corpus("paths"):
+        for profile, word in entry["expect"].items():
+            cells.append(
+                Cell(
+                    entry["boundary"],
+                    "policy",
+                    profile,
+                    entry["id"],
+                    entry["spelling"],
+                    _expect_word(word),
+                    extra=entry,
+                )
+            )
+    for entry in corpus("commands"):
+        for profile, word in entry["expect"].items():
+            cells.append(
+                Cell(
+                    entry["boundary"],
+                    "policy",
+                    profile,
+                    entry["id"],
+                    entry["command"],
+                    _expect_word(word),
+                    "shell",
+                    extra=entry,
+                )
+            )
+    for entry in corpus("frames"):
+        cells.append(
+            Cell(
+                entry["boundary"],
+                "router",
+                entry["profile"],
+                entry["id"],
+                entry["frame"],
+                _no(entry["expect"], "router"),
+                extra=entry,
+            )
+        )
+    return cells
+
+
+def daemon_corpus_cells() -> list[Cell]:
+    """Path spellings the grammar can carry (no whitespace or NUL), through the daemon."""
+    cells = []
+    for entry in corpus("paths"):
+        if not entry.get("daemon", True):
+            continue
+        for profile, word in entry["expect"].items():
+            if profile in ("supervised_approve", "full"):
+                cells.append(
+                    Cell(
+                        entry["boundary"],
+                        "grammar/daemon",
+                        profile,
+                        "corpus " + entry["id"],
+                        f"read {entry['spelling']}",
+                        _expect_word(word),
+                        "file_read",
+                        extra=entry,
+                    )
+                )
+    return cells
+
+
+def all_cells() -> list[Cell]:
+    cells = [
+        *_grammar_cells(),
+        *daemon_corpus_cells(),
+        *_in_process_cells(),
+        *_kernel_cells(),
+        *_control_cells(),
+        *_router_cells(),
+        *_cli_cells(),
+        *_channel_cells(),
+        *_subagent_cells(),
+        *_policy_cells(),
+    ]
+    keys = [c.key for c in cells]
+    dupes = {k for k in keys if keys.count(k) > 1}
+    assert not dupes, f"cells declared twice: {sorted(dupes)}"
+    return cells
+
+
+def cells_on(path: str) -> list[Cell]:
+    return [c for c in all_cells() if c.path == path]

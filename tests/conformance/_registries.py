@@ -1,0 +1,86 @@
+"""What the product says exists: the tools, channel types, control commands, bus services,
+risk levels and grant modes the conformance matrix must cover. Read from the product's own
+registries, so a new entry there without a conformance entry fails `test_completeness`."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+from typing import Any, get_args
+
+from tests.conftest import REPO
+from zeroclaw import tools
+from zeroclaw.config import ChannelConfig, RiskProfile
+from zeroclaw.control import REQUEST_TYPES, SUBAGENT_REQUEST_TYPES
+from zeroclaw.turns import ADAPTER_SERVICE, SUBAGENT_SERVICE, TURN_SERVICE
+
+
+def agent_tools() -> frozenset[str]:
+    """Every tool an agent's model may be offered: the built-in toolset, the sub-agent
+    tools and the discovered-adapter tool."""
+    return frozenset(
+        {*tools.DEFAULT_TOOLSET.names(), *tools.DISPATCH_TOOL_NAMES, tools.ADAPTER_TOOL}
+    )
+
+
+def channel_types() -> frozenset[str]:
+    """The `[channels.<type>]` tables of the config model."""
+    from zeroclaw.config import Config
+
+    table = Config.model_fields["channels"].annotation
+    assert table is not None and len(get_args(ChannelConfig)) == len(table.model_fields)
+    return frozenset(table.model_fields)
+
+
+def control_commands() -> frozenset[str]:
+    """The control protocol's request tags (the daemon's command table serves each)."""
+    return frozenset(
+        str(t.__struct_config__.tag) for t in (*REQUEST_TYPES, *SUBAGENT_REQUEST_TYPES)
+    )
+
+
+_SERVICE_NAMES = {
+    "TURN_SERVICE": TURN_SERVICE,
+    "SUBAGENT_SERVICE": SUBAGENT_SERVICE,
+    "ADAPTER_SERVICE": ADAPTER_SERVICE,
+}
+
+
+def bus_services() -> frozenset[str]:
+    """The services the daemon registers on its router: the keys of `services={...}` in
+    the daemon's Router(...) call (the daemon builds that dict inline; no registry exports
+    it, so the source is the registry)."""
+    source = (REPO / "zeroclaw" / "supervisor" / "_daemon.py").read_text()
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Router":
+            for kw in node.keywords:
+                if kw.arg == "services" and isinstance(kw.value, ast.Dict):
+                    names.update(_key(k) for k in kw.value.keys)
+    assert names, "the daemon's Router(services={...}) call was not found"
+    return frozenset(names)
+
+
+def _key(node: Any) -> str:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.Name) and node.id in _SERVICE_NAMES:
+        return _SERVICE_NAMES[node.id]
+    raise AssertionError(f"a bus service key this registry cannot read: {ast.dump(node)}")
+
+
+def risk_levels() -> frozenset[str]:
+    return frozenset(get_args(RiskProfile.model_fields["level"].annotation))
+
+
+def access_modes() -> frozenset[str]:
+    from zeroclaw.config import AgentConfig
+
+    workspace = AgentConfig.model_fields["workspace"].annotation
+    assert workspace is not None
+    access = workspace.model_fields["access"].annotation
+    return frozenset(get_args(get_args(access)[1]))
+
+
+def repo_path(*parts: str) -> Path:
+    return REPO.joinpath(*parts)

@@ -1,0 +1,299 @@
+"""The conformance daemon: one config, one agent per profile and grant, files laid out
+for every cell, and the ways cells are driven against it (control-socket chat, the CLI,
+the probe agents' FIFOs)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import select
+import socket
+import subprocess
+import sys
+import tty
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tests.conftest import REPO
+from tests.subagents.helpers import write_bundle
+from tests.supervisor.harness import Daemon, make_config
+from zeroclaw.config import RiskProfile
+from zeroclaw.control import Chat, ChatApproval, ControlClient, ControlSession, MemoryCommand
+
+from ._matrix import KERNEL_AGENTS, KERNEL_PROBES, PROFILES, Cell, Observed
+
+ENTRYPOINT = "tests.conformance._agent:main"
+COMMANDS = ["ls", "cat"]
+SESSION_MARKER = "owner-session-marker-5150"  # said in owner's "default" session
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def conformance_config(root: Path, port: int = 0) -> dict[str, Any]:
+    """`port`: the webhook listener's (0: no channels, the in-process config)."""
+    defaults = RiskProfile.model_fields["forbidden_paths"].default
+    forbidden = [*defaults, str(root / "outside" / "forbidden")]
+    doc = make_config(root, {})
+    doc["risk_profiles"] = {
+        level: {"level": level, "allowed_commands": COMMANDS, "forbidden_paths": forbidden}
+        for level in ("readonly", "supervised", "full")
+    }
+
+    def agent(profile: str, **extra: Any) -> dict[str, Any]:
+        return {
+            "model_provider": "offline.default",
+            "risk_profile": profile,
+            "runtime_profile": "fast",
+            "channels": ["cli.local"],
+            **extra,
+        }
+
+    doc["agents"] = {
+        "ro": agent("readonly", delegates=["owner"]),
+        "sup": agent("supervised", delegates=["owner"]),
+        "full": agent("full"),
+        "owner": agent("supervised"),
+        "g_read": agent("supervised", workspace={"access": {"owner": "read"}}),
+        "g_write": agent("supervised", workspace={"access": {"owner": "write"}}),
+        "g_rw": agent("supervised", workspace={"access": {"owner": "read_write"}}),
+        "mem": agent("supervised", memory={"read_memory_from": ["owner"]}),
+        "k_ro": agent("readonly", delegates=["owner"]),
+        "k_sup": agent("supervised"),
+        "k_full": agent("full"),
+        "k_gr": agent("supervised", workspace={"access": {"owner": "read"}}),
+        "k_gw": agent("supervised", workspace={"access": {"owner": "write"}}),
+        "k_grw": agent("supervised", workspace={"access": {"owner": "read_write"}}),
+    }
+    doc["peer_groups"] = {
+        "conf": {"channel": "cli", "agents": ["ro", "sup", "owner", "k_ro", "k_sup"]}
+    }
+    doc["subagents"] = {"dir": str(root / "subagents")}  # `helper`: callers cli and sup
+    if port:  # sup answers a webhook channel and a serial device (a pty the test holds)
+        doc["channels"]["webhook"] = {
+            "hook": {"listen": f"127.0.0.1:{port}", "secret_env": "HOOK_SECRET"}
+        }
+        doc["channels"]["serial"] = {"desk": {"port": str(root / "ttyDESK")}}
+        doc["agents"]["sup"]["channels"] = ["cli.local", "webhook.hook", "serial.desk"]
+        doc["peer_groups"]["hook"] = {
+            "channel": "webhook.hook",
+            "agents": ["sup"],
+            "external_peers": ["*"],
+        }
+        doc["peer_groups"]["desk"] = {
+            "channel": "serial.desk",
+            "agents": ["sup"],
+            "external_peers": ["serial:desk"],
+        }
+    return doc
+
+
+def workspace(root: Path, alias: str) -> Path:
+    return root / "state" / "agents" / alias / "workspace"
+
+
+def lay_out(root: Path) -> None:
+    """The files every cell expects, made by the operator before the daemon starts."""
+    outside = root / "outside"
+    (outside / "forbidden").mkdir(parents=True, exist_ok=True)
+    (outside / "open.txt").write_text("open outside")
+    (outside / "forbidden" / "key").write_text("forbidden key")
+    for alias in conformance_config(root, 0)["agents"]:
+        ws = workspace(root, alias)
+        ws.mkdir(parents=True, exist_ok=True)
+        (ws / "notes.txt").write_text(f"{alias}'s notes")
+        (ws / "sub").mkdir(exist_ok=True)
+        links = {
+            "link-out": str(outside / "open.txt"),
+            "chain1": "chain2",
+            "chain2": "sub/chain3",
+            "sub/chain3": str(outside),
+            "link-owner": str(workspace(root, "owner")),
+            "link-forbidden": str(outside / "forbidden" / "key"),
+            "dangling": "/nonexistent-zc-conformance/x",
+            "dangling-forbidden": str(outside / "forbidden" / "nothing"),
+        }
+        for name, target in links.items():
+            os.symlink(target, ws / name)
+        os.link(outside / "open.txt", ws / "hardlink.txt")
+    (workspace(root, "owner") / "shared.txt").write_text("owner's shared notes")
+    write_bundle(root / "subagents", "helper", callers=("cli", "sup"))
+
+
+class Device:
+    """A pty's master end; the serial channel's port (a symlink) names its slave."""
+
+    def __init__(self, path: Path) -> None:
+        self.master, slave = os.openpty()
+        tty.setraw(slave)
+        name = os.ttyname(slave)
+        os.close(slave)  # the channel opens it by name
+        path.symlink_to(name)
+        self._buf = b""
+
+    def send(self, line: str) -> None:
+        os.write(self.master, line.encode() + b"\n")
+
+    def line(self, timeout: float = 30) -> str:
+        while b"\n" not in self._buf:
+            ready, _, _ = select.select([self.master], [], [], timeout)
+            assert ready, f"the serial channel said nothing in {timeout}s"
+            self._buf += os.read(self.master, 65536)
+        line, _, self._buf = self._buf.partition(b"\n")
+        return line.decode().rstrip("\r")
+
+    def close(self) -> None:
+        os.close(self.master)
+
+
+@dataclass
+class World:
+    root: Path
+    daemon: Daemon | None
+    doc: dict[str, Any]
+    fifos: dict[str, Path] = field(default_factory=dict)
+    go: dict[str, Path] = field(default_factory=dict)
+    kernel: dict[str, dict[str, Any]] = field(default_factory=dict)
+    owner_record: str = ""
+    port: int = 0
+    device: Device | None = None
+
+    @property
+    def run_dir(self) -> Path:
+        return self.root / "run"
+
+    @property
+    def config_path(self) -> Path:
+        return self.root / "zeroclaw.toml"
+
+    def fill(self, template: str, alias: str) -> str:
+        pid = self.daemon.proc.pid if self.daemon and self.daemon.proc else os.getpid()
+        return template.format(
+            ws=workspace(self.root, alias),
+            owner_ws=workspace(self.root, "owner"),
+            outside=self.root / "outside",
+            state=self.root / "state",
+            run=self.run_dir,
+            config=self.config_path,
+            root=self.root,
+            alias=alias,
+            daemon_pid=pid,
+            long_name="a" * 4097,
+            fd_forbidden="{fd_forbidden}",
+        )
+
+    # --- driving a turn ---------------------------------------------------------------
+
+    def chat(self, profile: str, text: str) -> dict[str, Any]:
+        """One turn through the control socket, as `chat` does; approvals answered as the
+        profile says (no answer at all: nobody is there)."""
+        alias, approve = PROFILES[profile]
+        with ControlSession(self.run_dir, timeout=60) as session:
+            session.send(
+                Chat(agent=alias, text=text, session="conformance", interactive=approve is not None)
+            )
+            for reply in session.replies():
+                data = reply.data or {}
+                if not reply.ok:
+                    return {"refused": reply.error}
+                if reply.more:
+                    if isinstance(data, dict) and data.get("event") == "approval":
+                        session.send(ChatApproval(approved=bool(approve)))
+                    continue
+                return data
+        raise AssertionError("the chat ended without a final reply")
+
+    def cli(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "zeroclaw", "--config", str(self.config_path), *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+            cwd=REPO,
+            check=False,
+        )
+
+    def memory(self, op: str, agent: str, **args: Any) -> Any:
+        reply = ControlClient(self.run_dir).request(MemoryCommand(op=op, agent=agent, args=args))
+        assert reply.ok, reply
+        return reply.data
+
+    # --- the probe agents ---------------------------------------------------------------
+
+    def kernel_results(self, profile: str) -> dict[str, Any]:
+        alias = KERNEL_AGENTS[profile]
+        if alias not in self.kernel:
+            go = os.open(self.go[alias], os.O_RDWR)
+            order = {"forget_id": self.owner_record, "session_marker": SESSION_MARKER}
+            os.write(go, json.dumps(order).encode() + b"\n")
+            os.close(go)
+            fd = os.open(self.fifos[alias], os.O_RDWR | os.O_NONBLOCK)
+            try:
+                data = b""
+                while not data.endswith(b"\n"):
+                    ready, _, _ = select.select([fd], [], [], 60)
+                    assert ready, f"probe agent {alias} wrote nothing in 60s"
+                    data += os.read(fd, 65536)
+            finally:
+                os.close(fd)
+            self.kernel[alias] = json.loads(data)
+        return self.kernel[alias]
+
+
+def prepare_probes(world: World) -> None:
+    """Each probe agent's plan, and the FIFOs it answers on, before the daemon starts."""
+    (world.root / "probes").mkdir(exist_ok=True)
+    for profile, alias in KERNEL_AGENTS.items():
+        fifo = world.root / "probes" / f"{alias}.out"
+        go = world.root / "probes" / f"{alias}.go"
+        os.mkfifo(fifo)
+        os.mkfifo(go)
+        world.fifos[alias], world.go[alias] = fifo, go
+        probes = {
+            case: (op, world.fill(path, alias))
+            for case, op, path, by_profile in KERNEL_PROBES
+            if profile in by_profile
+        }
+        plan = {
+            "fifo": str(fifo),
+            "go": str(go),
+            "probes": probes,
+            "control": "@" + control_name(world.run_dir),
+            "foreign": "owner",
+            "delegate_to": "owner" if alias == "k_ro" else "",
+            "channel": "cli.local",
+        }
+        (workspace(world.root, alias) / "probe.json").write_text(json.dumps(plan))
+
+
+def control_name(run_dir: Path) -> str:
+    from zeroclaw.control import control_address
+
+    return control_address(run_dir)[1:]
+
+
+def observed_from_turn(cell: Cell, data: dict[str, Any]) -> Observed:
+    if "refused" in data:
+        return Observed("refused", str(data["refused"]), "the daemon refused the turn")
+    calls = data.get("tool_calls") or []
+    if not calls:
+        return Observed("refused", "no_tool_call", str(data.get("reply", ""))[:200])
+    call = calls[0]
+    if not call["ok"]:
+        return Observed("refused", call["error_code"], str(data.get("reply", ""))[:200])
+    if cell.tool == "send_message_to_peer" and cell.expect.kind == "refused":
+        # the question went through; what the callee refused is in its answer
+        nested = re.search(r"(\w+) refused: (\w+)", str(data.get("reply", "")))
+        if nested:
+            return Observed("refused", nested.group(2), str(data.get("reply", ""))[:200])
+    want = cell.extra.get("reply_has")
+    if want and want not in data.get("reply", ""):
+        return Observed("refused", "not_in_reply", str(data.get("reply", ""))[:200])
+    return Observed("allowed", None, str(data.get("reply", ""))[:120])

@@ -1,0 +1,94 @@
+"""One conformance daemon for the package (one agent per profile and grant), one config
+with no daemon for the in-process cells, and the table written at the end of the session
+when ZEROCLAW_CONFORMANCE_TABLE names a directory (`make conformance`)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.known_secrets import HOOK_SECRET
+from tests.supervisor import harness
+from zeroclaw.control import Chat, ControlClient
+from zeroclaw.memory import MemoryStore, Scope, WriteOp
+
+from . import _table
+from ._matrix import all_cells
+from ._world import (
+    ENTRYPOINT,
+    SESSION_MARKER,
+    Device,
+    World,
+    conformance_config,
+    free_port,
+    lay_out,
+    prepare_probes,
+)
+
+TABLE_ENV = "ZEROCLAW_CONFORMANCE_TABLE"
+
+
+@pytest.fixture(scope="package")
+def world() -> Iterator[World]:
+    root = harness.short_root()
+    port = free_port()
+    doc = conformance_config(root, port)
+    lay_out(root)
+    daemon = harness.Daemon(root, doc, faults=False)
+    world = World(root, daemon, doc, port=port, device=Device(root / "ttyDESK"))
+    prepare_probes(world)
+    try:
+        daemon.start(ZEROCLAW_AGENT_ENTRYPOINT=ENTRYPOINT, HOOK_SECRET=HOOK_SECRET)
+        world.memory("store", "owner", key="ownersecret", content="ownersecret launch code")
+        world.owner_record = world.memory("get", "owner", key="ownersecret")["record"]["id"]
+        reply = ControlClient(world.run_dir).request(
+            Chat(agent="owner", text=f"hello {SESSION_MARKER}", session="default")
+        )
+        assert reply.ok, reply
+        # Made after every agent's start: next to an ancestor of a forbidden path.
+        (root / "outside" / "later.txt").write_text("made later")
+        yield world
+    finally:
+        daemon.stop()
+        world.device.close()
+        harness.remove_root(root)
+
+
+@pytest.fixture(scope="package")
+def offline_world() -> Iterator[World]:
+    """The same config and files, no daemon: `chat -m` runs the agent in the CLI."""
+    root = harness.short_root()
+    doc = conformance_config(root, 0)
+    lay_out(root)
+    world = World(root, None, doc)
+    world.config_path.write_text(__import__("tomli_w").dumps(doc))
+    # owner's record, for read_memory_from (the store the in-process chat opens)
+    store = MemoryStore(root / "state" / "memory")
+    try:
+        args = {"key": "ownersecret", "content": "ownersecret launch code"}
+        store.apply_writes([WriteOp(Scope("owner"), "store", args)])
+    finally:
+        store.close()
+    try:
+        yield world
+    finally:
+        harness.remove_root(root)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    target = os.environ.get(TABLE_ENV)
+    if not target or not _table.RESULTS:
+        return
+    table = _table.write(Path(target), all_cells())
+    width = max(len(r["case"]) for r in table)
+    print(f"\nconformance table ({len(table)} cells) -> {target}/TABLE.md")
+    for r in table:
+        if r["status"] != "held":
+            case = r["case"].encode("unicode_escape").decode()[:60]
+            print(
+                f"  {r['status']:8} {r['boundary']:18} {r['path']:18} {r['profile']:18} "
+                f"{case:{min(width, 60)}} expected {r['expected']}, observed {r['observed']}"
+            )

@@ -1,0 +1,432 @@
+"""Every declared cell, driven on its path: the pure policy, the conformance daemon
+(offline grammar through the control socket, the CLI), the probe agents (kernel, raw bus
+requests), another uid on the control socket, rogue router clients, and `chat -m` with no
+daemon."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import re
+import socket
+from pathlib import Path
+from typing import Any
+
+import pytest
+import zmq
+
+from tests.conformance._matrix import PROFILES, Cell, Observed, cells_on
+from tests.conformance._table import record
+from tests.conformance._world import World, observed_from_turn
+from zeroclaw.agent import path_rules
+from zeroclaw.config import load_config
+from zeroclaw.control import REQUEST_TYPES, SUBAGENT_REQUEST_TYPES, encode, error_reply  # noqa: F401  (kept for the reader)
+from zeroclaw.policy import abi_version, check_path
+from zeroclaw.supervisor import build_specs
+from zeroclaw.tools import decide_shell
+
+
+def ids(cells: list[Cell]) -> list[str]:
+    return [f"{c.profile}:{c.case}".encode("unicode_escape").decode()[:90] for c in cells]
+
+
+def _params(path: str) -> pytest.MarkDecorator:
+    cells = cells_on(path)
+    return pytest.mark.parametrize("cell", cells, ids=ids(cells))
+
+
+# ------------------------------------------------------------------ pure policy, corpus
+
+POLICY_COMMANDS = frozenset({"ls", "cat", "find", "xargs", "less", "tar", "env", "git"})
+
+
+@pytest.fixture(scope="module")
+def specs(world: World) -> dict[str, Any]:
+    config = load_config(world.config_path)
+    return build_specs(config, dict(os.environ), world.root, config_path=world.config_path)
+
+
+@_params("policy")
+def test_policy(cell: Cell, world: World, specs: dict[str, Any]) -> None:
+    alias = PROFILES[cell.profile][0]
+    spec = specs[alias]
+    rules = path_rules(spec)
+    with open(world.root / "outside" / "forbidden" / "key") as held:
+        fd_path = f"/proc/self/fd/{held.fileno()}"
+        text = world.fill(cell.action, alias).replace("{fd_forbidden}", fd_path)
+        if cell.tool == "shell":
+            decision = decide_shell(
+                text,
+                allowed_commands=POLICY_COMMANDS,
+                may_run_shell=spec.risk.may_act,
+                block_high_risk=True,
+                asks_approval=spec.risk.level == "supervised",
+                check_path=lambda p, a: check_path(rules, p, a),
+            )
+            observed = (
+                Observed("refused", decision.code, decision.reason)
+                if decision.verdict == "refuse"
+                else Observed("allowed", None, decision.verdict)
+            )
+        else:
+            access = cell.extra.get("access", "read")
+            got = check_path(rules, text, access)
+            observed = (
+                Observed("allowed", None, got.reason)
+                if got.allowed
+                else Observed("refused", got.code, got.reason)
+            )
+    record(cell, observed)
+
+
+# ------------------------------------------------------------------ the daemon's agents
+
+
+@_params("grammar/daemon")
+def test_grammar_through_the_daemon(cell: Cell, world: World) -> None:
+    alias = PROFILES[cell.profile][0]
+    data = world.chat(cell.profile, world.fill(cell.action, alias))
+    record(cell, observed_from_turn(cell, data))
+
+
+@_params("cli")
+def test_cli_chat_json(cell: Cell, world: World) -> None:
+    alias = PROFILES[cell.profile][0]
+    result = world.cli("--agent", alias, "chat", "-m", world.fill(cell.action, alias), "--json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["schema_version"] == 1
+    record(cell, observed_from_turn(cell, data))
+
+
+def _word(word: str, cell: Cell) -> Observed:
+    if word == "ok":
+        return Observed("allowed")
+    if word == "forgotten_false":
+        return Observed("allowed", word)
+    if word in ("EACCES", "EPERM"):
+        return Observed("kernel_denied", word)
+    return Observed("refused", word)
+
+
+@pytest.mark.skipif(abi_version() < 1, reason="this kernel has no Landlock")
+@_params("kernel")
+def test_kernel_from_inside_the_agent(cell: Cell, world: World) -> None:
+    results = world.kernel_results(cell.profile)
+    key = cell.action if cell.action in ("control", "env_secret") else cell.case
+    record(cell, _word(results[key], cell))
+
+
+@_params("memory_service")
+def test_raw_memory_requests_of_a_hostile_agent(cell: Cell, world: World) -> None:
+    results = world.kernel_results(cell.profile)
+    observed = _word(results[cell.action], cell)
+    if cell.action == "forget_foreign_id":
+        still = world.memory("get", "owner", key="ownersecret")["record"]
+        if still is None:
+            observed = Observed("allowed", None, "the owner's record is gone")
+    if cell.action == "store_foreign" and observed.kind == "allowed":
+        landed = world.memory("get", "owner", key="raw")["record"]
+        if landed is None:  # answered ok, but written to the sender's own namespace
+            observed = Observed("refused", "own_namespace_only")
+    record(cell, observed)
+
+
+# ------------------------------------------------------------------ in-process (no daemon)
+
+
+@_params("grammar/in_process")
+def test_grammar_in_process(cell: Cell, offline_world: World) -> None:
+    alias = PROFILES[cell.profile][0]
+    text = offline_world.fill(cell.action, alias)
+    if cell.expect.code == "under_landlock":  # the human run's fallback line on stderr
+        human = offline_world.cli("--agent", alias, "chat", "-m", text)
+        said = "under_landlock" if "under Landlock" in human.stderr else "not_said"
+        kind = "allowed" if human.returncode == 0 else "refused"
+        record(cell, Observed(kind, said, human.stderr[-200:]))
+        return
+    result = offline_world.cli("--agent", alias, "chat", "-m", text, "--json")
+    assert "in-process" in result.stderr, result.stderr
+    if result.returncode != 0:
+        code = json.loads(result.stdout or "{}").get("error", {}).get("code", "exit")
+        record(cell, Observed("refused", str(code), result.stderr[-200:]))
+        return
+    data = json.loads(result.stdout)
+    if cell.expect.code == "sandbox_in_force":
+        in_force = data.get("sandbox_in_force")
+        record(
+            cell,
+            Observed("allowed", "sandbox_in_force")
+            if in_force is True
+            else Observed("refused", "sandbox_not_in_force", repr(in_force)),
+        )
+        return
+    record(cell, observed_from_turn(cell, data))
+
+
+# ------------------------------------------------------------------ control socket, other uid
+
+
+def _ask_as(uid: int, address: str, payload: bytes) -> str:
+    """Send one control request from a forked child running as `uid`; its answer."""
+    from zeroclaw.control import FrameDecoder, decode_reply, encode_frame
+
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: drop to uid, knock, report, exit without cleanup
+        os.close(read)
+        answer = "no_reply"
+        try:
+            os.setgid(uid)
+            os.setuid(uid)
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+                s.settimeout(10)
+                s.connect(address)
+                # Refused at accept: the daemon may have closed already; its reply waits.
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                    s.sendall(encode_frame(payload))
+                decoder = FrameDecoder(1 << 20)
+                frames: list[bytes] = []
+                while not frames and (chunk := s.recv(65536)):
+                    frames += decoder.feed(chunk)
+                if frames:
+                    reply = decode_reply(frames[0])
+                    answer = "ok" if reply.ok else str(reply.error)
+        except OSError as exc:
+            answer = errno.errorcode.get(exc.errno or 0, "oserror")
+        except BaseException:
+            answer = "error"
+        os.write(write, answer.encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as fh:
+        answer = fh.read().decode()
+    os.waitpid(pid, 0)
+    return answer
+
+
+_REQUESTS = {t.__struct_config__.tag: t for t in (*REQUEST_TYPES, *SUBAGENT_REQUEST_TYPES)}
+
+
+def _minimal(tag: str) -> bytes:
+    """The smallest frame naming this command (its fields need not be valid: the refusal
+    comes at accept time, before the request is read)."""
+    import msgspec
+
+    return msgspec.msgpack.encode({"cmd": tag})
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="dropping to another uid needs root")
+@_params("control_socket")
+def test_control_socket_from_another_uid(cell: Cell, world: World) -> None:
+    from zeroclaw.control import control_address
+
+    assert cell.action in _REQUESTS
+    answer = _ask_as(65534, control_address(world.run_dir), _minimal(cell.action))
+    observed = Observed("allowed") if answer == "ok" else Observed("refused", answer)
+    record(cell, observed)
+
+
+# ------------------------------------------------------------------ rogue router clients
+
+
+def _rogue_frame(kind: str) -> list[bytes]:
+    import msgspec
+
+    if kind == "garbage":
+        return [b"\xc1\xff\x00garbage"]
+    if kind == "oversized":
+        return [b"\x00" * (8 << 20)]
+    if kind == "forged_sender":
+        return [msgspec.msgpack.encode({"t": "send", "from": "owner", "to": "sup", "body": "x"})]
+    return [msgspec.msgpack.encode({"t": "hello", "v": 1, "pid": 1})]
+
+
+@pytest.fixture(scope="module")
+def rogues(world: World) -> dict[str, bool]:
+    """Every unauthenticated router cell's frame, each from its own client without the
+    daemon's CURVE keys, all at once; then whether anything came back to each."""
+    import msgspec
+
+    assert world.daemon is not None
+    cells = [c for c in cells_on("router") if c.profile == "unauthenticated"]
+    router = world.daemon.status()["router"]
+    before = router["refused_connections"]["handshake_failed"]
+    ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
+    sockets = {}
+    for cell in cells:
+        sock = ctx.socket(zmq.DEALER)
+        sock.setsockopt(zmq.LINGER, 0)
+        # Never block: a client whose handshake fails has no pipe to queue into.
+        sock.setsockopt(zmq.SNDTIMEO, 0)
+        sock.setsockopt(zmq.IDENTITY, b"owner")  # claims a real alias as its routing id
+        sock.connect(router["endpoint"])
+        if cell.extra:
+            with contextlib.suppress(zmq.Again):
+                sock.send_multipart(_rogue_frame(cell.extra["frame"]))
+        else:  # a service request, as an agent would send it
+            frame = {"t": "request", "id": "1", "service": cell.action, "op": "x", "body": None}
+            with contextlib.suppress(zmq.Again):
+                sock.send(msgspec.msgpack.encode(frame))
+        sockets[cell.key] = sock
+    world.daemon.wait_for(
+        lambda st: st["router"]["refused_connections"]["handshake_failed"] >= before + len(cells)
+    )
+    try:
+        return {key: sock.poll(200) != 0 for key, sock in sockets.items()}
+    finally:
+        for sock in sockets.values():
+            sock.close()
+
+
+@_params("router")
+def test_router_refuses_unauthenticated_and_forged_frames(
+    cell: Cell, world: World, request: pytest.FixtureRequest
+) -> None:
+    if cell.profile != "unauthenticated":
+        results = world.kernel_results(cell.profile)  # forged frames from a real agent
+        record(cell, _word(results[cell.action], cell))
+        return
+    answered = request.getfixturevalue("rogues")[cell.key]
+    observed = (
+        Observed("allowed", None, "the router answered")
+        if answered
+        else Observed("refused", "no_handshake", "handshake refused, nothing came back")
+    )
+    record(cell, observed)
+
+
+# ------------------------------------------------------------------ channels
+
+
+def _signed(body: bytes, secret: str, stamp: str) -> dict[str, str]:
+    from zeroclaw.channels._webhook_core import SIGNATURE_HEADER, TIMESTAMP_HEADER, sign
+
+    return {
+        TIMESTAMP_HEADER: stamp,
+        SIGNATURE_HEADER: sign(secret.encode(), stamp, body),
+        "content-type": "application/json",
+    }
+
+
+def _webhook_turn(world: World, cell: Cell, approve: bool | None) -> dict[str, Any]:
+    import time
+
+    import httpx
+
+    from tests.known_secrets import HOOK_SECRET
+
+    base = f"http://127.0.0.1:{world.port}"
+    text = world.fill(cell.action, "sup")
+    body = json.dumps({"sender": "conformance", "text": text}).encode()
+    stamp = str(int(time.time()))
+    secret = "not-the-secret" if cell.action == "wrong_secret" else HOOK_SECRET
+    headers = {"content-type": "application/json"}
+    if cell.action != "unsigned":
+        headers = _signed(body, secret, stamp)
+    url = f"{base}/v1/channels/hook/messages"
+    answer = httpx.post(url, content=body, headers=headers, timeout=60)
+    if cell.action == "replay":
+        answer = httpx.post(url, content=body, headers=headers, timeout=60)
+    if answer.status_code == 202:  # waits for an approval, given on its own signed request
+        pending = answer.json()
+        verdict = json.dumps({"approved": bool(approve)}).encode()
+        given = httpx.post(
+            f"{base}/v1/channels/hook/approvals/{pending['approval_id']}",
+            content=verdict,
+            headers=_signed(verdict, HOOK_SECRET, str(int(time.time()))),
+            timeout=30,
+        )
+        assert given.status_code == 200, given.text
+        status_url = pending["status_url"]
+        answer = httpx.get(
+            f"{base}{status_url}?wait=30",
+            headers=_signed(status_url.encode(), HOOK_SECRET, str(int(time.time()))),
+            timeout=60,
+        )
+    if answer.status_code != 200:
+        return {"refused": answer.json().get("error", str(answer.status_code))}
+    return answer.json()  # type: ignore[no-any-return]
+
+
+@pytest.fixture(scope="module")
+def serving(world: World) -> World:
+    assert world.daemon is not None
+    world.daemon.wait_for(
+        lambda st: sum(c["state"] == "serving" for c in st.get("channels", [])) == 2
+    )
+    return world
+
+
+@_params("webhook")
+def test_webhook_channel(cell: Cell, serving: World) -> None:
+    approve = PROFILES[cell.profile][1]
+    record(cell, observed_from_turn(cell, _webhook_turn(serving, cell, approve)))
+
+
+_REFUSED = re.compile(r"^(\w+) refused: (\w+)")
+
+
+@_params("serial")
+def test_serial_channel(cell: Cell, serving: World) -> None:
+    device = serving.device
+    assert device is not None
+    device.send(serving.fill(cell.action, "sup"))
+    line = device.line()
+    if line.startswith("approve "):
+        device.send("y" if PROFILES[cell.profile][1] else "n")
+        line = device.line()
+    match = _REFUSED.match(line)
+    observed = (
+        Observed("refused", match.group(2), line[:200])
+        if match
+        else Observed("allowed", None, line)
+    )
+    record(cell, observed)
+
+
+@_params("cli/daemon")
+def test_operator_outputs_carry_no_secret(cell: Cell, world: World) -> None:
+    from tests.known_secrets import secrets_in
+
+    assert world.daemon is not None
+    if cell.action == "daemon log (debug)":
+        text = world.daemon.log_text()
+    else:
+        result = world.cli(*cell.action.split())
+        assert result.returncode == 0, result.stderr
+        # status is one document, events one per line: each carries schema_version
+        for line in (
+            result.stdout.splitlines() if cell.action.startswith("events") else [result.stdout]
+        ):
+            assert json.loads(line)["schema_version"] >= 1
+        text = result.stdout + result.stderr
+    found = secrets_in(text)
+    record(
+        cell,
+        Observed("allowed", "secret", str(found)) if found else Observed("refused", "no_secret"),
+    )
+
+
+@_params("subagent_runtime")
+def test_subagent_runtime_tools(cell: Cell, world: World) -> None:
+    result = world.cli(
+        "dispatch", "helper", "--task", world.fill(cell.action, "sup"), "--json", timeout=120
+    )
+    invocation = json.loads(result.stdout)["invocation"]["id"]
+    events = world.cli("invocations", "events", invocation, "--json")
+    assert events.returncode == 0, events.stderr
+    bodies = [json.loads(line)["body"] for line in events.stdout.splitlines()]
+    tools = [b for b in bodies if b["kind"] == "tool" and b["name"] == cell.tool]
+    assert tools, bodies
+    first = tools[0]
+    record(
+        cell,
+        Observed("allowed") if first["ok"] else Observed("refused", first["error_code"]),
+    )
+
+
+def test_the_root_is_short_enough_for_sockets(world: World) -> None:
+    assert len(str(Path(world.run_dir))) < 60
