@@ -202,7 +202,7 @@ def run() -> list[Result]:
     size = frame_bytes()
     curve = f"raw pyzmq ROUTER relay, CURVE, {size} B frames, no ZAP/policy/acks"
     plain = f"raw pyzmq ROUTER relay, no CURVE, {size} B frames, no policy/acks"
-    name = f"router throughput A->B, {SIZE} B body, acked, CURVE, 3 agents"
+    name = f"router throughput, {SIZE} B body, 3 agents"
     return [
         result(name, rate["ours"], "msg/s", curve, rate["curve"], ">= 0.8 of raw"),
         result(name, rate["ours"], "msg/s", plain, rate["plain"]),
