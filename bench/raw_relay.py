@@ -1,5 +1,9 @@
 """The baseline: a plain pyzmq ROUTER relay with no policy, no auth, no acks, no trio.
 
+With $ZC_RAW_CURVE set (four z85 keys joined by ",": server public, server secret, client
+public, client secret), every socket speaks CURVE like the bus (no ZAP handler: the keys are
+checked at the handshake only, as the router's ZAP does; nothing per message).
+
 python -m bench.raw_relay relay ENDPOINT
 python -m bench.raw_relay sink ENDPOINT COUNT        # prints seconds from first to last
 python -m bench.raw_relay blast ENDPOINT COUNT SIZE
@@ -11,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sys
 import time
 
@@ -18,12 +23,31 @@ import zmq
 
 from bench._harness import p50_p99
 
+CURVE_ENV = "ZC_RAW_CURVE"
+
+
+def _curve_keys() -> list[bytes] | None:
+    raw = os.environ.get(CURVE_ENV)
+    return [key.encode() for key in raw.split(",")] if raw else None
+
+
+def curve_env() -> dict[str, str]:
+    """The environment that makes every role of this relay speak CURVE (fresh keys)."""
+    server_public, server_secret = zmq.curve_keypair()
+    client_public, client_secret = zmq.curve_keypair()
+    keys = (server_public, server_secret, client_public, client_secret)
+    return {CURVE_ENV: ",".join(key.decode() for key in keys)}
+
 
 def relay(endpoint: str) -> None:
     ctx = zmq.Context()
     sock = ctx.socket(zmq.ROUTER)
     sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
     sock.sndhwm = sock.rcvhwm = 10_000
+    keys = _curve_keys()
+    if keys:
+        sock.curve_server = True
+        sock.curve_secretkey = keys[1]
     sock.bind(endpoint)
     while True:
         sender, dest, payload = sock.recv_multipart()
@@ -35,6 +59,11 @@ def _client(endpoint: str, name: bytes) -> zmq.Socket[bytes]:
     sock = zmq.Context.instance().socket(zmq.DEALER)
     sock.routing_id = name
     sock.sndhwm = sock.rcvhwm = 10_000
+    keys = _curve_keys()
+    if keys:
+        sock.curve_serverkey = keys[0]
+        sock.curve_publickey = keys[2]
+        sock.curve_secretkey = keys[3]
     sock.connect(endpoint)
     return sock
 

@@ -117,3 +117,53 @@ async def test_a_stalled_peer_does_not_block_the_others() -> None:
             nursery.cancel_scope.cancel()
     slow.close(linger=0)
     ctx.term()
+
+
+async def test_messages_of_any_part_count_arrive_whole_and_unroutable_ones_are_dropped() -> None:
+    """The owner sends part by part (ADR 0037): each message keeps its parts and its order,
+    and a ROUTER_MANDATORY send to a peer that is not connected is handed to `on_drop`."""
+    ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+    router = ctx.socket(zmq.ROUTER)
+    router.setsockopt(zmq.ROUTER_MANDATORY, 1)
+    router.bind("inproc://parts")
+    peer = ctx.socket(zmq.DEALER)
+    peer.routing_id = b"peer"
+    peer.connect("inproc://parts")
+    joined = trio.Event()
+    dropped: list[tuple[list[bytes], str]] = []
+    got_drop = trio.Event()
+    received: list[list[bytes]] = []
+    all_received = trio.Event()
+    sent = [[b"one"], [b"a", b"b"], [b"1", b"2", b"3", b"4", b"5"]]
+
+    def on_router(frames: list[bytes], _user: bytes) -> bool:
+        joined.set()
+        return True
+
+    def on_drop(frames: list[bytes], reason: str) -> None:
+        dropped.append((frames, reason))
+        got_drop.set()
+
+    def on_peer(frames: list[bytes], _user: bytes) -> bool:
+        received.append(frames)
+        if len(received) == len(sent):
+            all_received.set()
+        return True
+
+    relay = SocketOwner(router, on_router, name="relay", park_per_destination=True, on_drop=on_drop)
+    peer_owner = SocketOwner(peer, on_peer, name="peer")
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(relay.run)
+            nursery.start_soon(peer_owner.run)
+            peer_owner.send_nowait([b"hello"])
+            await joined.wait()
+            relay.send_nowait([b"nobody", b"lost"])
+            for parts in sent:
+                relay.send_nowait([b"peer", *parts])
+            await all_received.wait()
+            await got_drop.wait()
+            nursery.cancel_scope.cancel()
+    assert received == sent
+    assert [frames for frames, _reason in dropped] == [[b"nobody", b"lost"]]
+    ctx.term()

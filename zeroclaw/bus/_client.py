@@ -205,8 +205,10 @@ class AgentBus:
                 except Exception:
                     log.exception("message handler failed")
         elif isinstance(frame, Ack):
+            # One Ack covers a burst: resolve them all, then wake waiting senders once.
             for message_id in frame.ids:
-                self._resolve(Outcome(message_id, True))
+                self._resolve(Outcome(message_id, True), wake=False)
+            self._wake_senders()
         elif isinstance(frame, Refusal):
             if frame.id is not None:
                 outcome = Outcome(frame.id, False, frame.code, frame.detail)
@@ -220,11 +222,15 @@ class AgentBus:
                 waiter.send_nowait(frame)
         return True
 
-    def _resolve(self, outcome: Outcome) -> None:
+    def _resolve(self, outcome: Outcome, *, wake: bool = True) -> None:
         handler = self._waiting.pop(outcome.id, None)
         if handler is None:
             return
         handler(outcome)
+        if wake:
+            self._wake_senders()
+
+    def _wake_senders(self) -> None:
         if len(self._waiting) < self._window and self._room.statistics().tasks_waiting:
             self._room.set()  # only when a sender waits: a new Event per ack is not free
             self._room = trio.Event()
