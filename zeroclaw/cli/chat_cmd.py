@@ -22,7 +22,13 @@ import click
 import msgspec
 import trio
 
-from ..agent import AgentSpec, LocalReach, TurnEngine
+from ..agent import (
+    AgentSpec,
+    InProcessSandboxRequired,
+    LocalReach,
+    TurnEngine,
+    confine_in_process,
+)
 from ..config import Config, daemon_paths
 from ..control import (
     AgentsList,
@@ -138,15 +144,16 @@ def chat_cmd(message: str | None, session: str, as_json: bool) -> None:
         except DaemonUnreachable:
             runtime_dir = control_client().runtime_dir
             store = daemon_paths(config, os.environ).state_dir / "memory"
+            runner, confined = _in_process(config, path, alias, session)
+            how = "under Landlock" if confined else "without a sandbox"
             fallback(
                 "in_process",
                 f"no daemon answers on {runtime_dir}",
-                f"no daemon answers on {runtime_dir}; running {alias} in-process with the "
-                f"store at {store} (peers and sub-agents unavailable)",
+                f"no daemon answers on {runtime_dir}; running {alias} in-process {how} with "
+                f"the store at {store} (peers and sub-agents unavailable)",
                 store=str(store),
                 runtime_dir=str(runtime_dir),
             )
-            runner = _in_process(config, path, alias, session)
         if message is not None:
             printer = Printer(quiet=json_out, interactive=tty)
             try:
@@ -299,11 +306,19 @@ def _through_daemon(conn: ControlSession, alias: str, session: str, tty: bool) -
     return run
 
 
-def _in_process(config: Config, path: Path, alias: str, session: str) -> TurnRunner:
+def _in_process(config: Config, path: Path, alias: str, session: str) -> tuple[TurnRunner, bool]:
     env = dict(os.environ)
     spec: AgentSpec = build_specs(config, env, path.parent, config_path=path)[alias]
     Path(spec.workspace).mkdir(mode=0o700, parents=True, exist_ok=True)
     agent_env = agent_environment(spec, env)
+    # The daemon's agent's Landlock ruleset, applied to this process (ADR 0039).
+    state_dir = daemon_paths(config, env).state_dir
+    try:
+        confined = confine_in_process(
+            spec, (str(state_dir / "memory"), str(state_dir / "memory.lock"))
+        ).in_force
+    except InProcessSandboxRequired as exc:
+        raise CliError(str(exc), EXIT_FAILED, code="sandbox_unavailable") from None
 
     def run(text: str, printer: Printer) -> dict[str, Any]:
         async def turn(service: MemoryService) -> dict[str, Any] | ProviderError:
@@ -333,7 +348,10 @@ def _in_process(config: Config, path: Path, alias: str, session: str) -> TurnRun
             finally:
                 await provider.aclose()
             calls = tuple(result.tool_calls)
-            return result_json(TurnDone(result.reply, calls, result.error))
+            return {
+                **result_json(TurnDone(result.reply, calls, result.error)),
+                "sandbox_in_force": confined,
+            }
 
         outcome = with_memory(config, turn)
         if isinstance(outcome, ProviderError):
@@ -343,4 +361,4 @@ def _in_process(config: Config, path: Path, alias: str, session: str) -> TurnRun
             )
         return outcome
 
-    return run
+    return run, confined
