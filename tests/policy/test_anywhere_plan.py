@@ -127,9 +127,9 @@ def test_policy_and_kernel_agree_for_full(tmp_path: Path) -> None:
     (t["state"] / "memory" / "data.mdb").write_text("every agent's memory")
     later = t["forbidden"].parent / "made-later"
     targets = [str(t["notes"]), str(t["secret"]), str(t["state"] / "memory" / "data.mdb")]
+    setup = [str(t["ws"]), str(t["state"]), str(t["forbidden"]), str(later)]
     result = subprocess.run(
-        [sys.executable, "-c", SANDBOXED, str(t["ws"]), str(t["state"]), str(t["forbidden"])]
-        + [str(later), *targets],
+        [sys.executable, "-c", SANDBOXED, *setup, *targets],
         capture_output=True,
         text=True,
         cwd=REPO,

@@ -42,7 +42,7 @@ def test_every_default_tool_has_a_spec_matching_its_argument_struct(name: str) -
     for prop in schema["properties"].values():
         kinds = [prop] if "type" in prop else prop["anyOf"]
         assert {k["type"] for k in kinds} <= {"string", "array", "null"}
-        assert (prop.get("description") or kinds[0].get("description")), prop
+        assert prop.get("description") or kinds[0].get("description"), prop
 
 
 @pytest.mark.parametrize("name", TOOL_NAMES)
