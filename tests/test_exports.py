@@ -392,6 +392,7 @@ PUBLIC: dict[str, list[str]] = {
         "MemoryArgs",
         "MemoryControlCommand",
         "MemoryErrorCode",
+        "MemoryGrants",
         "MemoryInputError",
         "MemoryLock",
         "MemoryLocked",
