@@ -4,8 +4,9 @@ chat applies it.
 
 In-process, the agent shares the CLI's address space with the memory store it opened, so
 the kernel cannot keep the agent from the store: the in-process ruleset is the agent's
-plus the store's directory and lock file (which the CLI reopens at every turn). Everything
-else is the same rule for rule.
+plus the CLI's own files (the store's directory and lock file, which the CLI reopens at
+every turn, and the chat history's directory). Everything else is the same rule for rule;
+the tools' policy still refuses those files to the agent.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from ._spec import AgentSpec
 
 log = logging.getLogger("zeroclaw.agent")
 
-# Every right on the store's files: LMDB creates, writes and locks them.
+# Every right on the CLI's own files: LMDB creates, writes and locks them.
 _ALL = -1
 
 
@@ -65,8 +66,9 @@ class InProcessSandbox:
     summary: str
 
 
-def confine_in_process(spec: AgentSpec, store_paths: Sequence[str]) -> InProcessSandbox:
-    """Apply `agent_plan(spec)` (plus `store_paths`) to this process, for good, as the
+def confine_in_process(spec: AgentSpec, cli_paths: Sequence[str]) -> InProcessSandbox:
+    """Apply `agent_plan(spec)` (plus `cli_paths`, the CLI's own files: a path ending in
+    `.lock` is a file, any other a directory) to this process, for good, as the
     daemon's agent would be confined. `sandbox = "none"`: nothing. `auto` without Landlock:
     not confined. `landlock` without it: InProcessSandboxRequired, before anything ran.
 
@@ -75,18 +77,21 @@ def confine_in_process(spec: AgentSpec, store_paths: Sequence[str]) -> InProcess
     if spec.risk.sandbox == "none":
         return InProcessSandbox(False, 'sandbox = "none"')
     home_root = command_home_root(spec)
-    for path in store_paths:  # LMDB's directory, the lock file: exist before the rules
-        if path.endswith(".lock"):
-            os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-            os.close(os.open(path, os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0o600))
-        else:
-            os.makedirs(path, mode=0o700, exist_ok=True)
+    for path in cli_paths:  # they must exist before the rules: a rule needs an open fd
+        try:
+            if path.endswith(".lock"):
+                os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+                os.close(os.open(path, os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0o600))
+            else:
+                os.makedirs(path, mode=0o700, exist_ok=True)
+        except OSError as exc:  # no rule for it: what needs it then fails and says so
+            log.warning("cannot prepare %s for the in-process chat: %s", path, exc)
     try:
         os.makedirs(home_root, mode=0o700, exist_ok=True)
     except OSError as exc:
         log.warning("cannot prepare %s for shell commands: %s", home_root, exc)
     plan = agent_plan(spec)
-    plan = SandboxPlan((*plan.rules, *((path, _ALL) for path in store_paths)))
+    plan = SandboxPlan((*plan.rules, *((path, _ALL) for path in cli_paths)))
     try:
         abi = apply_sandbox(plan)
     except SandboxUnavailable as exc:

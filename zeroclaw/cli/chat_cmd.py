@@ -209,8 +209,7 @@ def _line_editing() -> Iterator[None]:
     except ImportError:  # pragma: no cover - not on Linux
         yield
         return
-    base = Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state")
-    history = base / "zeroclaw" / "chat_history"
+    history = _history_file()
     with contextlib.suppress(OSError):
         readline.read_history_file(history)
     readline.set_history_length(1000)
@@ -232,6 +231,11 @@ def _line_editing() -> Iterator[None]:
 
 
 HANGUP_SIGNALS = (signal.SIGHUP, signal.SIGTERM)
+
+
+def _history_file() -> Path:
+    base = Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state")
+    return base / "zeroclaw" / "chat_history"
 
 
 def _exit_on_signal(signum: int, frame: object) -> None:
@@ -311,12 +315,12 @@ def _in_process(config: Config, path: Path, alias: str, session: str) -> tuple[T
     spec: AgentSpec = build_specs(config, env, path.parent, config_path=path)[alias]
     Path(spec.workspace).mkdir(mode=0o700, parents=True, exist_ok=True)
     agent_env = agent_environment(spec, env)
-    # The daemon's agent's Landlock ruleset, applied to this process (ADR 0039).
+    # The daemon's agent's Landlock ruleset, applied to this process, plus the CLI's own
+    # files: the store it reopens at every turn and the chat history (ADR 0039).
     state_dir = daemon_paths(config, env).state_dir
+    own = (state_dir / "memory", state_dir / "memory.lock", _history_file().parent)
     try:
-        confined = confine_in_process(
-            spec, (str(state_dir / "memory"), str(state_dir / "memory.lock"))
-        ).in_force
+        confined = confine_in_process(spec, tuple(map(str, own))).in_force
     except InProcessSandboxRequired as exc:
         raise CliError(str(exc), EXIT_FAILED, code="sandbox_unavailable") from None
 
