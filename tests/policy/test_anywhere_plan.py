@@ -15,19 +15,23 @@ import pytest
 
 from tests.conftest import REPO
 from zeroclaw.policy import abi_version, check_path, plan_for, rules_for
-from zeroclaw.policy._landlock import READ_EXEC
+from zeroclaw.policy._landlock import READ_DIR, READ_EXEC, READ_FILE
 
 needs_landlock = pytest.mark.skipif(abi_version() < 1, reason="this kernel has no Landlock")
 
 
 def _covered(path: Path, rules: tuple[tuple[str, int], ...]) -> list[int]:
-    """The rights of every rule that reaches `path` (a rule covers everything beneath it)."""
+    """The rights of every rule that lets `path` be read (a rule covers everything beneath
+    it; a split directory's listing-only rule reads no file)."""
     p = PurePosixPath(os.path.realpath(path))
     return [
         rights
         for granted, rights in rules
-        if p == PurePosixPath(os.path.realpath(granted))
-        or PurePosixPath(os.path.realpath(granted)) in p.parents
+        if rights & READ_FILE
+        and (
+            p == PurePosixPath(os.path.realpath(granted))
+            or PurePosixPath(os.path.realpath(granted)) in p.parents
+        )
     ]
 
 
@@ -94,6 +98,7 @@ def test_a_forbidden_path_under_a_system_path_is_kept_out_but_not_a_system_path_
     assert _covered(Path("/etc/hostname"), plan.rules)
     assert _covered(Path("/usr/share/doc"), plan.rules) == []
     assert _covered(Path("/usr/bin"), plan.rules)
+    assert ("/usr/share", READ_DIR) in plan.rules  # split, still listable (commands carve it)
 
 
 SANDBOXED = """

@@ -194,6 +194,20 @@ def grant_around(
     return tuple(out)
 
 
+def split_directories(
+    path: str, protected: Sequence[str], resolve: Callable[[str], str] = os.path.realpath
+) -> tuple[str, ...]:
+    """The directories `grant_around(path, protected)` splits entry by entry: `path` and
+    its descendants that lie above a protected path, real paths."""
+    top = PurePosixPath(resolve(path))
+    out: set[PurePosixPath] = set()
+    for p in protected:
+        root = PurePosixPath(p)
+        if root != top and _beneath(root, top):
+            out.update(a for a in root.parents if _beneath(a, top))
+    return tuple(str(d) for d in sorted(out))
+
+
 def plan_for(
     workspace: str,
     grants: Iterable[tuple[str, str]] = (),  # (path, "read" | "write" | "read_write")
@@ -235,6 +249,10 @@ def plan_for(
     for path in (*SYSTEM_READ_ONLY, *extra_read):
         for granted in grant_around(path, around):
             rules.append((granted, READ_EXEC))
+        # A system directory split around a kept-out path stays listable (names only, as
+        # when it was granted whole): the agent lists it to carve its commands' rulesets.
+        for split in split_directories(path, around):
+            rules.append((split, READ_DIR))
     for path in sorted(python):  # its own Python: only the daemon's files are kept out
         for granted in grant_around(path, shielded):
             rules.append((granted, READ_EXEC))
