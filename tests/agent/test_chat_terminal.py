@@ -102,7 +102,7 @@ def test_a_terminal_session_without_a_daemon(root: Path, daemons: DaemonFactory)
     daemon = daemons(config(root), faults=False)  # configured, never started
     child = spawn_chat(daemon, root)
     try:
-        child.expect_exact("running alpha in-process with the store at")
+        child.expect(r"running alpha in-process (under Landlock|without a sandbox) with the store")
         child.expect_exact(PROMPT)
         child.sendline("ask beta: hi")
         child.expect_exact("[send_message_to_peer: unavailable]")

@@ -516,3 +516,23 @@ def test_confinement_survives_a_reload() -> None:
     core.update_config(RELOADED)
     core.inject(message("i1", RUNTIME, "chat", {"text": "task"}), Origin("subagent"), 0.0)
     assert core.take() == [RequestStart(RUNTIME)]
+
+
+def test_a_readonly_agent_may_ask_but_not_delegate() -> None:
+    """ADR 0039: a delegation hands work over, a readonly profile does no work; an ask is
+    a question. The router refuses a forged delegate frame whatever the agent's tool did."""
+    doc = make_config(
+        ROOT,
+        {"alpha": agent_entry(delegates=["beta"], risk_profile="ro"), "beta": agent_entry()},
+        groups={"all": {"channel": "cli", "agents": ["alpha", "beta"]}},
+    )
+    doc["risk_profiles"]["ro"] = {"level": "readonly"}
+    cfg = validate_document(doc)
+    core = connected_core("alpha", "beta", cfg=cfg)
+    core.send("alpha", message("d1", "beta", "delegate", {"text": "x"}), 0.0)
+    core.send("alpha", message("a1", "beta", "ask", {"text": "x"}), 0.0)
+    actions = core.take()
+    [refused] = only(actions, Refuse)
+    assert (refused.message_id, refused.code) == ("d1", "read_only_profile")
+    [forward] = only(actions, Forward)
+    assert forward.frame.message.id == "a1"

@@ -17,9 +17,12 @@ import tomli_w
 from tests.cli.helpers import run_cli
 from tests.conftest import REPO
 from tests.supervisor.harness import Daemon, agent_entry, make_config
+from zeroclaw.policy import abi_version
 
 DaemonFactory = Callable[..., Daemon]
 UNSET = "ZC_TEST_UNSET_KEY"
+# The in-process agent runs under the daemon's agent's ruleset where Landlock exists.
+HOW = "under Landlock" if abi_version() >= 1 else "without a sandbox"
 
 
 def nokey_config(root: Path) -> dict[str, Any]:
@@ -67,8 +70,8 @@ def test_through_the_daemon_a_provider_that_cannot_be_built_is_an_error(
 def test_in_process_chat_says_so_with_the_store_and_why(tmp_path: Path) -> None:
     config = write(tmp_path, make_config(tmp_path, {"alpha": agent_entry()}))
     line = (
-        f"no daemon answers on {tmp_path / 'run'}; running alpha in-process with the store at "
-        f"{tmp_path / 'state' / 'memory'} (peers and sub-agents unavailable)"
+        f"no daemon answers on {tmp_path / 'run'}; running alpha in-process {HOW} "
+        f"with the store at {tmp_path / 'state' / 'memory'} (peers and sub-agents unavailable)"
     )
     plain = run_cli("--config", config, "-a", "alpha", "chat", "-m", "remember: tea at four")
     assert plain.returncode == 0, plain.stderr

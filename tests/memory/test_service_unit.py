@@ -163,3 +163,57 @@ async def test_every_operator_reply_is_its_typed_struct(service: MemoryService) 
     assert isinstance(stored, MemoryStored) and stored.record.key == "k"
     hits = replies["recall"]
     assert isinstance(hits, MemoryHits) and hits.hits[0].score > 0
+
+
+# --- issue 16 (ADR 0039): readonly writes, recall across namespaces, foreign forgets -------
+
+
+async def test_a_readonly_agents_memory_writes_are_refused_by_the_service(tmp_path: Path) -> None:
+    from zeroclaw.memory import MemoryGrants, operator_request
+
+    store = MemoryStore(tmp_path / "m")
+    svc = MemoryService(store, MemoryGrants({"ro": frozenset()}, readonly=frozenset({"ro"})))
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(svc.run_committer)
+            ro = svc.scope_for("ro")
+            for op, body in (("store", {"key": "k", "content": "c"}), ("forget", {"key": "k"})):
+                with pytest.raises(MemoryServiceError) as refused:
+                    await svc.handle(ro, op, body)
+                assert refused.value.code == "read_only_profile"
+            # Its own transcript is still kept, and the operator still writes for it.
+            turn = {"session": "s", "role": "user", "content": "hi"}
+            await svc.handle(ro, "append_turn", turn)
+            body = {"key": "k", "content": "by the operator"}
+            await operator_request(svc, frozenset({"ro"}), "store", "ro", body)
+            nursery.cancel_scope.cancel()
+    finally:
+        store.close()
+
+
+async def test_recall_with_namespaces_searches_own_and_granted_ones_labelled(
+    service: MemoryService,
+) -> None:
+    alpha, beta = service.scope_for("alpha"), service.scope_for("beta")
+    await service.handle(alpha, "store", {"key": "a", "content": "the vault is blue"})
+    await service.handle(beta, "store", {"key": "b", "content": "the vault is red"})
+    hits = await service.handle(
+        beta, "recall", {"query": "vault", "agents": ["alpha"], "with_own": True}
+    )
+    assert sorted(h["agent"] for h in hits["hits"]) == ["alpha", "beta"]
+    with pytest.raises(MemoryServiceError) as refused:  # alpha has no grant on beta
+        await service.handle(alpha, "recall", {"query": "vault", "agents": ["beta"]})
+    assert refused.value.code == "forbidden"
+
+
+async def test_forgetting_another_agents_record_by_id_is_forbidden(
+    service: MemoryService,
+) -> None:
+    alpha, beta = service.scope_for("alpha"), service.scope_for("beta")
+    stored = await service.handle(alpha, "store", {"key": "a", "content": "alpha's"})
+    with pytest.raises(MemoryServiceError) as refused:
+        await service.handle(beta, "forget", {"id": stored["record"]["id"]})
+    assert refused.value.code == "forbidden"
+    assert (await service.handle(alpha, "get", {"key": "a"}))["record"] is not None
+    missing = await service.handle(beta, "forget", {"id": "01J0000000000000000000000Z"})
+    assert missing == {"forgotten": False}  # unchanged: a missing id is not an error

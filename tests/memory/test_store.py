@@ -102,7 +102,10 @@ def test_list_by_category_time_and_pages(store: MemoryStore) -> None:
 def test_forget_only_reaches_own_namespace(store: MemoryStore) -> None:
     mine = write(store, ALPHA, key="secret", content="alpha only")
     assert write(store, GAMMA, "forget", key="secret") is False
-    assert write(store, GAMMA, "forget", id=mine.id) is False  # knowing the id is not enough
+    # Knowing the id is not enough: a typed refusal (ADR 0039), the record untouched.
+    with pytest.raises(ScopeError, match="another agent's memory"):
+        write(store, GAMMA, "forget", id=mine.id)
+    assert write(store, GAMMA, "forget", id="01J0000000000000000000000Z") is False  # no such id
     assert store.get(ALPHA, key="secret") is not None
     assert write(store, ALPHA, "forget", key="secret") is True
     assert store.get(ALPHA, key="secret") is None

@@ -460,8 +460,39 @@ async def forged_dispatch(bus: AgentBus, plan: dict[str, Any], workspace: Path) 
     )
 
 
+async def raw_memory(bus: AgentBus, plan: dict[str, Any], workspace: Path) -> None:
+    """With this agent's real keys, memory requests its own tools would refuse (a readonly
+    agent's store, a forget of another agent's record by id): the service must judge."""
+    out = []
+    for op, body in plan["requests"]:
+        response = await bus.request("memory", op, body, wait_secs=30)
+        out.append({"ok": response.ok, "error": response.error, "body": response.body})
+    write_result(workspace, "result.json", {"responses": out})
+
+
+def _try(op: str, target: str) -> str:
+    try:
+        if op == "read":
+            Path(target).read_bytes()
+        else:
+            Path(target).write_text("written by a direct syscall")
+    except PermissionError:
+        return "denied"
+    except OSError as exc:
+        return type(exc).__name__
+    return "done"
+
+
+async def syscalls(bus: AgentBus, plan: dict[str, Any], workspace: Path) -> None:
+    """Direct reads and writes from inside the agent process, no tool in the way: what the
+    kernel alone allows. `checks` is a list of [op, path]."""
+    write_result(workspace, "result.json", {f"{op} {p}": _try(op, p) for op, p in plan["checks"]})
+
+
 PLANS = {
     **LOAD_PLANS,
+    "raw_memory": raw_memory,
+    "syscalls": syscalls,
     "forged_dispatch": forged_dispatch,
     "forged_questions": forged_questions,
     "relay": relay,

@@ -33,20 +33,28 @@ def test_every_default_tool_has_a_spec_matching_its_argument_struct(name: str) -
     tool = DEFAULT_TOOLSET.get(name)
     assert tool is not None and tool.spec.name == name and tool.spec.description
     assert issubclass(tool.args, msgspec.Struct)
-    fields = [f.name for f in msgspec.structs.fields(tool.args)]
+    fields = msgspec.structs.fields(tool.args)
     schema = tool.spec.parameters
     assert schema["type"] == "object" and schema["additionalProperties"] is False
-    assert list(schema["properties"]) == fields and schema["required"] == fields
+    assert list(schema["properties"]) == [f.name for f in fields]
+    # Optional arguments (memory_recall's namespaces, memory_forget's key or id) have a default.
+    assert schema.get("required", []) == [f.name for f in fields if f.required]
     for prop in schema["properties"].values():
-        assert prop["type"] == "string" and prop["description"]
+        kinds = [prop] if "type" in prop else prop["anyOf"]
+        assert {k["type"] for k in kinds} <= {"string", "array", "null"}
+        assert prop.get("description") or kinds[0].get("description"), prop
 
 
 @pytest.mark.parametrize("name", TOOL_NAMES)
 def test_every_default_tool_decodes_good_arguments_and_refuses_bad_ones(name: str) -> None:
     tool = DEFAULT_TOOLSET.get(name)
     assert tool is not None
-    good = {field: "x" for field in tool.spec.parameters["required"]}
-    assert msgspec.structs.asdict(tool.decode({**good, "extra": 1})) == good  # extras ignored
+    params = tool.spec.parameters
+    good = {field: "x" for field in params.get("required", [])} or {
+        next(iter(params["properties"])): "x"  # memory_forget: a key or an id
+    }
+    decoded = msgspec.structs.asdict(tool.decode({**good, "extra": 1}))
+    assert {k: v for k, v in decoded.items() if v is not None} == good  # extras ignored
     for bad in ({}, [], "x", {**good, next(iter(good)): 7}, {"_unparsed": "{"}):
         with pytest.raises(BadArguments, match=name):
             tool.decode(bad)
@@ -81,7 +89,9 @@ def test_the_offline_grammar_names_only_tools_of_the_default_toolset() -> None:
 
 def test_the_offline_help_offers_only_the_tools_of_the_toolset() -> None:
     offered = grammar_help({"file_read", "memory_recall"})
-    assert offered == "I understand: 'recall QUERY', 'read PATH', 'history'."
+    assert offered == (
+        "I understand: 'recall from ALIAS,ALIAS: QUERY', 'recall QUERY', 'read PATH', 'history'."
+    )
     assert grammar_help(()) == "I understand: 'history'."
     # Every form the help offers parses to its own tool.
     for tool in TOOL_NAMES:

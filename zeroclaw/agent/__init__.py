@@ -23,7 +23,14 @@ from ._link import (
     decode_link,
     encode_link,
 )
-from ._process import LinkSender, agent_main, command_home_root, say_fatal, serve_agent
+from ._process import LinkSender, agent_main, say_fatal, serve_agent
+from ._sandbox import (
+    InProcessSandbox,
+    InProcessSandboxRequired,
+    agent_plan,
+    command_home_root,
+    confine_in_process,
+)
 from ._spec import AgentSpec, RiskSpec, RuntimeSpec, SubagentRuntime, path_rules
 from ._turn import TurnEngine
 
@@ -42,6 +49,8 @@ __all__ = [
     "AgentSpec",
     "Busy",
     "Fatal",
+    "InProcessSandbox",
+    "InProcessSandboxRequired",
     "Keys",
     "LinkMessage",
     "LinkSender",
@@ -56,7 +65,9 @@ __all__ = [
     "SubagentRuntime",
     "TurnEngine",
     "agent_main",
+    "agent_plan",
     "command_home_root",
+    "confine_in_process",
     "decode_link",
     "encode_link",
     "path_rules",

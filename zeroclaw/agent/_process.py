@@ -25,14 +25,7 @@ from .._frame_stream import receive_frames
 from .._framing import FrameDecoder, encode_frame
 from .._logging import setup_logging
 from ..bus import AgentBus, BusCredentials
-from ..policy import (
-    NOT_EXECUTABLE,
-    SandboxPlan,
-    SandboxUnavailable,
-    apply_sandbox,
-    plan_for,
-    plan_readonly,
-)
+from ..policy import SandboxUnavailable, apply_sandbox, plan_readonly
 from ..providers import ProviderError, make_provider
 from ..tools import DEFAULT_TOOLSET, Toolset, agent_toolset, become_subreaper
 from ._link import (
@@ -50,6 +43,7 @@ from ._link import (
     encode_link,
 )
 from ._runtime import AgentInbox, AgentRuntime, BusReach
+from ._sandbox import agent_plan, command_home_root
 from ._spec import AgentSpec
 from ._turn import TurnEngine
 
@@ -230,11 +224,8 @@ def confine(spec: AgentSpec) -> Confinement:
         return Confinement(summary, False)
     if spec.subagent is not None:  # read its snapshot and the system; write nothing
         plan = plan_readonly(spec.subagent.snapshot, spec.protected_paths)
-    else:
-        grants = [(path, grant) for path, grant in spec.access.values()]
-        plan = plan_for(spec.workspace, grants, protected=spec.protected_paths)
-        # Where each shell command's private home is made and removed (ADR 0012).
-        plan = SandboxPlan((*plan.rules, (command_home_root(spec), NOT_EXECUTABLE)))
+    else:  # the same builder as the in-process chat's (ADR 0039)
+        plan = agent_plan(spec)
     try:
         abi = apply_sandbox(plan)
     except SandboxUnavailable as exc:
@@ -253,12 +244,6 @@ def confine(spec: AgentSpec) -> Confinement:
         extra={"alias": spec.alias, "landlock_abi": abi, "rules": len(plan.rules)},
     )
     return Confinement(summary, True)
-
-
-def command_home_root(spec: AgentSpec) -> str:
-    """Where this agent's shell commands get their private homes: in the daemon's runtime
-    dir, outside every workspace, so no file tool of any agent reaches it."""
-    return os.path.join(spec.runtime_dir, "homes", spec.alias)
 
 
 def prepare_command_homes(spec: AgentSpec) -> None:

@@ -60,6 +60,13 @@ class PeerPolicy:
         self.bindings = {alias: tuple(c.channels) for alias, c in config.agents.items()}
         self.owners = channel_owners(config)
         self.delegates = {alias: frozenset(c.delegates) for alias, c in config.agents.items()}
+        # Agents whose profile is readonly: they may ask, never delegate (ADR 0039).
+        self.readonly = frozenset(
+            alias
+            for alias, c in config.agents.items()
+            if c.risk_profile in config.risk_profiles
+            and config.risk_profiles[c.risk_profile].level == "readonly"
+        )
         # (sender, dest, channel) -> the first group (by name) that allows it
         self._allowed: dict[tuple[str, str, str], str] = {}
         self._peers = {}

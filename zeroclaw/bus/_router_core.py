@@ -324,6 +324,10 @@ class RouterCore:
         """The router's own rules for questions (ADR 0018): delegation only to configured
         delegates, and a depth it counts itself (the body says nothing about either)."""
         dest = message.to
+        if message.kind == "delegate" and sender in self.policy.readonly:
+            detail = f"{sender!r} has a readonly risk profile: it may ask, not delegate"
+            self._refuse(sender, message.id, "read_only_profile", detail, dest)
+            return True
         if message.kind == "delegate" and dest not in self.policy.delegates.get(sender, ()):
             detail = f"{dest!r} is not in {sender!r}'s delegates"
             self._refuse(sender, message.id, "delegation_not_allowed", detail, dest)

@@ -30,6 +30,7 @@ RefusalCode = Literal[
     "delegation_not_allowed",  # a `delegate` to an agent outside the sender's `delegates`
     "depth_exceeded",  # a question the router counts MAX_DELEGATION_DEPTH deep or deeper
     "origin_not_allowed",  # an injected conversation whose origin the target does not accept
+    "read_only_profile",  # a `delegate` from an agent whose risk profile is readonly
 ]
 REFUSAL_CODES: tuple[str, ...] = get_args(RefusalCode)
 

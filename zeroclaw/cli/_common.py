@@ -36,6 +36,7 @@ CliErrorCode = Literal[
     "daemon_refused",  # exit 3: something answers but will not serve this connection
     "daemon_timeout",  # exit 1: the daemon did not answer in time
     "provider_unavailable",  # exit 1: the agent's model provider cannot be built
+    "sandbox_unavailable",  # exit 1: chat without a daemon, sandbox = "landlock", no Landlock
     "failed",  # exit 1: the operation failed (the message says how)
     "not_found",  # exit 1: `discover explain` of an id nothing discovered has
     "discovery_disabled",  # exit 1: `discover ...` with [discovery] enabled = false

@@ -145,15 +145,16 @@ def chat_cmd(message: str | None, session: str, as_json: bool) -> None:
 
             runtime_dir = control_client().runtime_dir
             store = daemon_paths(config, os.environ).state_dir / "memory"
+            runner, confined = _in_process(config, path, alias, session)
+            how = "under Landlock" if confined else "without a sandbox"
             fallback(
                 "in_process",
                 f"no daemon answers on {runtime_dir}",
-                f"no daemon answers on {runtime_dir}; running {alias} in-process with the "
-                f"store at {store} (peers and sub-agents unavailable)",
+                f"no daemon answers on {runtime_dir}; running {alias} in-process {how} with "
+                f"the store at {store} (peers and sub-agents unavailable)",
                 store=str(store),
                 runtime_dir=str(runtime_dir),
             )
-            runner = _in_process(config, path, alias, session)
         if message is not None:
             printer = Printer(quiet=json_out, interactive=tty)
             try:
@@ -216,8 +217,7 @@ def _line_editing() -> Iterator[None]:
     except ImportError:  # pragma: no cover - not on Linux
         yield
         return
-    base = Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state")
-    history = base / "zeroclaw" / "chat_history"
+    history = _history_file()
     with contextlib.suppress(OSError):
         readline.read_history_file(history)
     readline.set_history_length(1000)
@@ -239,6 +239,11 @@ def _line_editing() -> Iterator[None]:
 
 
 HANGUP_SIGNALS = (signal.SIGHUP, signal.SIGTERM)
+
+
+def _history_file() -> Path:
+    base = Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state")
+    return base / "zeroclaw" / "chat_history"
 
 
 def _exit_on_signal(signum: int, frame: object) -> None:
@@ -313,11 +318,18 @@ def _through_daemon(conn: ControlSession, alias: str, session: str, tty: bool) -
     return run
 
 
-def _in_process(config: Config, path: Path, alias: str, session: str) -> TurnRunner:
+def _in_process(config: Config, path: Path, alias: str, session: str) -> tuple[TurnRunner, bool]:
     # The agent's own code, only when the agent runs here (ADR 0035).
     import trio
 
-    from ..agent import AgentSpec, LocalReach, TurnEngine
+    from ..agent import (
+        AgentSpec,
+        InProcessSandboxRequired,
+        LocalReach,
+        TurnEngine,
+        confine_in_process,
+    )
+    from ..config import daemon_paths
     from ..memory import MemoryService
     from ..providers import ProviderError, make_provider
     from ..supervisor import agent_environment, build_specs
@@ -328,6 +340,14 @@ def _in_process(config: Config, path: Path, alias: str, session: str) -> TurnRun
     spec: AgentSpec = build_specs(config, env, path.parent, config_path=path)[alias]
     Path(spec.workspace).mkdir(mode=0o700, parents=True, exist_ok=True)
     agent_env = agent_environment(spec, env)
+    # The daemon's agent's Landlock ruleset, applied to this process, plus the CLI's own
+    # files: the store it reopens at every turn and the chat history (ADR 0039).
+    state_dir = daemon_paths(config, env).state_dir
+    own = (state_dir / "memory", state_dir / "memory.lock", _history_file().parent)
+    try:
+        confined = confine_in_process(spec, tuple(map(str, own))).in_force
+    except InProcessSandboxRequired as exc:
+        raise CliError(str(exc), EXIT_FAILED, code="sandbox_unavailable") from None
 
     def run(text: str, printer: Printer) -> dict[str, Any]:
         async def turn(service: MemoryService) -> dict[str, Any] | ProviderError:
@@ -357,7 +377,10 @@ def _in_process(config: Config, path: Path, alias: str, session: str) -> TurnRun
             finally:
                 await provider.aclose()
             calls = tuple(result.tool_calls)
-            return result_json(TurnDone(result.reply, calls, result.error))
+            return {
+                **result_json(TurnDone(result.reply, calls, result.error)),
+                "sandbox_in_force": confined,
+            }
 
         outcome = with_memory(config, turn)
         if isinstance(outcome, ProviderError):
@@ -367,4 +390,4 @@ def _in_process(config: Config, path: Path, alias: str, session: str) -> TurnRun
             )
         return outcome
 
-    return run
+    return run, confined

@@ -61,6 +61,7 @@ ControlErrorCode = Literal[
     "delegation_not_allowed",
     "depth_exceeded",
     "origin_not_allowed",
+    "read_only_profile",  # a bus refusal (delegate from a readonly agent) or memory write
     # an undecodable frame (DecodeErrorCode)
     "too_large",
     "malformed",

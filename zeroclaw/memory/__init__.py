@@ -23,7 +23,7 @@ from ._control import MemoryControlCommand
 from ._errors import MEMORY_ERROR_CODES, MemoryErrorCode, MemoryServiceError
 from ._lock import MemoryLock, MemoryLocked
 from ._records import CORE_CATEGORIES, Record, Turn, new_id
-from ._service import MemoryService, memory_grants, operator_request
+from ._service import MemoryGrants, MemoryService, memory_grants, operator_request
 from ._store import (
     MemoryInputError,
     MemoryStore,
@@ -50,6 +50,7 @@ __all__ = [
     "MemoryArgs",
     "MemoryControlCommand",
     "MemoryErrorCode",
+    "MemoryGrants",
     "MemoryInputError",
     "MemoryLock",
     "MemoryLocked",

@@ -123,6 +123,8 @@ class RecallArgs(_Args, frozen=True):
     query: str = ""
     agents: list[str] | None = None
     limit: Limit = 10
+    # An agent's recall tool naming other namespaces searches its own too (ADR 0039).
+    with_own: bool = False
     _BOUNDS: ClassVar[Bounds] = {"agents": (0, MAX_NAME_BYTES)}
 
 

@@ -14,6 +14,7 @@ MemoryErrorCode = Literal[
     "storage_error",  # the store failed (a damaged page, an LMDB error); the daemon lives
     "busy",  # too many writes queued
     "unknown_agent",  # the operator named no configured agent
+    "read_only_profile",  # a store or forget by an agent whose risk profile is readonly
 ]
 MEMORY_ERROR_CODES: tuple[str, ...] = get_args(MemoryErrorCode)
 

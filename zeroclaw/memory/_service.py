@@ -110,6 +110,7 @@ class MemoryService:
         self.store = store
         self.events = events if events is not None else EventSink()
         self.grants = dict(grants)
+        self.readonly = _readonly(grants)
         self._send, self._queue = trio.open_memory_channel[_Pending](QUEUE_LIMIT)
         self._readers = 0
         self._no_readers = trio.Event()
@@ -127,6 +128,7 @@ class MemoryService:
 
     def update_grants(self, grants: Mapping[str, frozenset[str]]) -> None:
         self.grants = dict(grants)
+        self.readonly = _readonly(grants)
 
     # --- writes: group commit ----------------------------------------------------------------
 
@@ -212,6 +214,12 @@ class MemoryService:
         Publishes one MemoryOperation, named after the caller (an agent's scope) or
         "operator"."""
         who = scope.caller if isinstance(scope, Scope) else scope.reason
+        if isinstance(scope, Scope) and op in AGENT_WRITES and scope.caller in self.readonly:
+            # Its tool refuses first; this is for an agent that skips its tool (ADR 0039).
+            refusal = MemoryServiceError(
+                "read_only_profile", f"{scope.caller!r} has a readonly risk profile: no {op}"
+            )
+            return await self._published(who, op, _raise(refusal))
         return await self._published(who, op, self._decoded(scope, op, body))
 
     async def _decoded(self, scope: Scope | OperatorScope, op: str, body: object) -> Any:
@@ -271,8 +279,11 @@ class MemoryService:
             )
             return _plain(MemoryRecords([memory_record(r) for r in records]))
         if isinstance(args, RecallArgs):
+            namespaces = args.agents
+            if namespaces is not None and args.with_own and isinstance(scope, Scope):
+                namespaces = list(dict.fromkeys([scope.caller, *namespaces]))
             hits = await self.read(
-                self.store.recall, scope, args.query, namespaces=args.agents, limit=args.limit
+                self.store.recall, scope, args.query, namespaces=namespaces, limit=args.limit
             )
             return _plain(MemoryHits([memory_hit(h) for h in hits]))
         if isinstance(args, SessionArgs):
@@ -301,11 +312,43 @@ class MemoryService:
             return int(await trio.to_thread.run_sync(self.store.purge, scope, agent))
 
 
-def memory_grants(config: Any) -> dict[str, frozenset[str]]:
-    """Each agent's read-only grants over other namespaces, from `memory.read_memory_from`."""
-    return {
-        alias: frozenset(agent.memory.read_memory_from) for alias, agent in config.agents.items()
-    }
+# The memory writes an agent's readonly profile refuses. Session transcripts
+# (append_turn[s]) are the record of its own chat and stay written.
+AGENT_WRITES = frozenset({"store", "forget"})
+
+
+async def _raise(error: MemoryServiceError) -> Any:
+    raise error
+
+
+class MemoryGrants(dict[str, frozenset[str]]):
+    """Each agent's read grants over other namespaces, and which agents are readonly
+    (their stores and forgets are refused): one value, so the daemon's wiring of grants
+    carries both."""
+
+    def __init__(
+        self, grants: Mapping[str, frozenset[str]], readonly: frozenset[str] = frozenset()
+    ) -> None:
+        super().__init__(grants)
+        self.readonly = readonly
+
+
+def _readonly(grants: Mapping[str, frozenset[str]]) -> frozenset[str]:
+    return grants.readonly if isinstance(grants, MemoryGrants) else frozenset()
+
+
+def memory_grants(config: Any) -> MemoryGrants:
+    """Each agent's read-only grants over other namespaces, from `memory.read_memory_from`,
+    and the agents whose risk profile is readonly."""
+    readonly = set()
+    for alias, agent in config.agents.items():
+        profile = config.risk_profiles.get(agent.risk_profile) if agent.risk_profile else None
+        if profile is not None and profile.level == "readonly":
+            readonly.add(alias)
+    return MemoryGrants(
+        {alias: frozenset(agent.memory.read_memory_from) for alias, agent in config.agents.items()},
+        frozenset(readonly),
+    )
 
 
 # --- the operator's entry point (control socket, or the CLI without a daemon) ----------------

@@ -300,6 +300,10 @@ class MemoryStore:
         for op in ops:
             for kind in _KINDS:
                 self._db(op.scope.caller, kind, create=True)
+        if any(op.kind == "forget" and op.args.get("id") is not None for op in ops):
+            # A forget by id looks for the id in other namespaces too, to refuse it typed.
+            for namespace in self.namespaces():
+                self._db(namespace, "records", create=False)
         with self.env.begin(write=True) as txn:
             for op in ops:
                 op.result, op.error = None, None
@@ -422,7 +426,18 @@ class MemoryStore:
             id = raw.decode()
         raw_record = txn.get(id.encode(), db=h["records"])
         if raw_record is None:
-            return False  # not ours (or not there): another agent's id is simply unknown here
+            for (namespace, kind), handle in list(self._dbs.items()):
+                if (
+                    kind == "records"
+                    and namespace != scope.caller
+                    and txn.get(id.encode(), db=handle)
+                ):
+                    # Ids are unique across namespaces: a typed refusal, the record untouched.
+                    raise ScopeError(
+                        f"record {id} is in another agent's memory; an agent forgets only "
+                        "its own records"
+                    )
+            return False  # not there: nothing to forget
         record = _rec_dec.decode(raw_record)
         self._unindex(txn, h, record)
         txn.delete(id.encode(), db=h["records"])

@@ -194,16 +194,50 @@ def grant_around(
     return tuple(out)
 
 
+def split_directories(
+    path: str, protected: Sequence[str], resolve: Callable[[str], str] = os.path.realpath
+) -> tuple[str, ...]:
+    """The directories `grant_around(path, protected)` splits entry by entry: `path` and
+    its descendants that lie above a protected path, real paths."""
+    top = PurePosixPath(resolve(path))
+    out: set[PurePosixPath] = set()
+    for p in protected:
+        root = PurePosixPath(p)
+        if root != top and _beneath(root, top):
+            out.update(a for a in root.parents if _beneath(a, top))
+    return tuple(str(d) for d in sorted(out))
+
+
 def plan_for(
     workspace: str,
     grants: Iterable[tuple[str, str]] = (),  # (path, "read" | "write" | "read_write")
     extra_read: Iterable[str] = (),
     protected: Iterable[str] = (),
+    *,
+    anywhere: bool = False,
+    may_write: bool = True,
+    excluded: Iterable[str] = (),
 ) -> SandboxPlan:
     """The agent's rules. `protected` (the daemon's own files, ADR 0015) is never granted:
     system and Python paths above one are granted entry by entry around it. Workspaces
-    are granted whole; config validation keeps protected paths out of every workspace."""
+    are granted whole; config validation keeps protected paths out of every workspace.
+
+    `excluded`: the operator's forbidden paths and every other agent's workspace. Under
+    the system paths they are kept out too, unless one is a system path or above one
+    (`/etc` itself): the agent needs those to run (DNS, TLS roots, the loader), so there
+    the policy alone refuses; so it does inside the agent's own Python paths.
+
+    `anywhere` (a `full` or `unrestricted_filesystem` profile, whose policy lifts
+    workspace_only): the whole filesystem *around* the protected and excluded paths and
+    `/proc` — the complement ruleset of ADR 0039 — with every right when `may_write`, else
+    read and execute. Landlock only allows, so at each ancestor of a kept-out path every
+    sibling entry that exists now is granted; one created there later is denied by the
+    kernel though the policy allows it (the "kernel stricter" cell of the table)."""
     shielded = sorted({q for p in protected for q in (p, os.path.realpath(p))})
+    kept_out = sorted({q for p in excluded for q in (p, os.path.realpath(p))})
+    system_roots = [PurePosixPath(p) for p in SYSTEM_READ_ONLY]
+    # A kept-out path at or above a system root is left to the policy (see above).
+    deep = [p for p in kept_out if not any(_beneath(r, PurePosixPath(p)) for r in system_roots)]
     everything = -1  # masked to the handled set when applied
     rules: list[tuple[str, int]] = [(workspace, everything)]
     for path, mode in grants:
@@ -211,9 +245,21 @@ def plan_for(
         rights = {"read": READ, "write": write | READ_DIR, "read_write": READ | write}[mode]
         rules.append((path, rights))
     python = {sys.prefix, sys.base_prefix, sys.exec_prefix, *(p for p in sys.path if p)}
-    for path in (*SYSTEM_READ_ONLY, *sorted(python), *extra_read):
+    around = sorted({*shielded, *deep})
+    for path in (*SYSTEM_READ_ONLY, *extra_read):
+        for granted in grant_around(path, around):
+            rules.append((granted, READ_EXEC))
+        # A system directory split around a kept-out path stays listable (names only, as
+        # when it was granted whole): the agent lists it to carve its commands' rulesets.
+        for split in split_directories(path, around):
+            rules.append((split, READ_DIR))
+    for path in sorted(python):  # its own Python: only the daemon's files are kept out
         for granted in grant_around(path, shielded):
             rules.append((granted, READ_EXEC))
+    if anywhere:
+        outside = sorted({*shielded, *kept_out, "/proc"})
+        for granted in grant_around("/", outside):
+            rules.append((granted, everything if may_write else READ_EXEC))
     for device in DEVICES_READ_WRITE:
         rules.append((device, READ_FILE | WRITE_FILE))
     return SandboxPlan(tuple(rules))

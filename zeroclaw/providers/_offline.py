@@ -5,6 +5,7 @@ runs without a model; anything else gets a plain answer from a few rules.
 
     remember: TEXT          -> memory_store   (key derived from the text)
     recall QUERY            -> memory_recall
+    recall from A,B: QUERY  -> memory_recall, own memory and the named agents' (granted) ones
     forget KEY              -> memory_forget
     ask ALIAS: TEXT         -> send_message_to_peer
     delegate ALIAS: TEXT    -> delegate
@@ -46,6 +47,11 @@ _ALIAS = r"@?([a-z][a-z0-9_-]{0,31})"
 # Each form of the grammar, the tool it calls, and how `help` spells it.
 _RULES: tuple[tuple[re.Pattern[str], str, str], ...] = (
     (re.compile(r"^remember\s*:\s*(?P<text>.+)$", re.S | re.I), "memory_store", "remember: TEXT"),
+    (
+        re.compile(r"^recall\s+from\s+(?P<from>[a-z0-9_,\s-]+?)\s*:\s*(?P<query>.+)$", re.S | re.I),
+        "memory_recall",
+        "recall from ALIAS,ALIAS: QUERY",
+    ),
     (re.compile(r"^recall\s+(?P<query>.+)$", re.S | re.I), "memory_recall", "recall QUERY"),
     (re.compile(r"^forget\s+(?P<key>\S+)\s*$", re.I), "memory_forget", "forget KEY"),
     (
@@ -67,7 +73,7 @@ _RULES: tuple[tuple[re.Pattern[str], str, str], ...] = (
     (re.compile(r"^list(?:\s+(?P<path>\S+))?\s*$", re.I), "file_list", "list [PATH]"),
     (re.compile(r"^run\s+(?P<command>.+)$", re.S | re.I), "shell", "run COMMAND"),
 )
-GRAMMAR_TOOLS: tuple[str, ...] = tuple(tool for _, tool, _ in _RULES)
+GRAMMAR_TOOLS: tuple[str, ...] = tuple(dict.fromkeys(tool for _, tool, _ in _RULES))
 # An agent's sub-agent tools (issue 12): offered only when some sub-agent lets it call, so
 # they are not among the built-in tools above and `help` lists them only when offered.
 _DISPATCH_RULES: tuple[tuple[re.Pattern[str], str, str], ...] = (
@@ -130,6 +136,10 @@ def parse(text: str) -> ToolCall | None:
             content = g["text"].strip()
             return ToolCall(tool, {"key": memory_key(content), "content": content})
         if tool == "memory_recall":
+            if g.get("from"):
+                named = [n.strip().lstrip("@").lower() for n in g["from"].split(",")]
+                query = g["query"].strip()
+                return ToolCall(tool, {"query": query, "namespaces": [n for n in named if n]})
             return ToolCall(tool, {"query": g["query"].strip()})
         if tool == "memory_forget":
             return ToolCall(tool, {"key": g["key"]})

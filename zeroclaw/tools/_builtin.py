@@ -46,10 +46,25 @@ class StoreArgs(msgspec.Struct, frozen=True):
 
 class RecallArgs(msgspec.Struct, frozen=True):
     query: Annotated[str, msgspec.Meta(description="Keywords.")]
+    namespaces: (
+        Annotated[
+            list[str],
+            msgspec.Meta(
+                description="Other agents' memories to search too (granted by their "
+                "read_memory_from); absent: only your own."
+            ),
+        ]
+        | None
+    ) = None
 
 
 class ForgetArgs(msgspec.Struct, frozen=True):
-    key: Annotated[str, msgspec.Meta(description="The key.")]
+    key: Annotated[str, msgspec.Meta(description="The key.")] | None = None
+    id: Annotated[str, msgspec.Meta(description="Or the record's id.")] | None = None
+
+    def __post_init__(self) -> None:
+        if (self.key is None) == (self.id is None):
+            raise ValueError("memory_forget takes a key or an id (one of them)")
 
 
 class AskArgs(msgspec.Struct, frozen=True):
@@ -99,16 +114,33 @@ async def _shell(ctx: ToolContext, args: ShellArgs) -> ToolResult:
     )
 
 
+def _read_only(ctx: ToolContext, what: str) -> ToolResult | None:
+    """A readonly profile refuses every write (ADR 0039): memory stores and forgets, and
+    delegation, which hands work to another agent. The memory service and the router
+    refuse the same again for a caller that skips this tool."""
+    if ctx.rules.may_write:
+        return None
+    return ToolResult.refused("read_only_profile", f"the risk profile is readonly: no {what}")
+
+
 async def _store(ctx: ToolContext, args: StoreArgs) -> ToolResult:
-    return await ctx.reach.memory("store", {"key": args.key, "content": args.content})
+    return _read_only(ctx, "memory writes") or await ctx.reach.memory(
+        "store", {"key": args.key, "content": args.content}
+    )
 
 
 async def _recall(ctx: ToolContext, args: RecallArgs) -> ToolResult:
-    return await ctx.reach.memory("recall", {"query": args.query})
+    body: dict[str, object] = {"query": args.query}
+    if args.namespaces is not None:
+        # The caller's own namespace is searched too; the service judges the others.
+        body["agents"] = args.namespaces
+        body["with_own"] = True
+    return await ctx.reach.memory("recall", body)
 
 
 async def _forget(ctx: ToolContext, args: ForgetArgs) -> ToolResult:
-    return await ctx.reach.memory("forget", {"key": args.key})
+    body = {"key": args.key} if args.key is not None else {"id": args.id}
+    return _read_only(ctx, "memory writes") or await ctx.reach.memory("forget", body)
 
 
 def _too_deep(ctx: ToolContext) -> ToolResult | None:
@@ -128,6 +160,8 @@ async def _ask(ctx: ToolContext, args: AskArgs) -> ToolResult:
 
 
 async def _delegate(ctx: ToolContext, args: DelegateArgs) -> ToolResult:
+    if (refused := _read_only(ctx, "delegation")) is not None:
+        return refused
     if args.to not in ctx.delegates:
         return ToolResult.refused(
             "delegation_not_allowed", f"{args.to!r} is not in this agent's delegates"
