@@ -85,6 +85,20 @@ def test_readonly_unrestricted_filesystem_only_reads_around_them(tmp_path: Path)
     assert _covered(t["secret"], plan.rules) == []
 
 
+def test_a_readonly_profile_gets_no_write_right_on_its_workspace_or_grants(tmp_path: Path) -> None:
+    """readonly refuses writes in the tools; the kernel refuses them too (a readonly
+    agent's own process could otherwise create files in its workspace)."""
+    t = _tree(tmp_path)
+    sibling = tmp_path / "sibling"
+    plan = plan_for(
+        str(t["ws"]), [(str(sibling), "read_write"), (str(t["notes"]), "write")], may_write=False
+    )
+    rights = dict(plan.rules)
+    assert rights[str(t["ws"])] == READ_EXEC
+    assert rights[str(sibling)] & ~READ_EXEC == 0
+    assert rights[str(t["notes"])] == READ_DIR  # a write-only grant leaves a readonly agent nothing
+
+
 def test_workspace_only_profiles_get_no_complement(tmp_path: Path) -> None:
     t = _tree(tmp_path)
     plan = plan_for(str(t["ws"]), protected=[str(t["state"])], excluded=[str(t["forbidden"])])

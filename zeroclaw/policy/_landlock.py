@@ -227,10 +227,11 @@ def plan_for(
     (`/etc` itself): the agent needs those to run (DNS, TLS roots, the loader), so there
     the policy alone refuses; so it does inside the agent's own Python paths.
 
+    `may_write` false (readonly): read and execute only, workspace and grants included.
+
     `anywhere` (a `full` or `unrestricted_filesystem` profile, whose policy lifts
     workspace_only): the whole filesystem *around* the protected and excluded paths and
-    `/proc` — the complement ruleset of ADR 0039 — with every right when `may_write`, else
-    read and execute. Landlock only allows, so at each ancestor of a kept-out path every
+    `/proc` — the complement ruleset of ADR 0039. Landlock only allows, so at each ancestor of a kept-out path every
     sibling entry that exists now is granted; one created there later is denied by the
     kernel though the policy allows it (the "kernel stricter" cell of the table)."""
     shielded = sorted({q for p in protected for q in (p, os.path.realpath(p))})
@@ -239,11 +240,14 @@ def plan_for(
     # A kept-out path at or above a system root is left to the policy (see above).
     deep = [p for p in kept_out if not any(_beneath(r, PurePosixPath(p)) for r in system_roots)]
     everything = -1  # masked to the handled set when applied
-    rules: list[tuple[str, int]] = [(workspace, everything)]
+    # A profile that may not write (readonly) gets no write right from the kernel either,
+    # in its own workspace or through a sibling grant: policy and kernel agree (ADR 0039).
+    mask = everything if may_write else READ_EXEC
+    rules: list[tuple[str, int]] = [(workspace, mask)]
     for path, mode in grants:
         write = WRITE_FILE | REMOVE_FILE | REMOVE_DIR | MAKE_REG | MAKE_DIR | TRUNCATE
         rights = {"read": READ, "write": write | READ_DIR, "read_write": READ | write}[mode]
-        rules.append((path, rights))
+        rules.append((path, rights & mask))
     python = {sys.prefix, sys.base_prefix, sys.exec_prefix, *(p for p in sys.path if p)}
     around = sorted({*shielded, *deep})
     for path in (*SYSTEM_READ_ONLY, *extra_read):
