@@ -13,7 +13,7 @@ import trio
 from zeroclaw.agent import AgentSpec, RiskSpec, RuntimeSpec
 from zeroclaw.agent._local import LocalReach
 from zeroclaw.agent._turn import TurnEngine, TurnResult
-from zeroclaw.memory import MemoryService, MemoryStore
+from zeroclaw.memory import MemoryGrants, MemoryService, MemoryStore
 from zeroclaw.providers import OfflineSpec, Provider
 from zeroclaw.turns import TurnEvent
 
@@ -73,7 +73,7 @@ async def local_engine(
     (workspace / "notes.txt").write_text("the plan is to ship")
     store = MemoryStore(tmp_path / "memory")
     try:
-        service = MemoryService(store, {})
+        service = MemoryService(store, MemoryGrants({}))
         async with trio.open_nursery() as nursery:
             nursery.start_soon(service.run_committer)
             reach = LocalReach(service, "alpha")

@@ -15,6 +15,7 @@ from zeroclaw.memory import (
     MEMORY_ERROR_CODES,
     MEMORY_OPS,
     ListArgs,
+    MemoryGrants,
     MemoryService,
     MemoryServiceError,
     MemoryStore,
@@ -72,7 +73,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
 def run_one(store: MemoryStore, call: Any) -> object:
     async def main() -> object:
-        service = MemoryService(store, {"beta": frozenset({"alpha"})})
+        service = MemoryService(store, MemoryGrants({"beta": frozenset({"alpha"})}))
         async with trio.open_nursery() as nursery:
             nursery.start_soon(service.run_committer)
             try:
@@ -146,7 +147,7 @@ def test_fields_an_operation_does_not_name_are_ignored() -> None:
 async def test_every_operation_publishes_one_event(tmp_path: Path) -> None:
     store = MemoryStore(tmp_path / "m")
     sink = EventSink()
-    service = MemoryService(store, {}, events=sink)
+    service = MemoryService(store, MemoryGrants({}), events=sink)
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(service.run_committer)

@@ -8,13 +8,19 @@ from pathlib import Path
 import pytest
 import trio
 
-from zeroclaw.memory import MemoryService, MemoryServiceError, MemoryStore, OperatorScope
+from zeroclaw.memory import (
+    MemoryGrants,
+    MemoryService,
+    MemoryServiceError,
+    MemoryStore,
+    OperatorScope,
+)
 
 
 @pytest.fixture
 async def service(tmp_path: Path) -> AsyncIterator[MemoryService]:
     store = MemoryStore(tmp_path / "m")
-    svc = MemoryService(store, {"alpha": frozenset(), "beta": frozenset({"alpha"})})
+    svc = MemoryService(store, MemoryGrants({"alpha": frozenset(), "beta": frozenset({"alpha"})}))
     async with trio.open_nursery() as nursery:
         nursery.start_soon(svc.run_committer)
         yield svc
@@ -169,7 +175,7 @@ async def test_every_operator_reply_is_its_typed_struct(service: MemoryService) 
 
 
 async def test_a_readonly_agents_memory_writes_are_refused_by_the_service(tmp_path: Path) -> None:
-    from zeroclaw.memory import MemoryGrants, operator_request
+    from zeroclaw.memory import operator_request
 
     store = MemoryStore(tmp_path / "m")
     svc = MemoryService(store, MemoryGrants({"ro": frozenset()}, readonly=frozenset({"ro"})))

@@ -16,6 +16,7 @@ import trio
 
 from tests.supervisor.harness import Daemon, agent_entry, make_config
 from zeroclaw.memory import (
+    MemoryGrants,
     MemoryService,
     MemoryServiceError,
     MemoryStore,
@@ -110,7 +111,7 @@ def test_a_page_damaged_after_open_fails_the_request_not_the_service(tmp_path: P
             fh.write(b"\x00\x00")
 
     async def main() -> None:
-        service = MemoryService(store, {})
+        service = MemoryService(store, MemoryGrants({}))
         with pytest.raises(MemoryServiceError) as caught:
             await service.handle(OperatorScope(), "export", {"agent": "a0"})
         assert caught.value.code == "storage_error"
@@ -169,7 +170,7 @@ def test_service_refuses_non_finite_times(tmp_path: Path) -> None:
     store = MemoryStore(tmp_path / "m")
 
     async def main() -> None:
-        service = MemoryService(store, {})
+        service = MemoryService(store, MemoryGrants({}))
         for bad in (float("nan"), float("inf")):
             with pytest.raises(MemoryServiceError, match="finite"):
                 await service.handle(OperatorScope(), "list", {"agents": ["a"], "since": bad})

@@ -99,18 +99,27 @@ def _plain(reply: MemoryReply) -> dict[str, Any]:
     return out
 
 
+@dataclass(frozen=True)
+class MemoryGrants:
+    """Who may do what beyond its own namespace: each agent's read grants over other
+    namespaces (`memory.read_memory_from`), and the agents whose profile is readonly (their
+    stores and forgets are refused, ADR 0039)."""
+
+    read: Mapping[str, frozenset[str]]
+    readonly: frozenset[str] = frozenset()
+
+
 class MemoryService:
     def __init__(
         self,
         store: MemoryStore,
-        grants: Mapping[str, frozenset[str]],
+        grants: MemoryGrants,
         *,
         events: EventSink | None = None,
     ) -> None:
         self.store = store
         self.events = events if events is not None else EventSink()
-        self.grants = dict(grants)
-        self.readonly = _readonly(grants)
+        self.grants = grants
         self._send, self._queue = trio.open_memory_channel[_Pending](QUEUE_LIMIT)
         self._readers = 0
         self._no_readers = trio.Event()
@@ -124,11 +133,10 @@ class MemoryService:
         self.batch_sizes: Counter[int] = Counter()
 
     def scope_for(self, alias: str) -> Scope:
-        return Scope(alias, self.grants.get(alias, frozenset()))
+        return Scope(alias, self.grants.read.get(alias, frozenset()))
 
-    def update_grants(self, grants: Mapping[str, frozenset[str]]) -> None:
-        self.grants = dict(grants)
-        self.readonly = _readonly(grants)
+    def update_grants(self, grants: MemoryGrants) -> None:
+        self.grants = grants
 
     # --- writes: group commit ----------------------------------------------------------------
 
@@ -214,7 +222,8 @@ class MemoryService:
         Publishes one MemoryOperation, named after the caller (an agent's scope) or
         "operator"."""
         who = scope.caller if isinstance(scope, Scope) else scope.reason
-        if isinstance(scope, Scope) and op in AGENT_WRITES and scope.caller in self.readonly:
+        readonly = self.grants.readonly
+        if isinstance(scope, Scope) and op in AGENT_WRITES and scope.caller in readonly:
             # Its tool refuses first; this is for an agent that skips its tool (ADR 0039).
             refusal = MemoryServiceError(
                 "read_only_profile", f"{scope.caller!r} has a readonly risk profile: no {op}"
@@ -321,22 +330,6 @@ async def _raise(error: MemoryServiceError) -> Any:
     raise error
 
 
-class MemoryGrants(dict[str, frozenset[str]]):
-    """Each agent's read grants over other namespaces, and which agents are readonly
-    (their stores and forgets are refused): one value, so the daemon's wiring of grants
-    carries both."""
-
-    def __init__(
-        self, grants: Mapping[str, frozenset[str]], readonly: frozenset[str] = frozenset()
-    ) -> None:
-        super().__init__(grants)
-        self.readonly = readonly
-
-
-def _readonly(grants: Mapping[str, frozenset[str]]) -> frozenset[str]:
-    return grants.readonly if isinstance(grants, MemoryGrants) else frozenset()
-
-
 def memory_grants(config: Any) -> MemoryGrants:
     """Each agent's read-only grants over other namespaces, from `memory.read_memory_from`,
     and the agents whose risk profile is readonly."""
@@ -347,7 +340,7 @@ def memory_grants(config: Any) -> MemoryGrants:
             readonly.add(alias)
     return MemoryGrants(
         {alias: frozenset(agent.memory.read_memory_from) for alias, agent in config.agents.items()},
-        frozenset(readonly),
+        readonly=frozenset(readonly),
     )
 
 

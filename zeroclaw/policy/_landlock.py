@@ -231,9 +231,10 @@ def plan_for(
 
     `anywhere` (a `full` or `unrestricted_filesystem` profile, whose policy lifts
     workspace_only): the whole filesystem *around* the protected and excluded paths and
-    `/proc` — the complement ruleset of ADR 0039. Landlock only allows, so at each ancestor of a kept-out path every
-    sibling entry that exists now is granted; one created there later is denied by the
-    kernel though the policy allows it (the "kernel stricter" cell of the table)."""
+    `/proc` — the complement ruleset of ADR 0039. Landlock only allows, so at each
+    ancestor of a kept-out path every sibling entry that exists now is granted; one
+    created there later is denied by the kernel though the policy allows it (the "kernel
+    stricter" cell of the table)."""
     shielded = sorted({q for p in protected for q in (p, os.path.realpath(p))})
     kept_out = sorted({q for p in excluded for q in (p, os.path.realpath(p))})
     system_roots = [PurePosixPath(p) for p in SYSTEM_READ_ONLY]
@@ -263,7 +264,7 @@ def plan_for(
     if anywhere:
         outside = sorted({*shielded, *kept_out, "/proc"})
         for granted in grant_around("/", outside):
-            rules.append((granted, everything if may_write else READ_EXEC))
+            rules.append((granted, mask))
     for device in DEVICES_READ_WRITE:
         rules.append((device, READ_FILE | WRITE_FILE))
     return SandboxPlan(tuple(rules))
