@@ -102,7 +102,7 @@ from ._control_server import (
 from ._lock import AlreadyRunning, PidLock
 from ._notify import SYSTEMD_VARIABLES, Notifier
 from ._route_probe import RouteProbeCommand
-from ._spec import zygote_environment
+from ._spec import preload_kinds, zygote_environment
 from ._supervisor import ReloadState, Supervisor
 from ._zygote import DEFAULT_ENTRYPOINT, ENTRYPOINT_ENV, daemon_title, set_title, start_zygote
 from ._zygote_client import ZygoteClient
@@ -178,7 +178,9 @@ def run_daemon(
         lock.release()
         raise DaemonError(f"{exc}; is a 'zeroclaw memory' command still writing?", 1) from None
     zygote, zygote_sock = start_zygote(
-        env.get(ENTRYPOINT_ENV, DEFAULT_ENTRYPOINT), zygote_environment(env)
+        env.get(ENTRYPOINT_ENV, DEFAULT_ENTRYPOINT),
+        zygote_environment(env),
+        preload_kinds(config),
     )
     # Opened after the zygote exists (which is exec'd, not forked) and never forked after:
     # an LMDB environment must not cross a fork.

@@ -194,6 +194,16 @@ def scrubbed_environment(daemon_env: Mapping[str, str]) -> dict[str, str]:
     }
 
 
+def preload_kinds(config: Config) -> frozenset[str]:
+    """The provider kinds the enabled agents use: the zygote preloads what they need, so
+    an agent does not import (and privately hold) it after the fork (ADR 0036)."""
+    return frozenset(
+        agent.model_provider.partition(".")[0]
+        for agent in config.agents.values()
+        if agent.enabled and agent.model_provider is not None
+    )
+
+
 def zygote_environment(daemon_env: Mapping[str, str]) -> dict[str, str]:
     """The zygote's environment block, which every agent's /proc/self/environ will show.
     PYTHONPATH is kept so the zygote imports the same code the daemon runs."""
