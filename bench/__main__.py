@@ -15,6 +15,7 @@ from . import (
     bench_discovery,
     bench_memory,
     bench_router,
+    bench_scale,
     bench_subagents,
     bench_supervisor,
 )
@@ -29,6 +30,7 @@ SUITES = {
     "subagents": bench_subagents.run,
     "channels": bench_channels.run,
     "discovery": bench_discovery.run,
+    "scale": bench_scale.run,
 }
 
 

@@ -97,6 +97,21 @@ def write_bench_config(
     return path
 
 
+def pss_kb(pid: int) -> int:
+    """A process's proportional set size: its private pages plus its share of shared ones."""
+    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+        if line.startswith("Pss:"):
+            return int(line.split()[1])
+    return 0
+
+
+def process_tree(pid: int) -> list[int]:
+    out = [pid]
+    for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
+        out.extend(process_tree(int(child)))
+    return out
+
+
 def workspace(root: Path, alias: str) -> Path:
     return root / "s" / "agents" / alias / "workspace"
 
@@ -156,6 +171,10 @@ class ReadyDaemon:
         while b"READY=1" not in self.sock.recv(4096):
             pass
         self.ready_secs = time.perf_counter() - start
+
+    def pss_total_kb(self) -> int:
+        """PSS of the daemon, its zygote and every agent."""
+        return sum(pss_kb(pid) for pid in process_tree(self.proc.pid))
 
     def close(self) -> None:
         self.proc.send_signal(signal.SIGTERM)

@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from ._daemon import ANTHROPIC_KEY_ENV, LOOPBACK_URL, PROVIDER_KINDS, ReadyDaemon
+from ._daemon import ANTHROPIC_KEY_ENV, LOOPBACK_URL, PROVIDER_KINDS, ReadyDaemon, pss_kb
 from ._harness import Result, result
 
 REPO = Path(__file__).resolve().parent.parent
@@ -32,26 +32,9 @@ sys.stdout.write("r"); sys.stdout.flush(); sys.stdin.read()
 """
 
 
-def pss_kb(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-        if line.startswith("Pss:"):
-            return int(line.split()[1])
-    return 0
-
-
-def _tree(pid: int) -> list[int]:
-    out = [pid]
-    for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
-        out.extend(_tree(int(child)))
-    return out
-
-
 class _Daemon(ReadyDaemon):
     def __init__(self, n: int, provider: str = "offline") -> None:
         super().__init__([f"a{i:03d}" for i in range(n)], provider=provider)
-
-    def pss_total_kb(self) -> int:
-        return sum(pss_kb(p) for p in _tree(self.proc.pid))
 
 
 class _Fresh:

@@ -109,6 +109,9 @@ from ._zygote_client import ZygoteClient
 
 log = logging.getLogger("zeroclaw.daemon")
 
+# Discovery's first scan and watch wait for READY=1, or this long at most.
+DISCOVERY_AFTER_START_SECS = 30.0
+
 
 class DaemonError(Exception):
     """The daemon cannot start; the message says why and what to do."""
@@ -490,6 +493,12 @@ async def _keep_discovery(supervisor: Supervisor, discovery: DiscoveryService) -
 
     with supervisor.events.subscribe() as reloads:
         async with trio.open_nursery() as nursery:
+            # Not while the agents start: a scan (probing model servers, building an HTTP
+            # client, walking project dirs) competes with them for the CPU and the event
+            # loop, and READY waits for them (ADR 0036). Bounded: a start that never
+            # settles does not hold discovery back for good.
+            with trio.move_on_after(DISCOVERY_AFTER_START_SECS):
+                await supervisor.ready.wait()
             if supervisor.config.discovery.scan_on_startup:
                 nursery.start_soon(rescan)
             await nursery.start(discovery.watch)
