@@ -154,8 +154,15 @@ class HttpModel:
         self.provider = provider
         self.max_retries = max_retries
         self.retries = 0  # how many retries this client made, for tests and stats
-        self._client = httpx.AsyncClient(
-            base_url=base_url.rstrip("/") + "/",
+        self._settings = (base_url.rstrip("/") + "/", headers, timeout_secs)
+
+    @functools.cached_property
+    def _client(self) -> httpx.AsyncClient:
+        """Built at the first request: an agent that idles never holds one (building it
+        touches ~1 MB of pages shared with the zygote, ADR 0036)."""
+        base_url, headers, timeout_secs = self._settings
+        return httpx.AsyncClient(
+            base_url=base_url,
             headers=headers,
             timeout=httpx.Timeout(timeout_secs, connect=min(timeout_secs, 10.0)),
             follow_redirects=False,
@@ -163,7 +170,8 @@ class HttpModel:
         )
 
     async def aclose(self) -> None:
-        await self._client.aclose()
+        if "_client" in self.__dict__:  # never built: nothing to close
+            await self._client.aclose()
 
     async def stream(
         self, path: str, payload: dict[str, Any], on_event: Callable[[SseEvent], Awaitable[None]]
