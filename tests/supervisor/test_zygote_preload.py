@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import copy
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -78,3 +80,27 @@ def test_a_networked_agent_finds_httpx_loaded_by_the_zygote(
 
 def test_an_offline_only_daemon_never_loads_httpx(root: Path, daemons: DaemonFactory) -> None:
     assert _preloaded(root, daemons, {}, "offline.default") == []
+
+
+def test_preloading_a_network_kind_opens_no_socket_and_starts_no_thread() -> None:
+    """What the zygote may do before it forks: import and build, nothing that lives on."""
+    code = (
+        "import os, sys, threading\n"
+        "from zeroclaw.providers import preload_providers\n"
+        "preload_providers(['openai', 'anthropic'])\n"
+        "sockets = 0\n"
+        "for fd in os.listdir('/proc/self/fd'):\n"
+        "    try:\n"
+        "        sockets += os.readlink(f'/proc/self/fd/{fd}').startswith('socket:')\n"
+        "    except OSError:\n"
+        "        pass  # the listing's own descriptor, closed by now\n"
+        "print(threading.active_count(), sockets, 'httpcore' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
+    )
+    assert out.stdout.split() == ["1", "0", "True"]
