@@ -16,6 +16,7 @@ from . import (
     bench_discovery,
     bench_memory,
     bench_router,
+    bench_scale,
     bench_subagents,
     bench_supervisor,
 )
@@ -31,6 +32,7 @@ SUITES = {
     "channels": bench_channels.run,
     "discovery": bench_discovery.run,
     "cli": bench_cli.run,
+    "scale": bench_scale.run,
 }
 
 

@@ -18,6 +18,21 @@ import tomli_w
 REPO = Path(__file__).resolve().parent.parent
 WEBHOOK_ALIAS = "hook"  # the bench's webhook channel: webhook.hook, owned by the first alias
 WEBHOOK_SECRET_ENV = "HOOK_SECRET"
+PROVIDER_KINDS = ("offline", "openai", "anthropic")
+ANTHROPIC_KEY_ENV = "BENCH_ANTHROPIC_KEY"
+# Network providers point at a closed loopback port: the benches that use them keep the
+# agents idle (memory, start-up), so no request is ever made.
+LOOPBACK_URL = "http://127.0.0.1:9"
+
+
+def provider_table(kind: str) -> dict[str, object]:
+    """`[providers]` with one provider `<kind>.default`."""
+    settings: dict[str, object] = {}
+    if kind == "openai":
+        settings = {"base_url": f"{LOOPBACK_URL}/v1", "model": "bench"}
+    elif kind == "anthropic":
+        settings = {"base_url": LOOPBACK_URL, "model": "bench", "api_key_env": ANTHROPIC_KEY_ENV}
+    return {kind: {"default": settings}}
 
 
 def write_bench_config(
@@ -27,16 +42,18 @@ def write_bench_config(
     grouped: bool = False,
     subagents: Path | None = None,
     webhook_port: int | None = None,
+    provider: str = "offline",
 ) -> Path:
     """Write `<root>/zeroclaw.toml`; state in `<root>/s`, sockets in `<root>/r`; with
     `subagents`, `[subagents] dir` points at that directory of bundles; with `webhook_port`,
     a webhook channel `webhook.hook` listens on 127.0.0.1 there (secret in $HOOK_SECRET, no
-    practical rate limit), bound to the first alias, in a peer group open to any sender."""
+    practical rate limit), bound to the first alias, in a peer group open to any sender.
+    `provider` is the kind every agent's model provider is (see `provider_table`)."""
     aliases = list(aliases)
     channels: dict[str, object] = {"cli": {"local": {}}}
     agents: dict[str, dict[str, object]] = {
         alias: {
-            "model_provider": "offline.default",
+            "model_provider": f"{provider}.default",
             "risk_profile": "r",
             "runtime_profile": "d",
             "channels": ["cli.local"],
@@ -66,7 +83,7 @@ def write_bench_config(
             "log_format": "json",
             "log_level": "warning",
         },
-        "providers": {"offline": {"default": {}}},
+        "providers": provider_table(provider),
         "risk_profiles": {"r": {"level": "readonly"}},
         "runtime_profiles": {"d": {}},
         "channels": channels,
@@ -78,6 +95,21 @@ def write_bench_config(
     path = root / "zeroclaw.toml"
     path.write_text(tomli_w.dumps(doc))
     return path
+
+
+def pss_kb(pid: int) -> int:
+    """A process's proportional set size: its private pages plus its share of shared ones."""
+    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+        if line.startswith("Pss:"):
+            return int(line.split()[1])
+    return 0
+
+
+def process_tree(pid: int) -> list[int]:
+    out = [pid]
+    for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
+        out.extend(process_tree(int(child)))
+    return out
 
 
 def workspace(root: Path, alias: str) -> Path:
@@ -95,11 +127,13 @@ class ReadyDaemon:
         subagents: Callable[[Path], None] | None = None,
         webhook_port: int | None = None,
         webhook_secret: str | None = None,
+        provider: str = "offline",
     ) -> None:
         """`subagents`, if given, fills `<root>/subagents` with bundles before the start and
         the config points `[subagents] dir` there. `webhook_port` adds the webhook channel
         (see `write_bench_config`); `webhook_secret` is its signing secret, passed to the
-        daemon in $HOOK_SECRET. READY=1 does not wait for the listener: poll its /readyz."""
+        daemon in $HOOK_SECRET. READY=1 does not wait for the listener: poll its /readyz.
+        `provider` is every agent's provider kind (offline, openai, anthropic)."""
         self.root = Path(tempfile.mkdtemp(prefix="zcb-", dir="/tmp"))
         bundles = None
         if subagents is not None:
@@ -107,14 +141,24 @@ class ReadyDaemon:
             bundles.mkdir()
             subagents(bundles)
         self.config_path = write_bench_config(
-            self.root, aliases, grouped=grouped, subagents=bundles, webhook_port=webhook_port
+            self.root,
+            aliases,
+            grouped=grouped,
+            subagents=bundles,
+            webhook_port=webhook_port,
+            provider=provider,
         )
         self.runtime_dir = self.root / "r"
         notify = self.root / "n.sock"
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self.sock.bind(str(notify))
         self.sock.settimeout(60)
-        env = {**os.environ, "NOTIFY_SOCKET": str(notify), "PYTHONPATH": str(REPO)}
+        env = {
+            **os.environ,
+            "NOTIFY_SOCKET": str(notify),
+            "PYTHONPATH": str(REPO),
+            ANTHROPIC_KEY_ENV: "bench-key",
+        }
         if webhook_secret is not None:
             env[WEBHOOK_SECRET_ENV] = webhook_secret
         start = time.perf_counter()
@@ -127,6 +171,10 @@ class ReadyDaemon:
         while b"READY=1" not in self.sock.recv(4096):
             pass
         self.ready_secs = time.perf_counter() - start
+
+    def pss_total_kb(self) -> int:
+        """PSS of the daemon, its zygote and every agent."""
+        return sum(pss_kb(pid) for pid in process_tree(self.proc.pid))
 
     def close(self) -> None:
         self.proc.send_signal(signal.SIGTERM)

@@ -9,46 +9,47 @@ import sys
 import time
 from pathlib import Path
 
-from ._daemon import ReadyDaemon
+from ._daemon import ANTHROPIC_KEY_ENV, LOOPBACK_URL, PROVIDER_KINDS, ReadyDaemon, pss_kb
 from ._harness import Result, result
 
 REPO = Path(__file__).resolve().parent.parent
 IMPORT_AGENT = (
     "import sys, zeroclaw.agent; sys.stdout.write('r'); sys.stdout.flush(); sys.stdin.read()"
 )
-
-
-def pss_kb(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-        if line.startswith("Pss:"):
-            return int(line.split()[1])
-    return 0
-
-
-def _tree(pid: int) -> list[int]:
-    out = [pid]
-    for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
-        out.extend(_tree(int(child)))
-    return out
+# What an idle agent of each provider kind has loaded and built: the agent code and its
+# provider (a network provider's pooled client, TLS context included). argv: kind, URL, key.
+BUILD_PROVIDER = """
+import sys, zeroclaw.agent
+from zeroclaw.providers import make_provider, AnthropicSpec, OfflineSpec, OpenAISpec
+kind, url, key = sys.argv[1:4]
+specs = {
+    "offline": OfflineSpec(),
+    "openai": OpenAISpec(url + "/v1", "bench", None, 60.0, 3),
+    "anthropic": AnthropicSpec(url, "bench", key, 1024, 60.0, 3),
+}
+provider = make_provider(kind + ".default", specs[kind], {key: "k"})
+sys.stdout.write("r"); sys.stdout.flush(); sys.stdin.read()
+"""
 
 
 class _Daemon(ReadyDaemon):
-    def __init__(self, n: int) -> None:
-        super().__init__([f"a{i:03d}" for i in range(n)])
-
-    def pss_total_kb(self) -> int:
-        return sum(pss_kb(p) for p in _tree(self.proc.pid))
+    def __init__(self, n: int, provider: str = "offline") -> None:
+        super().__init__([f"a{i:03d}" for i in range(n)], provider=provider)
 
 
 class _Fresh:
-    """n fresh interpreters that import the agent module and idle."""
+    """n fresh interpreters that import the agent module (and, with `provider`, build that
+    kind's provider) and idle."""
 
-    def __init__(self, n: int) -> None:
+    def __init__(self, n: int, provider: str | None = None) -> None:
         env = {**os.environ, "PYTHONPATH": str(REPO)}
+        argv = [sys.executable, "-c", IMPORT_AGENT]
+        if provider is not None:
+            argv = [sys.executable, "-c", BUILD_PROVIDER, provider, LOOPBACK_URL, ANTHROPIC_KEY_ENV]
         start = time.perf_counter()
         self.procs = [
             subprocess.Popen(
-                [sys.executable, "-c", IMPORT_AGENT],
+                argv,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 env=env,
@@ -109,7 +110,7 @@ def run() -> list[Result]:
         fresh.close()
     results.append(
         result(
-            "PSS per idle agent (incremental)",
+            "PSS per idle agent (incremental), offline",
             per_agent_mb,
             "MB",
             "PSS per fresh interpreter importing zeroclaw.agent",
@@ -126,4 +127,32 @@ def run() -> list[Result]:
             fresh_total_mb,
         )
     )
+    results.extend(pss_per_provider_kind(("openai", "anthropic")))
+    return results
+
+
+def pss_per_provider_kind(kinds: tuple[str, ...] = PROVIDER_KINDS, n: int = 10) -> list[Result]:
+    """Incremental PSS of an idle agent whose provider is of each kind (network ones point
+    at loopback and are never asked), beside a fresh interpreter that builds the same."""
+    results = []
+    for kind in kinds:
+        one, many = _Daemon(1, kind), _Daemon(n, kind)
+        fresh = _Fresh(n, kind)
+        try:
+            per_agent_mb = (many.pss_total_kb() - one.pss_total_kb()) / (n - 1) / 1024
+            fresh_per_mb = fresh.pss_total_kb() / n / 1024
+        finally:
+            one.close()
+            many.close()
+            fresh.close()
+        results.append(
+            result(
+                f"PSS per idle agent (incremental), {kind}",
+                per_agent_mb,
+                "MB",
+                f"PSS per fresh interpreter building the {kind} provider",
+                fresh_per_mb,
+                "<= 6 MB",
+            )
+        )
     return results

@@ -535,6 +535,7 @@ PUBLIC: dict[str, list[str]] = {
         "make_provider",
         "memory_key",
         "parse",
+        "preload_providers",
         "reply",
     ],
     "zeroclaw.subagents": [

@@ -148,3 +148,24 @@ def test_no_spelling_gets_out(
         assert access == "read"
     if workspace_only:
         assert inside or in_beta
+
+
+def test_resolving_many_workspaces_sharing_parents_gives_realpath_answers(tmp_path: Path) -> None:
+    from zeroclaw.policy._paths import realpath_sharing_parents
+
+    (tmp_path / "real" / "agents" / "a" / "workspace").mkdir(parents=True)
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "state").symlink_to(tmp_path / "real")  # a symlinked state dir
+    (tmp_path / "real" / "agents" / "b").mkdir()
+    (tmp_path / "real" / "agents" / "b" / "workspace").symlink_to(tmp_path / "elsewhere")
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    paths = [f"{tmp_path}/state/agents/{alias}/workspace" for alias in ("a", "b", "missing")] + [
+        f"{tmp_path}/state/agents/../agents/a/workspace",
+        f"{tmp_path}/state/./agents//b/workspace/",
+        f"{tmp_path}/loop/x",
+        "relative/path",
+        "/",
+    ]
+    real = realpath_sharing_parents()
+    for path in paths:
+        assert real(path) == os.path.realpath(path), path

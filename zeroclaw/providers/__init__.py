@@ -5,7 +5,7 @@ httpx only when built, so an offline agent never loads it. Providers know tools 
 the `ToolSpec`s a turn's conversation carries (its toolset), never a global list.
 """
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from ._offline import (
     GRAMMAR_HELP,
@@ -46,6 +46,22 @@ def make_provider(reference: str, config: ProviderSpec, env: Mapping[str, str]) 
     return AnthropicProvider(alias, config, env)
 
 
+NETWORK_KINDS = frozenset({"openai", "anthropic"})
+
+
+def preload_providers(kinds: Iterable[str]) -> None:
+    """Import, and warm, what providers of these kinds (`openai`, `anthropic`, `offline`)
+    load on first use, so processes forked after this share it (the zygote, ADR 0036).
+    Opens no socket and starts no thread."""
+    wanted = set(kinds)
+    if wanted & NETWORK_KINDS:
+        from . import _anthropic, _openai
+        from ._http import warm_http
+
+        del _anthropic, _openai  # imported for their side effect: loaded before the fork
+        warm_http()
+
+
 __all__ = [
     "GRAMMAR_HELP",
     "GRAMMAR_TOOLS",
@@ -69,5 +85,6 @@ __all__ = [
     "make_provider",
     "memory_key",
     "parse",
+    "preload_providers",
     "reply",
 ]

@@ -7,8 +7,11 @@ provider never load it (ADR 0009).
 
 from __future__ import annotations
 
+import functools
 import logging
+import os
 import random
+import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -131,6 +134,25 @@ class StreamedStep:
         return Step(tool_calls=tuple(calls), text=text, streamed=text is not None)
 
 
+@functools.cache
+def _tls_context(cafile: str | None, capath: str | None) -> ssl.SSLContext:
+    del cafile, capath  # the cache key: httpx reads them from os.environ itself
+    return httpx.create_ssl_context()
+
+
+def tls_context() -> ssl.SSLContext:
+    """The process's one verifying TLS context (httpx's default: certifi's bundle, or
+    $SSL_CERT_FILE / $SSL_CERT_DIR). Built once: loading a CA bundle costs ~50 ms and
+    ~1 MB, and made in the zygote it is shared by every agent forked after (ADR 0036)."""
+    return _tls_context(os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
+
+
+def warm_http() -> None:
+    """Load what httpx loads lazily when the first client is built (httpcore, h11, h2,
+    certifi, anyio) and the TLS context. The client is never used: no socket is opened."""
+    httpx.AsyncClient(verify=tls_context())
+
+
 def backoff_delay(attempt: int, retry_after: str | None) -> float:
     """Seconds before retry `attempt` (1-based): the server's Retry-After when it gives
     one (capped), else exponential with jitter."""
@@ -169,15 +191,24 @@ class HttpModel:
         self.provider = provider
         self.max_retries = max_retries
         self.retries = 0  # how many retries this client made, for tests and stats
-        self._client = httpx.AsyncClient(
-            base_url=base_url.rstrip("/") + "/",
+        self._settings = (base_url.rstrip("/") + "/", headers, timeout_secs)
+
+    @functools.cached_property
+    def _client(self) -> httpx.AsyncClient:
+        """Built at the first request: an agent that idles never holds one (building it
+        touches ~1 MB of pages shared with the zygote, ADR 0036)."""
+        base_url, headers, timeout_secs = self._settings
+        return httpx.AsyncClient(
+            base_url=base_url,
             headers=headers,
             timeout=httpx.Timeout(timeout_secs, connect=min(timeout_secs, 10.0)),
             follow_redirects=False,
+            verify=tls_context(),
         )
 
     async def aclose(self) -> None:
-        await self._client.aclose()
+        if "_client" in self.__dict__:  # never built: nothing to close
+            await self._client.aclose()
 
     async def stream(
         self,

@@ -102,12 +102,15 @@ from ._control_server import (
 from ._lock import AlreadyRunning, PidLock
 from ._notify import SYSTEMD_VARIABLES, Notifier
 from ._route_probe import RouteProbeCommand
-from ._spec import zygote_environment
+from ._spec import preload_kinds, zygote_environment
 from ._supervisor import ReloadState, Supervisor
 from ._zygote import DEFAULT_ENTRYPOINT, ENTRYPOINT_ENV, daemon_title, set_title, start_zygote
 from ._zygote_client import ZygoteClient
 
 log = logging.getLogger("zeroclaw.daemon")
+
+# Discovery's first scan and watch wait for READY=1, or this long at most.
+DISCOVERY_AFTER_START_SECS = 30.0
 
 
 class DaemonError(Exception):
@@ -178,7 +181,9 @@ def run_daemon(
         lock.release()
         raise DaemonError(f"{exc}; is a 'zeroclaw memory' command still writing?", 1) from None
     zygote, zygote_sock = start_zygote(
-        env.get(ENTRYPOINT_ENV, DEFAULT_ENTRYPOINT), zygote_environment(env)
+        env.get(ENTRYPOINT_ENV, DEFAULT_ENTRYPOINT),
+        zygote_environment(env),
+        preload_kinds(config),
     )
     # Opened after the zygote exists (which is exec'd, not forked) and never forked after:
     # an LMDB environment must not cross a fork.
@@ -488,6 +493,12 @@ async def _keep_discovery(supervisor: Supervisor, discovery: DiscoveryService) -
 
     with supervisor.events.subscribe() as reloads:
         async with trio.open_nursery() as nursery:
+            # Not while the agents start: a scan (probing model servers, building an HTTP
+            # client, walking project dirs) competes with them for the CPU and the event
+            # loop, and READY waits for them (ADR 0036). Bounded: a start that never
+            # settles does not hold discovery back for good.
+            with trio.move_on_after(DISCOVERY_AFTER_START_SECS):
+                await supervisor.ready.wait()
             if supervisor.config.discovery.scan_on_startup:
                 nursery.start_soon(rescan)
             await nursery.start(discovery.watch)

@@ -138,6 +138,10 @@ def build_specs(
     could never work."""
     paths = daemon_paths(config, env)
     protected = protected_paths(config, env, config_path, daemon_pids)
+    # Once per agent, not once per pair: every spec lists every other workspace, and a
+    # workspace path costs pathlib work (100 agents: 10,000 of them, most of start-up).
+    workspaces = {alias: str(workspace_path(config, alias, paths)) for alias in config.agents}
+    in_order = sorted(workspaces.items())
     specs: dict[str, AgentSpec] = {}
     for alias, agent in sorted(config.agents.items()):
         if not agent.enabled:
@@ -152,7 +156,7 @@ def build_specs(
         secret = getattr(provider, "api_key_env", None)
         specs[alias] = AgentSpec(
             alias=alias,
-            workspace=str(workspace_path(config, alias, paths)),
+            workspace=workspaces[alias],
             activation=runtime.activation,
             idle_stop_secs=runtime.idle_stop_secs,
             provider=agent.model_provider,
@@ -162,14 +166,10 @@ def build_specs(
             channels=agent.channels,
             delegates=agent.delegates,
             access={
-                other: (str(workspace_path(config, other, paths)), mode)
+                other: (workspaces[other], mode)
                 for other, mode in sorted(agent.workspace.access.items())
             },
-            other_workspaces=tuple(
-                str(workspace_path(config, other, paths))
-                for other in sorted(config.agents)
-                if other != alias
-            ),
+            other_workspaces=tuple(path for other, path in in_order if other != alias),
             read_memory_from=agent.memory.read_memory_from,
             secret_env=(secret,) if secret else (),
             state_dir=str(paths.state_dir),
@@ -192,6 +192,16 @@ def scrubbed_environment(daemon_env: Mapping[str, str]) -> dict[str, str]:
         for key, value in daemon_env.items()
         if (key in ENV_ALLOWLIST or _LOCALE.match(key)) and key not in SYSTEMD_VARIABLES
     }
+
+
+def preload_kinds(config: Config) -> frozenset[str]:
+    """The provider kinds the enabled agents use: the zygote preloads what they need, so
+    an agent does not import (and privately hold) it after the fork (ADR 0036)."""
+    return frozenset(
+        agent.model_provider.partition(".")[0]
+        for agent in config.agents.values()
+        if agent.enabled and agent.model_provider is not None
+    )
 
 
 def zygote_environment(daemon_env: Mapping[str, str]) -> dict[str, str]:

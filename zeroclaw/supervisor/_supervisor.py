@@ -123,6 +123,7 @@ class Supervisor:
         self.started_wall = time.time()
         self.started_mono = 0.0
         self.ready_sent = False
+        self.ready = trio.Event()  # set with READY=1: every always-on agent has settled
         self._by_pid: dict[int, AgentRunner] = {}
         self._early_exits: dict[int, int] = {}
         self._reload_lock = trio.Lock()
@@ -356,6 +357,7 @@ class Supervisor:
             else:
                 log.info("daemon ready: %s", self.status_line())
             self.notifier.ready(self.status_line())
+            self.ready.set()
         elif self.ready_sent:
             self.notifier.status(self.status_line())
 

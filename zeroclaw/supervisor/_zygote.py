@@ -35,7 +35,7 @@ import subprocess
 import sys
 import time
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 import msgspec
 import setproctitle
@@ -44,6 +44,7 @@ from .._decode import DecodeFailure, decode_msgpack
 from .._prctl import PR_SET_CHILD_SUBREAPER, prctl, set_death_signal, set_not_dumpable
 from .._proctree import kill_all, orphans, read_parents, subtrees
 from ..agent import AgentSpec, say_fatal
+from ..providers import preload_providers
 
 log = logging.getLogger("zeroclaw.zygote")
 
@@ -142,17 +143,28 @@ def set_title(title: str, name: str | None = None) -> None:
 
 
 def start_zygote(
-    entrypoint: str, env: Mapping[str, str]
+    entrypoint: str, env: Mapping[str, str], preload: Iterable[str] = ()
 ) -> tuple[subprocess.Popen[bytes], socket.socket]:
-    """Start the zygote interpreter with `env` as its whole environment."""
+    """Start the zygote interpreter with `env` as its whole environment; it loads, before
+    any fork, what providers of the `preload` kinds need (see `preload_kinds`)."""
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     code = (
-        "import sys; from zeroclaw.supervisor._zygote import zygote_main; "
-        "zygote_main(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3])"
+        # The collector is off from the first import on (see zygote_main).
+        "import gc; gc.disable(); import sys; from zeroclaw.supervisor._zygote import zygote_main; "
+        "zygote_main(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4])"
     )
+    kinds = ",".join(sorted(set(preload)))
     try:
         proc = subprocess.Popen(
-            [sys.executable, "-c", code, str(theirs.fileno()), str(os.getpid()), entrypoint],
+            [
+                sys.executable,
+                "-c",
+                code,
+                str(theirs.fileno()),
+                str(os.getpid()),
+                entrypoint,
+                kinds,
+            ],
             env=dict(env),
             pass_fds=(theirs.fileno(),),
             stdin=subprocess.DEVNULL,
@@ -165,8 +177,9 @@ def start_zygote(
 # --------------------------------------------------------------------------- zygote side
 
 
-def zygote_main(fd: int, daemon_pid: int, entrypoint: str) -> None:
-    """The zygote process's main (started by start_zygote)."""
+def zygote_main(fd: int, daemon_pid: int, entrypoint: str, preload: str = "") -> None:
+    """The zygote process's main (started by start_zygote). `preload`: provider kinds,
+    comma-separated, whose code (and lazily built state) every agent gets shared."""
     sock = socket.socket(fileno=fd)
     # Catchable, so the zygote can clean up before it goes (see the module docstring).
     signal.signal(DAEMON_GONE, lambda *_: None)
@@ -181,10 +194,17 @@ def zygote_main(fd: int, daemon_pid: int, entrypoint: str) -> None:
     for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM):
         signal.signal(sig, signal.SIG_IGN)
     entry = resolve_entrypoint(entrypoint)
+    # What a networked agent would otherwise import and build after the fork, once per
+    # agent (~10 MB each): httpx and what it loads lazily, the provider modules, the TLS
+    # context. Safe here: nothing of it opens a socket or starts a thread (ADR 0036).
+    preload_providers(kind for kind in preload.split(",") if kind)
     # Pre-import done: move every object to the permanent generation so the GC never
-    # touches (and so copies) these pages in the children.
-    gc.collect()
+    # touches (and so copies) these pages in the children. No collection first: with the
+    # collector off since the first import, the heap has no freed holes that an agent's
+    # first allocations would fill, copying the page around each (the gc module's advice
+    # for fork servers). Collecting again from here on only ever walks younger objects.
     gc.freeze()
+    gc.enable()
 
     wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
     signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
