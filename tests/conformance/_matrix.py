@@ -899,10 +899,24 @@ def _policy_cells() -> list[Cell]:
 
 
 def daemon_corpus_cells() -> list[Cell]:
-    """Path spellings the grammar can carry (no whitespace or NUL), through the daemon."""
+    """Every path spelling through the daemon's agent: as `read SPELLING` for the profiles
+    the corpus names, or (`daemon = false`) in the entry's own grammar message for one."""
     cells = []
     for entry in corpus("paths"):
         if not entry.get("daemon", True):
+            # one profile where the tool layer decides, in a spelling the grammar carries
+            cells.append(
+                Cell(
+                    entry["boundary"],
+                    "grammar/daemon",
+                    "supervised_approve",
+                    "corpus " + entry["id"],
+                    entry.get("daemon_action", f"read {entry['spelling']}"),
+                    _expect_word(entry["daemon_expect"], "tool"),
+                    "shell" if entry.get("daemon_action", "").startswith("run ") else "file_read",
+                    extra=entry,
+                )
+            )
             continue
         for profile, word in entry["expect"].items():
             if profile in ("supervised_approve", "full"):

@@ -186,7 +186,26 @@ class World:
             daemon_pid=pid,
             long_name="a" * 4097,
             fd_forbidden="{fd_forbidden}",
+            memory_fd=self.memory_fd() if "{memory_fd}" in template else "",
         )
+
+    def memory_fd(self) -> str:
+        """/proc/PID/fd/N under which the daemon or one of its processes holds the memory
+        store open (a real fd of a forbidden file, named from outside that process)."""
+        assert self.daemon is not None and self.daemon.proc is not None
+        target = str(self.root / "state" / "memory" / "data.mdb")
+        pids = [str(self.daemon.proc.pid)]
+        for pid in pids:  # the daemon, then its descendants
+            children = Path(f"/proc/{pid}/task/{pid}/children")
+            if children.exists():
+                pids += children.read_text().split()
+            for fd in Path(f"/proc/{pid}/fd").iterdir():
+                try:
+                    if os.readlink(fd) == target:
+                        return str(fd)
+                except OSError:
+                    continue
+        raise AssertionError(f"no process of the daemon holds {target} open")
 
     # --- driving a turn ---------------------------------------------------------------
 
