@@ -65,7 +65,7 @@ def conformance_config(root: Path, port: int = 0) -> dict[str, Any]:
         "g_rw": agent("supervised", workspace={"access": {"owner": "read_write"}}),
         "mem": agent("supervised", memory={"read_memory_from": ["owner"]}),
         "k_ro": agent("readonly", delegates=["owner"]),
-        "k_sup": agent("supervised"),
+        "k_sup": agent("supervised", delegates=["owner"]),
         "k_full": agent("full"),
         "k_gr": agent("supervised", workspace={"access": {"owner": "read"}}),
         "k_gw": agent("supervised", workspace={"access": {"owner": "write"}}),
@@ -288,6 +288,8 @@ def prepare_probes(world: World) -> None:
             "foreign": "owner",
             "delegate_to": "owner" if alias == "k_ro" else "",
             "channel": "cli.local",
+            # k_sup replays and forges frames with its real keys at owner (issue 16)
+            "replay_to": "owner" if alias == "k_sup" else "",
         }
         (workspace(world.root, alias) / "probe.json").write_text(json.dumps(plan))
 

@@ -104,7 +104,7 @@ def test_cli_chat_json(cell: Cell, world: World) -> None:
 def _word(word: str, cell: Cell) -> Observed:
     if word == "ok":
         return Observed("allowed")
-    if word == "forgotten_false":
+    if word in ("forgotten_false", "acted_once", "answered_to_sender"):
         return Observed("allowed", word)
     if word in ("EACCES", "EPERM"):
         return Observed("kernel_denied", word)
@@ -122,6 +122,9 @@ def test_kernel_from_inside_the_agent(cell: Cell, world: World) -> None:
 @_params("memory_service")
 def test_raw_memory_requests_of_a_hostile_agent(cell: Cell, world: World) -> None:
     results = world.kernel_results(cell.profile)
+    if cell.action in ("replay_store", "forged_rid"):
+        record(cell, _replayed_or_forged_store(cell.action, world, results))
+        return
     observed = _word(results[cell.action], cell)
     if cell.action == "forget_foreign_id":
         still = world.memory("get", "owner", key="ownersecret")["record"]
@@ -132,6 +135,24 @@ def test_raw_memory_requests_of_a_hostile_agent(cell: Cell, world: World) -> Non
         if landed is None:  # answered ok, but written to the sender's own namespace
             observed = Observed("refused", "own_namespace_only")
     record(cell, observed)
+
+
+def _replayed_or_forged_store(action: str, world: World, results: dict[str, Any]) -> Observed:
+    """Where k_sup's replayed / forged-routing-id stores landed (read as the operator)."""
+    alias = "k_sup"
+    if action == "replay_store":
+        records = world.memory("list", alias, limit=100)["records"]
+        same = [r for r in records if r["key"] == "replayed"]
+        return (
+            Observed("allowed", "stored_once")
+            if len(same) == 1
+            else Observed("refused", f"stored_{len(same)}_times")
+        )
+    if world.memory("get", "owner", key="forged-rid")["record"] is not None:
+        return Observed("allowed", "acted_for_owner", "landed in owner's namespace")
+    own = world.memory("get", alias, key="forged-rid")["record"] is not None
+    detail = f"answer {results['forged_rid_answer']}; in {alias}'s own namespace: {own}"
+    return Observed("refused", "own_identity", detail)
 
 
 # ------------------------------------------------------------------ in-process (no daemon)
