@@ -395,12 +395,60 @@ _GRAMMAR: list[tuple[str, str, str, str, dict[str, Expect]]] = [
         "agent_catalog",
         {"supervised_approve": _ok("engine"), "full": _no("bad_arguments", "engine")},
     ),
+    # discovery: manifests in adapters/ beside the config (grants in _world.py)
+    (
+        "discovery_adapters",
+        "invoke with no adapters listed",
+        "invoke reviewer: x",
+        "invoke_adapter",
+        {"grant_read_write": _no("bad_arguments", "engine")},  # no adapters: no tool
+    ),
     (
         "discovery_adapters",
         "invoke unregistered adapter",
         "invoke someadapter: x",
         "invoke_adapter",
-        {"supervised_approve": _no("bad_arguments", "engine")},
+        {"supervised_approve": _no("adapter_not_granted", "tool")},
+    ),
+    (
+        "discovery_adapters",
+        "invoke a listed reading adapter",
+        "invoke reviewer: look",
+        "invoke_adapter",
+        {p: _ok("tool") for p in ("readonly", "full", "grant_read")},
+    ),
+    (
+        "discovery_adapters",
+        "invoke an adapter not listed",
+        "invoke writer for code.generate: x",
+        "invoke_adapter",
+        {"grant_read": _no("adapter_not_granted", "tool")},
+    ),
+    (
+        "discovery_adapters",
+        "invoke a listed writing adapter",
+        "invoke writer for code.generate: x",
+        "invoke_adapter",
+        {
+            "readonly": _no("read_only_profile", "tool"),
+            "supervised_approve": _ok("engine"),
+            "supervised_deny": _no("approval_denied", "engine"),
+            "full": _ok("tool"),
+        },
+    ),
+    (
+        "discovery_adapters",
+        "invalid manifest not registered",
+        "invoke broken: x",
+        "invoke_adapter",
+        {"full": _no("adapter_not_found", "tool")},
+    ),
+    (
+        "discovery_adapters",
+        "workspace-local program not registered",
+        "invoke shady: x",
+        "invoke_adapter",
+        {"full": _no("adapter_not_found", "tool")},
     ),
 ]
 
@@ -412,6 +460,8 @@ def _grammar_cells() -> list[Cell]:
             # A recall that "works" must also find the granted record.
             finds = tool == "memory_recall" and expect.contract
             extra = {"reply_has": "launch code"} if finds else {}
+            if tool == "invoke_adapter" and expect.kind == "allowed":
+                extra = {"reply_has": "codex in "}  # the adapter's program really ran
             cells.append(
                 Cell(boundary, "grammar/daemon", profile, case, action, expect, tool, extra)
             )

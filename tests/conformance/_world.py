@@ -75,6 +75,20 @@ def conformance_config(root: Path, port: int = 0) -> dict[str, Any]:
         "conf": {"channel": "cli", "agents": ["ro", "sup", "owner", "k_ro", "k_sup"]}
     }
     doc["subagents"] = {"dir": str(root / "subagents")}  # `helper`: callers cli and sup
+    if port:
+        # Discovered adapters (manifests in adapters/ beside the config): full and ro list
+        # both, sup the writing one, g_read only the reviewing one, g_rw none (no tool);
+        # broken (an invalid manifest) and shady (a workspace-local program) are listed
+        # by full but must never be registered.
+        doc["discovery"] = {"probe_model_ports": False, "scan_user_dirs": False}
+        granted = {
+            "full": ["reviewer", "writer", "broken", "shady"],
+            "ro": ["reviewer", "writer"],
+            "sup": ["writer"],
+            "g_read": ["reviewer"],
+        }
+        for alias, adapters in granted.items():
+            doc["agents"][alias]["adapters"] = adapters
     if port:  # sup answers a webhook channel and a serial device (a pty the test holds)
         doc["channels"]["webhook"] = {
             "hook": {"listen": f"127.0.0.1:{port}", "secret_env": "HOOK_SECRET"}
@@ -92,6 +106,33 @@ def conformance_config(root: Path, port: int = 0) -> dict[str, Any]:
             "external_peers": ["serial:desk"],
         }
     return doc
+
+
+ADAPTER_PROGRAM = """#!/bin/sh
+if [ "$1" = "--version" ]; then echo "codex-cli 9.9.9"; exit 0; fi
+echo "codex in $(pwd) got: $*"
+exit 0
+"""
+
+
+def lay_out_adapters(root: Path, bin_dir: Path) -> dict[str, str]:
+    """The adapter manifests beside the config, a trusted `codex` in `bin_dir` (outside
+    the project) and a workspace-local `shady` inside it; the daemon's PATH."""
+    for directory, name in ((bin_dir, "codex"), (root / "tools", "shady")):
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / name).write_text(ADAPTER_PROGRAM)
+        (directory / name).chmod(0o755)
+    manifests = {
+        "reviewer": "command: codex\nargs: [review]\ncapabilities: [code.review]\n",
+        "writer": "command: codex\nargs: [write]\ncapabilities: [code.generate]\n",
+        "shady": "command: shady\nargs: [x]\ncapabilities: [code.review]\n",
+        "broken": "transport: [not, a, transport]\n",  # invalid: no command, bad transport
+    }
+    (root / "adapters").mkdir(exist_ok=True)
+    for name, body in manifests.items():
+        transport = "" if name == "broken" else "transport: cli\n"
+        (root / "adapters" / f"{name}.yaml").write_text(f"id: {name}\n{transport}{body}")
+    return {"PATH": f"{bin_dir}:{root / 'tools'}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
 
 
 def workspace(root: Path, alias: str) -> Path:

@@ -84,8 +84,24 @@ def test_policy(cell: Cell, world: World, specs: dict[str, Any]) -> None:
 # ------------------------------------------------------------------ the daemon's agents
 
 
+@pytest.fixture(scope="module")
+def adapters_registered(world: World) -> World:
+    """The daemon's first discovery scan registered the manifests beside the config."""
+    from tests.discovery.test_discovery_daemon import follow_discovery
+
+    assert world.daemon is not None
+    follow_discovery(
+        world.daemon, {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}, "added", "writer"
+    )
+    return world
+
+
 @_params("grammar/daemon")
-def test_grammar_through_the_daemon(cell: Cell, world: World) -> None:
+def test_grammar_through_the_daemon(
+    cell: Cell, world: World, request: pytest.FixtureRequest
+) -> None:
+    if cell.tool == "invoke_adapter":
+        request.getfixturevalue("adapters_registered")
     alias = PROFILES[cell.profile][0]
     data = world.chat(cell.profile, world.fill(cell.action, alias))
     record(cell, observed_from_turn(cell, data))
