@@ -519,6 +519,15 @@ _IN_PROCESS: list[tuple[str, str, str, str, dict[str, Expect]]] = [
         "memory_store",
         {"readonly": _no("read_only_profile", "tool", "C2")},
     ),
+    # `sandbox = "landlock"` and a CLI process the kernel gives no Landlock (a seccomp
+    # filter hides it): exit 1, nothing run (the write's file is not made)
+    (
+        "workspace_files",
+        "required landlock unavailable in-process",
+        "write no-landlock.txt: x",
+        "file_write",
+        {"full": _no("sandbox_unavailable", "cli", "C4")},
+    ),
 ]
 
 

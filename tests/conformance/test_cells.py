@@ -184,6 +184,9 @@ def test_grammar_in_process(cell: Cell, offline_world: World) -> None:
         kind = "allowed" if human.returncode == 0 else "refused"
         record(cell, Observed(kind, said, human.stderr[-200:]))
         return
+    if cell.expect.code == "sandbox_unavailable":
+        record(cell, _chat_without_landlock(offline_world, alias, text))
+        return
     result = offline_world.cli("--agent", alias, "chat", "-m", text, "--json")
     assert "in-process" in result.stderr, result.stderr
     if result.returncode != 0:
@@ -201,6 +204,39 @@ def test_grammar_in_process(cell: Cell, offline_world: World) -> None:
         )
         return
     record(cell, observed_from_turn(cell, data))
+
+
+def _chat_without_landlock(world: World, alias: str, text: str) -> Observed:
+    """`chat -m --json` with the agent's profile requiring Landlock, in a CLI process where
+    landlock_create_ruleset fails (ENOSYS, as on a kernel without it)."""
+    import subprocess
+    import sys
+
+    import tomli_w
+
+    from tests.cli.test_chat_sandbox import WITHOUT_LANDLOCK
+    from tests.conftest import REPO
+
+    doc = json.loads(json.dumps(world.doc))
+    profile = doc["agents"][alias]["risk_profile"]
+    doc["risk_profiles"][profile]["sandbox"] = "landlock"
+    config = world.root / "landlock-required.toml"
+    config.write_text(tomli_w.dumps(doc))
+    argv = ["--config", str(config), "--agent", alias, "chat", "-m", text, "--json"]
+    result = subprocess.run(
+        [sys.executable, "-c", WITHOUT_LANDLOCK, *argv],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        check=False,
+        timeout=120,
+    )
+    made = (world.root / "state" / "agents" / alias / "workspace" / "no-landlock.txt").exists()
+    if result.returncode != 1 or made:
+        return Observed("allowed", None, f"exit {result.returncode}, file made: {made}")
+    code = json.loads(result.stdout or "{}").get("error", {}).get("code", "no_code")
+    return Observed("refused", str(code), result.stderr[-200:])
 
 
 # ------------------------------------------------------------------ control socket, other uid
