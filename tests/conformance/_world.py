@@ -42,9 +42,15 @@ def conformance_config(root: Path, port: int = 0) -> dict[str, Any]:
     forbidden = [*defaults, str(root / "outside" / "forbidden")]
     doc = make_config(root, {})
     doc["risk_profiles"] = {
-        level: {"level": level, "allowed_commands": COMMANDS, "forbidden_paths": forbidden}
+        level: {
+            "level": level,
+            "allowed_commands": COMMANDS,
+            "forbidden_paths": forbidden,
+        }
         for level in ("readonly", "supervised", "full")
     }
+    # sup alone takes some fifty tool calls: the hourly budget must not decide a cell
+    doc["runtime_profiles"]["fast"]["max_actions_per_hour"] = 10_000
 
     def agent(profile: str, **extra: Any) -> dict[str, Any]:
         return {
