@@ -983,6 +983,19 @@ def daemon_corpus_cells() -> list[Cell]:
                     extra=entry,
                 )
             )
+            if "daemon_write" in entry:
+                cells.append(
+                    Cell(
+                        entry["boundary"],
+                        "grammar/daemon",
+                        "full",
+                        f"corpus {entry['id']} (write)",
+                        f"write {entry['spelling']}: x",
+                        _expect_word(entry["daemon_write"], "tool"),
+                        "file_write",
+                        extra=entry,
+                    )
+                )
             continue
         for profile, word in entry["expect"].items():
             if profile in ("supervised_approve", "full"):
