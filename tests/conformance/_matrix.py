@@ -450,6 +450,13 @@ _GRAMMAR: list[tuple[str, str, str, str, dict[str, Expect]]] = [
         "invoke_adapter",
         {"full": _no("adapter_not_found", "tool")},
     ),
+    (
+        "discovery_adapters",
+        "command outside the discovery allowlist not registered",
+        "invoke stray: x",
+        "invoke_adapter",
+        {"full": _no("adapter_not_found", "tool")},
+    ),
 ]
 
 

@@ -84,11 +84,11 @@ def conformance_config(root: Path, port: int = 0) -> dict[str, Any]:
     if port:
         # Discovered adapters (manifests in adapters/ beside the config): full and ro list
         # both, sup the writing one, g_read only the reviewing one, g_rw none (no tool);
-        # broken (an invalid manifest) and shady (a workspace-local program) are listed
-        # by full but must never be registered.
+        # broken (an invalid manifest), shady (a workspace-local program) and stray (a
+        # command outside [discovery] commands) are listed by full, never registered.
         doc["discovery"] = {"probe_model_ports": False, "scan_user_dirs": False}
         granted = {
-            "full": ["reviewer", "writer", "broken", "shady"],
+            "full": ["reviewer", "writer", "broken", "shady", "stray"],
             "ro": ["reviewer", "writer"],
             "sup": ["writer"],
             "g_read": ["reviewer"],
@@ -122,16 +122,21 @@ exit 0
 
 
 def lay_out_adapters(root: Path, bin_dir: Path) -> dict[str, str]:
-    """The adapter manifests beside the config, a trusted `codex` in `bin_dir` (outside
-    the project) and a workspace-local `shady` inside it; the daemon's PATH."""
-    for directory, name in ((bin_dir, "codex"), (root / "tools", "shady")):
+    """The adapter manifests beside the config, a trusted `codex` (and `stray`) in
+    `bin_dir` (outside the project) and a workspace-local `gemini` inside it; the daemon's
+    PATH."""
+    programs = ((bin_dir, "codex"), (bin_dir, "stray"), (root / "tools", "gemini"))
+    for directory, name in programs:
         directory.mkdir(parents=True, exist_ok=True)
         (directory / name).write_text(ADAPTER_PROGRAM)
         (directory / name).chmod(0o755)
     manifests = {
         "reviewer": "command: codex\nargs: [review]\ncapabilities: [code.review]\n",
         "writer": "command: codex\nargs: [write]\ncapabilities: [code.generate]\n",
-        "shady": "command: shady\nargs: [x]\ncapabilities: [code.review]\n",
+        # an allowlisted name whose only program is inside the project: untrusted
+        "shady": "command: gemini\nargs: [x]\ncapabilities: [code.review]\n",
+        # a trusted place, but a name outside [discovery] commands
+        "stray": "command: stray\nargs: [x]\ncapabilities: [code.review]\n",
         "broken": "transport: [not, a, transport]\n",  # invalid: no command, bad transport
     }
     (root / "adapters").mkdir(exist_ok=True)
