@@ -973,7 +973,8 @@ def _policy_cells() -> list[Cell]:
 
 def daemon_corpus_cells() -> list[Cell]:
     """Every path spelling through the daemon's agent: as `read SPELLING` for the profiles
-    the corpus names, or (`daemon = false`) in the entry's own grammar message for one."""
+    the corpus names, or (`daemon = false`) in the entry's own grammar message for one;
+    every command spelling as `run COMMAND` for supervised_approve."""
     cells = []
     for entry in corpus("paths"):
         if not entry.get("daemon", True):
@@ -1018,6 +1019,21 @@ def daemon_corpus_cells() -> list[Cell]:
                         extra=entry,
                     )
                 )
+    for entry in corpus("commands"):
+        if "supervised_approve" in entry["expect"]:
+            word = entry.get("daemon_expect", entry["expect"]["supervised_approve"])
+            cells.append(
+                Cell(
+                    entry["boundary"],
+                    "grammar/daemon",
+                    "supervised_approve",
+                    "corpus command " + entry["id"],
+                    f"run {entry['command']}",
+                    _expect_word(word, "tool" if word == "exit_status" else "policy"),
+                    "shell",
+                    extra=entry,
+                )
+            )
     return cells
 
 
