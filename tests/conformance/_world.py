@@ -121,10 +121,10 @@ exit 0
 """
 
 
-def lay_out_adapters(root: Path, bin_dir: Path) -> dict[str, str]:
+def lay_out_adapters(root: Path, bin_dir: Path) -> str:
     """The adapter manifests beside the config, a trusted `codex` (and `stray`) in
     `bin_dir` (outside the project) and a workspace-local `gemini` inside it; the daemon's
-    PATH."""
+    PATH (the workspace-local directory on it: discovery must still refuse its program)."""
     programs = ((bin_dir, "codex"), (bin_dir, "stray"), (root / "tools", "gemini"))
     for directory, name in programs:
         directory.mkdir(parents=True, exist_ok=True)
@@ -143,7 +143,7 @@ def lay_out_adapters(root: Path, bin_dir: Path) -> dict[str, str]:
     for name, body in manifests.items():
         transport = "" if name == "broken" else "transport: cli\n"
         (root / "adapters" / f"{name}.yaml").write_text(f"id: {name}\n{transport}{body}")
-    return {"PATH": f"{bin_dir}:{root / 'tools'}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
+    return f"{bin_dir}:{root / 'tools'}:{os.environ.get('PATH', '/usr/bin:/bin')}"
 
 
 def workspace(root: Path, alias: str) -> Path:

@@ -39,12 +39,12 @@ def world() -> Iterator[World]:
     port = free_port()
     doc = conformance_config(root, port)
     lay_out(root)
-    env = lay_out_adapters(root, bin_dir)
+    path = lay_out_adapters(root, bin_dir)
     daemon = harness.Daemon(root, doc, faults=False)
     world = World(root, daemon, doc, port=port, device=Device(root / "ttyDESK"))
     prepare_probes(world)
     try:
-        daemon.start(ZEROCLAW_AGENT_ENTRYPOINT=ENTRYPOINT, HOOK_SECRET=HOOK_SECRET, **env)
+        daemon.start(ZEROCLAW_AGENT_ENTRYPOINT=ENTRYPOINT, HOOK_SECRET=HOOK_SECRET, PATH=path)
         world.memory("store", "owner", key="ownersecret", content="ownersecret launch code")
         world.owner_record = world.memory("get", "owner", key="ownersecret")["record"]["id"]
         reply = ControlClient(world.run_dir).request(

@@ -393,7 +393,10 @@ def _webhook_turn(world: World, cell: Cell, approve: bool | None) -> dict[str, A
 
     base = f"http://127.0.0.1:{world.port}"
     text = world.fill(cell.action, "sup")
-    body = json.dumps({"sender": "conformance", "text": text}).encode()
+    # One sender per cell: two cells with the same text in the same second would otherwise
+    # sign the same bytes, and the channel rightly refuses the second as a replay.
+    sender = "conformance-" + re.sub(r"\W+", "-", f"{cell.profile}-{cell.case}")
+    body = json.dumps({"sender": sender, "text": text}).encode()
     stamp = str(int(time.time()))
     secret = "not-the-secret" if cell.action == "wrong_secret" else HOOK_SECRET
     headers = {"content-type": "application/json"}
