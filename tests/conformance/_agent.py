@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import trio
+import zmq
 
 from zeroclaw.agent import AgentSpec, agent_main, serve_agent
-from zeroclaw.bus import AgentBus
+from zeroclaw.bus import AgentBus, Message, Request, Response, Send, encode
 
 
 def main(spec: AgentSpec, link_fd: int) -> int:
@@ -30,7 +31,17 @@ def main(spec: AgentSpec, link_fd: int) -> int:
     go = os.open(plan["go"], os.O_RDWR | os.O_CLOEXEC)
 
     def start(bus: AgentBus, nursery: trio.Nursery, _link: Any) -> None:
-        nursery.start_soon(run_probes, bus, plan, out, go)
+        # Keep every reply that comes back, to count how often a replayed question acted.
+        replies = Replies()
+        before = bus.on_message
+
+        def on_message(message: Message) -> None:
+            if message.kind == "reply" and isinstance(message.body, dict):
+                replies.add(str(message.body.get("in_reply_to")), message)
+            before(message)
+
+        bus.on_message = on_message
+        nursery.start_soon(run_probes, bus, plan, out, go, replies)
 
     return int(trio.run(lambda: serve_agent(spec, link_fd, on_bus=start)))
 
@@ -67,7 +78,113 @@ def knock(address: str) -> str:
     return "forbidden" if b"forbidden" in data else ("answered" if data else "closed")
 
 
-async def run_probes(bus: AgentBus, plan: dict[str, Any], out: int, go: int) -> None:
+class Replies:
+    """The replies this probe received, by the id of the question they answer."""
+
+    def __init__(self) -> None:
+        self.by_id: dict[str, list[Message]] = {}
+        self._changed = trio.Event()
+
+    def add(self, message_id: str, message: Message) -> None:
+        self.by_id.setdefault(message_id, []).append(message)
+        self._changed.set()
+        self._changed = trio.Event()
+
+    async def to(self, message_id: str, want: int, wait_secs: float) -> list[Message]:
+        """The replies to `message_id` once `want` came, or what came in `wait_secs` (the
+        bound for a reply that must never come: nothing signals its absence)."""
+        with trio.move_on_after(wait_secs):
+            while len(self.by_id.get(message_id, [])) < want:
+                await self._changed.wait()
+        return self.by_id.get(message_id, [])
+
+
+def forged_request(creds: Any, identity: bytes, frame: Request) -> None:
+    """Send one request on a second connection made with this agent's own CURVE keys but
+    a routing id that names another agent (the router assigns routing ids; this asks)."""
+    ctx = zmq.Context()
+    try:
+        sock = ctx.socket(zmq.DEALER)
+        sock.setsockopt(zmq.LINGER, 2000)
+        sock.setsockopt(zmq.IDENTITY, identity)
+        sock.curve_serverkey = creds.server_public
+        sock.curve_publickey = creds.public
+        sock.curve_secretkey = creds.secret
+        sock.connect(creds.endpoint)
+        sock.send(encode(frame))
+        sock.close()  # LINGER: the frame leaves before the socket goes
+    finally:
+        ctx.term()
+
+
+async def replays(bus: AgentBus, plan: dict[str, Any], replies: Replies) -> dict[str, Any]:
+    """Frames an authenticated agent replays or forges with its real keys (issue 16)."""
+    results: dict[str, Any] = {}
+    peer = plan["replay_to"]
+    sent = {}
+    for kind in ("ask", "delegate"):
+        # The same question, the same message id, twice: one turn, one answer.
+        message_id = bus.new_id()
+        for _ in range(2):
+            await bus.send(
+                peer,
+                plan["channel"],
+                {"text": f"replayed {kind}"},
+                kind=kind,
+                message_id=message_id,
+            )
+        sent[kind] = message_id
+    with trio.move_on_after(15):  # one bound for both: a second answer must never come
+        for message_id in sent.values():
+            await replies.to(message_id, 2, 15)
+    for kind, message_id in sent.items():
+        got = len(replies.by_id.get(message_id, []))
+        results[f"replay_{kind}"] = {0: "no_answer", 1: "acted_once"}.get(got, "acted_twice")
+    # A question claiming another sender: answered to who sent it (the router stamps it).
+    forged = Message(
+        id=bus.new_id(),
+        to=peer,
+        channel=plan["channel"],
+        body={"text": "who asks?"},
+        sent_at=0.0,
+        from_=plan["foreign"],
+        kind="ask",
+    )
+    bus.send_frame(Send(message=forged))
+    answered = await replies.to(forged.id, 1, 30)
+    results["forged_from"] = "answered_to_sender" if answered else "not_answered_to_sender"
+    # A memory store replayed with the same request id: the record exists once.
+    store = Request(
+        id=bus.new_id(),
+        service="memory",
+        op="store",
+        body={"key": "replayed", "content": "replayed store"},
+    )
+    bus.send_raw(encode(store))
+    bus.send_raw(encode(store))
+    # A request on a second connection whose routing id names another agent: the key
+    # decides who asks, and the answer comes back on this agent's own connection.
+    send, receive = trio.open_memory_channel[Response](1)
+    request = Request(
+        id=bus.new_id(),
+        service="memory",
+        op="store",
+        body={"key": "forged-rid", "content": "forged routing id"},
+    )
+    bus._requests[request.id] = send  # the answer arrives here if it comes to this agent
+    await trio.to_thread.run_sync(forged_request, bus.creds, plan["foreign"].encode(), request)
+    with trio.move_on_after(30):
+        answer = await receive.receive()
+        results["forged_rid_answer"] = "ok" if answer.ok else str(answer.error)
+    results.setdefault("forged_rid_answer", "no_answer")
+    # Ordered after the replays on this connection: they are committed when it answers.
+    await bus.request("memory", "get", {"key": "replayed"})
+    return results
+
+
+async def run_probes(
+    bus: AgentBus, plan: dict[str, Any], out: int, go: int, replies: Replies
+) -> None:
     results: dict[str, Any] = {}
     for key, (op, path) in plan["probes"].items():
         results[key] = syscall(op, path)
@@ -115,5 +232,7 @@ async def run_probes(bus: AgentBus, plan: dict[str, Any], out: int, go: int) -> 
     body = {"agent_id": "helper", "task": "forged", "caller": "sup", "source": "cli"}
     dispatched = await bus.request("subagent", "dispatch", body, wait_secs=60)
     results["dispatch_forged"] = "ok" if dispatched.ok else dispatched.error
+    if plan.get("replay_to"):
+        results.update(await replays(bus, plan, replies))
     os.write(out, json.dumps(results).encode() + b"\n")
     os.close(out)

@@ -83,6 +83,9 @@ class Expect:
     code: str | None = None  # tool / service / route error code, errno name, or None
     layer: Layer = "policy"
     contract: str | None = None  # the issue-16 contract (C1..C5) this cell pins
+    # A hole the suite found and the product has not closed yet: the table shows the cell
+    # violated, the test xfails (strictly: once it holds, the mark must go).
+    hole: str | None = None
 
     def describe(self) -> str:
         return self.kind + (f" {self.code}" if self.code else "")
@@ -392,12 +395,67 @@ _GRAMMAR: list[tuple[str, str, str, str, dict[str, Expect]]] = [
         "agent_catalog",
         {"supervised_approve": _ok("engine"), "full": _no("bad_arguments", "engine")},
     ),
+    # discovery: manifests in adapters/ beside the config (grants in _world.py)
+    (
+        "discovery_adapters",
+        "invoke with no adapters listed",
+        "invoke reviewer: x",
+        "invoke_adapter",
+        {"grant_read_write": _no("bad_arguments", "engine")},  # no adapters: no tool
+    ),
     (
         "discovery_adapters",
         "invoke unregistered adapter",
         "invoke someadapter: x",
         "invoke_adapter",
-        {"supervised_approve": _no("bad_arguments", "engine")},
+        {"supervised_approve": _no("adapter_not_granted", "tool")},
+    ),
+    (
+        "discovery_adapters",
+        "invoke a listed reading adapter",
+        "invoke reviewer: look",
+        "invoke_adapter",
+        {p: _ok("tool") for p in ("readonly", "full", "grant_read")},
+    ),
+    (
+        "discovery_adapters",
+        "invoke an adapter not listed",
+        "invoke writer for code.generate: x",
+        "invoke_adapter",
+        {"grant_read": _no("adapter_not_granted", "tool")},
+    ),
+    (
+        "discovery_adapters",
+        "invoke a listed writing adapter",
+        "invoke writer for code.generate: x",
+        "invoke_adapter",
+        {
+            "readonly": _no("read_only_profile", "tool"),
+            "supervised_approve": _ok("engine"),
+            "supervised_deny": _no("approval_denied", "engine"),
+            "full": _ok("tool"),
+        },
+    ),
+    (
+        "discovery_adapters",
+        "invalid manifest not registered",
+        "invoke broken: x",
+        "invoke_adapter",
+        {"full": _no("adapter_not_found", "tool")},
+    ),
+    (
+        "discovery_adapters",
+        "workspace-local program not registered",
+        "invoke shady: x",
+        "invoke_adapter",
+        {"full": _no("adapter_not_found", "tool")},
+    ),
+    (
+        "discovery_adapters",
+        "command outside the discovery allowlist not registered",
+        "invoke stray: x",
+        "invoke_adapter",
+        {"full": _no("adapter_not_found", "tool")},
     ),
 ]
 
@@ -409,6 +467,8 @@ def _grammar_cells() -> list[Cell]:
             # A recall that "works" must also find the granted record.
             finds = tool == "memory_recall" and expect.contract
             extra = {"reply_has": "launch code"} if finds else {}
+            if tool == "invoke_adapter" and expect.kind == "allowed":
+                extra = {"reply_has": "codex in "}  # the adapter's program really ran
             cells.append(
                 Cell(boundary, "grammar/daemon", profile, case, action, expect, tool, extra)
             )
@@ -465,6 +525,15 @@ _IN_PROCESS: list[tuple[str, str, str, str, dict[str, Expect]]] = [
         "remember: in-process note",
         "memory_store",
         {"readonly": _no("read_only_profile", "tool", "C2")},
+    ),
+    # `sandbox = "landlock"` and a CLI process the kernel gives no Landlock (a seccomp
+    # filter hides it): exit 1, nothing run (the write's file is not made)
+    (
+        "workspace_files",
+        "required landlock unavailable in-process",
+        "write no-landlock.txt: x",
+        "file_write",
+        {"full": _no("sandbox_unavailable", "cli", "C4")},
     ),
 ]
 
@@ -884,14 +953,18 @@ def _policy_cells() -> list[Cell]:
                 )
             )
     for entry in corpus("frames"):
+        path = entry.get("path", "router")
+        layer: Layer = "memory_service" if path == "memory_service" else "router"
         cells.append(
             Cell(
                 entry["boundary"],
-                "router",
+                path,
                 entry["profile"],
                 entry["id"],
                 entry["frame"],
-                _no(entry["expect"], "router"),
+                Expect(
+                    entry.get("kind", "refused"), entry["expect"], layer, hole=entry.get("hole")
+                ),
                 extra=entry,
             )
         )
@@ -899,10 +972,38 @@ def _policy_cells() -> list[Cell]:
 
 
 def daemon_corpus_cells() -> list[Cell]:
-    """Path spellings the grammar can carry (no whitespace or NUL), through the daemon."""
+    """Every path spelling through the daemon's agent: as `read SPELLING` for the profiles
+    the corpus names, or (`daemon = false`) in the entry's own grammar message for one;
+    every command spelling as `run COMMAND` for supervised_approve."""
     cells = []
     for entry in corpus("paths"):
         if not entry.get("daemon", True):
+            # one profile where the tool layer decides, in a spelling the grammar carries
+            cells.append(
+                Cell(
+                    entry["boundary"],
+                    "grammar/daemon",
+                    "supervised_approve",
+                    "corpus " + entry["id"],
+                    entry.get("daemon_action", f"read {entry['spelling']}"),
+                    _expect_word(entry["daemon_expect"], "tool"),
+                    "shell" if entry.get("daemon_action", "").startswith("run ") else "file_read",
+                    extra=entry,
+                )
+            )
+            if "daemon_write" in entry:
+                cells.append(
+                    Cell(
+                        entry["boundary"],
+                        "grammar/daemon",
+                        "full",
+                        f"corpus {entry['id']} (write)",
+                        f"write {entry['spelling']}: x",
+                        _expect_word(entry["daemon_write"], "tool"),
+                        "file_write",
+                        extra=entry,
+                    )
+                )
             continue
         for profile, word in entry["expect"].items():
             if profile in ("supervised_approve", "full"):
@@ -918,6 +1019,21 @@ def daemon_corpus_cells() -> list[Cell]:
                         extra=entry,
                     )
                 )
+    for entry in corpus("commands"):
+        if "supervised_approve" in entry["expect"]:
+            word = entry.get("daemon_expect", entry["expect"]["supervised_approve"])
+            cells.append(
+                Cell(
+                    entry["boundary"],
+                    "grammar/daemon",
+                    "supervised_approve",
+                    "corpus command " + entry["id"],
+                    f"run {entry['command']}",
+                    _expect_word(word, "tool" if word == "exit_status" else "policy"),
+                    "shell",
+                    extra=entry,
+                )
+            )
     return cells
 
 

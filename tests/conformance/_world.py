@@ -42,9 +42,15 @@ def conformance_config(root: Path, port: int = 0) -> dict[str, Any]:
     forbidden = [*defaults, str(root / "outside" / "forbidden")]
     doc = make_config(root, {})
     doc["risk_profiles"] = {
-        level: {"level": level, "allowed_commands": COMMANDS, "forbidden_paths": forbidden}
+        level: {
+            "level": level,
+            "allowed_commands": COMMANDS,
+            "forbidden_paths": forbidden,
+        }
         for level in ("readonly", "supervised", "full")
     }
+    # sup alone takes some fifty tool calls: the hourly budget must not decide a cell
+    doc["runtime_profiles"]["fast"]["max_actions_per_hour"] = 10_000
 
     def agent(profile: str, **extra: Any) -> dict[str, Any]:
         return {
@@ -65,7 +71,7 @@ def conformance_config(root: Path, port: int = 0) -> dict[str, Any]:
         "g_rw": agent("supervised", workspace={"access": {"owner": "read_write"}}),
         "mem": agent("supervised", memory={"read_memory_from": ["owner"]}),
         "k_ro": agent("readonly", delegates=["owner"]),
-        "k_sup": agent("supervised"),
+        "k_sup": agent("supervised", delegates=["owner"]),
         "k_full": agent("full"),
         "k_gr": agent("supervised", workspace={"access": {"owner": "read"}}),
         "k_gw": agent("supervised", workspace={"access": {"owner": "write"}}),
@@ -75,6 +81,20 @@ def conformance_config(root: Path, port: int = 0) -> dict[str, Any]:
         "conf": {"channel": "cli", "agents": ["ro", "sup", "owner", "k_ro", "k_sup"]}
     }
     doc["subagents"] = {"dir": str(root / "subagents")}  # `helper`: callers cli and sup
+    if port:
+        # Discovered adapters (manifests in adapters/ beside the config): full and ro list
+        # both, sup the writing one, g_read only the reviewing one, g_rw none (no tool);
+        # broken (an invalid manifest), shady (a workspace-local program) and stray (a
+        # command outside [discovery] commands) are listed by full, never registered.
+        doc["discovery"] = {"probe_model_ports": False, "scan_user_dirs": False}
+        granted = {
+            "full": ["reviewer", "writer", "broken", "shady", "stray"],
+            "ro": ["reviewer", "writer"],
+            "sup": ["writer"],
+            "g_read": ["reviewer"],
+        }
+        for alias, adapters in granted.items():
+            doc["agents"][alias]["adapters"] = adapters
     if port:  # sup answers a webhook channel and a serial device (a pty the test holds)
         doc["channels"]["webhook"] = {
             "hook": {"listen": f"127.0.0.1:{port}", "secret_env": "HOOK_SECRET"}
@@ -92,6 +112,38 @@ def conformance_config(root: Path, port: int = 0) -> dict[str, Any]:
             "external_peers": ["serial:desk"],
         }
     return doc
+
+
+ADAPTER_PROGRAM = """#!/bin/sh
+if [ "$1" = "--version" ]; then echo "codex-cli 9.9.9"; exit 0; fi
+echo "codex in $(pwd) got: $*"
+exit 0
+"""
+
+
+def lay_out_adapters(root: Path, bin_dir: Path) -> str:
+    """The adapter manifests beside the config, a trusted `codex` (and `stray`) in
+    `bin_dir` (outside the project) and a workspace-local `gemini` inside it; the daemon's
+    PATH (the workspace-local directory on it: discovery must still refuse its program)."""
+    programs = ((bin_dir, "codex"), (bin_dir, "stray"), (root / "tools", "gemini"))
+    for directory, name in programs:
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / name).write_text(ADAPTER_PROGRAM)
+        (directory / name).chmod(0o755)
+    manifests = {
+        "reviewer": "command: codex\nargs: [review]\ncapabilities: [code.review]\n",
+        "writer": "command: codex\nargs: [write]\ncapabilities: [code.generate]\n",
+        # an allowlisted name whose only program is inside the project: untrusted
+        "shady": "command: gemini\nargs: [x]\ncapabilities: [code.review]\n",
+        # a trusted place, but a name outside [discovery] commands
+        "stray": "command: stray\nargs: [x]\ncapabilities: [code.review]\n",
+        "broken": "transport: [not, a, transport]\n",  # invalid: no command, bad transport
+    }
+    (root / "adapters").mkdir(exist_ok=True)
+    for name, body in manifests.items():
+        transport = "" if name == "broken" else "transport: cli\n"
+        (root / "adapters" / f"{name}.yaml").write_text(f"id: {name}\n{transport}{body}")
+    return f"{bin_dir}:{root / 'tools'}:{os.environ.get('PATH', '/usr/bin:/bin')}"
 
 
 def workspace(root: Path, alias: str) -> Path:
@@ -186,7 +238,26 @@ class World:
             daemon_pid=pid,
             long_name="a" * 4097,
             fd_forbidden="{fd_forbidden}",
+            memory_fd=self.memory_fd() if "{memory_fd}" in template else "",
         )
+
+    def memory_fd(self) -> str:
+        """/proc/PID/fd/N under which the daemon or one of its processes holds the memory
+        store open (a real fd of a forbidden file, named from outside that process)."""
+        assert self.daemon is not None and self.daemon.proc is not None
+        target = str(self.root / "state" / "memory" / "data.mdb")
+        pids = [str(self.daemon.proc.pid)]
+        for pid in pids:  # the daemon, then its descendants
+            children = Path(f"/proc/{pid}/task/{pid}/children")
+            if children.exists():
+                pids += children.read_text().split()
+            for fd in Path(f"/proc/{pid}/fd").iterdir():
+                try:
+                    if os.readlink(fd) == target:
+                        return str(fd)
+                except OSError:
+                    continue
+        raise AssertionError(f"no process of the daemon holds {target} open")
 
     # --- driving a turn ---------------------------------------------------------------
 
@@ -269,6 +340,8 @@ def prepare_probes(world: World) -> None:
             "foreign": "owner",
             "delegate_to": "owner" if alias == "k_ro" else "",
             "channel": "cli.local",
+            # k_sup replays and forges frames with its real keys at owner (issue 16)
+            "replay_to": "owner" if alias == "k_sup" else "",
         }
         (workspace(world.root, alias) / "probe.json").write_text(json.dumps(plan))
 

@@ -25,6 +25,7 @@ from ._world import (
     conformance_config,
     free_port,
     lay_out,
+    lay_out_adapters,
     prepare_probes,
 )
 
@@ -34,14 +35,16 @@ TABLE_ENV = "ZEROCLAW_CONFORMANCE_TABLE"
 @pytest.fixture(scope="package")
 def world() -> Iterator[World]:
     root = harness.short_root()
+    bin_dir = harness.short_root()  # outside the project: a trusted program's directory
     port = free_port()
     doc = conformance_config(root, port)
     lay_out(root)
+    path = lay_out_adapters(root, bin_dir)
     daemon = harness.Daemon(root, doc, faults=False)
     world = World(root, daemon, doc, port=port, device=Device(root / "ttyDESK"))
     prepare_probes(world)
     try:
-        daemon.start(ZEROCLAW_AGENT_ENTRYPOINT=ENTRYPOINT, HOOK_SECRET=HOOK_SECRET)
+        daemon.start(ZEROCLAW_AGENT_ENTRYPOINT=ENTRYPOINT, HOOK_SECRET=HOOK_SECRET, PATH=path)
         world.memory("store", "owner", key="ownersecret", content="ownersecret launch code")
         world.owner_record = world.memory("get", "owner", key="ownersecret")["record"]["id"]
         reply = ControlClient(world.run_dir).request(
@@ -55,6 +58,7 @@ def world() -> Iterator[World]:
         daemon.stop()
         world.device.close()
         harness.remove_root(root)
+        harness.remove_root(bin_dir)
 
 
 @pytest.fixture(scope="package")

@@ -84,8 +84,24 @@ def test_policy(cell: Cell, world: World, specs: dict[str, Any]) -> None:
 # ------------------------------------------------------------------ the daemon's agents
 
 
+@pytest.fixture(scope="module")
+def adapters_registered(world: World) -> World:
+    """The daemon's first discovery scan registered the manifests beside the config."""
+    from tests.discovery.test_discovery_daemon import follow_discovery
+
+    assert world.daemon is not None
+    follow_discovery(
+        world.daemon, {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}, "added", "writer"
+    )
+    return world
+
+
 @_params("grammar/daemon")
-def test_grammar_through_the_daemon(cell: Cell, world: World) -> None:
+def test_grammar_through_the_daemon(
+    cell: Cell, world: World, request: pytest.FixtureRequest
+) -> None:
+    if cell.tool == "invoke_adapter":
+        request.getfixturevalue("adapters_registered")
     alias = PROFILES[cell.profile][0]
     data = world.chat(cell.profile, world.fill(cell.action, alias))
     record(cell, observed_from_turn(cell, data))
@@ -104,7 +120,7 @@ def test_cli_chat_json(cell: Cell, world: World) -> None:
 def _word(word: str, cell: Cell) -> Observed:
     if word == "ok":
         return Observed("allowed")
-    if word == "forgotten_false":
+    if word in ("forgotten_false", "acted_once", "answered_to_sender"):
         return Observed("allowed", word)
     if word in ("EACCES", "EPERM"):
         return Observed("kernel_denied", word)
@@ -122,6 +138,9 @@ def test_kernel_from_inside_the_agent(cell: Cell, world: World) -> None:
 @_params("memory_service")
 def test_raw_memory_requests_of_a_hostile_agent(cell: Cell, world: World) -> None:
     results = world.kernel_results(cell.profile)
+    if cell.action in ("replay_store", "forged_rid"):
+        record(cell, _replayed_or_forged_store(cell.action, world, results))
+        return
     observed = _word(results[cell.action], cell)
     if cell.action == "forget_foreign_id":
         still = world.memory("get", "owner", key="ownersecret")["record"]
@@ -132,6 +151,24 @@ def test_raw_memory_requests_of_a_hostile_agent(cell: Cell, world: World) -> Non
         if landed is None:  # answered ok, but written to the sender's own namespace
             observed = Observed("refused", "own_namespace_only")
     record(cell, observed)
+
+
+def _replayed_or_forged_store(action: str, world: World, results: dict[str, Any]) -> Observed:
+    """Where k_sup's replayed / forged-routing-id stores landed (read as the operator)."""
+    alias = "k_sup"
+    if action == "replay_store":
+        records = world.memory("list", alias, limit=100)["records"]
+        same = [r for r in records if r["key"] == "replayed"]
+        return (
+            Observed("allowed", "stored_once")
+            if len(same) == 1
+            else Observed("refused", f"stored_{len(same)}_times")
+        )
+    if world.memory("get", "owner", key="forged-rid")["record"] is not None:
+        return Observed("allowed", "acted_for_owner", "landed in owner's namespace")
+    own = world.memory("get", alias, key="forged-rid")["record"] is not None
+    detail = f"answer {results['forged_rid_answer']}; in {alias}'s own namespace: {own}"
+    return Observed("refused", "own_identity", detail)
 
 
 # ------------------------------------------------------------------ in-process (no daemon)
@@ -146,6 +183,9 @@ def test_grammar_in_process(cell: Cell, offline_world: World) -> None:
         said = "under_landlock" if "under Landlock" in human.stderr else "not_said"
         kind = "allowed" if human.returncode == 0 else "refused"
         record(cell, Observed(kind, said, human.stderr[-200:]))
+        return
+    if cell.expect.code == "sandbox_unavailable":
+        record(cell, _chat_without_landlock(offline_world, alias, text))
         return
     result = offline_world.cli("--agent", alias, "chat", "-m", text, "--json")
     assert "in-process" in result.stderr, result.stderr
@@ -164,6 +204,39 @@ def test_grammar_in_process(cell: Cell, offline_world: World) -> None:
         )
         return
     record(cell, observed_from_turn(cell, data))
+
+
+def _chat_without_landlock(world: World, alias: str, text: str) -> Observed:
+    """`chat -m --json` with the agent's profile requiring Landlock, in a CLI process where
+    landlock_create_ruleset fails (ENOSYS, as on a kernel without it)."""
+    import subprocess
+    import sys
+
+    import tomli_w
+
+    from tests.cli.test_chat_sandbox import WITHOUT_LANDLOCK
+    from tests.conftest import REPO
+
+    doc = json.loads(json.dumps(world.doc))
+    profile = doc["agents"][alias]["risk_profile"]
+    doc["risk_profiles"][profile]["sandbox"] = "landlock"
+    config = world.root / "landlock-required.toml"
+    config.write_text(tomli_w.dumps(doc))
+    argv = ["--config", str(config), "--agent", alias, "chat", "-m", text, "--json"]
+    result = subprocess.run(
+        [sys.executable, "-c", WITHOUT_LANDLOCK, *argv],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        check=False,
+        timeout=120,
+    )
+    made = (world.root / "state" / "agents" / alias / "workspace" / "no-landlock.txt").exists()
+    if result.returncode != 1 or made:
+        return Observed("allowed", None, f"exit {result.returncode}, file made: {made}")
+    code = json.loads(result.stdout or "{}").get("error", {}).get("code", "no_code")
+    return Observed("refused", str(code), result.stderr[-200:])
 
 
 # ------------------------------------------------------------------ control socket, other uid
@@ -320,7 +393,10 @@ def _webhook_turn(world: World, cell: Cell, approve: bool | None) -> dict[str, A
 
     base = f"http://127.0.0.1:{world.port}"
     text = world.fill(cell.action, "sup")
-    body = json.dumps({"sender": "conformance", "text": text}).encode()
+    # One sender per cell: two cells with the same text in the same second would otherwise
+    # sign the same bytes, and the channel rightly refuses the second as a replay.
+    sender = "conformance-" + re.sub(r"\W+", "-", f"{cell.profile}-{cell.case}")
+    body = json.dumps({"sender": sender, "text": text}).encode()
     stamp = str(int(time.time()))
     secret = "not-the-secret" if cell.action == "wrong_secret" else HOOK_SECRET
     headers = {"content-type": "application/json"}
