@@ -16,6 +16,7 @@ from tests.supervisor.harness import agent_entry, make_config
 from zeroclaw.bus import DAEMON_SENDER, MAX_DELEGATION_DEPTH, Message, Origin, Request
 from zeroclaw.bus._router_core import (
     PENDING_START_LIMIT,
+    SEEN_QUESTIONS_LIMIT,
     Action,
     AgentJoined,
     CallService,
@@ -536,3 +537,29 @@ def test_a_readonly_agent_may_ask_but_not_delegate() -> None:
     assert (refused.message_id, refused.code) == ("d1", "read_only_profile")
     [forward] = only(actions, Forward)
     assert forward.frame.message.id == "a1"
+
+
+def test_a_replayed_question_is_refused_not_acted_on_twice() -> None:
+    """Issue 16 (hole H1 of the conformance table): an authenticated agent that sends the
+    same ask or delegate id again gets `replayed`; its peer takes one turn. Another sender
+    may use the same id (ids are per sender), and the memory is bounded per sender."""
+    doc = make_config(
+        ROOT,
+        {"alpha": agent_entry(delegates=["beta"]), "beta": agent_entry(), "gamma": agent_entry()},
+        groups={"all": {"channel": "cli", "agents": ["alpha", "beta", "gamma"]}},
+    )
+    core = connected_core("alpha", "beta", "gamma", cfg=validate_document(doc))
+    for kind in ("ask", "delegate"):
+        core.send("alpha", message(f"{kind}-1", "beta", kind, {"text": "x"}), 0.0)
+        core.send("alpha", message(f"{kind}-1", "beta", kind, {"text": "x"}), 0.0)
+        actions = core.take()
+        [forward] = only(actions, Forward)
+        [refused] = only(actions, Refuse)
+        assert (forward.frame.message.id, refused.code) == (f"{kind}-1", "replayed")
+    core.send("gamma", message("ask-1", "beta", "ask", {"text": "x"}), 0.0)
+    assert only(core.take(), Forward)
+    for n in range(SEEN_QUESTIONS_LIMIT + 1):
+        core.send("gamma", message(f"q{n}", "beta", "ask", {"text": "x"}), 0.0)
+    core.take()
+    core.send("gamma", message("q0", "beta", "ask", {"text": "x"}), 0.0)  # forgotten: the oldest
+    assert only(core.take(), Forward)

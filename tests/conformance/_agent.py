@@ -122,10 +122,11 @@ async def replays(bus: AgentBus, plan: dict[str, Any], replies: Replies) -> dict
     results: dict[str, Any] = {}
     peer = plan["replay_to"]
     sent = {}
+    refused = {}
     for kind in ("ask", "delegate"):
         # The same question, the same message id, twice: one turn, one answer.
         message_id = bus.new_id()
-        for _ in range(2):
+        outcomes = [
             await bus.send(
                 peer,
                 plan["channel"],
@@ -133,10 +134,16 @@ async def replays(bus: AgentBus, plan: dict[str, Any], replies: Replies) -> dict
                 kind=kind,
                 message_id=message_id,
             )
+            for _ in range(2)
+        ]
         sent[kind] = message_id
-    with trio.move_on_after(15):  # one bound for both: a second answer must never come
+        refused[kind] = outcomes[1].code == "replayed"
+    # The router refused the replay: the one answer is all that can come. Otherwise a
+    # second answer must never come, and nothing signals its absence but a bound.
+    wait = 30 if all(refused.values()) else 15
+    with trio.move_on_after(wait):
         for message_id in sent.values():
-            await replies.to(message_id, 2, 15)
+            await replies.to(message_id, 1 if all(refused.values()) else 2, wait)
     for kind, message_id in sent.items():
         got = len(replies.by_id.get(message_id, []))
         results[f"replay_{kind}"] = {0: "no_answer", 1: "acted_once"}.get(got, "acted_twice")

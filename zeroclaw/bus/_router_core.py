@@ -46,6 +46,9 @@ from ._wire import (
 
 PENDING_START_LIMIT = 10_000
 OPEN_QUESTIONS_LIMIT = 10_000  # per callee; beyond it the oldest is forgotten (it times out)
+# Question ids remembered per sender, so a replayed ask/delegate is refused, not acted on
+# twice. An honest agent never reuses an id (each is new); this bounds the memory per sender.
+SEEN_QUESTIONS_LIMIT = 1024
 _LARGEST_RID = 2**64 - 1  # sizes a Deliver frame before its rid is known (9 bytes)
 
 
@@ -209,6 +212,8 @@ class RouterCore:
         self._questions: dict[str, dict[str, OpenQuestion]] = {}
         # callee -> {rid: depth}: questions delivered to it and not acked yet
         self._asked: dict[str, dict[int, int]] = {}
+        # sender -> the ids of its latest questions, oldest first (a set in insertion order)
+        self._seen_questions: dict[str, dict[str, None]] = {}
         self.update_config(config)
 
     def update_config(self, config: Config) -> None:
@@ -321,9 +326,15 @@ class RouterCore:
         self._refuse(sender, message.id, "not_peers", decision.reason, dest, message.channel)
 
     def _question_refused(self, sender: str, message: Message) -> bool:
-        """The router's own rules for questions (ADR 0018): delegation only to configured
+        """The router's own rules for questions (ADR 0018): each id once per sender (a
+        replayed question is refused, not acted on twice), delegation only to configured
         delegates, and a depth it counts itself (the body says nothing about either)."""
         dest = message.to
+        seen = self._seen_questions.setdefault(sender, {})
+        if message.id in seen:
+            detail = f"{sender!r} already sent a question with id {message.id!r}"
+            self._refuse(sender, message.id, "replayed", detail, dest)
+            return True
         if message.kind == "delegate" and sender in self.policy.readonly:
             detail = f"{sender!r} has a readonly risk profile: it may ask, not delegate"
             self._refuse(sender, message.id, "read_only_profile", detail, dest)
@@ -337,6 +348,9 @@ class RouterCore:
             detail = f"a chain of {MAX_DELEGATION_DEPTH} asks/delegations is the limit"
             self._refuse(sender, message.id, "depth_exceeded", detail, dest)
             return True
+        seen[message.id] = None
+        if len(seen) > SEEN_QUESTIONS_LIMIT:
+            del seen[next(iter(seen))]
         return False
 
     def depth_of(self, alias: str) -> int:

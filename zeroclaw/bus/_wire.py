@@ -31,6 +31,7 @@ RefusalCode = Literal[
     "depth_exceeded",  # a question the router counts MAX_DELEGATION_DEPTH deep or deeper
     "origin_not_allowed",  # an injected conversation whose origin the target does not accept
     "read_only_profile",  # a `delegate` from an agent whose risk profile is readonly
+    "replayed",  # an ask/delegate whose message id its sender already used
 ]
 REFUSAL_CODES: tuple[str, ...] = get_args(RefusalCode)
 
