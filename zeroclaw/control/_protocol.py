@@ -62,6 +62,7 @@ ControlErrorCode = Literal[
     "depth_exceeded",
     "origin_not_allowed",
     "read_only_profile",  # a bus refusal (delegate from a readonly agent) or memory write
+    "replayed",  # a bus refusal: an ask/delegate id its sender already used
     # an undecodable frame (DecodeErrorCode)
     "too_large",
     "malformed",
