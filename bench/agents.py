@@ -7,6 +7,7 @@ the entry point that dispatches here). Results go to result.json in the workspac
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
@@ -18,8 +19,17 @@ from zeroclaw.bus import AgentBus, Message, Outcome
 
 from ._harness import p50_p99
 
+# name -> a file opened before the agent's sandbox: a readonly agent's kernel rules let it
+# create nothing in its workspace (ADR 0039), so its plan's result goes through this fd.
+PREOPENED: dict[str, int] = {}
+
 
 def write_result(workspace: Path, name: str, data: Any) -> None:
+    fd = PREOPENED.pop(name, None)
+    if fd is not None:
+        os.write(fd, json.dumps(data).encode())  # one write: a reader waits for a non-empty file
+        os.close(fd)
+        return
     tmp = workspace / f".{name}.tmp"
     tmp.write_text(json.dumps(data))
     tmp.rename(workspace / name)
@@ -126,6 +136,9 @@ def run_plan_or_agent(spec: Any, link_fd: int, plans: Mapping[str, Plan]) -> int
     if not plan_file.exists():
         return agent_main(spec, link_fd)
     plan = json.loads(plan_file.read_text())
+    if plan.get("preopen_result"):
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
+        PREOPENED["result.json"] = os.open(workspace / "result.json.out", flags, 0o600)
 
     def start(bus: AgentBus, nursery: trio.Nursery, _link: Any) -> None:
         nursery.start_soon(plans[plan["do"]], bus, plan, workspace)

@@ -126,8 +126,11 @@ def test_holes_are_closed_through_the_daemon_and_in_the_kernel(
     ]
     plan(root, "fullk", do="syscalls", checks=kernel_checks)
     writes = [["store", {"key": "k", "content": "c"}], ["forget", {"key": "k"}]]
-    plan(root, "rok", do="raw_memory", requests=[*writes, ["recall", {"query": "vault"}]])
-    plan(root, "rod", do="forged_questions", to="beta", channel="cli.local")
+    # Readonly agents create no file, even in their workspace: their results go through a
+    # file made before their sandbox.
+    requests = [*writes, ["recall", {"query": "vault"}]]
+    plan(root, "rok", do="raw_memory", requests=requests, preopen_result=True)
+    plan(root, "rod", do="forged_questions", to="beta", channel="cli.local", preopen_result=True)
     plan(
         root,
         "thief",
