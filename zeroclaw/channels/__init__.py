@@ -1,7 +1,14 @@
 """Channels: webhook and serial transports reaching agents through peer groups, owners and
 external-peer rules (issue 13). The daemon's `ChannelHost` routes an inbound message from
-the config alone and runs its turn; each adapter only speaks its transport."""
+the config alone and runs its turn; each adapter only speaks its transport. The two
+adapters load on first use: hypercorn and trio-asyncio only for a daemon that has such a
+channel (ADR 0036)."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .._lazy import lazy_attributes
 from ._adapter import ChannelAdapter, ChannelStartFailed
 from ._build import channel_adapters, channel_settings
 from ._host import APPROVAL_TIMEOUT_SECS, ChannelHost
@@ -15,7 +22,6 @@ from ._lines import (
     outcome_lines,
 )
 from ._routing import Routed, route_inbound
-from ._serial import SerialAdapter
 from ._supervise import AdapterRecord, AdapterState, ChannelSupervisor, retry_delay
 from ._types import (
     AskApproval,
@@ -27,7 +33,6 @@ from ._types import (
     Inbound,
     Outcome,
 )
-from ._webhook import WebhookAdapter
 from ._webhook_core import (
     REPLAY_WINDOW_SECS,
     SIGNATURE_HEADER,
@@ -36,6 +41,19 @@ from ._webhook_core import (
     sign,
     webhook_listeners,
 )
+
+if TYPE_CHECKING:
+    from ._serial import SerialAdapter
+    from ._webhook import WebhookAdapter
+
+_lazily = lazy_attributes(
+    __name__, {"SerialAdapter": "._serial", "WebhookAdapter": "._webhook"}
+)
+
+
+def __getattr__(name: str) -> Any:
+    return _lazily(name, globals())
+
 
 __all__ = [
     "APPROVAL_TIMEOUT_SECS",

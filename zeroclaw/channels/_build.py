@@ -8,8 +8,6 @@ from collections.abc import Mapping
 
 from ..config import Config, channel_owners
 from ._adapter import ChannelAdapter
-from ._serial import SerialAdapter
-from ._webhook import WebhookAdapter
 from ._webhook_core import webhook_listeners
 
 
@@ -21,12 +19,20 @@ def channel_settings(config: Config) -> object:
 def channel_adapters(config: Config, env: Mapping[str, str]) -> list[ChannelAdapter]:
     """Every webhook and serial adapter the config describes (the CLI channel is the control
     socket's). `env` holds the webhook secrets' variables."""
-    adapters: list[ChannelAdapter] = [
-        WebhookAdapter(listen, channels, env)
-        for listen, channels in sorted(webhook_listeners(config).items())
-    ]
+    # Each transport's module (hypercorn; trio-asyncio and pyserial) loads only when the
+    # config has a channel of its kind: a daemon without one starts without them.
+    adapters: list[ChannelAdapter] = []
+    listeners = webhook_listeners(config)
+    if listeners:
+        from ._webhook import WebhookAdapter
+
+        for listen, channels in sorted(listeners.items()):
+            adapters.append(WebhookAdapter(listen, channels, env))
     owners = channel_owners(config)
-    for alias, serial in sorted(config.channels.serial.items()):
-        if owners.get(f"serial.{alias}"):
+    owned = [(a, s) for a, s in sorted(config.channels.serial.items()) if owners.get(f"serial.{a}")]
+    if owned:
+        from ._serial import SerialAdapter
+
+        for alias, serial in owned:
             adapters.append(SerialAdapter(alias, serial))
     return adapters

@@ -13,9 +13,8 @@ import contextlib
 import json
 import tempfile
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
 import msgspec
 import trio
 
@@ -23,6 +22,9 @@ from .._process import CannotStart, run_capped
 from ._context import ScanContext
 from ._model import Diagnostic, DiscoveredItem, Health, HealthStatus, Source
 from ._redact import redact_text
+
+if TYPE_CHECKING:
+    import httpx  # loaded by the one probe that needs it: the daemon starts without it
 
 SUMMARY_CHARS = 200
 MODEL_PORTS: tuple[tuple[str, int, str], ...] = (
@@ -146,6 +148,8 @@ def model_targets(ctx: ScanContext) -> list[tuple[str, str, bool]]:
 
 
 async def scan_model_servers(ctx: ScanContext) -> list[DiscoveredItem]:
+    import httpx
+
     targets = model_targets(ctx)
     found: list[DiscoveredItem | None] = [None] * len(targets)
     timeout = httpx.Timeout(ctx.limits.command_check_timeout)
@@ -170,6 +174,8 @@ async def _probe_server(
     source = Source("config" if configured else "system", "model_servers", url, url)
     ident = f"{name}@{host}" if not configured else host
     cap = ctx.limits.max_command_output_bytes
+    import httpx
+
     try:
         with trio.fail_after(ctx.limits.command_check_timeout):
             async with client.stream("GET", url) as response:
