@@ -236,6 +236,7 @@ def test_counters_in_status(root: Path, daemons: DaemonFactory) -> None:
         "depth_exceeded",
         "origin_not_allowed",
         "read_only_profile",
+        "replayed",
     }
     assert router["outcomes"]["delivered"] == 1 and router["outcomes"]["not_peers"] == 1
     text = daemon.cli("status").stdout
