@@ -6,6 +6,7 @@ import argparse
 import json
 import platform
 import sys
+import traceback
 from pathlib import Path
 
 from . import (
@@ -43,12 +44,23 @@ def main() -> int:
     args = parser.parse_args()
     chosen = args.only or list(SUITES)
     results: list[Result] = []
+    failed: list[str] = []
     for name in chosen:
         print(f"running {name} ...", file=sys.stderr, flush=True)
-        results.extend(SUITES[name]())
+        try:
+            suite = SUITES[name]()
+        except Exception:  # one broken suite must not lose the figures of the others
+            traceback.print_exc()
+            failed.append(name)
+            continue
+        print(table(suite), file=sys.stderr, flush=True)  # each suite's figures as they come
+        results.extend(suite)
     print(table(results))
     Path(args.out).write_text(json.dumps([r.as_json() for r in results], indent=2) + "\n")
     print(f"\nwrote {args.out} (python {platform.python_version()}, {platform.machine()})")
+    if failed:
+        print(f"failed suites: {', '.join(failed)}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -84,7 +84,9 @@ def write_bench_config(
             "log_level": "warning",
         },
         "providers": provider_table(provider),
-        "risk_profiles": {"r": {"level": "readonly"}},
+        # Not readonly: a readonly agent's process creates no file, even in its workspace
+        # (ADR 0039), and the benchmark agents' plans write their results there.
+        "risk_profiles": {"r": {"level": "supervised"}},
         "runtime_profiles": {"d": {}},
         "channels": channels,
         "agents": agents,

@@ -206,13 +206,13 @@ def run() -> list[Result]:
     store_added = store["p50"] - turn["p50"] - bare["p50"]
     plain = _turns("hello")
     peer = _turns("ask beta: hello")
-    raw = _raw_latency()
+    raw = _raw_latency(curve=True)  # the bus uses CURVE (ADR 0037)
     return [
         result(
             "chat turn p50 (offline, no tools)",
             plain[0],
             "ms",
-            "raw relay echo round trip p50",
+            "raw CURVE relay echo round trip p50",
             raw["p50"],
             "<= 5 ms",
         ),
@@ -252,7 +252,7 @@ def run() -> list[Result]:
             "chat turn p50, alpha asks beta",
             peer[0],
             "ms",
-            "raw relay echo round trip p50",
+            "raw CURVE relay echo round trip p50",
             raw["p50"],
         ),
     ]

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from ._light import daemon_dirs
 from ._models import Config, RiskLevel
 
 # "internal-workflow" is a caller name of sub-agents (allowedCallers), as "cli" is.
@@ -32,25 +33,10 @@ def _home(env: Mapping[str, str]) -> Path:
 
 
 def daemon_paths(config: Config, env: Mapping[str, str]) -> DaemonPaths:
-    """Where state and runtime files live: the file's setting, then systemd's, then XDG's."""
-    state = config.daemon.state_dir
-    if state is None:
-        if env.get("STATE_DIRECTORY"):
-            # systemd may pass several, colon-separated; the first is ours.
-            state = Path(env["STATE_DIRECTORY"].split(":")[0])
-        elif env.get("XDG_STATE_HOME"):
-            state = Path(env["XDG_STATE_HOME"]) / "zeroclaw"
-        else:
-            state = _home(env) / ".local" / "state" / "zeroclaw"
-    runtime = config.daemon.runtime_dir
-    if runtime is None:
-        if env.get("RUNTIME_DIRECTORY"):
-            runtime = Path(env["RUNTIME_DIRECTORY"].split(":")[0])
-        elif env.get("XDG_RUNTIME_DIR"):
-            runtime = Path(env["XDG_RUNTIME_DIR"]) / "zeroclaw"
-        else:
-            runtime = state / "run"
-    return DaemonPaths(Path(os.path.normpath(state)), Path(os.path.normpath(runtime)))
+    """Where state and runtime files live: the file's setting, then systemd's, then XDG's
+    (one rule, `_light.daemon_dirs`, which the light read of ADR 0035 applies too)."""
+    state, runtime = daemon_dirs(config.daemon.state_dir, config.daemon.runtime_dir, env)
+    return DaemonPaths(state, runtime)
 
 
 def subagents_dir(config: Config, config_path: Path) -> Path:
