@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import statistics
 import threading
 import time
@@ -40,6 +41,30 @@ def p50_p99(samples: list[float]) -> dict[str, float]:
     """The median and the 99th percentile (nearest rank) of some latencies."""
     ordered = sorted(samples)
     return {"p50": statistics.median(ordered), "p99": ordered[int(len(ordered) * 0.99) - 1]}
+
+
+def free_port() -> int:
+    """A loopback TCP port free right now (for a server the benchmark starts)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def wait_http(url: str, deadline_secs: float = 60) -> None:
+    """Until `url` answers 200 (a listener starts in its own time; nothing signals it)."""
+    import httpx  # only the benchmarks that start an HTTP server need it
+
+    deadline = time.monotonic() + deadline_secs
+    while True:
+        try:
+            if httpx.get(url, timeout=5).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{url} did not come up")
+        time.sleep(0.05)
 
 
 def median_seconds(fn: Callable[[], object], repeat: int = 7, warmup: int = 1) -> float:

@@ -23,7 +23,7 @@ import tomli_w
 from zeroclaw.control import Chat, ControlSession
 
 from ._daemon import REPO, ReadyDaemon, write_bench_config
-from ._harness import Result, p50_p99, result
+from ._harness import Result, free_port, p50_p99, result, wait_http
 from .bench_router import _raw_latency
 
 TURNS = 500
@@ -53,26 +53,6 @@ def _turns(text: str) -> tuple[float, float]:
 
 NET_TURNS = 300
 NET_BLOCK = 25  # samples alternate between the sides in blocks, so noise hits both alike
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def _wait_http(url: str, deadline_secs: float = 60) -> None:
-    deadline = time.monotonic() + deadline_secs
-    while True:
-        try:
-            if httpx.get(url, timeout=5).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{url} did not come up")
-        time.sleep(0.05)
 
 
 class _NetDaemon:
@@ -161,7 +141,7 @@ class _Turn:
 def _net_latency(debug_log: Path | None = None) -> dict[str, dict[str, float]]:
     """p50/p99 in ms of a bare request, a plain turn and a turn with one memory_store call,
     against one local model server, interleaved in blocks."""
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}/v1"
     server = subprocess.Popen(
         [sys.executable, "-m", "bench._echo_server", str(port), "chat"],
@@ -170,7 +150,7 @@ def _net_latency(debug_log: Path | None = None) -> dict[str, dict[str, float]]:
     )
     daemon = None
     try:
-        _wait_http(f"http://127.0.0.1:{port}/healthz")
+        wait_http(f"http://127.0.0.1:{port}/healthz")
         daemon = _NetDaemon(url, debug_log=debug_log)
         samples: dict[str, list[float]] = {"bare": [], "turn": [], "store": []}
         rounds = NET_TURNS // NET_BLOCK

@@ -27,7 +27,7 @@ from zeroclaw.channels import SIGNATURE_HEADER, TIMESTAMP_HEADER, sign
 from zeroclaw.control import Chat, ControlSession
 
 from ._daemon import REPO, WEBHOOK_ALIAS, ReadyDaemon
-from ._harness import Result, concurrent_rate, p50_p99, result
+from ._harness import Result, concurrent_rate, free_port, p50_p99, result, wait_http
 
 SECRET = "bench-webhook-secret"
 PATH = f"/v1/channels/{WEBHOOK_ALIAS}/messages"
@@ -39,27 +39,6 @@ BLOCKS = 6  # 300 of each
 CLIENTS = 8  # throughput: concurrent clients, each its own thread and connection
 PER_CLIENT = 25  # requests per client in one round
 ROUNDS = 3  # throughput rounds of each side, alternating
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def _wait_http(url: str, deadline_secs: float = 60) -> None:
-    """Until `url` answers 200 (the listener starts after READY=1, the echo in its own time)."""
-    deadline = time.monotonic() + deadline_secs
-    while True:
-        try:
-            if httpx.get(url, timeout=5).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{url} did not come up")
-        time.sleep(0.05)
 
 
 @dataclass
@@ -280,7 +259,7 @@ def _throughput(sides: _Sides) -> dict[str, float]:
 
 
 def run() -> list[Result]:
-    hook_port, echo_port = _free_port(), _free_port()
+    hook_port, echo_port = free_port(), free_port()
     echo = subprocess.Popen(
         [sys.executable, "-m", "bench._echo_server", str(echo_port)],
         cwd=REPO,
@@ -289,8 +268,8 @@ def run() -> list[Result]:
     daemon = None
     try:
         daemon = ReadyDaemon(["alpha"], webhook_port=hook_port, webhook_secret=SECRET)
-        _wait_http(f"http://127.0.0.1:{hook_port}/readyz")
-        _wait_http(f"http://127.0.0.1:{echo_port}/healthz")  # any path: the echo answers 200
+        wait_http(f"http://127.0.0.1:{hook_port}/readyz")
+        wait_http(f"http://127.0.0.1:{echo_port}/healthz")  # any path: the echo answers 200
         sides = _Sides(daemon, hook_port, echo_port)
         latency = _latency(sides)
         rates = _throughput(sides)
