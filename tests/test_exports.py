@@ -182,6 +182,7 @@ PUBLIC: dict[str, list[str]] = {
         "locate_config",
         "normalize_peer_name",
         "read_light_config",
+        "readonly_agents",
         "runtime_dir_hint",
         "starter_document",
         "subagents_dir",

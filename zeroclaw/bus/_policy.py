@@ -14,7 +14,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from ..config import Config, channel_owners, channel_peers, normalize_peer_name
+from ..config import (
+    Config,
+    channel_owners,
+    channel_peers,
+    normalize_peer_name,
+    readonly_agents,
+)
 from ._origin import Origin
 
 # Which rule refused an injected conversation's origin (counted per rule in the router's stats).
@@ -61,12 +67,7 @@ class PeerPolicy:
         self.owners = channel_owners(config)
         self.delegates = {alias: frozenset(c.delegates) for alias, c in config.agents.items()}
         # Agents whose profile is readonly: they may ask, never delegate (ADR 0039).
-        self.readonly = frozenset(
-            alias
-            for alias, c in config.agents.items()
-            if c.risk_profile in config.risk_profiles
-            and config.risk_profiles[c.risk_profile].level == "readonly"
-        )
+        self.readonly = readonly_agents(config)
         # (sender, dest, channel) -> the first group (by name) that allows it
         self._allowed: dict[tuple[str, str, str], str] = {}
         self._peers = {}

@@ -62,6 +62,7 @@ if TYPE_CHECKING:
         default_owner,
         effective_risk_policy,
         normalize_peer_name,
+        readonly_agents,
         subagents_dir,
         workspace_path,
     )
@@ -116,6 +117,7 @@ _lazily = lazy_attributes(
         "load_config": "._load",
         "load_config_text": "._load",
         "normalize_peer_name": "._resolve",
+        "readonly_agents": "._resolve",
         "runtime_dir_hint": "._load",
         "starter_document": "._starter",
         "subagents_dir": "._resolve",
@@ -176,6 +178,7 @@ __all__ = [
     "locate_config",
     "normalize_peer_name",
     "read_light_config",
+    "readonly_agents",
     "runtime_dir_hint",
     "starter_document",
     "subagents_dir",

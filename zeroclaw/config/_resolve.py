@@ -215,6 +215,17 @@ def expand_path(path: str, env: Mapping[str, str]) -> Path | None:
     return Path(os.path.normpath(path)) if path.startswith("/") else None
 
 
+def readonly_agents(config: Config) -> frozenset[str]:
+    """The agents whose risk profile is readonly: the memory service refuses their stores
+    and forgets, the router their delegations (ADR 0039)."""
+    return frozenset(
+        alias
+        for alias, agent in config.agents.items()
+        if agent.risk_profile in config.risk_profiles
+        and config.risk_profiles[agent.risk_profile].level == "readonly"
+    )
+
+
 def effective_risk_policy(
     config: Config, alias: str, env: Mapping[str, str], base_dir: Path | None = None
 ) -> EffectiveRiskPolicy:

@@ -23,6 +23,7 @@ import lmdb
 import msgspec
 import trio
 
+from ..config import readonly_agents
 from ..control import (
     MemoryForgotten,
     MemoryFound,
@@ -333,14 +334,9 @@ async def _raise(error: MemoryServiceError) -> Any:
 def memory_grants(config: Any) -> MemoryGrants:
     """Each agent's read-only grants over other namespaces, from `memory.read_memory_from`,
     and the agents whose risk profile is readonly."""
-    readonly = set()
-    for alias, agent in config.agents.items():
-        profile = config.risk_profiles.get(agent.risk_profile) if agent.risk_profile else None
-        if profile is not None and profile.level == "readonly":
-            readonly.add(alias)
     return MemoryGrants(
         {alias: frozenset(agent.memory.read_memory_from) for alias, agent in config.agents.items()},
-        readonly=frozenset(readonly),
+        readonly=readonly_agents(config),
     )
 
 
