@@ -8,26 +8,21 @@ model that answers at once (the agent bench's provider)."""
 from __future__ import annotations
 
 import json
-import logging
 import socket
 import sys
 from functools import partial
 
-import hypercorn.config
 import hypercorn.trio
 import trio
 from hypercorn.typing import ASGIReceiveCallable, ASGISendCallable, Scope
 
+from zeroclaw._asgi import answer_lifespan, socket_config
+
 
 async def echo(scope: Scope, receive: ASGIReceiveCallable, send: ASGISendCallable) -> None:
     if scope["type"] == "lifespan":
-        while True:
-            message = await receive()
-            if message["type"] == "lifespan.startup":
-                await send({"type": "lifespan.startup.complete"})
-            elif message["type"] == "lifespan.shutdown":
-                await send({"type": "lifespan.shutdown.complete"})
-                return
+        await answer_lifespan(receive, send)
+        return
     if scope["type"] != "http":
         return
     chunks: list[bytes] = []
@@ -111,12 +106,7 @@ async def main(port: int, app: str = "echo") -> None:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", port))
     sock.listen(128)
-    config = hypercorn.config.Config()
-    config.bind = [f"fd://{sock.detach()}"]
-    config.accesslog = None
-    config.errorlog = logging.getLogger("bench.echo")
-    config.include_server_header = False
-    config.graceful_timeout = 1.0
+    config = socket_config(sock, "bench.echo")
     async with trio.open_nursery() as nursery:
         app_fn = chat_completions if app == "chat" else echo
         await nursery.start(partial(hypercorn.trio.serve, app_fn, config))
