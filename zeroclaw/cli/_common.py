@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -17,7 +18,7 @@ import click
 from ..config import ConfigError, locate_config
 
 if TYPE_CHECKING:
-    from ..config import Config
+    from ..config import Config, LightConfig
 
 SCHEMA_VERSION = 1
 
@@ -92,6 +93,14 @@ class CliState:
 
     def locate(self) -> Path:
         return locate_config(self.config_path, os.environ)
+
+    @functools.cached_property
+    def light(self) -> LightConfig | None:
+        """The config file read lightly (ADR 0035), once per command: its daemon's paths and
+        enabled agents; None when only the full load can say."""
+        from ..config import read_light_config
+
+        return read_light_config(self.locate(), os.environ)
 
     def load(self) -> tuple[Path, Config]:
         from ..config import load_config  # the pydantic models: only commands that need them

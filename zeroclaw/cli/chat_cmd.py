@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 import click
 import msgspec
 
-from ..config import read_light_config
 from ..control import (
     AgentsList,
     Chat,
@@ -116,9 +115,8 @@ def chat_cmd(message: str | None, session: str, as_json: bool) -> None:
     # Through a running daemon the file's raw TOML says enough (its runtime dir, whether it
     # enables the agent): no config models (ADR 0035). Anything else loads the full config,
     # which says what is wrong with it, or which agents there are.
-    light = read_light_config(path, os.environ)
     config: Config | None = None
-    if light is None or st.agent not in light.enabled_agents:
+    if st.light is None or st.agent not in st.light.enabled_agents:
         path, config = st.load()
         _check_agent(st.agent, config)
     if not 1 <= len(session.encode()) <= 128 or "\x00" in session:

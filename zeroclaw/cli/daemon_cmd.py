@@ -11,7 +11,6 @@ from typing import Any, TypeVar
 import click
 import msgspec
 
-from ..config import read_light_config
 from ..control import (
     AgentRestart,
     AgentsList,
@@ -87,13 +86,12 @@ def control_client(timeout: float = 60.0) -> ControlClient:
     """A client of the daemon of the config in use. Its runtime dir comes from the light read
     of the file (no pydantic: ADR 0035), else from the full load, which also finds it in a
     file that does not validate and says what is wrong with one that cannot be read."""
-    path = state().locate()
-    light = read_light_config(path, os.environ)
-    if light is not None:
-        return ControlClient(light.runtime_dir, timeout=timeout)
+    st = state()
+    if st.light is not None:
+        return ControlClient(st.light.runtime_dir, timeout=timeout)
     from ..config import runtime_dir_hint
 
-    return ControlClient(runtime_dir_hint(path, os.environ), timeout=timeout)
+    return ControlClient(runtime_dir_hint(st.locate(), os.environ), timeout=timeout)
 
 
 class DaemonRefused(CliError):
