@@ -3,10 +3,19 @@ character included), CRLF or LF, and the body's first 200 bytes kept for errors.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
 import pytest
 
 from zeroclaw.providers import ProviderError
-from zeroclaw.providers._http import SseEvent, _EventReader, answer_whole, media_type
+from zeroclaw.providers._http import (
+    MAX_JSON_BYTES,
+    SseEvent,
+    _EventReader,
+    _read_bounded,
+    answer_whole,
+    media_type,
+)
 
 BODY = 'event: a\r\ndata: h\u00e9llo\r\n\r\n: keep-alive\n\ndata: {"x": 1}\ndata: 2\n\n'.encode()
 
@@ -57,3 +66,19 @@ async def test_a_whole_answer_that_is_not_json_names_its_first_bytes() -> None:
         "provider openai.t: malformed response: neither server-sent events nor JSON "
         f"(application/json): {('{' + 'z' * 199)!r}"
     )
+
+
+async def test_a_whole_answer_is_read_only_up_to_its_bound() -> None:
+    """A server that answers a streamed request with a JSON document past MAX_JSON_BYTES
+    is cut off at the bound with an error, not read into memory whole."""
+    pulled = 0
+
+    async def endless() -> AsyncIterator[bytes]:  # twice the bound, then it would end
+        nonlocal pulled
+        for _ in range(2 * MAX_JSON_BYTES // 65536):
+            pulled += 1
+            yield b" " * 65536
+
+    with pytest.raises(ProviderError, match=f"a whole answer over {MAX_JSON_BYTES} bytes"):
+        await _read_bounded(b"{", endless(), "openai.t")
+    assert pulled * 65536 <= MAX_JSON_BYTES + 65536
