@@ -8,15 +8,19 @@ import json
 from pathlib import Path
 
 import pytest
+import trio
 
 from tests.providers.protocol_server import (
     TEXT,
     WHOLE_TEXT,
     WHOLE_TOOL_CALL,
     ScriptedServer,
+    Seen,
+    Writer,
     whole,
 )
 from tests.providers.test_network import KEY, KINDS, make, run_turn
+from zeroclaw.providers._http import MAX_JSON_BYTES
 from zeroclaw.turns import ToolCallRecord
 
 
@@ -125,3 +129,27 @@ async def test_a_streamed_answer_still_streams(
     result, events = await run_turn(make(kind, server.url), tmp_path, "hello")
     assert (result.error, result.reply) == (None, "Hello")
     assert events == [{"event": "delta", "text": "Hel"}, {"event": "delta", "text": "lo"}]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_a_body_of_blanks_past_the_bound_is_an_error_not_a_wait(
+    kind: str, server: ScriptedServer, tmp_path: Path
+) -> None:
+    """A hostile or broken server that sends only whitespace and never ends its body: the
+    read for the body's first byte stops at MAX_JSON_BYTES with an error instead of
+    buffering blanks until the server stops."""
+
+    async def blanks_forever(seen: Seen, write: Writer) -> None:
+        await write(
+            b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+            b"content-length: 999999999999\r\n\r\n"
+        )
+        for _ in range(MAX_JSON_BYTES // 65536 + 2):
+            await write(b" " * 65536)
+        await trio.sleep_forever()  # the body never ends; only the bound ends the read
+
+    server.answers.append(blanks_forever)
+    with trio.fail_after(60):
+        result, _ = await run_turn(make(kind, server.url), tmp_path, "hello")
+    assert result.error is not None
+    assert result.error.startswith(f"provider {kind}.test: malformed response"), result.error

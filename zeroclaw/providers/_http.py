@@ -246,6 +246,8 @@ class HttpModel:
                         first += chunk
                         if first.strip():
                             break
+                        if len(first) > MAX_JSON_BYTES:  # blanks without end: never an answer
+                            raise unreadable(self.provider, kind, first)
                     if first.lstrip()[:1] in (b"{", b"["):
                         # One JSON document (no event stream starts so), whatever the
                         # content type says: the answer is here, never asked again.
