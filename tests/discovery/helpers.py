@@ -14,6 +14,9 @@ from zeroclaw.config import load_config
 from zeroclaw.discovery import Snapshot, scan, scan_context
 
 
+SYSTEM_PYTHON = "/usr/bin/python3"
+
+
 class Project:
     def __init__(self, base: Path) -> None:
         self.base = base
@@ -64,6 +67,17 @@ class Project:
         directory.mkdir(parents=True, exist_ok=True)
         path = directory / name
         path.write_text(f"#!/bin/sh\n{body}\n")
+        path.chmod(0o755)
+        return path
+
+    def python_program(self, name: str, body: str, where: Path | None = None) -> Path:
+        """A Python program run by the system interpreter: under the probe sandbox it can
+        only execute itself and its interpreter, so what a shell script would run (`sleep`,
+        `head`) it does in-process."""
+        directory = where or self.bin
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / name
+        path.write_text(f"#!{SYSTEM_PYTHON} -IS\n{textwrap.dedent(body).lstrip()}\n")
         path.chmod(0o755)
         return path
 

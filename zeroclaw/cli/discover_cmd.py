@@ -103,8 +103,12 @@ def _run(
 
 
 def item_json(entry: Entry) -> dict[str, Any]:
-    document: dict[str, Any] = {"key": entry.item.key, **msgspec.to_builtins(entry.item)}
-    document["decision"] = msgspec.to_builtins(entry.decision)
+    from ..discovery import redact_decision, redact_item
+
+    # The same redaction as the cache's and the events' (ADR 0047), whatever built `entry`.
+    item = redact_item(entry.item)
+    document: dict[str, Any] = {"key": item.key, **msgspec.to_builtins(item)}
+    document["decision"] = msgspec.to_builtins(redact_decision(entry.decision))
     return document
 
 

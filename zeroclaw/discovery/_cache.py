@@ -28,7 +28,7 @@ from .._version import __version__
 from ._context import PROJECT_DIRS, ScanContext
 from ._model import SCHEMA_VERSION
 from ._project import BUILTIN_CAPABILITIES
-from ._scan import Snapshot
+from ._scan import Snapshot, redact_snapshot
 
 CACHE_NAME = "discovery-cache.json"
 LOCK_NAME = "discovery-cache.lock"
@@ -136,9 +136,13 @@ class DiscoveryCache:
         if version != SCHEMA_VERSION:
             return ReadResult(None, "incompatible")
         try:
-            return ReadResult(msgspec.json.decode(data, type=CacheFile), "")
+            cached = msgspec.json.decode(data, type=CacheFile)
         except (msgspec.DecodeError, msgspec.ValidationError):
             return ReadResult(None, "corrupt", self._move_aside() if repair else None)
+        # A file an older version wrote may hold what is redacted now: never shown as is.
+        return ReadResult(
+            msgspec.structs.replace(cached, snapshot=redact_snapshot(cached.snapshot)), ""
+        )
 
     def _move_aside(self) -> Path | None:
         stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
@@ -236,5 +240,5 @@ def cache_file(snapshot: Snapshot, inputs: Inputs, now: float) -> CacheFile:
         registry_hash=inputs.registry_hash,
         sources=inputs.sources,
         written_at=now,
-        snapshot=snapshot,
+        snapshot=redact_snapshot(snapshot),
     )

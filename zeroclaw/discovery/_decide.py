@@ -192,6 +192,12 @@ def _check_manifest(item: DiscoveredItem) -> None:
             "paths stay inside their source's root",
             "a path in it leaves the directory it was found in (after resolving symlinks)",
         )
+    if item.errors("secret_redacted"):
+        raise _Refusal(
+            "policy_denied",
+            "secrets only by environment variable",
+            "an argument or its endpoint held a secret (redacted, see below)",
+        )
     if item.errors("policy_denied"):
         raise _Refusal(
             "policy_denied", "discovery policy", "a policy refuses it (see the diagnostics)"

@@ -1,16 +1,18 @@
 """The only things discovery ever runs: an allowlisted program with `--version`, and one
 bounded GET of a loopback model server's model list.
 
-A probe gets a scrubbed environment (PATH, a private empty HOME, C locale), an empty
-private working directory, its own process group, the scan's timeout and output cap; its
-output is kept only as a short, redacted summary. No prompt, no network request of its
-own making, nothing that writes where it matters.
+A probe runs under the command sandbox with a scrubbed environment (PATH, C locale, an
+empty private HOME it cannot write), the scan's timeout and output cap, and everything it
+starts ends with it (`_probe`, ADR 0047); of its output only a version-looking token is
+kept (`_redact.version_token`). No prompt, no network request of its own making.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
+import os
 import tempfile
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -18,10 +20,13 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 import trio
 
-from .._process import CannotStart, run_capped
+from .._process import CannotStart
+from ..config import daemon_paths
+from ..policy import abi_version, build_ruleset
 from ._context import ScanContext
 from ._model import Diagnostic, DiscoveredItem, Health, HealthStatus, Source
-from ._redact import redact_text
+from ._probe import probe_plan, run_probe
+from ._redact import probe_message, redact_text, version_token
 
 if TYPE_CHECKING:
     import httpx  # loaded by the one probe that needs it: the daemon starts without it
@@ -36,37 +41,77 @@ MODEL_PORTS: tuple[tuple[str, int, str], ...] = (
 
 
 def _summary(text: str) -> str:
-    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
-    return redact_text(line[:SUMMARY_CHARS])
+    return probe_message(text)
+
+
+def _probe_env(ctx: ScanContext, home: str) -> dict[str, str]:
+    """PATH, the C locale and one empty private directory for every per-user location."""
+    env = {"PATH": ctx.env.get("PATH", ""), "LANG": "C.UTF-8", "LC_ALL": "C"}
+    env.update(
+        dict.fromkeys(
+            ("HOME", "TMPDIR", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_DATA_HOME"), home
+        )
+    )
+    return env
+
+
+def _excluded(ctx: ScanContext) -> tuple[str, ...]:
+    """What a probe never reads beyond PROBE_FORBIDDEN: the daemon's own state and the
+    operator's secrets in their home."""
+    paths = daemon_paths(ctx.config, ctx.env)
+    excluded = [str(paths.state_dir), str(paths.runtime_dir)]
+    if ctx.home is not None:
+        excluded.extend(str(ctx.home / name) for name in (".ssh", ".gnupg", ".aws", ".config"))
+    return tuple(excluded)
 
 
 async def probe_version(item: DiscoveredItem, ctx: ScanContext) -> DiscoveredItem:
-    """`<command> --version`, bounded; the item with its health and what the probe said."""
+    """`<command> --version`, confined and bounded (`_probe`); the item with its health and
+    the version the probe printed (only a version-looking token of it is kept)."""
     now = ctx.now
     limits = ctx.limits
+    confined = abi_version() >= 1
     with tempfile.TemporaryDirectory(prefix="zeroclaw-probe-") as home:
-        env = {"PATH": ctx.env.get("PATH", ""), "HOME": home, "LANG": "C.UTF-8", "LC_ALL": "C"}
+        os.chmod(home, 0o700)
+        path = ctx.env.get("PATH", "")
         try:
-            outcome = await run_capped(
+            outcome = await run_probe(
                 [item.command, "--version"],
                 timeout_secs=limits.command_check_timeout,
-                env=env,
+                env=_probe_env(ctx, home),
                 cwd=home,
                 output_cap=limits.max_command_output_bytes,
+                ruleset=functools.partial(
+                    _ruleset, item.command, path, home, _excluded(ctx)
+                )
+                if confined
+                else None,
             )
         except CannotStart as exc:
-            status: HealthStatus = (
-                "permission_denied" if exc.kind == "exec_refused" else "unavailable"
-            )
             return _with(
                 item,
-                Health(status, now, message=_summary(exc.detail)),
+                Health("unavailable", now, message=_summary(exc.detail)),
                 Diagnostic(
                     "error",
-                    "permission_denied" if status == "permission_denied" else "health_check_failed",
+                    "health_check_failed",
                     f"{item.program} --version could not run: {_summary(exc.detail)}",
                 ),
             )
+    unconfined = () if confined else (_UNCONFINED,)
+    word, _, why = outcome.status.partition(" ")
+    if word in ("exec_refused", "exec_failed"):
+        status: HealthStatus = "permission_denied" if word == "exec_refused" else "unavailable"
+        return _with(
+            item,
+            Health(status, now, message=f"--version could not run: {_summary(why)}"),
+            Diagnostic(
+                "error",
+                "permission_denied" if status == "permission_denied" else "health_check_failed",
+                f"{item.program} --version could not run ({_summary(why)}): the probe runs "
+                "only the program, its interpreter and their loaders",
+            ),
+            *unconfined,
+        )
     if outcome.timed_out:
         return _with(
             item,
@@ -77,17 +122,20 @@ async def probe_version(item: DiscoveredItem, ctx: ScanContext) -> DiscoveredIte
                 f"{item.program} --version did not finish within "
                 f"{limits.command_check_timeout * 1000:.0f} ms (command_check_timeout_ms)",
             ),
+            *unconfined,
         )
-    version = _summary(outcome.output)
+    version = version_token(outcome.output)
     if outcome.exit_code != 0:
+        ended = (
+            f"exited {outcome.exit_code}"
+            if outcome.exit_code is not None
+            else f"was killed ({_summary(outcome.status)})"
+        )
         return _with(
             item,
-            Health("unavailable", now, version, f"--version exited {outcome.exit_code}"),
-            Diagnostic(
-                "error",
-                "health_check_failed",
-                f"{item.program} --version exited {outcome.exit_code}: {version}",
-            ),
+            Health("unavailable", now, version, f"--version {ended}"),
+            Diagnostic("error", "health_check_failed", f"{item.program} --version {ended}"),
+            *unconfined,
         )
     if outcome.truncated:
         return _with(
@@ -97,10 +145,22 @@ async def probe_version(item: DiscoveredItem, ctx: ScanContext) -> DiscoveredIte
                 "warning",
                 "output_too_large",
                 f"{item.program} --version printed more than {limits.max_command_output_bytes} "
-                "bytes (max_command_output_bytes); only the first line is kept",
+                "bytes (max_command_output_bytes); only a version is kept",
             ),
+            *unconfined,
         )
-    return _with(item, Health("available", now, version))
+    return _with(item, Health("available", now, version), *unconfined)
+
+
+_UNCONFINED = Diagnostic(
+    "warning",
+    "policy_denied",
+    "this kernel has no Landlock: the --version probe ran without its file sandbox",
+)
+
+
+def _ruleset(program: str, path: str, home: str, excluded: tuple[str, ...]) -> int:
+    return build_ruleset(probe_plan(program, path, home, excluded))
 
 
 def _with(item: DiscoveredItem, health: Health, *notes: Diagnostic) -> DiscoveredItem:
@@ -131,6 +191,14 @@ async def check_health(items: list[DiscoveredItem], ctx: ScanContext) -> None:
 # --- loopback model servers ----------------------------------------------------------------
 
 
+def _host(url: str) -> str:
+    """host[:port] of `url`, never its userinfo, path or query."""
+    rest = url.split("://", 1)[-1]
+    for mark in "/?#":
+        rest = rest.split(mark, 1)[0]
+    return rest.rsplit("@", 1)[-1]
+
+
 def model_targets(ctx: ScanContext) -> list[tuple[str, str, bool]]:
     """(name, URL of the model list, configured?) for every server to probe."""
     targets: list[tuple[str, str, bool]] = []
@@ -143,7 +211,7 @@ def model_targets(ctx: ScanContext) -> list[tuple[str, str, bool]]:
         path = "" if base.endswith(("/models", "/api/tags")) else "/v1/models"
         if base.endswith("/v1"):
             path = "/models"
-        targets.append((base.split("://", 1)[1].split("/")[0], base + path, True))
+        targets.append((_host(base), base + path, True))
     return targets
 
 
@@ -170,7 +238,7 @@ async def _probe_server(
     index: int,
 ) -> None:
     name, url, configured = target
-    host = url.split("://", 1)[1].split("/")[0]
+    host = _host(url)
     source = Source("config" if configured else "system", "model_servers", url, url)
     ident = f"{name}@{host}" if not configured else host
     cap = ctx.limits.max_command_output_bytes

@@ -33,6 +33,7 @@ from ._model import (
     summarise,
 )
 from ._project import link_skill_manifests, scan_adapters, scan_capabilities, scan_mcp
+from ._redact import redact_decision, redact_diagnostic, redact_item, redact_text
 from ._sources import scan_agents, scan_path, scan_serial, scan_subagents, scan_user_skills
 
 SourceStatus = Literal["ok", "timeout", "failed"]
@@ -90,6 +91,26 @@ class Snapshot(msgspec.Struct, frozen=True, kw_only=True):
     def find(self, ident: str) -> list[Entry]:
         """Entries whose key or id is `ident`."""
         return [e for e in self.entries if ident in (e.item.key, e.item.id)]
+
+
+def _redact_report(report: SourceReport) -> SourceReport:
+    return msgspec.structs.replace(
+        report, diagnostics=tuple(redact_diagnostic(d) for d in report.diagnostics)
+    )
+
+
+def redact_snapshot(snapshot: Snapshot) -> Snapshot:
+    """`snapshot` with every item, decision and report redacted (`_redact`): what the cache
+    keeps and what `--json` prints, whichever scan (or older cache) it came from. Idempotent."""
+    return msgspec.structs.replace(
+        snapshot,
+        workspace=redact_text(snapshot.workspace),
+        sources=tuple(_redact_report(r) for r in snapshot.sources),
+        entries=tuple(
+            Entry(redact_item(e.item), redact_decision(e.decision)) for e in snapshot.entries
+        ),
+        degraded=tuple(redact_text(key) for key in snapshot.degraded),
+    )
 
 
 def decision_policy(ctx: ScanContext) -> DecisionPolicy:
@@ -162,7 +183,13 @@ async def scan(ctx: ScanContext, sources: Collection[str] | None = None) -> Snap
         for name in selected:
             nursery.start_soon(run, name)
     every = link_skill_manifests([item for name in selected for item in found.get(name, [])])
-    entries = tuple(Entry(item, decision) for item, decision in decide(every, decision_policy(ctx)))
+    # Redacted before anything is decided: an item whose argument held a secret is refused,
+    # and nothing downstream (cache, --json, events, log) ever sees the value.
+    every = [redact_item(item) for item in every]
+    entries = tuple(
+        Entry(item, redact_decision(decision))
+        for item, decision in decide(every, decision_policy(ctx))
+    )
     decisions = [e.decision for e in entries]
     degraded = tuple(
         e.item.key
@@ -172,7 +199,7 @@ async def scan(ctx: ScanContext, sources: Collection[str] | None = None) -> Snap
     return Snapshot(
         generated_at=ctx.now,
         workspace=str(ctx.config_dir),
-        sources=tuple(reports[name] for name in selected),
+        sources=tuple(_redact_report(reports[name]) for name in selected),
         entries=entries,
         summary=summarise(decisions),
         degraded=degraded,

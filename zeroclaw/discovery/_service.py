@@ -30,12 +30,14 @@ from ..events import DiscoveryCompleted, EventSink, RegistrationDecided
 from ..turns import AdapterAdmission, AdapterCall, AdapterInvoke, AdapterResult
 from ._cache import fingerprints, project_paths
 from ._context import scan_context
+from ._redact import RedactingFilter, redact_text
 from ._registry import AdapterRegistry, CallAllowed, CallRefused, RegistryChange, admit_call
 from ._run import Outcome, discover
 from ._scan import Snapshot
 from ._watch import Debounce
 
 log = logging.getLogger("zeroclaw.discovery")
+log.addFilter(RedactingFilter())  # the log is an output surface too (ADR 0047)
 
 DEFAULT_OUTPUT_BYTES = 64 * 1024
 DEFAULT_TIMEOUT_MS = 30_000
@@ -119,7 +121,13 @@ class DiscoveryService:
             d = entry.decision
             if before.get((entry.item.key, entry.item.source.kind)) != d:
                 self.events.publish(
-                    RegistrationDecided(d.key, d.action, d.reason, d.target, d.shadowed_by)
+                    RegistrationDecided(
+                        redact_text(d.key),
+                        d.action,
+                        d.reason,
+                        d.target,
+                        redact_text(d.shadowed_by),
+                    )
                 )
         timed_out = tuple(r.name for r in snap.sources if r.status == "timeout")
         s = snap.summary
@@ -131,10 +139,10 @@ class DiscoveryService:
                 s.display_only,
                 s.shadowed,
                 from_cache=outcome.from_cache,
-                added=change.added,
-                removed=change.removed,
-                kept_last_good=change.kept_last_good,
-                degraded=snap.degraded,
+                added=_keys(change.added),
+                removed=_keys(change.removed),
+                kept_last_good=_keys(change.kept_last_good),
+                degraded=_keys(snap.degraded),
                 timed_out=timed_out,
             )
         )
@@ -277,6 +285,10 @@ class DiscoveryService:
                 timed_out=outcome.timed_out,
             ),
         )
+
+
+def _keys(keys: tuple[str, ...] | list[str]) -> tuple[str, ...]:
+    return tuple(redact_text(key) for key in keys)
 
 
 def _admission(verdict: CallAllowed) -> AdapterAdmission:

@@ -1,0 +1,221 @@
+"""How a `--version` probe runs: under the command sandbox, and nothing it starts outlives it
+(ADR 0047).
+
+The probe is the child of a small intermediate (`zeroclaw/_reaper.py`, a child subreaper):
+a descendant that double-forks or calls `setsid()` is re-parented to the intermediate, which
+kills every descendant when the program exits, at the timeout, or when it is stopped (our
+SIGTERM, or its death signal when this process dies). The program itself runs under a
+Landlock ruleset like an agent's shell command (`policy.plan_command_sandbox`): it executes
+only itself, its interpreter and their loaders; it reads the system paths (minus the
+system's secrets: shadow files, sudoers, ssh host keys), its own install directory and an
+empty private HOME; it writes nothing but /dev/null; from Landlock ABI 6 it can neither
+signal nor reach an abstract socket outside its domain. Its environment is PATH, the C
+locale and that HOME only; `no_new_privs` holds for the intermediate and all below it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import trio
+
+from .._prctl import PR_SET_NO_NEW_PRIVS, prctl, set_death_signal
+from .._process import CannotStart
+from ..policy import (
+    NOT_EXECUTABLE,
+    SYSTEM_READ_ONLY,
+    SandboxPlan,
+    SandboxUnavailable,
+    build_ruleset,
+    plan_command_sandbox,
+    program_executables,
+)
+
+REAPER = str(Path(__file__).resolve().parent.parent / "_reaper.py")
+STOP_GRACE_SECS = 5.0  # for the intermediate to kill and reap what is left, once asked
+_READ_CHUNK = 65536
+
+# What no probe reads, though the system paths around them are readable.
+PROBE_FORBIDDEN = (
+    "/etc/shadow",
+    "/etc/shadow-",
+    "/etc/gshadow",
+    "/etc/gshadow-",
+    "/etc/sudoers",
+    "/etc/sudoers.d",
+    "/etc/ssh",
+    "/etc/ssl/private",
+    "/etc/credstore",
+    "/etc/credstore.encrypted",
+    "/etc/zeroclaw",
+)
+PACKAGE_LEVELS = 3
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeOutcome:
+    """How a probe ended: `status` is the intermediate's word (`exit N`, `signal N`,
+    `timeout`, `stopped`, `exec_refused WHY`, `exec_failed WHY`), never the program's."""
+
+    status: str
+    output: str  # stdout and stderr, at most the cap, UTF-8 (replaced)
+    truncated: bool
+
+    @property
+    def timed_out(self) -> bool:
+        return self.status in ("timeout", "stopped")
+
+    @property
+    def exit_code(self) -> int | None:
+        word, _, value = self.status.partition(" ")
+        return int(value) if word == "exit" and value.isdigit() else None
+
+
+def probe_reads(program: str, exists: Callable[[str], bool] = os.path.exists) -> tuple[str, ...]:
+    """The directories a probed program may read besides the system's: its own real
+    directory, and the package it belongs to (the nearest of its next PACKAGE_LEVELS
+    parents holding a package.json: an npm CLI's `<package>/bin/cli.js` reads the package
+    around it). A plain `~/bin` opens nothing of the home around it."""
+    real = Path(os.path.realpath(program)).parent
+    reads = [str(real)]
+    for parent in list(real.parents)[:PACKAGE_LEVELS]:
+        if parent == parent.parent:
+            break
+        if exists(str(parent / "package.json")):
+            reads.append(str(parent))
+            break
+    return tuple(reads)
+
+
+def probe_plan(
+    program: str, path: str, home: str, excluded: Iterable[str] = ()
+) -> SandboxPlan:
+    """The ruleset of one probe: the command sandbox of a readonly agent whose workspace
+    is the probe's empty private HOME, which it only reads."""
+    home_real = os.path.realpath(home)
+    plan = plan_command_sandbox(
+        workspace=home,
+        home=home,
+        executables=program_executables(program, path),
+        grants=[(directory, "read") for directory in probe_reads(program)],
+        excluded=(*PROBE_FORBIDDEN, *excluded),
+        system=SYSTEM_READ_ONLY,
+        workspace_writable=False,
+    )
+    # The command sandbox lets a command write its home; a probe writes nowhere.
+    return SandboxPlan(
+        tuple(rule for rule in plan.rules if rule != (home_real, NOT_EXECUTABLE))
+    )
+
+
+def confine_probe_process(parent_pid: int) -> None:
+    """Between fork and exec of the intermediate (so for it and everything below it):
+    die with us — by SIGTERM, so that it kills the probe's tree first — and no new
+    privileges, ever."""
+    set_death_signal(parent_pid, signal.SIGTERM)
+    prctl(PR_SET_NO_NEW_PRIVS, 1)
+    # Issue 24, Deliver 3 (branch `confine`): the reusable process confinement of
+    # `zeroclaw.policy` (every capability set emptied, bounding set dropped) plugs in HERE,
+    # one call; the intermediate needs no capability to kill its own descendants.
+
+
+async def run_probe(
+    argv: Sequence[str],
+    *,
+    timeout_secs: float,
+    env: Mapping[str, str],
+    cwd: str,
+    output_cap: int,
+    ruleset: Callable[[], int] | None,
+) -> ProbeOutcome:
+    """Run `argv` (argv[0] an absolute path) under the intermediate. Raises `CannotStart`
+    when not even the intermediate could start (or the ruleset not be built)."""
+    ruleset_fd = -1
+    if ruleset is not None:
+        try:
+            ruleset_fd = await trio.to_thread.run_sync(ruleset)
+        except (SandboxUnavailable, OSError) as exc:
+            raise CannotStart("sandbox_failed", f"sandbox failed: {exc}") from None
+    status_r, status_w = os.pipe()
+    passed = (status_w,) if ruleset_fd < 0 else (status_w, ruleset_fd)
+    try:
+        proc = await trio.lowlevel.open_process(
+            [
+                sys.executable,
+                "-I",
+                "-S",
+                REAPER,
+                repr(float(timeout_secs)),
+                str(ruleset_fd),
+                str(status_w),
+                "--",
+                *argv,
+            ],
+            cwd=cwd,
+            env=dict(env),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            pass_fds=passed,
+            preexec_fn=functools.partial(confine_probe_process, os.getpid()),
+        )
+    except (OSError, ValueError, subprocess.SubprocessError) as exc:
+        os.close(status_r)
+        raise CannotStart("io_error", f"cannot start the probe: {exc}"[:300]) from None
+    finally:
+        os.close(status_w)
+        if ruleset_fd >= 0:
+            os.close(ruleset_fd)
+    stdout = proc.stdout
+    assert stdout is not None
+    output = bytearray()
+    try:
+        # The intermediate keeps the timeout; this bound only covers it failing to.
+        with trio.move_on_after(timeout_secs + STOP_GRACE_SECS):
+            while chunk := await stdout.receive_some(_READ_CHUNK):
+                if len(output) < output_cap:
+                    output += chunk[: output_cap - len(output)]
+            await proc.wait()
+    finally:
+        with trio.CancelScope(shield=True):
+            await _stop(proc)
+            await stdout.aclose()
+            status = _read_status(status_r)
+    return ProbeOutcome(
+        status=status or "stopped",
+        output=output.decode("utf-8", errors="replace"),
+        truncated=len(output) >= output_cap,
+    )
+
+
+async def _stop(proc: trio.Process) -> None:
+    """Ask the intermediate to end the probe's tree; kill its group if it does not."""
+    if proc.returncode is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        proc.send_signal(signal.SIGTERM)
+    with trio.move_on_after(STOP_GRACE_SECS):
+        await proc.wait()
+    if proc.returncode is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        await proc.wait()
+
+
+def _read_status(fd: int) -> str:
+    try:
+        os.set_blocking(fd, False)
+        return os.read(fd, 256).decode(errors="replace").strip()
+    except OSError:
+        return ""
+    finally:
+        os.close(fd)
