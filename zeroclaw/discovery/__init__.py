@@ -60,7 +60,11 @@ if TYPE_CHECKING:
         summarise,
     )
     from ._redact import (
+        PLAIN_FIELDS,
         REDACTED,
+        REDACTED_FIELDS,
+        OutputSurface,
+        SecretKind,
         contains_secret_keys,
         RedactingFilter,
         is_secret_key,
@@ -147,6 +151,10 @@ _load = lazy_attributes(
         "ItemKind": "._model",
         "Outcome": "._run",
         "REDACTED": "._redact",
+        "PLAIN_FIELDS": "._redact",
+        "REDACTED_FIELDS": "._redact",
+        "OutputSurface": "._redact",
+        "SecretKind": "._redact",
         "RegisteredAdapter": "._registry",
         "RegistrationAction": "._model",
         "RegistrationDecision": "._model",
@@ -203,8 +211,10 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "PLAIN_FIELDS",
     "PROJECT_DIRS",
     "REDACTED",
+    "REDACTED_FIELDS",
     "SCHEMAS",
     "SCHEMA_VERSION",
     "SOURCE_NAMES",
@@ -238,6 +248,7 @@ __all__ = [
     "Inputs",
     "ItemKind",
     "Outcome",
+    "OutputSurface",
     "RedactingFilter",
     "RegisteredAdapter",
     "RegistrationAction",
@@ -248,6 +259,7 @@ __all__ = [
     "RiskLevelName",
     "ScanContext",
     "ScanDiff",
+    "SecretKind",
     "SideEffect",
     "SkillClass",
     "Snapshot",
@@ -268,7 +280,6 @@ __all__ = [
     "is_secret_key",
     "is_secret_name",
     "judge",
-    "version_token",
     "redact",
     "redact_args",
     "redact_decision",
@@ -279,4 +290,5 @@ __all__ = [
     "scan_context",
     "summarise",
     "verdict",
+    "version_token",
 ]

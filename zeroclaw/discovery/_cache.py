@@ -160,6 +160,7 @@ class DiscoveryCache:
     def write(self, cache: CacheFile) -> None:
         """Replace the cache whole (tmp, fsync, rename, fsync of the directory)."""
         self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        cache = msgspec.structs.replace(cache, snapshot=redact_snapshot(cache.snapshot))
         atomic_write(self.path, msgspec.json.encode(cache), mode=0o600)
         fd = os.open(self.path.parent, os.O_RDONLY | os.O_DIRECTORY)
         try:
@@ -240,5 +241,5 @@ def cache_file(snapshot: Snapshot, inputs: Inputs, now: float) -> CacheFile:
         registry_hash=inputs.registry_hash,
         sources=inputs.sources,
         written_at=now,
-        snapshot=redact_snapshot(snapshot),
+        snapshot=snapshot,
     )

@@ -22,13 +22,58 @@ import logging
 import math
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
 from ._model import Diagnostic, DiscoveredItem, RegistrationDecision
 
 REDACTED = "<redacted>"
+
+# Every place discovery's findings leave the process (the conformance table's columns).
+OutputSurface = Literal["cache_file", "scan_json", "list_json", "explain_json", "events", "log"]
+# Every way a secret reaches a found item (the conformance table's rows).
+SecretKind = Literal[
+    "option_value",  # --api-key=X, --api-key X, --token X, -p X
+    "key_shaped",  # sk-..., ghp_..., a long high-entropy argument
+    "auth_header",  # Bearer X, Authorization: Basic X
+    "url_userinfo",  # https://user:X@host/
+    "url_parameter",  # ?api_key=X, &token=X, #access_token=X
+    "env_value",  # NAME=X where only NAME may be kept
+    "probe_output",  # whatever a --version probe printed besides its version
+]
+# The text fields of a found item, and how each is redacted (`redact_item`): a new text
+# field must be listed here or in PLAIN_FIELDS (tests/discovery/test_redact.py checks).
+REDACTED_FIELDS: dict[str, tuple[SecretKind, ...]] = {
+    "id": ("url_userinfo", "key_shaped"),
+    "name": ("url_parameter", "key_shaped"),
+    "source": ("url_userinfo", "url_parameter"),
+    "args": ("option_value", "key_shaped", "auth_header", "url_userinfo", "url_parameter"),
+    "endpoint": ("url_userinfo", "url_parameter", "key_shaped"),
+    "env": ("env_value",),
+    "health": ("probe_output",),
+    "candidates": ("key_shaped",),
+    "effects": ("key_shaped",),
+    "runtime_gate": ("key_shaped",),
+    "diagnostics": ("probe_output", "url_parameter", "key_shaped"),
+}
+# Text fields that hold no outside value: closed sets, resolved paths, names checked
+# against an allowlist or a registry.
+PLAIN_FIELDS = frozenset(
+    {
+        "kind",
+        "trust",
+        "capabilities",
+        "program",
+        "command",
+        "skill_class",
+        "classified_by",
+        "device_state",
+        "callers",
+        "descriptor",
+        "allowlists",
+    }
+)
 
 # Key names that hold secrets (case-insensitive, anywhere in the key: `GITHUB_TOKEN`,
 # `x-api-key`, `clientSecret`, `db_password`, `Authorization`).
@@ -66,6 +111,8 @@ _TOKENISH = re.compile(r"[A-Za-z0-9_+=-]{24,}")
 _PAIR = re.compile(
     r"(?P<name>[A-Za-z][A-Za-z0-9_.-]{0,63})(?P<sep>\s*[=:]\s*)(?P<value>\"[^\"]*\"|'[^']*'|[^\s&#\"',;]+)"
 )
+# `--secret-option value` (and `-p value`) in free text: a command line as a message shows it.
+_OPTION_VALUE = re.compile(r"(?<![\w-])(?P<name>--[A-Za-z][\w-]*|-p)(?P<sep>\s+)(?P<value>[^\s\"'-][^\s\"']*)")
 _URL = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]{0,15}://[^\s\"'<>]+")
 _URL_USERINFO = re.compile(r"^(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)[^/?#@]*@")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
@@ -158,6 +205,14 @@ def redact_text(text: str) -> str:
         return f"{match.group('name')}{match.group('sep')}{REDACTED}"
 
     text = _PAIR.sub(pair, text)
+
+    def option(match: re.Match[str]) -> str:
+        name = match.group("name")
+        if match.group("value") == REDACTED or (name != "-p" and not is_secret_name(name)):
+            return match.group()
+        return f"{name}{match.group('sep')}{REDACTED}"
+
+    text = _OPTION_VALUE.sub(option, text)
     return _redact_tokens(text)
 
 
