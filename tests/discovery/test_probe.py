@@ -1,0 +1,124 @@
+"""The probe runner on its own: its ruleset, its intermediate, and the whole tree ending at
+the timeout or at a cancel, with real processes (ADR 0047)."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+import trio
+
+from tests.discovery.helpers import SYSTEM_PYTHON
+from tests.supervisor.harness import wait_gone
+from zeroclaw.discovery._probe import PROBE_FORBIDDEN, ProbeOutcome, probe_plan, run_probe
+from zeroclaw.policy import NOT_EXECUTABLE, abi_version, build_ruleset
+
+pytestmark = pytest.mark.skipif(abi_version() < 1, reason="needs Landlock")
+
+# A grandchild in a session of its own that sleeps for minutes; then the program either
+# ends or hangs. The program's version token says what the sandbox let it do.
+TREE = """
+import ctypes, os, signal, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+no_new_privs = libc.prctl(39, 0, 0, 0, 0)  # PR_GET_NO_NEW_PRIVS
+try:
+    os.kill(os.getppid(), 0)
+    signal_denied = 0
+except PermissionError:
+    signal_denied = 1
+first = os.fork()
+if first == 0:
+    os.setsid()
+    if os.fork() == 0:
+        time.sleep(600)
+    os._exit(0)
+os.waitpid(first, 0)
+print(f"tree 1.{no_new_privs}.{signal_denied}", flush=True)
+if sys.argv[1:] == ["--version"] and os.environ.get("HANG"):
+    time.sleep(600)
+"""
+
+
+def program(directory: Path) -> Path:
+    path = directory / "tree"
+    path.write_text(f"#!{SYSTEM_PYTHON} -IS\n{TREE}")
+    path.chmod(0o755)
+    return path
+
+
+def running(path: Path) -> list[int]:
+    needle = str(path).encode()
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                if needle in Path(f"/proc/{name}/cmdline").read_bytes().split(b"\0"):
+                    found.append(int(name))
+            except OSError:
+                continue
+    return found
+
+
+async def probe(path: Path, home: str, timeout: float = 10, **env: str) -> ProbeOutcome:
+    plan = probe_plan(str(path), "/usr/bin:/bin", home)
+    return await run_probe(
+        [str(path), "--version"],
+        timeout_secs=timeout,
+        env={"PATH": "/usr/bin:/bin", "HOME": home, **env},
+        cwd=home,
+        output_cap=65536,
+        ruleset=lambda: build_ruleset(plan),
+    )
+
+
+def test_a_probe_reads_its_empty_home_but_never_writes_it_nor_reads_system_secrets() -> None:
+    with tempfile.TemporaryDirectory() as home:
+        plan = probe_plan(f"{SYSTEM_PYTHON}", "/usr/bin:/bin", home)
+    real_home = os.path.realpath(home)
+    assert (real_home, NOT_EXECUTABLE) not in plan.rules
+    assert any(path == real_home for path, _ in plan.rules)
+    granted = {path for path, _ in plan.rules}
+    assert not granted & set(PROBE_FORBIDDEN)
+    assert "/etc" not in granted  # carved around /etc/shadow, entry by entry
+    assert "/etc/passwd" in granted
+
+
+async def test_the_probe_runs_without_new_privileges_and_cannot_signal_outside(
+    tmp_path: Path,
+) -> None:
+    path = program(tmp_path)
+    with tempfile.TemporaryDirectory() as home:
+        outcome = await probe(path, home)
+    assert outcome.status == "exit 0", outcome
+    assert outcome.output.strip() == "tree 1.1.1"
+    assert wait_gone(running(path), timeout=10) == []
+
+
+async def test_a_hanging_probe_and_its_setsid_grandchild_end_at_the_timeout(
+    tmp_path: Path,
+) -> None:
+    path = program(tmp_path)
+    with tempfile.TemporaryDirectory() as home:
+        outcome = await probe(path, home, timeout=1.0, HANG="1")
+    assert outcome.timed_out and outcome.status == "timeout"
+    assert "tree 1.1.1" in outcome.output
+    assert wait_gone(running(path), timeout=10) == []
+
+
+async def test_a_cancelled_probe_ends_its_whole_tree(tmp_path: Path) -> None:
+    path = program(tmp_path)
+    with tempfile.TemporaryDirectory() as home:
+        async with trio.open_nursery() as nursery:
+
+            async def cancel_once_the_grandchild_runs() -> None:
+                deadline = time.monotonic() + 30
+                while len(running(path)) < 3 and time.monotonic() < deadline:
+                    await trio.sleep(0.02)  # a process's start has no event to await
+                nursery.cancel_scope.cancel()
+
+            nursery.start_soon(cancel_once_the_grandchild_runs)
+            await probe(path, home, timeout=60, HANG="1")
+    assert wait_gone(running(path), timeout=10) == []
