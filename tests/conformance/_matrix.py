@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from tests.conformance import _registries as registries
+
 Kind = Literal["allowed", "refused", "kernel_denied"]
 Layer = Literal[
     "tool",  # the tool's own argument checks
@@ -28,6 +30,7 @@ Layer = Literal[
     "kernel",  # Landlock / the OS
     "kernel_stricter",  # the kernel denies what the policy allows (ADR 0039)
     "cli",  # the CLI's own checks
+    "discovery",  # discovery's one redaction (ADR 0047)
 ]
 
 BOUNDARIES = (
@@ -41,6 +44,7 @@ BOUNDARIES = (
     "secrets",
     "control_socket",
     "router",
+    "discovery_redaction",
 )
 PATHS = (
     "policy",  # the pure decision functions, every corpus spelling
@@ -55,6 +59,7 @@ PATHS = (
     "serial",  # an inbound serial channel
     "cli",  # the CLI chat channel (the cli channel type)
     "subagent_runtime",  # a sub-agent runtime's tools
+    "discovery",  # what a discovery scan writes, prints, publishes and logs
 )
 # profile -> the agent of the conformance daemon that plays it (and how approvals go).
 PROFILES: dict[str, tuple[str, bool | None]] = {
@@ -1037,8 +1042,27 @@ def daemon_corpus_cells() -> list[Cell]:
     return cells
 
 
+def _discovery_cells() -> list[Cell]:
+    """Every output surface x every kind of secret, read from the product (ADR 0047): a
+    planted secret of that kind never reaches that surface."""
+    return [
+        Cell(
+            "discovery_redaction",
+            "discovery",
+            "operator",
+            f"{kind} in {surface}",
+            kind,
+            Expect("refused", "no_secret", "discovery"),
+            extra={"surface": surface},
+        )
+        for surface in sorted(registries.discovery_surfaces())
+        for kind in sorted(registries.secret_kinds())
+    ]
+
+
 def all_cells() -> list[Cell]:
     cells = [
+        *_discovery_cells(),
         *_grammar_cells(),
         *daemon_corpus_cells(),
         *_in_process_cells(),

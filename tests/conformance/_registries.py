@@ -82,5 +82,19 @@ def access_modes() -> frozenset[str]:
     return frozenset(get_args(get_args(access)[1]))
 
 
+def discovery_surfaces() -> frozenset[str]:
+    """Every place discovery's findings leave the process (the product's OutputSurface)."""
+    from zeroclaw.discovery import OutputSurface
+
+    return frozenset(get_args(OutputSurface))
+
+
+def secret_kinds() -> frozenset[str]:
+    """Every kind of secret that reaches a found item (the product's SecretKind)."""
+    from zeroclaw.discovery import SecretKind
+
+    return frozenset(get_args(SecretKind))
+
+
 def repo_path(*parts: str) -> Path:
     return REPO.joinpath(*parts)

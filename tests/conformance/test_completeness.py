@@ -60,3 +60,10 @@ def test_every_boundary_has_cells() -> None:
     boundaries = {c.boundary for c in all_cells()}
     missing = set(BOUNDARIES) - boundaries
     assert not missing, f"boundaries without cells: {sorted(missing)}"
+
+
+def test_every_discovery_surface_and_secret_kind_has_a_cell() -> None:
+    cells = {(c.extra.get("surface"), c.action) for c in all_cells() if c.path == "discovery"}
+    for surface in registries.discovery_surfaces():
+        for kind in registries.secret_kinds():
+            assert (surface, kind) in cells, f"no cell for a {kind} secret in {surface}"
