@@ -9,8 +9,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
 import shutil
+import signal
 import subprocess
 import tempfile
 from collections.abc import Iterator

@@ -13,7 +13,6 @@ import trio
 from zeroclaw.config import load_config
 from zeroclaw.discovery import Snapshot, scan, scan_context
 
-
 SYSTEM_PYTHON = "/usr/bin/python3"
 
 

@@ -62,11 +62,11 @@ def running(path: Path) -> list[int]:
     return found
 
 
-async def probe(path: Path, home: str, timeout: float = 10, **env: str) -> ProbeOutcome:
+async def probe(path: Path, home: str, bound: float = 10, **env: str) -> ProbeOutcome:
     plan = probe_plan(str(path), "/usr/bin:/bin", home)
     return await run_probe(
         [str(path), "--version"],
-        timeout_secs=timeout,
+        timeout_secs=bound,
         env={"PATH": "/usr/bin:/bin", "HOME": home, **env},
         cwd=home,
         output_cap=65536,
@@ -102,7 +102,7 @@ async def test_a_hanging_probe_and_its_setsid_grandchild_end_at_the_timeout(
 ) -> None:
     path = program(tmp_path)
     with tempfile.TemporaryDirectory() as home:
-        outcome = await probe(path, home, timeout=1.0, HANG="1")
+        outcome = await probe(path, home, bound=1.0, HANG="1")
     assert outcome.timed_out and outcome.status == "timeout"
     assert "tree 1.1.1" in outcome.output
     assert wait_gone(running(path), timeout=10) == []
@@ -115,10 +115,11 @@ async def test_a_cancelled_probe_ends_its_whole_tree(tmp_path: Path) -> None:
 
             async def cancel_once_the_grandchild_runs() -> None:
                 deadline = time.monotonic() + 30
-                while len(running(path)) < 3 and time.monotonic() < deadline:
-                    await trio.sleep(0.02)  # a process's start has no event to await
+                # A process's start has no event to await: poll /proc, bounded.
+                while len(running(path)) < 3 and time.monotonic() < deadline:  # noqa: ASYNC110
+                    await trio.sleep(0.02)
                 nursery.cancel_scope.cancel()
 
             nursery.start_soon(cancel_once_the_grandchild_runs)
-            await probe(path, home, timeout=60, HANG="1")
+            await probe(path, home, bound=60, HANG="1")
     assert wait_gone(running(path), timeout=10) == []

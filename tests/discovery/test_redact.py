@@ -11,13 +11,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.discovery.helpers import Project
 from zeroclaw.cli.discover_cmd import item_json
+from zeroclaw.config import load_config
 from zeroclaw.discovery import (
     PLAIN_FIELDS,
     REDACTED,
     REDACTED_FIELDS,
+    CacheFile,
     DecisionPolicy,
     DiscoveredItem,
+    DiscoveryCache,
     DiscoveryService,
     Entry,
     Health,
@@ -37,9 +41,6 @@ from zeroclaw.discovery import (
     summarise,
     version_token,
 )
-from tests.discovery.helpers import Project
-from zeroclaw.config import load_config
-from zeroclaw.discovery import CacheFile, DiscoveryCache
 from zeroclaw.events import EventSink
 
 SECRET_KEYS = [
@@ -237,9 +238,7 @@ def planted(draw: st.DrawFn) -> tuple[str, DiscoveredItem, str]:
         args.append(secret)
     elif kind == "auth_header":
         args += draw(
-            st.sampled_from(
-                [[f"Bearer {secret}"], ["--header", f"Authorization: Bearer {secret}"]]
-            )
+            st.sampled_from([[f"Bearer {secret}"], ["--header", f"Authorization: Bearer {secret}"]])
         )
     elif kind == "url_userinfo":
         endpoint = f"https://user:{secret}@mcp.example.test/sse"

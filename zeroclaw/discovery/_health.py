@@ -81,9 +81,7 @@ async def probe_version(item: DiscoveredItem, ctx: ScanContext) -> DiscoveredIte
                 env=_probe_env(ctx, home),
                 cwd=home,
                 output_cap=limits.max_command_output_bytes,
-                ruleset=functools.partial(
-                    _ruleset, item.command, path, home, _excluded(ctx)
-                )
+                ruleset=functools.partial(_ruleset, item.command, path, home, _excluded(ctx))
                 if confined
                 else None,
             )

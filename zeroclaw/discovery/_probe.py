@@ -34,7 +34,6 @@ from ..policy import (
     SYSTEM_READ_ONLY,
     SandboxPlan,
     SandboxUnavailable,
-    build_ruleset,
     plan_command_sandbox,
     program_executables,
 )
@@ -95,9 +94,7 @@ def probe_reads(program: str, exists: Callable[[str], bool] = os.path.exists) ->
     return tuple(reads)
 
 
-def probe_plan(
-    program: str, path: str, home: str, excluded: Iterable[str] = ()
-) -> SandboxPlan:
+def probe_plan(program: str, path: str, home: str, excluded: Iterable[str] = ()) -> SandboxPlan:
     """The ruleset of one probe: the command sandbox of a readonly agent whose workspace
     is the probe's empty private HOME, which it only reads."""
     home_real = os.path.realpath(home)
@@ -111,9 +108,7 @@ def probe_plan(
         workspace_writable=False,
     )
     # The command sandbox lets a command write its home; a probe writes nowhere.
-    return SandboxPlan(
-        tuple(rule for rule in plan.rules if rule != (home_real, NOT_EXECUTABLE))
-    )
+    return SandboxPlan(tuple(rule for rule in plan.rules if rule != (home_real, NOT_EXECUTABLE)))
 
 
 def confine_probe_process(parent_pid: int) -> None:

@@ -112,7 +112,9 @@ _PAIR = re.compile(
     r"(?P<name>[A-Za-z][A-Za-z0-9_.-]{0,63})(?P<sep>\s*[=:]\s*)(?P<value>\"[^\"]*\"|'[^']*'|[^\s&#\"',;]+)"
 )
 # `--secret-option value` (and `-p value`) in free text: a command line as a message shows it.
-_OPTION_VALUE = re.compile(r"(?<![\w-])(?P<name>--[A-Za-z][\w-]*|-p)(?P<sep>\s+)(?P<value>[^\s\"'-][^\s\"']*)")
+_OPTION_VALUE = re.compile(
+    r"(?<![\w-])(?P<name>--[A-Za-z][\w-]*|-p)(?P<sep>\s+)(?P<value>[^\s\"'-][^\s\"']*)"
+)
 _URL = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]{0,15}://[^\s\"'<>]+")
 _URL_USERINFO = re.compile(r"^(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)[^/?#@]*@")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
@@ -155,9 +157,7 @@ def looks_like_key(token: str) -> bool:
         return False
     if re.fullmatch(r"[0-9a-fA-F]+", token):
         return len(token) >= 40
-    classes = sum(
-        bool(re.search(p, token)) for p in (r"[a-z]", r"[A-Z]", r"[0-9]")
-    )
+    classes = sum(bool(re.search(p, token)) for p in (r"[a-z]", r"[A-Z]", r"[0-9]"))
     return classes == 3 and _entropy(token) >= 3.5
 
 
@@ -227,7 +227,7 @@ def redact_args(args: Sequence[str]) -> tuple[str, ...]:
             take_next = False
             continue
         if arg.startswith("-") and "=" in arg:
-            name, _, value = arg.partition("=")
+            name = arg.partition("=")[0]
             out.append(f"{name}={REDACTED}" if is_secret_name(name) else redact_text(arg))
             continue
         if arg in SECRET_SHORT_OPTIONS:
@@ -376,7 +376,7 @@ def redact_item(item: DiscoveredItem) -> DiscoveredItem:
         runtime_gate=redact_text(strip_controls(item.runtime_gate)),
         health=msgspec.structs.replace(
             health,
-            version=redact_text(strip_controls(health.version))[:VERSION_CHARS * 2],
+            version=redact_text(strip_controls(health.version))[: VERSION_CHARS * 2],
             message=redact_text(strip_controls(health.message))[:MESSAGE_CHARS],
         ),
         candidates=tuple(
