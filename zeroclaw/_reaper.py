@@ -1,11 +1,12 @@
 """A small intermediate that runs one program so that everything it starts ends with it.
 
-Run as a script (`python -I -S _reaper.py TIMEOUT RULESET_FD STATUS_FD -- ARGV...`), it
+Run as a script (`python -I -S _reaper.py TIMEOUT RULESET_FD STATUS_FD FILTER -- ARGV...`), it
 imports nothing of zeroclaw (it must start in milliseconds and outside any finder hook).
 It makes itself a child subreaper, so that a descendant of the program that double-forks
 or calls `setsid()` — leaving the program's process group and session — is re-parented to
 it instead of to init; it forks, and the child enters the Landlock ruleset RULESET_FD
-(-1: none) and execs ARGV. When the program exits, when TIMEOUT seconds have passed, or when
+(-1: none), then the seccomp filter FILTER (hex of its BPF instructions; `-`: none) and
+execs ARGV. When the program exits, when TIMEOUT seconds have passed, or when
 this process gets SIGTERM (its parent's stop, or the death signal of its parent), every
 descendant left is killed, generation by generation, and reaped. Then it writes one status
 line on STATUS_FD — `exit N`, `signal N`, `timeout`, `exec_refused ERRNO`, `exec_failed
@@ -22,10 +23,31 @@ import signal
 import sys
 
 PR_SET_CHILD_SUBREAPER = 36
+PR_SET_SECCOMP = 22
+SECCOMP_MODE_FILTER = 2
 SYS_LANDLOCK_RESTRICT_SELF = 446
 MAX_PASSES = 64
 
 _libc = ctypes.CDLL(None, use_errno=True)
+
+
+class _Program(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+def _enter_filter(program: bytes) -> bool:
+    code = ctypes.create_string_buffer(program, len(program))
+    fprog = _Program(len(program) // 8, ctypes.addressof(code))
+    return (
+        _libc.prctl(
+            ctypes.c_int(PR_SET_SECCOMP),
+            ctypes.c_ulong(SECCOMP_MODE_FILTER),
+            ctypes.byref(fprog),
+            ctypes.c_ulong(0),
+            ctypes.c_ulong(0),
+        )
+        == 0
+    )
 
 
 class Stop(Exception):
@@ -75,7 +97,7 @@ def kill_descendants() -> None:
             return
 
 
-def _exec(ruleset: int, argv: list[str], status_fd: int, error_fd: int) -> None:
+def _exec(ruleset: int, program: bytes, argv: list[str], status_fd: int, error_fd: int) -> None:
     """In the forked child: enter the ruleset, run the program; never returns. Why it could
     not goes on `error_fd`, which a successful exec closes (close-on-exec)."""
     why = b"exec_failed child"
@@ -88,6 +110,9 @@ def _exec(ruleset: int, argv: list[str], status_fd: int, error_fd: int) -> None:
                 why = b"exec_refused sandbox"
                 raise OSError(ctypes.get_errno(), "landlock_restrict_self")
             os.close(ruleset)
+        if program and not _enter_filter(program):
+            why = b"exec_refused seccomp"
+            raise OSError(ctypes.get_errno(), "seccomp")
         os.execv(argv[0], argv)
     except OSError as exc:
         if why == b"exec_failed child":
@@ -105,7 +130,8 @@ def _stop(why: str) -> None:
 
 def main(args: list[str]) -> int:
     timeout, ruleset, status_fd = float(args[0]), int(args[1]), int(args[2])
-    argv = args[4:]
+    program = b"" if args[3] == "-" else bytes.fromhex(args[3])
+    argv = args[5:]
     if _libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
         os.write(status_fd, b"exec_failed subreaper\n")
         return 1
@@ -117,7 +143,7 @@ def main(args: list[str]) -> int:
         error_r, error_w = os.pipe()  # close-on-exec: EOF once the program runs
         pid = os.fork()
         if pid == 0:
-            _exec(ruleset, argv, status_fd, error_w)
+            _exec(ruleset, program, argv, status_fd, error_w)
         os.close(error_w)
         if ruleset >= 0:
             os.close(ruleset)

@@ -13,7 +13,13 @@ import trio
 
 from tests.discovery.helpers import SYSTEM_PYTHON
 from tests.supervisor.harness import wait_gone
-from zeroclaw.discovery._probe import PROBE_FORBIDDEN, ProbeOutcome, probe_plan, run_probe
+from zeroclaw.discovery._probe import (
+    PROBE_FORBIDDEN,
+    ProbeOutcome,
+    no_socket_filter,
+    probe_plan,
+    run_probe,
+)
 from zeroclaw.policy import NOT_EXECUTABLE, abi_version, build_ruleset
 
 pytestmark = pytest.mark.skipif(abi_version() < 1, reason="needs Landlock")
@@ -36,7 +42,13 @@ if first == 0:
         time.sleep(600)
     os._exit(0)
 os.waitpid(first, 0)
-print(f"tree 1.{no_new_privs}.{signal_denied}", flush=True)
+import socket
+try:
+    socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    socket_denied = 0
+except PermissionError:
+    socket_denied = 1
+print(f"tree 1.{no_new_privs}.{signal_denied}.{socket_denied}", flush=True)
 if sys.argv[1:] == ["--version"] and os.environ.get("HANG"):
     time.sleep(600)
 """
@@ -86,14 +98,14 @@ def test_a_probe_reads_its_empty_home_but_never_writes_it_nor_reads_system_secre
     assert "/etc/passwd" in granted
 
 
-async def test_the_probe_runs_without_new_privileges_and_cannot_signal_outside(
+async def test_the_probe_runs_without_new_privileges_and_cannot_signal_or_open_a_socket(
     tmp_path: Path,
 ) -> None:
     path = program(tmp_path)
     with tempfile.TemporaryDirectory() as home:
         outcome = await probe(path, home)
     assert outcome.status == "exit 0", outcome
-    assert outcome.output.strip() == "tree 1.1.1"
+    assert outcome.output.strip() == "tree 1.1.1.1"
     assert wait_gone(running(path), timeout=10) == []
 
 
@@ -104,7 +116,7 @@ async def test_a_hanging_probe_and_its_setsid_grandchild_end_at_the_timeout(
     with tempfile.TemporaryDirectory() as home:
         outcome = await probe(path, home, bound=1.0, HANG="1")
     assert outcome.timed_out and outcome.status == "timeout"
-    assert "tree 1.1.1" in outcome.output
+    assert "tree 1.1.1.1" in outcome.output
     assert wait_gone(running(path), timeout=10) == []
 
 
@@ -123,3 +135,11 @@ async def test_a_cancelled_probe_ends_its_whole_tree(tmp_path: Path) -> None:
             nursery.start_soon(cancel_once_the_grandchild_runs)
             await probe(path, home, bound=60, HANG="1")
     assert wait_gone(running(path), timeout=10) == []
+
+
+def test_the_socket_filter_is_known_per_machine_and_absent_elsewhere() -> None:
+    x86 = no_socket_filter("x86_64")
+    arm = no_socket_filter("aarch64")
+    assert len(x86) % 8 == 0 and len(x86) // 8 == 9  # one more check: the x32 ABI
+    assert len(arm) // 8 == 8
+    assert no_socket_filter("riscv64") == b""

@@ -9,16 +9,23 @@ Landlock ruleset like an agent's shell command (`policy.plan_command_sandbox`): 
 only itself, its interpreter and their loaders; it reads the system paths (minus the
 system's secrets: shadow files, sudoers, ssh host keys), its own install directory and an
 empty private HOME; it writes nothing but /dev/null; from Landlock ABI 6 it can neither
-signal nor reach an abstract socket outside its domain. Its environment is PATH, the C
-locale and that HOME only; `no_new_privs` holds for the intermediate and all below it.
+signal nor reach an abstract socket outside its domain. A seccomp filter refuses it
+`socket()` and `io_uring_setup()` (EACCES): a `--version` needs no socket, and Landlock does
+not cover connecting to a pathname unix socket (the daemon's control socket, whose peer
+check sees the daemon's own children as the operator) nor, here, TCP. Its environment is
+PATH, the C locale and that HOME only; `no_new_privs` holds for the intermediate and all
+below it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import errno
 import os
+import platform
 import signal
+import struct
 import subprocess
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -57,6 +64,45 @@ PROBE_FORBIDDEN = (
     "/etc/zeroclaw",
 )
 PACKAGE_LEVELS = 3
+
+
+# seccomp: the audit arch of each machine we filter for, and its socket() number.
+_ARCHES: dict[str, tuple[int, int]] = {
+    "x86_64": (0xC000003E, 41),
+    "aarch64": (0xC00000B7, 198),
+}
+_IO_URING_SETUP = 425  # the same on every architecture (the unified syscall table)
+_X32_SYSCALL_BIT = 0x40000000
+_LD_ABS_W, _JEQ_K, _JGE_K, _RET_K = 0x20, 0x15, 0x35, 0x06
+_RET_ALLOW, _RET_KILL_PROCESS, _RET_ERRNO = 0x7FFF0000, 0x80000000, 0x00050000
+
+
+def no_socket_filter(machine: str | None = None) -> bytes:
+    """A seccomp BPF program: socket() and io_uring_setup() fail with EACCES, a syscall of
+    another ABI (x32, i386 compat) kills the process, everything else is allowed. Empty on
+    a machine it does not know (the probe then runs without it). Pure."""
+    arch = _ARCHES.get(machine or platform.machine())
+    if arch is None:
+        return b""
+    audit_arch, socket_nr = arch
+    denied = [socket_nr, _IO_URING_SETUP]
+    x32 = machine == "x86_64" or (machine is None and platform.machine() == "x86_64")
+    checks = (1 if x32 else 0) + len(denied)
+    # 0 ld arch; 1 jeq arch (skip the kill); 2 kill; 3 ld nr; checks...; allow; deny
+    code: list[tuple[int, int, int, int]] = [
+        (_LD_ABS_W, 0, 0, 4),
+        (_JEQ_K, 1, 0, audit_arch),
+        (_RET_K, 0, 0, _RET_KILL_PROCESS),
+        (_LD_ABS_W, 0, 0, 0),
+    ]
+    deny_at = 4 + checks + 1
+    if x32:
+        code.append((_JGE_K, deny_at - (len(code) + 1), 0, _X32_SYSCALL_BIT))
+    for nr in denied:
+        code.append((_JEQ_K, deny_at - (len(code) + 1), 0, nr))
+    code.append((_RET_K, 0, 0, _RET_ALLOW))
+    code.append((_RET_K, 0, 0, _RET_ERRNO | errno.EACCES))
+    return b"".join(struct.pack("=HBBI", *insn) for insn in code)
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +197,7 @@ async def run_probe(
                 repr(float(timeout_secs)),
                 str(ruleset_fd),
                 str(status_w),
+                no_socket_filter().hex() or "-",
                 "--",
                 *argv,
             ],
