@@ -20,8 +20,8 @@ below it.
 from __future__ import annotations
 
 import contextlib
-import functools
 import errno
+import functools
 import os
 import platform
 import signal
