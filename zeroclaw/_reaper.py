@@ -38,16 +38,14 @@ class _Program(ctypes.Structure):
 def _enter_filter(program: bytes) -> bool:
     code = ctypes.create_string_buffer(program, len(program))
     fprog = _Program(len(program) // 8, ctypes.addressof(code))
-    return (
-        _libc.prctl(
-            ctypes.c_int(PR_SET_SECCOMP),
-            ctypes.c_ulong(SECCOMP_MODE_FILTER),
-            ctypes.byref(fprog),
-            ctypes.c_ulong(0),
-            ctypes.c_ulong(0),
-        )
-        == 0
+    result: int = _libc.prctl(
+        ctypes.c_int(PR_SET_SECCOMP),
+        ctypes.c_ulong(SECCOMP_MODE_FILTER),
+        ctypes.byref(fprog),
+        ctypes.c_ulong(0),
+        ctypes.c_ulong(0),
     )
+    return result == 0
 
 
 class Stop(Exception):
