@@ -22,11 +22,12 @@ import os
 import signal
 import sys
 
+PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 PR_SET_SECCOMP = 22
 SECCOMP_MODE_FILTER = 2
 SYS_LANDLOCK_RESTRICT_SELF = 446
-MAX_PASSES = 64
+MAX_PASSES = 256  # one generation of a leftover tree dies per pass
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -103,6 +104,8 @@ def _exec(ruleset: int, program: bytes, argv: list[str], status_fd: int, error_f
         os.close(status_fd)
         for signum in (signal.SIGTERM, signal.SIGALRM):
             signal.signal(signum, signal.SIG_DFL)
+        # The program dies with this process, should it ever be killed before cleaning up.
+        _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         if ruleset >= 0:
             if _libc.syscall(SYS_LANDLOCK_RESTRICT_SELF, ruleset, 0) < 0:
                 why = b"exec_refused sandbox"

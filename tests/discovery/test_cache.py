@@ -164,3 +164,22 @@ def test_the_cache_holds_no_secret(project: Project) -> None:
     assert "hunter2-SECRET" not in cache_path(project).read_text()
     decoded = msgspec.json.decode(cache_path(project).read_bytes(), type=CacheFile)
     assert decoded.snapshot.find("http_adapter:s")
+
+
+def test_a_cache_that_holds_a_secret_is_never_used_and_is_replaced(project: Project) -> None:
+    """A cache an older version wrote, with a secret in an argument: not shown, rescanned."""
+    project.file(
+        "adapters/leaky.yaml",
+        "id: leaky\ntransport: cli\ncommand: codex\ncapabilities: [code.review]\n"
+        'args: ["--api-key=SECRETold1cache"]\n',
+    )
+    project.program("codex")
+    first = run(project)
+    assert not first.from_cache
+    path = cache_path(project)
+    text = path.read_text()
+    assert "SECRETold1cache" not in text
+    path.write_text(text.replace("--api-key=<redacted>", "--api-key=SECRETold1cache"))
+    again = run(project)
+    assert not again.from_cache and again.verdict == "incompatible"
+    assert "SECRETold1cache" not in path.read_text()

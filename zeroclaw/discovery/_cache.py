@@ -139,10 +139,11 @@ class DiscoveryCache:
             cached = msgspec.json.decode(data, type=CacheFile)
         except (msgspec.DecodeError, msgspec.ValidationError):
             return ReadResult(None, "corrupt", self._move_aside() if repair else None)
-        # A file an older version wrote may hold what is redacted now: never shown as is.
-        return ReadResult(
-            msgspec.structs.replace(cached, snapshot=redact_snapshot(cached.snapshot)), ""
-        )
+        # A file an older version wrote may hold what is redacted now: never shown, never
+        # used (its decisions were taken on the secret), so scanned anew and replaced.
+        if redact_snapshot(cached.snapshot) != cached.snapshot:
+            return ReadResult(None, "incompatible")
+        return ReadResult(cached, "")
 
     def _move_aside(self) -> Path | None:
         stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
