@@ -335,3 +335,26 @@ def test_no_planted_secret_reaches_any_output_surface(
     if kind not in ("env_value", "probe_output"):
         # an item whose argument or endpoint held one is not used as written
         assert redact_item(item).errors("secret_redacted")
+
+
+def test_go_style_single_dash_options_and_more_secret_names() -> None:
+    assert redact_args(["-api-key", "k1", "-port", "8080", "-profile", "dev"]) == (
+        "-api-key",
+        REDACTED,
+        "-port",
+        "8080",
+        "-profile",
+        "dev",
+    )
+    assert redact_args(["--passphrase", "p1", "--pat", "p2", "--token-file", "/run/t"]) == (
+        "--passphrase",
+        REDACTED,
+        "--pat",
+        REDACTED,
+        "--token-file",  # a file holding the secret: the recommended way, kept
+        "/run/t",
+    )
+    assert not any(is_secret_key(k) for k in ("keyPath", "secret_name", "token_url", "apiKeyEnv"))
+    assert (
+        redact_text("ran: tool -api-key k1 --verbose") == f"ran: tool -api-key {REDACTED} --verbose"
+    )

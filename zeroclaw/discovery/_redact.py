@@ -79,18 +79,38 @@ PLAIN_FIELDS = frozenset(
 # `x-api-key`, `clientSecret`, `db_password`, `Authorization`).
 SECRET_KEY = re.compile(
     r"token|api[_-]?key|apikey|secret|password|passwd|credential|authorization|cookie|"
-    r"private[_-]?key|access[_-]?key|signature",
+    r"private[_-]?key|access[_-]?key|signature|passphrase",
     re.IGNORECASE,
 )
 # Whole words of a name that hold secrets on their own (`key`, `sig`, `pw` in `?key=`,
 # `--pw`, `X-Amz-Signature`) but would match too much as substrings (`keyboard`).
 _SECRET_WORDS = frozenset(
-    {"key", "sig", "pass", "pw", "pwd", "auth", "bearer", "session", "sid", "jwt", "otp", "pin"}
+    {
+        "key",
+        "sig",
+        "pass",
+        "pw",
+        "pwd",
+        "auth",
+        "bearer",
+        "session",
+        "sessionid",
+        "sid",
+        "jwt",
+        "otp",
+        "pin",
+        "pat",
+    }
 )
 # Short options that take a password in common tools (`mysql -p`, `sshpass -p`).
 SECRET_SHORT_OPTIONS = frozenset({"-p"})
-# Keys that only NAME an environment variable (`api_key_env`) are safe: they hold a name.
-_NAMES_AN_ENV_VAR = re.compile(r"(_env|Env|_ENV)$")
+# Names of a place or a name, not of a secret (`api_key_env`, `--token-file`, `keyPath`,
+# `secret_name`): they hold a name, a path, an id or a URL (whose own secrets `redact_text`
+# still removes) — the recommended ways to pass a secret, never refused.
+_NAMES_A_PLACE = re.compile(
+    r"(?:[-_.](?i:env|file|path|dir|name|id|url|type|len|length|size|count)"
+    r"|(?:Env|File|Path|Dir|Name|Id|Url|Type|Length|Size|Count))$"
+)
 _WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
 
 # Values that are keys whatever they are called.
@@ -113,7 +133,7 @@ _PAIR = re.compile(
 )
 # `--secret-option value` (and `-p value`) in free text: a command line as a message shows it.
 _OPTION_VALUE = re.compile(
-    r"(?<![\w-])(?P<name>--[A-Za-z][\w-]*|-p)(?P<sep>\s+)(?P<value>[^\s\"'-][^\s\"']*)"
+    r"(?<![\w-])(?P<name>--?[A-Za-z][\w-]+|-p)(?P<sep>\s+)(?P<value>[^\s\"'-][^\s\"']*)"
 )
 _URL = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]{0,15}://[^\s\"'<>]+")
 _URL_USERINFO = re.compile(r"^(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)[^/?#@]*@")
@@ -130,7 +150,7 @@ def is_secret_name(name: str) -> bool:
     `--api-key`, `X-Api-Key`, `key`, `access_token`, `sig`); a name that only names an
     environment variable (`api_key_env`) does not."""
     bare = name.lstrip("-")
-    if not bare or _NAMES_AN_ENV_VAR.search(bare):
+    if not bare or _NAMES_A_PLACE.search(bare):
         return False
     if SECRET_KEY.search(bare):
         return True
@@ -234,12 +254,12 @@ def redact_args(args: Sequence[str]) -> tuple[str, ...]:
             out.append(arg)
             take_next = True
             continue
-        if arg.startswith("-p") and len(arg) > 2 and not arg.startswith("--"):
-            out.append(f"-p{REDACTED}")  # `-psecret`: mysql's glued spelling
-            continue
-        if arg.startswith("--") and is_secret_name(arg):
-            out.append(arg)
+        if arg.startswith("-") and len(arg) > 2 and is_secret_name(arg):
+            out.append(arg)  # `--api-key X`, Go's `-api-key X`
             take_next = True
+            continue
+        if re.fullmatch(r"-p(?![a-z]+$)\S+", arg):
+            out.append(f"-p{REDACTED}")  # mysql's glued `-pS3cret` (not Go's `-port`)
             continue
         if re.fullmatch(r"(?i)(bearer|basic|token)\s+\S+", arg):
             out.append(_AUTH_SCHEME.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", arg))
