@@ -89,6 +89,8 @@ def test_no_secret_reaches_the_cache_or_scan_list_or_explain_json(
         "explain remote --json": cli(planted, "discover", "explain", "remote", "--json").stdout,
     }
     assert "cli_adapter:leaky" in outputs["list --json"]
+    # redaction is idempotent: the cache the scan wrote is the one list reads back
+    assert json.loads(outputs["list --json"])["cache"]["used"] is True
     for surface, text in outputs.items():
         assert not leaked(text), f"{surface} holds {leaked(text)}"
         assert "\x1b" not in text and "\\u001b" not in text, surface

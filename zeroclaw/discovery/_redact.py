@@ -387,7 +387,7 @@ def redact_item(item: DiscoveredItem) -> DiscoveredItem:
         source=msgspec.structs.replace(
             item.source,
             path=redact_text(item.source.path),
-            display=redact_text(item.source.display),
+            display=redact_text(strip_controls(item.source.display)),
         ),
         args=args,
         endpoint=endpoint,
