@@ -329,13 +329,19 @@ def _in_process(config: Config, path: Path, alias: str, session: str) -> tuple[T
     )
     from ..config import daemon_paths
     from ..memory import MemoryService
+    from ..policy import code_roots, daemon_code_paths
     from ..providers import ProviderError, make_provider
     from ..supervisor import agent_environment, build_specs
     from ..turns import TurnDone, result_json
     from .memory_cmd import with_memory
 
     env = dict(os.environ)
-    spec: AgentSpec = build_specs(config, env, path.parent, config_path=path)[alias]
+    # This process's own code, wherever the finder of an editable install maps it: readable
+    # by the late imports after the sandbox, writable by no tool (ADR 0044).
+    code = code_roots(daemon_code_paths())
+    spec: AgentSpec = build_specs(
+        config, env, path.parent, config_path=path, code_paths=code
+    )[alias]
     Path(spec.workspace).mkdir(mode=0o700, parents=True, exist_ok=True)
     agent_env = agent_environment(spec, env)
     # The daemon's agent's Landlock ruleset, applied to this process, plus the CLI's own
