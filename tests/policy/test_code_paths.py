@@ -28,6 +28,7 @@ from zeroclaw.policy import (
     code_paths,
     code_roots,
     daemon_code_paths,
+    plan_command_sandbox,
     plan_for,
     rules_for,
 )
@@ -364,3 +365,31 @@ def test_a_workspace_inside_the_code_is_refused_and_one_holding_it_is_not(tmp_pa
     link.symlink_to(t["site"])  # a symlink to the code is judged where it leads
     path = _config(cfg, link)
     assert daemon_refusals(load_config(path), {}, path, code) != []
+
+
+def test_a_command_or_adapter_gets_no_write_right_on_code_inside_its_workspace(
+    tmp_path: Path,
+) -> None:
+    """The shell tool's and the daemon's adapter ruleset (plan_command_sandbox): code lying
+    in the workspace is carved out of its write grant and only read."""
+    t = _venv(tmp_path)
+    code = code_roots(code_paths(_facts(t)))
+    plan = plan_command_sandbox(
+        workspace=str(tmp_path),
+        home=str(tmp_path / "command-home"),
+        executables=(),
+        grants=[(str(t["venv"]), "read_write")],
+        code=code,
+    )
+    for target in (t["site"] / "evil.pth", t["src"] / "x.py", t["python"]):
+        assert _write_rules_over(target, plan.rules) == [], target
+        assert any(
+            r & READ_FILE
+            and PurePosixPath(g)
+            in (
+                PurePosixPath(os.path.realpath(target)),
+                *PurePosixPath(os.path.realpath(target)).parents,
+            )
+            for g, r in plan.rules
+        ), target
+    assert _write_rules_over(t["ws"] / "notes.txt", plan.rules)

@@ -432,22 +432,34 @@ def plan_command_sandbox(
     resolve: Resolver = os.path.realpath,
     listdir: Lister = list_entries,
     workspace_writable: bool = True,
+    code: Iterable[str] = (),
 ) -> SandboxPlan:
     """The ruleset of one shell command. Pure given `resolve` and `listdir`.
     `workspace_writable=False`: a readonly agent's program (an adapter) only reads it.
 
     `executables` are the allowed binaries and their loaders; `excluded` are the agent's
     forbidden paths and the workspaces of other agents it has no grant on. Nothing but the
-    executables is executable; nothing but the workspace, write grants and `home` is writable."""
+    executables is executable; nothing but the workspace, write grants and `home` is writable.
+    `code` (the daemon's own code, ADR 0044) is carved out of every writable tree and only
+    read where it lies inside one."""
     out = tuple(sorted({PurePosixPath(resolve(p)) for p in excluded}))
+    read_only = tuple(sorted({PurePosixPath(resolve(p)) for p in code}))
     rules: list[tuple[str, int]] = []
+    writable: list[PurePosixPath] = []
 
     def grant(path: str, rights: int) -> None:
-        rules.extend(carve(resolve(path), rights, out, listdir))
+        if rights & WRITE and read_only:
+            writable.append(PurePosixPath(resolve(path)))
+            rules.extend(carve(resolve(path), rights, (*out, *read_only), listdir))
+        else:
+            rules.extend(carve(resolve(path), rights, out, listdir))
 
     grant(workspace, NOT_EXECUTABLE if workspace_writable else READ)
     for path, mode in grants:
         grant(path, {"read": READ, "write": WRITE | READ_DIR, "read_write": READ | WRITE}[mode])
+    for root in read_only:  # what was carved out of a writable tree stays readable
+        if any(_beneath(root, tree) for tree in writable):
+            rules.extend(carve(str(root), READ, out, listdir))
     for path in dict.fromkeys(resolve(p) for p in system):
         grant(path, READ)
     for device in devices:
