@@ -522,8 +522,8 @@ def daemon_refusals(
                         ("agents", alias, "workspace", "path"),
                         f"workspace {workspace} is inside the daemon's own code {code}, "
                         "which no agent may write (ADR 0044); put workspaces elsewhere "
-                        "(and start the daemon from its installed `zeroclaw` script, not "
-                        "with `python -m` from a directory holding them)",
+                        "(`python -m zeroclaw` puts its cwd on sys.path: start the installed "
+                        "`zeroclaw` script, or `python -P -m zeroclaw`)",
                     )
                 )
                 break
