@@ -15,6 +15,8 @@ from pathlib import Path, PurePosixPath
 
 import pytest
 import tomli_w
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tests.conftest import REPO
 from tests.supervisor.harness import agent_entry, make_config
@@ -393,3 +395,48 @@ def test_a_command_or_adapter_gets_no_write_right_on_code_inside_its_workspace(
             for g, r in plan.rules
         ), target
     assert _write_rules_over(t["ws"] / "notes.txt", plan.rules)
+
+
+PARTS = ["..", ".", "to-site", "to-pkg", "venv", "lib", "python3.11", "site-packages", "ws"]
+
+
+@settings(
+    max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    parts=st.lists(st.sampled_from(PARTS), min_size=1, max_size=8),
+    name=st.sampled_from(["x.pth", "x.py"]),
+)
+def test_no_spelling_of_a_write_lands_in_the_code(
+    tmp_path: Path, parts: list[str], name: str
+) -> None:
+    """Whatever the path is made of (`..`, `.`, symlinks into the code, real names): an
+    allowed write never resolves under a code path, for the most open profile."""
+    t = _tree_once(tmp_path)
+    code = code_roots(code_paths(_facts(t)))
+    rules = rules_for(str(t["ws"]), workspace_only=False, may_write=True, code=code)
+    decision = check_path(rules, os.path.join(*parts, name), "write")
+    if decision.allowed:
+        assert decision.path is not None
+        assert not any(
+            decision.path == PurePosixPath(c) or PurePosixPath(c) in decision.path.parents
+            for c in code
+        ), decision
+
+
+def _tree_once(tmp_path: Path) -> dict[str, Path]:
+    """The synthetic installation, made once per test function (Hypothesis reuses tmp_path)."""
+    if not (tmp_path / "ws").exists():
+        t = _venv(tmp_path)
+        (t["ws"] / "to-site").symlink_to(t["site"])
+        (t["ws"] / "to-pkg").symlink_to(t["src"])
+    return {
+        "base": tmp_path / "base",
+        "venv": tmp_path / "venv",
+        "site": tmp_path / "venv" / "lib" / "python3.11" / "site-packages",
+        "src": tmp_path / "checkout" / "zeroclaw",
+        "extra": tmp_path / "pythonpath",
+        "user": tmp_path / "home" / ".local" / "lib" / "python3.11" / "site-packages",
+        "ws": tmp_path / "ws",
+        "python": tmp_path / "venv" / "bin" / "python",
+    }
