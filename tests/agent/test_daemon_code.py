@@ -6,6 +6,7 @@ from inside an agent process are the conformance table's daemon_code kernel cell
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import sysconfig
@@ -64,3 +65,40 @@ def test_a_full_agent_plants_nothing_the_operators_next_command_runs(
     finally:
         pth.unlink(missing_ok=True)
         module.unlink(missing_ok=True)
+
+
+def test_python_m_from_the_directory_holding_the_workspaces_is_refused(
+    root: Path, daemons: DaemonFactory
+) -> None:
+    """`python -m zeroclaw` puts its cwd on sys.path, so the cwd is the daemon's code: a
+    workspace inside it could never be written. The daemon refuses to start (a config
+    error, exit 2) and the in-process chat refuses before it runs anything; `-P` keeps the
+    cwd off sys.path and both work."""
+    daemon = daemons(make_config(root, {"a": agent_entry()}), faults=False)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    argv = [sys.executable, "-m", "zeroclaw", "--config", str(daemon.config_path)]
+    started = subprocess.run(
+        [*argv, "daemon"], cwd=root, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert started.returncode == 2, started.stderr
+    assert "inside the daemon's own code" in started.stderr and "-P" in started.stderr
+    chatted = subprocess.run(
+        [*argv, "--agent", "a", "chat", "-m", "hi"],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert chatted.returncode == 2, chatted.stderr
+    assert "inside this command's own code" in chatted.stderr
+    assert not (root / "state" / "agents" / "a" / "workspace").exists()
+    safe = subprocess.run(
+        [sys.executable, "-P", *argv[1:], "--agent", "a", "chat", "-m", "hi", "--json"],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert safe.returncode == 0, safe.stderr
