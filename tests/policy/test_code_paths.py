@@ -30,6 +30,7 @@ from zeroclaw.policy import (
     code_paths,
     code_roots,
     daemon_code_paths,
+    decide_command,
     plan_command_sandbox,
     plan_for,
     rules_for,
@@ -440,3 +441,26 @@ def _tree_once(tmp_path: Path) -> dict[str, Path]:
         "ws": tmp_path / "ws",
         "python": tmp_path / "venv" / "bin" / "python",
     }
+
+
+def test_a_directory_holding_code_cannot_be_moved_or_removed(tmp_path: Path) -> None:
+    """`mv <checkout> elsewhere` (or `rm -r` of the venv's parent) and a tree of the
+    agent's own in its place: a write naming an ancestor of a code path is refused too,
+    even under `sandbox = "none"`, where only the policy stands. A new file beside the
+    code, in that same directory, stays allowed to `full`."""
+    t = _venv(tmp_path)
+    code = code_roots(code_paths(_facts(t)))
+    rules = rules_for(str(t["ws"]), workspace_only=False, may_write=True, code=code)
+    for holder in (tmp_path, t["src"].parent, t["user"].parent, tmp_path / "home"):
+        decision = check_path(rules, str(holder), "write")
+        assert decision.code == "forbidden_path", holder
+        assert "holds the daemon's own code" in decision.reason
+    assert check_path(rules, str(tmp_path / "beside.txt"), "write").allowed
+    decision = decide_command(
+        "mv ../checkout ../moved",
+        allowed_commands=frozenset({"mv"}),
+        may_run_shell=True,
+        block_high_risk=True,
+        check_path=lambda p, a: check_path(rules, p, a),
+    )
+    assert (decision.allowed, decision.code) == (False, "forbidden_path")

@@ -10,8 +10,8 @@ however the request was spelled:
                                                   the state and runtime dirs, the config
                                                   file, /proc/<daemon> and /proc/<zygote>;
                                                   a workspace lying inside one stays usable)
-0b. a write under the daemon's code            -> forbidden_path (always, every profile:
-                                                  the interpreter, prefixes, site-packages,
+0b. a write under the daemon's code, or of a  -> forbidden_path (always, every profile:
+    directory holding some                         the interpreter, prefixes, site-packages,
                                                   the package, sys.path, editable sources;
                                                   ADR 0044. Read stays allowed as below)
 1. under a forbidden path                      -> forbidden_path (always, every profile)
@@ -123,10 +123,17 @@ def decide(
         return PathDecision(
             False, "forbidden_path", real, f"{shown} is one of the daemon's own files"
         )
-    if access == "write" and any(_within(real, root) for root in rules.code):
-        return PathDecision(
-            False, "forbidden_path", real, f"{shown} is the daemon's own code (read-only)"
-        )
+    if access == "write" and rules.code:
+        if any(_within(real, root) for root in rules.code):
+            return PathDecision(
+                False, "forbidden_path", real, f"{shown} is the daemon's own code (read-only)"
+            )
+        # A directory holding some: moved or removed (`mv`, `rm -r`), a tree the agent
+        # made could take its place.
+        if any(real in root.parents for root in rules.code):
+            return PathDecision(
+                False, "forbidden_path", real, f"{shown} holds the daemon's own code (read-only)"
+            )
     for forbidden in rules.forbidden:
         if _within(real, forbidden):
             return PathDecision(False, "forbidden_path", real, f"{shown} is a forbidden path")
