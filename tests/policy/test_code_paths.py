@@ -89,7 +89,7 @@ def _facts(t: dict[str, Path], cwd: Path | None = None) -> InterpreterFacts:
     )
 
 
-def test_every_kind_is_found_resolved_and_only_if_it_exists(tmp_path: Path) -> None:
+def test_every_kind_is_found_resolved_and_kept_even_before_it_exists(tmp_path: Path) -> None:
     t = _venv(tmp_path)
     facts = _facts(t)
     found = code_paths(facts)
@@ -101,7 +101,10 @@ def test_every_kind_is_found_resolved_and_only_if_it_exists(tmp_path: Path) -> N
     assert by_kind["editable_source"] == by_kind["package"] == {str(t["src"])}
     assert str(t["extra"]) in by_kind["sys_path"]
     assert all(by_kind.values()), "every kind has a path in this installation"
-    # A missing user site, a zip that is not there, a NUL: nothing to protect, no entry.
+    # A user site or a sys.path entry that does not exist yet is kept: an agent that made
+    # it would have it read at the next start. A NUL names nothing: no entry.
+    missing_user = tmp_path / "no-home" / "site-packages"
+    missing_entry = t["extra"] / "later"
     sparse = code_paths(
         InterpreterFacts(
             executable=str(t["python"]),
@@ -109,13 +112,19 @@ def test_every_kind_is_found_resolved_and_only_if_it_exists(tmp_path: Path) -> N
             prefix=str(t["venv"]),
             exec_prefix=str(t["venv"]),
             site_packages=(),
-            user_site=str(tmp_path / "no-home" / "site-packages"),
+            user_site=str(missing_user),
             package_dir=str(t["src"]),
-            sys_path=(str(t["base"] / "lib" / "python311.zip"), "bad\x00entry"),
+            sys_path=(str(missing_entry), "bad\x00entry"),
             cwd=str(t["venv"]),
         )
     )
-    assert {p.kind for p in sparse} == {"interpreter", "base_prefix", "prefix", "package"}
+    assert CodePath("user_site", str(missing_user)) in sparse
+    assert CodePath("sys_path", str(missing_entry)) in sparse
+    assert not any("\x00" in p.path for p in sparse)
+    rules = rules_for(str(t["ws"]), workspace_only=False, may_write=True, code=code_roots(sparse))
+    planted = check_path(rules, str(missing_user / "evil.pth"), "write")
+    assert planted.code == "forbidden_path"  # and making the directory itself is refused
+    assert check_path(rules, str(missing_user), "write").code == "forbidden_path"
 
 
 def test_an_empty_or_relative_sys_path_entry_is_the_cwd(tmp_path: Path) -> None:
@@ -146,7 +155,7 @@ def test_the_pure_computation_uses_only_what_it_is_given() -> None:
         cwd="/",
         editable_sources=("/src/zeroclaw",),
     )
-    found = code_paths(facts, resolve=lambda p: p.replace("/opt/py", "/real/py"), exists=bool)
+    found = code_paths(facts, resolve=lambda p: p.replace("/opt/py", "/real/py"))
     assert CodePath("interpreter", "/real/py/bin/python") in found
     assert code_roots(found) == (
         "/home/op/.local/site-packages",
@@ -314,8 +323,10 @@ def test_the_kernel_refuses_full_a_write_into_the_code(tmp_path: Path) -> None:
     writing beside the venv (outside the workspace) still works, as `full` promises."""
     t = _venv(tmp_path)
     (t["site"] / "readable.py").write_text("code")
-    code = code_roots(code_paths(_facts(t)))
+    later = tmp_path / "later" / "site-packages"  # a code path that does not exist yet
+    code = code_roots([*code_paths(_facts(t)), CodePath("user_site", str(later))])
     targets = {
+        "later": str(tmp_path / "later"),  # its first missing component, made as a file
         "pth": str(t["site"] / "evil.pth"),
         "module": str(t["src"] / "planted.py"),
         "interpreter": str(t["base"] / "bin" / "python3.11"),
@@ -333,6 +344,7 @@ def test_the_kernel_refuses_full_a_write_into_the_code(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     denied = os.strerror(errno.EACCES)
     assert json.loads(result.stdout) == {
+        "later": denied,
         "pth": denied,
         "module": denied,
         "interpreter": denied,

@@ -34,7 +34,7 @@ CODE_PATH_KINDS: tuple[CodePathKind, ...] = get_args(CodePathKind)
 @dataclass(frozen=True, slots=True)
 class CodePath:
     kind: CodePathKind
-    path: str  # absolute, resolved, existing
+    path: str  # absolute, resolved (it may not exist yet)
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,13 +54,16 @@ class InterpreterFacts:
 
 
 def code_paths(
-    facts: InterpreterFacts,
-    resolve: Callable[[str], str] = os.path.realpath,
-    exists: Callable[[str], bool] = os.path.exists,
+    facts: InterpreterFacts, resolve: Callable[[str], str] = os.path.realpath
 ) -> tuple[CodePath, ...]:
-    """Every (kind, real path) of the daemon's code that exists, in kind order, each pair
-    once. A path of two kinds is listed under both (the conformance cells want one path
-    per kind); `code_roots` gives the set to enforce."""
+    """Every (kind, real path) of the daemon's code, in kind order, each pair once. A path
+    of two kinds is listed under both (the conformance cells want one path per kind);
+    `code_roots` gives the set to enforce.
+
+    Paths that do not exist (yet) are kept: a missing user site, site-packages directory
+    or sys.path entry made by an agent would be read at the next start (the policy refuses
+    a write under it; Landlock, which can only name what exists, splits its nearest
+    existing ancestor, where nothing new can then be made)."""
     candidates: list[tuple[CodePathKind, str]] = [
         ("interpreter", facts.executable),
         ("base_prefix", facts.base_prefix),
@@ -77,9 +80,7 @@ def code_paths(
     for kind, path in candidates:
         if not path or "\x00" in path:
             continue
-        real = resolve(os.path.join(facts.cwd, path))
-        if exists(real):
-            out[(kind, real)] = None
+        out[(kind, resolve(os.path.join(facts.cwd, path)))] = None
     return tuple(CodePath(kind, path) for kind, path in out)
 
 
