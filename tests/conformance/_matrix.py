@@ -1049,9 +1049,9 @@ CODE_PROFILES = ("readonly", "supervised_approve", "full")
 
 def code_target(kind: str, how: str) -> str:
     """Where a cell plants a file of its kind: a .pth inside a code directory; beside the
-    interpreter (a file: written in place it is ETXTBSY while it runs, and it would be
-    replaced through its directory, with a file made there)."""
-    if kind == "interpreter":
+    interpreter or the script (files: the running interpreter written in place is ETXTBSY,
+    and either would be replaced through its directory, with a file made there)."""
+    if kind in ("interpreter", "script"):  # files
         return f"{{code_{kind}}}.{PLANTED}-{how}-{{alias}}"
     return f"{{code_{kind}}}/{PLANTED}-{how}-{{alias}}.pth"
 

@@ -60,6 +60,9 @@ def _venv(tmp_path: Path) -> dict[str, Path]:
     extra.mkdir()
     user = tmp_path / "home" / ".local" / "lib" / "python3.11" / "site-packages"
     user.mkdir(parents=True)
+    script = tmp_path / "home" / ".local" / "bin" / "zeroclaw"  # `pip install --user`
+    script.parent.mkdir(parents=True)
+    script.write_text("#!/usr/bin/python3\n")
     ws = tmp_path / "ws"
     ws.mkdir()
     return {
@@ -71,6 +74,7 @@ def _venv(tmp_path: Path) -> dict[str, Path]:
         "user": user,
         "ws": ws,
         "python": venv / "bin" / "python",
+        "script": script,
     }
 
 
@@ -86,6 +90,7 @@ def _facts(t: dict[str, Path], cwd: Path | None = None) -> InterpreterFacts:
         sys_path=(str(t["base"] / "lib" / "python3.11"), str(t["site"]), str(t["extra"])),
         cwd=str(cwd or t["venv"] / "bin"),
         editable_sources=(str(t["src"]),),
+        scripts=(str(t["script"]),),
     )
 
 
@@ -96,6 +101,7 @@ def test_every_kind_is_found_resolved_and_kept_even_before_it_exists(tmp_path: P
     by_kind = {kind: {p.path for p in found if p.kind == kind} for kind in CODE_PATH_KINDS}
     assert by_kind["interpreter"] == {str(t["base"] / "bin" / "python3.11")}  # the link's target
     assert by_kind["prefix"] == {str(t["venv"])}
+    assert by_kind["script"] == {str(t["script"])}
     assert by_kind["site_packages"] == {str(t["site"])}
     assert by_kind["user_site"] == {str(t["user"])}
     assert by_kind["editable_source"] == by_kind["package"] == {str(t["src"])}
@@ -211,6 +217,7 @@ def _spellings(t: dict[str, Path]) -> dict[str, str]:
         "the standard library": str(t["base"] / "lib" / "python3.11" / "os.py"),
         "a PYTHONPATH entry": str(t["extra"] / "sitecustomize.py"),
         "the user site": str(t["user"] / "usercustomize.pth"),
+        "the console script in ~/.local/bin": str(t["script"]),
         "via a workspace symlink": "to-site/evil.pth",
         "via a symlinked package": "to-pkg/_verify.py",
         "via a symlinked interpreter": "to-python",
@@ -330,6 +337,8 @@ def test_the_kernel_refuses_full_a_write_into_the_code(tmp_path: Path) -> None:
         "pth": str(t["site"] / "evil.pth"),
         "module": str(t["src"] / "planted.py"),
         "interpreter": str(t["base"] / "bin" / "python3.11"),
+        "script": str(t["script"]),
+        "beside the script": str(t["script"].parent / "zeroclaw-new"),
         "beside": str(tmp_path / "ws" / "fine.txt"),
     }
     result = subprocess.run(
@@ -348,6 +357,8 @@ def test_the_kernel_refuses_full_a_write_into_the_code(tmp_path: Path) -> None:
         "pth": denied,
         "module": denied,
         "interpreter": denied,
+        "script": denied,
+        "beside the script": denied,
         "beside": "written",
         "read": "code",
     }
@@ -452,6 +463,7 @@ def _tree_once(tmp_path: Path) -> dict[str, Path]:
         "user": tmp_path / "home" / ".local" / "lib" / "python3.11" / "site-packages",
         "ws": tmp_path / "ws",
         "python": tmp_path / "venv" / "bin" / "python",
+        "script": tmp_path / "home" / ".local" / "bin" / "zeroclaw",
     }
 
 

@@ -10,6 +10,7 @@ directory or on `sys.path`, would run as the operator, unsandboxed, at the next 
 from __future__ import annotations
 
 import os
+import shutil
 import site
 import sys
 from collections.abc import Callable, Iterable, Sequence
@@ -20,6 +21,7 @@ from typing import Literal, get_args
 # What makes a path the daemon's code. A new kind needs conformance cells (test_completeness).
 CodePathKind = Literal[
     "interpreter",  # sys.executable, resolved (a venv's python is a symlink to the base one)
+    "script",  # the `zeroclaw` console script: argv[0], beside the interpreter, on PATH
     "base_prefix",  # sys.base_prefix: the base installation's standard library
     "prefix",  # sys.prefix and sys.exec_prefix: the venv, its bin/ and its scripts
     "site_packages",  # every site.getsitepackages() entry: where a .pth file runs
@@ -51,6 +53,9 @@ class InterpreterFacts:
     sys_path: tuple[str, ...]
     cwd: str  # what a relative (or empty) sys.path entry means
     editable_sources: tuple[str, ...] = ()
+    # The console scripts the operator's next command may run (`pip install --user` puts
+    # one in ~/.local/bin, outside every prefix). Existing files only.
+    scripts: tuple[str, ...] = ()
 
 
 def code_paths(
@@ -66,6 +71,7 @@ def code_paths(
     existing ancestor, where nothing new can then be made)."""
     candidates: list[tuple[CodePathKind, str]] = [
         ("interpreter", facts.executable),
+        *(("script", p) for p in facts.scripts),
         ("base_prefix", facts.base_prefix),
         ("prefix", facts.prefix),
         ("prefix", facts.exec_prefix),
@@ -135,6 +141,11 @@ def interpreter_facts() -> InterpreterFacts:
         user_site: str | None = site.getusersitepackages()
     except (AttributeError, KeyError):  # no home directory to name one
         user_site = None
+    scripts = (
+        sys.argv[0] if sys.argv and os.path.basename(sys.argv[0]) == "zeroclaw" else "",
+        os.path.join(os.path.dirname(sys.executable), "zeroclaw"),
+        shutil.which("zeroclaw") or "",
+    )
     return InterpreterFacts(
         executable=sys.executable,
         base_prefix=sys.base_prefix,
@@ -146,6 +157,7 @@ def interpreter_facts() -> InterpreterFacts:
         sys_path=tuple(sys.path),
         cwd=os.getcwd(),
         editable_sources=editable_sources(sys.meta_path, dict(sys.modules)),
+        scripts=tuple(dict.fromkeys(p for p in scripts if p and os.path.isfile(p))),
     )
 
 
