@@ -45,6 +45,7 @@ BOUNDARIES = (
     "control_socket",
     "router",
     "discovery_redaction",
+    "daemon_code",  # the daemon's own code: read-only to every agent (ADR 0044)
 )
 PATHS = (
     "policy",  # the pure decision functions, every corpus spelling
@@ -1060,6 +1061,74 @@ def _discovery_cells() -> list[Cell]:
     ]
 
 
+# ----------------------------------------------------------- the daemon's code (ADR 0044)
+# One tool cell and one kernel cell per kind of code path the product computes
+# (zeroclaw.policy.CODE_PATH_KINDS) and per risk level: a new kind without cells fails
+# test_completeness. `{code_<kind>}` is the first path of that kind the conformance daemon
+# found at its start; a kind with no path on this installation is skipped by the drivers.
+PLANTED = "zc-planted"  # every file a cell tries to make starts so (removed afterwards)
+CODE_PROFILES = ("readonly", "supervised_approve", "full")
+
+
+def code_target(kind: str, how: str) -> str:
+    """Where a cell plants a file of its kind: a .pth inside a code directory; beside the
+    interpreter or the script (files: the running interpreter written in place is ETXTBSY,
+    and either would be replaced through its directory, with a file made there)."""
+    if kind in ("interpreter", "script"):  # files
+        return f"{{code_{kind}}}.{PLANTED}-{how}-{{alias}}"
+    return f"{{code_{kind}}}/{PLANTED}-{how}-{{alias}}.pth"
+
+
+def code_kernel_probes() -> list[tuple[str, str, str, dict[str, Expect]]]:
+    from zeroclaw.policy import CODE_PATH_KINDS
+
+    return [
+        (
+            f"create in daemon code ({kind})",
+            "create",
+            code_target(kind, "kernel"),
+            {p: _eacces() for p in CODE_PROFILES},
+        )
+        for kind in CODE_PATH_KINDS
+    ]
+
+
+def _daemon_code_cells() -> list[Cell]:
+    from zeroclaw.policy import CODE_PATH_KINDS
+
+    cells = []
+    for kind in CODE_PATH_KINDS:
+        for profile in CODE_PROFILES:
+            cells.append(
+                Cell(
+                    "daemon_code",
+                    "grammar/daemon",
+                    profile,
+                    f"write daemon code ({kind})",
+                    f"write {code_target(kind, 'tool')}: planted",
+                    _no("forbidden_path"),
+                    "file_write",
+                    {"code_kind": kind},
+                )
+            )
+    for case, op, path, by_profile in code_kernel_probes():
+        kind = case[case.index("(") + 1 : -1]
+        for profile, expect in by_profile.items():
+            cells.append(
+                Cell(
+                    "daemon_code",
+                    "kernel",
+                    profile,
+                    case,
+                    f"{op} {path}",
+                    expect,
+                    None,
+                    {"code_kind": kind},
+                )
+            )
+    return cells
+
+
 def all_cells() -> list[Cell]:
     cells = [
         *_discovery_cells(),
@@ -1073,6 +1142,7 @@ def all_cells() -> list[Cell]:
         *_channel_cells(),
         *_subagent_cells(),
         *_policy_cells(),
+        *_daemon_code_cells(),
     ]
     keys = [c.key for c in cells]
     dupes = {k for k in keys if keys.count(k) > 1}

@@ -69,6 +69,13 @@ def _key(node: Any) -> str:
     raise AssertionError(f"a bus service key this registry cannot read: {ast.dump(node)}")
 
 
+def code_path_kinds() -> frozenset[str]:
+    """The kinds of the daemon's own code the product computes (ADR 0044)."""
+    from zeroclaw.policy import CODE_PATH_KINDS
+
+    return frozenset(CODE_PATH_KINDS)
+
+
 def risk_levels() -> frozenset[str]:
     return frozenset(get_args(RiskProfile.model_fields["level"].annotation))
 

@@ -22,7 +22,15 @@ from tests.supervisor.harness import Daemon, make_config
 from zeroclaw.config import RiskProfile
 from zeroclaw.control import Chat, ChatApproval, ControlClient, ControlSession, MemoryCommand
 
-from ._matrix import KERNEL_AGENTS, KERNEL_PROBES, PROFILES, Cell, Observed
+from ._matrix import (
+    KERNEL_AGENTS,
+    KERNEL_PROBES,
+    PLANTED,
+    PROFILES,
+    Cell,
+    Observed,
+    code_kernel_probes,
+)
 
 ENTRYPOINT = "tests.conformance._agent:main"
 COMMANDS = ["ls", "cat"]
@@ -215,6 +223,8 @@ class World:
     owner_record: str = ""
     port: int = 0
     device: Device | None = None
+    # The daemon's code, the first path of each kind it finds at its start (ADR 0044).
+    code: dict[str, str] = field(default_factory=dict)
 
     @property
     def run_dir(self) -> Path:
@@ -226,7 +236,14 @@ class World:
 
     def fill(self, template: str, alias: str) -> str:
         pid = self.daemon.proc.pid if self.daemon and self.daemon.proc else os.getpid()
+        from zeroclaw.policy import CODE_PATH_KINDS
+
+        code = {
+            f"code_{kind}": self.code.get(kind, f"/nonexistent-zc-code/{kind}")
+            for kind in CODE_PATH_KINDS
+        }
         return template.format(
+            **code,
             ws=workspace(self.root, alias),
             owner_ws=workspace(self.root, "owner"),
             outside=self.root / "outside",
@@ -329,7 +346,7 @@ def prepare_probes(world: World) -> None:
         world.fifos[alias], world.go[alias] = fifo, go
         probes = {
             case: (op, world.fill(path, alias))
-            for case, op, path, by_profile in KERNEL_PROBES
+            for case, op, path, by_profile in (*KERNEL_PROBES, *code_kernel_probes())
             if profile in by_profile
         }
         plan = {
@@ -344,6 +361,43 @@ def prepare_probes(world: World) -> None:
             "replay_to": "owner" if alias == "k_sup" else "",
         }
         (workspace(world.root, alias) / "probe.json").write_text(json.dumps(plan))
+
+
+GATHER_CODE = (
+    "import json; from zeroclaw.policy import daemon_code_paths; "
+    "print(json.dumps([[p.kind, p.path] for p in daemon_code_paths()]))"
+)
+
+
+def daemon_code(env: dict[str, str]) -> dict[str, str]:
+    """The code paths the daemon will find at its start, by kind (the first of each): the
+    product's own function, run as the daemon is (same interpreter, cwd and variables)."""
+    found = subprocess.run(
+        [sys.executable, "-c", GATHER_CODE],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        check=True,
+        timeout=60,
+    ).stdout
+    first: dict[str, str] = {}
+    for kind, path in json.loads(found):
+        first.setdefault(kind, path)
+    return first
+
+
+def remove_planted(code: dict[str, str]) -> list[str]:
+    """Whatever a code cell managed to plant (only if a cell did not hold): removed, and
+    named, so that the next Python started from this venv runs nothing of it."""
+    removed = []
+    for path in code.values():
+        where = Path(path)
+        directory = where.parent if where.is_file() else where
+        for planted in directory.glob(f"*{PLANTED}-*"):
+            planted.unlink(missing_ok=True)
+            removed.append(str(planted))
+    return removed
 
 
 def control_name(run_dir: Path) -> str:

@@ -5,6 +5,8 @@ when ZEROCLAW_CONFORMANCE_TABLE names a directory (`make conformance`)."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,10 +25,12 @@ from ._world import (
     Device,
     World,
     conformance_config,
+    daemon_code,
     free_port,
     lay_out,
     lay_out_adapters,
     prepare_probes,
+    remove_planted,
 )
 
 TABLE_ENV = "ZEROCLAW_CONFORMANCE_TABLE"
@@ -42,9 +46,26 @@ def world() -> Iterator[World]:
     path = lay_out_adapters(root, bin_dir)
     daemon = harness.Daemon(root, doc, faults=False)
     world = World(root, daemon, doc, port=port, device=Device(root / "ttyDESK"))
+    # A user site of the daemon's own (PYTHONUSERBASE), so that kind of code has cells too.
+    userbase = root / "userbase"
+    env = {
+        "ZEROCLAW_AGENT_ENTRYPOINT": ENTRYPOINT,
+        "HOOK_SECRET": HOOK_SECRET,
+        "PATH": path,
+        "PYTHONUSERBASE": str(userbase),
+    }
+    site = subprocess.run(
+        [sys.executable, "-c", "import site; print(site.getusersitepackages())"],
+        env=daemon.env(**env),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    Path(site).mkdir(parents=True)
+    world.code = daemon_code(daemon.env(**env))
     prepare_probes(world)
     try:
-        daemon.start(ZEROCLAW_AGENT_ENTRYPOINT=ENTRYPOINT, HOOK_SECRET=HOOK_SECRET, PATH=path)
+        daemon.start(**env)
         world.memory("store", "owner", key="ownersecret", content="ownersecret launch code")
         world.owner_record = world.memory("get", "owner", key="ownersecret")["record"]["id"]
         reply = ControlClient(world.run_dir).request(
@@ -57,8 +78,10 @@ def world() -> Iterator[World]:
     finally:
         daemon.stop()
         world.device.close()
+        planted = remove_planted(world.code)
         harness.remove_root(root)
         harness.remove_root(bin_dir)
+    assert not planted, f"an agent planted files in the daemon's code: {planted}"
 
 
 @pytest.fixture(scope="package")

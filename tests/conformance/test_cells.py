@@ -96,12 +96,21 @@ def adapters_registered(world: World) -> World:
     return world
 
 
+def _needs_code_kind(cell: Cell, world: World) -> None:
+    """A daemon-code cell whose kind this installation has no path of (no editable
+    install, say) has nothing to attack."""
+    kind = cell.extra.get("code_kind")
+    if kind and kind not in world.code:
+        pytest.skip(f"the daemon found no {kind} code path on this installation")
+
+
 @_params("grammar/daemon")
 def test_grammar_through_the_daemon(
     cell: Cell, world: World, request: pytest.FixtureRequest
 ) -> None:
     if cell.tool == "invoke_adapter":
         request.getfixturevalue("adapters_registered")
+    _needs_code_kind(cell, world)
     alias = PROFILES[cell.profile][0]
     data = world.chat(cell.profile, world.fill(cell.action, alias))
     record(cell, observed_from_turn(cell, data))
@@ -130,6 +139,7 @@ def _word(word: str, cell: Cell) -> Observed:
 @pytest.mark.skipif(abi_version() < 1, reason="this kernel has no Landlock")
 @_params("kernel")
 def test_kernel_from_inside_the_agent(cell: Cell, world: World) -> None:
+    _needs_code_kind(cell, world)
     results = world.kernel_results(cell.profile)
     key = cell.action if cell.action in ("control", "env_secret") else cell.case
     record(cell, _word(results[key], cell))

@@ -56,6 +56,20 @@ def test_every_risk_level_and_grant_mode_plays_a_profile_with_cells() -> None:
     assert "supervised_deny" in profiles and "read_memory_from" in profiles
 
 
+def test_every_kind_of_daemon_code_has_tool_and_kernel_cells_for_every_level() -> None:
+    """Generated from the product's CODE_PATH_KINDS: a new kind of code path (ADR 0044)
+    without a tool and a kernel cell for every risk level fails here."""
+    have = {
+        (c.extra.get("code_kind"), c.path, c.profile)
+        for c in all_cells()
+        if c.boundary == "daemon_code"
+    }
+    for kind in registries.code_path_kinds():
+        for path in ("grammar/daemon", "kernel"):
+            for profile in LEVEL_PROFILES.values():
+                assert (kind, path, profile) in have, f"daemon code {kind!r}: no {path} cell"
+
+
 def test_every_boundary_has_cells() -> None:
     boundaries = {c.boundary for c in all_cells()}
     missing = set(BOUNDARIES) - boundaries

@@ -185,7 +185,12 @@ def test_exec_arguments_are_escaped_for_systemd() -> None:
 
 def test_the_command_is_the_script_else_this_python_with_dash_m() -> None:
     assert zeroclaw_command("/opt/z/bin/zeroclaw", "/opt/z/bin/python") == ("/opt/z/bin/zeroclaw",)
-    assert zeroclaw_command(None, "/opt/z/bin/python") == ("/opt/z/bin/python", "-m", "zeroclaw")
+    assert zeroclaw_command(None, "/opt/z/bin/python") == (
+        "/opt/z/bin/python",
+        "-P",  # the unit's cwd `/` is not on sys.path: it would be the daemon's code
+        "-m",
+        "zeroclaw",
+    )
 
 
 def test_unit_file_states() -> None:

@@ -53,11 +53,15 @@ def test_agent_cannot_open_another_workspace(root: Path, daemons: DaemonFactory)
 
 @needs_landlock
 def test_the_kernel_keeps_the_daemons_files_out_of_a_granted_tree(
-    root: Path, daemons: DaemonFactory
+    root: Path, daemons: DaemonFactory, tmp_path: Path
 ) -> None:
     """Finding 8, in the kernel: the daemon's files may lie under a path Landlock grants
     read-only (/etc, /opt, the Python path). Here the Python path includes the directory
-    holding the config file, state and runtime dirs; the agent reads around them only."""
+    holding the config file, state and runtime dirs; the agent reads around them only.
+    Its workspace really lies elsewhere (a symlink): one inside a sys.path entry, the
+    daemon's code, is refused at start (ADR 0044)."""
+    (workspace(root, "snoop")).parent.mkdir(parents=True)
+    workspace(root, "snoop").symlink_to(tmp_path)
     (root / "readable.txt").write_text("not the daemon's")
     targets = [
         str(root / "zeroclaw.toml"),

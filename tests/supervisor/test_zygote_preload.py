@@ -61,11 +61,15 @@ def test_the_zygote_preloads_the_kinds_enabled_agents_use() -> None:
 
 
 def _preloaded(root: Path, daemons: DaemonFactory, providers: dict[str, Any], use: str) -> Any:
-    (root / "preload_probe.py").write_text(PROBE_MODULE)
+    # In a directory of its own: one on sys.path is the daemon's code, and a workspace
+    # inside it is refused (ADR 0044).
+    lib = root / "lib"
+    lib.mkdir()
+    (lib / "preload_probe.py").write_text(PROBE_MODULE)
     doc = make_config(root, {"alpha": agent_entry(model_provider=use)})
     doc["providers"].update(providers)
     daemon = daemons(doc, faults=False)
-    daemon.start(PYTHONPATH=f"{REPO}:{root}", ZEROCLAW_AGENT_ENTRYPOINT="preload_probe:main")
+    daemon.start(PYTHONPATH=f"{REPO}:{lib}", ZEROCLAW_AGENT_ENTRYPOINT="preload_probe:main")
     report = root / "state" / "agents" / "alpha" / "workspace" / "preloaded.json"
     daemon.wait_for(lambda s: s["agents"][0]["state"] == "running")
     return json.loads(report.read_text())

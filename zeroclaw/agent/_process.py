@@ -223,7 +223,7 @@ def confine(spec: AgentSpec) -> Confinement:
         log.info("agent %s: %s; tool checks still apply", spec.alias, summary)
         return Confinement(summary, False)
     if spec.subagent is not None:  # read its snapshot and the system; write nothing
-        plan = plan_readonly(spec.subagent.snapshot, spec.protected_paths)
+        plan = plan_readonly(spec.subagent.snapshot, spec.protected_paths, spec.code_paths)
     else:  # the same builder as the in-process chat's (ADR 0039)
         plan = agent_plan(spec)
     try:

@@ -40,7 +40,8 @@ def command_home_root(spec: AgentSpec) -> str:
 
 def agent_plan(spec: AgentSpec) -> SandboxPlan:
     """The ruleset of a (non sub-agent) agent: its workspace, its grants, the system and
-    Python paths, and with `full` / `unrestricted_filesystem` the whole filesystem around
+    Python paths and the daemon's code (read only, ADR 0044), and with `full` /
+    `unrestricted_filesystem` the whole filesystem around
     the protected paths, its forbidden paths and every other agent's workspace; plus the
     root of its commands' private homes (ADR 0012)."""
     grants = [(path, mode) for path, mode in spec.access.values()]
@@ -52,6 +53,7 @@ def agent_plan(spec: AgentSpec) -> SandboxPlan:
         anywhere=not spec.risk.workspace_only,
         may_write=spec.risk.may_act,
         excluded=sorted({*spec.risk.forbidden_paths, *others} - {spec.workspace}),
+        code=spec.code_paths,
     )
     return SandboxPlan((*plan.rules, (command_home_root(spec), NOT_EXECUTABLE)))
 

@@ -82,6 +82,10 @@ class AgentSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     # /proc/<zygote>): refused to every tool under every profile, never granted by
     # Landlock (ADR 0015).
     protected_paths: tuple[str, ...] = ()
+    # The daemon's own code (ADR 0044): the interpreter, prefixes, site-packages, the
+    # package, sys.path and editable sources, as the daemon found them at its start.
+    # Never writable (policy and Landlock, every profile); always readable.
+    code_paths: tuple[str, ...] = ()
     # Tools a turn started by a peer (ask/delegate over the bus) may use; the operator's
     # own chat keeps every tool (ADR 0015).
     peer_tools: tuple[str, ...] = ()
@@ -109,4 +113,5 @@ def path_rules(spec: AgentSpec, other_workspaces: tuple[str, ...] | None = None)
         grants=[(alias, path, mode) for alias, (path, mode) in spec.access.items()],
         other_workspaces=spec.other_workspaces if other_workspaces is None else other_workspaces,
         protected=spec.protected_paths,
+        code=spec.code_paths,
     )

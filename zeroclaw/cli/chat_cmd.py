@@ -329,13 +329,27 @@ def _in_process(config: Config, path: Path, alias: str, session: str) -> tuple[T
     )
     from ..config import daemon_paths
     from ..memory import MemoryService
+    from ..policy import code_roots, daemon_code_paths, inside_code
     from ..providers import ProviderError, make_provider
     from ..supervisor import agent_environment, build_specs
     from ..turns import TurnDone, result_json
     from .memory_cmd import with_memory
 
     env = dict(os.environ)
-    spec: AgentSpec = build_specs(config, env, path.parent, config_path=path)[alias]
+    # This process's own code, wherever the finder of an editable install maps it: readable
+    # by the late imports after the sandbox, writable by no tool (ADR 0044).
+    code = code_roots(daemon_code_paths())
+    spec: AgentSpec = build_specs(
+        config, env, path.parent, config_path=path, code_paths=code
+    )[alias]
+    held = inside_code(os.path.realpath(spec.workspace), code)
+    if held is not None:  # what the daemon refuses at its start, said before anything runs
+        raise CliError(
+            f"agent {alias}'s workspace {spec.workspace} is inside this command's own code "
+            f"{held}, which no agent may write (ADR 0044); `python -m zeroclaw` puts its cwd "
+            "on sys.path: run the installed `zeroclaw` script, or `python -P -m zeroclaw`",
+            EXIT_USAGE,
+        )
     Path(spec.workspace).mkdir(mode=0o700, parents=True, exist_ok=True)
     agent_env = agent_environment(spec, env)
     # The daemon's agent's Landlock ruleset, applied to this process, plus the CLI's own

@@ -10,9 +10,9 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, get_args
 from urllib.parse import urlsplit
 
@@ -470,9 +470,19 @@ def rule_webhook_listen(
             )
 
 
-def daemon_refusals(config: Config, env: Mapping[str, str], config_path: Path) -> list[ConfigIssue]:
+def daemon_refusals(
+    config: Config,
+    env: Mapping[str, str],
+    config_path: Path,
+    code_paths: Sequence[str] = (),
+    resolve: Callable[[str], str] = os.path.realpath,
+) -> list[ConfigIssue]:
     """Why the daemon refuses to run a config that is otherwise valid (ADR 0015): `config
-    validate` reports these as warnings, the daemon and a reload as errors."""
+    validate` reports these as warnings, the daemon and a reload as errors.
+
+    `code_paths` (resolved): the daemon's own code, read-only to every agent (ADR 0044). A
+    workspace inside it could never be written, so it is refused here rather than found
+    out at the agent's first write; a code path inside a workspace is carved out instead."""
     issues: list[ConfigIssue] = []
     if not any(agent.enabled for agent in config.agents.values()):
         issues.append(
@@ -504,6 +514,19 @@ def daemon_refusals(config: Config, env: Mapping[str, str], config_path: Path) -
                     "may reach the daemon's own files, so keep them apart",
                 )
             )
+        real = PurePosixPath(resolve(str(workspace)))
+        for code in map(PurePosixPath, code_paths):
+            if real == code or code in real.parents:
+                issues.append(
+                    ConfigIssue(
+                        ("agents", alias, "workspace", "path"),
+                        f"workspace {workspace} is inside the daemon's own code {code}, "
+                        "which no agent may write (ADR 0044); put workspaces elsewhere "
+                        "(`python -m zeroclaw` puts its cwd on sys.path: start the installed "
+                        "`zeroclaw` script, or `python -P -m zeroclaw`)",
+                    )
+                )
+                break
     return issues
 
 

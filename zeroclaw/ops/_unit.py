@@ -38,7 +38,7 @@ class UnitSpec:
     """What varies between installs: how to run zeroclaw, which config, where the docs are."""
 
     scope: Scope
-    command: tuple[str, ...]  # the zeroclaw executable, or (python, "-m", "zeroclaw")
+    command: tuple[str, ...]  # the zeroclaw executable, or (python, "-P", "-m", "zeroclaw")
     config_path: Path
     documentation: tuple[str, ...] = ()
 
@@ -48,10 +48,11 @@ def zeroclaw_command(script: str | None, python: str) -> tuple[str, ...]:
 
     `script` is the resolved path of the running script (or None when run as `python -m`);
     the interpreter is kept as given, not resolved: a venv's python is only a venv's python
-    through its own path."""
+    through its own path. `-P`: the unit's cwd (`/`) is not put on sys.path, where it would
+    be the daemon's code and every workspace inside it (ADR 0044)."""
     if script:
         return (script,)
-    return (python, "-m", "zeroclaw")
+    return (python, "-P", "-m", "zeroclaw")
 
 
 def exec_quote(arg: str) -> str:

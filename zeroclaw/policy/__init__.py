@@ -1,5 +1,15 @@
 """What an agent's tools may do: path access and shell commands. Pure decisions."""
 
+from ._code import (
+    CODE_PATH_KINDS,
+    CodePath,
+    CodePathKind,
+    InterpreterFacts,
+    code_paths,
+    code_roots,
+    daemon_code_paths,
+    inside_code,
+)
 from ._commands import INTERPRETERS, CommandDecision, PathCheck, Risk, decide_command, parse
 from ._interpreters import program_executables
 from ._landlock import (
@@ -30,13 +40,17 @@ from ._paths import (
 )
 
 __all__ = [
+    "CODE_PATH_KINDS",
     "INTERPRETERS",
     "NOT_EXECUTABLE",
     "SYSTEM_READ_ONLY",
     "Access",
+    "CodePath",
+    "CodePathKind",
     "CommandDecision",
     "Grant",
     "GrantMode",
+    "InterpreterFacts",
     "PathCheck",
     "PathDecision",
     "PathRules",
@@ -47,10 +61,14 @@ __all__ = [
     "apply_sandbox",
     "build_ruleset",
     "check_path",
+    "code_paths",
+    "code_roots",
     "command_executables",
+    "daemon_code_paths",
     "decide",
     "decide_command",
     "enforce_ruleset",
+    "inside_code",
     "parse",
     "plan_command_sandbox",
     "plan_for",

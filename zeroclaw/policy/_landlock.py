@@ -219,6 +219,7 @@ def plan_for(
     anywhere: bool = False,
     may_write: bool = True,
     excluded: Iterable[str] = (),
+    code: Iterable[str] = (),
 ) -> SandboxPlan:
     """The agent's rules. `protected` (the daemon's own files, ADR 0015) is never granted:
     system and Python paths above one are granted entry by entry around it. Workspaces
@@ -236,7 +237,13 @@ def plan_for(
     `/proc` — the complement ruleset of ADR 0039. Landlock only allows, so at each
     ancestor of a kept-out path every sibling entry that exists now is granted; one
     created there later is denied by the kernel though the policy allows it (the "kernel
-    stricter" cell of the table)."""
+    stricter" cell of the table).
+
+    `code` (the daemon's own code, ADR 0044) is read and execute only, for every profile:
+    carved out of the complement of `anywhere` and out of a workspace or grant holding
+    one, then granted READ_EXEC (around the protected paths) like the Python paths, so
+    the process also reads its code where an editable finder maps it."""
+    code_roots = sorted({q for p in code for q in (p, os.path.realpath(p))})
     shielded = sorted({q for p in protected for q in (p, os.path.realpath(p))})
     kept_out = sorted({q for p in excluded for q in (p, os.path.realpath(p))})
     system_roots = [PurePosixPath(p) for p in SYSTEM_READ_ONLY]
@@ -246,12 +253,22 @@ def plan_for(
     # A profile that may not write (readonly) gets no write right from the kernel either,
     # in its own workspace or through a sibling grant: policy and kernel agree (ADR 0039).
     mask = everything if may_write else READ_EXEC
-    rules: list[tuple[str, int]] = [(workspace, mask)]
+    rules: list[tuple[str, int]] = []
+
+    def writable(path: str, rights: int) -> None:
+        # Never a write right under the daemon's code, even in a workspace holding some.
+        if rights & ~READ_EXEC and code_roots:
+            rules.extend((granted, rights) for granted in grant_around(path, code_roots))
+        else:
+            rules.append((path, rights))
+
+    writable(workspace, mask)
     for path, mode in grants:
         write = WRITE_FILE | REMOVE_FILE | REMOVE_DIR | MAKE_REG | MAKE_DIR | TRUNCATE
         rights = {"read": READ, "write": write | READ_DIR, "read_write": READ | write}[mode]
-        rules.append((path, rights & mask))
+        writable(path, rights & mask)
     python = {sys.prefix, sys.base_prefix, sys.exec_prefix, *(p for p in sys.path if p)}
+    python.update(code_roots)
     around = sorted({*shielded, *deep})
     for path in (*SYSTEM_READ_ONLY, *extra_read):
         for granted in grant_around(path, around):
@@ -264,7 +281,7 @@ def plan_for(
         for granted in grant_around(path, shielded):
             rules.append((granted, READ_EXEC))
     if anywhere:
-        outside = sorted({*shielded, *kept_out, "/proc"})
+        outside = sorted({*shielded, *kept_out, *code_roots, "/proc"})
         for granted in grant_around("/", outside):
             rules.append((granted, mask))
     for device in DEVICES_READ_WRITE:
@@ -415,22 +432,34 @@ def plan_command_sandbox(
     resolve: Resolver = os.path.realpath,
     listdir: Lister = list_entries,
     workspace_writable: bool = True,
+    code: Iterable[str] = (),
 ) -> SandboxPlan:
     """The ruleset of one shell command. Pure given `resolve` and `listdir`.
     `workspace_writable=False`: a readonly agent's program (an adapter) only reads it.
 
     `executables` are the allowed binaries and their loaders; `excluded` are the agent's
     forbidden paths and the workspaces of other agents it has no grant on. Nothing but the
-    executables is executable; nothing but the workspace, write grants and `home` is writable."""
+    executables is executable; nothing but the workspace, write grants and `home` is writable.
+    `code` (the daemon's own code, ADR 0044) is carved out of every writable tree and only
+    read where it lies inside one."""
     out = tuple(sorted({PurePosixPath(resolve(p)) for p in excluded}))
+    read_only = tuple(sorted({PurePosixPath(resolve(p)) for p in code}))
     rules: list[tuple[str, int]] = []
+    writable: list[PurePosixPath] = []
 
     def grant(path: str, rights: int) -> None:
-        rules.extend(carve(resolve(path), rights, out, listdir))
+        if rights & WRITE and read_only:
+            writable.append(PurePosixPath(resolve(path)))
+            rules.extend(carve(resolve(path), rights, (*out, *read_only), listdir))
+        else:
+            rules.extend(carve(resolve(path), rights, out, listdir))
 
     grant(workspace, NOT_EXECUTABLE if workspace_writable else READ)
     for path, mode in grants:
         grant(path, {"read": READ, "write": WRITE | READ_DIR, "read_write": READ | WRITE}[mode])
+    for root in read_only:  # what was carved out of a writable tree stays readable
+        if any(_beneath(root, tree) for tree in writable):
+            rules.extend(carve(str(root), READ, out, listdir))
     for path in dict.fromkeys(resolve(p) for p in system):
         grant(path, READ)
     for device in devices:

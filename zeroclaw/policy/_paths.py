@@ -10,6 +10,10 @@ however the request was spelled:
                                                   the state and runtime dirs, the config
                                                   file, /proc/<daemon> and /proc/<zygote>;
                                                   a workspace lying inside one stays usable)
+0b. a write under the daemon's code, or of a  -> forbidden_path (always, every profile:
+    directory holding some                         the interpreter, prefixes, site-packages,
+                                                  the package, sys.path, editable sources;
+                                                  ADR 0044. Read stays allowed as below)
 1. under a forbidden path                      -> forbidden_path (always, every profile)
 2. a write while the profile is readonly      -> read_only_profile
 3. inside the agent's own workspace           -> allowed
@@ -66,6 +70,9 @@ class PathRules:
     # profile lifts them, and workspaces inside them (the default ones live in the state
     # dir) are carved out, so each leads to its own rule below.
     protected: tuple[PurePosixPath, ...] = ()
+    # The daemon's code (ADR 0044): never written under any profile, always readable by
+    # the rules below. The daemon refuses a workspace inside one, so nothing is carved.
+    code: tuple[PurePosixPath, ...] = ()
 
     def workspaces(self) -> tuple[PurePosixPath, ...]:
         return (self.workspace, *(g.path for g in self.grants), *self.other_workspaces)
@@ -116,6 +123,17 @@ def decide(
         return PathDecision(
             False, "forbidden_path", real, f"{shown} is one of the daemon's own files"
         )
+    if access == "write" and rules.code:
+        if any(_within(real, root) for root in rules.code):
+            return PathDecision(
+                False, "forbidden_path", real, f"{shown} is the daemon's own code (read-only)"
+            )
+        # A directory holding some: moved or removed (`mv`, `rm -r`), a tree the agent
+        # made could take its place.
+        if any(real in root.parents for root in rules.code):
+            return PathDecision(
+                False, "forbidden_path", real, f"{shown} holds the daemon's own code (read-only)"
+            )
     for forbidden in rules.forbidden:
         if _within(real, forbidden):
             return PathDecision(False, "forbidden_path", real, f"{shown} is a forbidden path")
@@ -233,6 +251,7 @@ def rules_for(
     grants: Sequence[tuple[str, str, GrantMode]] = (),
     other_workspaces: Sequence[str] = (),
     protected: Sequence[str] = (),
+    code: Sequence[str] = (),
     resolve: Resolver = os.path.realpath,
 ) -> PathRules:
     """Build rules from configured paths, resolving each once (workspaces may be symlinks)."""
@@ -254,4 +273,5 @@ def rules_for(
             p for p in (real(o) for o in other_workspaces) if p not in granted_paths
         ),
         protected=tuple(real(p) for p in protected),
+        code=tuple(real(p) for p in code),
     )

@@ -65,6 +65,7 @@ from ..memory import (
     memory_grants,
 )
 from ..ops import Metrics, MetricsSources
+from ..policy import code_roots, daemon_code_paths
 from ..subagents import (
     DispatchService,
     SubagentRegistry,
@@ -142,7 +143,9 @@ def run_daemon(
     # Nothing of our uid may ptrace us or read our environment (provider keys) through /proc.
     set_not_dumpable()
     config = load_config(config_path, env)  # ConfigError → the CLI prints it, exit 2
-    refusals = daemon_refusals(config, env, Path(os.path.abspath(config_path)))
+    # The daemon's own code (ADR 0044), once: agents may read it and never write it.
+    code = code_roots(daemon_code_paths())
+    refusals = daemon_refusals(config, env, Path(os.path.abspath(config_path)), code)
     if refusals:
         raise ConfigError(str(config_path), refusals)
     setup_logging(
@@ -150,6 +153,11 @@ def run_daemon(
         log_level or config.daemon.log_level,
     )
     set_title(daemon_title(config_path))
+    log.info(
+        "the daemon's code, read-only to every agent: %s",
+        ", ".join(code),
+        extra={"code_paths": list(code)},
+    )
     paths = daemon_paths(config, env)
     idle_timeout = _idle_timeout(env)
     try:
@@ -230,6 +238,7 @@ def run_daemon(
             control_listener,
             idle_timeout,
             log_level,
+            code,
         )
     finally:
         control_listener.close()
@@ -254,6 +263,7 @@ async def _main(
     control_listener: socket.socket,
     idle_timeout: float,
     log_level: str | None,
+    code: tuple[str, ...],
 ) -> int:
     supervisor: Supervisor | None = None
 
@@ -295,6 +305,7 @@ async def _main(
             events,
             registry,
             log_level=log_level,
+            code_paths=code,
         )
         # One turn service for every way a conversation comes in (the CLI today, channels
         # next), and for the sub-agent runtimes' invocations.

@@ -129,14 +129,17 @@ def build_specs(
     config_path: Path | None = None,
     daemon_pids: Sequence[int] = (),
     dispatch_callers: frozenset[str] = frozenset(),
+    code_paths: Sequence[str] = (),
 ) -> dict[str, AgentSpec]:
     """Specs of every enabled agent, keyed by alias. `config_path` and `daemon_pids` (the
     daemon's and the zygote's) name what every agent is kept away from. `dispatch_callers`
     are the aliases some loaded sub-agent lists in its allowedCallers: those agents (and
     any agent with facades) get `agent_catalog`/`agent_dispatch` (issue 12). The daemon's
     dispatch service still decides each call; the tools only spare the others a tool that
-    could never work."""
+    could never work. `code_paths`: the daemon's own code (ADR 0044), gathered once at its
+    start, read-only to every agent."""
     paths = daemon_paths(config, env)
+    code = tuple(code_paths)
     protected = protected_paths(config, env, config_path, daemon_pids)
     # Once per agent, not once per pair: every spec lists every other workspace, and a
     # workspace path costs pathlib work (100 agents: 10,000 of them, most of start-up).
@@ -177,6 +180,7 @@ def build_specs(
             log_format=config.daemon.log_format,
             log_level=config.daemon.log_level,
             protected_paths=protected,
+            code_paths=code,
             peer_tools=agent.peer_tools,
             dispatch_tools=alias in dispatch_callers or bool(agent.facades),
             facades=dict(sorted(agent.facades.items())),
@@ -258,6 +262,7 @@ def subagent_runtime_spec(
     *,
     config_path: Path | None = None,
     daemon_pids: Sequence[int] = (),
+    code_paths: Sequence[str] = (),
 ) -> AgentSpec:
     """The spec of one sub-agent revision's runtime process (issue 12): least privilege.
 
@@ -305,6 +310,7 @@ def subagent_runtime_spec(
         log_format=config.daemon.log_format,
         log_level=config.daemon.log_level,
         protected_paths=protected_paths(config, env, config_path, daemon_pids),
+        code_paths=tuple(code_paths),
         subagent=SubagentRuntime(
             agent_id=manifest.id,
             digest=revision.bundle.digest,

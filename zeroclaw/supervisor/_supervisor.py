@@ -8,7 +8,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -67,12 +67,16 @@ class ReloadState:
 
 
 def reload_refusals(
-    running: Config, new: Config, env: Mapping[str, str], config_path: Path
+    running: Config,
+    new: Config,
+    env: Mapping[str, str],
+    config_path: Path,
+    code_paths: Sequence[str] = (),
 ) -> list[ConfigIssue]:
     """Why a valid file cannot replace the running config: what the daemon refuses to run
     at all, and a move of the state or runtime dir, which the running daemon keeps open
     (memory store, sockets, lock) and so cannot apply without a restart."""
-    issues = daemon_refusals(new, env, config_path)
+    issues = daemon_refusals(new, env, config_path, code_paths)
     old_paths, new_paths = daemon_paths(running, env), daemon_paths(new, env)
     for key in ("state_dir", "runtime_dir"):
         before, after = getattr(old_paths, key), getattr(new_paths, key)
@@ -101,8 +105,11 @@ class Supervisor:
         subagents: SubagentRegistry,
         *,
         log_level: str | None = None,
+        code_paths: tuple[str, ...] = (),
     ) -> None:
         self.config = config
+        # The daemon's own code (ADR 0044), gathered once at its start: read-only to agents.
+        self.code_paths = code_paths
         # `zeroclaw --log-level`: every agent's level, whatever the config says (None: its).
         self.log_level = log_level
         self.config_path = config_path
@@ -228,6 +235,7 @@ class Supervisor:
             daemon_pids=(os.getpid(), self.zygote.pid),
             # Agents some loaded sub-agent allows get agent_catalog/agent_dispatch.
             dispatch_callers=self.subagents.callers(),
+            code_paths=self.code_paths,
         )
         return {alias: self._logging_of(spec) for alias, spec in specs.items()}
 
@@ -278,6 +286,7 @@ class Supervisor:
                 revision,
                 config_path=self.config_path,
                 daemon_pids=(os.getpid(), self.zygote.pid),
+                code_paths=self.code_paths,
             )
         )
         runner = self._make_runner(spec, RestartPolicy())
@@ -421,7 +430,9 @@ class Supervisor:
     async def _reload(self, nursery: trio.Nursery) -> ReloadState:
         try:
             new = await trio.to_thread.run_sync(load_config, self.config_path)
-            refusals = reload_refusals(self.config, new, self.env, self.config_path)
+            refusals = reload_refusals(
+                self.config, new, self.env, self.config_path, self.code_paths
+            )
             if refusals:
                 raise ConfigError(str(self.config_path), refusals)
         except ConfigError as exc:

@@ -171,6 +171,7 @@ def program_ruleset(rules: PathRules, executables: Collection[str], home: str) -
         # The system paths stay listed: a confined agent cannot list / to carve it.
         system=SYSTEM_READ_ONLY if rules.workspace_only else (*SYSTEM_READ_ONLY, "/"),
         workspace_writable=rules.may_write,
+        code=[str(p) for p in rules.code],
     )
     return build_ruleset(plan)
 
