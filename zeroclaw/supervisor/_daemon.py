@@ -19,6 +19,7 @@ from pathlib import Path
 import trio
 import zmq
 
+from .._asgi import http_bounds
 from .._logging import resolve_format, setup_logging
 from .._prctl import set_not_dumpable
 from ..bus import Request as BusRequest
@@ -64,7 +65,7 @@ from ..memory import (
     StoreCorrupt,
     memory_grants,
 )
-from ..ops import Metrics, MetricsSources
+from ..ops import Metrics, MetricsListen, MetricsSources, metrics_listen
 from ..subagents import (
     DispatchService,
     SubagentRegistry,
@@ -422,7 +423,15 @@ async def _serve(
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_run_zygote_reader, supervisor, nursery)
         nursery.start_soon(metrics.run)
-        listen = lambda: supervisor.config.daemon.metrics_listen  # noqa: E731
+        def listen() -> MetricsListen:
+            daemon = supervisor.config.daemon
+            return metrics_listen(
+                daemon.metrics_listen,
+                daemon.metrics_token_env,
+                http_bounds(daemon.metrics_limits),
+                supervisor.env,
+            )
+
         nursery.start_soon(metrics.keep_listener, listen, supervisor.events)
         control: ControlServer | None = None
 
