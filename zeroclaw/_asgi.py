@@ -122,12 +122,16 @@ class _GuardedStream(trio.abc.HalfCloseableStream):
     """A connection whose reads end at the `ConnectionClock`'s deadline: the connection is
     then broken, which hypercorn answers by closing it."""
 
-    def __init__(self, inner: trio.SocketStream, clock: ConnectionClock) -> None:
+    def __init__(
+        self, inner: trio.SocketStream, clock: ConnectionClock, on_cut: Callable[[Cut], None]
+    ) -> None:
         self._inner = inner
+        self._on_cut = on_cut
         self.socket = inner.socket  # hypercorn reads the peer's address from it
         self.clock = clock
         self.cut: Cut | None = None
         self._reading = trio.CancelScope()
+        self.serving = trio.CancelScope()  # the connection's server runs in it
 
     def _deadline(self) -> float:
         deadline = self.clock.deadline()
@@ -136,9 +140,19 @@ class _GuardedStream(trio.abc.HalfCloseableStream):
     async def receive_some(self, max_bytes: int | None = None) -> bytes:
         with trio.CancelScope(deadline=self._deadline()) as self._reading:
             data = await self._inner.receive_some(max_bytes)
+            if not data:
+                # The client is gone: hypercorn drops its request too, but would keep the
+                # connection (and its place under the cap) until its keep-alive timer.
+                self.serving.cancel()
             self.clock.received(bytes(data), trio.current_time())
             return bytes(data)
+        # Closed here and now, and the connection's server stopped: hypercorn would keep
+        # the connection (and its place under the cap) until its own keep-alive timer.
         self.cut = self.clock.expired()
+        if self.cut is not None:
+            self._on_cut(self.cut)
+        await trio.aclose_forcefully(self._inner)
+        self.serving.cancel()
         raise trio.BrokenResourceError(f"the client was too slow ({self.cut})")
 
     async def send_all(self, data: bytes | bytearray | memoryview) -> None:
@@ -247,12 +261,12 @@ async def serve_guarded(
 
     async def handle(stream: _GuardedStream) -> None:
         try:
-            server = TCPServer(wrapped, config, context, state, cast(Any, stream))
-            await server.run()
+            with stream.serving:
+                server = TCPServer(wrapped, config, context, state, cast(Any, stream))
+                await server.run()
         finally:
+            await trio.aclose_forcefully(stream)
             counts.open -= 1
-            if stream.cut is not None:
-                on_cut(stream.cut)
 
     try:
         async with trio.open_nursery() as nursery:
@@ -278,6 +292,6 @@ async def serve_guarded(
                 clock = ConnectionClock(
                     bounds.idle_timeout_secs, bounds.header_timeout_secs, since=now
                 )
-                nursery.start_soon(handle, _GuardedStream(trio.SocketStream(conn), clock))
+                nursery.start_soon(handle, _GuardedStream(trio.SocketStream(conn), clock, on_cut))
     finally:
         listener.close()
