@@ -170,7 +170,7 @@ async def test_a_connection_over_the_cap_is_closed_at_once_and_counted() -> None
             await stream.aclose()
         with trio.fail_after(20):
             while counts.open:  # the server notices each close
-                await trio.sleep(0.01)
+                await counts.closed.wait()
         again = await connect(port)
         await again.send_all(b"POST / HTTP/1.1\r\nhost: x\r\ncontent-length: 2\r\n\r\nab")
         assert (await response(again)).startswith(b"HTTP/1.1 200")

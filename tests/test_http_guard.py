@@ -26,7 +26,9 @@ def test_the_reserve_is_an_eighth_within_bounds_and_never_the_whole_limit(limit:
         assert reserve >= MIN_RESERVE
 
 
-@given(st.integers(0, 5000), st.integers(1, 5000), st.integers(0, 1 << 16), st.integers(16, 1 << 16))
+@given(
+    st.integers(0, 5000), st.integers(1, 5000), st.integers(0, 1 << 16), st.integers(16, 1 << 16)
+)
 def test_a_connection_is_admitted_only_under_the_cap_and_above_the_reserve(
     open_now: int, cap: int, fds: int, limit: int
 ) -> None:

@@ -92,6 +92,12 @@ class ListenerCounts:
 
     open: int = 0
     cut: Counter[Cut] = field(default_factory=Counter)
+    closed: trio.Event = field(default_factory=trio.Event)  # set at a close (then a new one)
+
+    def note_closed(self) -> None:
+        self.open -= 1
+        self.closed.set()
+        self.closed = trio.Event()
 
 
 class ListenerBook:
@@ -266,7 +272,7 @@ async def serve_guarded(
                 await server.run()
         finally:
             await trio.aclose_forcefully(stream)
-            counts.open -= 1
+            counts.note_closed()
 
     try:
         async with trio.open_nursery() as nursery:

@@ -281,7 +281,9 @@ async def test_a_taken_port_is_reported_and_retried_not_fatal() -> None:
     listen = f"127.0.0.1:{holder.getsockname()[1]}"
     async with trio.open_nursery() as nursery:
         nursery.start_soon(
-            lambda: metrics.keep_listener(lambda: on(listen), sink, retry_initial=0.05, retry_max=0.1)
+            lambda: metrics.keep_listener(
+                lambda: on(listen), sink, retry_initial=0.05, retry_max=0.1
+            )
         )
         with trio.fail_after(10):
             await metrics.wait_listener(lambda state: state.failures > 0)
