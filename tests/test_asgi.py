@@ -12,7 +12,8 @@ from itertools import count
 import trio
 from hypercorn.typing import ASGIReceiveCallable, ASGISendCallable, Scope
 
-from zeroclaw._asgi import LISTENERS, HttpBounds, ListenerCounts, answer_lifespan, serve_guarded
+from zeroclaw._asgi import LISTENERS, ListenerCounts, answer_lifespan, serve_guarded
+from zeroclaw._http_guard import HttpBounds
 
 _names = count()
 

@@ -14,7 +14,7 @@ import socket
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 import hypercorn.config
 import trio
@@ -31,11 +31,8 @@ from hypercorn.typing import (
     Scope,
 )
 
-from ._http_guard import ConnectionClock, Cut, admit_connection, body_deadline
+from ._http_guard import ConnectionClock, Cut, HttpBounds, admit_connection, body_deadline
 from ._log_throttle import LogThrottle
-
-if TYPE_CHECKING:
-    from .config import HttpLimits
 
 
 def quiet_config(log_name: str) -> hypercorn.config.Config:
@@ -64,25 +61,6 @@ async def answer_lifespan(receive: ASGIReceiveCallable, send: ASGISendCallable) 
 ACCEPT_RETRY_SECS = 0.1  # after an accept that found no descriptor: do not spin
 CUT_LOG_INTERVAL_SECS = 10.0  # a flood of cut connections is a line per cause per interval
 _CAPACITY_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
-
-
-@dataclass(frozen=True)
-class HttpBounds:
-    """What one listener allows a client (from its config table's `limits`)."""
-
-    header_timeout_secs: float = 10.0
-    body_timeout_secs: float = 30.0
-    idle_timeout_secs: float = 5.0
-    max_connections: int = 64
-
-
-def http_bounds(limits: HttpLimits) -> HttpBounds:
-    return HttpBounds(
-        header_timeout_secs=limits.header_timeout_secs,
-        body_timeout_secs=limits.body_timeout_secs,
-        idle_timeout_secs=limits.idle_timeout_secs,
-        max_connections=limits.max_connections,
-    )
 
 
 @dataclass

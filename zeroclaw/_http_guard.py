@@ -19,7 +19,10 @@ from __future__ import annotations
 import hmac
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from .config import HttpLimits
 
 Admission = Literal["accept", "over_cap", "descriptors_low"]
 Phase = Literal["idle", "headers", "request"]
@@ -36,6 +39,25 @@ CUTS: tuple[Cut, ...] = (
 HEADER_END = b"\r\n\r\n"
 MIN_RESERVE = 32  # descriptors the control socket keeps, at the least
 MAX_RESERVE = 256
+
+
+@dataclass(frozen=True)
+class HttpBounds:
+    """What one listener allows a client (from its config table's `limits`)."""
+
+    header_timeout_secs: float = 10.0
+    body_timeout_secs: float = 30.0
+    idle_timeout_secs: float = 5.0
+    max_connections: int = 64
+
+
+def http_bounds(limits: HttpLimits) -> HttpBounds:
+    return HttpBounds(
+        header_timeout_secs=limits.header_timeout_secs,
+        body_timeout_secs=limits.body_timeout_secs,
+        idle_timeout_secs=limits.idle_timeout_secs,
+        max_connections=limits.max_connections,
+    )
 
 
 def descriptor_reserve(limit: int) -> int:

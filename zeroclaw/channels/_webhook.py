@@ -29,7 +29,8 @@ import msgspec
 import trio
 from hypercorn.typing import ASGIReceiveCallable, ASGISendCallable, HTTPScope, Scope
 
-from .._asgi import HttpBounds, answer_lifespan, http_bounds, serve_guarded
+from .._asgi import answer_lifespan, serve_guarded
+from .._http_guard import HttpBounds, http_bounds
 from .._log_throttle import LogThrottle
 from ..config import WebhookChannel
 from ._adapter import ChannelStartFailed

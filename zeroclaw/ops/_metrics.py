@@ -39,8 +39,8 @@ from prometheus_client.core import (
 )
 from prometheus_client.process_collector import ProcessCollector
 
-from .._asgi import LISTENERS, HttpBounds, answer_lifespan, serve_guarded
-from .._http_guard import CUTS, check_bearer
+from .._asgi import LISTENERS, answer_lifespan, serve_guarded
+from .._http_guard import CUTS, HttpBounds, check_bearer
 from ..events import (
     AgentExited,
     AgentTransition,

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import resource
 import signal
 import socket
 import stat
@@ -19,7 +20,7 @@ from pathlib import Path
 import trio
 import zmq
 
-from .._asgi import http_bounds
+from .._http_guard import descriptor_reserve, http_bounds
 from .._logging import resolve_format, setup_logging
 from .._prctl import set_not_dumpable
 from ..bus import Request as BusRequest
@@ -151,6 +152,7 @@ def run_daemon(
         log_level or config.daemon.log_level,
     )
     set_title(daemon_title(config_path))
+    raise_descriptor_limit()
     paths = daemon_paths(config, env)
     idle_timeout = _idle_timeout(env)
     try:
@@ -241,6 +243,29 @@ def run_daemon(
         memory_lock.release()
         notifier.close()
         lock.release()
+
+
+def raise_descriptor_limit() -> None:
+    """The soft RLIMIT_NOFILE up to the hard one (systemd's soft default of 1024 is for
+    select()-era programs; we poll), and say what the HTTP listeners keep in reserve for
+    the control socket (ADR 0045). Agents inherit the raised limit through the zygote's
+    fork only when started after this: it runs before the zygote."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
+    if target > soft:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        except (OSError, ValueError) as exc:
+            log.warning("cannot raise the descriptor limit from %d to %d: %s", soft, target, exc)
+            target = soft
+    log.info(
+        "descriptor limit %d (was %d); HTTP listeners stop admitting %d short of it, kept "
+        "for the control socket",
+        target,
+        soft,
+        descriptor_reserve(target),
+        extra={"nofile_soft": target, "nofile_hard": hard},
+    )
 
 
 async def _main(
