@@ -170,7 +170,15 @@ class ControlServer:
                     try:
                         conn, _ = await listener.accept()
                     except OSError as exc:  # out of fds, or the peer aborted: not fatal
-                        if exc.errno not in OUT_OF_DESCRIPTORS or not self._spare.release():
+                        if exc.errno in OUT_OF_DESCRIPTORS and not self._spare.release():
+                            self._warn(
+                                "descriptors",
+                                "control socket cannot accept: %s",
+                                out_of_descriptors_message(),
+                            )
+                            await trio.sleep(ACCEPT_RETRY_SECS)
+                            continue
+                        if exc.errno not in OUT_OF_DESCRIPTORS:
                             self._warn("accept", "control accept failed: %s", exc)
                             await trio.sleep(ACCEPT_RETRY_SECS)
                             continue
@@ -179,6 +187,11 @@ class ControlServer:
                             conn, _ = await listener.accept()
                         except OSError:
                             self._spare.keep()
+                            self._warn(
+                                "descriptors",
+                                "control socket cannot accept: %s",
+                                out_of_descriptors_message(),
+                            )
                             await trio.sleep(ACCEPT_RETRY_SECS)
                             continue
                     try:

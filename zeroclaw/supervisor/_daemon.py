@@ -248,8 +248,7 @@ def run_daemon(
 def raise_descriptor_limit() -> None:
     """The soft RLIMIT_NOFILE up to the hard one (systemd's soft default of 1024 is for
     select()-era programs; we poll), and say what the HTTP listeners keep in reserve for
-    the control socket (ADR 0045). Agents inherit the raised limit through the zygote's
-    fork only when started after this: it runs before the zygote."""
+    the control socket (ADR 0045). Called before the zygote starts: agents inherit it."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     target = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
     if target > soft:
