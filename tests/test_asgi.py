@@ -10,6 +10,7 @@ from contextlib import asynccontextmanager
 from itertools import count
 
 import trio
+import trio.testing
 from hypercorn.typing import ASGIReceiveCallable, ASGISendCallable, Scope
 
 from zeroclaw._asgi import LISTENERS, ListenerCounts, answer_lifespan, serve_guarded
@@ -176,3 +177,10 @@ async def test_a_connection_over_the_cap_is_closed_at_once_and_counted() -> None
         await again.send_all(b"POST / HTTP/1.1\r\nhost: x\r\ncontent-length: 2\r\n\r\nab")
         assert (await response(again)).startswith(b"HTTP/1.1 200")
         await again.aclose()
+        lingering = await connect(port)  # still open, mid-request, when the listener stops
+        await lingering.send_all(b"POST / HTTP/1.1\r\nhost: x\r\ncontent-length: 9\r\n\r\n")
+        with trio.fail_after(20):
+            while counts.open == 0:
+                await trio.testing.wait_all_tasks_blocked()
+    await lingering.aclose()
+    assert counts.open == 0  # a listener that stopped holds nothing

@@ -135,7 +135,7 @@ class _GuardedStream(trio.abc.HalfCloseableStream):
         self.cut = self.clock.expired()
         if self.cut is not None:
             self._on_cut(self.cut)
-        await trio.aclose_forcefully(self._inner)
+        self.close_now()
         self.serving.cancel()
         raise trio.BrokenResourceError(f"the client was too slow ({self.cut})")
 
@@ -152,6 +152,9 @@ class _GuardedStream(trio.abc.HalfCloseableStream):
 
     async def aclose(self) -> None:
         await self._inner.aclose()
+
+    def close_now(self) -> None:
+        self._inner.socket.close()
 
 
 def _body_deadline_app(
@@ -249,7 +252,7 @@ async def serve_guarded(
                 server = TCPServer(wrapped, config, context, state, cast(Any, stream))
                 await server.run()
         finally:
-            await trio.aclose_forcefully(stream)
+            stream.close_now()  # not awaited: the listener may be cancelled already
             counts.note_closed()
 
     try:

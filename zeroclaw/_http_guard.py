@@ -48,7 +48,7 @@ class HttpBounds:
     header_timeout_secs: float = 10.0
     body_timeout_secs: float = 30.0
     idle_timeout_secs: float = 5.0
-    max_connections: int = 64
+    max_connections: int = 256
 
 
 def http_bounds(limits: HttpLimits) -> HttpBounds:

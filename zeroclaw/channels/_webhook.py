@@ -197,13 +197,18 @@ class WebhookAdapter:
                     serve_guarded,
                     self._app,
                     sock,
-                    name=f"webhook {self.listen}",
+                    name=self.listener_name(),
                     bounds=self.bounds(),
                     log_name="zeroclaw.channels.webhook.http",
                 )
             )
             log.info("webhook listener on %s serves %s", self.listen, ", ".join(self.keys))
             task_status.started()
+
+    def listener_name(self) -> str:
+        """Its name in metrics: the address it serves (the bound port, when it was 0)."""
+        host = self.listen.rpartition(":")[0]
+        return f"webhook {host}:{self.port}"
 
     def bounds(self) -> HttpBounds:
         """The listener's bounds: the strictest of its channels' `limits`."""

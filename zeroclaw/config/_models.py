@@ -98,7 +98,7 @@ class HttpLimits(_Strict):
         description="Seconds a kept-alive connection may wait, idle, for its next request.",
     )
     max_connections: Annotated[int, Field(ge=1, le=65536)] = Field(
-        default=64,
+        default=256,
         description="Connections served at once; one more is closed at once (counted in "
         "zeroclaw_http_connections_cut_total). Whatever this says, a listener stops "
         "admitting while the daemon's descriptors are low (a reserve is kept for the "
