@@ -11,7 +11,7 @@ from itertools import count
 
 import trio
 import trio.testing
-from hypercorn.typing import ASGIReceiveCallable, ASGISendCallable, Scope
+from hypercorn.typing import ASGIFramework, ASGIReceiveCallable, ASGISendCallable, Scope
 
 from zeroclaw._asgi import LISTENERS, ListenerCounts, answer_lifespan, serve_guarded
 from zeroclaw._http_guard import HttpBounds
@@ -40,8 +40,23 @@ async def read_body_app(scope: Scope, receive: ASGIReceiveCallable, send: ASGISe
     await send({"type": "http.response.body", "body": body, "more_body": False})
 
 
+BIG = 64 * 1024 * 1024  # more than any socket buffer holds
+
+
+async def big_answer_app(
+    scope: Scope, receive: ASGIReceiveCallable, send: ASGISendCallable
+) -> None:
+    if scope["type"] != "http":
+        return
+    headers = [(b"content-length", str(BIG).encode())]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": b"x" * BIG, "more_body": False})
+
+
 @asynccontextmanager
-async def guarded(bounds: HttpBounds) -> AsyncIterator[tuple[int, ListenerCounts]]:
+async def guarded(
+    bounds: HttpBounds, app: ASGIFramework = read_body_app
+) -> AsyncIterator[tuple[int, ListenerCounts]]:
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     sock.listen(16)
@@ -50,7 +65,7 @@ async def guarded(bounds: HttpBounds) -> AsyncIterator[tuple[int, ListenerCounts
     async with trio.open_nursery() as nursery:
         await nursery.start(
             lambda task_status: serve_guarded(
-                read_body_app,
+                app,
                 sock,
                 name=name,
                 bounds=bounds,
@@ -184,3 +199,16 @@ async def test_a_connection_over_the_cap_is_closed_at_once_and_counted() -> None
                 await trio.testing.wait_all_tasks_blocked()
     await lingering.aclose()
     assert counts.open == 0  # a listener that stopped holds nothing
+
+
+async def test_a_client_that_does_not_read_its_answer_is_cut() -> None:
+    """Hypercorn shields its sends from cancellation: the send deadline is ours."""
+    bounds = HttpBounds(header_timeout_secs=LONG, body_timeout_secs=0.3, idle_timeout_secs=LONG)
+    async with guarded(bounds, big_answer_app) as (port, counts):
+        stream = await connect(port)
+        await stream.send_all(b"GET / HTTP/1.1\r\nhost: x\r\n\r\n")
+        with trio.fail_after(20):
+            while not counts.cut["send_timeout"]:  # never read: the server gives up
+                await counts.closed.wait()
+        assert counts.open == 0
+        await stream.aclose()

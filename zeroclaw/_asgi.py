@@ -107,9 +107,14 @@ class _GuardedStream(trio.abc.HalfCloseableStream):
     then broken, which hypercorn answers by closing it."""
 
     def __init__(
-        self, inner: trio.SocketStream, clock: ConnectionClock, on_cut: Callable[[Cut], None]
+        self,
+        inner: trio.SocketStream,
+        clock: ConnectionClock,
+        on_cut: Callable[[Cut], None],
+        send_timeout: float,
     ) -> None:
         self._inner = inner
+        self._send_timeout = send_timeout
         self._on_cut = on_cut
         self.socket = inner.socket  # hypercorn reads the peer's address from it
         self.clock = clock
@@ -140,9 +145,18 @@ class _GuardedStream(trio.abc.HalfCloseableStream):
         raise trio.BrokenResourceError(f"the client was too slow ({self.cut})")
 
     async def send_all(self, data: bytes | bytearray | memoryview) -> None:
-        await self._inner.send_all(data)
-        self.clock.sent(bytes(data[:16]), trio.current_time())
-        self._reading.deadline = self._deadline()  # a read waiting now gets the new one
+        # A client that does not read its answer would hold the connection: hypercorn
+        # shields its sends from cancellation, so the bound is here.
+        with trio.move_on_after(self._send_timeout):
+            await self._inner.send_all(data)
+            self.clock.sent(bytes(data[:16]), trio.current_time())
+            self._reading.deadline = self._deadline()  # a read waiting now gets the new one
+            return
+        self.cut = "send_timeout"
+        self._on_cut(self.cut)
+        self.close_now()
+        self.serving.cancel()
+        raise trio.BrokenResourceError("the client did not read its answer in time")
 
     async def wait_send_all_might_not_block(self) -> None:
         await self._inner.wait_send_all_might_not_block()
@@ -279,6 +293,9 @@ async def serve_guarded(
                 clock = ConnectionClock(
                     bounds.idle_timeout_secs, bounds.header_timeout_secs, since=now
                 )
-                nursery.start_soon(handle, _GuardedStream(trio.SocketStream(conn), clock, on_cut))
+                stream = _GuardedStream(
+                    trio.SocketStream(conn), clock, on_cut, bounds.body_timeout_secs
+                )
+                nursery.start_soon(handle, stream)
     finally:
         listener.close()

@@ -27,13 +27,16 @@ if TYPE_CHECKING:
 Admission = Literal["accept", "over_cap", "descriptors_low"]
 Phase = Literal["idle", "headers", "request"]
 # Why a listener cut a connection: counted per listener in metrics, logged rate-limited.
-Cut = Literal["over_cap", "descriptors_low", "idle_timeout", "header_timeout", "body_timeout"]
+Cut = Literal[
+    "over_cap", "descriptors_low", "idle_timeout", "header_timeout", "body_timeout", "send_timeout"
+]
 CUTS: tuple[Cut, ...] = (
     "over_cap",
     "descriptors_low",
     "idle_timeout",
     "header_timeout",
     "body_timeout",
+    "send_timeout",  # the client did not read its answer within body_timeout_secs
 )
 
 HEADER_END = b"\r\n\r\n"

@@ -91,7 +91,8 @@ class HttpLimits(_Strict):
     body_timeout_secs: Annotated[float, Field(gt=0, le=3600)] = Field(
         default=30.0,
         description="Seconds a client has for the whole request body once the headers are "
-        "in; then it gets 408 and the connection is closed.",
+        "in; then it gets 408 and the connection is closed. Also bounds each write of the "
+        "answer to a client that does not read it.",
     )
     idle_timeout_secs: Annotated[float, Field(gt=0, le=3600)] = Field(
         default=5.0,
