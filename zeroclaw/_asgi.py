@@ -79,7 +79,7 @@ class ListenerCounts:
 
 
 class ListenerBook:
-    """Every HTTP listener of this process by name, for metrics and `status`."""
+    """Every HTTP listener of this process by name, for the metrics."""
 
     def __init__(self) -> None:
         self._counts: dict[str, ListenerCounts] = {}
