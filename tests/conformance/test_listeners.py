@@ -23,13 +23,13 @@ import pytest
 
 from tests.conformance._matrix import Cell, Observed, cells_on
 from tests.conformance._table import record
-from tests.known_secrets import HOOK_SECRET
+from tests.known_secrets import HOOK_SECRET, METRICS_TOKEN, assert_no_secret_logged
 from tests.ops.test_metrics import samples, value
 from tests.supervisor import harness
 
 PROBE_ENTRYPOINT = "tests.conformance._listener_probe:main"
 TOKEN_ENV = "ZEROCLAW_METRICS_TOKEN"
-TOKEN = "conformance-metrics-token"
+TOKEN = METRICS_TOKEN
 NOFILE = 256
 WAIT = 30.0  # the longest any answer or close is awaited (a bound, never reached)
 
@@ -115,7 +115,10 @@ def start(seconds: float, caps: dict[str, int], aliases: tuple[str, ...]) -> Ite
     finally:
         os.close(reader)
         daemon.stop()
-        harness.remove_root(root)
+        try:
+            assert_no_secret_logged(daemon.log_path)  # the token above all
+        finally:
+            harness.remove_root(root)
 
 
 def wait_serving(daemon: harness.Daemon, key: str) -> None:

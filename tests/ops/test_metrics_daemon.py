@@ -17,6 +17,7 @@ import httpx
 import tomli_w
 
 from tests.cli.helpers import run_cli
+from tests.known_secrets import METRICS_TOKEN
 from tests.ops.test_metrics import Samples, free_port, samples, value
 from tests.supervisor.harness import Daemon, agent_entry, make_config
 
@@ -37,7 +38,7 @@ def config(root: Path, listen: str | None) -> dict[str, Any]:
 
 
 TOKEN_ENV = "ZEROCLAW_METRICS_TOKEN"
-TOKEN = "metrics-scrape-token-of-the-test"
+TOKEN = METRICS_TOKEN
 AUTH = {"authorization": f"Bearer {TOKEN}"}
 
 
