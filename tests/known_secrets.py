@@ -14,8 +14,9 @@ PROVIDER_KEY = "sk-zc-test-provider-key-7c41e9"  # a provider's api_key_env valu
 OPENAI_KEY = "sk-zc-test-openai-key-2b8d05"  # the fake OpenAI-compatible server's key
 HOOK_SECRET = "zc-test-webhook-signing-secret-9a3f"  # a webhook channel's secret_env value
 UNBOUND_SECRET = "zc-test-secret-bound-to-nobody-51d2"  # in the daemon's env, for no agent
+METRICS_TOKEN = "zc-test-metrics-bearer-token-e60b"  # the metrics_token_env value
 
-TEST_SECRETS = (PROVIDER_KEY, OPENAI_KEY, HOOK_SECRET, UNBOUND_SECRET)
+TEST_SECRETS = (PROVIDER_KEY, OPENAI_KEY, HOOK_SECRET, UNBOUND_SECRET, METRICS_TOKEN)
 
 
 def secrets_in(text: str, secrets: tuple[str, ...] = TEST_SECRETS) -> list[str]:

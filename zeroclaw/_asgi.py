@@ -1,21 +1,43 @@
 """What our small HTTP servers on hypercorn's trio worker share (the webhook channel, the
-metrics listener): a config that serves an already bound socket quietly, and the ASGI
-lifespan handshake every app must answer."""
+metrics listener): a quiet hypercorn config, the ASGI lifespan handshake every app must
+answer, and `serve_guarded`, which serves an app on a bound socket within the bounds an
+outside client gets (ADR 0045: a connection cap, a descriptor reserve, read deadlines)."""
 
 from __future__ import annotations
 
+import errno
 import logging
+import math
+import os
+import resource
 import socket
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, cast
 
 import hypercorn.config
-from hypercorn.typing import ASGIReceiveCallable, ASGISendCallable
+import trio
+from hypercorn.app_wrappers import ASGIWrapper
+from hypercorn.trio.tcp_server import TCPServer
+from hypercorn.trio.worker_context import WorkerContext
+from hypercorn.typing import (
+    ASGIFramework,
+    ASGIReceiveCallable,
+    ASGIReceiveEvent,
+    ASGISendCallable,
+    ASGISendEvent,
+    ConnectionState,
+    Scope,
+)
+
+from ._http_guard import ConnectionClock, Cut, HttpBounds, admit_connection, body_deadline
+from ._log_throttle import LogThrottle
 
 
-def socket_config(sock: socket.socket, log_name: str) -> hypercorn.config.Config:
-    """Serve `sock` (bound and listening; hypercorn owns it from here): no access log, no
-    Server header, errors to `log_name`, a short graceful shutdown."""
+def quiet_config(log_name: str) -> hypercorn.config.Config:
+    """No access log, no Server header, errors to `log_name`, a short graceful shutdown."""
     config = hypercorn.config.Config()
-    config.bind = [f"fd://{sock.detach()}"]
     config.accesslog = None
     config.errorlog = logging.getLogger(log_name)
     config.include_server_header = False
@@ -32,3 +54,248 @@ async def answer_lifespan(receive: ASGIReceiveCallable, send: ASGISendCallable) 
         elif message["type"] == "lifespan.shutdown":
             await send({"type": "lifespan.shutdown.complete"})
             return
+
+
+# --------------------------------------------------------------------------- guarded serving
+
+ACCEPT_RETRY_SECS = 0.1  # after an accept that found no descriptor: do not spin
+CUT_LOG_INTERVAL_SECS = 10.0  # a flood of cut connections is a line per cause per interval
+_CAPACITY_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
+
+
+@dataclass
+class ListenerCounts:
+    """One listener's connections: open now, and those it cut, by cause (kept across
+    restarts of the listener, so the metrics counters only grow)."""
+
+    open: int = 0
+    cut: Counter[Cut] = field(default_factory=Counter)
+    closed: trio.Event = field(default_factory=trio.Event)  # set at a close (then a new one)
+
+    def note_closed(self) -> None:
+        self.open -= 1
+        self.closed.set()
+        self.closed = trio.Event()
+
+
+class ListenerBook:
+    """Every HTTP listener of this process by name, for the metrics."""
+
+    def __init__(self) -> None:
+        self._counts: dict[str, ListenerCounts] = {}
+
+    def counts(self, name: str) -> ListenerCounts:
+        return self._counts.setdefault(name, ListenerCounts())
+
+    def snapshot(self) -> dict[str, ListenerCounts]:
+        return dict(self._counts)
+
+
+LISTENERS = ListenerBook()
+
+
+def open_descriptors() -> int:
+    """How many descriptors this process holds (the directory read itself not counted)."""
+    try:
+        return len(os.listdir("/proc/self/fd")) - 1
+    except OSError:  # out of descriptors for the read itself: as full as it gets
+        return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
+class _GuardedStream(trio.abc.HalfCloseableStream):
+    """A connection whose reads end at the `ConnectionClock`'s deadline: the connection is
+    then broken, which hypercorn answers by closing it."""
+
+    def __init__(
+        self,
+        inner: trio.SocketStream,
+        clock: ConnectionClock,
+        on_cut: Callable[[Cut], None],
+        send_timeout: float,
+    ) -> None:
+        self._inner = inner
+        self._send_timeout = send_timeout
+        self._on_cut = on_cut
+        self.socket = inner.socket  # hypercorn reads the peer's address from it
+        self.clock = clock
+        self.cut: Cut | None = None
+        self._reading = trio.CancelScope()
+        self.serving = trio.CancelScope()  # the connection's server runs in it
+
+    def _deadline(self) -> float:
+        deadline = self.clock.deadline()
+        return math.inf if deadline is None else deadline
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes:
+        with trio.CancelScope(deadline=self._deadline()) as self._reading:
+            data = await self._inner.receive_some(max_bytes)
+            if not data:
+                # The client is gone: hypercorn drops its request too, but would keep the
+                # connection (and its place under the cap) until its keep-alive timer.
+                self.serving.cancel()
+            self.clock.received(bytes(data), trio.current_time())
+            return bytes(data)
+        # Closed here and now, and the connection's server stopped: hypercorn would keep
+        # the connection (and its place under the cap) until its own keep-alive timer.
+        self.cut = self.clock.expired()
+        if self.cut is not None:
+            self._on_cut(self.cut)
+        self.close_now()
+        self.serving.cancel()
+        raise trio.BrokenResourceError(f"the client was too slow ({self.cut})")
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        # A client that does not read its answer would hold the connection: hypercorn
+        # shields its sends from cancellation, so the bound is here.
+        with trio.move_on_after(self._send_timeout):
+            await self._inner.send_all(data)
+            self.clock.sent(bytes(data[:16]), trio.current_time())
+            self._reading.deadline = self._deadline()  # a read waiting now gets the new one
+            return
+        self.cut = "send_timeout"
+        self._on_cut(self.cut)
+        self.close_now()
+        self.serving.cancel()
+        raise trio.BrokenResourceError("the client did not read its answer in time")
+
+    async def wait_send_all_might_not_block(self) -> None:
+        await self._inner.wait_send_all_might_not_block()
+
+    async def send_eof(self) -> None:
+        await self._inner.send_eof()
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    def close_now(self) -> None:
+        self._inner.socket.close()
+
+
+def _body_deadline_app(
+    app: ASGIFramework, bounds: HttpBounds, on_cut: Callable[[Cut], None]
+) -> ASGIFramework:
+    """`app`, with a deadline on the request body: past it, the client gets 408 and the
+    connection is closed (hypercorn closes a connection whose request was not read whole),
+    and the app sees a disconnect."""
+
+    async def guarded(scope: Scope, receive: ASGIReceiveCallable, send: ASGISendCallable) -> None:
+        if scope["type"] != "http":
+            await app(scope, receive, send)
+            return
+        deadline = body_deadline(trio.current_time(), bounds.body_timeout_secs)
+        started = False
+        timed_out = False
+
+        async def bounded_receive() -> ASGIReceiveEvent:
+            nonlocal timed_out
+            if not timed_out:
+                with trio.move_on_at(deadline):
+                    return await receive()
+                timed_out = True
+                on_cut("body_timeout")
+                if not started:
+                    await send(
+                        {
+                            "type": "http.response.start",
+                            "status": 408,
+                            "headers": [
+                                (b"connection", b"close"),
+                                (b"content-type", b"text/plain"),
+                                (b"content-length", b"29"),
+                            ],
+                        }
+                    )
+                    await send(
+                        {
+                            "type": "http.response.body",
+                            "body": b"request body not sent in time",
+                            "more_body": False,
+                        }
+                    )
+            return {"type": "http.disconnect"}
+
+        async def bounded_send(message: ASGISendEvent) -> None:
+            nonlocal started
+            if timed_out:
+                return  # the 408 went instead
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        await app(scope, bounded_receive, bounded_send)
+
+    return guarded
+
+
+async def serve_guarded(
+    app: ASGIFramework,
+    sock: socket.socket,
+    *,
+    name: str,
+    bounds: HttpBounds,
+    log_name: str,
+    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve `app` on `sock` (bound, listening; ours to close) until cancelled, with the
+    connection cap, the descriptor reserve and the read deadlines of `bounds` (ADR 0045).
+
+    Our own accept loop hands each admitted connection to hypercorn's per-connection
+    server: hypercorn has no connection cap, and its read timeout is per read, not per
+    request."""
+    config = quiet_config(log_name)
+    # A backstop only: our deadlines cut first (hypercorn's timer covers idle and headers).
+    config.keep_alive_timeout = bounds.idle_timeout_secs + bounds.header_timeout_secs
+    counts = LISTENERS.counts(name)
+    throttle = LogThrottle[str](CUT_LOG_INTERVAL_SECS, overflow_key="other")
+    logger = logging.getLogger(log_name)
+
+    def on_cut(cut: Cut) -> None:
+        counts.cut[cut] += 1
+        many = throttle.event(cut, trio.current_time())
+        if many:
+            logger.warning("%s cut %d connection(s): %s", name, many, cut, extra={"rule": cut})
+
+    wrapped = ASGIWrapper(_body_deadline_app(app, bounds, on_cut))
+    context = WorkerContext(None)
+    state = ConnectionState({})
+    listener = trio.socket.from_stdlib_socket(sock)
+
+    async def handle(stream: _GuardedStream) -> None:
+        try:
+            with stream.serving:
+                server = TCPServer(wrapped, config, context, state, cast(Any, stream))
+                await server.run()
+        finally:
+            stream.close_now()  # not awaited: the listener may be cancelled already
+            counts.note_closed()
+
+    try:
+        async with trio.open_nursery() as nursery:
+            task_status.started()
+            while True:
+                try:
+                    conn, _ = await listener.accept()
+                except OSError as exc:
+                    if exc.errno in _CAPACITY_ERRNOS:
+                        on_cut("descriptors_low")
+                        await trio.sleep(ACCEPT_RETRY_SECS)
+                    continue  # the peer gave up meanwhile, or the like: not ours to fail
+                limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+                verdict = admit_connection(
+                    counts.open, bounds.max_connections, open_descriptors(), limit
+                )
+                if verdict != "accept":
+                    conn.close()
+                    on_cut(verdict)
+                    continue
+                counts.open += 1
+                now = trio.current_time()
+                clock = ConnectionClock(
+                    bounds.idle_timeout_secs, bounds.header_timeout_secs, since=now
+                )
+                stream = _GuardedStream(
+                    trio.SocketStream(conn), clock, on_cut, bounds.body_timeout_secs
+                )
+                nursery.start_soon(handle, stream)
+    finally:
+        listener.close()

@@ -442,3 +442,32 @@ def test_peer_tool_names_are_the_tools_models_see() -> None:
     from zeroclaw.tools import DEFAULT_TOOLSET
 
     assert set(typing.get_args(ToolName)) == set(DEFAULT_TOOLSET.names())
+
+
+# --------------------------------------------------------------------------- metrics token
+
+
+def test_the_metrics_token_variable_may_not_be_a_provider_key(doc: dict[str, Any]) -> None:
+    """Agents receive their provider's key: it cannot also be the scrape credential."""
+    doc["providers"]["openai"] = {"cloud": {"model": "m", "api_key_env": "SHARED_VAR"}}
+    doc["daemon"]["metrics_listen"] = "127.0.0.1:9464"
+    doc["daemon"]["metrics_token_env"] = "SHARED_VAR"
+    key, message = only(doc)
+    assert key == "daemon.metrics_token_env" and "providers.openai.cloud" in message
+    doc["daemon"]["metrics_token_env"] = "ZEROCLAW_METRICS_TOKEN"
+    validate_document(doc, base_dir=Path("/srv/zc"), env=ENV)
+
+
+def test_metrics_listen_needs_a_token_variable(doc: dict[str, Any]) -> None:
+    doc["daemon"]["metrics_listen"] = "127.0.0.1:9464"
+    key, message = only(doc)
+    assert key.startswith("daemon") and "metrics_token_env" in message
+
+
+def test_listener_limits_are_bounded(doc: dict[str, Any]) -> None:
+    doc["daemon"]["metrics_limits"] = {"body_timeout_secs": 0}
+    key, _ = only(doc)
+    assert key == "daemon.metrics_limits.body_timeout_secs"
+    doc["daemon"]["metrics_limits"] = {"max_connections": 0}
+    key, _ = only(doc)
+    assert key == "daemon.metrics_limits.max_connections"

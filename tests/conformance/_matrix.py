@@ -31,6 +31,7 @@ Layer = Literal[
     "kernel_stricter",  # the kernel denies what the policy allows (ADR 0039)
     "cli",  # the CLI's own checks
     "discovery",  # discovery's one redaction (ADR 0047)
+    "listener",  # an HTTP listener's own bounds and credential (ADR 0045)
 ]
 
 BOUNDARIES = (
@@ -46,6 +47,8 @@ BOUNDARIES = (
     "router",
     "discovery_redaction",
     "daemon_code",  # the daemon's own code: read-only to every agent (ADR 0044)
+    "daemon_resources",  # what an outside client may hold: connections, descriptors, time
+    "metrics",  # what the metrics tell, and to whom
 )
 PATHS = (
     "policy",  # the pure decision functions, every corpus spelling
@@ -61,6 +64,7 @@ PATHS = (
     "cli",  # the CLI chat channel (the cli channel type)
     "subagent_runtime",  # a sub-agent runtime's tools
     "discovery",  # what a discovery scan writes, prints, publishes and logs
+    "http_listener",  # raw TCP to each HTTP listener of the model (ADR 0045)
 )
 # profile -> the agent of the conformance daemon that plays it (and how approvals go).
 PROFILES: dict[str, tuple[str, bool | None]] = {
@@ -1126,6 +1130,76 @@ def _daemon_code_cells() -> list[Cell]:
                     {"code_kind": kind},
                 )
             )
+# ----------------------------------------------------------- HTTP listeners (ADR 0045)
+# What each HTTP listener kind of the config model (`_registries.http_listeners`) refuses
+# a request without its credential with; a new listener kind fails here until it has one.
+LISTENER_CREDENTIAL = {
+    "daemon.metrics_limits": ("metrics", "unauthorized"),
+    "channels.webhook.*.limits": ("router", "stale_timestamp"),
+}
+# case -> (profile, boundary, action, expect); `cut`: closed before the client was done.
+LISTENER_CASES: dict[str, tuple[str, str, str, Expect]] = {
+    "slow header cut": (
+        "unauthenticated",
+        "daemon_resources",
+        "slow_header",
+        _no("cut", "listener"),
+    ),
+    "slow body cut": ("unauthenticated", "daemon_resources", "slow_body", _no("cut", "listener")),
+    "over the connection cap": (
+        "unauthenticated",
+        "daemon_resources",
+        "over_cap",
+        _no("over_cap", "listener"),
+    ),
+    "descriptors exhausted, the operator is served": (
+        "operator",
+        "daemon_resources",
+        "flood_then_status",
+        _ok("listener"),
+    ),
+}
+
+
+def _listener_cells() -> list[Cell]:
+    from tests.conformance._registries import http_listeners
+
+    cells = []
+    for listener in sorted(http_listeners()):
+        boundary, refusal = LISTENER_CREDENTIAL[listener]
+        kind = listener.split(".")[1] if listener.startswith("channels.") else "metrics"
+        for case, (profile, where, action, expect) in LISTENER_CASES.items():
+            cells.append(
+                Cell(
+                    where,
+                    "http_listener",
+                    profile,
+                    f"{kind}: {case}",
+                    action,
+                    expect,
+                    extra={"listener": listener},
+                )
+            )
+        cells += [
+            Cell(
+                boundary,
+                "http_listener",
+                "unauthenticated",
+                f"{kind}: no credential",
+                "no_credential",
+                _no(refusal, "listener" if boundary == "metrics" else "channel"),
+                extra={"listener": listener},
+            ),
+            Cell(
+                boundary,
+                "http_listener",
+                "readonly",
+                f"{kind}: an agent without the credential",
+                "agent_no_credential",
+                _no(refusal, "zygote" if boundary == "metrics" else "channel"),
+                extra={"listener": listener},
+            ),
+        ]
     return cells
 
 
@@ -1143,6 +1217,7 @@ def all_cells() -> list[Cell]:
         *_subagent_cells(),
         *_policy_cells(),
         *_daemon_code_cells(),
+        *_listener_cells(),
     ]
     keys = [c.key for c in cells]
     dupes = {k for k in keys if keys.count(k) > 1}

@@ -105,3 +105,29 @@ def secret_kinds() -> frozenset[str]:
 
 def repo_path(*parts: str) -> Path:
     return REPO.joinpath(*parts)
+
+
+def http_listeners() -> frozenset[str]:
+    """Every HTTP listener kind of the config model: each table with an `HttpLimits` field,
+    named by its dotted place in the model (a dict of tables as `*`), e.g.
+    `channels.webhook.*.limits`. A new listener gets its limits table, and so its cells."""
+    from pydantic import BaseModel
+
+    from zeroclaw.config import Config, HttpLimits
+
+    found: set[str] = set()
+
+    def walk(model: type[BaseModel], prefix: str) -> None:
+        for name, info in model.model_fields.items():
+            annotation = info.annotation
+            args = get_args(annotation)
+            if annotation is HttpLimits:
+                found.add(f"{prefix}{name}")
+            elif isinstance(annotation, type) and issubclass(annotation, BaseModel):
+                walk(annotation, f"{prefix}{name}.")
+            elif args and isinstance(args[-1], type) and issubclass(args[-1], BaseModel):
+                walk(args[-1], f"{prefix}{name}.*.")  # dict[str, Model]
+
+    walk(Config, "")
+    assert found, "no HttpLimits table found in the config model"
+    return frozenset(found)

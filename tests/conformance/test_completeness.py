@@ -81,3 +81,17 @@ def test_every_discovery_surface_and_secret_kind_has_a_cell() -> None:
     for surface in registries.discovery_surfaces():
         for kind in registries.secret_kinds():
             assert (surface, kind) in cells, f"no cell for a {kind} secret in {surface}"
+
+
+def test_every_http_listener_of_the_model_has_every_listener_case() -> None:
+    from tests.conformance._matrix import LISTENER_CASES
+
+    cases = {
+        (c.extra["listener"], c.case.partition(": ")[2])
+        for c in all_cells()
+        if c.path == "http_listener"
+    }
+    wanted = {*LISTENER_CASES, "no credential", "an agent without the credential"}
+    for listener in registries.http_listeners():
+        missing = {case for case in wanted if (listener, case) not in cases}
+        assert not missing, f"HTTP listener {listener} lacks cells: {sorted(missing)}"

@@ -24,7 +24,7 @@ from zeroclaw.events import (
     ReloadApplied,
     TurnFinished,
 )
-from zeroclaw.ops import Metrics, MetricsSources
+from zeroclaw.ops import Metrics, MetricsListen, MetricsSources
 from zeroclaw.ops._metrics import AGENT_STATES, agent_label
 from zeroclaw.supervisor._lifecycle import (
     EX_CONFIG,
@@ -238,6 +238,15 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+TOKEN = b"scrape-token-for-tests"
+AUTH = {"authorization": f"Bearer {TOKEN.decode()}"}
+
+
+def on(listen: str | None) -> MetricsListen:
+    """The listener's settings for `listen`, with the test's token."""
+    return MetricsListen(listen, TOKEN)
+
+
 async def wait_serving(metrics: Metrics) -> None:
     await metrics.wait_listener(lambda state: state.serving)
 
@@ -247,10 +256,10 @@ async def test_listener_serves_metrics_and_404_elsewhere() -> None:
     metrics = Metrics(MetricsSources(agent_states=lambda: {"running": 1}), sink)
     port = free_port()
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(metrics.keep_listener, lambda: f"127.0.0.1:{port}", sink)
+        nursery.start_soon(metrics.keep_listener, lambda: on(f"127.0.0.1:{port}"), sink)
         with trio.fail_after(10):
             await wait_serving(metrics)
-        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as http:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", headers=AUTH) as http:
             response = await http.get("/metrics")
             assert response.status_code == 200
             assert response.headers["content-type"].startswith("text/plain; version=")
@@ -272,7 +281,9 @@ async def test_a_taken_port_is_reported_and_retried_not_fatal() -> None:
     listen = f"127.0.0.1:{holder.getsockname()[1]}"
     async with trio.open_nursery() as nursery:
         nursery.start_soon(
-            lambda: metrics.keep_listener(lambda: listen, sink, retry_initial=0.05, retry_max=0.1)
+            lambda: metrics.keep_listener(
+                lambda: on(listen), sink, retry_initial=0.05, retry_max=0.1
+            )
         )
         with trio.fail_after(10):
             await metrics.wait_listener(lambda state: state.failures > 0)
@@ -291,7 +302,7 @@ async def test_a_reload_that_changes_metrics_listen_moves_the_listener() -> None
     first, second = free_port(), free_port()
     current: list[str | None] = [f"127.0.0.1:{first}"]
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(metrics.keep_listener, lambda: current[0], sink)
+        nursery.start_soon(metrics.keep_listener, lambda: on(current[0]), sink)
         with trio.fail_after(10):
             await wait_serving(metrics)
         sink.publish(ReloadApplied("ok"))  # nothing changed: the listener stays
@@ -301,7 +312,7 @@ async def test_a_reload_that_changes_metrics_listen_moves_the_listener() -> None
         sink.publish(ReloadApplied("ok"))
         with trio.fail_after(10):
             await metrics.wait_listener(lambda state: state.port == second and state.serving)
-        async with httpx.AsyncClient() as http:
+        async with httpx.AsyncClient(headers=AUTH) as http:
             assert (await http.get(f"http://127.0.0.1:{second}/metrics")).status_code == 200
             with pytest.raises(httpx.ConnectError):
                 await http.get(f"http://127.0.0.1:{first}/metrics")
@@ -310,4 +321,46 @@ async def test_a_reload_that_changes_metrics_listen_moves_the_listener() -> None
         with trio.fail_after(10):
             await metrics.wait_listener(lambda state: state.listen is None)
         assert not any(n == "zeroclaw_metrics_listener_up" for n, _ in scrape(metrics))
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_scrape_without_the_bearer_token_gets_401_and_no_metrics() -> None:
+    sink = EventSink()
+    metrics = Metrics(MetricsSources(agent_states=lambda: {"running": 1}), sink, process=False)
+    port = free_port()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(metrics.keep_listener, lambda: on(f"127.0.0.1:{port}"), sink)
+        with trio.fail_after(10):
+            await wait_serving(metrics)
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as http:
+            for headers in (
+                {},
+                {"authorization": "Bearer wrong"},
+                {"authorization": f"Basic {TOKEN.decode()}"},
+                {"authorization": f"Bearer {TOKEN.decode()}x"},
+            ):
+                refused = await http.get("/metrics", headers=headers)
+                assert refused.status_code == 401, headers
+                assert "zeroclaw_agents" not in refused.text
+                assert refused.headers["www-authenticate"].startswith("Bearer")
+            # Not even the shape of the listener leaks: 401 before 404.
+            assert (await http.get("/nowhere")).status_code == 401
+            ok = await http.get("/metrics", headers={"authorization": f"bearer {TOKEN.decode()}"})
+            assert ok.status_code == 200 and "zeroclaw_agents" in ok.text
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_metrics_listener_whose_token_variable_is_unset_is_not_served() -> None:
+    sink = EventSink()
+    metrics = Metrics(events=sink, process=False)
+    port = free_port()
+    settings = MetricsListen(f"127.0.0.1:{port}", None, token_env="ZC_METRICS_TOKEN")
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(metrics.keep_listener, lambda: settings, sink)
+        with trio.fail_after(10):
+            state = await metrics.wait_listener(lambda s: s.error is not None)
+        assert "ZC_METRICS_TOKEN" in (state.error or "") and not state.serving
+        with pytest.raises(httpx.ConnectError):
+            async with httpx.AsyncClient() as http:
+                await http.get(f"http://127.0.0.1:{port}/metrics")
         nursery.cancel_scope.cancel()

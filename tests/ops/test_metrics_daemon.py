@@ -17,6 +17,7 @@ import httpx
 import tomli_w
 
 from tests.cli.helpers import run_cli
+from tests.known_secrets import METRICS_TOKEN
 from tests.ops.test_metrics import Samples, free_port, samples, value
 from tests.supervisor.harness import Daemon, agent_entry, make_config
 
@@ -32,7 +33,13 @@ def config(root: Path, listen: str | None) -> dict[str, Any]:
     )
     if listen is not None:
         doc["daemon"]["metrics_listen"] = listen
+        doc["daemon"]["metrics_token_env"] = TOKEN_ENV
     return doc
+
+
+TOKEN_ENV = "ZEROCLAW_METRICS_TOKEN"
+TOKEN = METRICS_TOKEN
+AUTH = {"authorization": f"Bearer {TOKEN}"}
 
 
 def cli_metrics(daemon: Daemon) -> Samples:
@@ -45,16 +52,17 @@ def test_a_scrape_and_zeroclaw_metrics_count_what_the_daemon_did(
     root: Path, daemons: DaemonFactory
 ) -> None:
     port = free_port()
-    daemon = daemons(config(root, f"127.0.0.1:{port}")).start()
+    daemon = daemons(config(root, f"127.0.0.1:{port}")).start(**{TOKEN_ENV: TOKEN})
     url = f"http://127.0.0.1:{port}/metrics"
-    scraped = httpx.get(url, timeout=30)
+    assert httpx.get(url, timeout=30).status_code == 401  # no token, no metrics
+    scraped = httpx.get(url, timeout=30, headers=AUTH)
     assert scraped.status_code == 200
     assert scraped.headers["content-type"].startswith("text/plain; version=")
     parsed = samples(scraped.text)
     assert value(parsed, "zeroclaw_agents", state="running") == 3
     assert value(parsed, "zeroclaw_agents", state="fatal") == 0
     assert value(parsed, "zeroclaw_metrics_listener_up", listen=f"127.0.0.1:{port}") == 1
-    assert httpx.get(f"http://127.0.0.1:{port}/", timeout=30).status_code == 404
+    assert httpx.get(f"http://127.0.0.1:{port}/", timeout=30, headers=AUTH).status_code == 404
 
     # A chat turn: counted, and its duration in the turn histogram.
     chat = daemon.cli("-a", "alpha", "chat", "-m", "hi")
@@ -88,7 +96,7 @@ def test_a_scrape_and_zeroclaw_metrics_count_what_the_daemon_did(
     assert value(parsed, "zeroclaw_agent_restarts_total", alias="alpha") == 1
     assert value(parsed, "zeroclaw_agents", state="running") == 3
     # The listener serves what the control socket prints.
-    scraped_after = samples(httpx.get(url, timeout=30).text)
+    scraped_after = samples(httpx.get(url, timeout=30, headers=AUTH).text)
     assert value(scraped_after, "zeroclaw_agent_exits_total", alias="alpha", cause="signal") == 1
 
     as_json = daemon.cli("metrics", "--json")
@@ -117,7 +125,7 @@ def test_a_taken_metrics_port_does_not_kill_the_daemon_and_a_reload_moves_it(
         holder.bind(("127.0.0.1", 0))
         holder.listen(1)
         listen = f"127.0.0.1:{holder.getsockname()[1]}"
-        daemon = daemons(config(root, listen)).start()
+        daemon = daemons(config(root, listen)).start(**{TOKEN_ENV: TOKEN})
         parsed = cli_metrics(daemon)
         assert value(parsed, "zeroclaw_metrics_listener_up", listen=listen) == 0
         assert value(parsed, "zeroclaw_agents", state="running") == 3
@@ -128,7 +136,7 @@ def test_a_taken_metrics_port_does_not_kill_the_daemon_and_a_reload_moves_it(
         daemon.write_config(config(root, moved))
         assert daemon.cli("reload").returncode == 0
         wait_metrics(daemon, lambda p: value(p, "zeroclaw_metrics_listener_up", listen=moved) == 1)
-        scraped = httpx.get(f"http://{moved}/metrics", timeout=30)
+        scraped = httpx.get(f"http://{moved}/metrics", timeout=30, headers=AUTH)
         assert value(samples(scraped.text), "zeroclaw_agents", state="running") == 3
 
 
@@ -143,3 +151,13 @@ def test_a_non_loopback_metrics_listen_is_refused(root: Path) -> None:
     doc["daemon"]["metrics_allow_remote"] = True
     path.write_text(tomli_w.dumps(doc))
     assert run_cli("--config", path, "config", "validate").returncode == 0
+
+
+def test_a_metrics_listen_without_a_token_variable_is_refused(root: Path) -> None:
+    path = root / "zeroclaw.toml"
+    doc = config(root, "127.0.0.1:9464")
+    del doc["daemon"]["metrics_token_env"]
+    path.write_text(tomli_w.dumps(doc))
+    result = run_cli("--config", path, "config", "validate")
+    assert result.returncode == 2
+    assert "metrics_token_env" in result.stdout + result.stderr

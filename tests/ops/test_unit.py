@@ -233,3 +233,12 @@ def test_systemctl_show_and_passwd_parsing() -> None:
     assert props == {"LoadState": "loaded", "ActiveState": "active", "UnitFileState": ""}
     assert user_exists("root:x:0:0::/root:/bin/sh\nzeroclaw:x:999:999::/var/lib/zeroclaw:/x\n")
     assert not user_exists("zeroclawx:x:1:1::/:/x\n")
+
+
+def test_both_units_raise_the_descriptor_limit() -> None:
+    """ADR 0045: without LimitNOFILE, systemd's soft 1024 let 971 slow clients lock the
+    operator out of the control socket."""
+    for scope in ("system", "user"):
+        rendered = directives(render_unit(TEMPLATE, spec(scope)))  # type: ignore[arg-type]
+        limits = [line for line in rendered if line.startswith("LimitNOFILE=")]
+        assert limits == ["LimitNOFILE=65536"], scope

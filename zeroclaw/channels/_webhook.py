@@ -25,12 +25,12 @@ from dataclasses import dataclass, field
 from functools import partial
 
 import httpx
-import hypercorn.trio
 import msgspec
 import trio
 from hypercorn.typing import ASGIReceiveCallable, ASGISendCallable, HTTPScope, Scope
 
-from .._asgi import answer_lifespan, socket_config
+from .._asgi import answer_lifespan, serve_guarded
+from .._http_guard import HttpBounds, http_bounds
 from .._log_throttle import LogThrottle
 from ..config import WebhookChannel
 from ._adapter import ChannelStartFailed
@@ -185,7 +185,6 @@ class WebhookAdapter:
         self._secrets = secret_values
         self._host = host
         sock = self._bind()
-        config = socket_config(sock, "zeroclaw.channels.webhook.http")
         timeout = httpx.Timeout(self.callback_timeout_secs)
         async with (
             httpx.AsyncClient(timeout=timeout, follow_redirects=False) as client,
@@ -193,9 +192,33 @@ class WebhookAdapter:
         ):
             self._client = client
             self._nursery = nursery
-            await nursery.start(partial(hypercorn.trio.serve, self._app, config))
+            await nursery.start(
+                partial(
+                    serve_guarded,
+                    self._app,
+                    sock,
+                    name=self.listener_name(),
+                    bounds=self.bounds(),
+                    log_name="zeroclaw.channels.webhook.http",
+                )
+            )
             log.info("webhook listener on %s serves %s", self.listen, ", ".join(self.keys))
             task_status.started()
+
+    def listener_name(self) -> str:
+        """Its name in metrics: the address it serves (the bound port, when it was 0)."""
+        host = self.listen.rpartition(":")[0]
+        return f"webhook {host}:{self.port}"
+
+    def bounds(self) -> HttpBounds:
+        """The listener's bounds: the strictest of its channels' `limits`."""
+        each = [http_bounds(hook.limits) for hook in self._channels.values()]
+        return HttpBounds(
+            header_timeout_secs=min(b.header_timeout_secs for b in each),
+            body_timeout_secs=min(b.body_timeout_secs for b in each),
+            idle_timeout_secs=min(b.idle_timeout_secs for b in each),
+            max_connections=min(b.max_connections for b in each),
+        )
 
     def _bind(self) -> socket.socket:
         host, _, port = self.listen.rpartition(":")

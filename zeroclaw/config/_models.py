@@ -76,6 +76,37 @@ ConfigPath = Annotated[Path, AfterValidator(_resolve_path)]
 Seconds = Annotated[float, Field(gt=0, le=86_400 * 7)]
 
 
+# --------------------------------------------------------------------------- HTTP listeners
+
+
+class HttpLimits(_Strict):
+    """What an outside client may hold of one HTTP listener (ADR 0045). Every HTTP listener
+    of the daemon has a table of this model: the conformance table finds them by it."""
+
+    header_timeout_secs: Annotated[float, Field(gt=0, le=3600)] = Field(
+        default=10.0,
+        description="Seconds a client has for a request's whole header block, from its first "
+        "byte (not per byte: a client trickling one byte a second is cut all the same).",
+    )
+    body_timeout_secs: Annotated[float, Field(gt=0, le=3600)] = Field(
+        default=30.0,
+        description="Seconds a client has for the whole request body once the headers are "
+        "in; then it gets 408 and the connection is closed. Also bounds each write of the "
+        "answer to a client that does not read it.",
+    )
+    idle_timeout_secs: Annotated[float, Field(gt=0, le=3600)] = Field(
+        default=5.0,
+        description="Seconds a kept-alive connection may wait, idle, for its next request.",
+    )
+    max_connections: Annotated[int, Field(ge=1, le=65536)] = Field(
+        default=256,
+        description="Connections served at once; one more is closed at once (counted in "
+        "zeroclaw_http_connections_cut_total). Whatever this says, a listener stops "
+        "admitting while the daemon's descriptors are low (a reserve is kept for the "
+        "control socket).",
+    )
+
+
 # --------------------------------------------------------------------------- daemon
 
 
@@ -128,6 +159,26 @@ class DaemonConfig(_Strict):
         "(GET /metrics), e.g. '127.0.0.1:9464'; off when unset (`zeroclaw metrics` prints "
         "them all the same). Loopback only unless metrics_allow_remote.",
     )
+
+    metrics_token_env: EnvVarName | None = Field(
+        default=None,
+        description="Name of the environment variable holding the bearer token a scrape of "
+        "`metrics_listen` must send (`Authorization: Bearer <token>`); required with "
+        "metrics_listen. Agents never get it: their environment is an allowlist.",
+    )
+    metrics_limits: HttpLimits = Field(
+        default_factory=HttpLimits,
+        description="Timeouts and connection cap of the metrics listener.",
+    )
+
+    @model_validator(mode="after")
+    def _metrics_need_a_token(self) -> DaemonConfig:
+        if self.metrics_listen is not None and self.metrics_token_env is None:
+            raise ValueError(
+                "metrics_listen needs metrics_token_env: the metrics name every agent, "
+                "channel and sub-agent, so a scrape must send a bearer token"
+            )
+        return self
 
     @field_validator("metrics_listen")
     @classmethod
@@ -361,6 +412,11 @@ class WebhookChannel(_Strict):
         default=5,
         description="Attempts to deliver one callback (backoff 1 s doubling, at most 60 s) "
         "on connection errors, timeouts, 429 and 5xx.",
+    )
+    limits: HttpLimits = Field(
+        default_factory=HttpLimits,
+        description="Timeouts and connection cap of this channel's HTTP listener; channels "
+        "sharing one `listen` address share a listener, which takes the strictest of each.",
     )
 
     @field_validator("listen")

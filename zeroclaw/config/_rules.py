@@ -470,6 +470,24 @@ def rule_webhook_listen(
             )
 
 
+def rule_metrics_token_is_its_own(
+    config: Config, declared: Declared, env: Mapping[str, str]
+) -> Iterator[ConfigIssue]:
+    """The metrics token's variable is no provider key's: an agent gets its provider's key
+    in its environment, and would then hold the scrape credential too (ADR 0045)."""
+    name = config.daemon.metrics_token_env
+    if name is None:
+        return
+    for kind in type(config.providers).model_fields:
+        for alias, provider in sorted(getattr(config.providers, kind).items()):
+            if getattr(provider, "api_key_env", None) == name:
+                yield ConfigIssue(
+                    ("daemon", "metrics_token_env"),
+                    f"{name} is also providers.{kind}.{alias}'s api_key_env, which agents "
+                    "using it receive; give the metrics token a variable of its own",
+                )
+
+
 def daemon_refusals(
     config: Config,
     env: Mapping[str, str],
@@ -544,4 +562,5 @@ RULES: tuple[Rule, ...] = (
     rule_workspace_holds_no_daemon_dir,
     rule_serial_devices_distinct,
     rule_webhook_listen,
+    rule_metrics_token_is_its_own,
 )

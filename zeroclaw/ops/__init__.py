@@ -66,11 +66,19 @@ from ._unit import (
 )
 
 if TYPE_CHECKING:
-    from ._metrics import Metrics, MetricsSources
+    from ._metrics import Metrics, MetricsListen, MetricsSources, metrics_listen
 
 # Loaded on first use: the CLI imports this package, and only the daemon needs the
 # Prometheus client and the HTTP server behind the metrics.
-_load = lazy_attributes(__name__, {"Metrics": "._metrics", "MetricsSources": "._metrics"})
+_load = lazy_attributes(
+    __name__,
+    {
+        "Metrics": "._metrics",
+        "MetricsListen": "._metrics",
+        "MetricsSources": "._metrics",
+        "metrics_listen": "._metrics",
+    },
+)
 
 
 def __getattr__(name: str) -> Any:
@@ -96,6 +104,7 @@ __all__: list[str] = [
     "LmdbFacts",
     "LockFacts",
     "Metrics",
+    "MetricsListen",
     "MetricsSources",
     "ProbeFacts",
     "ReaderSlot",
@@ -116,6 +125,7 @@ __all__: list[str] = [
     "gather_facts",
     "install_plan",
     "judge_unit_file",
+    "metrics_listen",
     "owned_paths",
     "parse_lock_readers",
     "parse_proc_locks",

@@ -25,9 +25,9 @@ import socket
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
-import hypercorn.trio
 import trio
 from hypercorn.typing import ASGIReceiveCallable, ASGISendCallable, Scope
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -39,7 +39,8 @@ from prometheus_client.core import (
 )
 from prometheus_client.process_collector import ProcessCollector
 
-from .._asgi import answer_lifespan, socket_config
+from .._asgi import LISTENERS, answer_lifespan, serve_guarded
+from .._http_guard import CUTS, HttpBounds, check_bearer
 from ..events import (
     AgentExited,
     AgentTransition,
@@ -108,6 +109,25 @@ class _Histogram:
 
 def _le(bound: float) -> str:
     return "+Inf" if bound == float("inf") else repr(float(bound))
+
+
+@dataclass(frozen=True)
+class MetricsListen:
+    """Where the metrics listener serves and what it asks of a scraper: `listen` off when
+    None; `token`, the bearer token a scrape must send (None: the variable is unset, and
+    the listener refuses to serve)."""
+
+    listen: str | None = None
+    token: bytes | None = None
+    bounds: HttpBounds = field(default_factory=HttpBounds)
+    token_env: str | None = None  # only to name it in an error, never its value
+
+
+def metrics_listen(
+    listen: str | None, token_env: str | None, bounds: HttpBounds, env: Mapping[str, str]
+) -> MetricsListen:
+    value = env.get(token_env, "") if token_env is not None else ""
+    return MetricsListen(listen, value.encode() or None, bounds, token_env)
 
 
 @dataclass
@@ -209,14 +229,14 @@ class Metrics:
 
     async def keep_listener(
         self,
-        listen_of: Callable[[], str | None],
+        listen_of: Callable[[], MetricsListen],
         events: EventSink,
         *,
         retry_initial: float = RETRY_INITIAL_SECS,
         retry_max: float = RETRY_MAX_SECS,
     ) -> None:
-        """Serve `/metrics` on `listen_of()` (the running config's `metrics_listen`), and
-        move the listener when a reload changes it."""
+        """Serve `/metrics` as `listen_of()` says (the running config's `metrics_listen`,
+        its token and limits), and move the listener when a reload changes it."""
         with events.subscribe() as reloads:
             async with trio.open_nursery() as nursery:
                 listen = listen_of()
@@ -225,23 +245,34 @@ class Metrics:
                     if isinstance(published.event, ReloadApplied) and listen_of() != listen:
                         scope.cancel()
                         listen = listen_of()
-                        log.info("metrics listener: %s after a reload", listen or "off")
+                        log.info("metrics listener: %s after a reload", listen.listen or "off")
                         scope = self._start(nursery, listen, retry_initial, retry_max)
 
     def _start(
-        self, nursery: trio.Nursery, listen: str | None, initial: float, ceiling: float
+        self, nursery: trio.Nursery, listen: MetricsListen, initial: float, ceiling: float
     ) -> trio.CancelScope:
         scope = trio.CancelScope()
-        self.listener = ListenerState(listen)
+        self.listener = ListenerState(listen.listen)
         self._note_listener()
-        nursery.start_soon(self._listen, scope, self.listener, initial, ceiling)
+        nursery.start_soon(self._listen, scope, self.listener, listen, initial, ceiling)
         return scope
 
     async def _listen(
-        self, scope: trio.CancelScope, state: ListenerState, initial: float, ceiling: float
+        self,
+        scope: trio.CancelScope,
+        state: ListenerState,
+        settings: MetricsListen,
+        initial: float,
+        ceiling: float,
     ) -> None:
         with scope:
             if state.listen is None:
+                return
+            if settings.token is None:
+                # Never served without its credential: the metrics name every agent.
+                state.error = f"its token variable {settings.token_env} is not set"
+                log.error("metrics listener %s not served: %s", state.listen, state.error)
+                self._note_listener()
                 return
             while True:
                 try:
@@ -257,7 +288,15 @@ class Metrics:
                 state.port = sock.getsockname()[1]
                 try:
                     async with trio.open_nursery() as nursery:
-                        await nursery.start(serve_metrics, self, sock)
+                        await nursery.start(
+                            partial(
+                                serve_metrics,
+                                self,
+                                sock,
+                                token=settings.token,
+                                bounds=settings.bounds,
+                            )
+                        )
                         state.serving, state.failures, state.error = True, 0, None
                         self._note_listener()
                         log.info("metrics served on http://%s/metrics", state.listen)
@@ -294,10 +333,12 @@ async def serve_metrics(
     metrics: Metrics,
     sock: socket.socket,
     *,
-    task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
+    token: bytes,
+    bounds: HttpBounds | None = None,
+    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Serve `GET /metrics` on a bound, listening socket until cancelled; 404 otherwise."""
-    config = socket_config(sock, "zeroclaw.metrics.http")
+    """Serve `GET /metrics` on a bound, listening socket until cancelled, to a request that
+    carries `Authorization: Bearer <token>`; 401 without it, 404 elsewhere."""
 
     async def app(scope: Scope, receive: ASGIReceiveCallable, send: ASGISendCallable) -> None:
         if scope["type"] == "lifespan":
@@ -305,13 +346,18 @@ async def serve_metrics(
             return
         if scope["type"] != "http":
             return
-        if scope["path"] == "/metrics" and scope["method"] in ("GET", "HEAD"):
+        extra: list[tuple[bytes, bytes]] = []
+        if not check_bearer(scope["headers"], token):
+            status, body, content_type = 401, b"unauthorized: send the bearer token\n", "text/plain"
+            extra = [(b"www-authenticate", b'Bearer realm="zeroclaw metrics"')]
+        elif scope["path"] == "/metrics" and scope["method"] in ("GET", "HEAD"):
             # Rendered here, in the daemon's trio thread: the collector reads live state
             # that only this thread changes.
             status, body, content_type = 200, metrics.render(), CONTENT_TYPE_LATEST
         else:
             status, body, content_type = 404, b"not found: try GET /metrics\n", "text/plain"
         headers = [
+            *extra,
             (b"content-type", content_type.encode()),
             (b"content-length", str(len(body)).encode()),
         ]
@@ -319,7 +365,14 @@ async def serve_metrics(
         payload = b"" if scope["method"] == "HEAD" else body
         await send({"type": "http.response.body", "body": payload, "more_body": False})
 
-    await hypercorn.trio.serve(app, config, task_status=task_status)
+    await serve_guarded(
+        app,
+        sock,
+        name="metrics",
+        bounds=bounds or HttpBounds(),
+        log_name="zeroclaw.metrics.http",
+        task_status=task_status,
+    )
 
 
 def _counter(
@@ -456,6 +509,22 @@ class _Collector:
             "Daemon events the metrics did not count because they came faster than read.",
             value=m.events_lost,
         )
+        book = sorted(LISTENERS.snapshot().items())
+        yield _counter(
+            "zeroclaw_http_connections_cut",
+            "Connections an HTTP listener closed: over its cap, descriptors low (the reserve "
+            "kept for the control socket), or a client too slow (idle, headers, body).",
+            ["listener", "reason"],
+            [((name, cut), counts.cut[cut]) for name, counts in book for cut in CUTS],
+        )
+        connections = GaugeMetricFamily(
+            "zeroclaw_http_connections_open",
+            "Connections each HTTP listener serves now.",
+            labels=["listener"],
+        )
+        for name, counts in book:
+            connections.add_metric([name], counts.open)
+        yield connections
         listener = m.listener
         if listener.listen is not None:
             up = GaugeMetricFamily(

@@ -14,11 +14,13 @@ half-closed connections end that connection only.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import itertools
 import logging
 import math
 import os
+import resource
 import socket
 import struct
 from collections.abc import Awaitable, Callable
@@ -52,7 +54,14 @@ from ..control import (
 )
 from ..control import Exchange as Exchange  # moved to control; re-exported for the chat service
 from ._admission import Admit, ConnectionTable, RequestKind
-from ._peer import close_pidfd, judge_peer, needs_ancestry, peer_ancestry, peer_credentials
+from ._peer import (
+    OUT_OF_DESCRIPTORS,
+    close_pidfd,
+    judge_peer,
+    needs_ancestry,
+    peer_ancestry,
+    peer_credentials,
+)
 
 log = logging.getLogger("zeroclaw.control")
 
@@ -150,6 +159,7 @@ class ControlServer:
         self._ids = itertools.count(1)
         self._scopes: dict[int, trio.CancelScope] = {}
         self._warnings = LogThrottle[str](LOG_EVERY_SECS, overflow_key="other")
+        self._spare = SpareDescriptor()
 
     async def serve(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         listener = trio.socket.from_stdlib_socket(self._listener)
@@ -160,16 +170,50 @@ class ControlServer:
                     try:
                         conn, _ = await listener.accept()
                     except OSError as exc:  # out of fds, or the peer aborted: not fatal
-                        self._warn("accept", "control accept failed: %s", exc)
-                        await trio.sleep(ACCEPT_RETRY_SECS)
-                        continue
+                        if exc.errno in OUT_OF_DESCRIPTORS and not self._spare.release():
+                            self._warn(
+                                "descriptors",
+                                "control socket cannot accept: %s",
+                                out_of_descriptors_message(),
+                            )
+                            await trio.sleep(ACCEPT_RETRY_SECS)
+                            continue
+                        if exc.errno not in OUT_OF_DESCRIPTORS:
+                            self._warn("accept", "control accept failed: %s", exc)
+                            await trio.sleep(ACCEPT_RETRY_SECS)
+                            continue
+                        # The spare descriptor, closed, makes room to answer the operator.
+                        try:
+                            conn, _ = await listener.accept()
+                        except OSError:
+                            self._spare.keep()
+                            self._warn(
+                                "descriptors",
+                                "control socket cannot accept: %s",
+                                out_of_descriptors_message(),
+                            )
+                            await trio.sleep(ACCEPT_RETRY_SECS)
+                            continue
                     try:
                         self._admit(conn, nursery)
-                    except OSError as exc:  # SO_PEERCRED failed: we cannot tell who it is
-                        self._warn("peer", "control peer check failed: %s", exc)
-                        conn.close()
+                    except OSError as exc:
+                        if exc.errno in OUT_OF_DESCRIPTORS:
+                            self._out_of_descriptors(conn, nursery)
+                        else:  # SO_PEERCRED failed: we cannot tell who it is
+                            self._warn("peer", "control peer check failed: %s", exc)
+                            conn.close()
+                    finally:
+                        self._spare.keep()
         finally:
             listener.close()
+            self._spare.release()
+
+    def _out_of_descriptors(self, conn: trio.socket.SocketType, nursery: trio.Nursery) -> None:
+        """Say so, to the log and to the client: not a peer we could not verify."""
+        self.refused_busy += 1
+        why = out_of_descriptors_message()
+        self._warn("descriptors", "control connection refused: %s", why)
+        nursery.start_soon(_refuse, conn, error_reply("busy", why))
 
     def _admit(self, conn: trio.socket.SocketType, nursery: trio.Nursery) -> None:
         """Decide at accept time, in the accept loop: who it is, and whether there is room."""
@@ -315,6 +359,36 @@ class ControlServer:
                         await try_send(error_reply(exc.code, f"bad request: {exc}"))
                         return
                     await requests.send(request)
+
+
+def out_of_descriptors_message() -> str:
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    return (
+        f"the daemon is out of file descriptors (limit {soft}); raise LimitNOFILE= in its "
+        "unit, and see zeroclaw_http_connections_open in `zeroclaw metrics` for who holds them"
+    )
+
+
+class SpareDescriptor:
+    """One descriptor held back (the classic EMFILE trick): closed, it lets the control
+    socket accept one more connection when the process has none left, to answer it."""
+
+    def __init__(self) -> None:
+        self._fd: int | None = None
+        self.keep()
+
+    def keep(self) -> None:
+        if self._fd is None:
+            with contextlib.suppress(OSError):
+                self._fd = os.open("/dev/null", os.O_RDONLY | os.O_CLOEXEC)
+
+    def release(self) -> bool:
+        """Close it; False when none was held."""
+        if self._fd is None:
+            return False
+        os.close(self._fd)
+        self._fd = None
+        return True
 
 
 async def _refuse(conn: trio.socket.SocketType, reply: Reply[Any]) -> None:

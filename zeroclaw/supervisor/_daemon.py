@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import resource
 import signal
 import socket
 import stat
@@ -19,6 +20,7 @@ from pathlib import Path
 import trio
 import zmq
 
+from .._http_guard import descriptor_reserve, http_bounds
 from .._logging import resolve_format, setup_logging
 from .._prctl import set_not_dumpable
 from ..bus import Request as BusRequest
@@ -64,7 +66,7 @@ from ..memory import (
     StoreCorrupt,
     memory_grants,
 )
-from ..ops import Metrics, MetricsSources
+from ..ops import Metrics, MetricsListen, MetricsSources, metrics_listen
 from ..policy import code_roots, daemon_code_paths
 from ..subagents import (
     DispatchService,
@@ -153,6 +155,7 @@ def run_daemon(
         log_level or config.daemon.log_level,
     )
     set_title(daemon_title(config_path))
+    raise_descriptor_limit()
     log.info(
         "the daemon's code, read-only to every agent: %s",
         ", ".join(code),
@@ -249,6 +252,28 @@ def run_daemon(
         memory_lock.release()
         notifier.close()
         lock.release()
+
+
+def raise_descriptor_limit() -> None:
+    """The soft RLIMIT_NOFILE up to the hard one (systemd's soft default of 1024 is for
+    select()-era programs; we poll), and say what the HTTP listeners keep in reserve for
+    the control socket (ADR 0045). Called before the zygote starts: agents inherit it."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
+    if target > soft:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        except (OSError, ValueError) as exc:
+            log.warning("cannot raise the descriptor limit from %d to %d: %s", soft, target, exc)
+            target = soft
+    log.info(
+        "descriptor limit %d (was %d); HTTP listeners stop admitting %d short of it, kept "
+        "for the control socket",
+        target,
+        soft,
+        descriptor_reserve(target),
+        extra={"nofile_soft": target, "nofile_hard": hard},
+    )
 
 
 async def _main(
@@ -433,7 +458,15 @@ async def _serve(
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_run_zygote_reader, supervisor, nursery)
         nursery.start_soon(metrics.run)
-        listen = lambda: supervisor.config.daemon.metrics_listen  # noqa: E731
+        def listen() -> MetricsListen:
+            daemon = supervisor.config.daemon
+            return metrics_listen(
+                daemon.metrics_listen,
+                daemon.metrics_token_env,
+                http_bounds(daemon.metrics_limits),
+                supervisor.env,
+            )
+
         nursery.start_soon(metrics.keep_listener, listen, supervisor.events)
         control: ControlServer | None = None
 

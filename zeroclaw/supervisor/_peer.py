@@ -11,6 +11,7 @@ ancestry reaches the zygote is inside some agent's sandbox and gets only a refus
 from __future__ import annotations
 
 import contextlib
+import errno
 import itertools
 import os
 import signal
@@ -20,10 +21,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from .._proctree import stat_fields
-
 SO_PEERPIDFD = getattr(socket, "SO_PEERPIDFD", 77)  # Linux 6.5
 MAX_DEPTH = 4096  # deeper than pid_max allows in practice; a loop guard, not a policy
+
+OUT_OF_DESCRIPTORS = frozenset({errno.EMFILE, errno.ENFILE})
 
 PeerVerdict = Literal["operator", "foreign_uid", "agent", "unverifiable"]
 
@@ -99,9 +100,17 @@ def peer_credentials(sock: socket.socket) -> PeerCredentials:
 
 
 def read_stat(pid: int) -> ProcEntry | None:
-    fields = stat_fields(f"/proc/{pid}/stat")
-    if fields is None:
+    """The process's entry; None when it is gone. Out of descriptors, the OSError is
+    raised: that is the daemon's trouble, not a peer we cannot vouch for."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            stat = fh.read()
+    except OSError as exc:
+        if exc.errno in OUT_OF_DESCRIPTORS:
+            raise
         return None
+    # "pid (comm) state ppid ...": comm may hold spaces and ')', so split at the last one.
+    fields = stat[stat.rfind(b")") + 2 :].split()
     try:
         return ProcEntry(pid, int(fields[1]), int(fields[19]))
     except (IndexError, ValueError):
