@@ -10,7 +10,16 @@ from typing import TYPE_CHECKING, Any
 
 from .._lazy import lazy_attributes
 from ._client import AgentBus, BusCredentials, Outcome
-from ._origin import DAEMON_SENDER, Origin
+from .._sender_names import normalize_sender
+from ._origin import DAEMON_SENDER, ORIGIN_KINDS, Origin, OriginKind
+from ._sessions import (
+    DEFAULT_SESSION,
+    SessionNameRefused,
+    SessionOwner,
+    origin_namespace,
+    session_key,
+    session_owner,
+)
 from ._wire import (
     MAX_DELEGATION_DEPTH,
     MESSAGE_KINDS,
@@ -80,6 +89,15 @@ __all__ = [
     "MessageKind",
     "NoHooks",
     "Origin",
+    "ORIGIN_KINDS",
+    "OriginKind",
+    "DEFAULT_SESSION",
+    "SessionNameRefused",
+    "SessionOwner",
+    "origin_namespace",
+    "session_key",
+    "session_owner",
+    "normalize_sender",
     "OriginRule",
     "Outcome",
     "PeerAnswer",

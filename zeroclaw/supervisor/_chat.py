@@ -12,7 +12,7 @@ from __future__ import annotations
 import msgspec
 import trio
 
-from ..bus import Origin
+from ..bus import Origin, SessionNameRefused, session_key
 from ..control import Chat, ChatApproval, ChatCancel, ChatOpen, Reply, error_reply
 from ..turns import (
     AgentDown,
@@ -76,7 +76,11 @@ class ChatService:
     async def run_turn(self, request: Chat, exchange: Exchange) -> Reply:
         if (refusal := self._unknown(request.agent)) is not None:
             return refusal
-        origin = Origin(cli_channel(self.turns.channels_of(request.agent)))
+        origin = Origin.operator(cli_channel(self.turns.channels_of(request.agent)))
+        try:
+            session_key(origin, request.session)
+        except SessionNameRefused as exc:
+            return error_reply("bad_request", str(exc))
         reply: Reply | None = None
         async with (
             self.turns.open_turn(
