@@ -59,9 +59,9 @@ def test_every_origin_kind_is_built_and_read_the_old_way() -> None:
         False,
     )
     assert Origin.peer("beta").who == "peer:beta" and Origin.subagent("alpha").kind == "subagent"
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="not a channel"):
         Origin("peer", "mallory")  # a sender cannot write on the peer channel
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="names who"):
         Origin("cli", None, "peer")  # a peer is someone
 
 

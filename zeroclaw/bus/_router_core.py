@@ -31,8 +31,8 @@ import msgspec
 
 from ..config import Config
 from ._origin import DAEMON_SENDER, Origin
-from ._sessions import session_key
 from ._policy import PeerPolicy
+from ._sessions import session_key
 from ._wire import (
     MAX_DELEGATION_DEPTH,
     QUESTION_KINDS,
@@ -420,8 +420,10 @@ class RouterCore:
             )
             # The daemon names the asker's session in the peer namespace; what the asker
             # put in `session` is never read.
-            session = session_key(Origin.peer(sender), None)
-            stamped = msgspec.structs.replace(message, from_=sender, depth=depth, session=session)
+            peer_session = session_key(Origin.peer(sender), None)
+            stamped = msgspec.structs.replace(
+                message, from_=sender, depth=depth, session=peer_session
+            )
         else:
             flight = InFlight(
                 sender, message.id, dest, now + self.delivery_timeout, message.channel

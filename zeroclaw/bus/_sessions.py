@@ -108,4 +108,3 @@ def session_owner(key: str) -> SessionOwner:
     else:
         kind = "channel"
     return SessionOwner(kind, f"{channel}:{sender}", unquote(name))
-

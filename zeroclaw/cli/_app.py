@@ -20,6 +20,7 @@ from typing import Any
 
 import click
 
+from .._terminal import terminal_safe
 from .._version import __version__
 from ..config import ConfigError
 from ._common import (
@@ -291,7 +292,7 @@ class _RootGroup(click.Group):
             ctx.exit(EXIT_USAGE)
         except CliError as exc:
             message = with_config(str(exc), _explicit_config(ctx))
-            click.echo(f"zeroclaw: error: {message}", err=True)
+            click.echo(terminal_safe(f"zeroclaw: error: {message}"), err=True)
             self._json_error(ctx, exc.code, message)
             ctx.exit(exc.exit_code)
         except BrokenPipeError:
