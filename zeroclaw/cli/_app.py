@@ -219,6 +219,10 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
         "service_cmd",
         "Install, remove and inspect the systemd unit (system-wide, or --user).",
     ),
+    "sessions": (
+        "sessions_cmd",
+        "Every agent's stored sessions, of every origin (operator, channel senders, peers).",
+    ),
     "status": ("daemon_cmd", "Daemon pid, uptime, config, reload state, and every agent's state."),
     "stop": ("daemon_cmd", "Stop the daemon and every agent; waits until it has exited."),
     "subagents": (

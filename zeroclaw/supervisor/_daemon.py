@@ -48,6 +48,8 @@ from ..control import (
     MemoryCommand,
     Reload,
     RouteProbe,
+    SessionShow,
+    SessionsList,
     Shutdown,
     Status,
 )
@@ -87,6 +89,8 @@ from ._commands import (
     MetricsCommand,
     NoChatTurnCommand,
     ReloadCommand,
+    SessionShowCommand,
+    SessionsListCommand,
     ShutdownCommand,
     StatusCommand,
 )
@@ -580,6 +584,8 @@ def _command_table(
     table.register(AgentRestart, AgentRestartCommand(supervisor))
     table.register(RouteProbe, RouteProbeCommand(supervisor))
     table.register(MemoryCommand, MemoryControlCommand(supervisor.memory, known_agents))
+    table.register(SessionsList, SessionsListCommand(supervisor.memory, known_agents))
+    table.register(SessionShow, SessionShowCommand(supervisor.memory, known_agents))
     table.register(Chat, chat.run_turn)
     table.register(ChatOpen, ChatOpenCommand(chat))
     table.register(ChatCancel, NoChatTurnCommand())
