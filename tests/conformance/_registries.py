@@ -84,3 +84,10 @@ def access_modes() -> frozenset[str]:
 
 def repo_path(*parts: str) -> Path:
     return REPO.joinpath(*parts)
+
+
+def origin_kinds() -> frozenset[str]:
+    """Every kind of origin a turn can have (bus.ORIGIN_KINDS)."""
+    from zeroclaw.bus import ORIGIN_KINDS
+
+    return frozenset(ORIGIN_KINDS)
