@@ -121,3 +121,18 @@ def test_a_stored_key_says_whose_it_is() -> None:
     owner = session_owner(key)
     assert (owner.kind, owner.who, owner.name) == ("channel", "webhook.ops:ci-bot", "nightly/run:1")
     assert session_owner(session_key(Origin.peer("beta"), None)).who == "peer:beta"
+
+
+def test_the_controls_mirror_of_the_owner_kinds_matches_the_bus() -> None:
+    from typing import get_args
+
+    from zeroclaw.bus._sessions import SessionOwnerKind
+    from zeroclaw.control import SessionOwnerKindName
+
+    def flat(t: object) -> set[str]:
+        out: set[str] = set()
+        for arg in get_args(t):
+            out |= flat(arg) if get_args(arg) else {arg}
+        return out
+
+    assert flat(SessionOwnerKind) == flat(SessionOwnerKindName) == {*ORIGIN_KINDS, "unknown"}
