@@ -3,9 +3,9 @@
 The CLI is one origin among the channels: its turns enter through the same `TurnService`
 as a webhook's or a serial line's, with `Origin.operator(<the agent's cli channel>)` (the
 local operator: no sender); a session name that is not the operator's (it holds ':') is
-refused before the turn opens. This module only maps between control requests and replies and a
-turn: events stream to the client as `more` replies, its ChatApproval answers the oldest
-pending approval, its ChatCancel cancels the turn, and its going away ends the turn.
+refused before the turn opens. This module only maps between control requests and replies
+and a turn: events stream to the client as `more` replies, its ChatApproval answers the
+oldest pending approval, its ChatCancel cancels the turn, and its going away ends the turn.
 """
 
 from __future__ import annotations
