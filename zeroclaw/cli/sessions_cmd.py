@@ -73,7 +73,12 @@ def _direct(request: Request[Any]) -> dict[str, Any]:
         plain: dict[str, Any] = msgspec.to_builtins(reply)
         return plain
 
-    data: dict[str, Any] = with_memory(config, job)
+    try:
+        data: dict[str, Any] = with_memory(config, job)
+    except CliError as exc:
+        if exc.code in _USAGE_CODES:  # the same exit as through the daemon
+            raise CliError(str(exc), EXIT_USAGE, code=exc.code) from None
+        raise
     return data
 
 
