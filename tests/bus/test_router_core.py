@@ -7,6 +7,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
@@ -301,6 +302,30 @@ def test_the_router_stamps_sender_and_depth_over_what_a_sender_claims() -> None:
     core.send("alpha", forged, 0.0)
     [forward] = only(core.take(), Forward)
     assert (forward.frame.message.from_, forward.frame.message.depth) == ("alpha", 0)
+
+
+@pytest.mark.parametrize("claimed", [None, "default", "peer:gamma/default", "webhook.x:bob/d"])
+def test_the_router_names_a_peers_session_and_no_agent_names_one(claimed: str | None) -> None:
+    core = connected_core("alpha", "beta")
+    for kind in ("ask", "message"):
+        sent = Message(
+            id=f"m-{kind}",
+            to="beta",
+            channel="cli.local",
+            body=None,
+            sent_at=0.0,
+            kind=kind,
+            session=claimed,
+        )
+        core.send("alpha", sent, 0.0)
+    ask, plain = (f.frame.message for f in only(core.take(), Forward))
+    assert ask.session == "peer:alpha/default"  # the asker's, in the peer namespace
+    assert plain.session is None
+    core.inject(message("c1", "beta", "chat"), Origin("cli"), 0.0)
+    injected = msgspec.structs.replace(message("c2", "beta", "chat"), session="webhook.x:b/d")
+    core.inject(injected, Origin("cli"), 0.0)
+    daemon = [f.frame.message.session for f in only(core.take(), Forward)]
+    assert daemon == [None, "webhook.x:b/d"]  # the daemon's own word stands
 
 
 def test_an_exited_callee_refuses_its_open_questions_after_their_ack() -> None:

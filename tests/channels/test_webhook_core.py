@@ -350,3 +350,20 @@ def test_a_loopback_callback_url_needs_nothing(doc: dict[str, Any], url: str) ->
 def test_a_callback_url_is_http_or_https(doc: dict[str, Any], url: str) -> None:
     doc["channels"]["webhook"]["ops"]["callback_url"] = url
     assert list(problems(doc)) == ["channels.webhook.ops.callback_url"]
+
+
+def _spellings(name: str) -> list[str]:
+    """The 64 spellings of a five-letter sender: each letter's case, with and without '@'."""
+    cased = ["".join(c.upper() if m >> i & 1 else c for i, c in enumerate(name)) for m in range(32)]
+    return [f"{at}{spelling}" for spelling in cased for at in ("", "@")]
+
+
+def test_the_64_spellings_of_one_sender_share_one_rate_budget() -> None:
+    hook = WebhookChannel(listen="127.0.0.1:8787", secret_env="K", rate_limit_per_minute=5)
+    g = Gate({"ops": hook}, {"ops": b"key"})
+    spellings = _spellings("cibot")
+    assert len(set(spellings)) == 64
+    verdicts = [g.rate("ops", s, NOW) for s in spellings]
+    assert [v is None for v in verdicts] == [True] * 5 + [False] * 59
+    assert {v.error for v in verdicts if v is not None} == {"rate_limited"}
+    assert g.rate("ops", "someone-else", NOW) is None  # another sender has its own budget

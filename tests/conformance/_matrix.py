@@ -32,6 +32,7 @@ Layer = Literal[
     "cli",  # the CLI's own checks
     "discovery",  # discovery's one redaction (ADR 0047)
     "listener",  # an HTTP listener's own bounds and credential (ADR 0045)
+    "turn_service",  # the daemon names a turn's session from its origin (ADR 0041)
 ]
 
 BOUNDARIES = (
@@ -65,6 +66,7 @@ PATHS = (
     "subagent_runtime",  # a sub-agent runtime's tools
     "discovery",  # what a discovery scan writes, prints, publishes and logs
     "http_listener",  # raw TCP to each HTTP listener of the model (ADR 0045)
+    "sessions",  # a turn of each origin kind names each kind of session (ADR 0041)
 )
 # profile -> the agent of the conformance daemon that plays it (and how approvals go).
 PROFILES: dict[str, tuple[str, bool | None]] = {
@@ -920,6 +922,44 @@ def _channel_cells() -> list[Cell]:
     return cells
 
 
+# ----------------------------------------------------------- sessions by origin (ADR 0041)
+# Every origin kind of the product (bus.ORIGIN_KINDS; test_completeness reads it) x every
+# kind of session it might try to read. An origin kind is driven the ways listed here
+# (via, profile): a new kind without an entry has no cells, and test_completeness fails.
+SESSION_KINDS = ("own", "operator_default", "peer", "other_sender")
+ORIGIN_DRIVERS: dict[str, tuple[tuple[str, str], ...]] = {
+    "operator": (("cli", "operator"),),  # control-socket chat with a --session name
+    "channel": (("webhook", "supervised_approve"), ("serial", "supervised_approve")),
+    "peer": (("ask", "readonly"),),  # ro asks sup: the router stamps ro's session
+    "subagent": (("key", "operator"),),  # runtimes keep no transcript: the daemon's key
+}
+
+
+def _session_expect(origin: str, session_kind: str) -> Expect:
+    if session_kind == "own" or (origin == "operator" and session_kind == "operator_default"):
+        return _ok("turn_service")
+    if origin == "operator":  # it reads them with `sessions show`, never continues them
+        return _no("bad_request", "turn_service")
+    return _no("own_session_only", "turn_service")
+
+
+def _session_cells() -> list[Cell]:
+    return [
+        Cell(
+            "session_transcripts",
+            "sessions",
+            profile,
+            f"{origin} via {via} reads {session_kind}",
+            "history",
+            _session_expect(origin, session_kind),
+            extra={"origin": origin, "via": via, "session_kind": session_kind},
+        )
+        for origin, drivers in ORIGIN_DRIVERS.items()
+        for via, profile in drivers
+        for session_kind in SESSION_KINDS
+    ]
+
+
 # ----------------------------------------------------------- the pure policy (corpus)
 CORPUS = Path(__file__).parent / "corpus"
 
@@ -1218,6 +1258,7 @@ def all_cells() -> list[Cell]:
         *_policy_cells(),
         *_daemon_code_cells(),
         *_listener_cells(),
+        *_session_cells(),
     ]
     keys = [c.key for c in cells]
     dupes = {k for k in keys if keys.count(k) > 1}

@@ -131,3 +131,10 @@ def http_listeners() -> frozenset[str]:
     walk(Config, "")
     assert found, "no HttpLimits table found in the config model"
     return frozenset(found)
+
+
+def origin_kinds() -> frozenset[str]:
+    """Every kind of origin a turn can have (bus.ORIGIN_KINDS)."""
+    from zeroclaw.bus import ORIGIN_KINDS
+
+    return frozenset(ORIGIN_KINDS)

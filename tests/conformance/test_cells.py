@@ -11,18 +11,29 @@ import json
 import os
 import re
 import socket
+import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import zmq
 
 from tests.conformance._matrix import PROFILES, Cell, Observed, cells_on
 from tests.conformance._table import record
 from tests.conformance._world import World, observed_from_turn
+from tests.known_secrets import HOOK_SECRET
 from zeroclaw.agent import path_rules
 from zeroclaw.config import load_config
-from zeroclaw.control import REQUEST_TYPES, SUBAGENT_REQUEST_TYPES, encode, error_reply  # noqa: F401  (kept for the reader)
+from zeroclaw.control import (  # noqa: F401  (kept for the reader)
+    REQUEST_TYPES,
+    SUBAGENT_REQUEST_TYPES,
+    Chat,
+    ControlClient,
+    ControlSession,
+    encode,
+    error_reply,
+)
 from zeroclaw.policy import abi_version, check_path
 from zeroclaw.supervisor import build_specs
 from zeroclaw.tools import decide_shell
@@ -516,3 +527,140 @@ def test_subagent_runtime_tools(cell: Cell, world: World) -> None:
 
 def test_the_root_is_short_enough_for_sockets(world: World) -> None:
     assert len(str(Path(world.run_dir))) < 60
+
+
+# ------------------------------------------------------------------ sessions by origin
+
+# What each kind of session of sup holds: said there before any session cell runs.
+SESSION_MARKS = {
+    "operator_default": "operator-mark-7310",  # the operator, in sup's `default`
+    "peer": "owner-asked-mark-4402",  # owner asked sup (sup's session for peer owner)
+    "other_sender": "other-sender-mark-9911",  # webhook sender `other`, its own session
+}
+OWN_MARKS = {  # each driving origin's own earlier words, by `via`
+    "cli": SESSION_MARKS["operator_default"],
+    "webhook": "probe-sender-mark-2218",
+    "serial": "serial-line-mark-6604",
+    "ask": "ro-asked-mark-5127",
+}
+
+
+def _hook_reply(world: World, sender: str, text: str, session: str | None = None) -> str:
+    payload: dict[str, Any] = {"sender": sender, "text": text}
+    if session is not None:
+        payload["session"] = session
+    body = json.dumps(payload).encode()
+    answer = httpx.post(
+        f"http://127.0.0.1:{world.port}/v1/channels/hook/messages",
+        content=body,
+        headers=_signed(body, HOOK_SECRET, str(int(time.time()))),
+        timeout=60,
+    )
+    assert answer.status_code == 200, answer.text
+    return str(answer.json()["reply"])
+
+
+def _serial_reply(world: World, text: str, end: str) -> str:
+    """The device's lines for `text`, up to the reply to the sentinel line `end`."""
+    device = world.device
+    assert device is not None
+    device.send(text)
+    device.send(end)
+    lines = []
+    while f"heard: {end}" not in (line := device.line()):
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def _operator_turn(world: World, session: str, text: str) -> dict[str, Any]:
+    with ControlSession(world.run_dir, timeout=60) as control:
+        control.send(Chat(agent="sup", text=text, session=session))
+        for reply in control.replies():
+            if not reply.ok:
+                return {"refused": reply.error}
+            if not reply.more:
+                return reply.data or {}
+    raise AssertionError("the chat ended without a final reply")
+
+
+@pytest.fixture(scope="module")
+def sessions_said(serving: World) -> dict[str, str]:
+    """Every kind of session of sup holds its marker; answers the stored keys by kind."""
+    world = serving
+    assert world.daemon is not None
+    _operator_turn(world, "default", f"said {SESSION_MARKS['operator_default']}")
+    owner = world.chat("supervised_approve", "noop")  # sup up; owner asks through the bus
+    assert "refused" not in owner, owner
+    asked = ControlClient(world.run_dir).request(
+        Chat(agent="owner", text=f"ask sup: {SESSION_MARKS['peer']}", session="conformance")
+    )
+    assert asked.ok, asked
+    assert "refused" not in world.chat("readonly", f"ask sup: {OWN_MARKS['ask']}")
+    _hook_reply(world, "other", f"said {SESSION_MARKS['other_sender']}")
+    _hook_reply(world, "probe", f"said {OWN_MARKS['webhook']}")
+    _serial_reply(world, f"said {OWN_MARKS['serial']}", "end-plant")
+    listed = world.cli("sessions", "list", "--agent", "sup", "--json")
+    assert listed.returncode == 0, listed.stderr
+    keys = {s["who"]: s["session"] for s in json.loads(listed.stdout)["sessions"]}
+    return {
+        "operator_default": "default",
+        "peer": keys["peer:owner"],
+        "other_sender": keys["webhook.hook:other"],
+    }
+
+
+def _session_observed(reply: str, mark: str, own: bool) -> Observed:
+    seen = mark in reply
+    if own:
+        return (
+            Observed("allowed", None, reply[:120])
+            if seen
+            else Observed("refused", "not_in_reply", reply[:200])
+        )
+    return (
+        Observed("allowed", "leaked", reply[:200])
+        if seen
+        else Observed("refused", "own_session_only")
+    )
+
+
+@_params("sessions")
+def test_session_transcripts(cell: Cell, serving: World, sessions_said: dict[str, str]) -> None:
+    from zeroclaw.bus import Origin, session_key
+
+    via, kind = cell.extra["via"], cell.extra["session_kind"]
+    own = kind == "own"
+    mark = OWN_MARKS.get(via, "") if own else SESSION_MARKS[kind]
+    # The name an attacker sends: the stored key itself (its own default when `own`).
+    name = None if own else sessions_said[kind]
+    world = serving
+    if via == "cli":
+        data = _operator_turn(world, name or "default", "history")
+        if "refused" in data:
+            record(cell, Observed("refused", str(data["refused"])))
+            return
+        observed = _session_observed(
+            str(data.get("reply", "")), mark, own or kind == "operator_default"
+        )
+    elif via == "webhook":
+        observed = _session_observed(_hook_reply(world, "probe", "history", name), mark, own)
+    elif via == "serial":  # a line names no session at all
+        observed = _session_observed(_serial_reply(world, "history", f"end-{kind}"), mark, own)
+    elif via == "ask":  # a peer names no session: the router stamps the asker's
+        data = world.chat(cell.profile, "ask sup: history")
+        observed = _session_observed(str(data.get("reply", "")), mark, own)
+    else:  # via == "key": what a runtime's turn would use, against the stored keys
+        key = session_key(Origin.subagent("sup"), name)
+        if own:
+            observed = (
+                Observed("allowed")
+                if key.startswith("subagent:sup/")
+                else Observed("refused", "foreign_key")
+            )
+        else:
+            observed = (
+                Observed("allowed", "leaked")
+                if key == sessions_said[kind]
+                else Observed("refused", "own_session_only")
+            )
+    record(cell, observed)

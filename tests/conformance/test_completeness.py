@@ -1,5 +1,6 @@
 """The matrix covers everything the product declares: a new tool, channel type, control
-command, bus service, risk level or grant mode without conformance cells fails here."""
+command, bus service, risk level, grant mode or origin kind (x every session kind) without
+conformance cells fails here."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from tests.conformance._matrix import (
     LEVEL_PROFILES,
     PATHS,
     PROFILES,
+    SESSION_KINDS,
     all_cells,
 )
 
@@ -95,3 +97,14 @@ def test_every_http_listener_of_the_model_has_every_listener_case() -> None:
     for listener in registries.http_listeners():
         missing = {case for case in wanted if (listener, case) not in cases}
         assert not missing, f"HTTP listener {listener} lacks cells: {sorted(missing)}"
+
+
+def test_every_origin_kind_has_a_cell_for_every_session_kind() -> None:
+    cells = {
+        (c.extra["origin"], c.extra["session_kind"])
+        for c in all_cells()
+        if c.boundary == "session_transcripts" and "origin" in c.extra
+    }
+    for kind in registries.origin_kinds():
+        for session_kind in SESSION_KINDS:
+            assert (kind, session_kind) in cells, f"origin {kind!r} x {session_kind!r}: no cell"

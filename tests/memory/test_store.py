@@ -299,3 +299,20 @@ def test_an_older_store_is_reindexed_and_a_newer_one_refused(tmp_path: Path) -> 
     with pytest.raises(RuntimeError, match="newer zeroclaw"):
         MemoryStore(tmp_path / "m")
     MemoryStore(tmp_path / "m2").close()  # the registry was released by the refusal
+
+
+def test_sessions_lists_each_session_of_a_namespace_with_its_count_and_last_turn(
+    store: MemoryStore,
+) -> None:
+    assert store.sessions(OP, "alpha") == []
+    for i in range(3):
+        write(store, ALPHA, "append_turn", now=100.0 + i, session="s", role="user", content="x")
+    # `s` is a prefix of these: each is its own session still.
+    write(store, ALPHA, "append_turn", now=200.0, session="s/1", role="user", content="y")
+    write(store, ALPHA, "append_turn", now=300.0, session="s\xff", role="user", content="z")
+    write(store, GAMMA, "append_turn", now=400.0, session="g", role="user", content="w")
+    listed = [(s.session, s.turns, s.last_at) for s in store.sessions(OP, "alpha")]
+    assert listed == [("s", 3, 102.0), ("s/1", 1, 200.0), ("s\xff", 1, 300.0)]
+    assert [s.session for s in store.sessions(ALPHA)] == ["s", "s/1", "s\xff"]
+    with pytest.raises(ScopeError):
+        store.sessions(ALPHA, "gamma")

@@ -29,6 +29,8 @@ from zeroclaw.control import (
     Metrics,
     Reload,
     RouteProbe,
+    SessionShow,
+    SessionsList,
     Shutdown,
     Status,
 )
@@ -146,6 +148,8 @@ def test_every_request_type_reaches_its_handler(root: Path, daemons: DaemonFacto
         AgentRestart: (AgentRestart("nope"), "unknown_agent"),
         RouteProbe: (RouteProbe(from_="alpha", to="nope"), "unknown_agent"),
         MemoryCommand: (MemoryCommand(op="stats", agent="nope"), "unknown_agent"),
+        SessionsList: (SessionsList(agent="nope"), "unknown_agent"),
+        SessionShow: (SessionShow(agent="alpha", session="nope"), "session_not_found"),
         Chat: (Chat(agent="nope", text="hi"), "unknown_agent"),
         ChatOpen: (ChatOpen(agent="nope"), "unknown_agent"),
         ChatCancel: (ChatCancel(), "bad_request"),

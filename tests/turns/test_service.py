@@ -174,3 +174,16 @@ async def test_a_turn_for_an_unknown_or_stopped_agent_is_refused(root: Path) -> 
             (refused,) = await read_all(turn)
         assert isinstance(refused, TurnRefused) and refused.code == "unavailable"
         assert b.service.turns == {}
+
+
+async def test_the_turns_session_is_the_daemons_key_inside_its_origin(root: Path) -> None:
+    async with bench(root) as b:
+        _, inbox = await b.client("alpha")
+        sessions = []
+        for session in (None, "default", "work"):
+            async with b.service.open_turn("alpha", "hi", session=session, origin=CLI):
+                while (delivered := await inbox.receive()).kind != "chat":
+                    pass  # the previous turn's cancel
+                sessions.append(delivered.session)
+    # The operator keeps its names; `default` when it gives none.
+    assert sessions == ["default", "default", "work"]

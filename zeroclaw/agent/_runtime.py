@@ -25,13 +25,16 @@ import trio
 
 from ..bus import (
     DAEMON_SENDER,
+    DEFAULT_SESSION,
     QUESTION_KINDS,
     AgentBus,
     Message,
+    Origin,
     Outcome,
     PeerAnswer,
     PeerQuestion,
     Request,
+    session_key,
 )
 from ..tools import Approver, ToolResult, as_tool_error
 from ..turns import (
@@ -319,7 +322,7 @@ class AgentRuntime:
             try:
                 await self.engine.run_turn(
                     chat.text,
-                    session=message.session or "default",
+                    session=message.session or DEFAULT_SESSION,  # the daemon's key
                     on_event=on_event,
                     approver=approver,
                     on_answer=on_answer,
@@ -350,7 +353,9 @@ class AgentRuntime:
         async with self._peer_slots:
             await self.engine.run_turn(
                 question.text,
-                session=f"peer-{message.from_}",
+                # The router's key in the peer namespace (ADR 0041); the fallback is the
+                # same key, for a router that did not stamp one.
+                session=message.session or session_key(Origin.peer(message.from_), None),
                 depth=max(message.depth, 1),  # the router's count, not the asker's word
                 # A peer gets only what the config grants it (ADR 0015).
                 toolset=self.engine.peer_toolset,

@@ -9,8 +9,17 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .._lazy import lazy_attributes
+from .._sender_names import normalize_sender
 from ._client import AgentBus, BusCredentials, Outcome
-from ._origin import DAEMON_SENDER, Origin
+from ._origin import DAEMON_SENDER, ORIGIN_KINDS, Origin, OriginKind
+from ._sessions import (
+    DEFAULT_SESSION,
+    SessionNameRefused,
+    SessionOwner,
+    origin_namespace,
+    session_key,
+    session_owner,
+)
 from ._wire import (
     MAX_DELEGATION_DEPTH,
     MESSAGE_KINDS,
@@ -64,8 +73,10 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "DAEMON_SENDER",
+    "DEFAULT_SESSION",
     "MAX_DELEGATION_DEPTH",
     "MESSAGE_KINDS",
+    "ORIGIN_KINDS",
     "PROTOCOL_VERSION",
     "QUESTION_KINDS",
     "REFUSAL_CODES",
@@ -80,6 +91,7 @@ __all__ = [
     "MessageKind",
     "NoHooks",
     "Origin",
+    "OriginKind",
     "OriginRule",
     "Outcome",
     "PeerAnswer",
@@ -95,9 +107,15 @@ __all__ = [
     "RouterHooks",
     "Send",
     "ServiceHandler",
+    "SessionNameRefused",
+    "SessionOwner",
     "SocketOwner",
     "WireError",
     "decode_from_agent",
     "decode_from_router",
     "encode",
+    "normalize_sender",
+    "origin_namespace",
+    "session_key",
+    "session_owner",
 ]

@@ -150,6 +150,10 @@ class PeerPolicy:
     def origin_refusal(self, dest: str, origin: Origin) -> tuple[OriginRule, str] | None:
         """Why `dest` may not receive a conversation from `origin` (None: it may)."""
         channel = origin.channel
+        if origin.kind in ("peer", "subagent"):
+            # Peers ask through the bus and invocations go to confined runtimes: neither
+            # is injected into an agent's turn, so such an origin here is refused.
+            return "not_owner", f"a {origin.kind} origin does not open an agent's turn"
         if origin.sender is None:
             if is_cli_channel(channel):
                 return None

@@ -32,6 +32,7 @@ import msgspec
 from ..config import Config
 from ._origin import DAEMON_SENDER, Origin
 from ._policy import PeerPolicy
+from ._sessions import session_key
 from ._wire import (
     MAX_DELEGATION_DEPTH,
     QUESTION_KINDS,
@@ -417,15 +418,20 @@ class RouterCore:
             flight = InFlight(
                 sender, message.id, dest, now + self.delivery_timeout, message.channel, True, depth
             )
-            stamped = msgspec.structs.replace(message, from_=sender, depth=depth)
+            # The daemon names the asker's session in the peer namespace; what the asker
+            # put in `session` is never read.
+            peer_session = session_key(Origin.peer(sender), None)
+            stamped = msgspec.structs.replace(
+                message, from_=sender, depth=depth, session=peer_session
+            )
         else:
             flight = InFlight(
                 sender, message.id, dest, now + self.delivery_timeout, message.channel
             )
-            if message.depth:  # only the router says how deep a message is
-                stamped = msgspec.structs.replace(message, from_=sender, depth=0)
-            else:
-                stamped = msgspec.structs.replace(message, from_=sender)
+            # Only the router says how deep a message is, and only the daemon names a
+            # session: an agent's replies and messages carry none.
+            session = message.session if sender == DAEMON_SENDER else None
+            stamped = msgspec.structs.replace(message, from_=sender, depth=0, session=session)
         self._inflight[rid] = flight
         self._order.append(rid)
         on_demand = self.on_demand

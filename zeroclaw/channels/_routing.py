@@ -35,7 +35,7 @@ def route_inbound(policy: PeerPolicy, inbound: Inbound) -> Routed | ChannelRefus
         target = owners[0]
     else:
         return ChannelRefused("no_owner", f"no agent owns channel {channel!r}")
-    origin = Origin(channel, inbound.sender)
+    origin = Origin.from_sender(channel, inbound.sender)  # the sender normalised, once
     refused = policy.origin_refusal(target, origin)
     if refused is not None:
         rule, detail = refused

@@ -20,6 +20,7 @@ from typing import Annotated, Literal
 
 import msgspec
 
+from ..bus import normalize_sender
 from ..config import Config, WebhookChannel, channel_owners
 from ._types import ChannelAnswer, ChannelFailure, ChannelRefused, Outcome
 
@@ -289,7 +290,8 @@ class Gate:
             limiter = self._limiters[alias] = RateLimiter(
                 self.channels[alias].rate_limit_per_minute
             )
-        wait = limiter.admit(sender, now)
+        # One budget per sender as admission knows it: `CI-BOT` and `@ci-bot` are `ci-bot`.
+        wait = limiter.admit(normalize_sender(sender), now)
         if wait is None:
             return None
         return WebhookError(429, "rate_limited", f"sender over its rate; retry in {wait} s", wait)

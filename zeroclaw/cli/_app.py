@@ -20,6 +20,7 @@ from typing import Any
 
 import click
 
+from .._terminal import terminal_safe
 from .._version import __version__
 from ..config import ConfigError
 from ._common import (
@@ -218,6 +219,10 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
         "service_cmd",
         "Install, remove and inspect the systemd unit (system-wide, or --user).",
     ),
+    "sessions": (
+        "sessions_cmd",
+        "Every agent's stored sessions, of every origin (operator, channel senders, peers).",
+    ),
     "status": ("daemon_cmd", "Daemon pid, uptime, config, reload state, and every agent's state."),
     "stop": ("daemon_cmd", "Stop the daemon and every agent; waits until it has exited."),
     "subagents": (
@@ -291,7 +296,7 @@ class _RootGroup(click.Group):
             ctx.exit(EXIT_USAGE)
         except CliError as exc:
             message = with_config(str(exc), _explicit_config(ctx))
-            click.echo(f"zeroclaw: error: {message}", err=True)
+            click.echo(terminal_safe(f"zeroclaw: error: {message}"), err=True)
             self._json_error(ctx, exc.code, message)
             ctx.exit(exc.exit_code)
         except BrokenPipeError:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import click
 
+from .._terminal import terminal_safe
 from ..config import ConfigError, locate_config
 
 if TYPE_CHECKING:
@@ -127,6 +128,13 @@ def wants_json(local_flag: bool = False) -> bool:
     return local_flag or state().json
 
 
+def safe_echo(text: str, *, err: bool = False, nl: bool = True) -> None:
+    """`click.echo` of text that holds model or outside text: escaped for the terminal
+    (`terminal_safe`), so a reply, a sender's message or a stored record cannot write the
+    clipboard, move the cursor or hide what it says."""
+    click.echo(terminal_safe(text), err=err, nl=nl)
+
+
 def emit_json(payload: dict[str, Any]) -> None:
     st = current_state()
     payload = {"schema_version": SCHEMA_VERSION, **payload}
@@ -147,7 +155,7 @@ def fallback(mode: str, reason: str, message: str, **where: str) -> None:
     JSON output carries it in its `fallback` field."""
     st = state()
     if st.fallback is None:
-        click.echo(f"zeroclaw: {message}", err=True)
+        safe_echo(f"zeroclaw: {message}", err=True)
     st.fallback = {"mode": mode, "reason": reason, **where, "message": message}
 
 

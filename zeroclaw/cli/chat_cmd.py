@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import click
 import msgspec
 
+from .._terminal import terminal_safe
 from ..control import (
     AgentsList,
     Chat,
@@ -42,6 +43,7 @@ from ._common import (
     emit_json,
     fallback,
     json_option,
+    safe_echo,
     state,
     wants_json,
 )
@@ -69,14 +71,14 @@ class Printer:
         if self.quiet:
             return
         if isinstance(event, Delta):
-            sys.stdout.write(event.text)
+            sys.stdout.write(terminal_safe(event.text))  # model (or outside) text
             sys.stdout.flush()
             self.shown = self.shown or bool(event.text)
             self._open_line = bool(event.text) and not event.text.endswith("\n")
         elif isinstance(event, ToolUsed):
             status = "ok" if event.ok else event.error_code
             self.end_line()
-            click.echo(f"  [{event.name}: {status}]", err=True)
+            safe_echo(f"  [{event.name}: {status}]", err=True)
 
     def approve(self, what: str, timeout: float | None) -> bool:
         """The inline y/N prompt, open for `timeout` seconds (the agent's approval timeout:
@@ -86,7 +88,7 @@ class Printer:
             return False
         self.end_line()
         limit = f" (denied in {timeout:g}s)" if timeout else ""
-        click.echo(f"  approve: {what}? [y/N]{limit}: ", err=True, nl=False)
+        safe_echo(f"  approve: {what}? [y/N]{limit}: ", err=True, nl=False)
         try:
             ready, _, _ = select.select([sys.stdin], [], [], timeout)
             if not ready:
@@ -121,6 +123,12 @@ def chat_cmd(message: str | None, session: str, as_json: bool) -> None:
         _check_agent(st.agent, config)
     if not 1 <= len(session.encode()) <= 128 or "\x00" in session:
         raise CliError("--session must be 1..128 bytes of text", EXIT_USAGE)
+    if ":" in session:  # the daemon's rule too (ADR 0041): those are other origins' sessions
+        raise CliError(
+            "--session cannot hold ':': such names are other origins' sessions "
+            "(read them with `zeroclaw sessions show`)",
+            EXIT_USAGE,
+        )
     json_out = wants_json(as_json)
     if json_out and message is None:
         raise CliError("--json needs -m TEXT (one message, one JSON answer)", EXIT_USAGE)
@@ -166,7 +174,7 @@ def chat_cmd(message: str | None, session: str, as_json: bool) -> None:
                 # Like the result's `error`, `ok` appears only when it says something.
                 emit_json({"ok": False, **result} if error else result)
             elif error and not printer.shown:
-                click.echo(f"zeroclaw: error: {error}", err=True)  # never a silent failure
+                safe_echo(f"zeroclaw: error: {error}", err=True)  # never a silent failure
             sys.exit(EXIT_FAILED if error else 0)
         _interactive(runner, alias)
 
@@ -200,7 +208,7 @@ def _interactive(runner: TurnRunner, alias: str) -> None:
                 if exc.exit_code == EXIT_NO_DAEMON:
                     raise  # the session is over
                 printer.end_line()
-                click.echo(f"zeroclaw: {exc}", err=True)
+                safe_echo(f"zeroclaw: {exc}", err=True)
                 continue
             printer.end_line()
             if result.get("cancelled"):

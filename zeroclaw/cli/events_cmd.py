@@ -20,6 +20,7 @@ from typing import Any, NoReturn
 
 import click
 
+from .._terminal import terminal_safe
 from ..control import DaemonUnreachable, EventsFollow, EventsReply, Reply, UntrustedDaemon
 from ..events import Published
 from ..ops import KIND_NAMES, event_json, event_line, unknown_kinds
@@ -99,7 +100,9 @@ def events_cmd(
                 _refused(reply, json_out)
             data: EventsReply | None = reply.data
             for item in data.events if data is not None else []:
-                sys.stdout.write(_json_line(item) if json_out else event_line(item) + "\n")
+                sys.stdout.write(
+                    _json_line(item) if json_out else terminal_safe(event_line(item)) + "\n"
+                )
             sys.stdout.flush()  # a follower's reader sees each event as it comes
     except KeyboardInterrupt:
         # Ctrl-C is how a follow ends: no traceback, no complaint.

@@ -53,6 +53,7 @@ from ._common import (
     fallback,
     json_option,
     plural,
+    safe_echo,
     state,
     wants_json,
 )
@@ -194,7 +195,7 @@ def _records_out(records: Sequence[MemoryRecord], as_json: bool, key: str = "rec
         return
     for r in records:
         score = f"  score={r.score:.3f}" if isinstance(r, MemoryHit) else ""
-        click.echo(f"[{r.agent}] {r.key} ({r.category}){score}: {r.content}")
+        safe_echo(f"[{r.agent}] {r.key} ({r.category}){score}: {r.content}")
 
 
 agent_option = click.option(
@@ -225,7 +226,7 @@ def store_cmd(
     if wants_json(as_json):
         emit_json(msgspec.to_builtins(stored))
     else:
-        click.echo(f"stored {stored.record.key} ({stored.record.id})")
+        safe_echo(f"stored {stored.record.key} ({stored.record.id})")
 
 
 @memory_group.command("get")
@@ -241,7 +242,7 @@ def get_cmd(key: str, agent: str | None, as_json: bool) -> None:
         _records_out([found.record], False)
     if not found.record:
         if not wants_json(as_json):
-            click.echo(f"no record {key!r}", err=True)
+            safe_echo(f"no record {key!r}", err=True)
         sys.exit(EXIT_FAILED)
 
 
@@ -301,7 +302,7 @@ def stats_cmd(agent: str | None, as_json: bool) -> None:
     else:
         for ns, counts in sorted(stats.namespaces.items()):
             records = plural(counts.records, "record")
-            click.echo(f"{ns}: {records}, {plural(counts.session_turns, 'session turn')}")
+            safe_echo(f"{ns}: {records}, {plural(counts.session_turns, 'session turn')}")
 
 
 @memory_group.command("export")
@@ -315,7 +316,7 @@ def export_cmd(agent: str | None, as_json: bool) -> None:
         emit_json({"records": msgspec.to_builtins(records)})
         return
     for record in records:
-        click.echo(json.dumps(msgspec.to_builtins(record), ensure_ascii=False))
+        safe_echo(json.dumps(msgspec.to_builtins(record)))
 
 
 @memory_group.command("forget")
@@ -328,7 +329,7 @@ def forget_cmd(key: str, agent: str | None, as_json: bool) -> None:
     if wants_json(as_json):
         emit_json({"ok": forgotten, "forgotten": forgotten})
     else:
-        click.echo("forgotten" if forgotten else f"no record {key!r}")
+        safe_echo("forgotten" if forgotten else f"no record {key!r}")
     if not forgotten:
         sys.exit(EXIT_FAILED)
 
@@ -345,4 +346,4 @@ def purge_cmd(agent: str | None, yes: bool, as_json: bool) -> None:
     if wants_json(as_json):
         emit_json(msgspec.to_builtins(purged))
     else:
-        click.echo(f"purged {plural(purged.purged, 'record')}")
+        safe_echo(f"purged {plural(purged.purged, 'record')}")

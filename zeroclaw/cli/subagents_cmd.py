@@ -49,6 +49,7 @@ from ._common import (
     CliError,
     emit_json,
     json_option,
+    safe_echo,
     wants_json,
 )
 from .daemon_cmd import (
@@ -211,15 +212,15 @@ def subagents_list_cmd(as_json: bool) -> None:
             )
         )
     if data.subagents:
-        click.echo(_table(rows))
+        safe_echo(_table(rows))
     else:
-        click.echo("no sub-agents loaded")
+        safe_echo("no sub-agents loaded")
     if data.refused:
-        click.echo("refused bundles:")
+        safe_echo("refused bundles:")
         for bundle in data.refused:
-            click.echo(f"  {bundle.path}")
+            safe_echo(f"  {bundle.path}")
             for problem in bundle.problems:
-                click.echo(f"    - {problem}")
+                safe_echo(f"    - {problem}")
 
 
 @subagents_group.command("show")
@@ -255,7 +256,7 @@ def subagents_show_cmd(agent_id: str, as_json: bool) -> None:
         "output schema     "
         + (_compact(d.output_schema) if d.output_schema is not None else "(none)"),
     ]
-    click.echo("\n".join(lines))
+    safe_echo("\n".join(lines))
 
 
 @subagents_group.command("revisions")
@@ -270,7 +271,7 @@ def subagents_revisions_cmd(agent_id: str, as_json: bool) -> None:
     rows = [("", "DIGEST", "FIRST SEEN", "DESCRIPTION")]
     for r in data.revisions:
         rows.append(("*" if r.current else "", r.digest, _when(r.first_seen), r.description))
-    click.echo(_table(rows))
+    safe_echo(_table(rows))
 
 
 # --- zeroclaw dispatch ----------------------------------------------------------------------
@@ -344,10 +345,10 @@ def dispatch_cmd(
     if json_out:
         emit_json(msgspec.to_builtins(data))
     else:
-        click.echo("\n".join(_invocation_lines(invocation)))
+        safe_echo("\n".join(_invocation_lines(invocation)))
     if invocation.state in ("accepted", "running"):
         # An idempotent repeat answers the first invocation as it is now.
-        click.echo(
+        safe_echo(
             f"zeroclaw: {invocation.id} is still {invocation.state}; follow it with "
             f"'zeroclaw invocations events {invocation.id} --follow'",
             err=True,
@@ -378,12 +379,12 @@ def invocations_list_cmd(
         emit_json(msgspec.to_builtins(data))
         return
     if not data.invocations:
-        click.echo("no invocations")
+        safe_echo("no invocations")
         return
     rows = [("ID", "SUB-AGENT", "STATE", "CALLER", "CREATED", "ERROR")]
     for i in data.invocations:
         rows.append((i.id, i.agent_id, i.state, i.caller, _when(i.created_at), i.error_code or "-"))
-    click.echo(_table(rows))
+    safe_echo(_table(rows))
 
 
 @invocations_group.command("show")
@@ -395,7 +396,7 @@ def invocations_show_cmd(invocation_id: str, as_json: bool) -> None:
     if wants_json(as_json):
         emit_json(msgspec.to_builtins(data))
     else:
-        click.echo("\n".join(_invocation_lines(data.invocation)))
+        safe_echo("\n".join(_invocation_lines(data.invocation)))
 
 
 @invocations_group.command("events")
@@ -411,9 +412,9 @@ def invocations_events_cmd(invocation_id: str, follow: bool, as_json: bool) -> N
         for event in data.events:
             if json_out:
                 line = {"schema_version": data.schema_version, **msgspec.to_builtins(event)}
-                click.echo(json.dumps(line, ensure_ascii=False))
+                safe_echo(json.dumps(line))
             else:
-                click.echo(_event_line(event, invocation_id))
+                safe_echo(_event_line(event, invocation_id))
             sys.stdout.flush()
 
 
@@ -429,5 +430,5 @@ def invocations_cancel_cmd(invocation_id: str, as_json: bool) -> None:
         return
     inv = data.invocation
     if inv.state not in ("cancelled", "accepted", "running"):
-        click.echo(f"zeroclaw: {inv.id} had already ended ({inv.state})", err=True)
-    click.echo("\n".join(_invocation_lines(inv)))
+        safe_echo(f"zeroclaw: {inv.id} had already ended ({inv.state})", err=True)
+    safe_echo("\n".join(_invocation_lines(inv)))

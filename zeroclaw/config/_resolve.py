@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from .._sender_names import normalize_sender
 from ._light import daemon_dirs
 from ._models import Config, RiskLevel
 
@@ -101,8 +102,9 @@ def channel_owners(config: Config) -> dict[str, tuple[str, ...]]:
 
 
 def normalize_peer_name(name: str) -> str:
-    """External sender names compare case-insensitively with one leading '@' stripped."""
-    return name.strip().removeprefix("@").casefold()
+    """External sender names compare case-insensitively with one leading '@' stripped: the
+    same key as an origin's sender (`normalize_sender`)."""
+    return normalize_sender(name)
 
 
 @dataclass(frozen=True, slots=True)

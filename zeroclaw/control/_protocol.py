@@ -31,6 +31,8 @@ from ._replies import (
     ProbeReply,
     ReloadReply,
     RevisionsReply,
+    SessionReply,
+    SessionsReply,
     ShutdownReply,
     StatusReply,
     SubagentDetail,
@@ -78,6 +80,8 @@ ControlErrorCode = Literal[
     "invocation_not_found",
     # `events --follow`: a reader that did not keep up was cut off
     "slow_reader",
+    # `sessions show`: the agent has no session of that key
+    "session_not_found",
 ]
 CONTROL_ERROR_CODES: frozenset[str] = frozenset(get_args(ControlErrorCode))
 
@@ -150,6 +154,22 @@ class MemoryCommand(Request[dict[str, Any]], tag="memory", frozen=True):
     op: str
     agent: str
     args: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+class SessionsList(Request[SessionsReply], tag="sessions.list", frozen=True):
+    """Every stored session of every origin (of one agent, or of all), by agent and key."""
+
+    reply_type = SessionsReply
+    agent: str | None = None
+
+
+class SessionShow(Request[SessionReply], tag="sessions.show", frozen=True):
+    """One session's last `limit` turns, oldest first."""
+
+    reply_type = SessionReply
+    agent: str
+    session: str
+    limit: int = 200
 
 
 class Chat(Request[dict[str, Any]], tag="chat", frozen=True):
@@ -283,6 +303,8 @@ CoreRequest = (
     | AgentRestart
     | RouteProbe
     | MemoryCommand
+    | SessionsList
+    | SessionShow
     | Chat
     | ChatOpen
     | ChatCancel

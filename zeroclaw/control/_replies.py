@@ -211,6 +211,40 @@ MEMORY_REPLY_TYPES: dict[str, type[MemoryReply]] = {
 }
 
 
+# --- sessions: what `sessions list|show` answer ----------------------------------------------
+
+# Whose a session is: an origin kind (bus.OriginKind; mirrored, as the CLI does not load
+# the bus), or "unknown" for a key that is no origin's (written before origins had keys).
+SessionOwnerKindName = Literal["operator", "channel", "peer", "subagent", "unknown"]
+
+
+class SessionInfo(msgspec.Struct, frozen=True):
+    """One stored session of one agent, with the origin its key belongs to."""
+
+    agent: str
+    session: str  # the stored key, as `sessions show` takes it
+    kind: SessionOwnerKindName
+    who: str  # "operator", "webhook.ops:ci-bot", "peer:beta"
+    name: str  # its name inside that origin
+    turns: int
+    last_at: float
+
+
+class SessionsReply(msgspec.Struct, frozen=True):
+    sessions: list[SessionInfo]
+
+
+class TranscriptTurn(msgspec.Struct, frozen=True):
+    role: str
+    content: str  # model or outside text: the CLI escapes it for the terminal
+    at: float
+
+
+class SessionReply(msgspec.Struct, frozen=True):
+    session: SessionInfo
+    turns: list[TranscriptTurn]
+
+
 # --- sub-agents: what `subagents`, `dispatch` and `invocations` answer ----------------------
 # The daemon's records (zeroclaw.subagents) as the control socket carries them. Mirrored
 # here rather than imported: the subagents package builds these (its `_control`), so it

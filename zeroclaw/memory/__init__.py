@@ -22,8 +22,9 @@ from ._args import (
 from ._control import MemoryControlCommand
 from ._errors import MEMORY_ERROR_CODES, MemoryErrorCode, MemoryServiceError
 from ._lock import MemoryLock, MemoryLocked
-from ._records import CORE_CATEGORIES, Record, Turn, new_id
+from ._records import CORE_CATEGORIES, Record, SessionSummary, Turn, new_id
 from ._service import MemoryGrants, MemoryService, memory_grants, operator_request
+from ._sessions import list_sessions, show_session
 from ._store import (
     MemoryInputError,
     MemoryStore,
@@ -66,6 +67,7 @@ __all__ = [
     "Scope",
     "ScopeError",
     "SessionArgs",
+    "SessionSummary",
     "StatsArgs",
     "StoreArgs",
     "StoreCorrupt",
@@ -73,8 +75,10 @@ __all__ = [
     "TurnArg",
     "WriteOp",
     "decode_args",
+    "list_sessions",
     "memory_grants",
     "new_id",
     "operator_request",
+    "show_session",
     "tokenize",
 ]

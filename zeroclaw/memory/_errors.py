@@ -15,6 +15,7 @@ MemoryErrorCode = Literal[
     "busy",  # too many writes queued
     "unknown_agent",  # the operator named no configured agent
     "read_only_profile",  # a store or forget by an agent whose risk profile is readonly
+    "session_not_found",  # `sessions show`: the agent has no session of that key
 ]
 MEMORY_ERROR_CODES: tuple[str, ...] = get_args(MemoryErrorCode)
 

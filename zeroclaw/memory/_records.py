@@ -35,6 +35,14 @@ class Turn(msgspec.Struct, frozen=True):
     at: float
 
 
+class SessionSummary(msgspec.Struct, frozen=True):
+    """One stored session of a namespace: its key, how many turns, when it last changed."""
+
+    session: str
+    turns: int
+    last_at: float
+
+
 _lock = threading.Lock()
 _last = [0, 0]
 

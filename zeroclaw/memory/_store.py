@@ -45,6 +45,7 @@ from ._records import (
     MAX_KEY_BYTES,
     MAX_SESSION_BYTES,
     Record,
+    SessionSummary,
     Turn,
     new_id,
     valid_category,
@@ -665,6 +666,33 @@ class MemoryStore:
                 ok = cursor.prev()
         turns.reverse()
         return turns
+
+    def sessions(
+        self, scope: Scope | OperatorScope, namespace: str | None = None
+    ) -> list[SessionSummary]:
+        """Every session of one readable namespace, by key; a key holds no NUL, so the
+        entry key `session 0x00 seq` splits at its last 9 bytes."""
+        self._check_fork()
+        ns = self._one_namespace(scope, namespace)
+        db = self._db(ns, "sessions", create=False)
+        if db is None:
+            return []
+        out: list[SessionSummary] = []
+        with self.env.begin() as txn:
+            cursor = txn.cursor(db=db)
+            ok = cursor.first()
+            while ok:
+                prefix = cursor.key()[:-8]
+                first = _U64BE.unpack(cursor.key()[-8:])[0]
+                # The session's last entry: position after its range, step back.
+                positioned = cursor.set_range(prefix + b"\xff" * 8)
+                if not (cursor.prev() if positioned else cursor.last()):
+                    break
+                last = _U64BE.unpack(cursor.key()[-8:])[0]
+                at = _turn_dec.decode(cursor.value()).at
+                out.append(SessionSummary(prefix[:-1].decode(), last - first + 1, at))
+                ok = cursor.next()
+        return out
 
     def export(
         self, scope: Scope | OperatorScope, namespace: str | None = None

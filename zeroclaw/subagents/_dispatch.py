@@ -547,7 +547,7 @@ class DispatchService:
             failed = Verdict("failed", "subagent_runtime_failed", f"cannot start: {exc}")
             return await self._finish(invocation.id, failed, live)
         deadline = trio.current_time() + bundle.manifest.policy.timeoutSeconds
-        origin = Origin(SUBAGENT_CHANNEL, invocation.caller)
+        origin = Origin.subagent(invocation.caller)
         last: ServiceEvent | None = None
         async with self.turns.open_turn(
             revision.identity, invocation.task, session=None, origin=origin, input=invocation.input

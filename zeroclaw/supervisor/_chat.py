@@ -1,10 +1,11 @@
 """CLI chat: the control socket's adapter over the turn service.
 
 The CLI is one origin among the channels: its turns enter through the same `TurnService`
-as a webhook's or a serial line's, with `Origin(<the agent's cli channel>)` (the local
-operator: no sender). This module only maps between control requests and replies and a
-turn: events stream to the client as `more` replies, its ChatApproval answers the oldest
-pending approval, its ChatCancel cancels the turn, and its going away ends the turn.
+as a webhook's or a serial line's, with `Origin.operator(<the agent's cli channel>)` (the
+local operator: no sender); a session name that is not the operator's (it holds ':') is
+refused before the turn opens. This module only maps between control requests and replies
+and a turn: events stream to the client as `more` replies, its ChatApproval answers the
+oldest pending approval, its ChatCancel cancels the turn, and its going away ends the turn.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import msgspec
 import trio
 
-from ..bus import Origin
+from ..bus import Origin, SessionNameRefused, session_key
 from ..control import Chat, ChatApproval, ChatCancel, ChatOpen, Reply, error_reply
 from ..turns import (
     AgentDown,
@@ -76,7 +77,11 @@ class ChatService:
     async def run_turn(self, request: Chat, exchange: Exchange) -> Reply:
         if (refusal := self._unknown(request.agent)) is not None:
             return refusal
-        origin = Origin(cli_channel(self.turns.channels_of(request.agent)))
+        origin = Origin.operator(cli_channel(self.turns.channels_of(request.agent)))
+        try:
+            session_key(origin, request.session)
+        except SessionNameRefused as exc:
+            return error_reply("bad_request", str(exc))
         reply: Reply | None = None
         async with (
             self.turns.open_turn(
@@ -88,7 +93,6 @@ class ChatService:
             ) as turn,
             trio.open_nursery() as nursery,
         ):
-
             answers = _Answers()
 
             async def from_client() -> None:

@@ -37,13 +37,19 @@ from ..control import (
     Reload,
     ReloadReply,
     Reply,
+    SessionReply,
+    SessionShow,
+    SessionsList,
+    SessionsReply,
     Shutdown,
     ShutdownReply,
     Status,
     StatusReply,
+    control_code,
     error_reply,
 )
 from ..events import EventSink, Published, Subscription
+from ..memory import MemoryService, MemoryServiceError, list_sessions, show_session
 from ..ops import KIND_NAMES, EventFilter, unknown_kinds
 
 if TYPE_CHECKING:
@@ -381,3 +387,40 @@ class MetricsCommand:
 
     async def __call__(self, request: Metrics, exchange: Exchange) -> Reply[MetricsReply]:
         return Reply(ok=True, data=MetricsReply(self._metrics.render().decode()))
+
+
+class SessionsListCommand:
+    """Every stored session of every origin (ADR 0041): the operator reads them all.
+    `known_agents` is asked at each request: a reload changes which agents there are."""
+
+    def __init__(
+        self, memory_service: MemoryService, known_agents: Callable[[], frozenset[str]]
+    ) -> None:
+        self._memory = memory_service
+        self._known_agents = known_agents
+
+    async def __call__(self, request: SessionsList, exchange: Exchange) -> Reply[SessionsReply]:
+        try:
+            listed = await list_sessions(self._memory, self._known_agents(), request.agent)
+        except MemoryServiceError as exc:
+            return error_reply(control_code(exc.code), exc.detail)
+        return Reply(ok=True, data=listed)
+
+
+class SessionShowCommand:
+    """One session's transcript, whichever origin it belongs to."""
+
+    def __init__(
+        self, memory_service: MemoryService, known_agents: Callable[[], frozenset[str]]
+    ) -> None:
+        self._memory = memory_service
+        self._known_agents = known_agents
+
+    async def __call__(self, request: SessionShow, exchange: Exchange) -> Reply[SessionReply]:
+        try:
+            shown = await show_session(
+                self._memory, self._known_agents(), request.agent, request.session, request.limit
+            )
+        except MemoryServiceError as exc:
+            return error_reply(control_code(exc.code), exc.detail)
+        return Reply(ok=True, data=shown)

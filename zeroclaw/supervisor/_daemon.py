@@ -50,6 +50,8 @@ from ..control import (
     MemoryCommand,
     Reload,
     RouteProbe,
+    SessionShow,
+    SessionsList,
     Shutdown,
     Status,
 )
@@ -90,6 +92,8 @@ from ._commands import (
     MetricsCommand,
     NoChatTurnCommand,
     ReloadCommand,
+    SessionShowCommand,
+    SessionsListCommand,
     ShutdownCommand,
     StatusCommand,
 )
@@ -624,6 +628,8 @@ def _command_table(
     table.register(AgentRestart, AgentRestartCommand(supervisor))
     table.register(RouteProbe, RouteProbeCommand(supervisor))
     table.register(MemoryCommand, MemoryControlCommand(supervisor.memory, known_agents))
+    table.register(SessionsList, SessionsListCommand(supervisor.memory, known_agents))
+    table.register(SessionShow, SessionShowCommand(supervisor.memory, known_agents))
     table.register(Chat, chat.run_turn)
     table.register(ChatOpen, ChatOpenCommand(chat))
     table.register(ChatCancel, NoChatTurnCommand())

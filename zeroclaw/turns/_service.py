@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 import msgspec
 import trio
 
-from ..bus import DAEMON_SENDER, Message, Origin, RefusalCode, Request, Response
+from ..bus import DAEMON_SENDER, Message, Origin, RefusalCode, Request, Response, session_key
 from ..events import EventSink, TurnFinished
 from ._events import ApprovalAsked, TurnDone
 from ._outcomes import (
@@ -239,7 +239,12 @@ class TurnService:
         interactive: bool = False,
         input: object = None,
     ) -> AsyncIterator[Turn]:
-        """`input`: a sub-agent invocation's structured input (TurnInput.input)."""
+        """`input`: a sub-agent invocation's structured input (TurnInput.input).
+        `session`: the name the origin asked for; the turn's session is the daemon's key
+        for it inside the origin (`session_key`: an outside origin names only its own, and
+        an operator's name that is not one raises SessionNameRefused before anything
+        opens)."""
+        key = session_key(origin, session)
         turn_id = f"{self._prefix}-{next(self._ids)}"
         opened = trio.current_time()
         turn = self.turns[turn_id] = Turn(self, turn_id, agent, origin, limit=self.max_buffered)
@@ -256,7 +261,7 @@ class TurnService:
                         body=TurnInput(text, interactive, input),
                         sent_at=time.time(),
                         from_=DAEMON_SENDER,
-                        session=session,
+                        session=key,
                         kind="chat",
                     ),
                     origin,
