@@ -322,6 +322,8 @@ class AgentRuntime:
                     session=message.session or "default",
                     on_event=on_event,
                     approver=approver,
+                    # What the daemon granted this turn's origin (ADR 0042).
+                    toolset=self.engine.origin_toolset(chat.tools),
                     on_answer=on_answer,
                 )
             finally:

@@ -38,11 +38,27 @@ from ._wire import (
 from ._zsocket import SocketOwner
 
 if TYPE_CHECKING:
+    from ._grants import (
+        ApprovalRoute,
+        GroupGrant,
+        OriginGrant,
+        OriginKind,
+        origin_grant,
+        origin_kind,
+        sender_grant,
+    )
     from ._policy import OriginRule, PeerPolicy, RouteDecision
     from ._router import AgentKeys, NoHooks, Router, RouterHooks, ServiceHandler
     from ._router_core import RouterCore
 
 _LAZY = {
+    "ApprovalRoute": "._grants",
+    "GroupGrant": "._grants",
+    "OriginGrant": "._grants",
+    "OriginKind": "._grants",
+    "origin_grant": "._grants",
+    "origin_kind": "._grants",
+    "sender_grant": "._grants",
     "PeerPolicy": "._policy",
     "RouteDecision": "._policy",
     "OriginRule": "._policy",
