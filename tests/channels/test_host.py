@@ -21,6 +21,10 @@ def with_webhook(doc: dict[str, Any]) -> None:
         "agents": ["alpha"],
         "external_peers": ["bob", "mallory"],
         "ignore": ["mallory"],
+        # The sender's own approval path is what these tests pin: granted explicitly
+        # (the default sends no tool and every approval to the operator, ADR 0042).
+        "tools": ["file_write"],
+        "approvals": "sender",
     }
 
 

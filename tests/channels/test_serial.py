@@ -76,6 +76,10 @@ def with_serial(port: Path, **settings: Any) -> Any:
             "channel": "serial.desk",
             "agents": ["alpha"],
             "external_peers": ["serial:desk"],
+            # These tests pin the sender's own approval path: granted explicitly (by
+            # default no tool, and every approval goes to the operator, ADR 0042).
+            "tools": ["file_write", "file_read", "memory_store", "memory_recall"],
+            "approvals": "sender",
         }
 
     return configure
@@ -230,6 +234,10 @@ async def test_two_devices_serve_side_by_side(tmp_path: Path) -> None:
                 "channel": f"serial.{a}",
                 "agents": ["alpha"],
                 "external_peers": [f"serial:{a}"],
+                # These tests pin the sender's own approval path: granted explicitly (by
+                # default no tool, and every approval goes to the operator, ADR 0042).
+                "tools": ["file_write", "file_read", "memory_store", "memory_recall"],
+                "approvals": "sender",
             }
 
     async with bench(tmp_path, configure=configure) as b:

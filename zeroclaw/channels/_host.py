@@ -143,7 +143,7 @@ class ChannelHost:
         if to_operator:
             if self.approvals is not None:  # its own deadline: a timeout is a denial there
                 approved = await self.approvals.ask(
-                    turn.agent, turn.origin, asked.what, timeout=timeout
+                    turn.agent, turn.origin, asked.what, wait_secs=timeout
                 )
         elif ask is not None:
             with trio.move_on_after(timeout):

@@ -43,15 +43,15 @@ class OperatorApprovals:
         """Seconds until its deadline (0 once passed)."""
         return max(0.0, approval.deadline - self._clock())
 
-    async def ask(self, agent: str, origin: Origin, what: str, *, timeout: float) -> bool:
+    async def ask(self, agent: str, origin: Origin, what: str, *, wait_secs: float) -> bool:
         """Queue the approval and wait for its decision; True only for an operator's yes."""
         approval = self._queue.ask(
-            agent, origin.channel, origin.sender or "", what, now=self._clock(), timeout=timeout
+            agent, origin.channel, origin.sender or "", what, now=self._clock(), timeout=wait_secs
         )
         done = trio.Event()
         box: list[Decided] = []
         self._answered[approval.id] = (done, box)
-        self._publish_asked(approval, timeout)
+        self._publish_asked(approval, wait_secs)
         try:
             with trio.move_on_at(approval.deadline):
                 await done.wait()
