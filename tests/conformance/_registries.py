@@ -23,6 +23,13 @@ def agent_tools() -> frozenset[str]:
     )
 
 
+def origin_kinds() -> frozenset[str]:
+    """The kinds of turn origin the daemon grants tools by (zeroclaw.bus.OriginKind)."""
+    from zeroclaw.bus import OriginKind
+
+    return frozenset(get_args(OriginKind))
+
+
 def channel_types() -> frozenset[str]:
     """The `[channels.<type>]` tables of the config model."""
     from zeroclaw.config import Config

@@ -60,3 +60,12 @@ def test_every_boundary_has_cells() -> None:
     boundaries = {c.boundary for c in all_cells()}
     missing = set(BOUNDARIES) - boundaries
     assert not missing, f"boundaries without cells: {sorted(missing)}"
+
+
+def test_every_origin_kind_has_a_cell_for_every_tool_and_an_approval_route() -> None:
+    cells = [c for c in all_cells() if c.path == "origin"]
+    pairs = {(c.extra["kind"], c.tool) for c in cells if c.boundary == "origin_tools"}
+    wanted = {(k, t) for k in registries.origin_kinds() for t in registries.agent_tools()}
+    assert not wanted - pairs, f"origin x tool without a cell: {sorted(wanted - pairs)}"
+    routed = {c.extra["kind"] for c in cells if c.boundary == "approvals"}
+    assert routed == registries.origin_kinds(), "an origin kind without an approval route"
