@@ -33,6 +33,24 @@ def test_an_approval_is_pending_until_answered_and_answered_once() -> None:
     assert q.close("ap-1", now=20.0) == NotPending("ap-1")
 
 
+def test_a_full_queue_denies_a_new_approval_at_once() -> None:
+    ids = (f"ap-{n}" for n in itertools.count(1))
+    q = ApprovalQueue(lambda: next(ids), max_pending=2)
+    first = q.ask("alpha", "webhook.ops", "bob", "w", now=0.0, timeout=5.0)
+    assert first is not None
+    assert q.ask("alpha", "webhook.ops", "bob", "w", now=0.0, timeout=5.0) is not None
+    assert q.ask("alpha", "webhook.ops", "bob", "w", now=0.0, timeout=5.0) is None
+    assert len(q.pending()) == 2
+    q.answer(first.id, False, now=1.0)
+    assert q.ask("alpha", "webhook.ops", "bob", "w", now=1.0, timeout=5.0) is not None
+
+
+async def test_the_shell_denies_beyond_its_bound_without_waiting() -> None:
+    approvals = OperatorApprovals(max_pending=0)
+    assert await approvals.ask("alpha", Origin("webhook.ops", "bob"), "w", wait_secs=600) is False
+    assert approvals.pending() == ()
+
+
 def test_a_no_is_a_denial() -> None:
     q = queue()
     a = q.ask("alpha", "webhook.ops", "bob", "w", now=0.0, timeout=5.0)

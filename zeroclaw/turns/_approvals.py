@@ -9,7 +9,8 @@ A supervised action in a turn an outside sender started is asked here, not of th
                    --its turn ended first---> abandoned   (a denial, `close`)
 
 An answer after the deadline is a timeout, whenever `expire` runs; a second answer, or an
-answer to an id never asked, changes nothing (`NotPending`). Time is given, never read:
+answer to an id never asked, changes nothing (`NotPending`). At most `max_pending` wait at
+once: beyond, `ask` answers None, a denial. Time is given, never read:
 the trio shell (`OperatorApprovals`) passes its clock.
 """
 
@@ -20,6 +21,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 ApprovalOutcome = Literal["approved", "denied", "timed_out", "abandoned"]
+# Approvals waiting at once; beyond, a new one is denied at once (outside senders must not
+# grow the daemon's memory, or the operator's list, without bound).
+MAX_PENDING_APPROVALS = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,13 +54,19 @@ class NotPending:
 
 
 class ApprovalQueue:
-    def __init__(self, new_id: Callable[[], str]) -> None:
+    def __init__(
+        self, new_id: Callable[[], str], *, max_pending: int = MAX_PENDING_APPROVALS
+    ) -> None:
         self._new_id = new_id
+        self._max_pending = max_pending
         self._pending: dict[str, PendingApproval] = {}  # in the order asked
 
     def ask(
         self, agent: str, channel: str, sender: str, what: str, *, now: float, timeout: float
-    ) -> PendingApproval:
+    ) -> PendingApproval | None:
+        """The new pending approval; None when `max_pending` wait already (a denial)."""
+        if len(self._pending) >= self._max_pending:
+            return None
         approval_id = self._new_id()
         while approval_id in self._pending:  # ids are random; never let one shadow another
             approval_id = self._new_id()

@@ -8,6 +8,7 @@ decision is published as an event.
 
 from __future__ import annotations
 
+import logging
 import secrets
 from collections.abc import Callable
 
@@ -15,7 +16,15 @@ import trio
 
 from ..bus import Origin
 from ..events import ApprovalRequested, ApprovalResolved, EventSink
-from ._approvals import ApprovalQueue, Decided, NotPending, PendingApproval
+from ._approvals import (
+    MAX_PENDING_APPROVALS,
+    ApprovalQueue,
+    Decided,
+    NotPending,
+    PendingApproval,
+)
+
+log = logging.getLogger("zeroclaw.approvals")
 
 
 def new_approval_id() -> str:
@@ -30,8 +39,9 @@ class OperatorApprovals:
         *,
         clock: Callable[[], float] = trio.current_time,
         new_id: Callable[[], str] = new_approval_id,
+        max_pending: int = MAX_PENDING_APPROVALS,
     ) -> None:
-        self._queue = ApprovalQueue(new_id)
+        self._queue = ApprovalQueue(new_id, max_pending=max_pending)
         self._events = events
         self._clock = clock
         self._answered: dict[str, tuple[trio.Event, list[Decided]]] = {}
@@ -48,6 +58,14 @@ class OperatorApprovals:
         approval = self._queue.ask(
             agent, origin.channel, origin.sender or "", what, now=self._clock(), timeout=wait_secs
         )
+        if approval is None:
+            log.warning(
+                "agent %s: %d approvals already wait for the operator; denied one from %s",
+                agent,
+                len(self._queue.pending()),
+                origin.channel,
+            )
+            return False
         done = trio.Event()
         box: list[Decided] = []
         self._answered[approval.id] = (done, box)
