@@ -4,6 +4,8 @@ reaches an agent; an approval nobody gives in time is a denial."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +13,17 @@ import trio
 
 from tests.turns.helpers import bench
 from zeroclaw.channels import ChannelAnswer, ChannelHost, ChannelRefused, Inbound
+from zeroclaw.events import EventSink, Published
+
+
+@asynccontextmanager
+async def aclosing_subscription(sink: EventSink) -> AsyncIterator[AsyncIterator[Published]]:
+    with sink.subscribe() as subscription:
+        iterator = aiter(subscription)
+        try:
+            yield iterator
+        finally:
+            await iterator.aclose()  # type: ignore[attr-defined]
 
 
 def with_webhook(doc: dict[str, Any]) -> None:
@@ -21,6 +34,10 @@ def with_webhook(doc: dict[str, Any]) -> None:
         "agents": ["alpha"],
         "external_peers": ["bob", "mallory"],
         "ignore": ["mallory"],
+        # The sender's own approval path is what these tests pin: granted explicitly
+        # (the default sends no tool and every approval to the operator, ADR 0042).
+        "tools": ["file_write"],
+        "approvals": "sender",
     }
 
 
@@ -89,3 +106,55 @@ async def test_the_agents_own_approval_timeout_bounds_the_channels_question(
             )
     assert isinstance(outcome, ChannelAnswer), outcome
     assert [c.error_code for c in outcome.tool_calls] == ["approval_denied"]
+
+
+async def test_an_outside_origins_approval_goes_to_the_operator_never_to_the_sender(
+    tmp_path: Path,
+) -> None:
+    from zeroclaw.events import ApprovalRequested
+    from zeroclaw.turns import Decided, OperatorApprovals
+
+    def operator_answers(doc: dict[str, Any]) -> None:
+        with_webhook(doc)
+        del doc["peer_groups"]["hooks"]["approvals"]  # the default: the operator answers
+
+    sender_asked: list[str] = []
+
+    async def sender_says_yes(rid: str, what: str) -> bool:
+        sender_asked.append(what)
+        return True
+
+    async with bench(tmp_path, configure=operator_answers) as b:
+        await b.agent(tmp_path)
+        sink = EventSink()
+        queue = OperatorApprovals(sink)
+        host = ChannelHost(b.service, lambda: b.router.policy, approvals=queue)
+        outcomes: list[Any] = []
+        async with trio.open_nursery() as nursery, aclosing_subscription(sink) as events:
+
+            async def converse(text: str) -> None:
+                inbound = Inbound("webhook.ops", "bob", text)
+                outcomes.append(await host.converse(inbound, ask=sender_says_yes))
+
+            nursery.start_soon(converse, "write note.txt: hi")
+            async for published in events:  # the queue says when the agent asked
+                if isinstance(published.event, ApprovalRequested):
+                    break
+            [pending] = queue.pending()
+            assert (pending.agent, pending.channel, pending.sender) == (
+                "alpha",
+                "webhook.ops",
+                "bob",
+            )
+            assert isinstance(queue.decide(pending.id, False), Decided)
+        # Without the queue nobody answers: denied, and still never asked of the sender.
+        host_without = ChannelHost(b.service, lambda: b.router.policy)
+        outcomes.append(
+            await host_without.converse(
+                Inbound("webhook.ops", "bob", "write other.txt: hi"), ask=sender_says_yes
+            )
+        )
+    assert sender_asked == []
+    for outcome in outcomes:
+        assert isinstance(outcome, ChannelAnswer), outcome
+        assert [c.error_code for c in outcome.tool_calls] == ["approval_denied"]

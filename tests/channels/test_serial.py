@@ -19,6 +19,8 @@ import trio
 from tests.turns.helpers import bench
 from zeroclaw.channels import ChannelHost, ChannelStartFailed, SerialAdapter
 from zeroclaw.config import ConfigError, SerialChannel, validate_document
+from zeroclaw.events import ApprovalRequested, EventSink
+from zeroclaw.turns import Decided, OperatorApprovals
 
 
 class Device:
@@ -76,6 +78,10 @@ def with_serial(port: Path, **settings: Any) -> Any:
             "channel": "serial.desk",
             "agents": ["alpha"],
             "external_peers": ["serial:desk"],
+            # These tests pin the sender's own approval path: granted explicitly (by
+            # default no tool, and every approval goes to the operator, ADR 0042).
+            "tools": ["file_write", "file_read", "memory_store", "memory_recall"],
+            "approvals": "sender",
         }
 
     return configure
@@ -83,13 +89,30 @@ def with_serial(port: Path, **settings: Any) -> Any:
 
 @asynccontextmanager
 async def serial_bench(
-    tmp_path: Path, *, approval_timeout: float = 5.0, **settings: Any
+    tmp_path: Path,
+    *,
+    approval_timeout: float = 5.0,
+    approvals: OperatorApprovals | None = None,
+    **settings: Any,
 ) -> AsyncIterator[tuple[SerialAdapter, Device]]:
+    """`approvals`: the operator's queue, and the group's approvals left to the default
+    (the operator answers); without it the sender answers its own prompts."""
     port = tmp_path / "ttyDESK"
     device = Device(port)
-    async with bench(tmp_path, configure=with_serial(port, **settings)) as b:
+    configure = with_serial(port, **settings)
+
+    def to_operator(doc: dict[str, Any]) -> None:
+        configure(doc)
+        del doc["peer_groups"]["desk"]["approvals"]
+
+    async with bench(tmp_path, configure=configure if approvals is None else to_operator) as b:
         await b.agent(tmp_path)
-        host = ChannelHost(b.service, lambda: b.router.policy, approval_timeout=approval_timeout)
+        host = ChannelHost(
+            b.service,
+            lambda: b.router.policy,
+            approval_timeout=approval_timeout,
+            approvals=approvals,
+        )
         config = SerialChannel(port=str(port), **settings)  # what the config file says
         adapter = SerialAdapter("desk", config, backoff_first=0.02, backoff_cap=0.2)
         await b.nursery.start(adapter.serve, host)
@@ -123,6 +146,28 @@ async def test_the_device_goes_away_and_comes_back(tmp_path: Path) -> None:
         await again.send(b"hello\n")
         assert await again.line() == before
         again.close()
+
+
+async def test_a_serial_senders_yes_cannot_answer_an_approval_the_operator_holds(
+    tmp_path: Path,
+) -> None:
+    sink = EventSink()
+    queue = OperatorApprovals(sink)
+    with sink.subscribe() as subscription:
+        events = aiter(subscription)
+        async with serial_bench(tmp_path, approvals=queue, approval_timeout=600) as (_, device):
+            await device.send(b"write note.txt: hi\n")
+            while not isinstance((await anext(events)).event, ApprovalRequested):
+                pass
+            await device.send(b"y\n")  # no prompt was written: this is a new message
+            [pending] = queue.pending()
+            assert pending.channel == "serial.desk" and pending.sender == "serial:desk"
+            assert isinstance(queue.decide(pending.id, False), Decided)
+            denied = await device.line()
+            assert denied.startswith("file_write refused: approval_denied"), denied
+            assert "heard: y" in await device.line()  # the "y" was only ever a message
+        await events.aclose()  # type: ignore[attr-defined]
+    assert not (tmp_path / "ws" / "note.txt").exists()
 
 
 async def test_unplugged_while_a_prompt_waits_denies_and_serves_on(tmp_path: Path) -> None:
@@ -230,6 +275,10 @@ async def test_two_devices_serve_side_by_side(tmp_path: Path) -> None:
                 "channel": f"serial.{a}",
                 "agents": ["alpha"],
                 "external_peers": [f"serial:{a}"],
+                # These tests pin the sender's own approval path: granted explicitly (by
+                # default no tool, and every approval goes to the operator, ADR 0042).
+                "tools": ["file_write", "file_read", "memory_store", "memory_recall"],
+                "approvals": "sender",
             }
 
     async with bench(tmp_path, configure=configure) as b:

@@ -44,11 +44,19 @@ def with_webhooks(doc: dict[str, Any]) -> None:
         "agents": ["alpha"],
         "external_peers": ["*"],
         "ignore": ["mallory"],
+        # These tests pin the sender's own approval path: granted explicitly (by
+        # default no tool, and every approval goes to the operator, ADR 0042).
+        "tools": ["file_write", "file_read", "memory_store", "memory_recall"],
+        "approvals": "sender",
     }
     doc["peer_groups"]["slowhooks"] = {
         "channel": "webhook.slow",
         "agents": ["alpha"],
         "external_peers": ["*"],
+        # These tests pin the sender's own approval path: granted explicitly (by
+        # default no tool, and every approval goes to the operator, ADR 0042).
+        "tools": ["file_write", "file_read", "memory_store", "memory_recall"],
+        "approvals": "sender",
     }
 
 

@@ -133,6 +133,10 @@ def with_callback_hook(doc: dict[str, Any]) -> None:
         "channel": "webhook.cb",
         "agents": ["alpha"],
         "external_peers": ["bob"],
+        # These tests pin the sender's own approval path: granted explicitly (by
+        # default no tool, and every approval goes to the operator, ADR 0042).
+        "tools": ["file_write", "file_read", "memory_store", "memory_recall"],
+        "approvals": "sender",
     }
 
 

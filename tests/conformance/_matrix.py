@@ -50,6 +50,8 @@ BOUNDARIES = (
     "daemon_code",  # the daemon's own code: read-only to every agent (ADR 0044)
     "daemon_resources",  # what an outside client may hold: connections, descriptors, time
     "metrics",  # what the metrics tell, and to whom
+    "origin_tools",  # which tools a turn of each origin kind gets (ADR 0042)
+    "approvals",  # who answers a supervised approval, by origin kind (ADR 0042)
 )
 PATHS = (
     "policy",  # the pure decision functions, every corpus spelling
@@ -67,6 +69,7 @@ PATHS = (
     "discovery",  # what a discovery scan writes, prints, publishes and logs
     "http_listener",  # raw TCP to each HTTP listener of the model (ADR 0045)
     "sessions",  # a turn of each origin kind names each kind of session (ADR 0041)
+    "origin",  # the daemon's pure origin -> tools / approval route decision (ADR 0042)
 )
 # profile -> the agent of the conformance daemon that plays it (and how approvals go).
 PROFILES: dict[str, tuple[str, bool | None]] = {
@@ -82,6 +85,11 @@ PROFILES: dict[str, tuple[str, bool | None]] = {
     "other_uid": ("", None),
     "unauthenticated": ("", None),
     "operator": ("", None),
+    # the origin kinds (zeroclaw.bus.ORIGIN_KINDS), as origin cells name who starts the turn
+    "origin_operator": ("", None),
+    "origin_peer": ("", None),
+    "origin_channel": ("", None),
+    "origin_subagent": ("", None),
 }
 # Which profiles stand for which risk level / grant mode (completeness).
 LEVEL_PROFILES = {"readonly": "readonly", "supervised": "supervised_approve", "full": "full"}
@@ -1240,12 +1248,74 @@ def _listener_cells() -> list[Cell]:
                 extra={"listener": listener},
             ),
         ]
+# ----------------------------------------------------------- origin x tool (ADR 0042)
+def _origin_cells() -> list[Cell]:
+    """Every origin kind x every agent tool, both read from the product: with the default
+    config (no peer_tools, no group tools) only the operator's turn may use an agent tool;
+    a grant (peer_tools for a peer, a peer group's tools for an outside sender) gives
+    exactly that tool. A sub-agent turn runs on a sub-agent runtime, whose only tools are
+    its own. Then who answers each kind's approvals, by the group's `approvals`."""
+    from tests.conformance._registries import agent_tools, origin_kinds
+
+    cells = []
+    for kind in sorted(origin_kinds()):
+        for tool in sorted(agent_tools()):
+            default = {
+                "operator": _ok("engine"),
+                # the runtime has no agent tool at all: not a grant it lacks, a tool it
+                # does not know
+                "subagent": _no("bad_arguments", "engine"),
+            }.get(kind, _no("tool_not_granted", "engine"))
+            cells.append(
+                Cell(
+                    "origin_tools",
+                    "origin",
+                    f"origin_{kind}",
+                    f"{tool} by default",
+                    tool,
+                    default,
+                    tool,
+                    extra={"kind": kind, "grant": ()},
+                )
+            )
+            if kind in ("peer", "channel"):
+                cells.append(
+                    Cell(
+                        "origin_tools",
+                        "origin",
+                        f"origin_{kind}",
+                        f"{tool} when granted",
+                        tool,
+                        _ok("engine"),
+                        tool,
+                        extra={"kind": kind, "grant": (tool,)},
+                    )
+                )
+        for setting in ("operator", "sender"):
+            route = {
+                "operator": "channel",  # its own CLI asks inline
+                "channel": "operator" if setting == "operator" else "channel",
+                "peer": "none",  # nobody to ask: denied
+                "subagent": "none",  # a runtime never talks to users: denied
+            }[kind]
+            cells.append(
+                Cell(
+                    "approvals",
+                    "origin",
+                    f"origin_{kind}",
+                    f"approvals = {setting}",
+                    setting,
+                    Expect("allowed", route, "engine"),
+                    extra={"kind": kind, "approvals": setting},
+                )
+            )
     return cells
 
 
 def all_cells() -> list[Cell]:
     cells = [
         *_discovery_cells(),
+        *_origin_cells(),
         *_grammar_cells(),
         *daemon_corpus_cells(),
         *_in_process_cells(),

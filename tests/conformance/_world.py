@@ -109,15 +109,21 @@ def conformance_config(root: Path, port: int = 0) -> dict[str, Any]:
         }
         doc["channels"]["serial"] = {"desk": {"port": str(root / "ttyDESK")}}
         doc["agents"]["sup"]["channels"] = ["cli.local", "webhook.hook", "serial.desk"]
+        # The channel cells attack the file and shell policy and the sender's own
+        # approval path, so these groups grant those tools and `approvals = "sender"`
+        # explicitly (the default is no tool, approvals to the operator: ADR 0042).
+        sender_grant = {"tools": ["file_write", "file_read", "shell"], "approvals": "sender"}
         doc["peer_groups"]["hook"] = {
             "channel": "webhook.hook",
             "agents": ["sup"],
             "external_peers": ["*"],
+            **sender_grant,
         }
         doc["peer_groups"]["desk"] = {
             "channel": "serial.desk",
             "agents": ["sup"],
             "external_peers": ["serial:desk"],
+            **sender_grant,
         }
     return doc
 

@@ -108,3 +108,12 @@ def test_every_origin_kind_has_a_cell_for_every_session_kind() -> None:
     for kind in registries.origin_kinds():
         for session_kind in SESSION_KINDS:
             assert (kind, session_kind) in cells, f"origin {kind!r} x {session_kind!r}: no cell"
+
+
+def test_every_origin_kind_has_a_cell_for_every_tool_and_an_approval_route() -> None:
+    cells = [c for c in all_cells() if c.path == "origin"]
+    pairs = {(c.extra["kind"], c.tool) for c in cells if c.boundary == "origin_tools"}
+    wanted = {(k, t) for k in registries.origin_kinds() for t in registries.agent_tools()}
+    assert not wanted - pairs, f"origin x tool without a cell: {sorted(wanted - pairs)}"
+    routed = {c.extra["kind"] for c in cells if c.boundary == "approvals"}
+    assert routed == registries.origin_kinds(), "an origin kind without an approval route"

@@ -325,6 +325,8 @@ class AgentRuntime:
                     session=message.session or DEFAULT_SESSION,  # the daemon's key
                     on_event=on_event,
                     approver=approver,
+                    # What the daemon granted this turn's origin (ADR 0042).
+                    toolset=self.engine.origin_toolset(chat.tools),
                     on_answer=on_answer,
                 )
             finally:

@@ -151,6 +151,13 @@ class TurnEngine:
         # Sessions whose last turn's transcript append is still on its way (see run_turn).
         self._saving: dict[str, trio.Event] = {}
 
+    def origin_toolset(self, granted: tuple[str, ...] | None) -> Toolset:
+        """The toolset of a turn the daemon opened: all of this engine's (None: the
+        operator, a dispatch) or only the tools the daemon granted its origin (ADR 0042)."""
+        if granted is None:
+            return self.toolset
+        return self.toolset.only(granted, "origin_tools")
+
     def set_other_workspaces(self, other_workspaces: Sequence[str]) -> None:
         """The path rules, rebuilt when a reload changed the other agents' workspaces."""
         self.rules = path_rules(self.spec, tuple(other_workspaces))

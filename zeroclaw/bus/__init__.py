@@ -47,11 +47,23 @@ from ._wire import (
 from ._zsocket import SocketOwner
 
 if TYPE_CHECKING:
+    from ._grants import (
+        ApprovalRoute,
+        GroupGrant,
+        OriginGrant,
+        origin_grant,
+        sender_grant,
+    )
     from ._policy import OriginRule, PeerPolicy, RouteDecision
     from ._router import AgentKeys, NoHooks, Router, RouterHooks, ServiceHandler
     from ._router_core import RouterCore
 
 _LAZY = {
+    "ApprovalRoute": "._grants",
+    "GroupGrant": "._grants",
+    "OriginGrant": "._grants",
+    "origin_grant": "._grants",
+    "sender_grant": "._grants",
     "PeerPolicy": "._policy",
     "RouteDecision": "._policy",
     "OriginRule": "._policy",
@@ -83,14 +95,17 @@ __all__ = [
     "Ack",
     "AgentBus",
     "AgentKeys",
+    "ApprovalRoute",
     "BusCredentials",
     "Deliver",
+    "GroupGrant",
     "Heartbeat",
     "Hello",
     "Message",
     "MessageKind",
     "NoHooks",
     "Origin",
+    "OriginGrant",
     "OriginKind",
     "OriginRule",
     "Outcome",
@@ -118,4 +133,6 @@ __all__ = [
     "origin_namespace",
     "session_key",
     "session_owner",
+    "origin_grant",
+    "sender_grant",
 ]

@@ -21,6 +21,7 @@ from ..config import (
     normalize_peer_name,
     readonly_agents,
 )
+from ._grants import GroupGrant, OriginGrant, origin_grant
 from ._origin import Origin
 
 # Which rule refused an injected conversation's origin (counted per rule in the router's stats).
@@ -71,10 +72,16 @@ class PeerPolicy:
         # (sender, dest, channel) -> the first group (by name) that allows it
         self._allowed: dict[tuple[str, str, str], str] = {}
         self._peers = {}
+        # (agent, channel) -> what each peer group on it that lists the agent grants the
+        # outside senders it admits (ADR 0042)
+        self._grants: dict[tuple[str, str], tuple[GroupGrant, ...]] = {}
         for alias in sorted(config.agents):
             for channel in self.channels:
                 peers = channel_peers(config, alias, channel)
                 self._peers[(alias, channel)] = peers
+                self._grants[(alias, channel)] = tuple(
+                    _group_grant(config, name, alias, channel) for name in peers.groups
+                )
                 for other in peers.agents:
                     group = next(g for g in peers.groups if other in config.peer_groups[g].agents)
                     self._allowed[(alias, other, channel)] = group
@@ -147,6 +154,12 @@ class PeerPolicy:
             if self._peers[(owner, channel)].external.accepts(sender_name)
         )
 
+    def origin_grant(self, dest: str, origin: Origin) -> OriginGrant:
+        """Which tools a turn on `dest` from `origin` may use, and who answers its
+        approvals (ADR 0042). An unknown channel or target grants an outside sender
+        nothing."""
+        return origin_grant(origin, self._grants.get((dest, origin.channel), ()))
+
     def origin_refusal(self, dest: str, origin: Origin) -> tuple[OriginRule, str] | None:
         """Why `dest` may not receive a conversation from `origin` (None: it may)."""
         channel = origin.channel
@@ -170,3 +183,14 @@ class PeerPolicy:
                 f"no peer group of {dest!r} on {channel!r} accepts {origin.sender!r}",
             )
         return None
+
+
+def _group_grant(config: Config, name: str, alias: str, channel: str) -> GroupGrant:
+    """One group's grant: its admission rule alone (its own `external_peers`/`ignore`),
+    its tools and its approval route."""
+    group = config.peer_groups[name]
+    # channel_peers of a config holding only this group: the same admission rule,
+    # spelled once (normalisation, '*', ignore).
+    alone = config.model_copy(update={"peer_groups": {name: group}})
+    external = channel_peers(alone, alias, channel).external
+    return GroupGrant(name, external, frozenset(group.tools), group.approvals)

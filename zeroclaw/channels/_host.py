@@ -1,9 +1,11 @@
 """The daemon's side of every channel adapter: an inbound message in, its outcome out.
 
 `converse` routes the message (`route_inbound`), opens a turn on the target with the
-message's origin through the turn service (the router checks that origin again), collects
-the reply, and asks the adapter's `ask` callback for approvals, each bounded by the
-approval timeout (a timeout, or a channel that cannot ask, is a denial). Refusals are
+message's origin through the turn service (the router checks that origin again; the turn
+service grants the turn only the tools the sender's peer groups list, ADR 0042), collects
+the reply, and has each approval answered, bounded by the approval timeout (a timeout, or
+nobody to ask, is a denial): by the operator's queue, unless every peer group admitting the
+sender says `approvals = "sender"`, then by the adapter's `ask` callback. Refusals are
 logged and counted by the rule that decided them.
 """
 
@@ -20,6 +22,7 @@ from ..turns import (
     AgentDown,
     ApprovalAsked,
     Delta,
+    OperatorApprovals,
     Turn,
     TurnCancelled,
     TurnDone,
@@ -49,8 +52,12 @@ class ChannelHost:
         policy: Callable[[], PeerPolicy],
         *,
         approval_timeout: float = APPROVAL_TIMEOUT_SECS,
+        approvals: OperatorApprovals | None = None,
     ) -> None:
         self.turns = turns
+        # The operator's queue; None: nobody answers an outside origin's approvals, so
+        # they are denied (never asked of the sender instead).
+        self.approvals = approvals
         self._policy = policy  # the running config's (a reload replaces it)
         self.approval_timeout = approval_timeout
         self.refused: Counter[tuple[str, str]] = Counter()  # (channel, the rule that decided)
@@ -86,27 +93,34 @@ class ChannelHost:
                 return decided
             routed = decided
         self.delivered[inbound.channel] += 1
+        grant = self._policy().origin_grant(routed.agent, routed.origin)
+        # An outside origin's approvals go to the operator unless its groups say "sender":
+        # the sender's own approval path (a signed webhook approval, a serial answer line)
+        # then finds nothing to answer.
+        to_operator = grant.approvals == "operator"
         async with (
             self.turns.open_turn(
                 routed.agent,
                 inbound.text,
                 session=inbound.session,
                 origin=routed.origin,
-                interactive=ask is not None,
+                interactive=(self.approvals if to_operator else ask) is not None,
             ) as turn,
             trio.open_nursery() as nursery,
         ):
-            outcome = await self._collect(turn, ask, nursery)
+            outcome = await self._collect(turn, None if to_operator else ask, to_operator, nursery)
             nursery.cancel_scope.cancel()
         return outcome
 
-    async def _collect(self, turn: Turn, ask: AskApproval | None, nursery: trio.Nursery) -> Outcome:
+    async def _collect(
+        self, turn: Turn, ask: AskApproval | None, to_operator: bool, nursery: trio.Nursery
+    ) -> Outcome:
         text: list[str] = []
         async for event in turn.events():
             if isinstance(event, Delta):
                 text.append(event.text)
             elif isinstance(event, ApprovalAsked):
-                nursery.start_soon(self._approve, turn, event, ask)
+                nursery.start_soon(self._approve, turn, event, ask, to_operator)
             elif isinstance(event, TurnDone):
                 return ChannelAnswer(
                     turn.agent, event.reply, event.tool_calls, event.error, event.cancelled
@@ -121,10 +135,17 @@ class ChannelHost:
                 return ChannelFailure("cancelled", "the turn was cancelled")
         raise AssertionError("a turn's events end with a terminal event")
 
-    async def _approve(self, turn: Turn, asked: ApprovalAsked, ask: AskApproval | None) -> None:
+    async def _approve(
+        self, turn: Turn, asked: ApprovalAsked, ask: AskApproval | None, to_operator: bool
+    ) -> None:
         approved = False
         timeout = min(self.approval_timeout, asked.timeout_secs or self.approval_timeout)
-        if ask is not None:
+        if to_operator:
+            if self.approvals is not None:  # its own deadline: a timeout is a denial there
+                approved = await self.approvals.ask(
+                    turn.agent, turn.origin, asked.what, wait_secs=timeout
+                )
+        elif ask is not None:
             with trio.move_on_after(timeout):
                 approved = await ask(asked.rid, asked.what)
         turn.answer_approval(asked.rid, approved)  # a late yes finds nothing to answer

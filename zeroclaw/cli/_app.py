@@ -179,6 +179,10 @@ def _takes_value(option: click.Option) -> bool:
 # checks this table against the commands the modules really register.
 LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "agents": ("daemon_cmd", "List, start, stop and restart agents."),
+    "approvals": (
+        "approvals_cmd",
+        "Approvals of outside senders' turns, waiting for the operator; no answer denies.",
+    ),
     "chat": ("chat_cmd", "Talk to the agent named by the global --agent/-a."),
     "completion": ("completion_cmd", "Print the completion script for SHELL."),
     "config": ("config_cmd", "Validate, inspect and create the config file."),

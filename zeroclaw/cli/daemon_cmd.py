@@ -40,6 +40,7 @@ from ._common import (
     state,
     wants_json,
 )
+from ._shown import shown
 
 
 @cli.command("daemon")
@@ -267,6 +268,11 @@ def status_cmd(as_json: bool) -> None:
             click.echo(f"discovery scanned {when}; {adapters} registered")
         if found.degraded:
             click.echo(f"degraded  required but not registered: {', '.join(found.degraded)}")
+    for a in data.approvals:
+        click.echo(
+            f"approval  {a.id} {a.agent} for {shown(a.channel)}:{shown(a.sender)} waits "
+            f"({a.expires_in_secs:.0f}s left): {shown(a.what)}; zeroclaw approvals approve|deny"
+        )
     click.echo("")
     click.echo(_agents_table(data.agents))
     if data.runtimes:

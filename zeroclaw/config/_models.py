@@ -614,6 +614,29 @@ class PeerGroup(_Strict):
     ignore: tuple[str, ...] = Field(
         default=(), description="Senders always refused, even when 'external_peers' matches."
     )
+    tools: tuple[str, ...] = Field(
+        default=(),
+        description="Tools a turn started by an external sender this group admits may use: "
+        "the same names as peer_tools (built-in tools, agent_catalog, agent_dispatch, a "
+        "member's facade, invoke_adapter); any other tool is refused as 'tool_not_granted'. "
+        "Default: none, so an outside sender gets no file, shell, memory, peer or sub-agent "
+        "tool without a grant. Several groups admitting one sender: the union of theirs.",
+    )
+    approvals: Literal["operator", "sender"] = Field(
+        default="operator",
+        description="Who answers a supervised approval in such a turn: 'operator' (the "
+        "daemon's queue: zeroclaw approvals list|approve|deny) or 'sender' (the channel "
+        "that sent the message). Several groups admitting one sender: 'sender' only when "
+        "all of them say so.",
+    )
+
+    @field_validator("tools")
+    @classmethod
+    def _distinct_tools(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        repeated = sorted({t for t in value if value.count(t) > 1})
+        if repeated:
+            raise ValueError(f"listed more than once: {', '.join(repeated)}")
+        return value
 
 
 # --------------------------------------------------------------------------- root

@@ -276,6 +276,28 @@ def rule_peer_tools(
                 )
 
 
+def rule_peer_group_tools(
+    config: Config, declared: Declared, env: Mapping[str, str]
+) -> Iterator[ConfigIssue]:
+    """A peer group's tools name tools one of its agents can have (the peer_tools
+    vocabulary: built-in, sub-agent, a member's facade, invoke_adapter when a member lists
+    adapters)."""
+    for name, group in sorted(config.peer_groups.items()):
+        members = [config.agents[a] for a in group.agents if a in config.agents]
+        known = set(BUILTIN_TOOLS | DISPATCH_TOOLS)
+        for agent in members:
+            known |= set(agent.facades)
+            if agent.adapters:
+                known.add(ADAPTER_TOOL_NAME)
+        for i, tool in enumerate(group.tools):
+            if tool not in known:
+                yield ConfigIssue(
+                    ("peer_groups", name, "tools", i),
+                    f"unknown tool {tool!r}{did_you_mean(tool, frozenset(known))}; known: "
+                    f"{', '.join(sorted(known))}",
+                )
+
+
 # --------------------------------------------------------------------------- peer groups
 
 
@@ -556,6 +578,7 @@ RULES: tuple[Rule, ...] = (
     rule_enabled_agent_complete,
     rule_facades,
     rule_peer_tools,
+    rule_peer_group_tools,
     rule_peer_groups,
     rule_distinct_workspaces,
     rule_workspace_not_forbidden,

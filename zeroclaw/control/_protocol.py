@@ -20,6 +20,8 @@ if TYPE_CHECKING:  # the CLI does not load the bus (zmq) to talk to the daemon
 from ._replies import (
     AgentsReply,
     AgentStatus,
+    ApprovalDecision,
+    ApprovalsReply,
     ChatOpened,
     DispatchReply,
     EventsReply,
@@ -82,6 +84,8 @@ ControlErrorCode = Literal[
     "slow_reader",
     # `sessions show`: the agent has no session of that key
     "session_not_found",
+    # `approvals approve|deny`: no pending approval of that id (answered, expired, never)
+    "unknown_approval",
 ]
 CONTROL_ERROR_CODES: frozenset[str] = frozenset(get_args(ControlErrorCode))
 
@@ -235,6 +239,25 @@ class Metrics(Request[MetricsReply], tag="metrics", frozen=True):
     reply_type = MetricsReply
 
 
+# --- the operator's approval queue (`zeroclaw approvals`, ADR 0042) -----------------------
+
+
+class ApprovalsList(Request[ApprovalsReply], tag="approvals.list", frozen=True):
+    """Approvals of outside origins waiting for the operator, oldest first."""
+
+    reply_type = ApprovalsReply
+
+
+class ApprovalApprove(Request[ApprovalDecision], tag="approvals.approve", frozen=True):
+    reply_type = ApprovalDecision
+    id: str
+
+
+class ApprovalDeny(Request[ApprovalDecision], tag="approvals.deny", frozen=True):
+    reply_type = ApprovalDecision
+    id: str
+
+
 # --- sub-agents (`zeroclaw subagents`, `dispatch`, `invocations`) -------------------------
 
 
@@ -314,6 +337,9 @@ CoreRequest = (
     | Shutdown
     | EventsFollow
     | Metrics
+    | ApprovalsList
+    | ApprovalApprove
+    | ApprovalDeny
 )
 SubagentRequest = (
     SubagentsList

@@ -87,6 +87,28 @@ class DiscoveryStatus(msgspec.Struct, frozen=True, omit_defaults=True):
     degraded: list[str] = msgspec.field(default_factory=list)
 
 
+class ApprovalInfo(msgspec.Struct, frozen=True):
+    """One approval waiting in the operator's queue (ADR 0042)."""
+
+    id: str
+    agent: str
+    channel: str  # the origin's channel key
+    sender: str  # the outside sender on it
+    what: str
+    expires_in_secs: float  # no answer by then is a denial
+
+
+class ApprovalsReply(msgspec.Struct, frozen=True):
+    approvals: list[ApprovalInfo]
+
+
+class ApprovalDecision(msgspec.Struct, frozen=True):
+    """The operator's answer, as the queue took it."""
+
+    id: str
+    approved: bool
+
+
 class StatusReply(msgspec.Struct, frozen=True, omit_defaults=True):
     daemon: DaemonStatus
     counts: dict[str, int]
@@ -98,6 +120,8 @@ class StatusReply(msgspec.Struct, frozen=True, omit_defaults=True):
     # Channel adapters (issue 13): webhook listeners and serial devices.
     channels: list[ChannelStatus] = msgspec.field(default_factory=list)
     discovery: DiscoveryStatus | None = None
+    # Approvals waiting for the operator (ADR 0042), oldest first.
+    approvals: list[ApprovalInfo] = msgspec.field(default_factory=list)
 
 
 class AgentsReply(msgspec.Struct, frozen=True):

@@ -10,6 +10,8 @@ from .._lazy import lazy_attributes
 from ._types import (
     AgentExited,
     AgentTransition,
+    ApprovalRequested,
+    ApprovalResolved,
     DiscoveryCompleted,
     Event,
     InvocationFinished,
@@ -34,6 +36,8 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "AgentExited",
     "AgentTransition",
+    "ApprovalRequested",
+    "ApprovalResolved",
     "DiscoveryCompleted",
     "Event",
     "EventSink",

@@ -112,6 +112,28 @@ class InvocationFinished(_Event, tag="invocation.finished", frozen=True):
     code: str = ""
 
 
+class ApprovalRequested(_Event, tag="approval.requested", frozen=True):
+    """A supervised action in a turn an outside sender started waits in the operator's
+    queue (`zeroclaw approvals approve|deny ID`); no answer by `timeout_secs` is a denial."""
+
+    id: str
+    agent: str
+    channel: str
+    external_sender: str  # not `sender`: that field names an agent in other kinds
+    what: str
+    timeout_secs: float
+
+
+class ApprovalResolved(_Event, tag="approval.resolved", frozen=True):
+    """An operator-queued approval was decided: `approved`, `denied`, `timed_out` or
+    `abandoned` (its turn ended first); all but `approved` deny the action."""
+
+    id: str
+    agent: str
+    channel: str
+    outcome: Literal["approved", "denied", "timed_out", "abandoned"]
+
+
 Event = (
     AgentTransition
     | RouteRefused
@@ -122,6 +144,8 @@ Event = (
     | AgentExited
     | TurnFinished
     | InvocationFinished
+    | ApprovalRequested
+    | ApprovalResolved
 )
 
 

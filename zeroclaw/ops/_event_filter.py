@@ -17,6 +17,8 @@ import msgspec
 from ..events import (
     AgentExited,
     AgentTransition,
+    ApprovalRequested,
+    ApprovalResolved,
     DiscoveryCompleted,
     Event,
     InvocationFinished,
@@ -151,6 +153,13 @@ def describe(event: Event) -> str:
             if keys:
                 text += f"; {label} {', '.join(keys)}"
         return text
+    if isinstance(event, ApprovalRequested):
+        return (
+            f"{event.agent} approval {event.id} for {event.channel}:{event.external_sender} "
+            f"waits for the operator ({event.timeout_secs:g}s): {event.what}"
+        )
+    if isinstance(event, ApprovalResolved):
+        return f"{event.agent} approval {event.id} ({event.channel}): {event.outcome}"
     if isinstance(event, RegistrationDecided):
         text = f"{event.key} {event.action} ({event.reason})"
         return f"{text}, shadowed by {event.shadowed_by}" if event.shadowed_by else text

@@ -21,6 +21,12 @@ from ..control import (
     AgentStart,
     AgentStatus,
     AgentStop,
+    ApprovalApprove,
+    ApprovalDecision,
+    ApprovalDeny,
+    ApprovalInfo,
+    ApprovalsList,
+    ApprovalsReply,
     ChannelStatus,
     ChatApproval,
     ChatCancel,
@@ -54,6 +60,7 @@ from ..ops import KIND_NAMES, EventFilter, unknown_kinds
 
 if TYPE_CHECKING:
     from .. import ops
+    from ..turns import OperatorApprovals
     from ._chat import ChatService
     from ._supervisor import ReloadState, Supervisor
 
@@ -69,11 +76,13 @@ class StatusCommand:
         control_stats: Callable[[], ControlStats | None],
         channels: Callable[[], list[ChannelStatus]] = list,
         discovery: Callable[[], DiscoveryStatus | None] = lambda: None,
+        approvals: OperatorApprovals | None = None,
     ) -> None:
         self._supervisor = supervisor
         self._control_stats = control_stats
         self._channels = channels
         self._discovery = discovery
+        self._approvals = approvals
 
     async def __call__(self, request: Status, exchange: Exchange) -> Reply[StatusReply]:
         status = self._supervisor.status()
@@ -84,6 +93,7 @@ class StatusCommand:
                 control=self._control_stats(),
                 channels=self._channels(),
                 discovery=self._discovery(),
+                approvals=[] if self._approvals is None else approval_infos(self._approvals),
             ),
         )
 
@@ -424,3 +434,57 @@ class SessionShowCommand:
         except MemoryServiceError as exc:
             return error_reply(control_code(exc.code), exc.detail)
         return Reply(ok=True, data=shown)
+
+
+def approval_infos(approvals: OperatorApprovals) -> list[ApprovalInfo]:
+    return [
+        ApprovalInfo(a.id, a.agent, a.channel, a.sender, a.what, round(approvals.remaining(a), 3))
+        for a in approvals.pending()
+    ]
+
+
+class ApprovalsListCommand:
+    def __init__(self, approvals: OperatorApprovals) -> None:
+        self._approvals = approvals
+
+    async def __call__(self, request: ApprovalsList, exchange: Exchange) -> Reply[ApprovalsReply]:
+        return Reply(ok=True, data=ApprovalsReply(approval_infos(self._approvals)))
+
+
+class _ApprovalDecideCommand:
+    approved: bool
+
+    def __init__(self, approvals: OperatorApprovals) -> None:
+        self._approvals = approvals
+
+    def _decide(self, approval_id: str) -> Reply[ApprovalDecision]:
+        from ..turns import Decided
+
+        decided = self._approvals.decide(approval_id, self.approved)
+        if not isinstance(decided, Decided):
+            return error_reply(
+                "unknown_approval",
+                f"no pending approval {approval_id!r} (answered, expired, or never asked); "
+                "see zeroclaw approvals list",
+            )
+        if decided.outcome == "timed_out":
+            return error_reply(
+                "unknown_approval", f"approval {approval_id!r} had timed out: it was denied"
+            )
+        return Reply(ok=True, data=ApprovalDecision(approval_id, decided.approved))
+
+
+class ApprovalApproveCommand(_ApprovalDecideCommand):
+    approved = True
+
+    async def __call__(
+        self, request: ApprovalApprove, exchange: Exchange
+    ) -> Reply[ApprovalDecision]:
+        return self._decide(request.id)
+
+
+class ApprovalDenyCommand(_ApprovalDecideCommand):
+    approved = False
+
+    async def __call__(self, request: ApprovalDeny, exchange: Exchange) -> Reply[ApprovalDecision]:
+        return self._decide(request.id)

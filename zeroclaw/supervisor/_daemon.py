@@ -39,6 +39,9 @@ from ..control import (
     AgentsList,
     AgentStart,
     AgentStop,
+    ApprovalApprove,
+    ApprovalDeny,
+    ApprovalsList,
     Chat,
     ChatApproval,
     ChatCancel,
@@ -78,7 +81,13 @@ from ..subagents import (
     SubagentStoreLocked,
     register_subagent_commands,
 )
-from ..turns import ADAPTER_SERVICE, SUBAGENT_SERVICE, TURN_SERVICE, TurnService
+from ..turns import (
+    ADAPTER_SERVICE,
+    SUBAGENT_SERVICE,
+    TURN_SERVICE,
+    OperatorApprovals,
+    TurnService,
+)
 from ._adapters import adapter_runner
 from ._chat import ChatService
 from ._commands import (
@@ -86,6 +95,9 @@ from ._commands import (
     AgentsListCommand,
     AgentStartCommand,
     AgentStopCommand,
+    ApprovalApproveCommand,
+    ApprovalDenyCommand,
+    ApprovalsListCommand,
     ChatOpenCommand,
     EventsFollowCommand,
     EventsRecentCommand,
@@ -354,7 +366,9 @@ async def _main(
         hooks.bind(supervisor, turns, dispatch, discovery)
         # Webhook and serial channels: inbound messages routed from the config, their turns
         # through the same turn service (issue 13).
-        channels = ChannelSupervisor(ChannelHost(turns, lambda: router.policy))
+        # Approvals of outside origins wait for the operator here (ADR 0042).
+        approvals = OperatorApprovals(events)
+        channels = ChannelSupervisor(ChannelHost(turns, lambda: router.policy, approvals=approvals))
         # Subscribed to the sink from here on: every event of the daemon's life is counted.
         metrics = Metrics(daemon_metrics_sources(supervisor, channels), events)
         return await _serve(
@@ -619,8 +633,11 @@ def _command_table(
     """Every control command, by request type: the one table the control server uses."""
     known_agents = lambda: frozenset(supervisor.config.agents)  # noqa: E731
     table = CommandTable()
+    # The channels' host asks it; the operator answers it here (ADR 0042).
+    approvals = channels.host.approvals or OperatorApprovals(supervisor.events)
     table.register(
-        Status, StatusCommand(supervisor, control_stats, channels.status, discovery.status)
+        Status,
+        StatusCommand(supervisor, control_stats, channels.status, discovery.status, approvals),
     )
     table.register(AgentsList, AgentsListCommand(supervisor))
     table.register(AgentStart, AgentStartCommand(supervisor))
@@ -639,5 +656,8 @@ def _command_table(
     table.register(Shutdown, ShutdownCommand(supervisor))
     table.register(EventsFollow, EventsFollowCommand(supervisor.events))
     table.register(MetricsRequest, MetricsCommand(metrics))
+    table.register(ApprovalsList, ApprovalsListCommand(approvals))
+    table.register(ApprovalApprove, ApprovalApproveCommand(approvals))
+    table.register(ApprovalDeny, ApprovalDenyCommand(approvals))
     register_subagent_commands(table, dispatch)
     return table.require((*REQUEST_TYPES, *SUBAGENT_REQUEST_TYPES))

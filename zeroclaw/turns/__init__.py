@@ -18,6 +18,7 @@ from ._adapter import (
     AdapterInvoke,
     AdapterResult,
 )
+from ._approvals import ApprovalOutcome, ApprovalQueue, Decided, NotPending, PendingApproval
 from ._dispatch import (
     SUBAGENT_SERVICE,
     TERMINAL_STATES,
@@ -40,6 +41,7 @@ from ._wire import (
 )
 
 if TYPE_CHECKING:
+    from ._operator_approvals import OperatorApprovals
     from ._outcomes import (
         AgentDown,
         ServiceEvent,
@@ -63,6 +65,7 @@ _load = lazy_attributes(
         "TurnOverflow": "._outcomes",
         "TurnRefused": "._outcomes",
         "result_json": "._outcomes",
+        "OperatorApprovals": "._operator_approvals",
         "Turn": "._service",
         "TurnService": "._service",
     },
@@ -86,14 +89,20 @@ __all__ = [
     "AgentTurnEvent",
     "ApprovalAnswer",
     "ApprovalAsked",
+    "ApprovalOutcome",
     "ApprovalQuestion",
+    "ApprovalQueue",
     "CatalogAnswer",
     "CatalogCall",
     "CatalogEntry",
+    "Decided",
     "Delta",
     "DispatchAnswer",
     "DispatchCall",
     "InvocationState",
+    "NotPending",
+    "OperatorApprovals",
+    "PendingApproval",
     "ServiceEvent",
     "ToolCallRecord",
     "ToolUsed",

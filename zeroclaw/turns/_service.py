@@ -248,6 +248,9 @@ class TurnService:
         turn_id = f"{self._prefix}-{next(self._ids)}"
         opened = trio.current_time()
         turn = self.turns[turn_id] = Turn(self, turn_id, agent, origin, limit=self.max_buffered)
+        # Decided here, from the config, for every way in: a caller cannot forget it, and
+        # an origin the grant does not know gets nothing (ADR 0042).
+        tools = self.router.policy.origin_grant(agent, origin).tool_names()
         try:
             if (refusal := self.check_agent(agent)) is not None:
                 turn._push(refusal)
@@ -258,7 +261,7 @@ class TurnService:
                         id=turn_id,
                         to=agent,
                         channel=origin.channel,
-                        body=TurnInput(text, interactive, input),
+                        body=TurnInput(text, interactive, input, tools),
                         sent_at=time.time(),
                         from_=DAEMON_SENDER,
                         session=key,

@@ -30,6 +30,10 @@ class TurnInput(msgspec.Struct, frozen=True):
     # A sub-agent invocation's structured input (JSON), validated by the daemon against the
     # sub-agent's input schema; untrusted data for the runtime. None for a chat turn.
     input: Any = None
+    # The tools this turn may use, decided by the daemon from the turn's origin (ADR
+    # 0042): None, the agent's whole toolset (the operator, a dispatch); otherwise only
+    # these names, anything else refused as `tool_not_granted`.
+    tools: tuple[str, ...] | None = None
 
 
 class TurnCancel(msgspec.Struct, frozen=True):

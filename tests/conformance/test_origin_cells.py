@@ -1,0 +1,87 @@
+"""The origin cells (ADR 0042), driven through the product's own decision: the daemon's
+grant for the origin (PeerPolicy.origin_grant over a real config), the toolset the agent
+builds from it (TurnEngine.origin_toolset's Toolset.only, the peer_toolset for a peer,
+the runtime's own tools for a dispatch), and the engine's gate (`not_granted`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conformance._matrix import Cell, Observed, cells_on
+from tests.conformance._table import record
+from tests.supervisor.harness import agent_entry, make_config
+from zeroclaw import tools
+from zeroclaw.agent._turn import not_granted
+from zeroclaw.bus import Origin, PeerPolicy
+from zeroclaw.config import AgentConfig, validate_document
+from zeroclaw.tools import SKILL_READ, Toolset
+from zeroclaw.tools._snapshot import SUBMIT_RESULT
+
+CELLS = cells_on("origin")
+
+# Every agent tool, as the toolset of an agent that has them all (facades aside).
+FULL = tools.agent_toolset(tools.DEFAULT_TOOLSET, dispatch_tools=True, facades={}, adapters=True)
+
+
+def policy(tmp_path: Path, group_tools: tuple[str, ...], approvals: str) -> PeerPolicy:
+    doc = make_config(tmp_path, {"alpha": agent_entry(channels=["cli.local", "webhook.ops"])})
+    doc["agents"]["alpha"]["adapters"] = ["some-adapter"]  # invoke_adapter is a known tool
+    doc["channels"]["webhook"] = {"ops": {"listen": "127.0.0.1:8787", "secret_env": "K"}}
+    doc["peer_groups"]["hooks"] = {
+        "channel": "webhook.ops",
+        "agents": ["alpha"],
+        "external_peers": ["*"],
+        "tools": list(group_tools),
+        "approvals": approvals,
+    }
+    return PeerPolicy(validate_document(doc))
+
+
+def turn_toolset(tmp_path: Path, kind: str, grant: tuple[str, ...]) -> Toolset:
+    if kind == "subagent":  # a runtime's engine: its two tools, nothing of the agent's
+        return Toolset("runtime", ())
+    if kind == "peer":
+        peer_tools = grant or AgentConfig().peer_tools  # the config's default
+        return FULL.only(peer_tools, "peer_tools")
+    origin = Origin("cli.local") if kind == "operator" else Origin("webhook.ops", "stranger")
+    names = policy(tmp_path, grant, "operator").origin_grant("alpha", origin).tool_names()
+    return FULL if names is None else FULL.only(names, "origin_tools")
+
+
+def gate(toolset: Toolset, known: Toolset, name: str) -> Observed:
+    """The engine's first check (TurnEngine._run_tool): granted, else why not."""
+    if toolset.get(name) is not None:
+        return Observed("allowed")
+    if name in known:
+        refused = not_granted(name, toolset)
+        return Observed("refused", refused.error_code, refused.detail)
+    return Observed("refused", "bad_arguments", f"no tool {name!r}")
+
+
+def route(tmp_path: Path, kind: str, approvals: str) -> str:
+    if kind in ("peer", "subagent"):
+        # A peer's turn runs without an approver (agent runtime `_run_peer_turn`); a
+        # runtime's channel cannot ask: both deny.
+        return "none"
+    origin = Origin("cli.local") if kind == "operator" else Origin("webhook.ops", "stranger")
+    return policy(tmp_path, (), approvals).origin_grant("alpha", origin).approvals
+
+
+@pytest.mark.parametrize("cell", CELLS, ids=[c.key for c in CELLS])
+def test_origin(cell: Cell, tmp_path: Path) -> None:
+    extra: dict[str, Any] = cell.extra
+    kind = extra["kind"]
+    if cell.boundary == "origin_tools":
+        assert cell.tool is not None
+        known = Toolset("runtime", ()) if kind == "subagent" else FULL
+        observed = gate(turn_toolset(tmp_path, kind, extra["grant"]), known, cell.tool)
+    else:
+        observed = Observed("allowed", route(tmp_path, kind, extra["approvals"]))
+    record(cell, observed)
+
+
+def test_a_runtime_has_no_agent_tool() -> None:
+    assert not {SKILL_READ, SUBMIT_RESULT} & set(FULL.names())
