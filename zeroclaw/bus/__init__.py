@@ -130,9 +130,9 @@ __all__ = [
     "decode_from_router",
     "encode",
     "normalize_sender",
+    "origin_grant",
     "origin_namespace",
+    "sender_grant",
     "session_key",
     "session_owner",
-    "origin_grant",
-    "sender_grant",
 ]
