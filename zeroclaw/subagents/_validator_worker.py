@@ -1,0 +1,95 @@
+"""A schema-validation worker: `python -m zeroclaw.subagents._validator_worker PARENT_PID`.
+
+Reads `Check` frames on stdin, answers each with one frame on stdout, until stdin closes.
+The daemon kills it (SIGKILL) when a check outlives its bound, so nothing here needs to be
+interruptible: jsonschema runs to the end or the process ends (ADR 0046). It dies with the
+daemon (PR_SET_PDEATHSIG) and its address space is capped, so a schema that makes
+validation allocate without end costs this process, never the daemon.
+"""
+
+from __future__ import annotations
+
+import functools
+import resource
+import sys
+from typing import Any
+
+import msgspec
+
+from .._framing import HEADER, encode_frame
+from .._prctl import set_death_signal, set_not_dumpable
+from ._validation import (
+    MAX_WORKER_FRAME,
+    Check,
+    Invalid,
+    Unusable,
+    Valid,
+    WorkerAnswer,
+    check_decoder,
+    encode,
+)
+
+ADDRESS_SPACE_BYTES = 2 << 30  # ample for jsonschema over a frame's input; finite
+
+
+@functools.lru_cache(maxsize=64)
+def _validator(schema: bytes) -> Any:
+    from ._schema import SchemaValidator
+
+    return SchemaValidator(msgspec.json.decode(schema))
+
+
+def answer(check: Check) -> WorkerAnswer:
+    """One check, as pure as jsonschema is: the best-matching error, or valid."""
+    from jsonschema.exceptions import best_match
+
+    from ._admission import json_pointer
+
+    try:
+        instance = msgspec.json.decode(check.instance)
+        error = best_match(_validator(check.schema).iter_errors(instance))
+    except Exception as exc:  # RecursionError, an unresolvable $ref: the schema's fault
+        return Unusable(f"{type(exc).__name__}: {exc}"[:500])
+    if error is None:
+        return Valid()
+    return Invalid(error.message[:2000], json_pointer(error.absolute_path))
+
+
+def _read_exactly(stream: Any, size: int) -> bytes | None:
+    data = b""
+    while len(data) < size:
+        chunk = stream.read(size - len(data))
+        if not chunk:
+            return None
+        data += chunk
+    return data
+
+
+def serve(stdin: Any, stdout: Any) -> None:
+    while True:
+        header = _read_exactly(stdin, HEADER.size)
+        if header is None:
+            return
+        (size,) = HEADER.unpack(header)
+        if size > MAX_WORKER_FRAME:
+            return  # the daemon never sends one: not a daemon talking
+        payload = _read_exactly(stdin, size)
+        if payload is None:
+            return
+        stdout.write(encode_frame(encode(answer(check_decoder.decode(payload)))))
+        stdout.flush()
+
+
+def main(argv: list[str]) -> int:
+    set_death_signal(int(argv[1]))
+    set_not_dumpable()
+    resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE_BYTES, ADDRESS_SPACE_BYTES))
+    # Imported before the first check, so that the first check pays no import.
+    from . import _schema  # noqa: F401
+
+    serve(sys.stdin.buffer, sys.stdout.buffer)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
