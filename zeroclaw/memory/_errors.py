@@ -15,6 +15,7 @@ MemoryErrorCode = Literal[
     "busy",  # too many writes queued
     "unknown_agent",  # the operator named no configured agent
     "read_only_profile",  # a store or forget by an agent whose risk profile is readonly
+    "quota_exceeded",  # the agent's records, bytes or a sender's transcript share are at the cap
 ]
 MEMORY_ERROR_CODES: tuple[str, ...] = get_args(MemoryErrorCode)
 
