@@ -28,6 +28,7 @@ Layer = Literal[
     "kernel",  # Landlock / the OS
     "kernel_stricter",  # the kernel denies what the policy allows (ADR 0039)
     "cli",  # the CLI's own checks
+    "validator",  # the schema-validation worker pool (killed at its bound, ADR 0046)
 ]
 
 BOUNDARIES = (
@@ -41,6 +42,8 @@ BOUNDARIES = (
     "secrets",
     "control_socket",
     "router",
+    "validation_bounds",  # a schema check ends at its bound, whatever the schema and instance
+    "memory_quotas",  # an agent's memory stays within its caps, whatever is written
 )
 PATHS = (
     "policy",  # the pure decision functions, every corpus spelling
@@ -55,6 +58,8 @@ PATHS = (
     "serial",  # an inbound serial channel
     "cli",  # the CLI chat channel (the cli channel type)
     "subagent_runtime",  # a sub-agent runtime's tools
+    "validator",  # the validation worker pool (real processes), then admit / verdict
+    "memory_store",  # the memory service over a real LMDB store, with an agent's quota
 )
 # profile -> the agent of the conformance daemon that plays it (and how approvals go).
 PROFILES: dict[str, tuple[str, bool | None]] = {
@@ -1037,6 +1042,93 @@ def daemon_corpus_cells() -> list[Cell]:
     return cells
 
 
+# ----------------------------------------------------------- validation bounds and quotas
+# One (schema, instance) per way a check ends; the driver checks the pool's outcome has
+# that tag, then what `admit` (input) and `verdict` (output) make of it.
+def _items(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "object", "properties": {"items": schema}}
+
+
+VALIDATION_CASES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
+    "valid": (_items({"type": "array"}), {"items": [1, 2]}),
+    "invalid": (_items({"type": "array", "maxItems": 1}), {"items": [1, 2]}),
+    "unusable": (_items({"$ref": "#/$defs/missing"}), {"items": [1]}),
+    # uniqueItems over objects is quadratic in jsonschema: minutes, killed at the bound
+    "out_of_bound": (
+        _items({"type": "array", "uniqueItems": True}),
+        {"items": [{"k": i} for i in range(20_000)]},
+    ),
+}
+VALIDATION_EXPECT = {
+    ("input", "valid"): _ok("validator"),
+    ("input", "invalid"): _no("subagent_input_invalid", "validator"),
+    ("input", "unusable"): _no("subagent_input_invalid", "validator"),
+    ("input", "out_of_bound"): _no("subagent_validation_timeout", "validator"),
+    ("output", "valid"): _ok("validator"),
+    ("output", "invalid"): _no("subagent_output_invalid", "validator"),
+    ("output", "unusable"): _no("subagent_output_invalid", "validator"),
+    ("output", "out_of_bound"): _no("subagent_validation_timeout", "validator"),
+}
+# One attempt per quota kind that goes past that cap (refused), and one that stays within
+# it or is kept within it by dropping the oldest turns (allowed).
+QUOTA_ATTEMPTS: dict[str, tuple[str, str]] = {
+    "records": ("store one record more than max_records", "store up to max_records"),
+    "bytes": ("store past max_bytes", "replace a record with a smaller one over the cap"),
+    "session_turns": (
+        "append more turns at once than max_session_turns",
+        "append past max_session_turns (oldest dropped)",
+    ),
+    "session_bytes": (
+        "append more bytes at once than max_session_bytes",
+        "append past max_session_bytes (oldest dropped)",
+    ),
+    "transcript_bytes": ("fill max_transcript_bytes over sessions", "append within it"),
+    "sender_bytes": ("fill one outside sender's share", "another sender appends"),
+}
+
+
+def _bounds_quota_cells() -> list[Cell]:
+    from zeroclaw.memory import QUOTA_KINDS
+    from zeroclaw.subagents import VALIDATION_OUTCOMES
+
+    cells = [
+        Cell(
+            "validation_bounds",
+            "validator",
+            "operator",
+            f"{side} {outcome}",
+            outcome,
+            VALIDATION_EXPECT[(side, outcome)],
+            extra={"side": side},
+        )
+        for side in ("input", "output")
+        for outcome in VALIDATION_OUTCOMES
+    ]
+    for kind in QUOTA_KINDS:
+        over, within = QUOTA_ATTEMPTS[kind]
+        cells += [
+            Cell(
+                "memory_quotas",
+                "memory_store",
+                "supervised_approve",
+                f"{kind}: {over}",
+                kind,
+                _no("quota_exceeded", "memory_service"),
+                extra={"over": True},
+            ),
+            Cell(
+                "memory_quotas",
+                "memory_store",
+                "supervised_approve",
+                f"{kind}: {within}",
+                kind,
+                _ok("memory_service"),
+                extra={"over": False},
+            ),
+        ]
+    return cells
+
+
 def all_cells() -> list[Cell]:
     cells = [
         *_grammar_cells(),
@@ -1048,6 +1140,7 @@ def all_cells() -> list[Cell]:
         *_cli_cells(),
         *_channel_cells(),
         *_subagent_cells(),
+        *_bounds_quota_cells(),
         *_policy_cells(),
     ]
     keys = [c.key for c in cells]

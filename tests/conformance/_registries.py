@@ -84,3 +84,17 @@ def access_modes() -> frozenset[str]:
 
 def repo_path(*parts: str) -> Path:
     return REPO.joinpath(*parts)
+
+
+def quota_kinds() -> frozenset[str]:
+    """Every cap a memory quota has (zeroclaw.memory.QuotaKind)."""
+    from zeroclaw.memory import QUOTA_KINDS
+
+    return frozenset(QUOTA_KINDS)
+
+
+def validation_outcomes() -> frozenset[str]:
+    """Every way a schema check ends (zeroclaw.subagents.Outcome's tags)."""
+    from zeroclaw.subagents import VALIDATION_OUTCOMES
+
+    return frozenset(VALIDATION_OUTCOMES)

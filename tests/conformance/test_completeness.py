@@ -60,3 +60,17 @@ def test_every_boundary_has_cells() -> None:
     boundaries = {c.boundary for c in all_cells()}
     missing = set(BOUNDARIES) - boundaries
     assert not missing, f"boundaries without cells: {sorted(missing)}"
+
+
+def test_every_quota_kind_has_a_refused_and_an_allowed_cell() -> None:
+    cells = [c for c in all_cells() if c.boundary == "memory_quotas"]
+    for kind in registries.quota_kinds():
+        kinds = {c.expect.kind for c in cells if c.action == kind}
+        assert kinds == {"refused", "allowed"}, f"quota {kind!r} lacks cells: {kinds}"
+
+
+def test_every_validation_outcome_has_cells_on_both_sides() -> None:
+    cells = [c for c in all_cells() if c.boundary == "validation_bounds"]
+    for outcome in registries.validation_outcomes():
+        sides = {c.extra["side"] for c in cells if c.action == outcome}
+        assert sides == {"input", "output"}, f"validation outcome {outcome!r}: {sides}"

@@ -20,7 +20,7 @@ from tests.subagents.helpers import dispatch_data as dispatch
 from tests.subagents.helpers import start, write_bundle
 from tests.supervisor.harness import Daemon, wait_for_process
 
-VALIDATOR_WORKER = "zeroclaw.subagents._validator_worker"
+VALIDATOR_WORKER = "zeroclaw._schema_worker"
 
 DaemonFactory = Callable[..., Daemon]
 

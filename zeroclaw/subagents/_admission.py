@@ -16,9 +16,9 @@ from typing import Any, Literal, cast
 
 from jsonschema.exceptions import best_match
 
+from .._schema_check import Invalid, Outcome, OutOfBound, Unusable
 from ._bundle import Bundle
 from ._schema import SchemaValidator
-from ._validation import Invalid, Outcome, OutOfBound, Unusable
 
 DispatchRefusalCode = Literal[
     "subagent_not_found",

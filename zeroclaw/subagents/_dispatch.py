@@ -32,6 +32,7 @@ import msgspec
 import trio
 from jsonschema.exceptions import best_match
 
+from .._schema_check import Invalid, Outcome, OutOfBound, Unusable, Valid
 from ..bus import Origin, Request, Response
 from ..events import EventSink, InvocationFinished
 from ..turns import (
@@ -72,7 +73,6 @@ from ._registry import SubagentRegistry
 from ._revision import SnapshotDamaged
 from ._schema import SchemaValidator
 from ._store import DuplicateInvocation, SubagentStore, WriteOp
-from ._validation import Invalid, Outcome, OutOfBound, Unusable, Valid
 from ._validator import ValidatorPool
 
 log = logging.getLogger("zeroclaw.subagents")
@@ -318,6 +318,9 @@ class DispatchService:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
                 nursery.start_soon(self.commits.run)
+                revisions = self.registry.current().values()
+                if any(r.bundle.input_schema or r.bundle.output_schema for r in revisions):
+                    nursery.start_soon(self.validators.warm)
                 retries = await self.recover()
                 for invocation in retries:
                     self._start(invocation, self.registry.by_digest(invocation.digest))

@@ -29,7 +29,7 @@ import msgspec
 import trio
 
 from .._framing import FrameDecoder, FrameTooLarge, encode_frame
-from ._validation import (
+from .._schema_check import (
     MAX_WORKER_FRAME,
     Check,
     Invalid,
@@ -97,7 +97,7 @@ class ValidatorPool:
 
     async def _spawn(self) -> _Worker:
         process = await trio.lowlevel.open_process(
-            [sys.executable, "-m", "zeroclaw.subagents._validator_worker", str(os.getpid())],
+            [sys.executable, "-m", "zeroclaw._schema_worker", str(os.getpid())],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -144,6 +144,15 @@ class ValidatorPool:
                 if not done:  # at the bound, or broken
                     self.killed += 1
                 await worker.kill()
+
+    async def warm(self) -> None:
+        """Start one worker ahead of the first check (a cold one costs its start)."""
+        if not self._idle and not self._closed:
+            worker = await self._spawn()
+            if self._closed:
+                await worker.kill()
+            else:
+                self._idle.append(worker)
 
     async def aclose(self) -> None:
         self._closed = True

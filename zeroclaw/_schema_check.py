@@ -1,4 +1,5 @@
-"""What crosses the pipe between the daemon and a schema-validation worker (ADR 0046).
+"""What crosses the pipe between the daemon and a schema-validation worker (ADR 0046,
+zeroclaw._schema_worker).
 
 Light on purpose (msgspec only): the worker imports it before anything else. A schema and an
 instance are JSON values whatever they hold, so they travel as their JSON text, never as
@@ -42,6 +43,10 @@ class OutOfBound(msgspec.Struct, frozen=True, tag="out_of_bound"):
 
 
 Outcome = Valid | Invalid | Unusable | OutOfBound
+# Every way a check ends, by tag (the conformance table has cells for each).
+VALIDATION_OUTCOMES: tuple[str, ...] = tuple(
+    str(t.__struct_config__.tag) for t in (Valid, Invalid, Unusable, OutOfBound)
+)
 WorkerAnswer = Valid | Invalid | Unusable
 MAX_WORKER_FRAME = 64 << 20  # a check carries at most a frame's input and a schema
 

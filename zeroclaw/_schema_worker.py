@@ -1,10 +1,12 @@
-"""A schema-validation worker: `python -m zeroclaw.subagents._validator_worker PARENT_PID`.
+"""A schema-validation worker: `python -m zeroclaw._schema_worker PARENT_PID`.
 
-Reads `Check` frames on stdin, answers each with one frame on stdout, until stdin closes.
-The daemon kills it (SIGKILL) when a check outlives its bound, so nothing here needs to be
-interruptible: jsonschema runs to the end or the process ends (ADR 0046). It dies with the
-daemon (PR_SET_PDEATHSIG) and its address space is capped, so a schema that makes
-validation allocate without end costs this process, never the daemon.
+Top-level and light on purpose: it loads msgspec, jsonschema and RE2, not the sub-agents
+package (a cold worker is on a dispatch's path). Reads `Check` frames on stdin, answers
+each with one frame on stdout, until stdin closes. The daemon kills it (SIGKILL) when a
+check outlives its bound, so nothing here needs to be interruptible: jsonschema runs to
+the end or the process ends (ADR 0046). It dies with the daemon (PR_SET_PDEATHSIG) and its
+address space is capped, so a schema that makes validation allocate without end costs
+this process, never the daemon.
 """
 
 from __future__ import annotations
@@ -16,9 +18,9 @@ from typing import Any
 
 import msgspec
 
-from .._framing import HEADER, encode_frame
-from .._prctl import set_death_signal, set_not_dumpable
-from ._validation import (
+from ._framing import HEADER, encode_frame
+from ._prctl import set_death_signal, set_not_dumpable
+from ._schema_check import (
     MAX_WORKER_FRAME,
     Check,
     Invalid,
@@ -34,7 +36,7 @@ ADDRESS_SPACE_BYTES = 2 << 30  # ample for jsonschema over a frame's input; fini
 
 @functools.lru_cache(maxsize=64)
 def _validator(schema: bytes) -> Any:
-    from ._schema import SchemaValidator
+    from ._jsonschema import SchemaValidator
 
     return SchemaValidator(msgspec.json.decode(schema))
 
@@ -42,8 +44,6 @@ def _validator(schema: bytes) -> Any:
 def answer(check: Check) -> WorkerAnswer:
     """One check, as pure as jsonschema is: the best-matching error, or valid."""
     from jsonschema.exceptions import best_match
-
-    from ._admission import json_pointer
 
     try:
         instance = msgspec.json.decode(check.instance)
@@ -53,6 +53,12 @@ def answer(check: Check) -> WorkerAnswer:
     if error is None:
         return Valid()
     return Invalid(error.message[:2000], json_pointer(error.absolute_path))
+
+
+def json_pointer(path: Any) -> str:
+    """As zeroclaw.subagents.json_pointer (this process does not load that package)."""
+    parts = [str(p).replace("~", "~0").replace("/", "~1") for p in path]
+    return "/" + "/".join(parts) if parts else ""
 
 
 def _read_exactly(stream: Any, size: int) -> bytes | None:
@@ -85,7 +91,7 @@ def main(argv: list[str]) -> int:
     set_not_dumpable()
     resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE_BYTES, ADDRESS_SPACE_BYTES))
     # Imported before the first check, so that the first check pays no import.
-    from . import _schema  # noqa: F401
+    from . import _jsonschema  # noqa: F401
 
     serve(sys.stdin.buffer, sys.stdout.buffer)
     return 0
