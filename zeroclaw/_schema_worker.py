@@ -31,7 +31,7 @@ from ._schema_check import (
     encode,
 )
 
-ADDRESS_SPACE_BYTES = 2 << 30  # ample for jsonschema over a frame's input; finite
+ADDRESS_SPACE_BYTES = 1 << 30  # ample for jsonschema over a frame's input; finite
 
 
 @functools.lru_cache(maxsize=64)

@@ -44,7 +44,7 @@ from .._schema_check import (
 log = logging.getLogger("zeroclaw.subagents")
 
 VALIDATION_SECS = 5.0  # one input or result against its schema, waiting for a worker included
-POOL_SIZE = 8  # checks at once, in all lanes; more wait (within their bound)
+POOL_SIZE = 4  # checks at once, in all lanes; more wait (within their bound)
 KEEP_IDLE = 2  # warm workers kept between checks
 _READ_CHUNK = 1 << 16
 
