@@ -88,6 +88,7 @@ class ChatService:
             ) as turn,
             trio.open_nursery() as nursery,
         ):
+
             answers = _Answers()
 
             async def from_client() -> None:
