@@ -18,6 +18,7 @@ from zeroclaw.memory import (
     MemoryService,
     MemoryServiceError,
     MemoryStore,
+    record_bytes,
 )
 from zeroclaw.subagents import (
     Admitted,
@@ -110,7 +111,7 @@ def _store(key: str, size: int) -> tuple[str, dict[str, Any]]:
 # kind -> (over, within): the writes of each attempt; the last one's outcome is observed.
 ATTEMPTS: dict[str, tuple[list[tuple[str, dict[str, Any]]], list[tuple[str, dict[str, Any]]]]] = {
     "records": ([_store(f"k{i}", 1) for i in range(4)], [_store(f"k{i}", 1) for i in range(3)]),
-    "bytes": ([_store("big", 290), _store("more", 20)], [_store("big", 290), _store("big", 10)]),
+    "bytes": ([_store("big", 200), _store("more", 20)], [_store("big", 200), _store("big", 10)]),
     "session_turns": (
         [
             (
@@ -120,14 +121,14 @@ ATTEMPTS: dict[str, tuple[list[tuple[str, dict[str, Any]]], list[tuple[str, dict
         ],
         [_turn("s", 1) for _ in range(6)],
     ),
-    "session_bytes": ([_turn("s", 201)], [_turn("s", 150), _turn("s", 150)]),
+    "session_bytes": ([_turn("s", 201)], [_turn("s", 60), _turn("s", 60)]),
     "transcript_bytes": (
-        [_turn("a", 150), _turn("b", 150), _turn("c", 150)],
-        [_turn("a", 150), _turn("b", 150)],
+        [_turn("a", 100), _turn("b", 100), _turn("c", 100)],
+        [_turn("a", 100), _turn("b", 100)],
     ),
     "sender_bytes": (
-        [_turn("webhook:bob/a", 100), _turn("webhook:bob/b", 100)],
-        [_turn("webhook:bob/a", 100), _turn("webhook:eve/a", 100)],
+        [_turn("webhook:bob/a", 40), _turn("webhook:bob/b", 40)],
+        [_turn("webhook:bob/a", 40), _turn("webhook:eve/a", 40)],
     ),
 }
 
@@ -155,7 +156,7 @@ async def test_memory_quota(cell: Cell, tmp_path: Path) -> None:
         usage = store.usage(alias)
         assert usage == store.recounted_usage(alias)
         if cell.action == "bytes" and not cell.extra["over"]:
-            assert usage.record_bytes == len("big") + 10
+            assert usage.record_bytes == record_bytes("big", "c" * 10)
     finally:
         store.close()
     if observed.code == "quota_exceeded":

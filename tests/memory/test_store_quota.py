@@ -3,6 +3,7 @@ usage counters exact after any sequence, after kill -9, and rebuilt when missing
 
 from __future__ import annotations
 
+import dataclasses
 import signal
 import subprocess
 import sys
@@ -17,7 +18,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import REPO
-from zeroclaw.memory import MemoryQuota, MemoryStore, QuotaExceeded, Scope, WriteOp
+from zeroclaw.memory import (
+    MemoryQuota,
+    MemoryStore,
+    QuotaExceeded,
+    Scope,
+    WriteOp,
+    record_bytes,
+    turn_bytes,
+)
 
 ALPHA = Scope("alpha")
 SMALL = MemoryQuota(
@@ -56,12 +65,12 @@ def test_a_store_past_max_records_is_refused_and_nothing_is_written(store: Memor
 
 
 def test_a_store_past_max_bytes_is_refused_and_a_forget_makes_room(store: MemoryStore) -> None:
-    assert write(store, "store", key="big", content="x" * 390).error is None
+    assert write(store, "store", key="big", content="x" * 300).error is None
     refused = write(store, "store", key="more", content="x" * 20)
     assert isinstance(refused.error, QuotaExceeded) and refused.error.kind == "bytes"
     assert write(store, "forget", key="big").error is None
     assert write(store, "store", key="more", content="x" * 20).error is None
-    assert store.usage("alpha").record_bytes == len("more") + 20
+    assert store.usage("alpha").record_bytes == record_bytes("more", "x" * 20)
 
 
 def test_a_session_keeps_its_newest_turns_and_says_how_many_it_dropped(
@@ -69,7 +78,8 @@ def test_a_session_keeps_its_newest_turns_and_says_how_many_it_dropped(
 ) -> None:
     dropped = 0
     for i in range(10):
-        op = write(store, "append_turn", session="s", role="user", content=f"turn {i}")
+        roomy = dataclasses.replace(SMALL, max_session_bytes=10_000)
+        op = write(store, "append_turn", roomy, session="s", role="user", content=f"turn {i}")
         assert op.error is None
         dropped += op.dropped
     assert [t.content for t in store.session(ALPHA, "s")] == [f"turn {i}" for i in range(6, 10)]
@@ -79,8 +89,9 @@ def test_a_session_keeps_its_newest_turns_and_says_how_many_it_dropped(
 
 def test_an_outside_senders_sessions_share_one_cap(store: MemoryStore) -> None:
     for name in ("one", "two"):
-        turns = [{"role": "user", "content": "x" * 100}, {"role": "assistant", "content": "y"}]
-        op = write(store, "append_turns", session=f"webhook:bob/{name}", turns=turns)
+        op = write(
+            store, "append_turn", session=f"webhook:bob/{name}", role="user", content="x" * 50
+        )
         assert op.error is None
     refused = write(
         store, "append_turn", session="webhook:bob/three", role="user", content="z" * 50
@@ -96,7 +107,10 @@ def test_an_outside_senders_sessions_share_one_cap(store: MemoryStore) -> None:
     )
     usage = store.usage("alpha")
     assert usage == store.recounted_usage("alpha")
-    assert usage.shares == {"webhook:bob": 202, "webhook:eve": 50}
+    assert usage.shares == {
+        "webhook:bob": 2 * turn_bytes("x" * 50),
+        "webhook:eve": turn_bytes("z" * 50),
+    }
 
 
 SESSIONS = ("default", "webhook:bob/a", "webhook:bob/b", "serial:tty/x")

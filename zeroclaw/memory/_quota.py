@@ -2,8 +2,8 @@
 one quota kind (ADR 0046).
 
 What is counted (exactly, by the store, in the write transaction that changes it):
-- an agent's records: how many, and their bytes (UTF-8 key + content);
-- each session's transcript: turns and bytes (UTF-8 content of each turn);
+- an agent's records: how many, and their bytes (UTF-8 key + content, + 64 each);
+- each session's transcript: turns and bytes (UTF-8 content of each turn, + 64 each);
 - an agent's transcripts together: bytes;
 - an outside sender's share: the bytes of every session whose key names that sender
   (`sender_share`).

@@ -136,14 +136,22 @@ class QuotaExceeded(Exception):
         self.cap = refusal.cap
 
 
+# What keeping one record or turn costs beyond its text (its LMDB keys, index entries,
+# msgpack framing): counted too, so that empty texts cannot grow a store without bound.
+RECORD_OVERHEAD_BYTES = 64
+TURN_OVERHEAD_BYTES = 64
+
+
 def record_bytes(key: str, content: str) -> int:
-    """What a record counts against `max_bytes`: its key and content, UTF-8."""
-    return len(key.encode()) + len(content.encode())
+    """What a record counts against `max_bytes`: its key and content, UTF-8, and its
+    keeping."""
+    return len(key.encode()) + len(content.encode()) + RECORD_OVERHEAD_BYTES
 
 
 def turn_bytes(content: str) -> int:
-    """What a turn counts against the transcript caps: its content, UTF-8."""
-    return len(content.encode())
+    """What a turn counts against the transcript caps: its content, UTF-8, and its
+    keeping."""
+    return len(content.encode()) + TURN_OVERHEAD_BYTES
 
 
 @dataclass(frozen=True)
