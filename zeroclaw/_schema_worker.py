@@ -4,14 +4,15 @@ Top-level and light on purpose: it loads msgspec, jsonschema and RE2, not the su
 package (a cold worker is on a dispatch's path). Reads `Check` frames on stdin, answers
 each with one frame on stdout, until stdin closes. The daemon kills it (SIGKILL) when a
 check outlives its bound, so nothing here needs to be interruptible: jsonschema runs to
-the end or the process ends (ADR 0046). It dies with the daemon (PR_SET_PDEATHSIG) and its
+the end or the process ends (ADR 0046). It dies with the daemon (PR_SET_PDEATHSIG), its
 address space is capped, so a schema that makes validation allocate without end costs
-this process, never the daemon.
+this process, never the daemon, and Landlock leaves it reading only its own code.
 """
 
 from __future__ import annotations
 
 import functools
+import os
 import resource
 import sys
 from typing import Any
@@ -31,6 +32,8 @@ from ._schema_check import (
     encode,
 )
 
+_READ = (1 << 2) | (1 << 3)  # LANDLOCK_ACCESS_FS_READ_FILE | READ_DIR (the kernel's ABI)
+_SYSTEM_LIBRARIES = ("/usr/lib", "/usr/lib64", "/lib", "/lib64", "/lib32", "/usr/local/lib")
 ADDRESS_SPACE_BYTES = 1 << 30  # ample for jsonschema over a frame's input; finite
 
 
@@ -86,6 +89,34 @@ def serve(stdin: Any, stdout: Any) -> None:
         stdout.flush()
 
 
+def confine() -> bool:
+    """Landlock for the rest of this process's life: read the interpreter's, zeroclaw's and
+    the system's library directories (for lazy imports), write nothing anywhere, neither signal
+    nor reach an abstract socket outside its domain; no new privileges. False where the
+    kernel has no Landlock (the check still runs: it only reads what it was sent)."""
+    import zeroclaw
+
+    from .policy import SandboxPlan, SandboxUnavailable, build_ruleset, enforce_ruleset
+
+    roots = {
+        sys.prefix,
+        sys.base_prefix,
+        sys.exec_prefix,
+        os.path.dirname(zeroclaw.__file__),
+        *_SYSTEM_LIBRARIES,  # shared objects loaded late (libgcc_s for unwinding)
+    }
+    rules = tuple((root, _READ) for root in sorted(roots) if os.path.isdir(root))
+    try:
+        ruleset = build_ruleset(SandboxPlan(rules))
+    except SandboxUnavailable:
+        return False
+    try:
+        enforce_ruleset(ruleset)
+    finally:
+        os.close(ruleset)
+    return True
+
+
 def main(argv: list[str]) -> int:
     set_death_signal(int(argv[1]))
     set_not_dumpable()
@@ -93,6 +124,7 @@ def main(argv: list[str]) -> int:
     # Imported before the first check, so that the first check pays no import.
     from . import _jsonschema  # noqa: F401
 
+    confine()
     serve(sys.stdin.buffer, sys.stdout.buffer)
     return 0
 

@@ -4,6 +4,9 @@ SIGKILLed and reaped, lanes that keep a costly caller from slowing the others.""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import trio
 import trio.testing
@@ -78,3 +81,42 @@ async def test_closing_the_pool_kills_its_idle_workers() -> None:
     await pool.aclose()
     assert pids and all(_gone(pid) for pid in pids)
     assert isinstance(await pool.check({"type": "integer"}, 1), OutOfBound)
+
+
+CONFINED = """
+import sys
+import zeroclaw._jsonschema
+from zeroclaw._schema_worker import confine
+assert confine(), "no Landlock on this kernel"
+for path, mode in ((sys.argv[1], "r"), (sys.argv[2], "w")):
+    try:
+        open(path, mode)
+    except PermissionError:
+        continue
+    sys.exit(f"{path} opened ({mode})")
+"""
+
+
+def test_a_worker_reads_only_its_code_and_writes_nothing(tmp_path: Path) -> None:
+    secret = tmp_path / "zeroclaw.toml"
+    secret.write_text("the operator's config\n")
+    result = subprocess.run(
+        [sys.executable, "-c", CONFINED, str(secret), str(tmp_path / "made")],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+
+
+async def test_a_pool_worker_runs_without_new_privileges() -> None:
+    pool = ValidatorPool(bound=60)
+    try:
+        await pool.warm()
+        [worker] = pool._idle
+        assert await pool.check({"type": "integer"}, 1) == Valid()  # confined, and it works
+        status = await trio.Path(f"/proc/{worker.process.pid}/status").read_text()
+        assert "NoNewPrivs:\t1" in status, status
+    finally:
+        await pool.aclose()
