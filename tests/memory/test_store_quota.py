@@ -14,12 +14,16 @@ from typing import Any
 
 import lmdb
 import pytest
+import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import REPO
 from zeroclaw.memory import (
+    MemoryGrants,
     MemoryQuota,
+    MemoryService,
+    MemoryServiceError,
     MemoryStore,
     QuotaExceeded,
     Scope,
@@ -209,5 +213,28 @@ def test_missing_counters_are_rebuilt_at_open(tmp_path: Path) -> None:
     try:
         assert store.reindexed == 1
         assert store.usage("alpha") == expected == store.recounted_usage("alpha")
+    finally:
+        store.close()
+
+
+async def test_a_reloaded_quota_applies_to_the_next_write_and_refusals_are_counted(
+    tmp_path: Path,
+) -> None:
+    store = MemoryStore(tmp_path / "memory", map_size=1 << 22)
+    one = dataclasses.replace(SMALL, max_records=1)
+    service = MemoryService(store, MemoryGrants({}, quotas={"alpha": one}))
+    scope = service.scope_for("alpha")
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(service.run_committer)
+            await service.handle(scope, "store", {"key": "a", "content": "x"})
+            with pytest.raises(MemoryServiceError) as refused:
+                await service.handle(scope, "store", {"key": "b", "content": "x"})
+            assert refused.value.code == "quota_exceeded"
+            assert service.quota_refusals == {("alpha", "records"): 1}
+            service.update_grants(MemoryGrants({}, quotas={"alpha": SMALL}))  # a reload
+            await service.handle(scope, "store", {"key": "b", "content": "x"})
+            nursery.cancel_scope.cancel()
+        assert store.usage("alpha").records == 2
     finally:
         store.close()
