@@ -235,7 +235,7 @@ def test_a_stale_reader_is_counted_and_lmdb_is_left_untouched(root: Path) -> Non
         assert f"pid {reader.pid}" in readers["message"]
     assert snapshot(memory) == before
     store = checks["memory store"]
-    assert store["status"] == "ok" and "format 2" in store["message"]
+    assert store["status"] == "ok" and "format 3" in store["message"]
     assert checks["memory store: map"]["status"] == "ok"
     assert "of a 1.0 GiB map" in checks["memory store: map"]["message"]
 

@@ -33,6 +33,7 @@ Layer = Literal[
     "discovery",  # discovery's one redaction (ADR 0047)
     "listener",  # an HTTP listener's own bounds and credential (ADR 0045)
     "turn_service",  # the daemon names a turn's session from its origin (ADR 0041)
+    "validator",  # the schema-validation worker pool (killed at its bound, ADR 0046)
 ]
 
 BOUNDARIES = (
@@ -52,6 +53,8 @@ BOUNDARIES = (
     "metrics",  # what the metrics tell, and to whom
     "origin_tools",  # which tools a turn of each origin kind gets (ADR 0042)
     "approvals",  # who answers a supervised approval, by origin kind (ADR 0042)
+    "validation_bounds",  # a schema check ends at its bound, whatever the schema and instance
+    "memory_quotas",  # an agent's memory stays within its caps, whatever is written
 )
 PATHS = (
     "policy",  # the pure decision functions, every corpus spelling
@@ -70,6 +73,8 @@ PATHS = (
     "http_listener",  # raw TCP to each HTTP listener of the model (ADR 0045)
     "sessions",  # a turn of each origin kind names each kind of session (ADR 0041)
     "origin",  # the daemon's pure origin -> tools / approval route decision (ADR 0042)
+    "validator",  # the validation worker pool (real processes), then admit / verdict
+    "memory_store",  # the memory service over a real LMDB store, with an agent's quota
 )
 # profile -> the agent of the conformance daemon that plays it (and how approvals go).
 PROFILES: dict[str, tuple[str, bool | None]] = {
@@ -1309,6 +1314,90 @@ def _origin_cells() -> list[Cell]:
                     extra={"kind": kind, "approvals": setting},
                 )
             )
+# ----------------------------------------------------------- validation bounds and quotas
+# One (schema, instance) per way a check ends; the driver checks the pool's outcome has
+# that tag, then what `admit` (input) and `verdict` (output) make of it.
+def _items(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "object", "properties": {"items": schema}}
+
+
+VALIDATION_CASES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
+    "valid": (_items({"type": "array"}), {"items": [1, 2]}),
+    "invalid": (_items({"type": "array", "maxItems": 1}), {"items": [1, 2]}),
+    "unusable": (_items({"$ref": "#/$defs/missing"}), {"items": [1]}),
+    # uniqueItems over objects is quadratic in jsonschema: minutes, killed at the bound
+    "out_of_bound": (
+        _items({"type": "array", "uniqueItems": True}),
+        {"items": [{"k": i} for i in range(20_000)]},
+    ),
+}
+VALIDATION_EXPECT = {
+    ("input", "valid"): _ok("validator"),
+    ("input", "invalid"): _no("subagent_input_invalid", "validator"),
+    ("input", "unusable"): _no("subagent_input_invalid", "validator"),
+    ("input", "out_of_bound"): _no("subagent_validation_timeout", "validator"),
+    ("output", "valid"): _ok("validator"),
+    ("output", "invalid"): _no("subagent_output_invalid", "validator"),
+    ("output", "unusable"): _no("subagent_output_invalid", "validator"),
+    ("output", "out_of_bound"): _no("subagent_validation_timeout", "validator"),
+}
+# One attempt per quota kind that goes past that cap (refused), and one that stays within
+# it or is kept within it by dropping the oldest turns (allowed).
+QUOTA_ATTEMPTS: dict[str, tuple[str, str]] = {
+    "records": ("store one record more than max_records", "store up to max_records"),
+    "bytes": ("store past max_bytes", "replace a record with a smaller one over the cap"),
+    "session_turns": (
+        "append more turns at once than max_session_turns",
+        "append past max_session_turns (oldest dropped)",
+    ),
+    "session_bytes": (
+        "append more bytes at once than max_session_bytes",
+        "append past max_session_bytes (oldest dropped)",
+    ),
+    "transcript_bytes": ("fill max_transcript_bytes over sessions", "append within it"),
+    "sender_bytes": ("fill one outside sender's share", "another sender appends"),
+}
+
+
+def _bounds_quota_cells() -> list[Cell]:
+    from zeroclaw.memory import QUOTA_KINDS
+    from zeroclaw.subagents import VALIDATION_OUTCOMES
+
+    cells = [
+        Cell(
+            "validation_bounds",
+            "validator",
+            "operator",
+            f"{side} {outcome}",
+            outcome,
+            VALIDATION_EXPECT[(side, outcome)],
+            extra={"side": side},
+        )
+        for side in ("input", "output")
+        for outcome in VALIDATION_OUTCOMES
+    ]
+    for kind in QUOTA_KINDS:
+        over, within = QUOTA_ATTEMPTS[kind]
+        cells += [
+            Cell(
+                "memory_quotas",
+                "memory_store",
+                "supervised_approve",
+                f"{kind}: {over}",
+                kind,
+                _no("quota_exceeded", "memory_service"),
+                extra={"over": True},
+            ),
+            Cell(
+                "memory_quotas",
+                "memory_store",
+                "supervised_approve",
+                f"{kind}: {within}",
+                kind,
+                _ok("memory_service"),
+                extra={"over": False},
+            ),
+        ]
     return cells
 
 
@@ -1325,6 +1414,7 @@ def all_cells() -> list[Cell]:
         *_cli_cells(),
         *_channel_cells(),
         *_subagent_cells(),
+        *_bounds_quota_cells(),
         *_policy_cells(),
         *_daemon_code_cells(),
         *_listener_cells(),

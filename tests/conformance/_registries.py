@@ -138,3 +138,17 @@ def origin_kinds() -> frozenset[str]:
     from zeroclaw.bus import ORIGIN_KINDS
 
     return frozenset(ORIGIN_KINDS)
+
+
+def quota_kinds() -> frozenset[str]:
+    """Every cap a memory quota has (zeroclaw.memory.QuotaKind)."""
+    from zeroclaw.memory import QUOTA_KINDS
+
+    return frozenset(QUOTA_KINDS)
+
+
+def validation_outcomes() -> frozenset[str]:
+    """Every way a schema check ends (zeroclaw.subagents.Outcome's tags)."""
+    from zeroclaw.subagents import VALIDATION_OUTCOMES
+
+    return frozenset(VALIDATION_OUTCOMES)

@@ -117,3 +117,17 @@ def test_every_origin_kind_has_a_cell_for_every_tool_and_an_approval_route() -> 
     assert not wanted - pairs, f"origin x tool without a cell: {sorted(wanted - pairs)}"
     routed = {c.extra["kind"] for c in cells if c.boundary == "approvals"}
     assert routed == registries.origin_kinds(), "an origin kind without an approval route"
+
+
+def test_every_quota_kind_has_a_refused_and_an_allowed_cell() -> None:
+    cells = [c for c in all_cells() if c.boundary == "memory_quotas"]
+    for kind in registries.quota_kinds():
+        kinds = {c.expect.kind for c in cells if c.action == kind}
+        assert kinds == {"refused", "allowed"}, f"quota {kind!r} lacks cells: {kinds}"
+
+
+def test_every_validation_outcome_has_cells_on_both_sides() -> None:
+    cells = [c for c in all_cells() if c.boundary == "validation_bounds"]
+    for outcome in registries.validation_outcomes():
+        sides = {c.extra["side"] for c in cells if c.action == outcome}
+        assert sides == {"input", "output"}, f"validation outcome {outcome!r}: {sides}"

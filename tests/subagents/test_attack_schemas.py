@@ -8,14 +8,19 @@ These tests pin what SHOULD happen; they fail on the code as attacked (see the r
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+from tests.conftest import REPO
 from tests.subagents.helpers import dispatch_data as dispatch
 from tests.subagents.helpers import start, write_bundle
-from tests.supervisor.harness import Daemon
+from tests.supervisor.harness import Daemon, wait_for_process
+
+VALIDATOR_WORKER = "zeroclaw._schema_worker"
 
 DaemonFactory = Callable[..., Daemon]
 
@@ -186,3 +191,67 @@ def test_an_agent_dispatch_to_a_bundle_refused_for_a_remote_ref_is_not_found_and
     chat = daemon.cli("--agent", "alpha", "chat", "-m", "dispatch other: rain", "--json")
     [call] = json.loads(chat.stdout)["tool_calls"]
     assert (call["name"], call["ok"]) == ("agent_dispatch", True), (call, daemon.log())
+
+
+HOSTILE_INPUT_SCHEMA = {
+    "type": "object",
+    "properties": {"items": {"type": "array", "uniqueItems": True}},
+}
+
+
+def test_hostile_validations_are_stopped_at_their_bound_and_the_daemon_serves_and_stops(
+    root: Path, daemons: DaemonFactory
+) -> None:
+    # Issue 24, found 8: each check ran in a trio worker thread that was abandoned, not
+    # stopped, at its bound, and kept its thread token: ~30 in flight made `memory store`
+    # wait for a thread, `status` crawl, and SIGTERM not stop the daemon. Now each check
+    # runs in a worker process that is SIGKILLed at the bound (ADR 0046): with 48 hostile
+    # dispatches kept in flight, the daemon answers, dispatches others, and stops on
+    # SIGTERM with 0.
+    write_bundle(root / "subagents", "hostile", input_schema=HOSTILE_INPUT_SCHEMA)
+    write_bundle(root / "subagents", "other")
+    daemon = start(daemons, root)
+    assert daemon.proc is not None
+    hostile = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tests.subagents.hostile_dispatcher",
+            str(daemon.runtime_dir),
+            "hostile",
+            "48",
+            "6000",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+    )
+    try:
+        assert hostile.stdout is not None and hostile.stdout.readline() == "sent\n"
+        # A worker process exists: checks are running (the pool starts them on demand).
+        worker = [Path(sys.executable).name, "-m", VALIDATOR_WORKER, str(daemon.proc.pid)]
+        wait_for_process(worker, timeout=60, under=daemon.proc.pid)
+        # The answers are awaited, not timed: before the fix `memory store` waited for a
+        # thread that none of the abandoned checks would give back within the test.
+        assert daemon.cli("status", "--json", timeout=120).returncode == 0, daemon.log()
+        stored = daemon.cli("memory", "store", "k", "v", "--agent", "alpha", timeout=120)
+        assert stored.returncode == 0, (stored.stderr, daemon.log())
+        other = dispatch(daemon, "other", "rain")
+        assert other["invocation"]["state"] == "succeeded", (other, daemon.log())
+        # One hostile dispatch of our own: refused with the bound's code, the check stopped.
+        _, answer = dispatch_with_code(daemon)
+        assert answer.get("error") == "subagent_validation_timeout", answer
+        assert hostile.poll() is None, "the hostile client stopped: nothing is in flight"
+        daemon.signal(signal.SIGTERM)
+        assert daemon.wait_exit(timeout=120) == 0, daemon.log()
+    finally:
+        hostile.kill()
+        hostile.wait()
+
+
+def dispatch_with_code(daemon: Daemon) -> tuple[int, dict[str, object]]:
+    payload = json.dumps({"items": [{"k": i} for i in range(6000)]})
+    result = daemon.cli(
+        "dispatch", "hostile", "--task", "t", "--input", payload, "--json", timeout=120
+    )
+    return result.returncode, json.loads(result.stdout)

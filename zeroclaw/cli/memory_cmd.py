@@ -295,7 +295,7 @@ def recall_cmd(query: str, limit: int, agent: str | None, as_json: bool) -> None
 @agent_option
 @json_option
 def stats_cmd(agent: str | None, as_json: bool) -> None:
-    """Record and session counts."""
+    """Record and session counts, bytes, and the agent's quotas (what they refused)."""
     stats = _run("stats", agent, {}, MemoryStats)
     if wants_json(as_json):
         emit_json(msgspec.to_builtins(stats))
@@ -303,6 +303,24 @@ def stats_cmd(agent: str | None, as_json: bool) -> None:
         for ns, counts in sorted(stats.namespaces.items()):
             records = plural(counts.records, "record")
             safe_echo(f"{ns}: {records}, {plural(counts.session_turns, 'session turn')}")
+            quota = counts.quota
+            if quota is None:
+                continue
+            click.echo(
+                f"  records: {counts.records}/{quota.max_records}, "
+                f"{counts.record_bytes}/{quota.max_bytes} bytes"
+            )
+            click.echo(
+                f"  transcripts: {counts.transcript_bytes}/{quota.max_transcript_bytes} bytes; "
+                f"each session keeps its newest {quota.max_session_turns} turns, "
+                f"{quota.max_session_bytes} bytes; an outside sender {quota.max_sender_bytes} "
+                "bytes"
+            )
+            refused = ", ".join(f"{kind} {n}" for kind, n in counts.quota_refusals.items())
+            click.echo(
+                f"  quota_exceeded: {refused or 'none'}; "
+                f"oldest turns dropped: {counts.turns_dropped}"
+            )
 
 
 @memory_group.command("export")

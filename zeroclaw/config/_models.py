@@ -497,10 +497,44 @@ class WorkspaceConfig(_Strict):
     )
 
 
+_MIB = 1 << 20
+
+
 class MemoryConfig(_Strict):
+    """Grants over other agents' memory, and this agent's quotas (ADR 0046; the defaults
+    are zeroclaw.memory.DEFAULT_QUOTA's, a test keeps them in step)."""
+
     read_memory_from: tuple[str, ...] = Field(
         default=(),
         description="Other agents whose memory this agent may recall from (read-only).",
+    )
+    max_records: Annotated[int, Field(ge=1, le=10_000_000)] = Field(
+        default=10_000,
+        description="Records this agent's memory holds at most; a store past it is refused "
+        "`quota_exceeded`.",
+    )
+    max_bytes: Annotated[int, Field(ge=1024, le=1 << 40)] = Field(
+        default=64 * _MIB,
+        description="Bytes (UTF-8 keys and contents) of this agent's records at most; a store "
+        "past it is refused `quota_exceeded`.",
+    )
+    max_session_turns: Annotated[int, Field(ge=2, le=1_000_000)] = Field(
+        default=400,
+        description="Turns one session transcript keeps: past it the oldest are dropped.",
+    )
+    max_session_bytes: Annotated[int, Field(ge=1024, le=1 << 40)] = Field(
+        default=1 * _MIB,
+        description="Bytes one session transcript keeps: past it the oldest turns are dropped.",
+    )
+    max_transcript_bytes: Annotated[int, Field(ge=1024, le=1 << 40)] = Field(
+        default=64 * _MIB,
+        description="Bytes of all this agent's session transcripts; an append past it is "
+        "refused `quota_exceeded`.",
+    )
+    max_sender_bytes: Annotated[int, Field(ge=1024, le=1 << 40)] = Field(
+        default=4 * _MIB,
+        description="Bytes of all the sessions of one outside sender (`<channel>:<sender>/...` "
+        "session keys); an append past it is refused `quota_exceeded`.",
     )
 
 

@@ -72,6 +72,7 @@ ControlErrorCode = Literal[
     "malformed",
     # the memory service
     "storage_error",
+    "quota_exceeded",
     # sub-agents: a dispatch the daemon refuses (subagents.DispatchRefusalCode), and an
     # invocation id it does not know
     "subagent_not_found",
@@ -79,6 +80,7 @@ ControlErrorCode = Literal[
     "subagent_input_invalid",
     "subagent_concurrency_limit",
     "subagent_idempotency_conflict",
+    "subagent_validation_timeout",
     "invocation_not_found",
     # `events --follow`: a reader that did not keep up was cut off
     "slow_reader",

@@ -193,9 +193,26 @@ class MemoryHits(msgspec.Struct, frozen=True):
     hits: list[MemoryHit]
 
 
+class MemoryQuotaInfo(msgspec.Struct, frozen=True):
+    """An agent's memory caps (`[agents.<a>.memory]`, ADR 0046)."""
+
+    max_records: int
+    max_bytes: int
+    max_session_turns: int
+    max_session_bytes: int
+    max_transcript_bytes: int
+    max_sender_bytes: int
+
+
 class NamespaceCounts(msgspec.Struct, frozen=True):
     records: int
     session_turns: int
+    record_bytes: int = 0  # UTF-8 keys and contents of the records
+    transcript_bytes: int = 0  # UTF-8 contents of every session's turns
+    quota: MemoryQuotaInfo | None = None  # None: not a configured agent
+    # Since the daemon started: writes refused by quota kind, oldest turns dropped.
+    quota_refusals: dict[str, int] = msgspec.field(default_factory=dict)
+    turns_dropped: int = 0
 
 
 class MemoryStats(msgspec.Struct, frozen=True):

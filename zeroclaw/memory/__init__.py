@@ -22,31 +22,51 @@ from ._args import (
 from ._control import MemoryControlCommand
 from ._errors import MEMORY_ERROR_CODES, MemoryErrorCode, MemoryServiceError
 from ._lock import MemoryLock, MemoryLocked
+from ._quota import (
+    DEFAULT_QUOTA,
+    QUOTA_KINDS,
+    Allowed,
+    KeepNewest,
+    MemoryQuota,
+    OverQuota,
+    QuotaKind,
+    sender_share,
+    store_decision,
+    transcript_decision,
+)
 from ._records import CORE_CATEGORIES, Record, SessionSummary, Turn, new_id
-from ._service import MemoryGrants, MemoryService, memory_grants, operator_request
+from ._service import MemoryGrants, MemoryService, memory_grants, memory_quota, operator_request
 from ._sessions import list_sessions, show_session
 from ._store import (
     MemoryInputError,
     MemoryStore,
     OperatorScope,
+    QuotaExceeded,
     RecallHit,
     Scope,
     ScopeError,
     StoreCorrupt,
+    StoreUsage,
     WriteOp,
+    record_bytes,
+    turn_bytes,
 )
 from ._text import tokenize
 
 __all__ = [
     "CORE_CATEGORIES",
+    "DEFAULT_QUOTA",
     "MAX_LIMIT",
     "MEMORY_ERROR_CODES",
     "MEMORY_OPS",
+    "QUOTA_KINDS",
+    "Allowed",
     "AppendTurnArgs",
     "AppendTurnsArgs",
     "ExportArgs",
     "ForgetArgs",
     "GetArgs",
+    "KeepNewest",
     "ListArgs",
     "MemoryArgs",
     "MemoryControlCommand",
@@ -56,11 +76,15 @@ __all__ = [
     "MemoryLock",
     "MemoryLocked",
     "MemoryOp",
+    "MemoryQuota",
     "MemoryService",
     "MemoryServiceError",
     "MemoryStore",
     "OperatorScope",
+    "OverQuota",
     "PurgeArgs",
+    "QuotaExceeded",
+    "QuotaKind",
     "RecallArgs",
     "RecallHit",
     "Record",
@@ -71,14 +95,21 @@ __all__ = [
     "StatsArgs",
     "StoreArgs",
     "StoreCorrupt",
+    "StoreUsage",
     "Turn",
     "TurnArg",
     "WriteOp",
     "decode_args",
     "list_sessions",
     "memory_grants",
+    "memory_quota",
     "new_id",
     "operator_request",
+    "record_bytes",
+    "sender_share",
     "show_session",
+    "store_decision",
     "tokenize",
+    "transcript_decision",
+    "turn_bytes",
 ]

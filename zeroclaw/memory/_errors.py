@@ -16,6 +16,7 @@ MemoryErrorCode = Literal[
     "unknown_agent",  # the operator named no configured agent
     "read_only_profile",  # a store or forget by an agent whose risk profile is readonly
     "session_not_found",  # `sessions show`: the agent has no session of that key
+    "quota_exceeded",  # the agent's records, bytes or a sender's transcript share are at the cap
 ]
 MEMORY_ERROR_CODES: tuple[str, ...] = get_args(MemoryErrorCode)
 

@@ -12,11 +12,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import lmdb
@@ -30,6 +31,7 @@ from ..control import (
     MemoryHit,
     MemoryHits,
     MemoryPurged,
+    MemoryQuotaInfo,
     MemoryRecord,
     MemoryRecords,
     MemoryReply,
@@ -52,11 +54,13 @@ from ._args import (
     decode_args,
 )
 from ._errors import MemoryServiceError
+from ._quota import DEFAULT_QUOTA, QUOTA_KINDS, MemoryQuota
 from ._records import Record
 from ._store import (
     MemoryInputError,
     MemoryStore,
     OperatorScope,
+    QuotaExceeded,
     RecallHit,
     Scope,
     ScopeError,
@@ -108,6 +112,10 @@ class MemoryGrants:
 
     read: Mapping[str, frozenset[str]]
     readonly: frozenset[str] = frozenset()
+    quotas: Mapping[str, MemoryQuota] = field(default_factory=dict)  # alias -> its caps
+
+    def quota(self, alias: str) -> MemoryQuota:
+        return self.quotas.get(alias, DEFAULT_QUOTA)
 
 
 class MemoryService:
@@ -132,6 +140,10 @@ class MemoryService:
         self.growths = 0
         # Commits by batch size (at most MAX_BATCH keys): read by metrics when scraped.
         self.batch_sizes: Counter[int] = Counter()
+        # Writes refused by a quota, by (agent, quota kind), and the oldest transcript turns
+        # dropped to keep sessions within their caps, by agent: metrics and `memory stats`.
+        self.quota_refusals: Counter[tuple[str, str]] = Counter()
+        self.turns_dropped: Counter[str] = Counter()
 
     def scope_for(self, alias: str) -> Scope:
         return Scope(alias, self.grants.read.get(alias, frozenset()))
@@ -143,14 +155,20 @@ class MemoryService:
 
     async def write(self, scope: Scope, kind: str, args: dict[str, Any]) -> Any:
         """Queue one write; return its result once the batch holding it is durable."""
-        pending = _Pending(WriteOp(scope, kind, args), trio.Event())
+        op = WriteOp(scope, kind, args, quota=self.grants.quota(scope.caller))
+        pending = _Pending(op, trio.Event())
         try:
             self._send.send_nowait(pending)
         except trio.WouldBlock:
             raise MemoryServiceError("busy", "too many memory writes queued") from None
         await pending.done.wait()
+        if isinstance(pending.op.error, QuotaExceeded):
+            self.quota_refusals[(scope.caller, pending.op.error.kind)] += 1
+            raise MemoryServiceError("quota_exceeded", str(pending.op.error)) from None
         if pending.op.error is not None:
             raise pending.op.error
+        if pending.op.dropped:
+            self.turns_dropped[scope.caller] += pending.op.dropped
         return pending.op.result
 
     async def run_committer(self) -> None:
@@ -303,7 +321,7 @@ class MemoryService:
             return {"turns": [{"role": t.role, "content": t.content, "at": t.at} for t in turns]}
         if isinstance(args, StatsArgs):
             stats = await self.read(self.store.stats, scope)
-            counts = {ns: NamespaceCounts(**c) for ns, c in stats.items()}
+            counts = {ns: self._counts(ns, c) for ns, c in stats.items()}
             return _plain(MemoryStats(counts, self.commits, self.committed_ops, self.growths))
         if isinstance(args, ExportArgs):
             namespace = args.agent
@@ -316,6 +334,21 @@ class MemoryService:
                 raise MemoryServiceError("bad_request", "purge needs 'agent'")
             return _plain(MemoryPurged(await self._purge(scope, args.agent)))
         raise AssertionError(f"no handler for {type(args).__name__}")  # decode_args knows them all
+
+    def _counts(self, namespace: str, counted: Mapping[str, int]) -> NamespaceCounts:
+        """What the store counted, with the agent's caps and what they refused or dropped."""
+        quota = self.grants.quotas.get(namespace)
+        refusals = {
+            kind: n
+            for (agent, kind), n in sorted(self.quota_refusals.items())
+            if agent == namespace
+        }
+        return NamespaceCounts(
+            **counted,
+            quota=None if quota is None else MemoryQuotaInfo(**dataclasses.asdict(quota)),
+            quota_refusals=refusals,
+            turns_dropped=self.turns_dropped[namespace],
+        )
 
     async def _purge(self, scope: OperatorScope, agent: str) -> int:
         async with self._without_reads():
@@ -333,11 +366,17 @@ async def _raise(error: MemoryServiceError) -> Any:
 
 def memory_grants(config: Any) -> MemoryGrants:
     """Each agent's read-only grants over other namespaces, from `memory.read_memory_from`,
-    and the agents whose risk profile is readonly."""
+    the agents whose risk profile is readonly, and each agent's quotas."""
     return MemoryGrants(
         {alias: frozenset(agent.memory.read_memory_from) for alias, agent in config.agents.items()},
         readonly=readonly_agents(config),
+        quotas={alias: memory_quota(agent.memory) for alias, agent in config.agents.items()},
     )
+
+
+def memory_quota(memory: Any) -> MemoryQuota:
+    """An agent's `[agents.<a>.memory]` caps."""
+    return MemoryQuota(**{f"max_{kind}": getattr(memory, f"max_{kind}") for kind in QUOTA_KINDS})
 
 
 # --- the operator's entry point (control socket, or the CLI without a daemon) ----------------
@@ -364,7 +403,10 @@ async def _operator(
     if isinstance(decoded, StatsArgs):
         data = await service._handle(OperatorScope(), op, decoded)
         data["namespaces"] = {
-            agent: data["namespaces"].get(agent, {"records": 0, "session_turns": 0})
+            agent: data["namespaces"].get(
+                agent,
+                msgspec.to_builtins(service._counts(agent, {"records": 0, "session_turns": 0})),
+            )
         }
         return data
     # The operator's reads default to the named agent's namespace.

@@ -18,8 +18,14 @@ Per namespace `<a>` (named databases, created on first write):
                  recency need, so ranking reads no records until the top hits are known
   m/<a>/df       term -> document frequency (u32)
   m/<a>/time     created_ms (u64 BE) id -> ""
-  m/<a>/meta     b"docs" / b"length" -> u64
+  m/<a>/meta     b"docs" / b"length" / b"bytes" -> u64 (records, their tokens, their bytes);
+                 b"tbytes" -> u64 (all transcripts' bytes); b"s" 0x00 session -> (turns,
+                 bytes) u64 each; b"p" 0x00 sender -> u64 (an outside sender's share);
+                 b"usage" -> b"1" once those counters are kept (ADR 0046)
   m/<a>/sessions session 0x00 seq (u64 BE) -> Turn (msgpack)
+
+Usage counters change in the write transaction that changes what they count, so a crash
+(kill -9 included) leaves them exact; a namespace without them is recounted at open.
 """
 
 from __future__ import annotations
@@ -40,6 +46,15 @@ import lmdb
 import msgspec
 
 from .._lmdb import committed_size_problem, data_file_problem
+from ._quota import (
+    DEFAULT_QUOTA,
+    MemoryQuota,
+    OverQuota,
+    QuotaKind,
+    sender_share,
+    store_decision,
+    transcript_decision,
+)
 from ._records import (
     MAX_CONTENT_BYTES,
     MAX_KEY_BYTES,
@@ -72,9 +87,12 @@ _enc = msgspec.msgpack.Encoder()
 _rec_dec = msgspec.msgpack.Decoder(Record)
 _turn_dec = msgspec.msgpack.Decoder(Turn)
 
-# Version of the on-disk layout. 2: postings carry (tf, length, updated_ms). A store
-# without the key is format 1 (or new) and is reindexed from its records at open.
-FORMAT_VERSION = 2
+# Version of the on-disk layout. 2: postings carry (tf, length, updated_ms). 3: usage
+# counters for quotas. A store without the key is format 1 (or new) and is reindexed from
+# its records (and its transcripts recounted) at open.
+FORMAT_VERSION = 3
+_SESSION_USAGE = struct.Struct("<QQ")  # turns, bytes
+_USAGE_MARK = b"usage"
 _FORMAT_KEY = b"zeroclaw-memory-format"
 
 _open_paths: set[str] = set()
@@ -110,6 +128,33 @@ class MemoryInputError(ValueError):
     """Bad input for a memory operation (the message says which field)."""
 
 
+class QuotaExceeded(Exception):
+    """A write refused by one of the agent's quotas; nothing of it was written."""
+
+    def __init__(self, refusal: OverQuota) -> None:
+        super().__init__(refusal.detail)
+        self.kind: QuotaKind = refusal.kind
+        self.cap = refusal.cap
+
+
+# What keeping one record or turn costs beyond its text (its LMDB keys, index entries,
+# msgpack framing): counted too, so that empty texts cannot grow a store without bound.
+RECORD_OVERHEAD_BYTES = 64
+TURN_OVERHEAD_BYTES = 64
+
+
+def record_bytes(key: str, content: str) -> int:
+    """What a record counts against `max_bytes`: its key and content, UTF-8, and its
+    keeping."""
+    return len(key.encode()) + len(content.encode()) + RECORD_OVERHEAD_BYTES
+
+
+def turn_bytes(content: str) -> int:
+    """What a turn counts against the transcript caps: its content, UTF-8, and its
+    keeping."""
+    return len(content.encode()) + TURN_OVERHEAD_BYTES
+
+
 @dataclass(frozen=True)
 class Scope:
     """Who is asking: the caller's own namespace, plus namespaces it may only read."""
@@ -138,8 +183,22 @@ class WriteOp:
     scope: Scope
     kind: str  # "store" | "forget" | "append_turn" | "append_turns"
     args: dict[str, Any]
+    quota: MemoryQuota = DEFAULT_QUOTA  # the caller's caps
     result: Any = None
     error: Exception | None = None
+    dropped: int = 0  # oldest turns an append dropped to keep its session within caps
+
+
+@dataclass(frozen=True)
+class StoreUsage:
+    """What one namespace's quotas count: records and their bytes, transcripts' bytes, each
+    session's (turns, bytes), each outside sender's share."""
+
+    records: int = 0
+    record_bytes: int = 0
+    transcript_bytes: int = 0
+    sessions: dict[str, tuple[int, int]] = field(default_factory=dict)
+    shares: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -228,13 +287,24 @@ class MemoryStore:
                 f"version reads up to {FORMAT_VERSION}); upgrade zeroclaw"
             )
         if found == FORMAT_VERSION:
-            return 0
+            # A namespace whose usage counters are missing is recounted (they are derived).
+            stale = [ns for ns in self.namespaces() if not self._has_usage(ns)]
+            for ns in stale:
+                self._reindex(ns)
+            return len(stale)
         namespaces = self.namespaces()
         for ns in namespaces:  # records are the truth; every index is derived from them
             self._reindex(ns)
         with self.env.begin(write=True) as txn:
             txn.put(_FORMAT_KEY, _U32.pack(FORMAT_VERSION))
         return len(namespaces)
+
+    def _has_usage(self, namespace: str) -> bool:
+        meta = self._db(namespace, "meta", create=False)
+        if meta is None:
+            return self._db(namespace, "records", create=False) is None
+        with self.env.begin() as txn:
+            return txn.get(_USAGE_MARK, db=meta) is not None
 
     def _reindex(self, namespace: str) -> None:
         h = self._handles(namespace)
@@ -244,6 +314,28 @@ class MemoryStore:
             records = [_rec_dec.decode(raw) for _, raw in txn.cursor(db=h["records"])]
             for record in records:
                 self._index(txn, h, record)
+            self._recount_transcripts(txn, h)
+            txn.put(_USAGE_MARK, b"1", db=h["meta"])
+
+    def _recount_transcripts(self, txn: Any, h: dict[str, Any]) -> None:
+        """Every session's (turns, bytes), each sender's share and the total, from the
+        turns themselves (the meta db was emptied before)."""
+        sessions: dict[bytes, list[int]] = {}
+        for key, raw in txn.cursor(db=h["sessions"]):
+            session = key[:-9]  # session 0x00 seq (8 bytes)
+            usage = sessions.setdefault(session, [0, 0])
+            usage[0] += 1
+            usage[1] += turn_bytes(_turn_dec.decode(raw).content)
+        shares: Counter[str] = Counter()
+        for session, (turns, size) in sessions.items():
+            txn.put(b"s\x00" + session, _SESSION_USAGE.pack(turns, size), db=h["meta"])
+            share = sender_share(session.decode())
+            if share is not None:
+                shares[share] += size
+        for share, size in shares.items():
+            txn.put(b"p\x00" + share.encode(), _U64.pack(size), db=h["meta"])
+        total = sum(size for _, size in sessions.values())
+        txn.put(b"tbytes", _U64.pack(total), db=h["meta"])
 
     def close(self) -> None:
         self.env.close()
@@ -310,16 +402,16 @@ class MemoryStore:
                 op.result, op.error = None, None
                 try:
                     if op.kind == "store":
-                        op.result = self._store(txn, op.scope, now=now, **op.args)
+                        op.result = self._store(txn, op.scope, op.quota, now=now, **op.args)
                     elif op.kind == "forget":
                         op.result = self._forget(txn, op.scope, **op.args)
                     elif op.kind == "append_turn":
-                        op.result = self._append_turn(txn, op.scope, now=now, **op.args)
+                        op.result, op.dropped = self._append_turn(txn, op, now=now, **op.args)
                     elif op.kind == "append_turns":
-                        op.result = self._append_turns(txn, op.scope, now=now, **op.args)
+                        op.result, op.dropped = self._append_turns(txn, op, now=now, **op.args)
                     else:
                         raise MemoryInputError(f"unknown write {op.kind!r}")
-                except (MemoryInputError, ScopeError) as exc:
+                except (MemoryInputError, ScopeError, QuotaExceeded) as exc:
                     op.error = exc
                 except lmdb.Error:
                     raise  # MapFullError above all: the caller grows the map and retries
@@ -333,6 +425,7 @@ class MemoryStore:
         self,
         txn: Any,
         scope: Scope,
+        quota: MemoryQuota,
         *,
         key: str,
         content: str,
@@ -349,9 +442,18 @@ class MemoryStore:
         ns = scope.caller  # the only namespace a write can reach
         h = self._handles(ns)
         old_id = txn.get(key.encode(), db=h["keys"])
+        old = None if old_id is None else _rec_dec.decode(_must(txn.get(old_id, db=h["records"])))
+        decision = store_decision(
+            quota,
+            records=self._meta_u64(txn, h, b"docs"),
+            record_bytes=self._meta_u64(txn, h, b"bytes"),
+            new_bytes=record_bytes(key, content),
+            old_bytes=None if old is None else record_bytes(old.key, old.content),
+        )
+        if isinstance(decision, OverQuota):
+            raise QuotaExceeded(decision)
         created = now
-        if old_id is not None:
-            old = _rec_dec.decode(_must(txn.get(old_id, db=h["records"])))
+        if old is not None:
             self._unindex(txn, h, old)
             record_id = old.id
             created = old.created_at
@@ -390,7 +492,7 @@ class MemoryStore:
             txn.put(t + b"\x00" + rid, _POSTING.pack(tf, length, updated_ms), db=h["terms"])
             df = txn.get(t, db=h["df"])
             txn.put(t, _U32.pack((_U32.unpack(df)[0] if df else 0) + 1), db=h["df"])
-        self._bump(txn, h, docs=1, length=length)
+        self._bump(txn, h, docs=1, length=length, size=record_bytes(record.key, record.content))
 
     def _unindex(self, txn: Any, h: dict[str, Any], record: Record) -> None:
         rid = record.id.encode()
@@ -405,14 +507,23 @@ class MemoryStore:
             else:
                 txn.delete(t, db=h["df"])
         txn.delete(_U64BE.pack(int(record.created_at * 1000)) + rid, db=h["time"])
-        self._bump(txn, h, docs=-1, length=-length)
+        size = record_bytes(record.key, record.content)
+        self._bump(txn, h, docs=-1, length=-length, size=-size)
 
-    def _bump(self, txn: Any, h: dict[str, Any], *, docs: int, length: int) -> None:
-        for name, delta in ((b"docs", docs), (b"length", length)):
-            raw = txn.get(name, db=h["meta"])
-            txn.put(
-                name, _U64.pack(max((_U64.unpack(raw)[0] if raw else 0) + delta, 0)), db=h["meta"]
-            )
+    def _bump(self, txn: Any, h: dict[str, Any], *, docs: int, length: int, size: int) -> None:
+        for name, delta in ((b"docs", docs), (b"length", length), (b"bytes", size)):
+            self._add_u64(txn, h["meta"], name, delta)
+        txn.put(_USAGE_MARK, b"1", db=h["meta"])
+
+    @staticmethod
+    def _add_u64(txn: Any, db: Any, name: bytes, delta: int) -> None:
+        raw = txn.get(name, db=db)
+        txn.put(name, _U64.pack(max((_U64.unpack(raw)[0] if raw else 0) + delta, 0)), db=db)
+
+    @staticmethod
+    def _meta_u64(txn: Any, h: dict[str, Any], name: bytes) -> int:
+        raw = txn.get(name, db=h["meta"])
+        return int(_U64.unpack(raw)[0]) if raw else 0
 
     def _forget(
         self, txn: Any, scope: Scope, *, key: str | None = None, id: str | None = None
@@ -446,16 +557,70 @@ class MemoryStore:
         return True
 
     def _append_turn(
-        self, txn: Any, scope: Scope, *, session: str, role: str, content: str, now: float
-    ) -> int:
+        self, txn: Any, op: WriteOp, *, session: str, role: str, content: str, now: float
+    ) -> tuple[int, int]:
+        return self._append(txn, op, session, [(role, content)], now)
+
+    def _append_turns(
+        self, txn: Any, op: WriteOp, *, session: str, turns: Any, now: float
+    ) -> tuple[int, int]:
+        """Several turns of one session at once (a user message and its answer): one op,
+        so they land in the same commit or not at all."""
+        if not isinstance(turns, list) or not 1 <= len(turns) <= 16:
+            raise MemoryInputError("turns must be a list of 1..16 {role, content} entries")
+        for turn in turns:
+            if (
+                not isinstance(turn, dict)
+                or set(turn) != {"role", "content"}
+                or not all(isinstance(v, str) for v in turn.values())
+            ):
+                raise MemoryInputError("each turn is {role, content}, both strings")
+        return self._append(txn, op, session, [(t["role"], t["content"]) for t in turns], now)
+
+    def _append(
+        self, txn: Any, op: WriteOp, session: str, turns: list[tuple[str, str]], now: float
+    ) -> tuple[int, int]:
+        """Append `turns` to `session` within the caller's quota: the oldest turns of the
+        session are dropped to make room, or the whole append is refused. Every entry is
+        checked before the first is written: an op that fails writes nothing. Returns the
+        last sequence number written and how many turns were dropped."""
         if not session or len(session.encode()) > MAX_SESSION_BYTES or "\x00" in session:
             raise MemoryInputError(f"session must be 1..{MAX_SESSION_BYTES} bytes without NUL")
         # msgspec does not check types when a struct is built: a bad turn stored now would
         # make the whole session unreadable later.
-        if role not in TURN_ROLES or not isinstance(content, str):
-            raise MemoryInputError(f"a turn has a role in {sorted(TURN_ROLES)} and text content")
-        db = self._db(scope.caller, "sessions", create=True)
+        for role, content in turns:
+            if role not in TURN_ROLES or not isinstance(content, str):
+                raise MemoryInputError(
+                    f"a turn has a role in {sorted(TURN_ROLES)} and text content"
+                )
+        h = self._handles(op.scope.caller)
+        db, meta = h["sessions"], h["meta"]
         prefix = session.encode() + b"\x00"
+        usage_key = b"s\x00" + session.encode()
+        raw = txn.get(usage_key, db=meta)
+        held, held_bytes = _SESSION_USAGE.unpack(raw) if raw else (0, 0)
+        share = sender_share(session)
+        share_key = None if share is None else b"p\x00" + share.encode()
+        sizes = [turn_bytes(content) for _, content in turns]
+
+        def oldest() -> Iterator[int]:
+            cursor = txn.cursor(db=db)
+            ok = cursor.set_range(prefix)
+            while ok and cursor.key().startswith(prefix):
+                yield turn_bytes(_turn_dec.decode(cursor.value()).content)
+                ok = cursor.next()
+
+        decision = transcript_decision(
+            op.quota,
+            turns=held,
+            session_bytes=held_bytes,
+            oldest=oldest(),
+            new=sizes,
+            transcript_bytes=self._meta_u64(txn, h, b"tbytes"),
+            share_bytes=None if share_key is None else self._meta_u64(txn, h, share_key),
+        )
+        if isinstance(decision, OverQuota):
+            raise QuotaExceeded(decision)
         cursor = txn.cursor(db=db)
         seq = 0
         # The last entry of this session: position after the prefix range, step back.
@@ -464,26 +629,28 @@ class MemoryStore:
                 seq = _U64BE.unpack(cursor.key()[len(prefix) :])[0] + 1
         elif cursor.last() and cursor.key().startswith(prefix):
             seq = _U64BE.unpack(cursor.key()[len(prefix) :])[0] + 1
-        txn.put(prefix + _U64BE.pack(seq), _enc.encode(Turn(role, content, now)), db=db)
-        return seq
-
-    def _append_turns(self, txn: Any, scope: Scope, *, session: str, turns: Any, now: float) -> int:
-        """Several turns of one session at once (a user message and its answer): one op,
-        so they land in the same commit or not at all."""
-        if not isinstance(turns, list) or not 1 <= len(turns) <= 16:
-            raise MemoryInputError("turns must be a list of 1..16 {role, content} entries")
-        # Every entry is checked before the first is written: an op that fails writes nothing.
-        for turn in turns:
-            if (
-                not isinstance(turn, dict)
-                or set(turn) != {"role", "content"}
-                or not all(isinstance(v, str) for v in turn.values())
-            ):
-                raise MemoryInputError("each turn is {role, content}, both strings")
-        seq = -1
-        for turn in turns:
-            seq = self._append_turn(txn, scope, session=session, now=now, **turn)
-        return seq
+        dropped = 0
+        if decision.drop:
+            cursor = txn.cursor(db=db)
+            ok = cursor.set_range(prefix)
+            while ok and dropped < decision.drop and cursor.key().startswith(prefix):
+                ok = cursor.delete()  # moves to the next entry
+                dropped += 1
+        for offset, (role, content) in enumerate(turns):
+            txn.put(
+                prefix + _U64BE.pack(seq + offset), _enc.encode(Turn(role, content, now)), db=db
+            )
+        delta = sum(sizes) - decision.dropped_bytes
+        txn.put(
+            usage_key,
+            _SESSION_USAGE.pack(held - dropped + len(turns), held_bytes + delta),
+            db=meta,
+        )
+        self._add_u64(txn, meta, b"tbytes", delta)
+        if share_key is not None:
+            self._add_u64(txn, meta, share_key, delta)
+        txn.put(_USAGE_MARK, b"1", db=meta)
+        return seq + len(turns) - 1, dropped
 
     # --- reads ------------------------------------------------------------------------------
 
@@ -721,12 +888,66 @@ class MemoryStore:
         }
         with self.env.begin() as txn:
             for ns, (meta, sessions) in handles.items():
-                docs = txn.get(b"docs", db=meta) if meta is not None else None
+                h = {"meta": meta}
+                known = meta is not None
                 out[ns] = {
-                    "records": _U64.unpack(docs)[0] if docs else 0,
+                    "records": self._meta_u64(txn, h, b"docs") if known else 0,
                     "session_turns": txn.stat(sessions)["entries"] if sessions is not None else 0,
+                    "record_bytes": self._meta_u64(txn, h, b"bytes") if known else 0,
+                    "transcript_bytes": self._meta_u64(txn, h, b"tbytes") if known else 0,
                 }
         return out
+
+    def usage(self, namespace: str) -> StoreUsage:
+        """The usage counters as kept (what the quota decisions read)."""
+        self._check_fork()
+        meta = self._db(namespace, "meta", create=False)
+        if meta is None:
+            return StoreUsage()
+        h = {"meta": meta}
+        sessions: dict[str, tuple[int, int]] = {}
+        shares: dict[str, int] = {}
+        with self.env.begin() as txn:
+            for key, value in txn.cursor(db=meta):
+                if key.startswith(b"s\x00"):
+                    turns, size = _SESSION_USAGE.unpack(value)
+                    if turns:
+                        sessions[key[2:].decode()] = (turns, size)
+                elif key.startswith(b"p\x00") and _U64.unpack(value)[0]:
+                    shares[key[2:].decode()] = _U64.unpack(value)[0]
+            return StoreUsage(
+                self._meta_u64(txn, h, b"docs"),
+                self._meta_u64(txn, h, b"bytes"),
+                self._meta_u64(txn, h, b"tbytes"),
+                sessions,
+                shares,
+            )
+
+    def recounted_usage(self, namespace: str) -> StoreUsage:
+        """The same usage, counted from the records and turns themselves (for checks)."""
+        self._check_fork()
+        records = self._db(namespace, "records", create=False)
+        turns_db = self._db(namespace, "sessions", create=False)
+        if records is None or turns_db is None:
+            return StoreUsage()
+        count = size = 0
+        sessions: dict[str, tuple[int, int]] = {}
+        shares: Counter[str] = Counter()
+        with self.env.begin() as txn:
+            for _, raw in txn.cursor(db=records):
+                record = _rec_dec.decode(raw)
+                count += 1
+                size += record_bytes(record.key, record.content)
+            for key, raw in txn.cursor(db=turns_db):
+                session = key[:-9].decode()
+                turns, held = sessions.get(session, (0, 0))
+                sessions[session] = (turns + 1, held + turn_bytes(_turn_dec.decode(raw).content))
+        for session, (_, held) in sessions.items():
+            share = sender_share(session)
+            if share is not None:
+                shares[share] += held
+        total = sum(held for _, held in sessions.values())
+        return StoreUsage(count, size, total, sessions, dict(shares))
 
     def purge(self, scope: OperatorScope, namespace: str) -> int:
         """Drop a whole namespace. Operator only: an agent's Scope is refused."""

@@ -55,7 +55,7 @@ SYSTEM_UNIT_DIR = Path("/etc/systemd/system")
 # The stores' format keys and the versions this zeroclaw writes; a test keeps them in step
 # with memory/_store.py and subagents/_store.py (whose constants are private to them).
 LMDB_STORES: tuple[tuple[str, str, bytes, int], ...] = (
-    ("memory", "memory", b"zeroclaw-memory-format", 2),
+    ("memory", "memory", b"zeroclaw-memory-format", 3),
     ("sub-agent", "subagents", b"zeroclaw-subagents-format", 1),
 )
 

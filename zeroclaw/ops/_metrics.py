@@ -84,6 +84,9 @@ class MetricsSources:
     channels_refused: Callable[[], Mapping[tuple[str, str], int]] = _nothing  # (channel, rule)
     memory_batches: Callable[[], Mapping[int, int]] = _nothing  # batch size -> commits
     memory_growths: Callable[[], int] = lambda: 0
+    # (agent, quota kind) -> writes refused `quota_exceeded`; agent -> oldest turns dropped
+    memory_quota_refusals: Callable[[], Mapping[tuple[str, str], int]] = _nothing
+    memory_turns_dropped: Callable[[], Mapping[str, int]] = _nothing
 
 
 class _Histogram:
@@ -467,6 +470,18 @@ class _Collector:
             "zeroclaw_memory_map_growths",
             "Times the memory database's map was grown.",
             value=m.sources.memory_growths(),
+        )
+        yield _counter(
+            "zeroclaw_memory_quota_refusals",
+            "Memory writes refused quota_exceeded, by agent and quota (ADR 0046).",
+            ["agent", "quota"],
+            sorted(m.sources.memory_quota_refusals().items()),
+        )
+        yield _counter(
+            "zeroclaw_memory_transcript_turns_dropped",
+            "Oldest session turns dropped to keep transcripts within their caps, by agent.",
+            ["agent"],
+            sorted(((agent,), n) for agent, n in m.sources.memory_turns_dropped().items()),
         )
 
     @staticmethod

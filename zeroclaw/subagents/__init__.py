@@ -11,6 +11,7 @@ package does not load the control socket) reach it through `SubagentsApi`.
 from typing import TYPE_CHECKING, Any
 
 from .._lazy import lazy_attributes
+from .._schema_check import VALIDATION_OUTCOMES, Invalid, Outcome, OutOfBound, Unusable, Valid
 from ._admission import (
     Admission,
     Admitted,
@@ -69,6 +70,7 @@ from ._store import (
     SubagentStoreLocked,
     UnknownInvocation,
 )
+from ._validator import VALIDATION_SECS, ValidatorPool
 
 if TYPE_CHECKING:
     from ._control import register_subagent_commands, subagent_handlers
@@ -90,6 +92,8 @@ __all__ = [
     "RESERVED_IDS",
     "RESTART_INTERRUPT",
     "SCHEMA_VERSION",
+    "VALIDATION_OUTCOMES",
+    "VALIDATION_SECS",
     "WORKFLOW_CALLER",
     "Admission",
     "Admitted",
@@ -102,6 +106,7 @@ __all__ = [
     "EventBody",
     "Existing",
     "IllegalTransition",
+    "Invalid",
     "Invocation",
     "InvocationErrorCode",
     "InvocationEvent",
@@ -109,6 +114,8 @@ __all__ = [
     "LoadedRevision",
     "Manifest",
     "McpBinding",
+    "OutOfBound",
+    "Outcome",
     "Policy",
     "Recovery",
     "Refused",
@@ -126,6 +133,9 @@ __all__ = [
     "TextDelta",
     "ToolCalled",
     "UnknownInvocation",
+    "Unusable",
+    "Valid",
+    "ValidatorPool",
     "Verdict",
     "admit",
     "advance",

@@ -16,6 +16,7 @@ from typing import Any, Literal, cast
 
 from jsonschema.exceptions import best_match
 
+from .._schema_check import Invalid, Outcome, OutOfBound, Unusable
 from ._bundle import Bundle
 from ._schema import SchemaValidator
 
@@ -25,6 +26,7 @@ DispatchRefusalCode = Literal[
     "subagent_input_invalid",
     "subagent_concurrency_limit",
     "subagent_idempotency_conflict",  # the key was used for another sub-agent, task or input
+    "subagent_validation_timeout",  # validating the input outlived its bound; it was stopped
 ]
 
 IdempotencyKey = tuple[str, str | None, str]  # (source, parent_run_id, idempotency_key)
@@ -79,8 +81,11 @@ def admit(
     bundles: Mapping[str, Bundle],
     invocations_by_key: Mapping[IdempotencyKey, str],
     running: Mapping[str, int],
+    checked: Outcome | None = None,
 ) -> Admission:
-    """Decide one dispatch. `running`: invocations now accepted or running, per sub-agent."""
+    """Decide one dispatch. `running`: invocations now accepted or running, per sub-agent.
+    `checked`: the input already validated against the input schema by a worker (the
+    daemon's way, ADR 0046); without it the input is validated here."""
     key = request.key
     if key is not None and key in invocations_by_key:
         return Existing(invocations_by_key[key])
@@ -94,13 +99,19 @@ def admit(
             f"{request.caller!r} is not in {request.agent_id}'s allowedCallers",
         )
     if bundle.input_schema is not None:
-        error = best_match(
-            SchemaValidator(bundle.input_schema).iter_errors(cast(Any, request.input))
-        )
-        if error is not None:
-            return Refused(
-                "subagent_input_invalid", error.message, json_pointer(error.absolute_path)
+        if checked is None:
+            error = best_match(
+                SchemaValidator(bundle.input_schema).iter_errors(cast(Any, request.input))
             )
+            if error is not None:
+                checked = Invalid(error.message, json_pointer(error.absolute_path))
+        if isinstance(checked, Invalid):
+            return Refused("subagent_input_invalid", checked.message, checked.pointer)
+        if isinstance(checked, Unusable):
+            detail = f"the input schema cannot be applied: {checked.detail}"
+            return Refused("subagent_input_invalid", detail)
+        if isinstance(checked, OutOfBound):
+            return Refused("subagent_validation_timeout", checked.detail)
     if running.get(request.agent_id, 0) >= policy.maxConcurrency:
         return Refused(
             "subagent_concurrency_limit",

@@ -32,6 +32,7 @@ import msgspec
 import trio
 from jsonschema.exceptions import best_match
 
+from .._schema_check import Invalid, Outcome, OutOfBound, Unusable, Valid
 from ..bus import Origin, Request, Response
 from ..events import EventSink, InvocationFinished
 from ..turns import (
@@ -72,13 +73,13 @@ from ._registry import SubagentRegistry
 from ._revision import SnapshotDamaged
 from ._schema import SchemaValidator
 from ._store import DuplicateInvocation, SubagentStore, WriteOp
+from ._validator import ValidatorPool
 
 log = logging.getLogger("zeroclaw.subagents")
 
 SUBAGENT_CHANNEL = "subagent"  # the channel key an invocation's turn travels on
 RETRYABLE_EFFECTS = frozenset({"none", "read_only"})  # safe to run again after a restart
 ENVELOPE_BYTES = 16 * 1024  # room for the message around a task and its input
-VALIDATION_SECS = 5.0  # one input or result against its schema, in a worker thread
 MAX_TOOL_ARGS_BYTES = 8192  # a tool event's arguments kept whole up to this size
 MAX_EVENT_TEXT_BYTES = 1 << 20  # text a runtime may stream into one invocation's record
 EVENT_FLUSH_SECS = 0.25  # a running invocation's events are on disk at most this late
@@ -114,11 +115,16 @@ class Verdict:
 
 
 def verdict(
-    last: ServiceEvent | None, output_schema: dict[str, Any] | None, ended_by: EndedBy | None
+    last: ServiceEvent | None,
+    output_schema: dict[str, Any] | None,
+    ended_by: EndedBy | None,
+    checked: Outcome | None = None,
 ) -> Verdict:
     """The terminal state of an invocation whose turn ended with `last` (None: it never
     ran). Pure: the output contract lives here. A turn that completed is judged on its
-    result even if a cancel or the deadline came just after."""
+    result even if a cancel or the deadline came just after. `checked`: the result already
+    validated against `output_schema` by a worker (the daemon's way); without it the
+    result is validated here."""
     if not isinstance(last, TurnDone) or last.cancelled:
         # Did the runtime confirm it stopped the turn, or did the turn service's grace end it?
         stopped = (
@@ -145,16 +151,25 @@ def verdict(
             "nothing was submitted through subagent_submit_result; free text is not a result",
             reply=last.reply,
         )
-    error = best_match(SchemaValidator(output_schema).iter_errors(last.result))
-    if error is not None:
+    if checked is None:
+        error = best_match(SchemaValidator(output_schema).iter_errors(last.result))
+        checked = (
+            Valid() if error is None else Invalid(error.message, json_pointer(error.absolute_path))
+        )
+    if isinstance(checked, Invalid):
         return Verdict(
             "failed",
             "subagent_output_invalid",
-            error.message,
+            checked.message,
             output=last.result,
             reply=last.reply,
-            pointer=json_pointer(error.absolute_path),
+            pointer=checked.pointer,
         )
+    if isinstance(checked, Unusable):
+        detail = f"the output schema cannot be applied: {checked.detail}"
+        return Verdict("failed", "subagent_output_invalid", detail, output=last.result)
+    if isinstance(checked, OutOfBound):
+        return Verdict("failed", "subagent_validation_timeout", checked.detail, output=last.result)
     return Verdict("succeeded", output=last.result, reply=last.reply)
 
 
@@ -281,6 +296,7 @@ class DispatchService:
         # What a runtime's bus frame carries (the config's max_frame_bytes, minus the
         # envelope): a bigger task and input are refused before anything is accepted.
         self._max_frame = max_frame
+        self.validators = ValidatorPool()  # input and output schemas, in killable workers
         self._running: Counter[str] = Counter()  # accepted or running, per sub-agent
         self._keys: dict[tuple[str, str | None, str], str] = {}  # this daemon's keys
         self._live: dict[str, _Live] = {}
@@ -298,15 +314,22 @@ class DispatchService:
 
     async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Recover what the last daemon left, then hold the nursery invocations run in."""
-        async with trio.open_nursery() as nursery:
-            self._nursery = nursery
-            nursery.start_soon(self.commits.run)
-            retries = await self.recover()
-            for invocation in retries:
-                self._start(invocation, self.registry.by_digest(invocation.digest))
-            self._ready.set()
-            task_status.started()
-            await trio.sleep_forever()
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                nursery.start_soon(self.commits.run)
+                revisions = self.registry.current().values()
+                if any(r.bundle.input_schema or r.bundle.output_schema for r in revisions):
+                    nursery.start_soon(self.validators.warm)
+                retries = await self.recover()
+                for invocation in retries:
+                    self._start(invocation, self.registry.by_digest(invocation.digest))
+                self._ready.set()
+                task_status.started()
+                await trio.sleep_forever()
+        finally:
+            with trio.CancelScope(shield=True):
+                await self.validators.aclose()
 
     async def recover(self) -> list[Invocation]:
         """Every invocation the last daemon left accepted or running is `interrupted`
@@ -418,27 +441,28 @@ class DispatchService:
     ) -> Admission:
         """`admit`, then the checks that need the caller's bytes: the size a runtime can
         receive, and (again, now that nothing awaits before the count is taken) the
-        concurrency limit. An input schema is applied in a worker thread under a time bound:
-        a costly schema (uniqueItems over thousands of objects, a backtracking pattern) never
-        stalls the daemon; an error in the schema refuses the dispatch, never the daemon."""
+        concurrency limit. An input schema is applied in a worker process under a bound: a
+        costly schema (uniqueItems over thousands of objects) is killed at the bound and the
+        dispatch refused `subagent_validation_timeout`; an error in the schema refuses the
+        dispatch, never the daemon."""
         bundle = bundles.get(request.agent_id)
-
-        def decide() -> Admission:
-            return admit(request, bundles=bundles, invocations_by_key=known, running={})
-
-        try:
-            if bundle is None or bundle.input_schema is None:
-                admission = decide()
-            else:
-                admission = Refused(
-                    "subagent_input_invalid",
-                    f"validating the input took longer than {VALIDATION_SECS:g}s",
-                )
-                with trio.move_on_after(VALIDATION_SECS):
-                    admission = await trio.to_thread.run_sync(decide, abandon_on_cancel=True)
-        except Exception as exc:  # RecursionError, an unresolvable $ref: the schema's fault
-            log.error("input schema of %s cannot be applied: %r", request.agent_id, exc)
-            return Refused("subagent_input_invalid", f"the input schema cannot be applied: {exc}")
+        checked: Outcome | None = None
+        key = request.key
+        if (
+            bundle is not None
+            and bundle.input_schema is not None
+            and request.caller in bundle.manifest.policy.allowedCallers
+            and (key is None or key not in known)
+        ):
+            # Only where `admit` would reach the input schema: a worker process checks it
+            # under the bound, and is killed at the bound (ADR 0046).
+            lane = f"input {request.agent_id} {request.caller}"
+            checked = await self.validators.check(bundle.input_schema, request.input, lane=lane)
+            if isinstance(checked, Unusable):
+                log.error("input schema of %s cannot be applied: %s", request.agent_id, checked)
+        admission = admit(
+            request, bundles=bundles, invocations_by_key=known, running={}, checked=checked
+        )
         if not isinstance(admission, Admitted):
             return admission
         size = len(msgspec.json.encode([task, request.input]))
@@ -593,7 +617,8 @@ class DispatchService:
         if live.overrun is not None:
             judged = Verdict("failed", "subagent_runtime_failed", live.overrun)
         else:
-            judged = await self._judge(last, bundle.output_schema, live.ended_by)
+            lane = f"output {invocation.agent_id}"
+            judged = await self._judge(last, bundle.output_schema, live.ended_by, lane)
         return await self._finish(invocation.id, judged, live, pending)
 
     async def _judge(
@@ -601,9 +626,11 @@ class DispatchService:
         last: ServiceEvent | None,
         output_schema: dict[str, Any] | None,
         ended_by: EndedBy | None,
+        lane: str = "",
     ) -> Verdict:
-        """`verdict`, with a result applied to its schema in a worker thread under a time
-        bound, and an error in the schema failing the invocation, never the daemon."""
+        """`verdict`, with a result applied to its schema in a worker process under a bound
+        (`subagent_validation_timeout` past it), and an error in the schema failing the
+        invocation, never the daemon."""
         result = last.result if isinstance(last, TurnDone) else None
         if output_schema is None or result is None:
             return verdict(last, output_schema, ended_by)
@@ -611,17 +638,10 @@ class DispatchService:
         if size > self.max_input_bytes():
             detail = f"the result is {size} bytes; at most {self.max_input_bytes()}"
             return Verdict("failed", "subagent_output_invalid", detail)
-        try:
-            with trio.move_on_after(VALIDATION_SECS):
-                return await trio.to_thread.run_sync(
-                    verdict, last, output_schema, ended_by, abandon_on_cancel=True
-                )
-        except Exception as exc:  # RecursionError, an unresolvable $ref: the schema's fault
-            log.error("output schema cannot be applied: %r", exc)
-            detail = f"the output schema cannot be applied: {exc}"
-            return Verdict("failed", "subagent_output_invalid", detail)
-        detail = f"validating the result took longer than {VALIDATION_SECS:g}s"
-        return Verdict("failed", "subagent_output_invalid", detail)
+        checked = await self.validators.check(output_schema, result, lane=lane)
+        if isinstance(checked, Unusable):
+            log.error("output schema cannot be applied: %s", checked.detail)
+        return verdict(last, output_schema, ended_by, checked)
 
     async def _fail_internally(self, invocation: Invocation, exc: Exception) -> Invocation:
         """End the record as failed `subagent_internal_error` if the store still takes it;

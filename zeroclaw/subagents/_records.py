@@ -23,6 +23,7 @@ InvocationErrorCode = Literal[
     "subagent_timed_out",  # policy.timeoutSeconds passed; the runtime's turn was cancelled
     "subagent_cancelled",  # `zeroclaw invocations cancel`
     "daemon_restarted",  # the daemon stopped while it was accepted or running
+    "subagent_validation_timeout",  # validating the result outlived its bound; it was stopped
     "subagent_internal_error",  # the daemon could not judge or record it (logged, with why)
 ]
 

@@ -444,6 +444,8 @@ def daemon_metrics_sources(supervisor: Supervisor, channels: ChannelSupervisor) 
         channels_refused=lambda: channels.host.refused,
         memory_batches=lambda: supervisor.memory.batch_sizes,
         memory_growths=lambda: supervisor.memory.growths,
+        memory_quota_refusals=lambda: supervisor.memory.quota_refusals,
+        memory_turns_dropped=lambda: supervisor.memory.turns_dropped,
     )
 
 

@@ -39,6 +39,7 @@ ToolErrorCode = Literal[
     "bad_request",
     "forbidden",
     "storage_error",
+    "quota_exceeded",  # the agent's memory quota (records, bytes, a sender's share) is full
     "unknown_service",
     "malformed",
     # a bug: the call raised; logged once with its traceback, the agent carries on
@@ -59,6 +60,7 @@ ToolErrorCode = Literal[
     "subagent_input_invalid",  # the detail names the JSON pointer into the input
     "subagent_concurrency_limit",
     "subagent_idempotency_conflict",
+    "subagent_validation_timeout",  # validating its input or result outlived the bound
     # ... or how an invocation that ran did not succeed (zeroclaw.subagents.InvocationErrorCode)
     "subagent_output_invalid",
     "subagent_no_result",
