@@ -57,6 +57,7 @@ def plan(excluded: list[str], **kw: object) -> dict[str, int]:
         "excluded": excluded,
         "system": ("/usr", "/lib", "/lib64", "/bin", "/etc"),
         "devices": ("/dev/null",),
+        "secrets": (),
         "resolve": resolve,
         "listdir": listdir,
         **kw,

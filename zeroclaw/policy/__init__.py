@@ -1,10 +1,21 @@
 """What an agent's tools may do: path access and shell commands. Pure decisions."""
 
+from ._caps import cap_last_cap, drop_capabilities
 from ._commands import INTERPRETERS, CommandDecision, PathCheck, Risk, decide_command, parse
+from ._confine import (
+    PROCESS_KINDS,
+    Gap,
+    ProcessConfinement,
+    ProcessKind,
+    confinement_gaps,
+    decide_confinement,
+    url_port,
+)
 from ._interpreters import program_executables
 from ._landlock import (
     NOT_EXECUTABLE,
     SYSTEM_READ_ONLY,
+    SYSTEM_SECRETS,
     SandboxPlan,
     SandboxUnavailable,
     abi_version,
@@ -32,24 +43,33 @@ from ._paths import (
 __all__ = [
     "INTERPRETERS",
     "NOT_EXECUTABLE",
+    "PROCESS_KINDS",
     "SYSTEM_READ_ONLY",
+    "SYSTEM_SECRETS",
     "Access",
     "CommandDecision",
+    "Gap",
     "Grant",
     "GrantMode",
     "PathCheck",
     "PathDecision",
     "PathRules",
+    "ProcessConfinement",
+    "ProcessKind",
     "Risk",
     "SandboxPlan",
     "SandboxUnavailable",
     "abi_version",
     "apply_sandbox",
     "build_ruleset",
+    "cap_last_cap",
     "check_path",
     "command_executables",
+    "confinement_gaps",
     "decide",
     "decide_command",
+    "decide_confinement",
+    "drop_capabilities",
     "enforce_ruleset",
     "parse",
     "plan_command_sandbox",
@@ -59,4 +79,5 @@ __all__ = [
     "resolve_request",
     "rules_for",
     "sandbox_summary",
+    "url_port",
 ]
