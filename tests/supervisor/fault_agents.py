@@ -531,8 +531,6 @@ def _raw_socket() -> None:
 async def _own_command(spec: AgentSpec) -> dict[str, Any]:
     """A command of this agent under its own ruleset (built as the shell tool builds it):
     timed out and killed by the agent; and one the agent kills itself with SIGKILL."""
-    import subprocess as sp
-
     from zeroclaw._process import run_capped
     from zeroclaw.policy import (
         build_ruleset,
@@ -554,13 +552,13 @@ async def _own_command(spec: AgentSpec) -> dict[str, Any]:
         ["sleep", "600"], timeout_secs=0.5, ruleset=functools.partial(build_ruleset, plan)
     )
     fd = build_ruleset(plan)
-    child = sp.Popen(
+    child = await trio.lowlevel.open_process(
         ["sleep", "600"], pass_fds=(fd,), preexec_fn=functools.partial(enforce_ruleset, fd)
     )
     os.close(fd)
     child_caps = capget(child.pid)  # its /proc is not ours to read; capget(2) needs none
     killed = _errno_of(lambda: os.kill(child.pid, signal.SIGKILL))
-    child.wait()
+    await child.wait()
     return {
         "command_timed_out": outcome.timed_out,
         "command_killed": killed,
@@ -577,8 +575,7 @@ async def confinement(bus: AgentBus, plan: dict[str, Any], workspace: Path) -> N
     zygote = os.getppid()
     # The daemon's and the zygote's /proc are kept from agents: the test says who is who.
     targets = workspace / "targets.json"
-    while not targets.exists():  # written by the test once the daemon is up: no event
-        await trio.sleep(0.05)
+    await trio.to_thread.run_sync(_wait_for_file, targets)
     pids = json.loads(targets.read_text())
     spec = plan_spec(workspace)
     seen: dict[str, Any] = {}
@@ -612,6 +609,11 @@ async def confinement(bus: AgentBus, plan: dict[str, Any], workspace: Path) -> N
             if got == "ok" and signum == signal.SIGSTOP:
                 os.kill(pid, signal.SIGCONT)
     write_result(workspace, "result.json", seen)
+
+
+def _wait_for_file(path: Path) -> None:
+    while not path.exists():  # written by the test once the daemon is up: no event
+        time.sleep(0.05)
 
 
 def _bind_tcp() -> None:
