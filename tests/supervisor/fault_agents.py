@@ -385,6 +385,18 @@ def hostile_runtime(spec: AgentSpec) -> Any:
                 os.path.join(spec.workspace, "x"), os.O_WRONLY | os.O_CREAT
             )
             seen["write_tmp"] = _try_open("/tmp/zc-hostile-runtime", os.O_WRONLY | os.O_CREAT)
+            seen["read_shadow"] = _try_open("/etc/shadow", os.O_RDONLY)
+            seen["caps"] = capget(0)
+            seen["raw_socket"] = _errno_of(_raw_socket)
+            # The daemon's and the zygote's /proc are among its protected paths: their pids.
+            zygote = os.getppid()
+            daemon = next(
+                int(p.split("/")[2])
+                for p in spec.protected_paths
+                if p.startswith("/proc/") and p.split("/")[2] != str(zygote)
+            )
+            for target, pid in (("zygote", zygote), ("daemon", daemon)):
+                seen[f"kill_{target}"] = _errno_of(functools.partial(os.kill, pid, signal.SIGKILL))
             done = {"event": "done", "reply": "", "result": seen}
             bus.send_frame(
                 Request(
