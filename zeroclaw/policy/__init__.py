@@ -26,6 +26,7 @@ from ._landlock import (
     plan_command_sandbox,
     plan_for,
     plan_readonly,
+    process_gaps,
     sandbox_summary,
 )
 from ._paths import (
@@ -75,6 +76,7 @@ __all__ = [
     "plan_command_sandbox",
     "plan_for",
     "plan_readonly",
+    "process_gaps",
     "program_executables",
     "resolve_request",
     "rules_for",

@@ -19,11 +19,11 @@ import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
-from typing import Literal
+from typing import Literal, get_args
 
 from .._prctl import PR_SET_NO_NEW_PRIVS, prctl
 from ._caps import cap_last_cap, drop_capabilities
-from ._confine import NET_CONNECT_TCP, ProcessConfinement
+from ._confine import NET_CONNECT_TCP, Gap, ProcessConfinement, decide_confinement
 
 # Syscall numbers are the same on x86_64 and aarch64 (the generic table).
 SYS_CREATE_RULESET = 444
@@ -605,4 +605,13 @@ def sandbox_summary(mode: str, abi: int) -> str:
         if mode == "landlock":
             return 'unavailable: sandbox = "landlock" but this kernel has no Landlock'
         return NOT_CONFINED
-    return f"landlock ABI {abi}"
+    gaps = decide_confinement("agent", abi, cap_last_cap=0).describe()
+    return f"landlock ABI {abi}" + (f" ({gaps})" if gaps else "")
+
+
+def process_gaps(mode: str, abi: int) -> tuple[Gap, ...]:
+    """What an agent with this `sandbox` mode runs without on a kernel with this ABI
+    (`status --json`): everything when Landlock is not applied at all (ADR 0043)."""
+    if mode == "none" or abi < 1:
+        return get_args(Gap)
+    return decide_confinement("agent", abi, cap_last_cap=0).missing
