@@ -4,11 +4,13 @@ from ._caps import cap_last_cap, drop_capabilities
 from ._commands import INTERPRETERS, CommandDecision, PathCheck, Risk, decide_command, parse
 from ._confine import (
     PROCESS_KINDS,
+    ROOT_FIX,
     Gap,
     ProcessConfinement,
     ProcessKind,
     confinement_gaps,
     decide_confinement,
+    root_warning,
     url_port,
 )
 from ._interpreters import program_executables
@@ -45,6 +47,7 @@ __all__ = [
     "INTERPRETERS",
     "NOT_EXECUTABLE",
     "PROCESS_KINDS",
+    "ROOT_FIX",
     "SYSTEM_READ_ONLY",
     "SYSTEM_SECRETS",
     "Access",
@@ -79,6 +82,7 @@ __all__ = [
     "process_gaps",
     "program_executables",
     "resolve_request",
+    "root_warning",
     "rules_for",
     "sandbox_summary",
     "url_port",

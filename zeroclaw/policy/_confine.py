@@ -106,3 +106,21 @@ def url_port(url: str) -> int | None:
 def confinement_gaps(abi: int) -> tuple[Gap, ...]:
     """What an agent confined on a kernel with this ABI runs without (for `status`)."""
     return decide_confinement("agent", abi, cap_last_cap=0).missing
+
+
+ROOT_FIX = (
+    "run the daemon as an unprivileged user: 'zeroclaw service install' (the system unit "
+    "runs it as user zeroclaw), or start 'zeroclaw daemon' from that user's shell"
+)
+
+
+def root_warning(euid: int) -> str | None:
+    """What running the daemon as `euid` means, when it is root: said in the daemon's log at
+    start and by `doctor` (ADR 0043). None for any other user."""
+    if euid != 0:
+        return None
+    return (
+        "the daemon runs as root: its agents, sub-agent runtimes, commands and probes are "
+        "started with every capability dropped and no_new_privs, but they keep uid 0, which "
+        "owns most of the system's files; only their Landlock rulesets keep them out"
+    )
