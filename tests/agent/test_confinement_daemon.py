@@ -108,6 +108,10 @@ def test_an_agent_process_cannot_signal_reach_or_regain_what_it_was_denied(
         assert status["NoNewPrivs"] == "1"
     assert ro["tcp_any"] == "EACCES"  # offline: no TCP port at all
     assert net["tcp_provider"] == "ok" and net["tcp_other"] == "EACCES"
+    # Root is said at start (we run as root here), and status says nothing is missing.
+    if os.geteuid() == 0:
+        assert "the daemon runs as root" in daemon.log_text()
+    assert all(a["without"] == [] for a in daemon.status()["agents"])
     # Nothing was hurt: the daemon answers, the sibling kept its process.
     assert daemon.pids()["beta"] == beta
     assert daemon.agent("beta")["state"] == "running"

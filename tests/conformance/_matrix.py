@@ -41,6 +41,10 @@ BOUNDARIES = (
     "secrets",
     "control_socket",
     "router",
+    # ADR 0043: what a process the daemon starts can reach as a process
+    "process_signals",
+    "capabilities",
+    "network",
 )
 PATHS = (
     "policy",  # the pure decision functions, every corpus spelling
@@ -55,6 +59,7 @@ PATHS = (
     "serial",  # an inbound serial channel
     "cli",  # the CLI chat channel (the cli channel type)
     "subagent_runtime",  # a sub-agent runtime's tools
+    "discovery_probe",  # a program run under the probe sandbox (policy.decide_confinement)
 )
 # profile -> the agent of the conformance daemon that plays it (and how approvals go).
 PROFILES: dict[str, tuple[str, bool | None]] = {
@@ -663,6 +668,67 @@ def _kernel_cells() -> list[Cell]:
     return cells
 
 
+# ----------------------------------------------------------- process confinement (ADR 0043)
+# Who a process of each kind must not signal, and what else it tries as a process.
+SIGNAL_TARGETS = ("daemon", "zygote", "sibling")
+AS_ROOT_CASES = ("raw socket", "setuid 1")  # what only a capability would allow
+
+
+def confinement_kinds() -> dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]]:
+    """Each process kind of the product (zeroclaw.policy.PROCESS_KINDS) -> the path its
+    cells travel, the profiles that play it and its cases. A new kind without an entry
+    here fails every conformance test (KeyError) and test_completeness."""
+    from zeroclaw.policy import PROCESS_KINDS
+
+    signals = tuple(f"signal {t}" for t in SIGNAL_TARGETS)
+    everything = (*signals, *AS_ROOT_CASES, "capabilities", "tcp connect")
+    # A program (command, probe) is judged by what it exits with: no raw socket or setuid
+    # of its own; no capability says the same of them.
+    program = (*signals, "capabilities", "tcp connect")
+    known = {
+        "agent": ("kernel", tuple(KERNEL_AGENTS), everything),
+        "subagent_runtime": ("subagent_runtime", ("operator",), everything),
+        "command": ("kernel", ("supervised_approve",), program),
+        "probe": ("discovery_probe", ("operator",), program),
+    }
+    return {kind: known[kind] for kind in PROCESS_KINDS}
+
+
+def _confinement_expect(case: str) -> tuple[str, Expect]:
+    abi = _abi()
+    if case.startswith("signal "):
+        if abi >= 6:
+            return "process_signals", Expect("kernel_denied", "EPERM", "kernel")
+        return "process_signals", Expect("allowed", None, "kernel")  # status says so
+    if case == "tcp connect":  # an offline process: no port at all
+        if abi >= 4:
+            return "network", Expect("kernel_denied", "EACCES", "kernel")
+        return "network", Expect("allowed", None, "kernel")
+    if case == "capabilities":
+        return "capabilities", Expect("kernel_denied", "no_capabilities", "kernel")
+    return "capabilities", Expect("kernel_denied", "EPERM", "kernel")
+
+
+def _confinement_cells() -> list[Cell]:
+    cells = []
+    for kind, (path, profiles, cases) in confinement_kinds().items():
+        for profile in profiles:
+            for case in cases:
+                boundary, expect = _confinement_expect(case)
+                cells.append(
+                    Cell(
+                        boundary,
+                        path,
+                        profile,
+                        f"{kind}: {case}",
+                        case,
+                        expect,
+                        extra={"kind": kind},
+                    )
+                )
+    return cells
+
+
 # ----------------------------------------------------------- control socket (another uid)
 def _control_cells() -> list[Cell]:
     from tests.conformance._registries import control_commands
@@ -1049,6 +1115,7 @@ def all_cells() -> list[Cell]:
         *_channel_cells(),
         *_subagent_cells(),
         *_policy_cells(),
+        *_confinement_cells(),
     ]
     keys = [c.key for c in cells]
     dupes = {k for k in keys if keys.count(k) > 1}

@@ -11,7 +11,9 @@ from tests.conformance._matrix import (
     LEVEL_PROFILES,
     PATHS,
     PROFILES,
+    SIGNAL_TARGETS,
     all_cells,
+    confinement_kinds,
 )
 
 
@@ -60,3 +62,16 @@ def test_every_boundary_has_cells() -> None:
     boundaries = {c.boundary for c in all_cells()}
     missing = set(BOUNDARIES) - boundaries
     assert not missing, f"boundaries without cells: {sorted(missing)}"
+
+
+def test_every_process_kind_has_signal_capability_and_network_cells() -> None:
+    """ADR 0043: every kind of process the daemon starts (the product's PROCESS_KINDS)
+    signals nobody outside, holds no capability and connects nowhere it need not."""
+    from zeroclaw.policy import PROCESS_KINDS
+
+    assert set(confinement_kinds()) == set(PROCESS_KINDS)
+    cells = [c for c in all_cells() if "kind" in c.extra]
+    for kind in PROCESS_KINDS:
+        cases = {c.action for c in cells if c.extra["kind"] == kind}
+        wanted = {f"signal {t}" for t in SIGNAL_TARGETS} | {"capabilities", "tcp connect"}
+        assert wanted <= cases, (kind, sorted(wanted - cases))
