@@ -37,7 +37,7 @@ class AgentStatus(msgspec.Struct, frozen=True):
     # What the agent process runs without on this kernel (ADR 0043): "signal_scope",
     # "abstract_unix_socket_scope" (Landlock ABI < 6), "tcp_rules" (ABI < 4); all three
     # when Landlock is not applied at all.
-    without: tuple[Gap, ...] = ()
+    without: list[Gap] = msgspec.field(default_factory=list)
 
 
 class ReloadStatus(msgspec.Struct, frozen=True):

@@ -205,7 +205,7 @@ class AgentRunner:
             # What confines this agent's shell commands: the profile's mode and the kernel.
             sandbox=sandbox_summary(self.spec.risk.sandbox, abi_version()),
             sandbox_in_force=self._sandbox_in_force(),
-            without=process_gaps(self.spec.risk.sandbox, abi_version()),
+            without=list(process_gaps(self.spec.risk.sandbox, abi_version())),
         )
 
     def _sandbox_in_force(self) -> bool | None:
