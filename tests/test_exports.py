@@ -514,6 +514,7 @@ PUBLIC: dict[str, list[str]] = {
         "decide_confinement",
         "drop_capabilities",
         "enforce_ruleset",
+        "forbid_user_namespaces",
         "parse",
         "plan_command_sandbox",
         "plan_for",

@@ -93,6 +93,8 @@ def test_an_agent_process_cannot_signal_reach_or_regain_what_it_was_denied(
         assert seen["abstract_connect"] == "EPERM", seen
         assert seen["raw_socket"] == "EPERM", seen
         assert seen["setuid_1"] == "EPERM", seen
+        # ... nor a user namespace of its own, in which it would hold every capability
+        assert seen["unshare_user"] == "EPERM", seen
         assert seen["bind_tcp"] == "EACCES", seen
         assert seen["caps"] == [0, 0, 0]
         # Its own command: timed out and killed by the agent, with no capability either.

@@ -54,7 +54,7 @@ def test_every_kind_gets_the_scopes_tcp_rules_and_cap_drop_its_kernel_offers(
     got = decide_confinement(kind, abi, cap_last_cap=last, connect_ports=ports)  # type: ignore[arg-type]
     assert got.scopes == (BOTH_SCOPES if abi >= 6 else 0)
     assert got.drop_caps == tuple(range(last + 1))  # every capability, whatever the kind
-    assert got.no_new_privs
+    assert got.no_new_privs and got.no_user_namespaces
     # A command inherits its agent's TCP rules (a nested domain): it handles none itself.
     assert got.handled_net == (TCP if abi >= 4 and kind != "command" else 0)
     if kind in ("agent", "subagent_runtime") and abi >= 4:
@@ -165,3 +165,14 @@ def test_no_plan_grants_a_system_secret(tmp_path: Path) -> None:
                 secret == p or secret.startswith(p.rstrip("/") + "/") for p in granted
             ), (secret, plan)
         assert any(p.startswith("/etc/") for p in granted)  # /etc itself stays readable
+
+
+@pytest.mark.parametrize("machine", ["x86_64", "aarch64"])
+def test_the_user_namespace_filter_is_a_whole_bpf_program(machine: str) -> None:
+    from zeroclaw.policy._seccomp import user_namespace_filter
+
+    program = user_namespace_filter(machine)
+    assert program is not None and len(program) % 8 == 0
+    last = struct.unpack("=HBBI", program[-8:])
+    assert last == (0x06, 0, 0, 0x7FFF0000)  # everything not refused is allowed
+    assert user_namespace_filter("sparc") is None

@@ -534,6 +534,14 @@ def _connect(family: int, kind: int, address: Any) -> None:
         s.connect(address)
 
 
+def _unshare_user() -> None:
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.unshare(0x10000000 | 0x40000000) != 0:  # CLONE_NEWUSER | CLONE_NEWNET
+        raise OSError(ctypes.get_errno(), "unshare")
+
+
 def _raw_socket() -> None:
     import socket
 
@@ -598,6 +606,7 @@ async def confinement(bus: AgentBus, plan: dict[str, Any], workspace: Path) -> N
     seen["raw_socket"] = _errno_of(_raw_socket)
     seen["setuid_1"] = _errno_of(lambda: os.setuid(1))
     seen["setuid_0"] = _errno_of(lambda: os.setuid(0))
+    seen["unshare_user"] = _errno_of(_unshare_user)
     for name, port in plan.get("tcp", {}).items():
         seen[f"tcp_{name}"] = await trio.to_thread.run_sync(
             _errno_of, functools.partial(_connect, 2, 1, ("127.0.0.1", port))

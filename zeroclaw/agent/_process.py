@@ -32,6 +32,7 @@ from ..policy import (
     apply_sandbox,
     cap_last_cap,
     drop_capabilities,
+    forbid_user_namespaces,
     plan_readonly,
 )
 from ..providers import ProviderError, make_provider
@@ -230,6 +231,8 @@ def confine(spec: AgentSpec) -> Confinement:
     outcome = _apply_landlock(spec, confinement)
     try:
         drop_capabilities(confinement.drop_caps)
+        if confinement.no_user_namespaces:
+            forbid_user_namespaces()
     except OSError as exc:  # never seen: dropping is always allowed; fail closed anyway
         log.error("agent %s: cannot drop its capabilities: %s", spec.alias, exc)
         return Confinement(outcome.summary, False, f"cannot drop capabilities: {exc}")

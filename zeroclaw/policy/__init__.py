@@ -42,6 +42,7 @@ from ._paths import (
     resolve_request,
     rules_for,
 )
+from ._seccomp import forbid_user_namespaces
 
 __all__ = [
     "INTERPRETERS",
@@ -75,6 +76,7 @@ __all__ = [
     "decide_confinement",
     "drop_capabilities",
     "enforce_ruleset",
+    "forbid_user_namespaces",
     "parse",
     "plan_command_sandbox",
     "plan_for",

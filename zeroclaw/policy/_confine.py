@@ -7,7 +7,8 @@ and abstract-unix-socket scopes (ABI >= 6): nothing they run can signal or conne
 process outside their own Landlock domain (the daemon, the zygote, a sibling agent),
 while an agent still signals its own commands, which live in a domain nested in its own.
 Every capability is dropped (bounding, ambient, effective, permitted, inheritable), so a
-daemon run as root starts agents that hold none. Where the kernel has TCP rules (ABI >= 4)
+daemon run as root starts agents that hold none, and no user namespace can be made, in which
+they would hold them all again. Where the kernel has TCP rules (ABI >= 4)
 binding is denied and connecting is allowed only to the ports the process's provider
 needs; a command inherits its agent's TCP rules (its domain is nested in the agent's).
 """
@@ -50,6 +51,8 @@ class ProcessConfinement:
     drop_caps: tuple[int, ...]  # every capability number, 0..cap_last_cap
     no_new_privs: bool
     missing: tuple[Gap, ...]  # what this kernel cannot give it
+    # No new user namespace (a seccomp filter): inside one it would hold every capability.
+    no_user_namespaces: bool = True
 
     def describe(self) -> str:
         """For the agent's own report (`status`, the log): what it runs without."""

@@ -24,6 +24,7 @@ from typing import Literal, get_args
 from .._prctl import PR_SET_NO_NEW_PRIVS, prctl
 from ._caps import cap_last_cap, drop_capabilities
 from ._confine import NET_CONNECT_TCP, Gap, ProcessConfinement, decide_confinement
+from ._seccomp import forbid_user_namespaces
 
 # Syscall numbers are the same on x86_64 and aarch64 (the generic table).
 SYS_CREATE_RULESET = 444
@@ -586,13 +587,15 @@ def build_ruleset(plan: SandboxPlan, confinement: ProcessConfinement | None = No
 
 
 def enforce_ruleset(ruleset: int) -> None:
-    """Restrict the calling process to `ruleset` for good and drop every capability (in a
-    child, before exec: a shell command, an adapter, a discovery probe; ADR 0043)."""
+    """Restrict the calling process to `ruleset` for good, drop every capability and forbid
+    new user namespaces (in a child, before exec: a shell command, an adapter, a discovery
+    probe; ADR 0043)."""
     prctl(PR_SET_NO_NEW_PRIVS, 1)
     if _libc.syscall(SYS_RESTRICT_SELF, ruleset, 0) < 0:
         err = ctypes.get_errno()
         raise OSError(err, f"landlock_restrict_self: {os.strerror(err)}")
     drop_capabilities(range(cap_last_cap() + 1))
+    forbid_user_namespaces()
 
 
 NOT_CONFINED = "none: commands parsed, not confined"
