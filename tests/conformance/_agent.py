@@ -24,9 +24,15 @@ from zeroclaw.bus import AgentBus, Message, Request, Response, Send, encode
 
 
 def main(spec: AgentSpec, link_fd: int) -> int:
+    if spec.subagent is not None and "CONFINEMENT-PROBE" in (
+        Path(spec.workspace) / "SYSTEM.md"
+    ).read_text(errors="replace"):
+        return int(trio.run(lambda: serve_agent(spec, link_fd, on_bus=runtime_prober)))
     if not spec.alias.startswith("k_"):
         return agent_main(spec, link_fd)
     plan = json.loads((Path(spec.workspace) / "probe.json").read_text())
+    plan["command_home"] = os.path.join(spec.runtime_dir, "homes", spec.alias, "probe")
+    plan["workspace"] = spec.workspace
     out = os.open(plan["fifo"], os.O_RDWR | os.O_CLOEXEC)  # O_RDWR: never blocks on a FIFO
     go = os.open(plan["go"], os.O_RDWR | os.O_CLOEXEC)
 
@@ -239,7 +245,159 @@ async def run_probes(
     body = {"agent_id": "helper", "task": "forged", "caller": "sup", "source": "cli"}
     dispatched = await bus.request("subagent", "dispatch", body, wait_secs=60)
     results["dispatch_forged"] = "ok" if dispatched.ok else dispatched.error
+    if order.get("targets"):  # ADR 0043: what this process, and a command of it, can reach
+        results["confinement"] = confinement_probes(order["targets"], order["tcp_port"])
+        if plan.get("commands"):
+            results["command_confinement"] = await command_probes(
+                plan, order["targets"], order["tcp_port"]
+            )
     if plan.get("replay_to"):
         results.update(await replays(bus, plan, replies))
     os.write(out, json.dumps(results).encode() + b"\n")
     os.close(out)
+
+
+# ----------------------------------------------------------------- process confinement
+
+
+def errno_name(call: Any) -> str:
+    try:
+        call()
+    except OSError as exc:
+        return errno.errorcode.get(exc.errno or 0, str(exc.errno))
+    return "ok"
+
+
+def capget(pid: int) -> list[int]:
+    """capget(2) of `pid` (0: this process): effective, permitted, inheritable."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    header = (ctypes.c_uint32 * 2)(0x20080522, pid)
+    data = (ctypes.c_uint32 * 6)()
+    if libc.capget(header, data) != 0:
+        raise OSError(ctypes.get_errno(), "capget")
+    return [data[i] | data[i + 3] << 32 for i in range(3)]
+
+
+def _tcp(port: int) -> None:
+    with socket.create_connection(("127.0.0.1", port), timeout=10):
+        pass
+
+
+def _raw() -> None:
+    socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP).close()
+
+
+def confinement_probes(targets: dict[str, int], tcp_port: int) -> dict[str, str]:
+    """From inside this process: SIGCONT (harmless, and judged as any signal) to each
+    target, a raw socket, setuid(1), its capabilities, a TCP connect to a listener."""
+    import signal
+
+    out = {
+        f"signal {t}": errno_name(lambda p=p: os.kill(p, signal.SIGCONT))
+        for t, p in targets.items()
+    }
+    out["raw socket"] = errno_name(_raw)
+    out["setuid 1"] = errno_name(lambda: os.setuid(1))
+    out["capabilities"] = "none" if capget(0) == [0, 0, 0] else "some"
+    out["tcp connect"] = errno_name(lambda: _tcp(tcp_port))
+    return out
+
+
+async def run_confined(argv: list[str], ruleset: Any) -> tuple[int | None, str]:
+    from zeroclaw._process import run_capped
+
+    outcome = await run_capped(argv, timeout_secs=30, ruleset=ruleset)
+    return outcome.exit_code, outcome.output
+
+
+def _word_of(code: int | None, text: str) -> str:
+    if code == 0:
+        return "ok"
+    if "not permitted" in text:
+        return "EPERM"
+    if "Permission denied" in text:
+        return "EACCES"
+    return f"exit {code}: {text.strip()[:80]}"
+
+
+async def program_probes(
+    ruleset_for: Any, targets: dict[str, int], tcp_port: int
+) -> dict[str, str]:
+    """What a program run under `ruleset_for(names)` (a ruleset fd builder allowing those
+    programs) reaches: `kill -CONT` at each target, bash's /dev/tcp at a listener, and its
+    capabilities (capget from here: its /proc is not readable to it)."""
+    import functools
+
+    from zeroclaw.policy import enforce_ruleset
+
+    out: dict[str, str] = {}
+    for target, pid in targets.items():
+        code, text = await run_confined(
+            ["kill", "-s", "CONT", str(pid)], functools.partial(ruleset_for, ["kill"])
+        )
+        out[f"signal {target}"] = _word_of(code, text)
+    code, text = await run_confined(
+        ["bash", "-c", f"exec 3<>/dev/tcp/127.0.0.1/{tcp_port}"],
+        functools.partial(ruleset_for, ["bash"]),
+    )
+    out["tcp connect"] = _word_of(code, text)
+    fd = ruleset_for(["sleep"])
+    child = await trio.lowlevel.open_process(
+        ["sleep", "60"], pass_fds=(fd,), preexec_fn=functools.partial(enforce_ruleset, fd)
+    )
+    os.close(fd)
+    out["capabilities"] = "none" if capget(child.pid) == [0, 0, 0] else "some"
+    child.kill()
+    await child.wait()
+    return out
+
+
+async def command_probes(
+    plan: dict[str, Any], targets: dict[str, int], port: int
+) -> dict[str, str]:
+    """A shell command of this agent, under the ruleset the shell tool builds (nested in
+    this agent's domain)."""
+    from zeroclaw.policy import build_ruleset, command_executables, plan_command_sandbox
+
+    os.makedirs(plan["command_home"], exist_ok=True)
+    path = os.environ.get("PATH", "/usr/bin:/bin")
+
+    def ruleset_for(names: list[str]) -> int:
+        return build_ruleset(
+            plan_command_sandbox(
+                workspace=plan["workspace"],
+                home=plan["command_home"],
+                executables=command_executables(names, path),
+            )
+        )
+
+    return await program_probes(ruleset_for, targets, port)
+
+
+def runtime_prober(bus: AgentBus, nursery: trio.Nursery, _link: Any) -> None:
+    """A sub-agent runtime that answers its invocation with what it could reach: the
+    task says `targets <daemon> <zygote> <sibling> <tcp port>`."""
+    import re
+
+    def on_message(message: Message) -> None:
+        if message.kind == "chat" and message.from_ == "daemon":
+            nursery.start_soon(answer, message)
+
+    bus.on_message = on_message
+
+    async def answer(message: Message) -> None:
+        found = re.search(r"targets (\d+) (\d+) (\d+) (\d+)", json.dumps(message.body))
+        assert found is not None
+        daemon, zygote, sibling, port = (int(g) for g in found.groups())
+        seen = confinement_probes({"daemon": daemon, "zygote": zygote, "sibling": sibling}, port)
+        done = {"event": "done", "reply": "", "result": seen}
+        bus.send_frame(
+            Request(
+                id=bus.new_id(),
+                service="chat",
+                op="event",
+                body={"turn": message.id, "event": done},
+            )
+        )

@@ -55,6 +55,10 @@ BOUNDARIES = (
     "approvals",  # who answers a supervised approval, by origin kind (ADR 0042)
     "validation_bounds",  # a schema check ends at its bound, whatever the schema and instance
     "memory_quotas",  # an agent's memory stays within its caps, whatever is written
+    # ADR 0043: what a process the daemon starts can reach as a process
+    "process_signals",
+    "capabilities",
+    "network",
 )
 PATHS = (
     "policy",  # the pure decision functions, every corpus spelling
@@ -75,6 +79,7 @@ PATHS = (
     "origin",  # the daemon's pure origin -> tools / approval route decision (ADR 0042)
     "validator",  # the validation worker pool (real processes), then admit / verdict
     "memory_store",  # the memory service over a real LMDB store, with an agent's quota
+    "discovery_probe",  # a program run under the probe sandbox (policy.decide_confinement)
 )
 # profile -> the agent of the conformance daemon that plays it (and how approvals go).
 PROFILES: dict[str, tuple[str, bool | None]] = {
@@ -685,6 +690,67 @@ def _kernel_cells() -> list[Cell]:
         for profile, expect in by_profile.items():
             boundary = "workspace_files"
             cells.append(Cell(boundary, "kernel", profile, case, f"{op} {path}", expect))
+    return cells
+
+
+# ----------------------------------------------------------- process confinement (ADR 0043)
+# Who a process of each kind must not signal, and what else it tries as a process.
+SIGNAL_TARGETS = ("daemon", "zygote", "sibling")
+AS_ROOT_CASES = ("raw socket", "setuid 1")  # what only a capability would allow
+
+
+def confinement_kinds() -> dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]]:
+    """Each process kind of the product (zeroclaw.policy.PROCESS_KINDS) -> the path its
+    cells travel, the profiles that play it and its cases. A new kind without an entry
+    here fails every conformance test (KeyError) and test_completeness."""
+    from zeroclaw.policy import PROCESS_KINDS
+
+    signals = tuple(f"signal {t}" for t in SIGNAL_TARGETS)
+    everything = (*signals, *AS_ROOT_CASES, "capabilities", "tcp connect")
+    # A program (command, probe) is judged by what it exits with: no raw socket or setuid
+    # of its own; no capability says the same of them.
+    program = (*signals, "capabilities", "tcp connect")
+    known = {
+        "agent": ("kernel", tuple(KERNEL_AGENTS), everything),
+        "subagent_runtime": ("subagent_runtime", ("operator",), everything),
+        "command": ("kernel", ("supervised_approve",), program),
+        "probe": ("discovery_probe", ("operator",), program),
+    }
+    return {kind: known[kind] for kind in PROCESS_KINDS}
+
+
+def _confinement_expect(case: str) -> tuple[str, Expect]:
+    abi = _abi()
+    if case.startswith("signal "):
+        if abi >= 6:
+            return "process_signals", Expect("kernel_denied", "EPERM", "kernel")
+        return "process_signals", Expect("allowed", None, "kernel")  # status says so
+    if case == "tcp connect":  # an offline process: no port at all
+        if abi >= 4:
+            return "network", Expect("kernel_denied", "EACCES", "kernel")
+        return "network", Expect("allowed", None, "kernel")
+    if case == "capabilities":
+        return "capabilities", Expect("kernel_denied", "no_capabilities", "kernel")
+    return "capabilities", Expect("kernel_denied", "EPERM", "kernel")
+
+
+def _confinement_cells() -> list[Cell]:
+    cells = []
+    for kind, (path, profiles, cases) in confinement_kinds().items():
+        for profile in profiles:
+            for case in cases:
+                boundary, expect = _confinement_expect(case)
+                cells.append(
+                    Cell(
+                        boundary,
+                        path,
+                        profile,
+                        f"{kind}: {case}",
+                        case,
+                        expect,
+                        extra={"kind": kind},
+                    )
+                )
     return cells
 
 
@@ -1428,6 +1494,7 @@ def all_cells() -> list[Cell]:
         *_daemon_code_cells(),
         *_listener_cells(),
         *_session_cells(),
+        *_confinement_cells(),
     ]
     keys = [c.key for c in cells]
     dupes = {k for k in keys if keys.count(k) > 1}

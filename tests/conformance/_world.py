@@ -190,6 +190,13 @@ def lay_out(root: Path) -> None:
         os.link(outside / "open.txt", ws / "hardlink.txt")
     (workspace(root, "owner") / "shared.txt").write_text("owner's shared notes")
     write_bundle(root / "subagents", "helper", callers=("cli", "sup"))
+    write_bundle(
+        root / "subagents",
+        "prober",
+        callers=("cli",),
+        system="CONFINEMENT-PROBE: the conformance entry point probes from this runtime\n",
+        output_schema=None,
+    )
 
 
 class Device:
@@ -231,6 +238,7 @@ class World:
     device: Device | None = None
     # The daemon's code, the first path of each kind it finds at its start (ADR 0044).
     code: dict[str, str] = field(default_factory=dict)
+    listener: socket.socket | None = None
 
     @property
     def run_dir(self) -> Path:
@@ -321,11 +329,37 @@ class World:
 
     # --- the probe agents ---------------------------------------------------------------
 
+    def targets(self) -> dict[str, int]:
+        """Who an agent, a runtime or a probe must not signal (ADR 0043): the daemon, the
+        zygote (the daemon's child titled so) and a sibling agent (owner)."""
+        assert self.daemon is not None and self.daemon.proc is not None
+        daemon = self.daemon.proc.pid
+        children = Path(f"/proc/{daemon}/task/{daemon}/children").read_text().split()
+        zygote = next(
+            int(pid) for pid in children if b"zygote" in Path(f"/proc/{pid}/cmdline").read_bytes()
+        )
+        return {"daemon": daemon, "zygote": zygote, "sibling": self.daemon.pids()["owner"]}
+
+    @property
+    def tcp_port(self) -> int:
+        """A loopback TCP listener outside every agent (a connect completes into its
+        backlog: nothing accepts)."""
+        if self.listener is None:
+            self.listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            self.listener.bind(("127.0.0.1", 0))
+            self.listener.listen(64)
+        return int(self.listener.getsockname()[1])
+
     def kernel_results(self, profile: str) -> dict[str, Any]:
         alias = KERNEL_AGENTS[profile]
         if alias not in self.kernel:
             go = os.open(self.go[alias], os.O_RDWR)
-            order = {"forget_id": self.owner_record, "session_marker": SESSION_MARKER}
+            order = {
+                "forget_id": self.owner_record,
+                "session_marker": SESSION_MARKER,
+                "targets": self.targets(),
+                "tcp_port": self.tcp_port,
+            }
             os.write(go, json.dumps(order).encode() + b"\n")
             os.close(go)
             fd = os.open(self.fifos[alias], os.O_RDWR | os.O_NONBLOCK)
@@ -365,6 +399,8 @@ def prepare_probes(world: World) -> None:
             "channel": "cli.local",
             # k_sup replays and forges frames with its real keys at owner (issue 16)
             "replay_to": "owner" if alias == "k_sup" else "",
+            # k_sup also probes what a command of it reaches (ADR 0043)
+            "commands": alias == "k_sup",
         }
         (workspace(world.root, alias) / "probe.json").write_text(json.dumps(plan))
 

@@ -147,11 +147,28 @@ def _word(word: str, cell: Cell) -> Observed:
     return Observed("refused", word)
 
 
+def _confinement_word(word: str) -> Observed:
+    if word == "none":
+        return Observed("kernel_denied", "no_capabilities")
+    if word == "some":
+        return Observed("allowed", "capabilities_held")
+    if word == "ok":
+        return Observed("allowed")
+    if word in ("EPERM", "EACCES"):
+        return Observed("kernel_denied", word)
+    return Observed("refused", word)
+
+
 @pytest.mark.skipif(abi_version() < 1, reason="this kernel has no Landlock")
 @_params("kernel")
 def test_kernel_from_inside_the_agent(cell: Cell, world: World) -> None:
     _needs_code_kind(cell, world)
     results = world.kernel_results(cell.profile)
+    kind = cell.extra.get("kind")
+    if kind is not None:  # ADR 0043: the agent process itself, or a command of it
+        seen = results["confinement" if kind == "agent" else "command_confinement"]
+        record(cell, _confinement_word(seen[cell.action]))
+        return
     key = cell.action if cell.action in ("control", "env_secret") else cell.case
     record(cell, _word(results[key], cell))
 
@@ -507,8 +524,69 @@ def test_operator_outputs_carry_no_secret(cell: Cell, world: World) -> None:
     )
 
 
+_RUNTIME_SEEN: dict[str, dict[str, str]] = {}
+
+
+def _runtime_confinement(world: World) -> dict[str, str]:
+    """One invocation of `prober`, whose runtime reports what it reached (ADR 0043)."""
+    if "prober" not in _RUNTIME_SEEN:
+        t = world.targets()
+        task = f"targets {t['daemon']} {t['zygote']} {t['sibling']} {world.tcp_port}"
+        result = world.cli("dispatch", "prober", "--task", task, "--json", timeout=120)
+        record_ = json.loads(result.stdout)["invocation"]
+        assert record_["state"] == "succeeded", record_
+        _RUNTIME_SEEN["prober"] = record_["output"]
+    return _RUNTIME_SEEN["prober"]
+
+
+_PROBE_SEEN: dict[str, dict[str, str]] = {}
+
+
+def _probe_confinement(world: World, tmp: Path) -> dict[str, str]:
+    """A program run under the probe sandbox (the daemon's discovery `--version` probes:
+    policy.decide_confinement("probe") and the command ruleset), started from outside
+    every agent as the daemon starts it."""
+    import functools
+
+    import trio
+
+    from tests.conformance._agent import program_probes
+    from zeroclaw.policy import (
+        build_ruleset,
+        cap_last_cap,
+        command_executables,
+        decide_confinement,
+        plan_command_sandbox,
+    )
+
+    if "probe" not in _PROBE_SEEN:
+        confinement = decide_confinement("probe", abi_version(), cap_last_cap=cap_last_cap())
+        path = os.environ.get("PATH", "/usr/bin:/bin")
+
+        def ruleset_for(names: list[str]) -> int:
+            plan = plan_command_sandbox(
+                workspace=str(tmp), home=str(tmp), executables=command_executables(names, path)
+            )
+            return build_ruleset(plan, confinement)
+
+        targets, port = world.targets(), world.tcp_port
+        _PROBE_SEEN["probe"] = trio.run(
+            functools.partial(program_probes, ruleset_for, targets, port)
+        )
+    return _PROBE_SEEN["probe"]
+
+
+@pytest.mark.skipif(abi_version() < 1, reason="this kernel has no Landlock")
+@_params("discovery_probe")
+def test_probe_confinement(cell: Cell, world: World, tmp_path: Path) -> None:
+    record(cell, _confinement_word(_probe_confinement(world, tmp_path)[cell.action]))
+
+
 @_params("subagent_runtime")
 def test_subagent_runtime_tools(cell: Cell, world: World) -> None:
+    if cell.extra.get("kind") is not None:  # ADR 0043: the runtime process itself
+        record(cell, _confinement_word(_runtime_confinement(world)[cell.action]))
+        return
     result = world.cli(
         "dispatch", "helper", "--task", world.fill(cell.action, "sup"), "--json", timeout=120
     )

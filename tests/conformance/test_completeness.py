@@ -13,7 +13,9 @@ from tests.conformance._matrix import (
     PATHS,
     PROFILES,
     SESSION_KINDS,
+    SIGNAL_TARGETS,
     all_cells,
+    confinement_kinds,
 )
 
 
@@ -131,3 +133,16 @@ def test_every_validation_outcome_has_cells_on_both_sides() -> None:
     for outcome in registries.validation_outcomes():
         sides = {c.extra["side"] for c in cells if c.action == outcome}
         assert sides == {"input", "output"}, f"validation outcome {outcome!r}: {sides}"
+
+
+def test_every_process_kind_has_signal_capability_and_network_cells() -> None:
+    """ADR 0043: every kind of process the daemon starts (the product's PROCESS_KINDS)
+    signals nobody outside, holds no capability and connects nowhere it need not."""
+    from zeroclaw.policy import PROCESS_KINDS
+
+    assert set(confinement_kinds()) == set(PROCESS_KINDS)
+    cells = [c for c in all_cells() if "kind" in c.extra]
+    for kind in PROCESS_KINDS:
+        cases = {c.action for c in cells if c.extra["kind"] == kind}
+        wanted = {f"signal {t}" for t in SIGNAL_TARGETS} | {"capabilities", "tcp connect"}
+        assert wanted <= cases, (kind, sorted(wanted - cases))

@@ -88,6 +88,7 @@ def test_status_json_keeps_its_shape() -> None:
         "next_start_in",
         "sandbox",
         "sandbox_in_force",
+        "without",
     ]
 
 

@@ -48,7 +48,18 @@ try:
     socket_denied = 0
 except PermissionError:
     socket_denied = 1
-print(f"tree 1.{no_new_privs}.{signal_denied}.{socket_denied}", flush=True)
+# /proc is outside its ruleset: ask the kernel. PR_CAPBSET_READ is 1 for a cap still in
+# the bounding set; setuid(1) needs CAP_SETUID in the effective set.
+bounded = any(libc.prctl(23, cap, 0, 0, 0) == 1 for cap in range(64))
+try:
+    os.setuid(1)
+    effective = True
+except PermissionError:
+    effective = False
+no_caps = int(not bounded and not effective)
+# CLONE_NEWUSER: every capability back inside a namespace of its own
+no_userns = int(libc.unshare(0x10000000) != 0)
+print(f"tree 1.{no_new_privs}.{signal_denied}.{socket_denied}.{no_caps}.{no_userns}", flush=True)
 if sys.argv[1:] == ["--version"] and os.environ.get("HANG"):
     time.sleep(600)
 """
@@ -98,14 +109,15 @@ def test_a_probe_reads_its_empty_home_but_never_writes_it_nor_reads_system_secre
     assert "/etc/passwd" in granted
 
 
-async def test_the_probe_runs_without_new_privileges_and_cannot_signal_or_open_a_socket(
+async def test_the_probe_has_no_new_privileges_nor_capabilities_and_cannot_signal_or_open_a_socket(
     tmp_path: Path,
 ) -> None:
     path = program(tmp_path)
     with tempfile.TemporaryDirectory() as home:
         outcome = await probe(path, home)
     assert outcome.status == "exit 0", outcome
-    assert outcome.output.strip() == "tree 1.1.1.1"
+    # no_new_privs, no signal out, no socket, no capability, no user namespace (ADR 0043)
+    assert outcome.output.strip() == "tree 1.1.1.1.1.1"
     assert wait_gone(running(path), timeout=10) == []
 
 
@@ -116,7 +128,7 @@ async def test_a_hanging_probe_and_its_setsid_grandchild_end_at_the_timeout(
     with tempfile.TemporaryDirectory() as home:
         outcome = await probe(path, home, bound=1.0, HANG="1")
     assert outcome.timed_out and outcome.status == "timeout"
-    assert "tree 1.1.1.1" in outcome.output
+    assert "tree 1.1.1.1.1.1" in outcome.output
     assert wait_gone(running(path), timeout=10) == []
 
 

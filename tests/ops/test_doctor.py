@@ -121,7 +121,7 @@ def test_every_result_that_is_not_ok_says_how_to_fix_it() -> None:
     results = run_checks(f)
     assert {r.status for r in results} == {"ok", "warn", "fail"}
     assert all(r.fix for r in results if r.status != "ok")
-    assert len(CHECKS) == 11
+    assert len(CHECKS) == 12
 
 
 # --- config --------------------------------------------------------------------------------
@@ -556,3 +556,22 @@ def test_gather_reads_the_system_unit_and_its_environment_file(tmp_path: Path) -
     got = by_name(run_checks(f))
     assert got["provider openai.o: key"].status == "ok"
     assert "sk-never-shown" not in repr(f)
+
+
+def test_a_daemon_run_as_root_is_a_warning_with_its_fix() -> None:
+    """Issue 24 (ADR 0043): root is said, whether the daemon runs or its unit would."""
+    from zeroclaw.ops._doctor import check_daemon_user
+
+    (root,) = check_daemon_user(facts(daemon=answered(uid=0)))
+    assert root.status == "warn" and "runs as root" in root.message
+    assert "capability" in root.message and "zeroclaw service install" in root.fix
+    (user,) = check_daemon_user(facts(daemon=answered(uid=998)))
+    assert user.status == "ok" and "uid 998" in user.message
+    unit = SystemdFacts(Path("/etc/u"), True, Path("/h/u"), False, True, service_user=None)
+    (rooted,) = check_daemon_user(facts(systemd=unit))
+    assert rooted.status == "warn" and rooted.message.startswith("/etc/u runs the daemon as root")
+    assert rooted.fix
+    named = replace(unit, service_user="zeroclaw", service_uid=998)
+    assert check_daemon_user(facts(systemd=named)) == []
+    assert check_daemon_user(facts(systemd=replace(unit, dynamic_user=True))) == []
+    assert "daemon user" in statuses(run_checks(facts(daemon=answered(uid=0))))

@@ -57,6 +57,7 @@ def plan(excluded: list[str], **kw: object) -> dict[str, int]:
         "excluded": excluded,
         "system": ("/usr", "/lib", "/lib64", "/bin", "/etc"),
         "devices": ("/dev/null",),
+        "secrets": (),
         "resolve": resolve,
         "listdir": listdir,
         **kw,
@@ -219,7 +220,13 @@ def test_command_executables_resolve_names_and_add_the_loader() -> None:
     ("mode", "abi", "summary"),
     [
         ("auto", 7, "landlock ABI 7"),
-        ("landlock", 3, "landlock ABI 3"),
+        ("landlock", 6, "landlock ABI 6"),
+        ("auto", 5, "landlock ABI 5 (without signal scope, abstract-socket scope)"),
+        (
+            "landlock",
+            3,
+            "landlock ABI 3 (without signal scope, abstract-socket scope, TCP rules)",
+        ),
         ("none", 7, NOT_CONFINED),
         ("auto", 0, NOT_CONFINED),
         ("landlock", 0, 'unavailable: sandbox = "landlock" but this kernel has no Landlock'),

@@ -11,7 +11,7 @@ import pytest
 from tests.bus.test_router import plan, result_of
 from tests.conftest import REPO
 from tests.supervisor.harness import Daemon, agent_entry, make_config
-from zeroclaw.policy import abi_version
+from zeroclaw.policy import abi_version, cap_last_cap, drop_capabilities
 
 DaemonFactory = Callable[..., Daemon]
 needs_landlock = pytest.mark.skipif(abi_version() < 1, reason="this kernel has no Landlock")
@@ -26,7 +26,13 @@ def test_agent_cannot_open_another_workspace(root: Path, daemons: DaemonFactory)
     secret = workspace(root, "victim") / "secret.txt"
     secret.parent.mkdir(parents=True)
     secret.write_text("victim's")
-    squatter = subprocess.Popen(["sleep", "60"], cwd=secret.parent)  # for a /proc/<pid>/cwd route
+    # For a /proc/<pid>/cwd route. Without capabilities, as agents are (ADR 0043): else
+    # reaching a process that holds more than they do is refused whatever the sandbox.
+    squatter = subprocess.Popen(
+        ["sleep", "60"],
+        cwd=secret.parent,
+        preexec_fn=lambda: drop_capabilities(range(cap_last_cap() + 1)),
+    )
     targets = [str(secret), f"/proc/self/root{secret}", f"/proc/{squatter.pid}/cwd/secret.txt"]
     try:
         for alias in ("snoop", "open"):

@@ -16,6 +16,7 @@ AgentBus; they do not replace any zeroclaw component.
 from __future__ import annotations
 
 import functools
+import json
 import os
 import random
 import signal
@@ -65,6 +66,7 @@ def main(spec: AgentSpec, link_fd: int) -> int:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         time.sleep(3600)
         return 0
+    SPECS[str(workspace)] = spec
     return run_plan_or_agent(spec, link_fd, PLANS)
 
 
@@ -383,6 +385,18 @@ def hostile_runtime(spec: AgentSpec) -> Any:
                 os.path.join(spec.workspace, "x"), os.O_WRONLY | os.O_CREAT
             )
             seen["write_tmp"] = _try_open("/tmp/zc-hostile-runtime", os.O_WRONLY | os.O_CREAT)
+            seen["read_shadow"] = _try_open("/etc/shadow", os.O_RDONLY)
+            seen["caps"] = capget(0)
+            seen["raw_socket"] = _errno_of(_raw_socket)
+            # The daemon's and the zygote's /proc are among its protected paths: their pids.
+            zygote = os.getppid()
+            daemon = next(
+                int(p.split("/")[2])
+                for p in spec.protected_paths
+                if p.startswith("/proc/") and p.split("/")[2] != str(zygote)
+            )
+            for target, pid in (("zygote", zygote), ("daemon", daemon)):
+                seen[f"kill_{target}"] = _errno_of(functools.partial(os.kill, pid, signal.SIGKILL))
             done = {"event": "done", "reply": "", "result": seen}
             bus.send_frame(
                 Request(
@@ -489,8 +503,157 @@ async def syscalls(bus: AgentBus, plan: dict[str, Any], workspace: Path) -> None
     write_result(workspace, "result.json", {f"{op} {p}": _try(op, p) for op, p in plan["checks"]})
 
 
+def _errno_of(call: Any) -> str:
+    """Run `call`: "ok", or the errno name it failed with."""
+    import errno
+
+    try:
+        call()
+    except OSError as exc:
+        return errno.errorcode.get(exc.errno or 0, str(exc.errno))
+    return "ok"
+
+
+def capget(pid: int) -> list[int]:
+    """capget(2) of `pid` (0: this process): effective, permitted, inheritable (64 bits)."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    header = (ctypes.c_uint32 * 2)(0x20080522, pid)
+    data = (ctypes.c_uint32 * 6)()
+    if libc.capget(header, data) != 0:
+        raise OSError(ctypes.get_errno(), "capget")
+    return [data[i] | data[i + 3] << 32 for i in range(3)]
+
+
+def _connect(family: int, kind: int, address: Any) -> None:
+    import socket
+
+    with socket.socket(family, kind) as s:
+        s.settimeout(10)
+        s.connect(address)
+
+
+def _unshare_user() -> None:
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.unshare(0x10000000 | 0x40000000) != 0:  # CLONE_NEWUSER | CLONE_NEWNET
+        raise OSError(ctypes.get_errno(), "unshare")
+
+
+def _raw_socket() -> None:
+    import socket
+
+    socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP).close()
+
+
+async def _own_command(spec: AgentSpec) -> dict[str, Any]:
+    """A command of this agent under its own ruleset (built as the shell tool builds it):
+    timed out and killed by the agent; and one the agent kills itself with SIGKILL."""
+    from zeroclaw._process import run_capped
+    from zeroclaw.policy import (
+        build_ruleset,
+        command_executables,
+        enforce_ruleset,
+        plan_command_sandbox,
+    )
+
+    home = Path(spec.runtime_dir) / "homes" / spec.alias / "probe"
+    home.mkdir(parents=True, exist_ok=True)
+    path = os.environ.get("PATH", "/usr/bin:/bin")
+    plan = plan_command_sandbox(
+        workspace=spec.workspace,
+        home=str(home),
+        executables=command_executables(["sleep"], path),
+        workspace_writable=False,
+    )
+    outcome = await run_capped(
+        ["sleep", "600"], timeout_secs=0.5, ruleset=functools.partial(build_ruleset, plan)
+    )
+    fd = build_ruleset(plan)
+    child = await trio.lowlevel.open_process(
+        ["sleep", "600"], pass_fds=(fd,), preexec_fn=functools.partial(enforce_ruleset, fd)
+    )
+    os.close(fd)
+    child_caps = capget(child.pid)  # its /proc is not ours to read; capget(2) needs none
+    killed = _errno_of(lambda: os.kill(child.pid, signal.SIGKILL))
+    await child.wait()
+    return {
+        "command_timed_out": outcome.timed_out,
+        "command_killed": killed,
+        "command_exit": child.returncode,
+        "command_caps": child_caps,
+    }
+
+
+async def confinement(bus: AgentBus, plan: dict[str, Any], workspace: Path) -> None:
+    """From inside this agent process, what ADR 0043 keeps from it: signalling the
+    daemon, the zygote and a sibling; an abstract socket made outside; a raw socket;
+    setuid; TCP connects. Then its own capabilities as /proc says, and its own command
+    (which it must still time out and kill). Signals that could hurt go last."""
+    zygote = os.getppid()
+    # The daemon's and the zygote's /proc are kept from agents: the test says who is who.
+    targets = workspace / "targets.json"
+    await trio.to_thread.run_sync(_wait_for_file, targets)
+    pids = json.loads(targets.read_text())
+    spec = plan_spec(workspace)
+    seen: dict[str, Any] = {}
+    if plan.get("abstract"):
+        seen["abstract_connect"] = _errno_of(
+            lambda: _connect(1, 1, "\0" + plan["abstract"])  # AF_UNIX, SOCK_STREAM
+        )
+    seen["raw_socket"] = _errno_of(_raw_socket)
+    seen["setuid_1"] = _errno_of(lambda: os.setuid(1))
+    seen["setuid_0"] = _errno_of(lambda: os.setuid(0))
+    seen["unshare_user"] = _errno_of(_unshare_user)
+    for name, port in plan.get("tcp", {}).items():
+        seen[f"tcp_{name}"] = await trio.to_thread.run_sync(
+            _errno_of, functools.partial(_connect, 2, 1, ("127.0.0.1", port))
+        )
+    seen["bind_tcp"] = _errno_of(lambda: _bind_tcp())
+    seen["caps"] = capget(0)  # the test reads this process's /proc status itself
+    if spec is not None:
+        try:
+            seen.update(await _own_command(spec))
+        except OSError as exc:
+            seen["command"] = repr(exc)
+    order = [("sibling", pids.get("sibling")), ("zygote", zygote), ("daemon", pids["daemon"])]
+    for target, pid in order:
+        if pid is None:
+            seen[f"kill_{target}"] = "no_such_agent"
+            continue
+        signals = (signal.SIGSTOP, signal.SIGKILL) if target == "daemon" else (signal.SIGKILL,)
+        for signum in signals:
+            got = _errno_of(functools.partial(os.kill, pid, signum))
+            seen[f"{signal.Signals(signum).name.lower()}_{target}"] = got
+            if got == "ok" and signum == signal.SIGSTOP:
+                os.kill(pid, signal.SIGCONT)
+    write_result(workspace, "result.json", seen)
+
+
+def _wait_for_file(path: Path) -> None:
+    while not path.exists():  # written by the test once the daemon is up: no event
+        time.sleep(0.05)
+
+
+def _bind_tcp() -> None:
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+
+
+SPECS: dict[str, AgentSpec] = {}
+
+
+def plan_spec(workspace: Path) -> AgentSpec | None:
+    return SPECS.get(str(workspace))
+
+
 PLANS = {
     **LOAD_PLANS,
+    "confinement": confinement,
     "raw_memory": raw_memory,
     "syscalls": syscalls,
     "forged_dispatch": forged_dispatch,

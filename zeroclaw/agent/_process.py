@@ -25,7 +25,16 @@ from .._frame_stream import receive_frames
 from .._framing import FrameDecoder, encode_frame
 from .._logging import setup_logging
 from ..bus import AgentBus, BusCredentials
-from ..policy import SandboxUnavailable, apply_sandbox, plan_readonly
+from ..policy import (
+    ProcessConfinement,
+    SandboxUnavailable,
+    abi_version,
+    apply_sandbox,
+    cap_last_cap,
+    drop_capabilities,
+    forbid_user_namespaces,
+    plan_readonly,
+)
 from ..providers import ProviderError, make_provider
 from ..tools import DEFAULT_TOOLSET, Toolset, agent_toolset, become_subreaper
 from ._link import (
@@ -43,7 +52,7 @@ from ._link import (
     encode_link,
 )
 from ._runtime import AgentInbox, AgentRuntime, BusReach
-from ._sandbox import agent_plan, command_home_root
+from ._sandbox import agent_confinement, agent_plan, command_home_root, describe_sandbox
 from ._spec import AgentSpec
 from ._turn import TurnEngine
 
@@ -215,8 +224,22 @@ class Confinement:
 
 
 def confine(spec: AgentSpec) -> Confinement:
-    """Apply the OS sandbox the risk profile asks for, and say (once, at info) whether it
-    is in force."""
+    """Apply the OS sandbox the risk profile asks for, with the signal and abstract-socket
+    scopes and TCP rules of this kernel, then drop every capability whatever the profile
+    (ADR 0043); say (once, at info) whether the sandbox is in force."""
+    confinement = agent_confinement(spec, abi_version(), cap_last_cap())
+    outcome = _apply_landlock(spec, confinement)
+    try:
+        drop_capabilities(confinement.drop_caps)
+        if confinement.no_user_namespaces:
+            forbid_user_namespaces()
+    except OSError as exc:  # never seen: dropping is always allowed; fail closed anyway
+        log.error("agent %s: cannot drop its capabilities: %s", spec.alias, exc)
+        return Confinement(outcome.summary, False, f"cannot drop capabilities: {exc}")
+    return outcome
+
+
+def _apply_landlock(spec: AgentSpec, confinement: ProcessConfinement) -> Confinement:
     mode = spec.risk.sandbox
     if mode == "none":
         summary = 'not confined: sandbox = "none"'
@@ -227,7 +250,7 @@ def confine(spec: AgentSpec) -> Confinement:
     else:  # the same builder as the in-process chat's (ADR 0039)
         plan = agent_plan(spec)
     try:
-        abi = apply_sandbox(plan)
+        abi = apply_sandbox(plan, confinement)
     except SandboxUnavailable as exc:
         if mode == "landlock":
             log.error('agent %s: sandbox = "landlock" but %s', spec.alias, exc)
@@ -236,12 +259,17 @@ def confine(spec: AgentSpec) -> Confinement:
         summary = f"not confined: {exc}"
         log.warning("agent %s: %s; tool checks still apply", spec.alias, summary)
         return Confinement(summary, False)
-    summary = f"landlock ABI {abi}, {len(plan.rules)} rules"
+    summary = describe_sandbox(abi, len(plan.rules), confinement)
     log.info(
         "agent %s: sandbox in force: %s",
         spec.alias,
         summary,
-        extra={"alias": spec.alias, "landlock_abi": abi, "rules": len(plan.rules)},
+        extra={
+            "alias": spec.alias,
+            "landlock_abi": abi,
+            "rules": len(plan.rules),
+            "tcp_ports": list(confinement.connect_ports),
+        },
     )
     return Confinement(summary, True)
 

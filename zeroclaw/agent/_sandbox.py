@@ -19,10 +19,16 @@ from dataclasses import dataclass
 
 from ..policy import (
     NOT_EXECUTABLE,
+    ProcessConfinement,
+    ProcessKind,
     SandboxPlan,
     SandboxUnavailable,
+    abi_version,
     apply_sandbox,
+    cap_last_cap,
+    decide_confinement,
     plan_for,
+    url_port,
 )
 from ._spec import AgentSpec
 
@@ -56,6 +62,30 @@ def agent_plan(spec: AgentSpec) -> SandboxPlan:
         code=spec.code_paths,
     )
     return SandboxPlan((*plan.rules, (command_home_root(spec), NOT_EXECUTABLE)))
+
+
+def provider_ports(spec: AgentSpec) -> tuple[int, ...]:
+    """The TCP ports this agent's provider connects to: none offline, the base_url's port
+    for an HTTP provider (ADR 0043)."""
+    base_url = getattr(spec.provider_config, "base_url", None)
+    if not isinstance(base_url, str):
+        return ()
+    port = url_port(base_url)
+    return () if port is None else (port,)
+
+
+def agent_confinement(spec: AgentSpec, abi: int, last_cap: int) -> ProcessConfinement:
+    """What this agent's (or sub-agent runtime's) process gets besides its file rules on
+    a kernel with Landlock ABI `abi`: both scopes, TCP connect to its provider's port
+    only, no capability (ADR 0043)."""
+    kind: ProcessKind = "subagent_runtime" if spec.subagent is not None else "agent"
+    return decide_confinement(kind, abi, cap_last_cap=last_cap, connect_ports=provider_ports(spec))
+
+
+def describe_sandbox(abi: int, rules: int, confinement: ProcessConfinement) -> str:
+    """The agent's account of its sandbox, for the Hello (`status`) and its log."""
+    gaps = confinement.describe()
+    return f"landlock ABI {abi}, {rules} rules" + (f", {gaps}" if gaps else "")
 
 
 class InProcessSandboxRequired(Exception):
@@ -94,8 +124,11 @@ def confine_in_process(spec: AgentSpec, cli_paths: Sequence[str]) -> InProcessSa
         log.warning("cannot prepare %s for shell commands: %s", home_root, exc)
     plan = agent_plan(spec)
     plan = SandboxPlan((*plan.rules, *((path, _ALL) for path in cli_paths)))
+    # The same scopes and TCP rules as the daemon's agent; the capabilities stay: this
+    # process is the operator's CLI, which reopens the store it owns.
+    confinement = agent_confinement(spec, abi_version(), cap_last_cap())
     try:
-        abi = apply_sandbox(plan)
+        abi = apply_sandbox(plan, confinement)
     except SandboxUnavailable as exc:
         if spec.risk.sandbox == "landlock":
             raise InProcessSandboxRequired(
@@ -104,4 +137,4 @@ def confine_in_process(spec: AgentSpec, cli_paths: Sequence[str]) -> InProcessSa
             ) from None
         return InProcessSandbox(False, str(exc))
     tempfile.tempdir = home_root
-    return InProcessSandbox(True, f"landlock ABI {abi}, {len(plan.rules)} rules")
+    return InProcessSandbox(True, describe_sandbox(abi, len(plan.rules), confinement))

@@ -11,6 +11,7 @@ from typing import Any, Literal
 import msgspec
 
 from ..events import Published
+from ..policy import Gap
 
 ReloadOutcome = Literal["never", "ok", "reload_failed", "incomplete"]
 
@@ -33,6 +34,10 @@ class AgentStatus(msgspec.Struct, frozen=True):
     # What the agent itself reported after starting: True when its Landlock ruleset is in
     # force, False when it runs unconfined, None when it is not running or has not said yet.
     sandbox_in_force: bool | None = None
+    # What the agent process runs without on this kernel (ADR 0043): "signal_scope",
+    # "abstract_unix_socket_scope" (Landlock ABI < 6), "tcp_rules" (ABI < 4); all three
+    # when Landlock is not applied at all.
+    without: list[Gap] = msgspec.field(default_factory=list)
 
 
 class ReloadStatus(msgspec.Struct, frozen=True):

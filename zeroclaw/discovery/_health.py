@@ -22,7 +22,7 @@ import trio
 
 from .._process import CannotStart
 from ..config import daemon_paths
-from ..policy import abi_version, build_ruleset
+from ..policy import abi_version, build_ruleset, cap_last_cap, decide_confinement
 from ._context import ScanContext
 from ._model import Diagnostic, DiscoveredItem, Health, HealthStatus, Source
 from ._probe import probe_plan, run_probe
@@ -158,7 +158,9 @@ _UNCONFINED = Diagnostic(
 
 
 def _ruleset(program: str, path: str, home: str, excluded: tuple[str, ...]) -> int:
-    return build_ruleset(probe_plan(program, path, home, excluded))
+    # A probe may connect nowhere and bind nothing (TCP rules from Landlock ABI 4, ADR 0043).
+    confinement = decide_confinement("probe", abi_version(), cap_last_cap=cap_last_cap())
+    return build_ruleset(probe_plan(program, path, home, excluded), confinement)
 
 
 def _with(item: DiscoveredItem, health: Health, *notes: Diagnostic) -> DiscoveredItem:

@@ -41,6 +41,9 @@ from ..policy import (
     SYSTEM_READ_ONLY,
     SandboxPlan,
     SandboxUnavailable,
+    cap_last_cap,
+    drop_capabilities,
+    forbid_user_namespaces,
     plan_command_sandbox,
     program_executables,
 )
@@ -157,15 +160,15 @@ def probe_plan(program: str, path: str, home: str, excluded: Iterable[str] = ())
     return SandboxPlan(tuple(rule for rule in plan.rules if rule != (home_real, NOT_EXECUTABLE)))
 
 
-def confine_probe_process(parent_pid: int) -> None:
+def confine_probe_process(parent_pid: int, last_cap: int) -> None:
     """Between fork and exec of the intermediate (so for it and everything below it):
-    die with us — by SIGTERM, so that it kills the probe's tree first — and no new
-    privileges, ever."""
+    die with us — by SIGTERM, so that it kills the probe's tree first — no new
+    privileges, no capability (the intermediate needs none to kill its own descendants)
+    and no new user namespace (ADR 0043). `last_cap` is read before the fork."""
     set_death_signal(parent_pid, signal.SIGTERM)
     prctl(PR_SET_NO_NEW_PRIVS, 1)
-    # Issue 24, Deliver 3 (branch `confine`): the reusable process confinement of
-    # `zeroclaw.policy` (every capability set emptied, bounding set dropped) plugs in HERE,
-    # one call; the intermediate needs no capability to kill its own descendants.
+    drop_capabilities(range(last_cap + 1))
+    forbid_user_namespaces()
 
 
 async def run_probe(
@@ -208,7 +211,7 @@ async def run_probe(
             stderr=subprocess.STDOUT,
             start_new_session=True,
             pass_fds=passed,
-            preexec_fn=functools.partial(confine_probe_process, os.getpid()),
+            preexec_fn=functools.partial(confine_probe_process, os.getpid(), cap_last_cap()),
         )
     except (OSError, ValueError, subprocess.SubprocessError) as exc:
         os.close(status_r)

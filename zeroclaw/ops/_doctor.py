@@ -35,7 +35,7 @@ from ..config import (
     runtime_dir_hint,
 )
 from ..control import ControlClient, DaemonUnreachable, Status, StatusReply, UntrustedDaemon
-from ..policy import abi_version
+from ..policy import ROOT_FIX, abi_version, root_warning
 
 CheckStatus = Literal["ok", "warn", "fail"]
 ABSTRACT_UNIX_SCOPE_ABI = 6  # LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET
@@ -654,6 +654,32 @@ def check_sandbox_in_force(facts: Facts) -> list[CheckResult]:
     return results
 
 
+def check_daemon_user(facts: Facts) -> list[CheckResult]:
+    """Root is reported (ADR 0043): the running daemon's owner, else the system unit's User=."""
+    name = "daemon user"
+    d = facts.daemon
+    if d is not None and d.uid is not None:
+        warning = root_warning(d.uid)
+        if warning is None:
+            return [CheckResult(name, "ok", f"the daemon runs as uid {d.uid}, not root")]
+        return [CheckResult(name, "warn", warning, ROOT_FIX)]
+    s = facts.systemd
+    if s is None or not s.system_unit_present or s.dynamic_user:
+        return []
+    if s.service_user not in (None, "root") and s.service_uid != 0:
+        return []
+    consequence = (root_warning(0) or "").removeprefix("the daemon runs as root: ")
+    return [
+        CheckResult(
+            name,
+            "warn",
+            f"{s.system_unit} runs the daemon as root: {consequence}",
+            "set User= to an unprivileged user in the unit, or reinstall it with "
+            "'zeroclaw service install'",
+        )
+    ]
+
+
 def check_systemd(facts: Facts) -> list[CheckResult]:
     s = facts.systemd
     if s is None:
@@ -759,6 +785,7 @@ CHECKS: tuple[Check, ...] = (
     check_landlock,
     check_agent_sandboxes,
     check_sandbox_in_force,
+    check_daemon_user,
     check_systemd,
     check_providers_reachable,
 )

@@ -1,5 +1,6 @@
 """What an agent's tools may do: path access and shell commands. Pure decisions."""
 
+from ._caps import cap_last_cap, drop_capabilities
 from ._code import (
     CODE_PATH_KINDS,
     CodePath,
@@ -11,10 +12,22 @@ from ._code import (
     inside_code,
 )
 from ._commands import INTERPRETERS, CommandDecision, PathCheck, Risk, decide_command, parse
+from ._confine import (
+    PROCESS_KINDS,
+    ROOT_FIX,
+    Gap,
+    ProcessConfinement,
+    ProcessKind,
+    confinement_gaps,
+    decide_confinement,
+    root_warning,
+    url_port,
+)
 from ._interpreters import program_executables
 from ._landlock import (
     NOT_EXECUTABLE,
     SYSTEM_READ_ONLY,
+    SYSTEM_SECRETS,
     SandboxPlan,
     SandboxUnavailable,
     abi_version,
@@ -25,6 +38,7 @@ from ._landlock import (
     plan_command_sandbox,
     plan_for,
     plan_readonly,
+    process_gaps,
     sandbox_summary,
 )
 from ._paths import (
@@ -38,43 +52,58 @@ from ._paths import (
     resolve_request,
     rules_for,
 )
+from ._seccomp import forbid_user_namespaces
 
 __all__ = [
     "CODE_PATH_KINDS",
     "INTERPRETERS",
     "NOT_EXECUTABLE",
+    "PROCESS_KINDS",
+    "ROOT_FIX",
     "SYSTEM_READ_ONLY",
+    "SYSTEM_SECRETS",
     "Access",
     "CodePath",
     "CodePathKind",
     "CommandDecision",
+    "Gap",
     "Grant",
     "GrantMode",
     "InterpreterFacts",
     "PathCheck",
     "PathDecision",
     "PathRules",
+    "ProcessConfinement",
+    "ProcessKind",
     "Risk",
     "SandboxPlan",
     "SandboxUnavailable",
     "abi_version",
     "apply_sandbox",
     "build_ruleset",
+    "cap_last_cap",
     "check_path",
     "code_paths",
     "code_roots",
     "command_executables",
+    "confinement_gaps",
     "daemon_code_paths",
     "decide",
     "decide_command",
+    "decide_confinement",
+    "drop_capabilities",
     "enforce_ruleset",
+    "forbid_user_namespaces",
     "inside_code",
     "parse",
     "plan_command_sandbox",
     "plan_for",
     "plan_readonly",
+    "process_gaps",
     "program_executables",
     "resolve_request",
+    "root_warning",
     "rules_for",
     "sandbox_summary",
+    "url_port",
 ]

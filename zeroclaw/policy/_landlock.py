@@ -19,9 +19,12 @@ import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
-from typing import Literal
+from typing import Literal, get_args
 
 from .._prctl import PR_SET_NO_NEW_PRIVS, prctl
+from ._caps import cap_last_cap, drop_capabilities
+from ._confine import NET_CONNECT_TCP, Gap, ProcessConfinement, decide_confinement
+from ._seccomp import forbid_user_namespaces
 
 # Syscall numbers are the same on x86_64 and aarch64 (the generic table).
 SYS_CREATE_RULESET = 444
@@ -29,6 +32,7 @@ SYS_ADD_RULE = 445
 SYS_RESTRICT_SELF = 446
 CREATE_RULESET_VERSION = 1 << 0
 RULE_PATH_BENEATH = 1
+RULE_NET_PORT = 2  # ABI 4
 
 EXECUTE = 1 << 0
 WRITE_FILE = 1 << 1
@@ -49,11 +53,28 @@ IOCTL_DEV = 1 << 15  # ABI 5
 
 # Scopes (ABI 6): what a sandboxed process may not reach outside its own Landlock domain.
 SCOPE_ABSTRACT_UNIX_SOCKET = 1 << 0  # connect to an abstract socket made outside (ADR 0011)
+SCOPE_SIGNAL = 1 << 1  # signal a process outside (ADR 0043)
 
 READ = READ_FILE | READ_DIR
 READ_EXEC = READ | EXECUTE
 
 SYSTEM_READ_ONLY = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc", "/opt")
+# Files under the system paths that hold the machine's secrets. Kept out of every ruleset:
+# a daemon run as root starts agents with no capability, but their uid still owns these
+# (root:shadow 0640), so only Landlock keeps a root agent from reading them (ADR 0043).
+SYSTEM_SECRETS = (
+    "/etc/shadow",
+    "/etc/shadow-",
+    "/etc/gshadow",
+    "/etc/gshadow-",
+    "/etc/sudoers",
+    "/etc/sudoers.d",
+    "/etc/security/opasswd",
+    "/etc/ssh/ssh_host_dsa_key",
+    "/etc/ssh/ssh_host_ecdsa_key",
+    "/etc/ssh/ssh_host_ed25519_key",
+    "/etc/ssh/ssh_host_rsa_key",
+)
 DEVICES_READ_WRITE = ("/dev/null", "/dev/zero", "/dev/urandom", "/dev/random", "/dev/tty")
 
 log = logging.getLogger("zeroclaw.landlock")
@@ -122,13 +143,32 @@ def _handled(abi: int) -> int:
     return rights
 
 
-def ruleset_attr(handled_fs: int, abi: int) -> bytes:
-    """struct landlock_ruleset_attr for this ABI: handled_access_fs, and from ABI 6 on also
-    handled_access_net (none: we do not restrict TCP here) and `scoped`, which keeps the
-    sandbox off the daemon's abstract control socket."""
+def ruleset_attr(handled_fs: int, abi: int, confinement: ProcessConfinement | None = None) -> bytes:
+    """struct landlock_ruleset_attr for this ABI: handled_access_fs; from ABI 4 on also
+    handled_access_net, and from ABI 6 on `scoped`. Without `confinement` (the older
+    callers): no TCP rule and only the abstract-socket scope, which keeps the sandbox off
+    the daemon's abstract control socket."""
+    if confinement is None:
+        net, scoped = 0, SCOPE_ABSTRACT_UNIX_SOCKET if abi >= 6 else 0
+    else:
+        net, scoped = confinement.handled_net, confinement.scopes
     if abi >= 6:
-        return struct.pack("=QQQ", handled_fs, 0, SCOPE_ABSTRACT_UNIX_SOCKET)
+        return struct.pack("=QQQ", handled_fs, net if abi >= 4 else 0, scoped)
+    if abi >= 4:
+        return struct.pack("=QQ", handled_fs, net)
     return struct.pack("=Q", handled_fs)  # handled_access_fs only: valid for every ABI
+
+
+def _add_port_rules(ruleset: int, confinement: ProcessConfinement | None) -> None:
+    """One connect rule per allowed port (only when TCP is handled: a rule on an
+    unhandled access is EINVAL)."""
+    if confinement is None or not confinement.handled_net & NET_CONNECT_TCP:
+        return
+    for port in confinement.connect_ports:
+        attr = struct.pack("=QQ", NET_CONNECT_TCP, port)
+        if _libc.syscall(SYS_ADD_RULE, ruleset, RULE_NET_PORT, ctypes.c_char_p(attr), 0) < 0:
+            err = ctypes.get_errno()
+            raise SandboxUnavailable(f"landlock_add_rule(port {port}) failed: {os.strerror(err)}")
 
 
 def abi_version() -> int:
@@ -244,7 +284,7 @@ def plan_for(
     one, then granted READ_EXEC (around the protected paths) like the Python paths, so
     the process also reads its code where an editable finder maps it."""
     code_roots = sorted({q for p in code for q in (p, os.path.realpath(p))})
-    shielded = sorted({q for p in protected for q in (p, os.path.realpath(p))})
+    shielded = sorted({q for p in (*protected, *SYSTEM_SECRETS) for q in (p, os.path.realpath(p))})
     kept_out = sorted({q for p in excluded for q in (p, os.path.realpath(p))})
     system_roots = [PurePosixPath(p) for p in SYSTEM_READ_ONLY]
     # A kept-out path at or above a system root is left to the policy (see above).
@@ -296,7 +336,7 @@ def plan_readonly(
     and execute the system and Python paths around the `protected` ones (as `plan_for`),
     read the devices; no writable path at all. `root` is granted whole even though it lies
     under the protected state dir: the grant covers that subtree only, never its siblings."""
-    shielded = sorted({q for p in protected for q in (p, os.path.realpath(p))})
+    shielded = sorted({q for p in (*protected, *SYSTEM_SECRETS) for q in (p, os.path.realpath(p))})
     rules: list[tuple[str, int]] = [(root, READ)]
     python = {sys.prefix, sys.base_prefix, sys.exec_prefix, *(p for p in sys.path if p)}
     for path in (*SYSTEM_READ_ONLY, *sorted(python), *extra_read):
@@ -329,13 +369,15 @@ def _add_path_rule(ruleset: int, path: str, allowed: int) -> int:
         os.close(fd)
 
 
-def apply_sandbox(plan: SandboxPlan) -> int:
-    """Restrict this process (and all it starts) for good. Returns the ABI used."""
+def apply_sandbox(plan: SandboxPlan, confinement: ProcessConfinement | None = None) -> int:
+    """Restrict this process (and all it starts) for good. Returns the ABI used.
+    `confinement`: its scopes and TCP rules (decided for this kernel's ABI); None: the
+    abstract-socket scope only, no TCP rule."""
     abi = abi_version()
     if abi < 1:
         raise SandboxUnavailable("this kernel does not offer Landlock")
     handled = _handled(abi)
-    attr = ruleset_attr(handled, abi)
+    attr = ruleset_attr(handled, abi, confinement)
     ruleset = _libc.syscall(
         SYS_CREATE_RULESET, ctypes.c_char_p(attr), ctypes.c_size_t(len(attr)), 0
     )
@@ -348,6 +390,7 @@ def apply_sandbox(plan: SandboxPlan) -> int:
             granted = _add_path_rule(ruleset, path, handled if rights == -1 else rights & handled)
             if granted:
                 applied.append((path, granted))
+        _add_port_rules(ruleset, confinement)
         try:
             prctl(PR_SET_NO_NEW_PRIVS, 1)
         except OSError as exc:
@@ -375,8 +418,6 @@ ALL_FS = (1 << 16) - 1  # every filesystem right of ABI 1-7; masked to the kerne
 WRITE = WRITE_FILE | REMOVE_FILE | REMOVE_DIR | MAKE_REG | MAKE_DIR | MAKE_SYM | TRUNCATE | REFER
 NOT_EXECUTABLE = ALL_FS & ~EXECUTE
 RUN = READ_FILE | EXECUTE  # execve opens the file for reading and executing
-SCOPE_ABSTRACT_UNIX_SOCKET = 1 << 0  # ABI 6
-SCOPE_SIGNAL = 1 << 1  # ABI 6
 
 EntryKind = Literal["dir", "file", "symlink"]
 Lister = Callable[[str], Sequence[tuple[str, EntryKind]]]
@@ -433,6 +474,7 @@ def plan_command_sandbox(
     listdir: Lister = list_entries,
     workspace_writable: bool = True,
     code: Iterable[str] = (),
+    secrets: Iterable[str] = SYSTEM_SECRETS,
 ) -> SandboxPlan:
     """The ruleset of one shell command. Pure given `resolve` and `listdir`.
     `workspace_writable=False`: a readonly agent's program (an adapter) only reads it.
@@ -442,7 +484,7 @@ def plan_command_sandbox(
     executables is executable; nothing but the workspace, write grants and `home` is writable.
     `code` (the daemon's own code, ADR 0044) is carved out of every writable tree and only
     read where it lies inside one."""
-    out = tuple(sorted({PurePosixPath(resolve(p)) for p in excluded}))
+    out = tuple(sorted({PurePosixPath(resolve(p)) for p in (*excluded, *secrets)}))
     read_only = tuple(sorted({PurePosixPath(resolve(p)) for p in code}))
     rules: list[tuple[str, int]] = []
     writable: list[PurePosixPath] = []
@@ -537,17 +579,21 @@ def command_executables(names: Iterable[str], path: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(found))
 
 
-def build_ruleset(plan: SandboxPlan) -> int:
+def build_ruleset(plan: SandboxPlan, confinement: ProcessConfinement | None = None) -> int:
     """A Landlock ruleset fd (close-on-exec) for `plan`, handling every right of the ABI.
-    The caller owns the fd; `enforce_ruleset` applies it in a child."""
+    The caller owns the fd; `enforce_ruleset` applies it in a child. `confinement` (a
+    probe's, say: `decide_confinement("probe", abi_version(), ...)`) adds its TCP rules;
+    by default a command's: both scopes, and TCP as its agent's domain allows."""
     abi = abi_version()
     if abi < 1:
         raise SandboxUnavailable("this kernel does not offer Landlock")
     handled = _handled(abi)
     # From ABI 6 a command may neither connect to abstract unix sockets nor signal processes
     # outside its own domain (the agent, the daemon, other agents' commands).
-    scoped = SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL if abi >= 6 else 0
-    attr = struct.pack("=QQQ", handled, 0, scoped) if scoped else struct.pack("=Q", handled)
+    if confinement is None:
+        scoped = SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL if abi >= 6 else 0
+        confinement = ProcessConfinement("command", abi, scoped, 0, (), (), True, ())
+    attr = ruleset_attr(handled, abi, confinement)
     ruleset = int(
         _libc.syscall(SYS_CREATE_RULESET, ctypes.c_char_p(attr), ctypes.c_size_t(len(attr)), 0)
     )
@@ -560,6 +606,7 @@ def build_ruleset(plan: SandboxPlan) -> int:
             granted = _add_path_rule(ruleset, path, rights & handled)
             if granted:
                 applied.append((path, granted))
+        _add_port_rules(ruleset, confinement)
     except BaseException:
         os.close(ruleset)
         raise
@@ -569,11 +616,15 @@ def build_ruleset(plan: SandboxPlan) -> int:
 
 
 def enforce_ruleset(ruleset: int) -> None:
-    """Restrict the calling process to `ruleset` for good (in a child, before exec)."""
+    """Restrict the calling process to `ruleset` for good, drop every capability and forbid
+    new user namespaces (in a child, before exec: a shell command, an adapter, a discovery
+    probe; ADR 0043)."""
     prctl(PR_SET_NO_NEW_PRIVS, 1)
     if _libc.syscall(SYS_RESTRICT_SELF, ruleset, 0) < 0:
         err = ctypes.get_errno()
         raise OSError(err, f"landlock_restrict_self: {os.strerror(err)}")
+    drop_capabilities(range(cap_last_cap() + 1))
+    forbid_user_namespaces()
 
 
 NOT_CONFINED = "none: commands parsed, not confined"
@@ -586,4 +637,13 @@ def sandbox_summary(mode: str, abi: int) -> str:
         if mode == "landlock":
             return 'unavailable: sandbox = "landlock" but this kernel has no Landlock'
         return NOT_CONFINED
-    return f"landlock ABI {abi}"
+    gaps = decide_confinement("agent", abi, cap_last_cap=0).describe()
+    return f"landlock ABI {abi}" + (f" ({gaps})" if gaps else "")
+
+
+def process_gaps(mode: str, abi: int) -> tuple[Gap, ...]:
+    """What an agent with this `sandbox` mode runs without on a kernel with this ABI
+    (`status --json`): everything when Landlock is not applied at all (ADR 0043)."""
+    if mode == "none" or abi < 1:
+        return get_args(Gap)
+    return decide_confinement("agent", abi, cap_last_cap=0).missing

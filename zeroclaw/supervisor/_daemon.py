@@ -72,7 +72,7 @@ from ..memory import (
     memory_grants,
 )
 from ..ops import Metrics, MetricsListen, MetricsSources, metrics_listen
-from ..policy import code_roots, daemon_code_paths
+from ..policy import ROOT_FIX, code_roots, daemon_code_paths, root_warning
 from ..subagents import (
     DispatchService,
     SubagentRegistry,
@@ -512,6 +512,8 @@ async def _serve(
                 "runtime_dir": str(paths.runtime_dir),
             },
         )
+        if (as_root := root_warning(os.geteuid())) is not None:
+            log.warning("%s; %s", as_root, ROOT_FIX, extra={"euid": 0})
         if notifier.watchdog_interval:
             nursery.start_soon(_watchdog, notifier, notifier.watchdog_interval)
         with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:

@@ -43,7 +43,7 @@ from ..agent import (
 from ..bus import AgentKeys
 from ..config import RestartPolicy
 from ..control import AgentStatus
-from ..policy import abi_version, sandbox_summary
+from ..policy import abi_version, process_gaps, sandbox_summary
 from ._lifecycle import (
     Action,
     CommandKind,
@@ -205,6 +205,7 @@ class AgentRunner:
             # What confines this agent's shell commands: the profile's mode and the kernel.
             sandbox=sandbox_summary(self.spec.risk.sandbox, abi_version()),
             sandbox_in_force=self._sandbox_in_force(),
+            without=list(process_gaps(self.spec.risk.sandbox, abi_version())),
         )
 
     def _sandbox_in_force(self) -> bool | None:

@@ -1,0 +1,77 @@
+"""No new user namespace (ADR 0043): a process with no capability could otherwise create one
+and hold every capability inside it (a raw socket in a network namespace of its own, mounts,
+the kernel code only namespace root reaches). A tiny seccomp filter refuses `unshare` and
+`clone` with CLONE_NEWUSER (EPERM) and `clone3` (ENOSYS: its flags are behind a pointer the
+filter cannot read, and libc falls back to `clone`). Everything else is allowed.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import platform
+import struct
+
+PR_SET_SECCOMP = 22
+SECCOMP_MODE_FILTER = 2
+CLONE_NEWUSER = 0x10000000
+
+# BPF opcodes (linux/bpf_common.h, linux/seccomp.h)
+_LD_W_ABS = 0x20
+_JEQ_K = 0x15
+_JSET_K = 0x45
+_RET_K = 0x06
+_ALLOW = 0x7FFF0000
+_ERRNO = 0x00050000
+_EPERM = 1
+_ENOSYS = 38
+
+# (audit arch, unshare, clone, clone3) per machine
+_ARCHES = {
+    "x86_64": (0xC000003E, 272, 56, 435),
+    "aarch64": (0xC00000B7, 97, 220, 435),
+}
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _insn(code: int, jt: int, jf: int, k: int) -> bytes:
+    return struct.pack("=HBBI", code, jt, jf, k)
+
+
+def user_namespace_filter(machine: str) -> bytes | None:
+    """The BPF program for `machine` (platform.machine()), or None where we have no table."""
+    if machine not in _ARCHES:
+        return None
+    arch, unshare, clone, clone3 = _ARCHES[machine]
+    program = [
+        _insn(_LD_W_ABS, 0, 0, 4),  # seccomp_data.arch
+        _insn(_JEQ_K, 1, 0, arch),
+        _insn(_RET_K, 0, 0, _ALLOW),  # another ABI (x32, compat): not ours to judge
+        _insn(_LD_W_ABS, 0, 0, 0),  # seccomp_data.nr
+        _insn(_JEQ_K, 0, 1, clone3),
+        _insn(_RET_K, 0, 0, _ERRNO | _ENOSYS),
+        _insn(_JEQ_K, 1, 0, unshare),
+        _insn(_JEQ_K, 0, 3, clone),
+        _insn(_LD_W_ABS, 0, 0, 16),  # the low half of args[0]: the flags
+        _insn(_JSET_K, 0, 1, CLONE_NEWUSER),
+        _insn(_RET_K, 0, 0, _ERRNO | _EPERM),
+        _insn(_RET_K, 0, 0, _ALLOW),
+    ]
+    return b"".join(program)
+
+
+def forbid_user_namespaces() -> bool:
+    """Install the filter on this process (and all it starts), for good. Needs no_new_privs
+    (set by `drop_capabilities`). False where this machine has no table."""
+    program = user_namespace_filter(platform.machine())
+    if program is None:
+        return False
+    buffer = ctypes.create_string_buffer(program, len(program))
+    fprog = struct.pack("=HxxxxxxQ", len(program) // 8, ctypes.addressof(buffer))
+    fprog_buffer = ctypes.create_string_buffer(fprog, len(fprog))
+    mode, zero = ctypes.c_ulong(SECCOMP_MODE_FILTER), ctypes.c_ulong(0)
+    if _libc.prctl(PR_SET_SECCOMP, mode, fprog_buffer, zero, zero) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"seccomp: {os.strerror(err)}")
+    return True
