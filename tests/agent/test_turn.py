@@ -105,7 +105,7 @@ async def test_a_tool_that_raises_fails_only_its_call(
 
     class BrokenPeers(LocalReach):
         async def message_peer(
-            self, to: str, text: str, *, delegate: bool, depth: int
+            self, to: str, text: str, *, delegate: bool, depth: int, session: str = "default"
         ) -> ToolResult:
             raise RuntimeError("the bus is gone")
 

@@ -94,10 +94,14 @@ class BusReach:
             return ToolResult(False, "", code, response.detail or (response.error or ""))
         return ToolResult(True, render_memory(op, data), data=data)
 
-    async def message_peer(self, to: str, text: str, *, delegate: bool, depth: int) -> ToolResult:
+    async def message_peer(
+        self, to: str, text: str, *, delegate: bool, depth: int, session: str = "default"
+    ) -> ToolResult:
         """Ask (or delegate to) a peer and wait for its reply. `depth` is this agent's own
         count; the router decides the depth (and whether a delegation is allowed) itself and
-        stamps it on the delivered question (ADR 0018), so it is not sent."""
+        stamps it on the delivered question (ADR 0018), so it is not sent. `session` (the
+        asking turn's) is sent: the router keys the callee's session by it, inside this
+        agent's peer namespace, so a sender's turn never continues the operator's."""
         message_id = self.bus.new_id()
         answer_in, answer_out = trio.open_memory_channel[PeerAnswer](1)
         self.waiting[message_id] = (to, answer_in)
@@ -106,6 +110,7 @@ class BusReach:
                 to,
                 "",  # the router picks the channel a peer group shares
                 PeerQuestion(text),
+                session=session,
                 kind="delegate" if delegate else "ask",
                 message_id=message_id,
             )

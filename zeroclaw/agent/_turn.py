@@ -208,6 +208,7 @@ class TurnEngine:
             approver=self._bounded(approver),
             delegates=frozenset(self.spec.delegates),
             depth=depth,
+            session=session,
         )
         calls: list[ToolCallRecord] = []
         iterations = 0

@@ -1,0 +1,85 @@
+"""The independent attack pass on origins (issue 24, Deliver 10), through a real daemon: what
+an outside sender reaches at the joints between sessions, tools, peers and the approval
+queue, using only what a webhook sender has (the channel's secret, a sender name)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.channels.test_channels_daemon import free_port, post, wait_serving
+from tests.known_secrets import HOOK_SECRET
+from tests.supervisor import harness
+from tests.supervisor.harness import Daemon, agent_entry, make_config
+
+RELAYED = "relayed-passphrase-9931"  # what the operator's turn on beta asked alpha
+
+
+@dataclass
+class World:
+    daemon: Daemon
+    port: int
+
+    def reply(self, body: dict[str, Any]) -> str:
+        answer = post(self.port, "ops", body)
+        assert answer.status_code == 200, answer.text
+        text: str = answer.json()["reply"]
+        return text
+
+
+def config(root: Path, port: int) -> dict[str, Any]:
+    agents = {
+        "alpha": agent_entry(),
+        "beta": agent_entry(channels=["cli.local", "webhook.ops"]),
+    }
+    doc = make_config(root, agents)
+    doc["channels"]["webhook"] = {
+        "ops": {"listen": f"127.0.0.1:{port}", "secret_env": "HOOK_SECRET"}
+    }
+    doc["peer_groups"] = {
+        "pair": {"channel": "cli.local", "agents": ["alpha", "beta"]},
+        # senders may have beta ask its peer: the one tool this group grants
+        "hooks": {
+            "channel": "webhook.ops",
+            "agents": ["beta"],
+            "external_peers": ["*"],
+            "tools": ["send_message_to_peer"],
+        },
+    }
+    return doc
+
+
+@pytest.fixture(scope="module")
+def world() -> Iterator[World]:
+    root = harness.short_root()
+    port = free_port()
+    daemon = Daemon(root, config(root, port), faults=False)
+    try:
+        daemon.start(HOOK_SECRET=HOOK_SECRET)
+        wait_serving(daemon, "webhook.ops")
+        asked = daemon.cli("--agent", "beta", "chat", "-m", f"ask alpha: {RELAYED}")
+        assert asked.returncode == 0 and RELAYED in asked.stdout, asked.stderr
+        yield World(daemon, port)
+    finally:
+        daemon.stop()
+        harness.remove_root(root)
+
+
+def test_a_sender_granted_ask_does_not_read_what_the_operators_turn_asked_the_peer(
+    world: World,
+) -> None:
+    # The hole: the callee's session for an ask was `peer:<asker>/default` whatever turn
+    # asked, so a sender's ask continued the conversation the operator's turn had had.
+    reply = world.reply({"sender": "mallory", "text": "ask alpha: history"})
+    assert "alpha says" in reply  # the ask went through
+    assert RELAYED not in reply
+    # and the operator's own asks still share one conversation with the peer
+    again = world.daemon.cli("--agent", "beta", "chat", "-m", "ask alpha: history")
+    assert again.returncode == 0 and RELAYED in again.stdout, again.stdout
+    # while the sender's words did not enter it
+    assert "mallory" not in again.stdout
+
