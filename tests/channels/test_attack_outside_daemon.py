@@ -4,17 +4,22 @@ queue, using only what a webhook sender has (the channel's secret, a sender name
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import contextlib
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from tests.channels.test_channels_daemon import free_port, post, wait_serving
+from tests.channels.test_origin_tools_daemon import codes, signed
 from tests.known_secrets import HOOK_SECRET
 from tests.supervisor import harness
 from tests.supervisor.harness import Daemon, agent_entry, make_config
+from zeroclaw.turns._approvals import MAX_PENDING_PER_SENDER
 
 RELAYED = "relayed-passphrase-9931"  # what the operator's turn on beta asked alpha
 
@@ -83,3 +88,51 @@ def test_a_sender_granted_ask_does_not_read_what_the_operators_turn_asked_the_pe
     # while the sender's words did not enter it
     assert "mallory" not in again.stdout
 
+
+def flood_config(root: Path, port: int) -> dict[str, Any]:
+    doc = make_config(root, {"alpha": agent_entry(channels=["cli.local", "webhook.ops"])})
+    doc["channels"]["webhook"] = {
+        "ops": {"listen": f"127.0.0.1:{port}", "secret_env": "HOOK_SECRET"}
+    }
+    doc["peer_groups"] = {
+        # anyone may have alpha write; every write waits for the operator
+        "hooks": {
+            "channel": "webhook.ops",
+            "agents": ["alpha"],
+            "external_peers": ["*"],
+            "tools": ["file_write"],
+        },
+    }
+    return doc
+
+
+def test_one_sender_cannot_fill_the_operators_approval_queue(
+    root: Path, daemons: Callable[..., Daemon]
+) -> None:
+    # The hole: the queue's bound (256) was the only one, so one sender's flood of
+    # supervised writes took every place and each other sender's approval was denied at
+    # once, unasked, while the flood's requests held the listener's connections.
+    port = free_port()
+    daemon = daemons(flood_config(root, port), faults=False)
+    daemon.start(HOOK_SECRET=HOOK_SECRET)
+    wait_serving(daemon, "webhook.ops")
+    answers: list[httpx.Response] = []
+
+    def write(sender: str, n: int) -> None:
+        body = {"sender": sender, "text": f"write f{n}.txt: x", "session": f"s{n}"}
+        with contextlib.suppress(httpx.HTTPError):  # the daemon stops under the waiters
+            answers.append(signed(port, "/v1/channels/ops/messages", body, 150))
+
+    extra = 2
+    for n in range(MAX_PENDING_PER_SENDER + extra):
+        threading.Thread(target=write, args=("Mallory", n), daemon=True).start()
+
+    def mallorys(status: dict[str, Any]) -> int:
+        return sum(a["sender"] == "mallory" for a in status.get("approvals", []))
+
+    daemon.wait_for(lambda s: mallorys(s) == MAX_PENDING_PER_SENDER and len(answers) == extra)
+    assert [codes(a.json()) for a in answers] == [["approval_denied"]] * extra
+    # Another sender's approval still reaches the operator.
+    threading.Thread(target=write, args=("alice", 99), daemon=True).start()
+    status = daemon.wait_for(lambda s: any(a["sender"] == "alice" for a in s["approvals"]))
+    assert mallorys(status) == MAX_PENDING_PER_SENDER
