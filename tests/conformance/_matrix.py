@@ -1183,6 +1183,9 @@ def _daemon_code_cells() -> list[Cell]:
                     {"code_kind": kind},
                 )
             )
+    return cells
+
+
 # ----------------------------------------------------------- HTTP listeners (ADR 0045)
 # What each HTTP listener kind of the config model (`_registries.http_listeners`) refuses
 # a request without its credential with; a new listener kind fails here until it has one.
@@ -1253,6 +1256,9 @@ def _listener_cells() -> list[Cell]:
                 extra={"listener": listener},
             ),
         ]
+    return cells
+
+
 # ----------------------------------------------------------- origin x tool (ADR 0042)
 def _origin_cells() -> list[Cell]:
     """Every origin kind x every agent tool, both read from the product: with the default
@@ -1314,6 +1320,9 @@ def _origin_cells() -> list[Cell]:
                     extra={"kind": kind, "approvals": setting},
                 )
             )
+    return cells
+
+
 # ----------------------------------------------------------- validation bounds and quotas
 # One (schema, instance) per way a check ends; the driver checks the pool's outcome has
 # that tag, then what `admit` (input) and `verdict` (output) make of it.
