@@ -136,3 +136,37 @@ def test_one_sender_cannot_fill_the_operators_approval_queue(
     threading.Thread(target=write, args=("alice", 99), daemon=True).start()
     status = daemon.wait_for(lambda s: any(a["sender"] == "alice" for a in s["approvals"]))
     assert mallorys(status) == MAX_PENDING_PER_SENDER
+
+
+def test_outside_senders_together_cannot_take_the_operators_transcript_room(
+    root: Path, daemons: Callable[..., Daemon]
+) -> None:
+    # The hole: each sender's share (max_sender_bytes) held, but the senders of a `*` group
+    # are as many as the names a secret holder signs: a few of them filled the agent's
+    # max_transcript_bytes, and from then on the operator's turns were not kept.
+    port = free_port()
+    doc = make_config(root, {"alpha": agent_entry(channels=["cli.local", "webhook.ops"])})
+    doc["agents"]["alpha"]["memory"] = {
+        "max_transcript_bytes": 16384,
+        "max_sender_bytes": 4096,
+        "max_session_bytes": 4096,
+    }
+    doc["channels"]["webhook"] = {
+        "ops": {"listen": f"127.0.0.1:{port}", "secret_env": "HOOK_SECRET"}
+    }
+    doc["peer_groups"] = {
+        "hooks": {"channel": "webhook.ops", "agents": ["alpha"], "external_peers": ["*"]},
+    }
+    daemon = daemons(doc, faults=False)
+    daemon.start(HOOK_SECRET=HOOK_SECRET)
+    wait_serving(daemon, "webhook.ops")
+    for n in range(12):  # each keeps to its own share; together they are 3x the cap
+        for i, size in enumerate((900, 900, 300, 100, 30, 1)):
+            sent = post(port, "ops", {"sender": f"m{n}", "text": f"{i}:" + "x" * size})
+            assert sent.status_code == 200, sent.text
+    words = "operator-words-5150 " + "o" * 200
+    said = daemon.cli("--agent", "alpha", "chat", "-m", words)
+    assert said.returncode == 0, said.stderr
+    shown = daemon.cli("sessions", "show", "default", "--agent", "alpha", "--json")
+    assert shown.returncode == 0, shown.stderr
+    assert "operator-words-5150" in shown.stdout
