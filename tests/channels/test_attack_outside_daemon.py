@@ -22,6 +22,7 @@ from tests.supervisor.harness import Daemon, agent_entry, make_config
 from zeroclaw.turns._approvals import MAX_PENDING_PER_SENDER
 
 RELAYED = "relayed-passphrase-9931"  # what the operator's turn on beta asked alpha
+VAULT = "the vault code is 7781-otter"  # the operator's record in alpha's memory
 
 
 @dataclass
@@ -38,7 +39,8 @@ class World:
 
 def config(root: Path, port: int) -> dict[str, Any]:
     agents = {
-        "alpha": agent_entry(),
+        # alpha trusts its peer beta with recall (peer_tools): beta is the operator's agent
+        "alpha": agent_entry(peer_tools=["memory_recall"]),
         "beta": agent_entry(channels=["cli.local", "webhook.ops"]),
     }
     doc = make_config(root, agents)
@@ -68,6 +70,10 @@ def world() -> Iterator[World]:
         wait_serving(daemon, "webhook.ops")
         asked = daemon.cli("--agent", "beta", "chat", "-m", f"ask alpha: {RELAYED}")
         assert asked.returncode == 0 and RELAYED in asked.stdout, asked.stderr
+        stored = daemon.cli("--agent", "alpha", "chat", "-m", f"remember: {VAULT}")
+        assert stored.returncode == 0, stored.stderr
+        recalled = daemon.cli("--agent", "beta", "chat", "-m", "ask alpha: recall vault")
+        assert "7781-otter" in recalled.stdout, recalled.stdout  # the operator's chain may
         yield World(daemon, port)
     finally:
         daemon.stop()
@@ -87,6 +93,18 @@ def test_a_sender_granted_ask_does_not_read_what_the_operators_turn_asked_the_pe
     assert again.returncode == 0 and RELAYED in again.stdout, again.stdout
     # while the sender's words did not enter it
     assert "mallory" not in again.stdout
+
+
+def test_an_ask_never_widens_an_outside_senders_grant_to_the_peers_peer_tools(
+    world: World,
+) -> None:
+    # The hole: the sender was granted only the ask; alpha answered with its peer_tools
+    # (memory_recall, meant for beta's own turns), so the sender recalled the operator's
+    # record two hops away. A chain now carries the sender's grant: at each hop, the
+    # callee's peer_tools and only those the sender was granted.
+    reply = world.reply({"sender": "mallory", "text": "ask alpha: recall vault"})
+    assert "7781-otter" not in reply
+    assert "tool_not_granted" in reply, reply
 
 
 def flood_config(root: Path, port: int) -> dict[str, Any]:

@@ -77,7 +77,14 @@ class ScriptedSubagents:
         return ToolResult(True, data={"turns": []})
 
     async def message_peer(
-        self, to: str, text: str, *, delegate: bool, depth: int, session: str = "default"
+        self,
+        to: str,
+        text: str,
+        *,
+        delegate: bool,
+        depth: int,
+        session: str = "default",
+        granted: tuple[str, ...] | None = None,
     ) -> ToolResult:
         return ToolResult.refused("unavailable", "no peers here")
 

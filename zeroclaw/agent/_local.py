@@ -24,7 +24,14 @@ class LocalReach:
         return ToolResult(True, render_memory(op, data), data=data)
 
     async def message_peer(
-        self, to: str, text: str, *, delegate: bool, depth: int, session: str = "default"
+        self,
+        to: str,
+        text: str,
+        *,
+        delegate: bool,
+        depth: int,
+        session: str = "default",
+        granted: tuple[str, ...] | None = None,
     ) -> ToolResult:
         return ToolResult.refused("unavailable", "running in-process without a daemon: no peers")
 

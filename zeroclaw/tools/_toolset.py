@@ -30,10 +30,18 @@ class Reach(Protocol):
     async def memory(self, op: str, body: dict[str, Any]) -> ToolResult: ...
 
     async def message_peer(
-        self, to: str, text: str, *, delegate: bool, depth: int, session: str = "default"
+        self,
+        to: str,
+        text: str,
+        *,
+        delegate: bool,
+        depth: int,
+        session: str = "default",
+        granted: tuple[str, ...] | None = None,
     ) -> ToolResult:
         """`session`: the asking turn's session key (the daemon's); the router names the
-        callee's session after it, inside the asker's peer namespace (ADR 0041)."""
+        callee's session after it, inside the asker's peer namespace (ADR 0041).
+        `granted`: the asking turn's origin grant, sent with the question (ADR 0042)."""
         ...
 
     async def subagent(
@@ -59,7 +67,8 @@ class ToolContext:
     by the engine's approval timeout (None: nobody to ask, so asking is a denial);
     `depth` counts the asks and delegations that led to this turn; `session` is the turn's
     session key as the daemon named it (a peer ask carries it: one origin's turns never
-    continue the peer conversation of another's)."""
+    continue the peer conversation of another's); `granted` is what the daemon granted the
+    turn's origin (None: not narrowed), carried by a peer ask so a chain never widens it."""
 
     rules: PathRules
     shell: ShellSettings
@@ -69,6 +78,7 @@ class ToolContext:
     delegates: frozenset[str] = frozenset()
     depth: int = 0
     session: str = "default"
+    granted: tuple[str, ...] | None = None
 
     async def approved(self, what: str) -> bool:
         return self.approver is not None and await self.approver(what)
