@@ -154,6 +154,12 @@ def test_one_sender_cannot_fill_the_operators_approval_queue(
     threading.Thread(target=write, args=("alice", 99), daemon=True).start()
     status = daemon.wait_for(lambda s: any(a["sender"] == "alice" for a in s["approvals"]))
     assert mallorys(status) == MAX_PENDING_PER_SENDER
+    # The operator's own chat is not held up by the waiting turns, and no log line or
+    # answer carries the channel's secret.
+    said = daemon.cli("--agent", "alpha", "chat", "-m", "still-here")
+    assert said.returncode == 0 and "still-here" in said.stdout, said.stderr
+    assert HOOK_SECRET not in daemon.log()
+    assert all(HOOK_SECRET not in a.text for a in answers)
 
 
 def test_outside_senders_together_cannot_take_the_operators_transcript_room(
