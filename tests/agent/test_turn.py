@@ -105,7 +105,14 @@ async def test_a_tool_that_raises_fails_only_its_call(
 
     class BrokenPeers(LocalReach):
         async def message_peer(
-            self, to: str, text: str, *, delegate: bool, depth: int
+            self,
+            to: str,
+            text: str,
+            *,
+            delegate: bool,
+            depth: int,
+            session: str = "default",
+            granted: tuple[str, ...] | None = None,
         ) -> ToolResult:
             raise RuntimeError("the bus is gone")
 

@@ -14,7 +14,14 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from tests.supervisor.harness import agent_entry, make_config
-from zeroclaw.bus import DAEMON_SENDER, MAX_DELEGATION_DEPTH, Message, Origin, Request
+from zeroclaw.bus import (
+    DAEMON_SENDER,
+    MAX_DELEGATION_DEPTH,
+    Message,
+    Origin,
+    Request,
+    session_key,
+)
 from zeroclaw.bus._router_core import (
     PENDING_START_LIMIT,
     SEEN_QUESTIONS_LIMIT,
@@ -305,7 +312,9 @@ def test_the_router_stamps_sender_and_depth_over_what_a_sender_claims() -> None:
 
 
 @pytest.mark.parametrize("claimed", [None, "default", "peer:gamma/default", "webhook.x:bob/d"])
-def test_the_router_names_a_peers_session_and_no_agent_names_one(claimed: str | None) -> None:
+def test_the_router_names_a_peers_session_inside_the_askers_namespace(
+    claimed: str | None,
+) -> None:
     core = connected_core("alpha", "beta")
     for kind in ("ask", "message"):
         sent = Message(
@@ -319,7 +328,9 @@ def test_the_router_names_a_peers_session_and_no_agent_names_one(claimed: str | 
         )
         core.send("alpha", sent, 0.0)
     ask, plain = (f.frame.message for f in only(core.take(), Forward))
-    assert ask.session == "peer:alpha/default"  # the asker's, in the peer namespace
+    # the asker's turn's session names one of the asker's own, in the peer namespace
+    assert ask.session == session_key(Origin.peer("alpha"), claimed)
+    assert ask.session.startswith("peer:alpha/")
     assert plain.session is None
     core.inject(message("c1", "beta", "chat"), Origin("cli"), 0.0)
     injected = msgspec.structs.replace(message("c2", "beta", "chat"), session="webhook.x:b/d")

@@ -128,7 +128,8 @@ ATTEMPTS: dict[str, tuple[list[tuple[str, dict[str, Any]]], list[tuple[str, dict
     ),
     "sender_bytes": (
         [_turn("webhook:bob/a", 40), _turn("webhook:bob/b", 40)],
-        [_turn("webhook:bob/a", 40), _turn("webhook:eve/a", 40)],
+        # (the senders together within half of max_transcript_bytes, their part of it)
+        [_turn("webhook:bob/a", 40), _turn("webhook:eve/a", 20)],
     ),
 }
 

@@ -21,6 +21,7 @@ from zeroclaw.memory import (
     store_decision,
     transcript_decision,
 )
+from zeroclaw.memory._quota import OUTSIDE_TRANSCRIPT_SHARE
 
 SMALL = MemoryQuota(
     max_records=5,
@@ -64,6 +65,7 @@ class Model:
             new=sizes,
             transcript_bytes=sum(sum(t) for t in self.sessions.values()),
             share_bytes=None if share is None else self.share(share),
+            outside_bytes=self.outside(),
         )
         if isinstance(decision, KeepNewest):
             assert decision.dropped_bytes == sum(held[: decision.drop])
@@ -72,6 +74,9 @@ class Model:
 
     def share(self, share: str) -> int:
         return sum(sum(t) for s, t in self.sessions.items() if sender_share(s) == share)
+
+    def outside(self) -> int:
+        return sum(sum(t) for s, t in self.sessions.items() if sender_share(s) is not None)
 
     def within_caps(self) -> None:
         assert len(self.records) <= SMALL.max_records
@@ -84,6 +89,7 @@ class Model:
             share = sender_share(session)
             if share is not None:
                 assert self.share(share) <= SMALL.max_sender_bytes
+        assert self.outside() <= SMALL.max_transcript_bytes * OUTSIDE_TRANSCRIPT_SHARE
 
 
 Op = tuple[str, str, list[int]]
@@ -186,3 +192,26 @@ def test_config_defaults_are_the_memory_default_quota() -> None:
     factory = AgentConfig.model_fields["memory"].default_factory
     assert factory is not None
     assert memory_quota(factory()) == DEFAULT_QUOTA  # type: ignore[call-arg]
+
+
+def test_outside_senders_together_keep_room_for_the_operator() -> None:
+    # Each of many senders within its own share, together past their part of the cap:
+    # refused, while the operator's session still has the rest.
+    outside = int(SMALL.max_transcript_bytes * OUTSIDE_TRANSCRIPT_SHARE)
+    common = {"turns": 0, "session_bytes": 0, "oldest": iter([]), "new": [10]}
+    refused = transcript_decision(
+        SMALL, **common, transcript_bytes=outside, share_bytes=0, outside_bytes=outside
+    )
+    assert isinstance(refused, OverQuota) and refused.kind == "sender_bytes"
+    assert refused.cap == outside and "operator" in refused.detail
+    operator = transcript_decision(
+        SMALL,
+        turns=0,
+        session_bytes=0,
+        oldest=iter([]),
+        new=[10],
+        transcript_bytes=outside,
+        share_bytes=None,
+        outside_bytes=outside,
+    )
+    assert operator == KeepNewest(0, 0)

@@ -101,9 +101,13 @@ def test_an_outside_senders_sessions_share_one_cap(store: MemoryStore) -> None:
         store, "append_turn", session="webhook:bob/three", role="user", content="z" * 50
     )
     assert isinstance(refused.error, QuotaExceeded) and refused.error.kind == "sender_bytes"
-    # Another sender, and the operator's sessions, have their own room.
+    # Another sender (while the senders together are within their part of the agent's
+    # transcripts), and the operator's sessions, have their own room.
+    roomy = dataclasses.replace(SMALL, max_transcript_bytes=1000)
     assert (
-        write(store, "append_turn", session="webhook:eve/one", role="user", content="z" * 50).error
+        write(
+            store, "append_turn", roomy, session="webhook:eve/one", role="user", content="z" * 50
+        ).error
         is None
     )
     assert (
@@ -236,5 +240,39 @@ async def test_a_reloaded_quota_applies_to_the_next_write_and_refusals_are_count
             await service.handle(scope, "store", {"key": "b", "content": "x"})
             nursery.cancel_scope.cancel()
         assert store.usage("alpha").records == 2
+    finally:
+        store.close()
+
+
+def test_many_senders_leave_the_operator_its_part_and_a_recount_keeps_it(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "memory"
+    store = MemoryStore(path, map_size=1 << 22)
+    refused = None
+    for n in range(10):  # each within its share: together they would take the whole cap
+        op = write(store, "append_turn", session=f"webhook:s{n}/x", role="user", content="y" * 60)
+        if op.error is not None:
+            refused = op.error
+            break
+    assert isinstance(refused, QuotaExceeded) and refused.kind == "sender_bytes"
+    outside = sum(store.usage("alpha").shares.values())
+    assert outside <= SMALL.max_transcript_bytes // 2
+    assert (
+        write(store, "append_turn", session="default", role="user", content="o" * 60).error is None
+    )
+    store.close()
+    # A namespace marked before the outside total was kept: recounted at open, total included.
+    env = lmdb.open(str(path), max_dbs=16, subdir=True)
+    meta = env.open_db(b"m/alpha/meta")
+    with env.begin(write=True) as txn:
+        assert txn.delete(b"obytes", db=meta)
+        txn.put(b"usage", b"1", db=meta)
+    env.close()
+    store = MemoryStore(path, map_size=1 << 22)
+    try:
+        assert store.reindexed == 1
+        again = write(store, "append_turn", session="webhook:new/x", role="user", content="y" * 60)
+        assert isinstance(again.error, QuotaExceeded) and again.error.kind == "sender_bytes"
     finally:
         store.close()

@@ -76,7 +76,16 @@ class ScriptedSubagents:
     async def memory(self, op: str, body: dict[str, Any]) -> ToolResult:
         return ToolResult(True, data={"turns": []})
 
-    async def message_peer(self, to: str, text: str, *, delegate: bool, depth: int) -> ToolResult:
+    async def message_peer(
+        self,
+        to: str,
+        text: str,
+        *,
+        delegate: bool,
+        depth: int,
+        session: str = "default",
+        granted: tuple[str, ...] | None = None,
+    ) -> ToolResult:
         return ToolResult.refused("unavailable", "no peers here")
 
     async def subagent(

@@ -152,3 +152,24 @@ async def test_a_cancelled_wait_abandons_the_approval() -> None:
         nursery.cancel_scope.cancel()
     assert approvals.pending() == ()
     assert isinstance(approvals.decide(pending.id, True), NotPending)
+
+
+def test_one_sender_or_channel_gets_only_its_share_of_the_queue() -> None:
+    ids = (f"ap-{n}" for n in itertools.count(1))
+    q = ApprovalQueue(lambda: next(ids), max_pending=10, max_per_sender=2, max_per_channel=5)
+
+    def ask(channel: str, sender: str) -> object:
+        return q.ask("alpha", channel, sender, "w", now=0.0, timeout=5.0)
+
+    assert ask("webhook.ops", "mallory") and ask("webhook.ops", "mallory")
+    assert ask("webhook.ops", "mallory") is None  # its share is taken, not the queue
+    assert ask("webhook.ops", "alice") is not None
+    assert ask("webhook.ci", "mallory") is not None  # a sender is one per channel
+    # many names on one channel take at most the channel's share
+    assert ask("webhook.ops", "m1") and ask("webhook.ops", "m2")
+    assert ask("webhook.ops", "m3") is None
+    assert ask("serial.desk", "serial:desk") is not None
+    # an answer gives the place back
+    first = q.pending()[0]
+    q.answer(first.id, False, now=1.0)
+    assert ask("webhook.ops", "mallory") is not None

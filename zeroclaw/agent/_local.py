@@ -23,7 +23,16 @@ class LocalReach:
             return ToolResult(False, "", as_tool_error(exc.code, "storage_error"), exc.detail)
         return ToolResult(True, render_memory(op, data), data=data)
 
-    async def message_peer(self, to: str, text: str, *, delegate: bool, depth: int) -> ToolResult:
+    async def message_peer(
+        self,
+        to: str,
+        text: str,
+        *,
+        delegate: bool,
+        depth: int,
+        session: str = "default",
+        granted: tuple[str, ...] | None = None,
+    ) -> ToolResult:
         return ToolResult.refused("unavailable", "running in-process without a daemon: no peers")
 
     async def subagent(

@@ -94,10 +94,21 @@ class BusReach:
             return ToolResult(False, "", code, response.detail or (response.error or ""))
         return ToolResult(True, render_memory(op, data), data=data)
 
-    async def message_peer(self, to: str, text: str, *, delegate: bool, depth: int) -> ToolResult:
+    async def message_peer(
+        self,
+        to: str,
+        text: str,
+        *,
+        delegate: bool,
+        depth: int,
+        session: str = "default",
+        granted: tuple[str, ...] | None = None,
+    ) -> ToolResult:
         """Ask (or delegate to) a peer and wait for its reply. `depth` is this agent's own
         count; the router decides the depth (and whether a delegation is allowed) itself and
-        stamps it on the delivered question (ADR 0018), so it is not sent."""
+        stamps it on the delivered question (ADR 0018), so it is not sent. `session` (the
+        asking turn's) is sent: the router keys the callee's session by it, inside this
+        agent's peer namespace, so a sender's turn never continues the operator's."""
         message_id = self.bus.new_id()
         answer_in, answer_out = trio.open_memory_channel[PeerAnswer](1)
         self.waiting[message_id] = (to, answer_in)
@@ -105,7 +116,8 @@ class BusReach:
             outcome = await self.bus.send(
                 to,
                 "",  # the router picks the channel a peer group shares
-                PeerQuestion(text),
+                PeerQuestion(text, granted),
+                session=session,
                 kind="delegate" if delegate else "ask",
                 message_id=message_id,
             )
@@ -327,6 +339,7 @@ class AgentRuntime:
                     approver=approver,
                     # What the daemon granted this turn's origin (ADR 0042).
                     toolset=self.engine.origin_toolset(chat.tools),
+                    granted=chat.tools,
                     on_answer=on_answer,
                 )
             finally:
@@ -359,8 +372,10 @@ class AgentRuntime:
                 # same key, for a router that did not stamp one.
                 session=message.session or session_key(Origin.peer(message.from_), None),
                 depth=max(message.depth, 1),  # the router's count, not the asker's word
-                # A peer gets only what the config grants it (ADR 0015).
-                toolset=self.engine.peer_toolset,
+                # A peer gets only what the config grants it (ADR 0015), and of that
+                # only what the origin at the chain's start was granted (ADR 0042).
+                toolset=self.engine.peer_origin_toolset(question.tools),
+                granted=question.tools,
                 on_answer=on_answer,
             )
 

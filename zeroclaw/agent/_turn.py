@@ -158,6 +158,13 @@ class TurnEngine:
             return self.toolset
         return self.toolset.only(granted, "origin_tools")
 
+    def peer_origin_toolset(self, granted: tuple[str, ...] | None) -> Toolset:
+        """A peer's turn: `peer_toolset`, and of it only what the origin that started the
+        chain was granted (None: the operator's or a dispatch's chain, not narrowed)."""
+        if granted is None:
+            return self.peer_toolset
+        return self.peer_toolset.only(granted, "peer_tools")
+
     def set_other_workspaces(self, other_workspaces: Sequence[str]) -> None:
         """The path rules, rebuilt when a reload changed the other agents' workspaces."""
         self.rules = path_rules(self.spec, tuple(other_workspaces))
@@ -172,6 +179,7 @@ class TurnEngine:
         depth: int = 0,
         toolset: Toolset | None = None,
         on_answer: Callable[[TurnResult], None] | None = None,
+        granted: tuple[str, ...] | None = None,
     ) -> TurnResult:
         """One turn. `approver` belongs to the channel that started it (None: nobody to ask,
         so supervised medium-risk actions are denied); `depth` counts the asks and
@@ -208,6 +216,8 @@ class TurnEngine:
             approver=self._bounded(approver),
             delegates=frozenset(self.spec.delegates),
             depth=depth,
+            session=session,
+            granted=granted,
         )
         calls: list[ToolCallRecord] = []
         iterations = 0

@@ -418,9 +418,10 @@ class RouterCore:
             flight = InFlight(
                 sender, message.id, dest, now + self.delivery_timeout, message.channel, True, depth
             )
-            # The daemon names the asker's session in the peer namespace; what the asker
-            # put in `session` is never read.
-            peer_session = session_key(Origin.peer(sender), None)
+            # The daemon names the asker's session in the peer namespace: what the asker
+            # put in `session` (its own turn's key) is only a name inside it, so a sender's
+            # turn asking a peer never continues the conversation the operator's had.
+            peer_session = session_key(Origin.peer(sender), message.session)
             stamped = msgspec.structs.replace(
                 message, from_=sender, depth=depth, session=peer_session
             )

@@ -50,9 +50,13 @@ MAX_DELEGATION_DEPTH = 3
 
 
 class PeerQuestion(msgspec.Struct, frozen=True):
-    """The body of an `ask` or `delegate`."""
+    """The body of an `ask` or `delegate`. `tools`: what the daemon granted the origin of
+    the turn that asks (None: not narrowed, the operator's or a dispatch's), carried along
+    the chain so that no hop widens it (ADR 0042): the callee's turn gets its peer_tools
+    among those only."""
 
     text: str
+    tools: tuple[str, ...] | None = None
 
 
 class PeerAnswer(msgspec.Struct, frozen=True, omit_defaults=True):

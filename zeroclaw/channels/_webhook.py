@@ -283,19 +283,26 @@ class WebhookAdapter:
         if isinstance(body, WebhookError):
             return self._reject(body)
         now = time.time()
-        refused = self._gate.verify(route.alias, stamp, signature, body, now)
+        # A replay is refused here; the signature is recorded only once the request is to
+        # be acted on (a flood refused by its rate, or to unknown approvals, must not fill
+        # the nonce cache every channel and sender of this listener shares).
+        refused = self._gate.verify(route.alias, stamp, signature, body, now, once=False)
         if refused is not None:
             return self._reject(refused)
+        assert stamp is not None  # verified
+        assert signature is not None
         if isinstance(route, Approve):
             decision = parse_approval(body)
             if isinstance(decision, WebhookError):
                 return self._reject(decision)
-            return self._approve(route, decision.approved)
+            return self._approve(route, decision.approved, stamp, signature, now)
         assert isinstance(route, Messages)
         message = parse_message(body)
         if isinstance(message, WebhookError):
             return self._reject(message)
         refused = self._gate.rate(route.alias, message.sender, now)
+        if refused is None:
+            refused = self._gate.first_use(stamp, signature, now)
         if refused is not None:
             return self._reject(refused)
         inbound = Inbound(
@@ -495,7 +502,9 @@ class WebhookAdapter:
         finally:
             self._callbacks_in_flight -= 1
 
-    def _approve(self, route: Approve, approved: bool) -> _Response:
+    def _approve(
+        self, route: Approve, approved: bool, stamp: str, signature: str, now: float
+    ) -> _Response:
         turn = self._approvals.get(route.approval_id)
         if turn is None or turn.alias != route.alias:
             return self._reject(
@@ -503,6 +512,10 @@ class WebhookAdapter:
                     404, "unknown_approval", "no pending approval of that id (answered or expired?)"
                 )
             )
+        assert self._gate is not None
+        refused = self._gate.first_use(stamp, signature, now)
+        if refused is not None:
+            return self._reject(refused)
         pending = turn.asking[route.approval_id]
         pending.approved = approved
         pending.answered.set()

@@ -163,6 +163,10 @@ class NonceCache:
         heapq.heappush(self._expiry, (stamp + self.window, signature))
         return True
 
+    def seen(self, signature: str) -> bool:
+        """Already used (a replay), without recording it."""
+        return signature in self._seen
+
     def __len__(self) -> int:
         return len(self._seen)
 
@@ -277,11 +281,23 @@ class Gate:
         if not signature_ok(secret, str(timestamp), payload, signature):
             return error(401, "bad_signature", f"{SIGNATURE_HEADER} does not match")
         if once:
-            first = self.nonces.first_use(str(signature), stamp, now)
-            if first is None:
-                return error(503, "busy", "too many recent requests to remember; retry")
-            if not first:
-                return error(409, "replay", "this signature was already used")
+            return self.first_use(str(timestamp), str(signature), now)
+        if self.nonces.seen(str(signature)):
+            return error(409, "replay", "this signature was already used")
+        return None
+
+    def first_use(self, timestamp: str, signature: str, now: float) -> WebhookError | None:
+        """Record a verified request's signature: only once it is to be acted on (past
+        its sender's rate, to a pending approval), so that requests refused anyway never
+        fill the listener's nonce cache, which every channel and sender on it shares."""
+        stamp = parse_timestamp(timestamp, now)
+        if stamp is None:
+            return error(401, "stale_timestamp", f"{TIMESTAMP_HEADER} is no longer fresh")
+        first = self.nonces.first_use(signature, stamp, now)
+        if first is None:
+            return error(503, "busy", "too many recent requests to remember; retry")
+        if not first:
+            return error(409, "replay", "this signature was already used")
         return None
 
     def rate(self, alias: str, sender: str, now: float) -> WebhookError | None:

@@ -74,6 +74,11 @@ class KeepNewest:
     dropped_bytes: int = 0
 
 
+# The part of an agent's max_transcript_bytes all outside senders' sessions together may
+# hold: the rest stays for the operator's own sessions.
+OUTSIDE_TRANSCRIPT_SHARE = 0.5
+
+
 def sender_share(session: str) -> str | None:
     """The outside sender a session key belongs to, or None: keys of the form
     `<channel>:<sender>/<name>` (how sessions are namespaced by origin) share one quota
@@ -119,11 +124,15 @@ def transcript_decision(
     new: Sequence[int],
     transcript_bytes: int,
     share_bytes: int | None,
+    outside_bytes: int = 0,
 ) -> KeepNewest | OverQuota:
     """Appending turns of sizes `new` to a session of `turns` turns and `session_bytes`
     bytes, whose turns are `oldest` in size, oldest first (read only as far as needed).
     `transcript_bytes`: all of the agent's sessions; `share_bytes`: all of this session's
-    sender's sessions, None when the session belongs to no outside sender."""
+    sender's sessions, None when the session belongs to no outside sender; `outside_bytes`:
+    every such sender's sessions together, which may hold at most OUTSIDE_TRANSCRIPT_SHARE
+    of the agent's cap (senders are as many as the names a channel's secret signs: without
+    it, a few of them filled the cap and the operator's turns were no longer kept)."""
     added = sum(new)
     if len(new) > quota.max_session_turns:
         return OverQuota(
@@ -161,5 +170,15 @@ def transcript_decision(
             quota.max_sender_bytes,
             f"this sender's sessions would hold {share_bytes - dropped + added} bytes, over "
             f"its share (max_sender_bytes = {quota.max_sender_bytes})",
+        )
+    outside_cap = int(quota.max_transcript_bytes * OUTSIDE_TRANSCRIPT_SHARE)
+    if share_bytes is not None and outside_bytes - dropped + added > outside_cap:
+        return OverQuota(
+            "sender_bytes",
+            outside_cap,
+            f"the outside senders' sessions together would hold "
+            f"{outside_bytes - dropped + added} bytes, over their part of the agent's "
+            f"transcripts ({outside_cap} of max_transcript_bytes = "
+            f"{quota.max_transcript_bytes}); the rest is kept for the operator",
         )
     return KeepNewest(drop, dropped)

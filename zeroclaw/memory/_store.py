@@ -21,7 +21,8 @@ Per namespace `<a>` (named databases, created on first write):
   m/<a>/meta     b"docs" / b"length" / b"bytes" -> u64 (records, their tokens, their bytes);
                  b"tbytes" -> u64 (all transcripts' bytes); b"s" 0x00 session -> (turns,
                  bytes) u64 each; b"p" 0x00 sender -> u64 (an outside sender's share);
-                 b"usage" -> b"1" once those counters are kept (ADR 0046)
+                 b"obytes" -> u64 (all outside senders' shares together);
+                 b"usage" -> b"2" once those counters are kept (ADR 0046)
   m/<a>/sessions session 0x00 seq (u64 BE) -> Turn (msgpack)
 
 Usage counters change in the write transaction that changes what they count, so a crash
@@ -93,6 +94,9 @@ _turn_dec = msgspec.msgpack.Decoder(Turn)
 FORMAT_VERSION = 3
 _SESSION_USAGE = struct.Struct("<QQ")  # turns, bytes
 _USAGE_MARK = b"usage"
+# Which counters the mark vouches for: "2" adds obytes (a namespace marked "1" is recounted).
+_USAGE_KEPT = b"2"
+_OUTSIDE_BYTES = b"obytes"
 _FORMAT_KEY = b"zeroclaw-memory-format"
 
 _open_paths: set[str] = set()
@@ -304,7 +308,7 @@ class MemoryStore:
         if meta is None:
             return self._db(namespace, "records", create=False) is None
         with self.env.begin() as txn:
-            return txn.get(_USAGE_MARK, db=meta) is not None
+            return txn.get(_USAGE_MARK, db=meta) == _USAGE_KEPT
 
     def _reindex(self, namespace: str) -> None:
         h = self._handles(namespace)
@@ -315,7 +319,7 @@ class MemoryStore:
             for record in records:
                 self._index(txn, h, record)
             self._recount_transcripts(txn, h)
-            txn.put(_USAGE_MARK, b"1", db=h["meta"])
+            txn.put(_USAGE_MARK, _USAGE_KEPT, db=h["meta"])
 
     def _recount_transcripts(self, txn: Any, h: dict[str, Any]) -> None:
         """Every session's (turns, bytes), each sender's share and the total, from the
@@ -334,6 +338,7 @@ class MemoryStore:
                 shares[share] += size
         for share, size in shares.items():
             txn.put(b"p\x00" + share.encode(), _U64.pack(size), db=h["meta"])
+        txn.put(_OUTSIDE_BYTES, _U64.pack(sum(shares.values())), db=h["meta"])
         total = sum(size for _, size in sessions.values())
         txn.put(b"tbytes", _U64.pack(total), db=h["meta"])
 
@@ -513,7 +518,7 @@ class MemoryStore:
     def _bump(self, txn: Any, h: dict[str, Any], *, docs: int, length: int, size: int) -> None:
         for name, delta in ((b"docs", docs), (b"length", length), (b"bytes", size)):
             self._add_u64(txn, h["meta"], name, delta)
-        txn.put(_USAGE_MARK, b"1", db=h["meta"])
+        txn.put(_USAGE_MARK, _USAGE_KEPT, db=h["meta"])
 
     @staticmethod
     def _add_u64(txn: Any, db: Any, name: bytes, delta: int) -> None:
@@ -618,6 +623,7 @@ class MemoryStore:
             new=sizes,
             transcript_bytes=self._meta_u64(txn, h, b"tbytes"),
             share_bytes=None if share_key is None else self._meta_u64(txn, h, share_key),
+            outside_bytes=self._meta_u64(txn, h, _OUTSIDE_BYTES),
         )
         if isinstance(decision, OverQuota):
             raise QuotaExceeded(decision)
@@ -649,7 +655,8 @@ class MemoryStore:
         self._add_u64(txn, meta, b"tbytes", delta)
         if share_key is not None:
             self._add_u64(txn, meta, share_key, delta)
-        txn.put(_USAGE_MARK, b"1", db=meta)
+            self._add_u64(txn, meta, _OUTSIDE_BYTES, delta)
+        txn.put(_USAGE_MARK, _USAGE_KEPT, db=meta)
         return seq + len(turns) - 1, dropped
 
     # --- reads ------------------------------------------------------------------------------

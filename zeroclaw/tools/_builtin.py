@@ -155,7 +155,12 @@ def _too_deep(ctx: ToolContext) -> ToolResult | None:
 
 async def _ask(ctx: ToolContext, args: AskArgs) -> ToolResult:
     return _too_deep(ctx) or await ctx.reach.message_peer(
-        args.to, args.text, delegate=False, depth=ctx.depth + 1
+        args.to,
+        args.text,
+        delegate=False,
+        depth=ctx.depth + 1,
+        session=ctx.session,
+        granted=ctx.granted,
     )
 
 
@@ -167,7 +172,12 @@ async def _delegate(ctx: ToolContext, args: DelegateArgs) -> ToolResult:
             "delegation_not_allowed", f"{args.to!r} is not in this agent's delegates"
         )
     return _too_deep(ctx) or await ctx.reach.message_peer(
-        args.to, args.text, delegate=True, depth=ctx.depth + 1
+        args.to,
+        args.text,
+        delegate=True,
+        depth=ctx.depth + 1,
+        session=ctx.session,
+        granted=ctx.granted,
     )
 
 

@@ -30,8 +30,19 @@ class Reach(Protocol):
     async def memory(self, op: str, body: dict[str, Any]) -> ToolResult: ...
 
     async def message_peer(
-        self, to: str, text: str, *, delegate: bool, depth: int
-    ) -> ToolResult: ...
+        self,
+        to: str,
+        text: str,
+        *,
+        delegate: bool,
+        depth: int,
+        session: str = "default",
+        granted: tuple[str, ...] | None = None,
+    ) -> ToolResult:
+        """`session`: the asking turn's session key (the daemon's); the router names the
+        callee's session after it, inside the asker's peer namespace (ADR 0041).
+        `granted`: the asking turn's origin grant, sent with the question (ADR 0042)."""
+        ...
 
     async def subagent(
         self, op: Literal["catalog", "dispatch"], body: CatalogCall | DispatchCall
@@ -54,7 +65,10 @@ class Reach(Protocol):
 class ToolContext:
     """What one turn's tools work with. `approver` is the turn's channel, already bounded
     by the engine's approval timeout (None: nobody to ask, so asking is a denial);
-    `depth` counts the asks and delegations that led to this turn."""
+    `depth` counts the asks and delegations that led to this turn; `session` is the turn's
+    session key as the daemon named it (a peer ask carries it: one origin's turns never
+    continue the peer conversation of another's); `granted` is what the daemon granted the
+    turn's origin (None: not narrowed), carried by a peer ask so a chain never widens it."""
 
     rules: PathRules
     shell: ShellSettings
@@ -63,6 +77,8 @@ class ToolContext:
     approver: Approver | None = None
     delegates: frozenset[str] = frozenset()
     depth: int = 0
+    session: str = "default"
+    granted: tuple[str, ...] | None = None
 
     async def approved(self, what: str) -> bool:
         return self.approver is not None and await self.approver(what)

@@ -10,7 +10,8 @@ A supervised action in a turn an outside sender started is asked here, not of th
 
 An answer after the deadline is a timeout, whenever `expire` runs; a second answer, or an
 answer to an id never asked, changes nothing (`NotPending`). At most `max_pending` wait at
-once: beyond, `ask` answers None, a denial. Time is given, never read:
+once, at most `max_per_sender` of one sender and `max_per_channel` of one channel:
+beyond, `ask` answers None, a denial. Time is given, never read:
 the trio shell (`OperatorApprovals`) passes its clock.
 """
 
@@ -24,6 +25,10 @@ ApprovalOutcome = Literal["approved", "denied", "timed_out", "abandoned"]
 # Approvals waiting at once; beyond, a new one is denied at once (outside senders must not
 # grow the daemon's memory, or the operator's list, without bound).
 MAX_PENDING_APPROVALS = 256
+# One sender's share of them, and one channel's: a sender flooding supervised actions is
+# denied beyond its own share, not every other sender (or channel) beyond the queue's.
+MAX_PENDING_PER_SENDER = 16
+MAX_PENDING_PER_CHANNEL = MAX_PENDING_APPROVALS // 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,17 +60,31 @@ class NotPending:
 
 class ApprovalQueue:
     def __init__(
-        self, new_id: Callable[[], str], *, max_pending: int = MAX_PENDING_APPROVALS
+        self,
+        new_id: Callable[[], str],
+        *,
+        max_pending: int = MAX_PENDING_APPROVALS,
+        max_per_sender: int = MAX_PENDING_PER_SENDER,
+        max_per_channel: int = MAX_PENDING_PER_CHANNEL,
     ) -> None:
         self._new_id = new_id
         self._max_pending = max_pending
+        self._max_per_sender = max_per_sender
+        self._max_per_channel = max_per_channel
         self._pending: dict[str, PendingApproval] = {}  # in the order asked
 
     def ask(
         self, agent: str, channel: str, sender: str, what: str, *, now: float, timeout: float
     ) -> PendingApproval | None:
-        """The new pending approval; None when `max_pending` wait already (a denial)."""
+        """The new pending approval; None when `max_pending` wait already, or this
+        sender's or channel's share of them (a denial)."""
         if len(self._pending) >= self._max_pending:
+            return None
+        waiting = self._pending.values()
+        on_channel = [a for a in waiting if a.channel == channel]
+        if len(on_channel) >= self._max_per_channel:
+            return None
+        if sum(a.sender == sender for a in on_channel) >= self._max_per_sender:
             return None
         approval_id = self._new_id()
         while approval_id in self._pending:  # ids are random; never let one shadow another

@@ -60,7 +60,8 @@ class OperatorApprovals:
         )
         if approval is None:
             log.warning(
-                "agent %s: %d approvals already wait for the operator; denied one from %s",
+                "agent %s: %d approvals already wait for the operator (or that sender's or "
+                "channel's share of them); denied one from %s",
                 agent,
                 len(self._queue.pending()),
                 origin.channel,
