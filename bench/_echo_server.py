@@ -1,5 +1,6 @@
-"""The bare HTTP baseline of the channels bench: hypercorn's trio worker, set up as the webhook
-adapter sets it up, serving an ASGI app that answers the posted body and does nothing else.
+"""The bare HTTP baseline of the channels bench: hypercorn's trio worker behind the same
+guarded accept loop the webhook adapter serves through (`serve_guarded`, ADR 0045), serving
+an ASGI app that answers the posted body and does nothing else.
 
 `python -m bench._echo_server PORT` serves on 127.0.0.1:PORT until SIGTERM;
 `python -m bench._echo_server PORT chat` serves `chat_completions` instead: an OpenAI-compatible
@@ -10,13 +11,12 @@ from __future__ import annotations
 import json
 import socket
 import sys
-from functools import partial
 
-import hypercorn.trio
 import trio
 from hypercorn.typing import ASGIReceiveCallable, ASGISendCallable, Scope
 
-from zeroclaw._asgi import answer_lifespan, socket_config
+from zeroclaw._asgi import answer_lifespan, serve_guarded
+from zeroclaw._http_guard import HttpBounds
 
 
 async def echo(scope: Scope, receive: ASGIReceiveCallable, send: ASGISendCallable) -> None:
@@ -101,15 +101,13 @@ async def chat_completions(
 
 
 async def main(port: int, app: str = "echo") -> None:
-    # The adapter's socket and hypercorn settings (zeroclaw/channels/_webhook.py `serve`).
+    # The adapter's socket and server (zeroclaw/channels/_webhook.py `serve`), default bounds.
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", port))
     sock.listen(128)
-    config = socket_config(sock, "bench.echo")
-    async with trio.open_nursery() as nursery:
-        app_fn = chat_completions if app == "chat" else echo
-        await nursery.start(partial(hypercorn.trio.serve, app_fn, config))
+    app_fn = chat_completions if app == "chat" else echo
+    await serve_guarded(app_fn, sock, name="bench.echo", bounds=HttpBounds(), log_name="bench.echo")
 
 
 if __name__ == "__main__":
