@@ -117,3 +117,40 @@ def test_an_agent_process_cannot_signal_reach_or_regain_what_it_was_denied(
     # Nothing was hurt: the daemon answers, the sibling kept its process.
     assert daemon.pids()["beta"] == beta
     assert daemon.agent("beta")["state"] == "running"
+
+
+@needs_scopes
+def test_an_agent_without_a_file_sandbox_is_still_confined_as_a_process(
+    root: Path, daemons: DaemonFactory, listeners: dict[str, socket.socket]
+) -> None:
+    """`sandbox = "none"` turns off the file rules, not the process confinement: before,
+    such an agent SIGSTOPped the daemon, killed a sibling, reached the metrics listener's
+    port and the control socket of any other daemon on the machine (judged there as the
+    operator: no zygote of that daemon is among its ancestors)."""
+    other = listeners["other"].getsockname()[1]
+    abstract = listeners["abstract"].getsockname()[1:].decode()
+    plan(root, "loose", do="confinement", tcp={"any": other}, abstract=abstract)
+    doc = make_config(
+        root, {"loose": agent_entry(risk_profile="loose"), "beta": agent_entry()}
+    )
+    doc["risk_profiles"]["loose"] = {"level": "supervised", "sandbox": "none"}
+    daemon = daemons(doc).start()
+    beta = daemon.pids()["beta"]
+    assert daemon.proc is not None
+    targets = {"daemon": daemon.proc.pid, "sibling": beta}
+    (workspace(root, "loose") / "targets.json").write_text(json.dumps(targets))
+    try:
+        seen = result_of(root, "loose", timeout=60)
+    except AssertionError:
+        raise AssertionError(daemon.log_text()[-20000:]) from None
+    assert seen["sigstop_daemon"] == "EPERM", seen
+    assert seen["sigkill_daemon"] == "EPERM", seen
+    assert seen["sigkill_zygote"] == "EPERM", seen
+    assert seen["sigkill_sibling"] == "EPERM", seen
+    assert seen["abstract_connect"] == "EPERM", seen
+    assert seen["tcp_any"] == "EACCES", seen
+    assert seen["caps"] == [0, 0, 0]
+    loose = next(a for a in daemon.status()["agents"] if a["alias"] == "loose")
+    assert loose["without"] == []
+    assert daemon.pids()["beta"] == beta
+    assert daemon.agent("beta")["state"] == "running"
