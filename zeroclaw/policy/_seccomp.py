@@ -2,7 +2,9 @@
 and hold every capability inside it (a raw socket in a network namespace of its own, mounts,
 the kernel code only namespace root reaches). A tiny seccomp filter refuses `unshare` and
 `clone` with CLONE_NEWUSER (EPERM) and `clone3` (ENOSYS: its flags are behind a pointer the
-filter cannot read, and libc falls back to `clone`). Everything else is allowed.
+filter cannot read, and libc falls back to `clone`), and kills a syscall of another ABI
+(i386 compat through `int 0x80`, x32): their numbers differ, so `unshare` there passed a
+filter that only knew the native one. Everything else is allowed.
 """
 
 from __future__ import annotations
@@ -20,8 +22,11 @@ CLONE_NEWUSER = 0x10000000
 _LD_W_ABS = 0x20
 _JEQ_K = 0x15
 _JSET_K = 0x45
+_JGE_K = 0x35
 _RET_K = 0x06
 _ALLOW = 0x7FFF0000
+_KILL_PROCESS = 0x80000000
+_X32_SYSCALL_BIT = 0x40000000
 _ERRNO = 0x00050000
 _EPERM = 1
 _ENOSYS = 38
@@ -44,11 +49,18 @@ def user_namespace_filter(machine: str) -> bytes | None:
     if machine not in _ARCHES:
         return None
     arch, unshare, clone, clone3 = _ARCHES[machine]
+    # x32 shares x86_64's audit arch; its numbers carry a high bit instead
+    x32 = (
+        [_insn(_JGE_K, 0, 1, _X32_SYSCALL_BIT), _insn(_RET_K, 0, 0, _KILL_PROCESS)]
+        if machine == "x86_64"
+        else []
+    )
     program = [
         _insn(_LD_W_ABS, 0, 0, 4),  # seccomp_data.arch
         _insn(_JEQ_K, 1, 0, arch),
-        _insn(_RET_K, 0, 0, _ALLOW),  # another ABI (x32, compat): not ours to judge
+        _insn(_RET_K, 0, 0, _KILL_PROCESS),  # another ABI (i386 compat, arm32)
         _insn(_LD_W_ABS, 0, 0, 0),  # seccomp_data.nr
+        *x32,
         _insn(_JEQ_K, 0, 1, clone3),
         _insn(_RET_K, 0, 0, _ERRNO | _ENOSYS),
         _insn(_JEQ_K, 1, 0, unshare),
