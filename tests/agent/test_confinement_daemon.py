@@ -91,7 +91,6 @@ def test_an_agent_process_cannot_signal_reach_or_regain_what_it_was_denied(
         assert seen["sigkill_zygote"] == "EPERM", seen
         assert seen["sigkill_sibling"] == "EPERM", seen
         assert seen["abstract_connect"] == "EPERM", seen
-        assert seen["raw_socket"] == "EPERM", seen
         assert seen["setuid_1"] == "EPERM", seen
         # ... nor a user namespace of its own, in which it would hold every capability
         assert seen["unshare_user"] == "EPERM", seen
@@ -109,6 +108,11 @@ def test_an_agent_process_cannot_signal_reach_or_regain_what_it_was_denied(
         assert set(caps.values()) == {NO_CAPS}, (alias, caps)
         assert status["NoNewPrivs"] == "1"
     assert ro["tcp_any"] == "EACCES"  # offline: no TCP port at all
+    # ... nor any IPv4/IPv6 socket: UDP went anywhere (Landlock governs TCP only), and
+    # io_uring's socket op would pass the filter. Found by the attack pass.
+    assert (ro["udp"], ro["io_uring"], ro["raw_socket"]) == ("EACCES",) * 3, ro
+    # A networked agent still resolves its provider's name (DNS over UDP); no raw socket.
+    assert (net["udp"], net["raw_socket"]) == ("ok", "EPERM"), net
     assert net["tcp_provider"] == "ok" and net["tcp_other"] == "EACCES"
     # Root is said at start (we run as root here), and status says nothing is missing.
     if os.geteuid() == 0:
@@ -149,6 +153,7 @@ def test_an_agent_without_a_file_sandbox_is_still_confined_as_a_process(
     assert seen["sigkill_sibling"] == "EPERM", seen
     assert seen["abstract_connect"] == "EPERM", seen
     assert seen["tcp_any"] == "EACCES", seen
+    assert seen["udp"] == "EACCES", seen
     assert seen["caps"] == [0, 0, 0]
     loose = next(a for a in daemon.status()["agents"] if a["alias"] == "loose")
     assert loose["without"] == []

@@ -218,3 +218,12 @@ def test_no_user_namespace_through_the_i386_compat_abi() -> None:
     )
     assert result.returncode == -signal.SIGSYS, (result.returncode, result.stdout, result.stderr)
     assert "unshare" not in result.stdout
+
+
+def test_only_a_process_with_a_port_to_reach_gets_ip_sockets() -> None:
+    """Landlock governs TCP only: an offline agent sent UDP anywhere (attack pass)."""
+    offline = decide_confinement("agent", 7, cap_last_cap=40)
+    networked = decide_confinement("subagent_runtime", 7, cap_last_cap=40, connect_ports=[443])
+    assert offline.no_inet_sockets and not networked.no_inet_sockets
+    assert decide_confinement("subagent_runtime", 3, cap_last_cap=40).no_inet_sockets
+    assert not decide_confinement("command", 7, cap_last_cap=40).no_inet_sockets  # inherits

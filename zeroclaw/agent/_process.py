@@ -233,7 +233,7 @@ def confine(spec: AgentSpec) -> Confinement:
     try:
         drop_capabilities(confinement.drop_caps)
         if confinement.no_user_namespaces:
-            forbid_user_namespaces()
+            forbid_user_namespaces(no_inet=confinement.no_inet_sockets)
     except OSError as exc:  # never seen: dropping is always allowed; fail closed anyway
         log.error("agent %s: cannot drop its capabilities: %s", spec.alias, exc)
         return Confinement(outcome.summary, False, f"cannot drop capabilities: {exc}")
