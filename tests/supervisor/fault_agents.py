@@ -672,7 +672,31 @@ def plan_spec(workspace: Path) -> AgentSpec | None:
     return SPECS.get(str(workspace))
 
 
+async def squat(bus: AgentBus, plan: dict[str, Any], workspace: Path) -> None:
+    """Bind the control socket name of another daemon's runtime dir (Landlock scopes an
+    abstract connect, not a bind) and keep what the first client sends."""
+    import socket
+
+    from zeroclaw.control import control_address
+
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(control_address(Path(plan["runtime_dir"])))
+    server.listen(4)
+    (workspace / "bound").write_text("")
+
+    def first_request() -> str:
+        conn, _ = server.accept()
+        conn.settimeout(30)
+        with conn:
+            return conn.recv(65536).decode(errors="replace")
+
+    got = await trio.to_thread.run_sync(first_request)
+    server.close()
+    write_result(workspace, "result.json", {"request": got})
+
+
 PLANS = {
+    "squat": squat,
     **LOAD_PLANS,
     "confinement": confinement,
     "raw_memory": raw_memory,
