@@ -91,7 +91,6 @@ def test_an_agent_process_cannot_signal_reach_or_regain_what_it_was_denied(
         assert seen["sigkill_zygote"] == "EPERM", seen
         assert seen["sigkill_sibling"] == "EPERM", seen
         assert seen["abstract_connect"] == "EPERM", seen
-        assert seen["raw_socket"] == "EPERM", seen
         assert seen["setuid_1"] == "EPERM", seen
         # ... nor a user namespace of its own, in which it would hold every capability
         assert seen["unshare_user"] == "EPERM", seen
@@ -109,11 +108,54 @@ def test_an_agent_process_cannot_signal_reach_or_regain_what_it_was_denied(
         assert set(caps.values()) == {NO_CAPS}, (alias, caps)
         assert status["NoNewPrivs"] == "1"
     assert ro["tcp_any"] == "EACCES"  # offline: no TCP port at all
+    # ... nor any IPv4/IPv6 socket: UDP went anywhere (Landlock governs TCP only), and
+    # io_uring's socket op would pass the filter. Found by the attack pass.
+    assert (ro["udp"], ro["io_uring"], ro["raw_socket"]) == ("EACCES",) * 3, ro
+    # A networked agent still resolves its provider's name (DNS over UDP); no raw socket.
+    assert (net["udp"], net["raw_socket"]) == ("ok", "EPERM"), net
     assert net["tcp_provider"] == "ok" and net["tcp_other"] == "EACCES"
     # Root is said at start (we run as root here), and status says nothing is missing.
     if os.geteuid() == 0:
         assert "the daemon runs as root" in daemon.log_text()
     assert all(a["without"] == [] for a in daemon.status()["agents"])
     # Nothing was hurt: the daemon answers, the sibling kept its process.
+    assert daemon.pids()["beta"] == beta
+    assert daemon.agent("beta")["state"] == "running"
+
+
+@needs_scopes
+def test_an_agent_without_a_file_sandbox_is_still_confined_as_a_process(
+    root: Path, daemons: DaemonFactory, listeners: dict[str, socket.socket]
+) -> None:
+    """`sandbox = "none"` turns off the file rules, not the process confinement: before,
+    such an agent SIGSTOPped the daemon, killed a sibling, reached the metrics listener's
+    port and the control socket of any other daemon on the machine (judged there as the
+    operator: no zygote of that daemon is among its ancestors)."""
+    other = listeners["other"].getsockname()[1]
+    abstract = listeners["abstract"].getsockname()[1:].decode()
+    plan(root, "loose", do="confinement", tcp={"any": other}, abstract=abstract)
+    doc = make_config(
+        root, {"loose": agent_entry(risk_profile="loose"), "beta": agent_entry()}
+    )
+    doc["risk_profiles"]["loose"] = {"level": "supervised", "sandbox": "none"}
+    daemon = daemons(doc).start()
+    beta = daemon.pids()["beta"]
+    assert daemon.proc is not None
+    targets = {"daemon": daemon.proc.pid, "sibling": beta}
+    (workspace(root, "loose") / "targets.json").write_text(json.dumps(targets))
+    try:
+        seen = result_of(root, "loose", timeout=60)
+    except AssertionError:
+        raise AssertionError(daemon.log_text()[-20000:]) from None
+    assert seen["sigstop_daemon"] == "EPERM", seen
+    assert seen["sigkill_daemon"] == "EPERM", seen
+    assert seen["sigkill_zygote"] == "EPERM", seen
+    assert seen["sigkill_sibling"] == "EPERM", seen
+    assert seen["abstract_connect"] == "EPERM", seen
+    assert seen["tcp_any"] == "EACCES", seen
+    assert seen["udp"] == "EACCES", seen
+    assert seen["caps"] == [0, 0, 0]
+    loose = next(a for a in daemon.status()["agents"] if a["alias"] == "loose")
+    assert loose["without"] == []
     assert daemon.pids()["beta"] == beta
     assert daemon.agent("beta")["state"] == "running"

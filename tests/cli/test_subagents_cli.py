@@ -10,6 +10,7 @@ invocation; without a daemon every one of these commands exits 3.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -269,6 +270,9 @@ async def test_the_cli_speaks_the_sub_agent_commands_over_the_control_socket(
     config.write_text(tomli_w.dumps(make_config(root, {"alpha": agent_entry()})))
     table = register_subagent_commands(CommandTable(), api)
     server = ControlServer(bind_control_socket(root / "run"), table.dispatch, zygote_pid=-1)
+    # The CLI talks only to the lock's holder (the daemon writes its pid there first).
+    (root / "run").mkdir(parents=True, exist_ok=True)
+    (root / "run" / "zeroclaw.lock").write_text(f"{os.getpid()}\n")
 
     async def cli(*args: str | Path) -> Any:
         return await trio.to_thread.run_sync(lambda: run_cli("--config", config, *args))

@@ -719,7 +719,7 @@ def confinement_kinds() -> dict[str, tuple[str, tuple[str, ...], tuple[str, ...]
     return {kind: known[kind] for kind in PROCESS_KINDS}
 
 
-def _confinement_expect(case: str) -> tuple[str, Expect]:
+def _confinement_expect(case: str, kind: str) -> tuple[str, Expect]:
     abi = _abi()
     if case.startswith("signal "):
         if abi >= 6:
@@ -731,6 +731,9 @@ def _confinement_expect(case: str) -> tuple[str, Expect]:
         return "network", Expect("allowed", None, "kernel")
     if case == "capabilities":
         return "capabilities", Expect("kernel_denied", "no_capabilities", "kernel")
+    if case == "raw socket" and kind in ("agent", "subagent_runtime"):
+        # offline: no IPv4/IPv6 socket at all (the seccomp filter), before any capability
+        return "capabilities", Expect("kernel_denied", "EACCES", "kernel")
     return "capabilities", Expect("kernel_denied", "EPERM", "kernel")
 
 
@@ -739,7 +742,7 @@ def _confinement_cells() -> list[Cell]:
     for kind, (path, profiles, cases) in confinement_kinds().items():
         for profile in profiles:
             for case in cases:
-                boundary, expect = _confinement_expect(case)
+                boundary, expect = _confinement_expect(case, kind)
                 cells.append(
                     Cell(
                         boundary,

@@ -488,3 +488,37 @@ def test_a_directory_holding_code_cannot_be_moved_or_removed(tmp_path: Path) -> 
         check_path=lambda p, a: check_path(rules, p, a),
     )
     assert (decision.allowed, decision.code) == (False, "forbidden_path")
+
+
+def test_a_module_linked_into_the_code_from_outside_it_is_code(tmp_path: Path) -> None:
+    """Debian's stdlib `sitecustomize.py` is a symlink to /etc/python3.X/: every root held,
+    but the file every Python of that installation runs at start lay outside them all, so
+    `full` could rewrite it (the policy judges the real path; so does Landlock). Found by
+    the attack pass. Reproduced with a sys.path entry holding such a link."""
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    outside = tmp_path / "etc-python"
+    outside.mkdir()
+    (outside / "sitecustomize.py").write_text("")
+    (lib / "sitecustomize.py").symlink_to(outside / "sitecustomize.py")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    gather = (
+        "import json, sitecustomize; from zeroclaw.policy import code_roots, daemon_code_paths;"
+        " print(json.dumps(code_roots(daemon_code_paths())))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", gather],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": f"{REPO}:{lib}"},
+        check=False,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    code = tuple(json.loads(result.stdout))
+    rules = rules_for(str(ws), workspace_only=False, may_write=True, code=code)
+    decision = check_path(rules, str(outside / "sitecustomize.py"), "write")
+    assert (decision.allowed, decision.code) == (False, "forbidden_path"), decision
+    assert check_path(rules, str(outside / "beside.txt"), "write").allowed  # only the module

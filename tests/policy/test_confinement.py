@@ -5,7 +5,12 @@ and the system secrets no plan grants."""
 
 from __future__ import annotations
 
+import os
+import platform
+import signal
 import struct
+import subprocess
+import sys
 from pathlib import Path
 from typing import get_args
 
@@ -15,6 +20,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.agent.helpers import agent_spec
+from tests.conftest import REPO
 from zeroclaw.agent import SubagentRuntime
 from zeroclaw.agent._sandbox import agent_confinement, provider_ports
 from zeroclaw.policy import (
@@ -137,13 +143,15 @@ def test_an_agents_ports_come_from_its_provider(tmp_path: Path) -> None:
         ("landlock", 6, ()),
         ("auto", 5, ("signal_scope", "abstract_unix_socket_scope")),
         ("auto", 3, ("signal_scope", "abstract_unix_socket_scope", "tcp_rules")),
-        ("none", 7, ("signal_scope", "abstract_unix_socket_scope", "tcp_rules")),
+        # sandbox = "none" turns off the file rules, not the scopes nor the TCP rules
+        ("none", 7, ()),
+        ("none", 5, ("signal_scope", "abstract_unix_socket_scope")),
         ("auto", 0, ("signal_scope", "abstract_unix_socket_scope", "tcp_rules")),
     ],
 )
 def test_status_says_what_an_agent_runs_without(mode: str, abi: int, gaps: tuple[str, ...]) -> None:
     assert process_gaps(mode, abi) == gaps
-    if mode != "none" and abi >= 1:
+    if abi >= 1:
         assert confinement_gaps(abi) == gaps
 
 
@@ -176,3 +184,46 @@ def test_the_user_namespace_filter_is_a_whole_bpf_program(machine: str) -> None:
     last = struct.unpack("=HBBI", program[-8:])
     assert last == (0x06, 0, 0, 0x7FFF0000)  # everything not refused is allowed
     assert user_namespace_filter("sparc") is None
+
+
+COMPAT_UNSHARE = """
+import ctypes, mmap, sys
+from zeroclaw._prctl import prctl
+from zeroclaw.policy._seccomp import forbid_user_namespaces
+prctl(38, 1)  # PR_SET_NO_NEW_PRIVS
+assert forbid_user_namespaces()
+# mov eax, 310 (i386 unshare); mov ebx, CLONE_NEWUSER; int 0x80; ret
+code = b"\\xb8" + (310).to_bytes(4, "little") + b"\\xbb" + (0x10000000).to_bytes(4, "little")
+code += b"\\xcd\\x80\\xc3"
+page = mmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
+page.write(code)
+call = ctypes.CFUNCTYPE(ctypes.c_int)(ctypes.addressof(ctypes.c_char.from_buffer(page)))
+print("unshare", call(), open("/proc/self/status").read().count("CapEff:\\t000001ff"))
+"""
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="the i386 compat ABI is x86_64's")
+def test_no_user_namespace_through_the_i386_compat_abi() -> None:
+    """Found by the attack pass: the filter allowed every syscall of another ABI, so
+    `int 0x80` with i386's unshare number made a user namespace (every capability inside
+    it) past a filter that knew only x86_64's numbers. Now such a syscall kills."""
+    result = subprocess.run(
+        [sys.executable, "-c", COMPAT_UNSHARE],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        check=False,
+        timeout=60,
+    )
+    assert result.returncode == -signal.SIGSYS, (result.returncode, result.stdout, result.stderr)
+    assert "unshare" not in result.stdout
+
+
+def test_only_a_process_with_a_port_to_reach_gets_ip_sockets() -> None:
+    """Landlock governs TCP only: an offline agent sent UDP anywhere (attack pass)."""
+    offline = decide_confinement("agent", 7, cap_last_cap=40)
+    networked = decide_confinement("subagent_runtime", 7, cap_last_cap=40, connect_ports=[443])
+    assert offline.no_inet_sockets and not networked.no_inet_sockets
+    assert decide_confinement("subagent_runtime", 3, cap_last_cap=40).no_inet_sockets
+    assert not decide_confinement("command", 7, cap_last_cap=40).no_inet_sockets  # inherits

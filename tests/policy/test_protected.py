@@ -168,6 +168,7 @@ def test_the_specs_carry_the_protected_paths(layout: Path) -> None:
         str(etc / "adapters"),
         str(etc / "capabilities"),
         str(etc / "mcp"),
+        str(etc / "env"),  # the unit's EnvironmentFile= (the README's): every provider key
         "/proc/11",
         "/proc/22",
     )
@@ -180,6 +181,17 @@ def test_a_full_agent_may_not_rewrite_a_manifest_beside_the_config(layout: Path)
     for name in ("adapters/reviewer.yaml", "mcp/gh.yaml", "subagents/x/agent.yaml"):
         decision = check_path(rules, str(layout / "etc" / name), "write")
         assert decision.code == "forbidden_path", (name, decision)
+
+
+def test_a_full_agent_may_not_read_the_environment_file_beside_the_config(layout: Path) -> None:
+    """The README puts provider keys (and the metrics token) in EnvironmentFile=
+    /etc/zeroclaw/env, beside the system config; a `full` agent of a root daemon read them
+    (found by the attack pass)."""
+    (layout / "etc" / "env").write_text("OPENAI_API_KEY=sk-secret\n")
+    rules = engine(specs(layout, ())["full"]).rules
+    for op in ("read", "write"):
+        decision = check_path(rules, str(layout / "etc" / "env"), op)
+        assert decision.code == "forbidden_path", (op, decision)
 
 
 P = PurePosixPath

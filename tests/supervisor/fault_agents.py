@@ -388,6 +388,8 @@ def hostile_runtime(spec: AgentSpec) -> Any:
             seen["read_shadow"] = _try_open("/etc/shadow", os.O_RDONLY)
             seen["caps"] = capget(0)
             seen["raw_socket"] = _errno_of(_raw_socket)
+            seen["udp"] = _errno_of(_udp)
+            seen["io_uring"] = _errno_of(_io_uring)
             # The daemon's and the zygote's /proc are among its protected paths: their pids.
             zygote = os.getppid()
             daemon = next(
@@ -542,6 +544,23 @@ def _unshare_user() -> None:
         raise OSError(ctypes.get_errno(), "unshare")
 
 
+def _udp() -> None:
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.sendto(b"exfiltrated", ("127.0.0.1", 9))
+
+
+def _io_uring() -> None:
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = libc.syscall(425, 8, ctypes.create_string_buffer(120))  # io_uring_setup
+    if fd < 0:
+        raise OSError(ctypes.get_errno(), "io_uring_setup")
+    os.close(fd)
+
+
 def _raw_socket() -> None:
     import socket
 
@@ -604,6 +623,8 @@ async def confinement(bus: AgentBus, plan: dict[str, Any], workspace: Path) -> N
             lambda: _connect(1, 1, "\0" + plan["abstract"])  # AF_UNIX, SOCK_STREAM
         )
     seen["raw_socket"] = _errno_of(_raw_socket)
+    seen["udp"] = _errno_of(_udp)
+    seen["io_uring"] = _errno_of(_io_uring)
     seen["setuid_1"] = _errno_of(lambda: os.setuid(1))
     seen["setuid_0"] = _errno_of(lambda: os.setuid(0))
     seen["unshare_user"] = _errno_of(_unshare_user)
@@ -651,7 +672,31 @@ def plan_spec(workspace: Path) -> AgentSpec | None:
     return SPECS.get(str(workspace))
 
 
+async def squat(bus: AgentBus, plan: dict[str, Any], workspace: Path) -> None:
+    """Bind the control socket name of another daemon's runtime dir (Landlock scopes an
+    abstract connect, not a bind) and keep what the first client sends."""
+    import socket
+
+    from zeroclaw.control import control_address
+
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(control_address(Path(plan["runtime_dir"])))
+    server.listen(4)
+    (workspace / "bound").write_text("")
+
+    def first_request() -> str:
+        conn, _ = server.accept()
+        conn.settimeout(30)
+        with conn:
+            return conn.recv(65536).decode(errors="replace")
+
+    got = await trio.to_thread.run_sync(first_request)
+    server.close()
+    write_result(workspace, "result.json", {"request": got})
+
+
 PLANS = {
+    "squat": squat,
     **LOAD_PLANS,
     "confinement": confinement,
     "raw_memory": raw_memory,

@@ -9,6 +9,7 @@ and stop have reserved slots, and a chat session is never idle.
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -177,6 +178,9 @@ def stand_in(root: Path) -> Iterator[Callable[[bytes | None], None]]:
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(control_address(root / "run"))
     listener.listen(16)
+    # The CLI talks only to the lock's holder (the daemon writes its pid there first).
+    (root / "run").mkdir(parents=True, exist_ok=True)
+    (root / "run" / "zeroclaw.lock").write_text(f"{os.getpid()}\n")
     answer: list[bytes | None] = [None]
 
     def serve() -> None:

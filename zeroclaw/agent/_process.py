@@ -27,6 +27,7 @@ from .._logging import setup_logging
 from ..bus import AgentBus, BusCredentials
 from ..policy import (
     ProcessConfinement,
+    SandboxPlan,
     SandboxUnavailable,
     abi_version,
     apply_sandbox,
@@ -232,7 +233,7 @@ def confine(spec: AgentSpec) -> Confinement:
     try:
         drop_capabilities(confinement.drop_caps)
         if confinement.no_user_namespaces:
-            forbid_user_namespaces()
+            forbid_user_namespaces(no_inet=confinement.no_inet_sockets)
     except OSError as exc:  # never seen: dropping is always allowed; fail closed anyway
         log.error("agent %s: cannot drop its capabilities: %s", spec.alias, exc)
         return Confinement(outcome.summary, False, f"cannot drop capabilities: {exc}")
@@ -243,6 +244,13 @@ def _apply_landlock(spec: AgentSpec, confinement: ProcessConfinement) -> Confine
     mode = spec.risk.sandbox
     if mode == "none":
         summary = 'not confined: sandbox = "none"'
+        # The file rules are off, not the process confinement: without the scopes this
+        # agent could signal the daemon, the zygote and its siblings, and reach any
+        # abstract socket (another daemon's control socket) and any TCP port (ADR 0043).
+        try:
+            apply_sandbox(SandboxPlan(()), confinement, files=False)
+        except SandboxUnavailable as exc:
+            log.warning("agent %s: no process scopes: %s", spec.alias, exc)
         log.info("agent %s: %s; tool checks still apply", spec.alias, summary)
         return Confinement(summary, False)
     if spec.subagent is not None:  # read its snapshot and the system; write nothing

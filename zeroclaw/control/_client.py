@@ -40,6 +40,36 @@ def trusted_uids(runtime_dir: Path) -> frozenset[int]:
     return frozenset(uids)
 
 
+LOCK_NAME = "zeroclaw.lock"  # the daemon's pid lock in its runtime dir (supervisor._lock)
+
+
+def lock_holder(runtime_dir: Path) -> int | None:
+    """The pid the runtime dir's lock file names (0: no daemon holds it, the file is
+    absent or empty), or None when we cannot read it (then the uid alone decides)."""
+    try:
+        text = (runtime_dir / LOCK_NAME).read_text().strip()
+    except FileNotFoundError:
+        return 0
+    except (OSError, UnicodeDecodeError):
+        return None
+    return int(text) if text.isdigit() else 0
+
+
+def server_refusal(
+    uid: int, pid: int, trusted: frozenset[int], holder: int | None
+) -> str | None:
+    """Why the process listening on the control socket's name is not our daemon, or None.
+    An abstract name is anyone's to bind: an agent of another daemon (same uid, its
+    connect scoped but not its bind) could take the name of one that is not running and
+    read what the operator sends it. The daemon writes its pid in the lock before binding."""
+    if uid not in trusted:
+        return f"pid {pid} running as uid {uid}, which is neither us, root nor the owner"
+    if holder is not None and pid > 0 and holder != pid:
+        who = f"pid {holder}" if holder else "no daemon"
+        return f"pid {pid}, but {who} holds the lock"
+    return None
+
+
 class ControlSession:
     """One connection: send requests, read replies. A streaming command (chat) reads its
     events with `replies()` and may `send` more (cancel, approval) in between."""
@@ -60,11 +90,11 @@ class ControlSession:
             raise
         creds = self._sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
         pid, uid, _gid = struct.unpack("3i", creds)
-        if uid not in trusted_uids(runtime_dir):
+        why = server_refusal(uid, pid, trusted_uids(runtime_dir), lock_holder(runtime_dir))
+        if why is not None:
             self._sock.close()
             raise UntrustedDaemon(
-                f"{self.name} is held by pid {pid} running as uid {uid}, which is neither us, "
-                f"root nor the owner of {runtime_dir}; refusing to talk to it"
+                f"{self.name} is held by {why} of {runtime_dir}; refusing to talk to it"
             )
 
     def __enter__(self) -> ControlSession:

@@ -56,6 +56,10 @@ class InterpreterFacts:
     # The console scripts the operator's next command may run (`pip install --user` puts
     # one in ~/.local/bin, outside every prefix). Existing files only.
     scripts: tuple[str, ...] = ()
+    # Where the loaded modules came from (each module's file, each package's directory),
+    # as named before resolution: a symlink in a code tree (Debian's stdlib
+    # `sitecustomize.py` links to /etc/python3.X/) leads to code outside every root.
+    module_files: tuple[str, ...] = ()
 
 
 def code_paths(
@@ -87,6 +91,15 @@ def code_paths(
         if not path or "\x00" in path:
             continue
         out[(kind, resolve(os.path.join(facts.cwd, path)))] = None
+    # A loaded module reached through a sys.path entry whose real file lies outside every
+    # root above is code too (kept under `sys_path`); those inside add nothing.
+    roots = code_roots(path for _, path in out)
+    for path in facts.module_files:
+        if not path or "\x00" in path or not os.path.isabs(path):
+            continue
+        real = resolve(path)
+        if inside_code(real, roots) is None:
+            out[("sys_path", real)] = None
     return tuple(CodePath(kind, path) for kind, path in out)
 
 
@@ -158,7 +171,21 @@ def interpreter_facts() -> InterpreterFacts:
         cwd=os.getcwd(),
         editable_sources=editable_sources(sys.meta_path, dict(sys.modules)),
         scripts=tuple(dict.fromkeys(p for p in scripts if p and os.path.isfile(p))),
+        module_files=loaded_module_files(dict(sys.modules)),
     )
+
+
+def loaded_module_files(modules: dict[str, object]) -> tuple[str, ...]:
+    """Each loaded module's file and each package's directories, as the modules name them."""
+    found: list[str] = []
+    for module in modules.values():
+        file = getattr(module, "__file__", None)
+        if isinstance(file, str):
+            found.append(file)
+        package = getattr(module, "__path__", None)
+        if isinstance(package, list):
+            found.extend(p for p in package if isinstance(p, str))
+    return tuple(dict.fromkeys(found))
 
 
 def daemon_code_paths() -> tuple[CodePath, ...]:

@@ -53,6 +53,9 @@ class ProcessConfinement:
     missing: tuple[Gap, ...]  # what this kernel cannot give it
     # No new user namespace (a seccomp filter): inside one it would hold every capability.
     no_user_namespaces: bool = True
+    # No IPv4/IPv6 socket at all (the same filter): a process with no TCP port to reach
+    # would still send UDP anywhere, Landlock governing TCP only (an offline agent).
+    no_inet_sockets: bool = False
 
     def describe(self) -> str:
         """For the agent's own report (`status`, the log): what it runs without."""
@@ -88,6 +91,7 @@ def decide_confinement(
         drop_caps=tuple(range(max(cap_last_cap, 0) + 1)),
         no_new_privs=True,
         missing=tuple(missing),
+        no_inet_sockets=kind in ("agent", "subagent_runtime") and not tuple(connect_ports),
     )
 
 

@@ -369,14 +369,22 @@ def _add_path_rule(ruleset: int, path: str, allowed: int) -> int:
         os.close(fd)
 
 
-def apply_sandbox(plan: SandboxPlan, confinement: ProcessConfinement | None = None) -> int:
+def apply_sandbox(
+    plan: SandboxPlan, confinement: ProcessConfinement | None = None, *, files: bool = True
+) -> int:
     """Restrict this process (and all it starts) for good. Returns the ABI used.
     `confinement`: its scopes and TCP rules (decided for this kernel's ABI); None: the
-    abstract-socket scope only, no TCP rule."""
+    abstract-socket scope only, no TCP rule. `files=False` (`sandbox = "none"`): no file
+    right is handled, only the scopes and TCP rules; on a kernel with neither nothing is
+    applied."""
     abi = abi_version()
     if abi < 1:
         raise SandboxUnavailable("this kernel does not offer Landlock")
-    handled = _handled(abi)
+    handled = _handled(abi) if files else 0
+    if not files:
+        plan = SandboxPlan(())
+        if confinement is None or not (confinement.scopes or confinement.handled_net):
+            return abi  # an empty ruleset is EINVAL, and would confine nothing anyway
     attr = ruleset_attr(handled, abi, confinement)
     ruleset = _libc.syscall(
         SYS_CREATE_RULESET, ctypes.c_char_p(attr), ctypes.c_size_t(len(attr)), 0
@@ -643,7 +651,9 @@ def sandbox_summary(mode: str, abi: int) -> str:
 
 def process_gaps(mode: str, abi: int) -> tuple[Gap, ...]:
     """What an agent with this `sandbox` mode runs without on a kernel with this ABI
-    (`status --json`): everything when Landlock is not applied at all (ADR 0043)."""
-    if mode == "none" or abi < 1:
+    (`status --json`): everything without Landlock. `sandbox = "none"` turns off the file
+    rules only: the scopes and TCP rules still apply (ADR 0043)."""
+    del mode  # every mode gets the process confinement the kernel offers
+    if abi < 1:
         return get_args(Gap)
     return decide_confinement("agent", abi, cap_last_cap=0).missing

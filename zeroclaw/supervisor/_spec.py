@@ -57,6 +57,9 @@ ENV_ALLOWLIST = frozenset(
 _LOCALE = re.compile(r"^LC_[A-Z_]+$")
 
 
+ENV_FILE = "env"  # beside the config: the unit's EnvironmentFile= as the README names it
+
+
 def protected_paths(
     config: Config, env: Mapping[str, str], config_path: Path | None, daemon_pids: Sequence[int]
 ) -> tuple[str, ...]:
@@ -64,7 +67,8 @@ def protected_paths(
     state dir (memory of every agent; the workspaces inside it are carved out by the path
     policy), the runtime dir (sockets, lock), the config file, what beside it decides what
     runs with which variables (the sub-agent bundles; adapters/, capabilities/ and mcp/,
-    issue 15: an agent that rewrote a manifest could hand an adapter a provider key), and
+    issue 15: an agent that rewrote a manifest could hand an adapter a provider key), the
+    `env` file beside it (the unit's EnvironmentFile=, holding the keys), and
     the /proc entries of the daemon and the zygote (their environment holds every key)."""
     paths = daemon_paths(config, env)
     found = [str(paths.state_dir), str(paths.runtime_dir)]
@@ -73,6 +77,9 @@ def protected_paths(
         found.append(str(subagents_dir(config, config_path)))
         beside = Path(os.path.abspath(config_path)).parent
         found.extend(str(beside / name) for name in PROJECT_DIRS)
+        # The README's EnvironmentFile= (/etc/zeroclaw/env): every provider key and the
+        # metrics token; a root daemon's `full` agent read it (the attack pass).
+        found.append(str(beside / ENV_FILE))
     found.extend(f"/proc/{pid}" for pid in daemon_pids)
     return tuple(dict.fromkeys(found))
 
