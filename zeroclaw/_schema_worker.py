@@ -92,11 +92,21 @@ def serve(stdin: Any, stdout: Any) -> None:
 def confine() -> bool:
     """Landlock for the rest of this process's life: read the interpreter's, zeroclaw's and
     the system's library directories (for lazy imports), write nothing anywhere, neither signal
-    nor reach an abstract socket outside its domain; no new privileges. False where the
-    kernel has no Landlock (the check still runs: it only reads what it was sent)."""
+    nor reach an abstract socket outside its domain, no network at all (no TCP by Landlock,
+    no IP socket by seccomp: a check needs none); no new privileges. False where the kernel
+    has no Landlock (the check still runs: it only reads what it was sent)."""
     import zeroclaw
 
-    from .policy import SandboxPlan, SandboxUnavailable, build_ruleset, enforce_ruleset
+    from .policy import (
+        SandboxPlan,
+        SandboxUnavailable,
+        abi_version,
+        build_ruleset,
+        cap_last_cap,
+        decide_confinement,
+        enforce_ruleset,
+        forbid_user_namespaces,
+    )
 
     roots = {
         sys.prefix,
@@ -106,14 +116,17 @@ def confine() -> bool:
         *_SYSTEM_LIBRARIES,  # shared objects loaded late (libgcc_s for unwinding)
     }
     rules = tuple((root, _READ) for root in sorted(roots) if os.path.isdir(root))
+    # A probe's confinement: TCP handled, no port to reach (ADR 0043).
+    nowhere = decide_confinement("probe", abi_version(), cap_last_cap=cap_last_cap())
     try:
-        ruleset = build_ruleset(SandboxPlan(rules))
+        ruleset = build_ruleset(SandboxPlan(rules), nowhere)
     except SandboxUnavailable:
         return False
     try:
         enforce_ruleset(ruleset)
     finally:
         os.close(ruleset)
+    forbid_user_namespaces(no_inet=True)  # stacked on enforce_ruleset's: no UDP either
     return True
 
 

@@ -4,6 +4,7 @@ SIGKILLed and reaped, lanes that keep a costly caller from slowing the others.""
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -84,7 +85,7 @@ async def test_closing_the_pool_kills_its_idle_workers() -> None:
 
 
 CONFINED = """
-import sys
+import socket, sys
 import zeroclaw._jsonschema
 from zeroclaw._schema_worker import confine
 assert confine(), "no Landlock on this kernel"
@@ -94,19 +95,34 @@ for path, mode in ((sys.argv[1], "r"), (sys.argv[2], "w")):
     except PermissionError:
         continue
     sys.exit(f"{path} opened ({mode})")
+try:  # a check needs no network: no TCP connect, not even to a loopback listener
+    socket.create_connection(("127.0.0.1", int(sys.argv[3])), timeout=5).close()
+    sys.exit("connected over TCP")
+except PermissionError:
+    pass
+try:
+    socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sys.exit("opened a UDP socket")
+except PermissionError:
+    pass
 """
 
 
-def test_a_worker_reads_only_its_code_and_writes_nothing(tmp_path: Path) -> None:
+def test_a_worker_reads_only_its_code_writes_nothing_and_connects_nowhere(
+    tmp_path: Path,
+) -> None:
     secret = tmp_path / "zeroclaw.toml"
     secret.write_text("the operator's config\n")
-    result = subprocess.run(
-        [sys.executable, "-c", CONFINED, str(secret), str(tmp_path / "made")],
-        capture_output=True,
-        text=True,
-        check=False,
-        cwd=tmp_path,
-    )
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    with listener:
+        result = subprocess.run(
+            [sys.executable, "-c", CONFINED, str(secret), str(tmp_path / "made"), str(port)],
+            capture_output=True,
+            text=True,
+            check=False,
+            cwd=tmp_path,
+        )
     assert result.returncode == 0, result.stderr
 
 
