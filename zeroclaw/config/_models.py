@@ -560,6 +560,14 @@ ADAPTER_TOOL_NAME = "invoke_adapter"
 ADAPTER_ID_SYNTAX = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 
 
+def _listed_once(value: tuple[str, ...]) -> tuple[str, ...]:
+    """A list of names where each appears once (a validator's check)."""
+    repeated = sorted({name for name in value if value.count(name) > 1})
+    if repeated:
+        raise ValueError(f"listed more than once: {', '.join(repeated)}")
+    return value
+
+
 class AgentConfig(_Strict):
     enabled: bool = Field(default=True, description="A disabled agent is never started.")
     description: str = Field(
@@ -610,10 +618,7 @@ class AgentConfig(_Strict):
     @field_validator("peer_tools")
     @classmethod
     def _distinct_tools(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        repeated = sorted({t for t in value if value.count(t) > 1})
-        if repeated:
-            raise ValueError(f"listed more than once: {', '.join(repeated)}")
-        return value
+        return _listed_once(value)
 
     @field_validator("adapters")
     @classmethod
@@ -623,10 +628,7 @@ class AgentConfig(_Strict):
                 raise ValueError(
                     f"{ident!r} is not an adapter id (lowercase letters, digits, '.', '_', '-')"
                 )
-        repeated = sorted({a for a in value if value.count(a) > 1})
-        if repeated:
-            raise ValueError(f"listed more than once: {', '.join(repeated)}")
-        return value
+        return _listed_once(value)
 
 
 # --------------------------------------------------------------------------- peer groups
@@ -667,10 +669,7 @@ class PeerGroup(_Strict):
     @field_validator("tools")
     @classmethod
     def _distinct_tools(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        repeated = sorted({t for t in value if value.count(t) > 1})
-        if repeated:
-            raise ValueError(f"listed more than once: {', '.join(repeated)}")
-        return value
+        return _listed_once(value)
 
 
 # --------------------------------------------------------------------------- root
@@ -772,10 +771,7 @@ class DiscoveryConfig(_Strict):
     @field_validator("commands")
     @classmethod
     def _distinct_commands(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        repeated = sorted({c for c in value if value.count(c) > 1})
-        if repeated:
-            raise ValueError(f"listed more than once: {', '.join(repeated)}")
-        return value
+        return _listed_once(value)
 
     @field_validator("model_servers")
     @classmethod
