@@ -13,6 +13,7 @@ and this separates it from the server's share of the gap to a chat turn."""
 
 from __future__ import annotations
 
+import itertools
 import socket
 import statistics
 import subprocess
@@ -41,16 +42,20 @@ PER_CLIENT = 25  # requests per client in one round
 ROUNDS = 3  # throughput rounds of each side, alternating
 
 
+_BODIES = itertools.count(1)  # every signed body of this run: never one twice
+
+
 @dataclass
 class _Signer:
     """Signed, never-repeated bodies: the adapter refuses a signature seen within its replay
     window, and a body repeated within one timestamp second would repeat its signature. The
     counter is spelled in insignificant JSON whitespace, at a constant body length, so every
-    request carries the same `{sender, text, session}` and the same number of bytes."""
+    request carries the same `{sender, text, session}` and the same number of bytes. The
+    counter is shared by every signer of the run: two signers for one sender (a client of
+    the next round) never sign the same body in the same second."""
 
     sender: str
     session: str
-    count: int = 0
     _parts: list[bytes] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -66,8 +71,7 @@ class _Signer:
         ]
 
     def next(self) -> tuple[bytes, dict[str, str]]:
-        self.count += 1
-        digits = f"{self.count % 10**7:07d}"
+        digits = f"{next(_BODIES) % 10**7:07d}"
         out = [self._parts[0]]
         for digit, part in zip(digits, self._parts[1:], strict=True):
             pad = int(digit)
