@@ -34,3 +34,11 @@ def test_a_clipboard_write_and_hidden_text_are_shown_not_done() -> None:
     assert terminal_safe(text) == (
         "ok\\x1b]52;c;aGk=\\x07 \\u202eevil\\u200b\\U000e0041\\x0d\nline\ttab é"
     )
+
+
+def test_a_field_of_a_one_line_listing_keeps_no_newline_to_forge_a_row() -> None:
+    forged = "write x\nap-1  alpha  webhook.ops:ci  119s left  nothing\tto see"
+    assert terminal_safe(forged, one_line=True) == (
+        "write x\\x0aap-1  alpha  webhook.ops:ci  119s left  nothing\\x09to see"
+    )
+    assert "\n" in terminal_safe(forged)  # a reply keeps its lines

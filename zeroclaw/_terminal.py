@@ -6,7 +6,8 @@ Everything a terminal would act on or hide is shown as a visible escape instead:
 controls (ESC, so no OSC 52 clipboard write, no cursor or title sequence; CR, so no line
 is overwritten), DEL, and the invisible or reordering characters (zero-width, bidi
 overrides, tag characters, line separators, unassigned code points). Newlines and tabs
-stay, so a reply keeps its lines. Stateless per character, so a stream of pieces (a
+stay, so a reply keeps its lines, except in a field of a one-line listing (`one_line`),
+where a newline would forge a row of its own. Stateless per character, so a stream of pieces (a
 reply's deltas) is escaped piece by piece with the same result as the whole.
 """
 
@@ -24,8 +25,10 @@ def _escaped(ch: str) -> str:
     return f"\\U{code:08x}"
 
 
-def terminal_safe(text: str) -> str:
-    """`text` with every character a terminal would act on, or not show, escaped."""
+def terminal_safe(text: str, *, one_line: bool = False) -> str:
+    """`text` with every character a terminal would act on, or not show, escaped; with
+    `one_line`, newlines and tabs too."""
     if text.isprintable():
         return text
-    return "".join(ch if ch.isprintable() or ch in KEPT else _escaped(ch) for ch in text)
+    kept = frozenset() if one_line else KEPT
+    return "".join(ch if ch.isprintable() or ch in kept else _escaped(ch) for ch in text)

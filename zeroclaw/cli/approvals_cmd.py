@@ -10,10 +10,10 @@ from __future__ import annotations
 import click
 import msgspec
 
+from .._terminal import terminal_safe
 from ..control import ApprovalApprove, ApprovalDecision, ApprovalDeny, ApprovalsList, Reply
 from ._app import cli
 from ._common import CliError, emit_json, json_option, wants_json
-from ._shown import shown
 from .daemon_cmd import call
 
 
@@ -36,10 +36,9 @@ def approvals_list(as_json: bool) -> None:
         click.echo("no approvals pending")
         return
     for a in reply.data.approvals:
-        click.echo(
-            f"{a.id}  {a.agent}  {shown(a.channel)}:{shown(a.sender)}  "
-            f"{a.expires_in_secs:.0f}s left  {shown(a.what)}"
-        )
+        who = terminal_safe(f"{a.channel}:{a.sender}", one_line=True)
+        what = terminal_safe(a.what, one_line=True)
+        click.echo(f"{a.id}  {a.agent}  {who}  {a.expires_in_secs:.0f}s left  {what}")
 
 
 def _decided(reply: Reply[ApprovalDecision], verb: str, as_json: bool) -> None:

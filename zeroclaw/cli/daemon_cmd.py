@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 import click
 import msgspec
 
+from .._terminal import terminal_safe
 from ..control import (
     AgentRestart,
     AgentsList,
@@ -40,7 +41,6 @@ from ._common import (
     state,
     wants_json,
 )
-from ._shown import shown
 
 
 @cli.command("daemon")
@@ -269,9 +269,11 @@ def status_cmd(as_json: bool) -> None:
         if found.degraded:
             click.echo(f"degraded  required but not registered: {', '.join(found.degraded)}")
     for a in data.approvals:
+        who = terminal_safe(f"{a.channel}:{a.sender}", one_line=True)
+        what = terminal_safe(a.what, one_line=True)
         click.echo(
-            f"approval  {a.id} {a.agent} for {shown(a.channel)}:{shown(a.sender)} waits "
-            f"({a.expires_in_secs:.0f}s left): {shown(a.what)}; zeroclaw approvals approve|deny"
+            f"approval  {a.id} {a.agent} for {who} waits ({a.expires_in_secs:.0f}s left): "
+            f"{what}; zeroclaw approvals approve|deny"
         )
     click.echo("")
     click.echo(_agents_table(data.agents))
