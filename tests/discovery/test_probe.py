@@ -20,7 +20,7 @@ from zeroclaw.discovery._probe import (
     probe_plan,
     run_probe,
 )
-from zeroclaw.policy import NOT_EXECUTABLE, abi_version, build_ruleset
+from zeroclaw.policy import NOT_EXECUTABLE, SYSTEM_SECRETS, abi_version, build_ruleset
 
 pytestmark = pytest.mark.skipif(abi_version() < 1, reason="needs Landlock")
 
@@ -104,7 +104,7 @@ def test_a_probe_reads_its_empty_home_but_never_writes_it_nor_reads_system_secre
     assert (real_home, NOT_EXECUTABLE) not in plan.rules
     assert any(path == real_home for path, _ in plan.rules)
     granted = {path for path, _ in plan.rules}
-    assert not granted & set(PROBE_FORBIDDEN)
+    assert not granted & {*PROBE_FORBIDDEN, *SYSTEM_SECRETS}
     assert "/etc" not in granted  # carved around /etc/shadow, entry by entry
     assert "/etc/passwd" in granted
 
