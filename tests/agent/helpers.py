@@ -11,8 +11,8 @@ import msgspec
 import trio
 
 from zeroclaw.agent import AgentSpec, RiskSpec, RuntimeSpec
-from zeroclaw.agent._local import LocalReach
 from zeroclaw.agent._turn import TurnEngine, TurnResult
+from zeroclaw.cli._local_reach import LocalReach
 from zeroclaw.memory import MemoryGrants, MemoryService, MemoryStore
 from zeroclaw.providers import OfflineSpec, Provider
 from zeroclaw.turns import TurnEvent

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import msgspec
 
-from tests.turns.helpers import bench
+from tests.conversations.helpers import bench
 from zeroclaw.bus import PeerAnswer, PeerQuestion
 
 PAIR = {"pair": {"channel": "cli", "agents": ["alpha", "beta"]}}

@@ -20,7 +20,7 @@ import trio
 from jsonschema import Draft202012Validator
 
 from tests.conftest import REPO
-from tests.turns.helpers import Bench, bench, read_all
+from tests.conversations.helpers import Bench, bench, read_all
 from zeroclaw._frame_stream import receive_frames
 from zeroclaw._framing import FrameDecoder, encode_frame
 from zeroclaw.agent import MAX_LINK_FRAME, Busy, Keys, decode_link, encode_link
@@ -33,19 +33,12 @@ from zeroclaw.agent._subagent import (
     user_text,
 )
 from zeroclaw.bus import DAEMON_SENDER, Message, Origin, Request, Response
+from zeroclaw.conversations import ServiceEvent, Turn
 from zeroclaw.policy import abi_version
 from zeroclaw.providers import Conversation, OfflineProvider, OnDelta, Step, ToolCall
 from zeroclaw.subagents import Bundle, load_bundle, materialise
 from zeroclaw.tools import SKILL_READ, SUBMIT_RESULT
-from zeroclaw.turns import (
-    TURN_SERVICE,
-    Delta,
-    ServiceEvent,
-    ToolUsed,
-    Turn,
-    TurnDone,
-    TurnInput,
-)
+from zeroclaw.turns import TURN_SERVICE, Delta, ToolUsed, TurnDone, TurnInput
 
 ETC = Path(__file__).resolve().parents[2] / "etc" / "subagents"
 CLI = Origin("cli.local")

@@ -11,8 +11,8 @@ import trio
 from tests.agent.helpers import local_engine, run_turns
 from tests.providers.protocol_server import TEXT, TOOL_CALL, ScriptedServer, status
 from tests.providers.test_network import make
-from zeroclaw.agent._local import LocalReach
 from zeroclaw.agent._turn import MAX_IDENTITY_BYTES, system_prompt
+from zeroclaw.cli._local_reach import LocalReach
 from zeroclaw.providers import OfflineProvider
 from zeroclaw.tools import ToolResult
 from zeroclaw.turns import Delta, ToolCallRecord, ToolUsed, TurnEvent

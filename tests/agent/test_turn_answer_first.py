@@ -10,8 +10,8 @@ import trio
 import trio.testing
 
 from tests.agent.helpers import local_engine
-from zeroclaw.agent._local import LocalReach
 from zeroclaw.agent._turn import TurnEngine, TurnResult
+from zeroclaw.cli._local_reach import LocalReach
 from zeroclaw.providers import OfflineProvider
 from zeroclaw.tools import ToolResult
 

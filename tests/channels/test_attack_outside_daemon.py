@@ -19,7 +19,7 @@ from tests.channels.test_origin_tools_daemon import codes, signed
 from tests.known_secrets import HOOK_SECRET
 from tests.supervisor import harness
 from tests.supervisor.harness import Daemon, agent_entry, make_config
-from zeroclaw.turns._approvals import MAX_PENDING_PER_SENDER
+from zeroclaw.conversations._approvals import MAX_PENDING_PER_SENDER
 
 RELAYED = "relayed-passphrase-9931"  # what the operator's turn on beta asked alpha
 VAULT = "the vault code is 7781-otter"  # the operator's record in alpha's memory

@@ -11,7 +11,7 @@ from typing import Any
 
 import trio
 
-from tests.turns.helpers import bench
+from tests.conversations.helpers import bench
 from zeroclaw.channels import ChannelAnswer, ChannelHost, ChannelRefused, Inbound
 from zeroclaw.events import EventSink, Published
 
@@ -111,8 +111,8 @@ async def test_the_agents_own_approval_timeout_bounds_the_channels_question(
 async def test_an_outside_origins_approval_goes_to_the_operator_never_to_the_sender(
     tmp_path: Path,
 ) -> None:
+    from zeroclaw.conversations import Decided, OperatorApprovals
     from zeroclaw.events import ApprovalRequested
-    from zeroclaw.turns import Decided, OperatorApprovals
 
     def operator_answers(doc: dict[str, Any]) -> None:
         with_webhook(doc)

@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 import trio
 
-from tests.turns.helpers import bench
+from tests.conversations.helpers import bench
 from zeroclaw.channels import ChannelHost, ChannelStartFailed, SerialAdapter
 from zeroclaw.config import ConfigError, SerialChannel, validate_document
+from zeroclaw.conversations import Decided, OperatorApprovals
 from zeroclaw.events import ApprovalRequested, EventSink
-from zeroclaw.turns import Decided, OperatorApprovals
 
 
 class Device:

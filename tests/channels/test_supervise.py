@@ -9,7 +9,7 @@ import pytest
 import trio
 import trio.testing
 
-from tests.turns.helpers import bench
+from tests.conversations.helpers import bench
 from zeroclaw.channels import (
     ChannelHost,
     ChannelStartFailed,

@@ -21,7 +21,7 @@ import msgspec
 import pytest
 import trio
 
-from tests.turns.helpers import Bench, bench
+from tests.conversations.helpers import Bench, bench
 from zeroclaw.agent._runtime import AgentRuntime, BusyTurns
 from zeroclaw.channels import ChannelHost, ChannelStartFailed, WebhookAdapter, sign
 from zeroclaw.config import WebhookChannel

@@ -23,7 +23,7 @@ import trio
 from hypercorn.typing import ASGIReceiveCallable, ASGISendCallable, Scope
 
 from tests.channels.test_webhook import ENV, SECRET, signed, with_webhooks
-from tests.turns.helpers import bench
+from tests.conversations.helpers import bench
 from zeroclaw.channels import ChannelHost, WebhookAdapter, sign
 from zeroclaw.config import WebhookChannel
 

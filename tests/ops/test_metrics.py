@@ -15,6 +15,8 @@ import trio.testing
 from prometheus_client.parser import text_string_to_metric_families
 
 from zeroclaw.bus import RefusalCode
+from zeroclaw.conversations import AgentDown, TurnCancelled, TurnOverflow, TurnRefused
+from zeroclaw.conversations._service import turn_outcome
 from zeroclaw.events import (
     AgentExited,
     AgentTransition,
@@ -34,8 +36,7 @@ from zeroclaw.supervisor._lifecycle import (
     Transition,
     exit_cause,
 )
-from zeroclaw.turns import AgentDown, TurnCancelled, TurnDone, TurnOverflow, TurnRefused
-from zeroclaw.turns._service import turn_outcome
+from zeroclaw.turns import TurnDone
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 

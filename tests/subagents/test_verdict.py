@@ -6,8 +6,9 @@ from typing import Any
 
 import pytest
 
+from zeroclaw.conversations import AgentDown, TurnCancelled, TurnRefused
 from zeroclaw.subagents._dispatch import verdict
-from zeroclaw.turns import AgentDown, ToolCallRecord, TurnCancelled, TurnDone, TurnRefused
+from zeroclaw.turns import ToolCallRecord, TurnDone
 
 SCHEMA: dict[str, Any] = {
     "type": "object",

@@ -1,7 +1,7 @@
 """The control socket's chat: a thin adapter between control replies and the turn service.
 
 What the turn service itself guarantees (only the addressed agent speaks, overflow,
-cancel grace, approvals) is pinned in tests/turns/test_service.py.
+cancel grace, approvals) is pinned in tests/conversations/test_service.py.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 import msgspec
 import trio
 
-from tests.turns.helpers import bench
+from tests.conversations.helpers import bench
 from zeroclaw.control import AnyRequest, Chat, ChatApproval, ChatCancel, ChatOpen, Reply
 from zeroclaw.supervisor._chat import ChatService, cli_channel
 from zeroclaw.supervisor._control_server import Exchange

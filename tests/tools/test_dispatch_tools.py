@@ -18,9 +18,9 @@ import pytest
 
 from tests.agent.helpers import agent_spec, local_engine
 from zeroclaw.agent import AgentSpec, SubagentRuntime
-from zeroclaw.agent._local import LocalReach
 from zeroclaw.agent._process import toolset_for
 from zeroclaw.agent._turn import TurnEngine
+from zeroclaw.cli._local_reach import LocalReach
 from zeroclaw.policy import rules_for
 from zeroclaw.providers import Conversation, OnDelta, Step, ToolCall
 from zeroclaw.tools import (

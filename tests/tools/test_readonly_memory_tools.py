@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from zeroclaw.agent import LocalReach
+from zeroclaw.cli._local_reach import LocalReach
 from zeroclaw.memory import MemoryGrants, MemoryService, MemoryStore
 from zeroclaw.policy import rules_for
 from zeroclaw.tools import DEFAULT_TOOLSET, BadArguments, ShellSettings, ToolContext

@@ -8,15 +8,7 @@ import sys
 import msgspec
 import pytest
 
-from zeroclaw.turns import (
-    Delta,
-    ToolCallRecord,
-    ToolUsed,
-    TurnDone,
-    TurnEvent,
-    TurnEventPost,
-    result_json,
-)
+from zeroclaw.turns import Delta, ToolCallRecord, ToolUsed, TurnDone, TurnEvent, TurnEventPost
 
 
 def test_turn_events_round_trip_with_their_event_tag() -> None:
@@ -37,23 +29,6 @@ def test_turn_events_round_trip_with_their_event_tag() -> None:
     }
 
 
-def test_a_finished_turn_prints_as_chat_json_always_has() -> None:
-    call = ToolCallRecord("file_read", {"path": "a"}, True)
-    assert result_json(TurnDone("hi")) == {"reply": "hi", "tool_calls": []}
-    assert result_json(TurnDone("error: x", (call,), error="x")) == {
-        "reply": "error: x",
-        "tool_calls": [
-            {"name": "file_read", "args": {"path": "a"}, "ok": True, "error_code": None}
-        ],
-        "error": "x",
-    }
-    assert result_json(TurnDone("", cancelled=True)) == {
-        "reply": "",
-        "tool_calls": [],
-        "cancelled": True,
-    }
-
-
 def test_an_agent_cannot_post_an_approval_as_a_plain_event() -> None:
     body = msgspec.to_builtins(TurnEventPost("t1", Delta("x")))
     assert msgspec.convert(body, TurnEventPost) == TurnEventPost("t1", Delta("x"))
@@ -65,7 +40,8 @@ def test_an_agent_cannot_post_an_approval_as_a_plain_event() -> None:
 def test_an_agent_process_loads_the_turn_bodies_but_never_the_service() -> None:
     code = (
         "import sys, zeroclaw.agent._process; "
-        "print(sorted(m for m in sys.modules if m.startswith('zeroclaw.turns')))"
+        "print(sorted(m for m in sys.modules if m.startswith(('zeroclaw.turns', "
+        "'zeroclaw.conversations'))))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert "zeroclaw.turns._wire" in out.stdout and "_service" not in out.stdout
+    assert "zeroclaw.turns._wire" in out.stdout and "conversations" not in out.stdout

@@ -1,14 +1,11 @@
 """The agent process: its start contract, its link to the daemon, its main.
 
-`LocalReach` (an agent run inside the CLI, memory straight from the store) loads on first
-use: agent processes never need the memory store.
+It reaches memory, peers and sub-agents only through the daemon (ADR 0049): the CLI's
+in-process run (`chat -m` with no daemon) composes its own reach over the memory store.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
-from .._lazy import lazy_attributes
 from ._link import (
     MAX_LINK_FRAME,
     Busy,
@@ -32,17 +29,7 @@ from ._sandbox import (
     confine_in_process,
 )
 from ._spec import AgentSpec, RiskSpec, RuntimeSpec, SubagentRuntime, path_rules
-from ._turn import TurnEngine
-
-if TYPE_CHECKING:
-    from ._local import LocalReach
-
-_load = lazy_attributes(__name__, {"LocalReach": "._local"})
-
-
-def __getattr__(name: str) -> Any:
-    return _load(name, globals())
-
+from ._turn import TurnEngine, render_memory
 
 __all__ = [
     "MAX_LINK_FRAME",
@@ -54,7 +41,6 @@ __all__ = [
     "Keys",
     "LinkMessage",
     "LinkSender",
-    "LocalReach",
     "Neighbours",
     "Ping",
     "Pong",
@@ -71,6 +57,7 @@ __all__ = [
     "decode_link",
     "encode_link",
     "path_rules",
+    "render_memory",
     "say_fatal",
     "serve_agent",
 ]

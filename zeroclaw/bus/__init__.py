@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .._delegation import MAX_DELEGATION_DEPTH  # the router's vocabulary too
 from .._lazy import lazy_attributes
 from .._sender_names import normalize_sender
 from ._client import AgentBus, BusCredentials, Outcome
@@ -21,7 +22,6 @@ from ._sessions import (
     session_owner,
 )
 from ._wire import (
-    MAX_DELEGATION_DEPTH,
     MESSAGE_KINDS,
     PROTOCOL_VERSION,
     QUESTION_KINDS,

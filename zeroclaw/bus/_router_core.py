@@ -29,12 +29,12 @@ from typing import Any
 
 import msgspec
 
+from .._delegation import MAX_DELEGATION_DEPTH
 from ..config import Config
 from ._origin import DAEMON_SENDER, Origin
 from ._policy import PeerPolicy
 from ._sessions import session_key
 from ._wire import (
-    MAX_DELEGATION_DEPTH,
     QUESTION_KINDS,
     REFUSAL_CODES,
     Deliver,

@@ -44,10 +44,6 @@ MessageKind = Literal["message", "probe", "ask", "delegate", "reply", "chat", "c
 MESSAGE_KINDS: tuple[str, ...] = get_args(MessageKind)
 QUESTION_KINDS = frozenset({"ask", "delegate"})  # kinds whose sender waits for a `reply`
 
-# Asks/delegations in one chain: the router refuses a question this deep (`depth_exceeded`).
-# The depth is the router's count (ADR 0018), stamped on the delivered message.
-MAX_DELEGATION_DEPTH = 3
-
 
 class PeerQuestion(msgspec.Struct, frozen=True):
     """The body of an `ask` or `delegate`. `tools`: what the daemon granted the origin of

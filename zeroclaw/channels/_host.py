@@ -18,18 +18,16 @@ from collections.abc import Callable
 import trio
 
 from ..bus import PeerPolicy
-from ..turns import (
+from ..conversations import (
     AgentDown,
-    ApprovalAsked,
-    Delta,
     OperatorApprovals,
     Turn,
     TurnCancelled,
-    TurnDone,
     TurnOverflow,
     TurnRefused,
     TurnService,
 )
+from ..turns import ApprovalAsked, Delta, TurnDone
 from ._routing import Routed, route_inbound
 from ._types import (
     AskApproval,

@@ -331,16 +331,17 @@ def _in_process(config: Config, path: Path, alias: str, session: str) -> tuple[T
     from ..agent import (
         AgentSpec,
         InProcessSandboxRequired,
-        LocalReach,
         TurnEngine,
         confine_in_process,
     )
     from ..config import daemon_paths
+    from ..conversations import result_json
     from ..memory import MemoryService
     from ..policy import code_roots, daemon_code_paths, inside_code
     from ..providers import ProviderError, make_provider
     from ..supervisor import agent_environment, build_specs
-    from ..turns import TurnDone, result_json
+    from ..turns import TurnDone
+    from ._local_reach import LocalReach
     from .memory_cmd import with_memory
 
     env = dict(os.environ)

@@ -34,6 +34,7 @@ from jsonschema.exceptions import best_match
 
 from .._schema_check import Invalid, Outcome, OutOfBound, Unusable, Valid
 from ..bus import Origin, Request, Response
+from ..conversations import ServiceEvent, Turn, TurnService
 from ..events import EventSink, InvocationFinished
 from ..turns import (
     CatalogAnswer,
@@ -42,11 +43,8 @@ from ..turns import (
     DispatchAnswer,
     DispatchCall,
     InvocationState,
-    ServiceEvent,
     ToolUsed,
-    Turn,
     TurnDone,
-    TurnService,
 )
 from ._admission import (
     Admission,

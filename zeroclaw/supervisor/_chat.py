@@ -15,17 +15,16 @@ import trio
 
 from ..bus import Origin, SessionNameRefused, session_key
 from ..control import Chat, ChatApproval, ChatCancel, ChatOpen, Reply, error_reply
-from ..turns import (
+from ..conversations import (
     AgentDown,
-    ApprovalAsked,
     Turn,
     TurnCancelled,
-    TurnDone,
     TurnOverflow,
     TurnRefused,
     TurnService,
     result_json,
 )
+from ..turns import ApprovalAsked, TurnDone
 from ._control_server import Exchange
 
 # How long the final reply waits for the client's answers to approvals it was shown and has

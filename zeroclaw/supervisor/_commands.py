@@ -60,7 +60,7 @@ from ..ops import KIND_NAMES, EventFilter, unknown_kinds
 
 if TYPE_CHECKING:
     from .. import ops
-    from ..turns import OperatorApprovals
+    from ..conversations import OperatorApprovals
     from ._chat import ChatService
     from ._supervisor import ReloadState, Supervisor
 
@@ -458,7 +458,7 @@ class _ApprovalDecideCommand:
         self._approvals = approvals
 
     def _decide(self, approval_id: str) -> Reply[ApprovalDecision]:
-        from ..turns import Decided
+        from ..conversations import Decided
 
         decided = self._approvals.decide(approval_id, self.approved)
         if not isinstance(decided, Decided):

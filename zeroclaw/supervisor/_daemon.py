@@ -59,6 +59,7 @@ from ..control import (
     Status,
 )
 from ..control import Metrics as MetricsRequest
+from ..conversations import OperatorApprovals, TurnService
 from ..discovery import DiscoveryService
 from ..events import EventSink, ReloadApplied
 from ..memory import (
@@ -81,13 +82,7 @@ from ..subagents import (
     SubagentStoreLocked,
     register_subagent_commands,
 )
-from ..turns import (
-    ADAPTER_SERVICE,
-    SUBAGENT_SERVICE,
-    TURN_SERVICE,
-    OperatorApprovals,
-    TurnService,
-)
+from ..turns import ADAPTER_SERVICE, SUBAGENT_SERVICE, TURN_SERVICE
 from ._adapters import adapter_runner
 from ._chat import ChatService
 from ._commands import (

@@ -12,7 +12,7 @@ from typing import Annotated
 import msgspec
 import trio
 
-from ..bus import MAX_DELEGATION_DEPTH
+from .._delegation import MAX_DELEGATION_DEPTH
 from ..policy import check_path
 from ._base import ToolResult
 from ._files import file_list, file_read, file_write

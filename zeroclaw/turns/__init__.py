@@ -1,16 +1,13 @@
-"""Conversation turns: their events (shared by agent, daemon and CLI), the typed bodies
-that carry them over the bus, and the daemon's turn service (the one way an inbound
-conversation enters an agent).
+"""Conversation turns: their events (shared by agent, daemon and CLI) and the typed bodies
+that carry them, and the sub-agent and adapter calls, over the bus.
 
-The service loads on first use, so agent processes, which only need the events and the
-bodies, never import daemon code.
+Neutral (ADRs 0016, 0049): it imports no other zeroclaw package, so an agent process,
+the daemon and the CLI agree on a turn without importing each other. The
+daemon's turn service, which speaks to the router, is in `conversations`.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
-from .._lazy import lazy_attributes
 from ._adapter import (
     ADAPTER_SERVICE,
     AdapterAdmission,
@@ -18,7 +15,6 @@ from ._adapter import (
     AdapterInvoke,
     AdapterResult,
 )
-from ._approvals import ApprovalOutcome, ApprovalQueue, Decided, NotPending, PendingApproval
 from ._dispatch import (
     SUBAGENT_SERVICE,
     TERMINAL_STATES,
@@ -40,42 +36,6 @@ from ._wire import (
     TurnInput,
 )
 
-if TYPE_CHECKING:
-    from ._operator_approvals import OperatorApprovals
-    from ._outcomes import (
-        AgentDown,
-        ServiceEvent,
-        TurnCancelled,
-        TurnOutcome,
-        TurnOverflow,
-        TurnRefused,
-        result_json,
-    )
-    from ._service import Turn, TurnService
-
-# The outcomes name the bus's refusal codes (the bus client: trio, zmq); the CLI, which
-# only prints events, does not load them (ADR 0035).
-_load = lazy_attributes(
-    __name__,
-    {
-        "AgentDown": "._outcomes",
-        "ServiceEvent": "._outcomes",
-        "TurnCancelled": "._outcomes",
-        "TurnOutcome": "._outcomes",
-        "TurnOverflow": "._outcomes",
-        "TurnRefused": "._outcomes",
-        "result_json": "._outcomes",
-        "OperatorApprovals": "._operator_approvals",
-        "Turn": "._service",
-        "TurnService": "._service",
-    },
-)
-
-
-def __getattr__(name: str) -> Any:
-    return _load(name, globals())
-
-
 __all__ = [
     "ADAPTER_SERVICE",
     "SUBAGENT_SERVICE",
@@ -85,37 +45,22 @@ __all__ = [
     "AdapterCall",
     "AdapterInvoke",
     "AdapterResult",
-    "AgentDown",
     "AgentTurnEvent",
     "ApprovalAnswer",
     "ApprovalAsked",
-    "ApprovalOutcome",
     "ApprovalQuestion",
-    "ApprovalQueue",
     "CatalogAnswer",
     "CatalogCall",
     "CatalogEntry",
-    "Decided",
     "Delta",
     "DispatchAnswer",
     "DispatchCall",
     "InvocationState",
-    "NotPending",
-    "OperatorApprovals",
-    "PendingApproval",
-    "ServiceEvent",
     "ToolCallRecord",
     "ToolUsed",
-    "Turn",
     "TurnCancel",
-    "TurnCancelled",
     "TurnDone",
     "TurnEvent",
     "TurnEventPost",
     "TurnInput",
-    "TurnOutcome",
-    "TurnOverflow",
-    "TurnRefused",
-    "TurnService",
-    "result_json",
 ]

@@ -11,8 +11,8 @@ import trio
 import trio.testing
 
 from zeroclaw.bus import Origin
+from zeroclaw.conversations import ApprovalQueue, Decided, NotPending, OperatorApprovals
 from zeroclaw.events import ApprovalRequested, ApprovalResolved, EventSink
-from zeroclaw.turns import ApprovalQueue, Decided, NotPending, OperatorApprovals
 
 
 def queue() -> ApprovalQueue:

@@ -30,7 +30,16 @@ import trio
 
 from ..bus import DAEMON_SENDER, Message, Origin, RefusalCode, Request, Response, session_key
 from ..events import EventSink, TurnFinished
-from ._events import ApprovalAsked, TurnDone
+from ..turns import (
+    AgentTurnEvent,
+    ApprovalAnswer,
+    ApprovalAsked,
+    ApprovalQuestion,
+    TurnCancel,
+    TurnDone,
+    TurnEventPost,
+    TurnInput,
+)
 from ._outcomes import (
     TERMINAL,
     AgentDown,
@@ -38,14 +47,6 @@ from ._outcomes import (
     TurnCancelled,
     TurnOverflow,
     TurnRefused,
-)
-from ._wire import (
-    AgentTurnEvent,
-    ApprovalAnswer,
-    ApprovalQuestion,
-    TurnCancel,
-    TurnEventPost,
-    TurnInput,
 )
 
 if TYPE_CHECKING:

@@ -8,23 +8,20 @@ from pathlib import Path
 import msgspec
 import trio
 
-from tests.turns.helpers import bench, read_all
+from tests.conversations.helpers import bench, read_all
 from zeroclaw.bus import AgentBus, Origin, Request, Response
+from zeroclaw.conversations import AgentDown, TurnCancelled, TurnOverflow, TurnRefused
 from zeroclaw.turns import (
     TURN_SERVICE,
-    AgentDown,
     ApprovalAnswer,
     ApprovalAsked,
     ApprovalQuestion,
     Delta,
     ToolUsed,
     TurnCancel,
-    TurnCancelled,
     TurnDone,
     TurnEventPost,
     TurnInput,
-    TurnOverflow,
-    TurnRefused,
 )
 
 CLI = Origin("cli.local")

@@ -29,8 +29,9 @@ from zeroclaw.bus import (
     ServiceHandler,
 )
 from zeroclaw.config import validate_document
+from zeroclaw.conversations import ServiceEvent, Turn, TurnService
 from zeroclaw.providers import OfflineProvider
-from zeroclaw.turns import TURN_SERVICE, ServiceEvent, Turn, TurnService
+from zeroclaw.turns import TURN_SERVICE
 
 
 @dataclass

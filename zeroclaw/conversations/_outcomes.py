@@ -11,7 +11,7 @@ from typing import Any
 import msgspec
 
 from ..bus import RefusalCode
-from ._events import TurnDone, TurnEvent
+from ..turns import TurnDone, TurnEvent
 
 
 class TurnRefused(msgspec.Struct, frozen=True):

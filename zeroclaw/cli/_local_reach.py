@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from ..agent import render_memory
 from ..memory import MemoryService, MemoryServiceError
 from ..tools import ToolResult, as_tool_error
 from ..turns import AdapterCall, AdapterInvoke, CatalogCall, DispatchCall
-from ._turn import render_memory
 
 
 class LocalReach:
