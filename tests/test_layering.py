@@ -28,7 +28,8 @@ CORE = "_core"  # zeroclaw/__init__.py and the zeroclaw/_*.py modules
 OWN_UNIT = {"zeroclaw.__main__": "cli", "zeroclaw._error_codes": "_error_codes"}
 
 # The layers, lowest first. An import goes to a lower layer or stays in its own; in the
-# middle layer, the agent side and the daemon's services never import each other.
+# middle layer no service imports the agent side, and the agent side takes from a service
+# only its wire (the neutral request and answer types).
 NEUTRAL = frozenset({CORE, "config", "events", "policy", "providers", "turns"})
 TRANSPORT = frozenset({"bus"})  # the wire and both its ends: the agent's client, the router
 AGENT_SIDE = frozenset({"agent", "tools"})
@@ -39,9 +40,9 @@ ROOT = frozenset({"supervisor"})  # the composition root
 OPERATOR = frozenset({"cli", "_error_codes"})
 LAYERS = (NEUTRAL, TRANSPORT, AGENT_SIDE | SERVICES, ROOT, OPERATOR)
 
-# Modules the other side may import from a service package: its wire (one `_wire.py` per
-# service, ADR 0049) and the neutral modules those build on. They import only neutral
-# packages and each other (test_wire_modules_import_only_neutral_modules).
+# A service's wire: its `_wire.py` (one per service, ADR 0049) and these, which memory's
+# wire builds on. They import only neutral units and each other
+# (test_wire_modules_import_only_neutral_modules).
 WIRE_SUPPORT = frozenset(
     {"zeroclaw.memory._args", "zeroclaw.memory._errors", "zeroclaw.memory._records"}
 )
