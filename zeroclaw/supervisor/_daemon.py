@@ -337,7 +337,8 @@ def raise_descriptor_limit() -> None:
 async def _main(parts: DaemonParts) -> int:
     """The composition root's trio part: every service built here with what it uses."""
     config, config_path, env, notifier = parts.config, parts.config_path, parts.env, parts.notifier
-    with zmq.Context() as ctx:
+    ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+    try:
         stop = trio.Event()  # set once: the daemon stops (a signal, `stop`, the zygote lost)
         exits = ExitRoutes()
         zygote = ZygoteClient(parts.zygote_pid, parts.zygote_sock, exits.exited)
@@ -443,7 +444,9 @@ async def _main(parts: DaemonParts) -> int:
 
         listener = functools.partial(metrics.keep_listener, listen, events)
         services.register(Background("metrics listener", listener))
-        services.register(Started("control", functools.partial(_serve_control, control, parts)))
+        services.register(
+            Started("control", functools.partial(_serve_control, control, parts.control_listener))
+        )
         services.register(Started("router", router.run))
         services.register(Background("memory", memory.run_committer))
         if notifier.watchdog_interval:
@@ -462,6 +465,8 @@ async def _main(parts: DaemonParts) -> int:
         found = functools.partial(_keep_discovery, running, readiness, discovery, events)
         services.register(Background("discovery", found))
         return await _serve(services, stop, reloader, readiness, [fleet, runtimes], running)
+    finally:
+        ctx.term()  # every socket closed by its owner by now
 
 
 async def _serve(
@@ -527,7 +532,7 @@ def register_commands(
 
 async def _serve_control(
     control: ControlServer,
-    parts: DaemonParts,
+    listener: socket.socket,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     try:
@@ -535,7 +540,7 @@ async def _serve_control(
     finally:
         # Refused from the moment the control service stops, not once the zygote is gone
         # (the exit stack closes it again, harmlessly).
-        parts.control_listener.close()
+        listener.close()
 
 
 def daemon_metrics_sources(
