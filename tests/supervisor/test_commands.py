@@ -5,8 +5,8 @@ from __future__ import annotations
 from tests.control.test_protocol import agent_status
 from zeroclaw.control import ProbeReply, RouteProbe
 from zeroclaw.supervisor._commands import agent_reply, reload_reply
+from zeroclaw.supervisor._reload import ReloadState
 from zeroclaw.supervisor._route_probe import probe_refusal
-from zeroclaw.supervisor._supervisor import ReloadState
 
 
 def test_an_agent_command_that_settled_running_is_ok() -> None:

@@ -189,7 +189,7 @@ def test_systemd_unit_verifies(tmp_path: Path) -> None:
 def test_reload_refusals_name_a_moved_dir_and_an_empty_file() -> None:
     import copy
 
-    from zeroclaw.supervisor._supervisor import reload_refusals
+    from zeroclaw.supervisor._reload import reload_refusals
 
     running = validate_document(copy.deepcopy(VALID_DOC), base_dir=Path("/srv"), env={})
     config_path = Path("/srv/zeroclaw.toml")

@@ -62,7 +62,9 @@ if TYPE_CHECKING:
     from .. import ops
     from ..conversations import OperatorApprovals
     from ._chat import ChatService
-    from ._supervisor import ReloadState, Supervisor
+    from ._fleet import Fleet
+    from ._reload import ReloadState
+    from ._reloader import Reloader
 
 OPERATOR_WAIT_SECS = 30.0
 
@@ -72,20 +74,20 @@ log = logging.getLogger("zeroclaw.control")
 class StatusCommand:
     def __init__(
         self,
-        supervisor: Supervisor,
+        status: Callable[[], StatusReply],
         control_stats: Callable[[], ControlStats | None],
         channels: Callable[[], list[ChannelStatus]] = list,
         discovery: Callable[[], DiscoveryStatus | None] = lambda: None,
         approvals: OperatorApprovals | None = None,
     ) -> None:
-        self._supervisor = supervisor
+        self._status = status
         self._control_stats = control_stats
         self._channels = channels
         self._discovery = discovery
         self._approvals = approvals
 
     async def __call__(self, request: Status, exchange: Exchange) -> Reply[StatusReply]:
-        status = self._supervisor.status()
+        status = self._status()
         return Reply(
             ok=True,
             data=msgspec.structs.replace(
@@ -99,19 +101,19 @@ class StatusCommand:
 
 
 class AgentsListCommand:
-    def __init__(self, supervisor: Supervisor) -> None:
-        self._supervisor = supervisor
+    def __init__(self, fleet: Fleet) -> None:
+        self._fleet = fleet
 
     async def __call__(self, request: AgentsList, exchange: Exchange) -> Reply[AgentsReply]:
-        return Reply(ok=True, data=AgentsReply(self._supervisor.agents()))
+        return Reply(ok=True, data=AgentsReply(self._fleet.agents()))
 
 
 class ShutdownCommand:
-    def __init__(self, supervisor: Supervisor) -> None:
-        self._supervisor = supervisor
+    def __init__(self, stop: trio.Event) -> None:
+        self._stop = stop  # the daemon's: set, it stops
 
     async def __call__(self, request: Shutdown, exchange: Exchange) -> Reply[ShutdownReply]:
-        self._supervisor.shutdown_requested.set()
+        self._stop.set()
         return Reply(ok=True, data=ShutdownReply(stopping=True, pid=os.getpid()))
 
 
@@ -135,12 +137,11 @@ def reload_reply(state: ReloadState) -> Reply[ReloadReply]:
 
 
 class ReloadCommand:
-    def __init__(self, supervisor: Supervisor, nursery: trio.Nursery) -> None:
-        self._supervisor = supervisor
-        self._nursery = nursery  # where the agents a reload adds run
+    def __init__(self, reloader: Reloader) -> None:
+        self._reloader = reloader
 
     async def __call__(self, request: Reload, exchange: Exchange) -> Reply[ReloadReply]:
-        return reload_reply(await self._supervisor.reload(self._nursery))
+        return reload_reply(await self._reloader.reload())
 
 
 def agent_reply(alias: str, settled: bool, status: AgentStatus) -> Reply[AgentStatus]:
@@ -160,18 +161,17 @@ def agent_reply(alias: str, settled: bool, status: AgentStatus) -> Reply[AgentSt
 
 
 class _AgentCommand:
-    def __init__(self, supervisor: Supervisor, wait_secs: float = OPERATOR_WAIT_SECS) -> None:
-        self._supervisor = supervisor
+    def __init__(self, fleet: Fleet, wait_secs: float = OPERATOR_WAIT_SECS) -> None:
+        self._fleet = fleet
         self._wait_secs = wait_secs
 
     async def _act(self, alias: str) -> bool:
         raise NotImplementedError
 
     async def _run(self, alias: str) -> Reply[AgentStatus]:
-        supervisor = self._supervisor
-        runner = supervisor.runner(alias)
+        runner = self._fleet.runners.get(alias)
         if runner is None:
-            known = ", ".join(sorted(supervisor.runners)) or "none"
+            known = ", ".join(sorted(self._fleet.runners)) or "none"
             return error_reply("unknown_agent", f"no enabled agent {alias!r}; known: {known}")
         settled = await self._act(alias)
         return agent_reply(alias, settled, runner.status())
@@ -179,7 +179,7 @@ class _AgentCommand:
 
 class AgentStartCommand(_AgentCommand):
     async def _act(self, alias: str) -> bool:
-        return await self._supervisor.start_agent(alias, self._wait_secs)
+        return await self._fleet.start_agent(alias, self._wait_secs)
 
     async def __call__(self, request: AgentStart, exchange: Exchange) -> Reply[AgentStatus]:
         return await self._run(request.alias)
@@ -187,7 +187,7 @@ class AgentStartCommand(_AgentCommand):
 
 class AgentStopCommand(_AgentCommand):
     async def _act(self, alias: str) -> bool:
-        return await self._supervisor.stop_agent(alias, self._wait_secs)
+        return await self._fleet.stop_agent(alias, self._wait_secs)
 
     async def __call__(self, request: AgentStop, exchange: Exchange) -> Reply[AgentStatus]:
         return await self._run(request.alias)
@@ -195,7 +195,7 @@ class AgentStopCommand(_AgentCommand):
 
 class AgentRestartCommand(_AgentCommand):
     async def _act(self, alias: str) -> bool:
-        return await self._supervisor.restart_agent(alias, self._wait_secs)
+        return await self._fleet.restart_agent(alias, self._wait_secs)
 
     async def __call__(self, request: AgentRestart, exchange: Exchange) -> Reply[AgentStatus]:
         return await self._run(request.alias)

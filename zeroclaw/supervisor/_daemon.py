@@ -1,10 +1,16 @@
 """`zeroclaw daemon`: a foreground trio process that supervises every agent.
 
+The composition root (ADR 0050): `run_daemon` acquires the process's resources, each onto
+one exit stack; `_main` builds every service with what it uses and hands them to the
+service table (`_services`), which starts them in order and stops them in reverse.
+
 Order matters: the zygote is forked before trio.run, while the process has one thread.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import logging
 import math
 import os
@@ -13,8 +19,8 @@ import signal
 import socket
 import stat
 import sys
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import trio
@@ -31,7 +37,7 @@ from ..channels import (
     channel_adapters,
     channel_settings,
 )
-from ..config import Config, ConfigError, daemon_paths, daemon_refusals, load_config
+from ..config import Config, ConfigError, DaemonPaths, daemon_paths, daemon_refusals, load_config
 from ..control import (
     REQUEST_TYPES,
     SUBAGENT_REQUEST_TYPES,
@@ -47,7 +53,6 @@ from ..control import (
     ChatCancel,
     ChatOpen,
     CommandTable,
-    ControlStats,
     EventsFollow,
     EventsRecent,
     MemoryCommand,
@@ -113,11 +118,17 @@ from ._control_server import (
     bind_control_socket,
     check_socket_path,
 )
+from ._fleet import ExitRoutes, Fleet, Readiness, RunnerFactory, TransitionReport, stop_every_agent
+from ._hooks import Behind, DaemonHooks
 from ._lock import AlreadyRunning, PidLock
 from ._notify import SYSTEMD_VARIABLES, Notifier
+from ._reloader import Reloader
 from ._route_probe import RouteProbeCommand
+from ._running import Running
+from ._runtimes import Runtimes
+from ._services import Background, Services, Started
 from ._spec import preload_kinds, zygote_environment
-from ._supervisor import ReloadState, Supervisor
+from ._status import DaemonStatusReport
 from ._zygote import DEFAULT_ENTRYPOINT, ENTRYPOINT_ENV, daemon_title, set_title, start_zygote
 from ._zygote_client import ZygoteClient
 
@@ -147,6 +158,24 @@ def prepare_directory(path: Path, what: str) -> None:
         os.chmod(path, 0o700)
 
 
+@dataclass(frozen=True)
+class DaemonParts:
+    """What `run_daemon` acquired for the trio part (and releases after it)."""
+
+    config: Config
+    config_path: Path  # absolute
+    env: dict[str, str]
+    zygote_pid: int
+    zygote_sock: socket.socket
+    notifier: Notifier
+    store: MemoryStore
+    subagent_store: SubagentStore
+    control_listener: socket.socket
+    idle_timeout: float
+    log_level: str | None
+    code: tuple[str, ...]
+
+
 def run_daemon(
     config_path: Path, env: Mapping[str, str] | None = None, *, log_level: str | None = None
 ) -> int:
@@ -158,7 +187,8 @@ def run_daemon(
     config = load_config(config_path, env)  # ConfigError → the CLI prints it, exit 2
     # The daemon's own code (ADR 0044), once: agents may read it and never write it.
     code = code_roots(daemon_code_paths())
-    refusals = daemon_refusals(config, env, Path(os.path.abspath(config_path)), code)
+    absolute = Path(os.path.abspath(config_path))
+    refusals = daemon_refusals(config, env, absolute, code)
     if refusals:
         raise ConfigError(str(config_path), refusals)
     setup_logging(
@@ -180,17 +210,48 @@ def run_daemon(
         raise DaemonError(str(exc), 2) from None
     prepare_directory(paths.runtime_dir, "runtime dir")
     prepare_directory(paths.state_dir, "state dir")
+    # One exit path: each resource is pushed once, as it is acquired, and released in the
+    # reverse order on any exit, a refusal half-way through as much as a normal stop.
+    with contextlib.ExitStack() as held:
+        parts = _acquire(
+            held,
+            config,
+            absolute,
+            env,
+            paths,
+            idle_timeout=idle_timeout,
+            log_level=log_level,
+            code=code,
+        )
+        return trio.run(_main, parts)
+
+
+def _acquire(
+    held: contextlib.ExitStack,
+    config: Config,
+    config_path: Path,
+    env: dict[str, str],
+    paths: DaemonPaths,
+    *,
+    idle_timeout: float,
+    log_level: str | None,
+    code: tuple[str, ...],
+) -> DaemonParts:
+    """The pid lock, the control socket, the notifier, the memory lock, the zygote, the
+    memory store and the sub-agent store, in this order, each onto `held`."""
     lock = PidLock(paths.runtime_dir / "zeroclaw.lock")
     try:
         lock.acquire()
     except AlreadyRunning as exc:
         raise DaemonError(str(exc), 1) from None
+    held.callback(lock.release)
     try:
         control_listener = bind_control_socket(paths.runtime_dir)
     except ControlNameTaken as exc:
-        lock.release()
         raise DaemonError(str(exc), 1) from None
+    held.callback(control_listener.close)
     notifier = Notifier(env)
+    held.callback(notifier.close)
     # Never let systemd's variables reach anything we start, whatever the allowlist says.
     for name in SYSTEMD_VARIABLES:
         os.environ.pop(name, None)
@@ -199,14 +260,15 @@ def run_daemon(
     try:
         memory_lock.acquire()
     except MemoryLocked as exc:
-        control_listener.close()
-        lock.release()
         raise DaemonError(f"{exc}; is a 'zeroclaw memory' command still writing?", 1) from None
+    held.callback(memory_lock.release)
     zygote, zygote_sock = start_zygote(
         env.get(ENTRYPOINT_ENV, DEFAULT_ENTRYPOINT),
         zygote_environment(env),
         preload_kinds(config),
     )
+    held.callback(zygote.wait)
+    held.callback(zygote_sock.close)  # first: EOF tells the zygote to kill what is left, exit
     # Opened after the zygote exists (which is exec'd, not forked) and never forked after:
     # an LMDB environment must not cross a fork.
     try:
@@ -214,22 +276,13 @@ def run_daemon(
             paths.state_dir / "memory", map_size=config.daemon.memory_map_size
         )
     except StoreCorrupt as exc:
-        zygote_sock.close()  # EOF: the zygote exits
-        zygote.wait()
-        memory_lock.release()
-        control_listener.close()
-        lock.release()
         raise DaemonError(str(exc), 1) from None
+    held.callback(store.close)
     try:
         subagent_store = SubagentStore.open_verified(paths.state_dir / "subagents")
     except (SubagentStoreCorrupt, SubagentStoreLocked) as exc:
-        store.close()
-        zygote_sock.close()
-        zygote.wait()
-        memory_lock.release()
-        control_listener.close()
-        lock.release()
         raise DaemonError(str(exc), 1) from None
+    held.callback(subagent_store.close)
     if store.reindexed:
         log.warning(
             "memory store upgraded to the current format: reindexed %d namespaces", store.reindexed
@@ -238,31 +291,20 @@ def run_daemon(
         log.warning(
             "cleared %d stale memory readers left by a killed process", store.stale_readers_cleared
         )
-    try:
-        return trio.run(
-            _main,
-            config,
-            Path(os.path.abspath(config_path)),
-            env,
-            zygote.pid,
-            zygote_sock,
-            notifier,
-            store,
-            subagent_store,
-            control_listener,
-            idle_timeout,
-            log_level,
-            code,
-        )
-    finally:
-        control_listener.close()
-        zygote_sock.close()  # EOF tells the zygote to kill whatever is left and exit
-        zygote.wait()
-        subagent_store.close()
-        store.close()
-        memory_lock.release()
-        notifier.close()
-        lock.release()
+    return DaemonParts(
+        config=config,
+        config_path=config_path,
+        env=env,
+        zygote_pid=zygote.pid,
+        zygote_sock=zygote_sock,
+        notifier=notifier,
+        store=store,
+        subagent_store=subagent_store,
+        control_listener=control_listener,
+        idle_timeout=idle_timeout,
+        log_level=log_level,
+        code=code,
+    )
 
 
 def raise_descriptor_limit() -> None:
@@ -287,33 +329,27 @@ def raise_descriptor_limit() -> None:
     )
 
 
-async def _main(
-    config: Config,
-    config_path: Path,
-    env: dict[str, str],
-    zygote_pid: int,
-    zygote_sock: socket.socket,
-    notifier: Notifier,
-    store: MemoryStore,
-    subagent_store: SubagentStore,
-    control_listener: socket.socket,
-    idle_timeout: float,
-    log_level: str | None,
-    code: tuple[str, ...],
-) -> int:
-    supervisor: Supervisor | None = None
-
-    def on_exit(pid: int, status: int) -> None:
-        if supervisor is not None:
-            supervisor.on_zygote_exit(pid, status)
-
-    zygote = ZygoteClient(zygote_pid, zygote_sock, on_exit)
+async def _main(parts: DaemonParts) -> int:
+    """The composition root's trio part: every service built here with what it uses."""
+    config, config_path, env, notifier = parts.config, parts.config_path, parts.env, parts.notifier
     ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
     try:
+        stop = trio.Event()  # set once: the daemon stops (a signal, `stop`, the zygote lost)
+        exits = ExitRoutes()
+        zygote = ZygoteClient(parts.zygote_pid, parts.zygote_sock, exits.exited)
         events = EventSink()
-        memory = MemoryService(store, memory_grants(config), events=events)
+        memory = MemoryService(parts.store, memory_grants(config), events=events)
         paths = daemon_paths(config, env)
-        registry = SubagentRegistry(subagent_store, paths.state_dir / "revisions")
+        registry = SubagentRegistry(parts.subagent_store, paths.state_dir / "revisions")
+        running = Running(
+            config,
+            config_path,
+            env,
+            registry,
+            zygote_pid=zygote.pid,
+            log_level=parts.log_level,
+            code_paths=parts.code,
+        )
         hooks = DaemonHooks()
         router = Router(
             config,
@@ -330,117 +366,191 @@ async def _main(
             # A sub-agent runtime posts its turn's events and nothing else (issue 12).
             confined_services=frozenset({TURN_SERVICE}),
         )
-        supervisor = Supervisor(
-            config,
-            config_path,
-            env,
-            zygote,
-            notifier,
-            router,
-            memory,
-            events,
-            registry,
-            log_level=log_level,
-            code_paths=code,
+        report = TransitionReport(router, events)
+        factory = RunnerFactory(running, zygote, exits, router.mint_keys)
+        readiness = Readiness(notifier, stop)
+        fleet = Fleet(running, factory, report, readiness, stop)
+        runtimes = Runtimes(running, factory, report, router, registry, fleet.update_status)
+        reloader = Reloader(
+            running, fleet, runtimes, router=router, memory=memory, notifier=notifier, events=events
         )
-        # One turn service for every way a conversation comes in (the CLI today, channels
-        # next), and for the sub-agent runtimes' invocations.
+        # One turn service for every way a conversation comes in (the CLI, the channels),
+        # and for the sub-agent runtimes' invocations.
         turns = TurnService(router, events=events)
         dispatch = DispatchService(
             registry,
-            subagent_store,
+            parts.subagent_store,
             turns,
-            supervisor,
-            max_frame=lambda: supervisor.config.daemon.max_frame_bytes,
+            runtimes,
+            max_frame=lambda: running.config.daemon.max_frame_bytes,
             events=events,
         )
         # Discovered adapters: scanned after start, admitted per call (issue 15).
         discovery = DiscoveryService(
-            config, config_path, events, env, runner=adapter_runner(lambda: supervisor.specs, env)
+            config, config_path, events, env, runner=adapter_runner(lambda: running.specs, env)
         )
-        hooks.bind(supervisor, turns, dispatch, discovery)
+        hooks.bind(Behind(fleet, runtimes, turns, dispatch, discovery))
         # Webhook and serial channels: inbound messages routed from the config, their turns
-        # through the same turn service (issue 13).
-        # Approvals of outside origins wait for the operator here (ADR 0042).
+        # through the same turn service (issue 13). Approvals of outside origins wait for
+        # the operator here (ADR 0042).
         approvals = OperatorApprovals(events)
-        channels = ChannelSupervisor(ChannelHost(turns, lambda: router.policy, approvals=approvals))
+        host = ChannelHost(turns, lambda: router.policy, approvals=approvals)
+        channels = ChannelSupervisor(host)
         # Subscribed to the sink from here on: every event of the daemon's life is counted.
-        metrics = Metrics(daemon_metrics_sources(supervisor, channels), events)
-        return await _serve(
-            supervisor,
-            ChatService(turns),
-            dispatch,
-            discovery,
-            channels,
-            metrics,
-            notifier,
-            control_listener,
-            idle_timeout,
+        metrics = Metrics(daemon_metrics_sources(fleet, router, host, memory), events)
+        # The table is filled, and checked complete, before the server serves a request.
+        table = CommandTable()
+        control = ControlServer(
+            parts.control_listener,
+            table.dispatch,
+            zygote_pid=zygote.pid,
+            idle_timeout=parts.idle_timeout,
         )
+        status = DaemonStatusReport(running, fleet, runtimes, reloader, readiness, router)
+        table.register(
+            Status,
+            StatusCommand(
+                status.status, control.stats, channels.status, discovery.status, approvals
+            ),
+        )
+        table.register(AgentsList, AgentsListCommand(fleet))
+        table.register(AgentStart, AgentStartCommand(fleet))
+        table.register(AgentStop, AgentStopCommand(fleet))
+        table.register(AgentRestart, AgentRestartCommand(fleet))
+        table.register(RouteProbe, RouteProbeCommand(router, fleet))
+        table.register(Reload, ReloadCommand(reloader))
+        table.register(Shutdown, ShutdownCommand(stop))
+        register_commands(table, running, memory, ChatService(turns), events, metrics, approvals)
+        register_subagent_commands(table, dispatch)
+        table.require((*REQUEST_TYPES, *SUBAGENT_REQUEST_TYPES))
+
+        services = Services()
+        services.register(Background("zygote", functools.partial(_watch_zygote, zygote, stop)))
+        services.register(Background("metrics", metrics.run))
+
+        def listen() -> MetricsListen:
+            daemon = running.config.daemon
+            return metrics_listen(
+                daemon.metrics_listen,
+                daemon.metrics_token_env,
+                http_bounds(daemon.metrics_limits),
+                env,
+            )
+
+        listener = functools.partial(metrics.keep_listener, listen, events)
+        services.register(Background("metrics listener", listener))
+        services.register(
+            Started("control", functools.partial(_serve_control, control, parts.control_listener))
+        )
+        services.register(Started("router", router.run))
+        services.register(Background("memory", memory.run_committer))
+        if notifier.watchdog_interval:
+            interval = notifier.watchdog_interval
+            services.register(
+                Background("watchdog", functools.partial(_watchdog, notifier, interval))
+            )
+        services.register(Started("agents", fleet.run))
+        # After the fleet scanned the bundles; recovery of what the last daemon left (which
+        # may start runtimes), then the pipeline opens.
+        services.register(Started("runtimes", runtimes.run))
+        services.register(Started("subagents", dispatch.run))
+        services.register(Started("channels", channels.run))
+        keep = functools.partial(_keep_channels, running, channels, events)
+        services.register(Background("channel adapters", keep))
+        found = functools.partial(_keep_discovery, running, readiness, discovery, events)
+        services.register(Background("discovery", found))
+        return await _serve(services, stop, reloader, readiness, [fleet, runtimes], running)
     finally:
-        ctx.term()
+        ctx.term()  # every socket closed by its owner by now
 
 
-class DaemonHooks:
-    """The router's hooks (RouterHooks) and the turn service's entry, in the daemon.
-
-    The router needs them when it is built; the supervisor and the turn service behind them
-    need the router when they are built. So this port is built first and told once, right
-    after, whom it speaks for: before the router runs, so no hook fires unbound (ADR 0018).
-    """
-
-    supervisor: Supervisor
-    turns: TurnService
-    dispatch: DispatchService
-    discovery: DiscoveryService
-
-    def bind(
-        self,
-        supervisor: Supervisor,
-        turns: TurnService,
-        dispatch: DispatchService,
-        discovery: DiscoveryService,
-    ) -> None:
-        self.supervisor = supervisor
-        self.turns = turns
-        self.dispatch = dispatch
-        self.discovery = discovery
-
-    def agent_hello(
-        self, alias: str, pid: int, sandbox: str = "", sandbox_in_force: bool = False
-    ) -> None:
-        self.supervisor.agent_hello(alias, pid, sandbox, sandbox_in_force)
-
-    def request_start(self, alias: str) -> bool:
-        return self.supervisor.request_start(alias)
-
-    def traffic(self, alias: str) -> None:
-        self.supervisor.note_activity(alias)
-
-    def agent_down(self, alias: str) -> None:
-        self.turns.agent_down(alias)
-
-    def turn_request(self, sender: str, request: BusRequest) -> None:
-        self.turns.on_request(sender, request)
-
-    def subagent_request(self, sender: str, request: BusRequest) -> Awaitable[Response]:
-        return self.dispatch.serve(sender, request)
-
-    def adapter_request(self, sender: str, request: BusRequest) -> Awaitable[Response]:
-        return self.discovery.serve(sender, request)
+async def _serve(
+    services: Services,
+    stop: trio.Event,
+    reloader: Reloader,
+    readiness: Readiness,
+    agents: list[Fleet | Runtimes],
+    running: Running,
+) -> int:
+    # Opened before any service starts: a signal during the start waits for its end.
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+        async with services.running(), trio.open_nursery() as nursery:
+            log.info(
+                "zeroclaw daemon started",
+                extra={
+                    "pid": os.getpid(),
+                    "config": str(running.config_path),
+                    "runtime_dir": str(running.paths.runtime_dir),
+                },
+            )
+            if (as_root := root_warning(os.geteuid())) is not None:
+                log.warning("%s; %s", as_root, ROOT_FIX, extra={"euid": 0})
+            nursery.start_soon(_signals, signals, stop, reloader, running.config_path)
+            await stop.wait()
+            # The agents first, while every service still runs (they end their turns and
+            # the zygote reports their exits); then the services stop in reverse.
+            readiness.stopping()
+            await stop_every_agent(
+                [r for part in agents for r in part.runners.values()],
+                running.config.daemon.shutdown_grace_secs,
+            )
+            nursery.cancel_scope.cancel()
+    log.info("zeroclaw daemon stopped")
+    return 0
 
 
-def daemon_metrics_sources(supervisor: Supervisor, channels: ChannelSupervisor) -> MetricsSources:
+def register_commands(
+    table: CommandTable,
+    running: Running,
+    memory: MemoryService,
+    chat: ChatService,
+    events: EventSink,
+    metrics: Metrics,
+    approvals: OperatorApprovals,
+) -> None:
+    """The control commands of memory, sessions, chat, events, metrics and approvals."""
+    known_agents = lambda: frozenset(running.config.agents)  # noqa: E731
+    table.register(MemoryCommand, MemoryControlCommand(memory, known_agents))
+    table.register(SessionsList, SessionsListCommand(memory, known_agents))
+    table.register(SessionShow, SessionShowCommand(memory, known_agents))
+    table.register(Chat, chat.run_turn)
+    table.register(ChatOpen, ChatOpenCommand(chat))
+    table.register(ChatCancel, NoChatTurnCommand())
+    table.register(ChatApproval, NoChatTurnCommand())
+    table.register(EventsRecent, EventsRecentCommand(events))
+    table.register(EventsFollow, EventsFollowCommand(events))
+    table.register(MetricsRequest, MetricsCommand(metrics))
+    table.register(ApprovalsList, ApprovalsListCommand(approvals))
+    table.register(ApprovalApprove, ApprovalApproveCommand(approvals))
+    table.register(ApprovalDeny, ApprovalDenyCommand(approvals))
+
+
+async def _serve_control(
+    control: ControlServer,
+    listener: socket.socket,
+    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    try:
+        await control.serve(task_status=task_status)
+    finally:
+        # Refused from the moment the control service stops, not once the zygote is gone
+        # (the exit stack closes it again, harmlessly).
+        listener.close()
+
+
+def daemon_metrics_sources(
+    fleet: Fleet, router: Router, host: ChannelHost, memory: MemoryService
+) -> MetricsSources:
     """The counters the daemon's components keep, read when metrics are scraped."""
     return MetricsSources(
-        agent_states=supervisor.counts,
-        router=supervisor.router.stats,
-        channels_delivered=lambda: channels.host.delivered,
-        channels_refused=lambda: channels.host.refused,
-        memory_batches=lambda: supervisor.memory.batch_sizes,
-        memory_growths=lambda: supervisor.memory.growths,
-        memory_quota_refusals=lambda: supervisor.memory.quota_refusals,
-        memory_turns_dropped=lambda: supervisor.memory.turns_dropped,
+        agent_states=fleet.counts,
+        router=router.stats,
+        channels_delivered=lambda: host.delivered,
+        channels_refused=lambda: host.refused,
+        memory_batches=lambda: memory.batch_sizes,
+        memory_growths=lambda: memory.growths,
+        memory_quota_refusals=lambda: memory.quota_refusals,
+        memory_turns_dropped=lambda: memory.turns_dropped,
     )
 
 
@@ -458,90 +568,23 @@ def memory_service(memory: MemoryService) -> ServiceHandler:
     return serve
 
 
-async def _serve(
-    supervisor: Supervisor,
-    chat: ChatService,
-    dispatch: DispatchService,
-    discovery: DiscoveryService,
-    channels: ChannelSupervisor,
-    metrics: Metrics,
-    notifier: Notifier,
-    control_listener: socket.socket,
-    idle_timeout: float,
-) -> int:
-    paths = supervisor.paths
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(_run_zygote_reader, supervisor, nursery)
-        nursery.start_soon(metrics.run)
-        def listen() -> MetricsListen:
-            daemon = supervisor.config.daemon
-            return metrics_listen(
-                daemon.metrics_listen,
-                daemon.metrics_token_env,
-                http_bounds(daemon.metrics_limits),
-                supervisor.env,
-            )
-
-        nursery.start_soon(metrics.keep_listener, listen, supervisor.events)
-        control: ControlServer | None = None
-
-        def control_stats() -> ControlStats | None:
-            return control.stats() if control is not None else None
-
-        control = ControlServer(
-            control_listener,
-            _command_table(
-                supervisor, chat, dispatch, discovery, channels, metrics, nursery, control_stats
-            ).dispatch,
-            zygote_pid=supervisor.zygote.pid,
-            idle_timeout=idle_timeout,
-        )
-        await nursery.start(control.serve)
-        await nursery.start(supervisor.router.run)
-        nursery.start_soon(supervisor.memory.run_committer)
-        log.info(
-            "zeroclaw daemon started",
-            extra={
-                "pid": os.getpid(),
-                "config": str(supervisor.config_path),
-                "runtime_dir": str(paths.runtime_dir),
-            },
-        )
-        if (as_root := root_warning(os.geteuid())) is not None:
-            log.warning("%s; %s", as_root, ROOT_FIX, extra={"euid": 0})
-        if notifier.watchdog_interval:
-            nursery.start_soon(_watchdog, notifier, notifier.watchdog_interval)
-        with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
-            await supervisor.run(nursery)
-            # After the supervisor scanned the bundles and can start runtimes: recovery of
-            # what the last daemon left, then the pipeline opens.
-            await nursery.start(dispatch.run)
-            await nursery.start(channels.run)
-            nursery.start_soon(_keep_channels, supervisor, channels)
-            nursery.start_soon(_keep_discovery, supervisor, discovery)
-            nursery.start_soon(_signals, signals, supervisor, nursery)
-            await supervisor.shutdown_requested.wait()
-            await supervisor.shutdown()
-            nursery.cancel_scope.cancel()
-    log.info("zeroclaw daemon stopped")
-    return 0
-
-
-async def _keep_channels(supervisor: Supervisor, channels: ChannelSupervisor) -> None:
+async def _keep_channels(running: Running, channels: ChannelSupervisor, events: EventSink) -> None:
     """The channel adapters of the running config: built at start, rebuilt by a reload that
     changed a channel (and only then: a webhook keeps its listener across other reloads)."""
-    settings = channel_settings(supervisor.config)
-    with supervisor.events.subscribe() as reloads:
-        channels.replace(channel_adapters(supervisor.config, supervisor.env))
+    settings = channel_settings(running.config)
+    with events.subscribe() as reloads:
+        channels.replace(channel_adapters(running.config, running.env))
         async for published in reloads:
             if not isinstance(published.event, ReloadApplied):
                 continue
-            if channel_settings(supervisor.config) != settings:
-                settings = channel_settings(supervisor.config)
-                channels.replace(channel_adapters(supervisor.config, supervisor.env))
+            if channel_settings(running.config) != settings:
+                settings = channel_settings(running.config)
+                channels.replace(channel_adapters(running.config, running.env))
 
 
-async def _keep_discovery(supervisor: Supervisor, discovery: DiscoveryService) -> None:
+async def _keep_discovery(
+    running: Running, readiness: Readiness, discovery: DiscoveryService, events: EventSink
+) -> None:
     """Discovery's scans, none of which READY waits for: one after start (when
     `scan_on_startup`), one after each applied reload, and one whenever the project
     directories change. A failing scan is logged; the daemon goes on."""
@@ -552,21 +595,21 @@ async def _keep_discovery(supervisor: Supervisor, discovery: DiscoveryService) -
         except Exception:
             log.exception("discovery: a scan failed")
 
-    with supervisor.events.subscribe() as reloads:
+    with events.subscribe() as reloads:
         async with trio.open_nursery() as nursery:
             # Not while the agents start: a scan (probing model servers, building an HTTP
             # client, walking project dirs) competes with them for the CPU and the event
             # loop, and READY waits for them (ADR 0036). Bounded: a start that never
             # settles does not hold discovery back for good.
             with trio.move_on_after(DISCOVERY_AFTER_START_SECS):
-                await supervisor.ready.wait()
-            if supervisor.config.discovery.scan_on_startup:
+                await readiness.ready.wait()
+            if running.config.discovery.scan_on_startup:
                 nursery.start_soon(rescan)
             await nursery.start(discovery.watch)
             async for published in reloads:
                 event = published.event
                 if isinstance(event, ReloadApplied) and event.outcome != "reload_failed":
-                    discovery.configure(supervisor.config)
+                    discovery.configure(running.config)
                     nursery.start_soon(rescan)
 
 
@@ -583,80 +626,27 @@ def _idle_timeout(env: Mapping[str, str]) -> float:
     return value
 
 
-async def _run_zygote_reader(supervisor: Supervisor, nursery: trio.Nursery) -> None:
-    await supervisor.zygote.run()
-    if not supervisor.shutdown_requested.is_set():
+async def _watch_zygote(zygote: ZygoteClient, stop: trio.Event) -> None:
+    await zygote.run()
+    if not stop.is_set():
         log.critical("zygote lost; shutting down so systemd can restart the daemon")
-        supervisor.shutdown_requested.set()
+        stop.set()
 
 
 async def _signals(
-    signals: AsyncIterator[int], supervisor: Supervisor, nursery: trio.Nursery
+    signals: AsyncIterator[int], stop: trio.Event, reloader: Reloader, config_path: Path
 ) -> None:
-    async for signum in signals:
-        if signum == signal.SIGHUP:
-            log.info("SIGHUP: reloading %s", supervisor.config_path)
-            nursery.start_soon(_reload_guarded, supervisor, nursery)
-        else:
-            log.info("%s: shutting down", signal.Signals(signum).name)
-            supervisor.shutdown_requested.set()
-
-
-async def _reload_guarded(supervisor: Supervisor, nursery: trio.Nursery) -> None:
-    """A reload that fails for an unexpected reason is reported, never fatal to the daemon."""
-    try:
-        await supervisor.reload(nursery)
-    except Exception as exc:
-        log.exception("reload failed unexpectedly; the running config is unchanged")
-        supervisor.reload_state = ReloadState(
-            "reload_failed", time.time(), [f"internal error: {exc}"]
-        )
+    async with trio.open_nursery() as reloads:
+        async for signum in signals:
+            if signum == signal.SIGHUP:
+                log.info("SIGHUP: reloading %s", config_path)
+                reloads.start_soon(reloader.reload_guarded)
+            else:
+                log.info("%s: shutting down", signal.Signals(signum).name)
+                stop.set()
 
 
 async def _watchdog(notifier: Notifier, interval: float) -> None:
     while True:
         notifier.watchdog()
         await trio.sleep(interval)
-
-
-def _command_table(
-    supervisor: Supervisor,
-    chat: ChatService,
-    dispatch: DispatchService,
-    discovery: DiscoveryService,
-    channels: ChannelSupervisor,
-    metrics: Metrics,
-    nursery: trio.Nursery,
-    control_stats: Callable[[], ControlStats | None],
-) -> CommandTable:
-    """Every control command, by request type: the one table the control server uses."""
-    known_agents = lambda: frozenset(supervisor.config.agents)  # noqa: E731
-    table = CommandTable()
-    # The channels' host asks it; the operator answers it here (ADR 0042).
-    approvals = channels.host.approvals or OperatorApprovals(supervisor.events)
-    table.register(
-        Status,
-        StatusCommand(supervisor, control_stats, channels.status, discovery.status, approvals),
-    )
-    table.register(AgentsList, AgentsListCommand(supervisor))
-    table.register(AgentStart, AgentStartCommand(supervisor))
-    table.register(AgentStop, AgentStopCommand(supervisor))
-    table.register(AgentRestart, AgentRestartCommand(supervisor))
-    table.register(RouteProbe, RouteProbeCommand(supervisor))
-    table.register(MemoryCommand, MemoryControlCommand(supervisor.memory, known_agents))
-    table.register(SessionsList, SessionsListCommand(supervisor.memory, known_agents))
-    table.register(SessionShow, SessionShowCommand(supervisor.memory, known_agents))
-    table.register(Chat, chat.run_turn)
-    table.register(ChatOpen, ChatOpenCommand(chat))
-    table.register(ChatCancel, NoChatTurnCommand())
-    table.register(ChatApproval, NoChatTurnCommand())
-    table.register(EventsRecent, EventsRecentCommand(supervisor.events))
-    table.register(Reload, ReloadCommand(supervisor, nursery))
-    table.register(Shutdown, ShutdownCommand(supervisor))
-    table.register(EventsFollow, EventsFollowCommand(supervisor.events))
-    table.register(MetricsRequest, MetricsCommand(metrics))
-    table.register(ApprovalsList, ApprovalsListCommand(approvals))
-    table.register(ApprovalApprove, ApprovalApproveCommand(approvals))
-    table.register(ApprovalDeny, ApprovalDenyCommand(approvals))
-    register_subagent_commands(table, dispatch)
-    return table.require((*REQUEST_TYPES, *SUBAGENT_REQUEST_TYPES))

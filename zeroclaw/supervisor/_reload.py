@@ -10,15 +10,53 @@ deadline from `reload_deadline`, so an agent that never stops cannot hang a relo
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
 
 from ..agent import AgentSpec
+from ..config import Config, ConfigIssue, daemon_paths, daemon_refusals
+from ..control import ReloadOutcome
 from ._lifecycle import State
 from ._spec import SpecDiff, diff_specs
 
 RELOAD_CONCURRENCY = 16  # agents being replaced at once (each a stop, then a spawn)
 RELOAD_MARGIN_SECS = 5.0  # past the grace: the SIGKILL's exit report and the respawn
+
+
+@dataclass
+class ReloadState:
+    # never; ok; reload_failed (the file was refused, the running config kept); incomplete
+    # (applied, but some agent did not stop within the reload's deadline)
+    state: ReloadOutcome = "never"
+    at: float | None = None
+    errors: list[str] = field(default_factory=list)
+    diff: dict[str, list[str]] = field(default_factory=dict)
+
+
+def reload_refusals(
+    running: Config,
+    new: Config,
+    env: Mapping[str, str],
+    config_path: Path,
+    code_paths: Sequence[str] = (),
+) -> list[ConfigIssue]:
+    """Why a valid file cannot replace the running config: what the daemon refuses to run
+    at all, and a move of the state or runtime dir, which the running daemon keeps open
+    (memory store, sockets, lock) and so cannot apply without a restart."""
+    issues = daemon_refusals(new, env, config_path, code_paths)
+    old_paths, new_paths = daemon_paths(running, env), daemon_paths(new, env)
+    for key in ("state_dir", "runtime_dir"):
+        before, after = getattr(old_paths, key), getattr(new_paths, key)
+        if before != after:
+            issues.append(
+                ConfigIssue(
+                    ("daemon", key),
+                    f"changed from {before} to {after}: this needs a restart of the daemon "
+                    "(zeroclaw stop, then start it); kept the running config",
+                )
+            )
+    return issues
 
 
 @dataclass(frozen=True)

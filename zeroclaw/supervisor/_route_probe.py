@@ -14,7 +14,8 @@ from ._lifecycle import State
 if TYPE_CHECKING:
     from collections.abc import Container
 
-    from ._supervisor import Supervisor
+    from ..bus import Router
+    from ._fleet import Fleet
 
 PROBE_WAIT_SECS = 10.0
 
@@ -50,18 +51,19 @@ def _with(
 
 
 class RouteProbeCommand:
-    def __init__(self, supervisor: Supervisor, wait_secs: float = PROBE_WAIT_SECS) -> None:
-        self._supervisor = supervisor
+    def __init__(self, router: Router, fleet: Fleet, wait_secs: float = PROBE_WAIT_SECS) -> None:
+        self._router = router  # its policy: the running config's channels
+        self._fleet = fleet
         self._wait_secs = wait_secs
 
     async def __call__(self, request: RouteProbe, exchange: Exchange) -> Reply[ProbeReply]:
-        policy = self._supervisor.router.policy
+        policy = self._router.policy
         channel = request.channel or (
             policy.default_channel(request.from_, request.to)
             if request.from_ in policy.agents and request.to in policy.agents
             else None
         )
-        runner = self._supervisor.runner(request.from_)
+        runner = self._fleet.runners.get(request.from_)
         running = runner is not None and runner.lifecycle.state == State.RUNNING
         refusal = probe_refusal(request, policy.agents, channel, running)
         if refusal is not None:
