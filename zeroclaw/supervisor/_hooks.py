@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 from ..bus import Request as BusRequest
 from ..bus import Response
+from ..conversations import TurnService
 from ..discovery import DiscoveryService
 from ..subagents import DispatchService
-from ..turns import TurnService
 from ._fleet import Fleet
 from ._lifecycle import State
 from ._runner import AgentRunner, Command, ProcessReady, SandboxReport
