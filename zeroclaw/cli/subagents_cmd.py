@@ -28,19 +28,17 @@ from ..control import (
     Dispatch,
     DispatchReply,
     InvocationCancel,
-    InvocationEventInfo,
     InvocationEvents,
     InvocationEventsReply,
-    InvocationInfo,
     InvocationShow,
     InvocationsList,
-    InvocationStateName,
     Reply,
     SubagentRevisions,
     SubagentShow,
     SubagentsList,
     UntrustedDaemon,
 )
+from ..turns import Invocation, InvocationEvent, InvocationState
 from ._app import cli
 from ._common import (
     EXIT_FAILED,
@@ -72,7 +70,7 @@ USAGE_CODES = frozenset(
     }
 )
 SHORT_DIGEST = 12
-STATES: tuple[str, ...] = get_args(InvocationStateName)
+STATES: tuple[str, ...] = get_args(InvocationState)
 MAX_LIMIT = 1000
 
 
@@ -133,7 +131,7 @@ def _compact(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-def _invocation_lines(inv: InvocationInfo) -> list[str]:
+def _invocation_lines(inv: Invocation) -> list[str]:
     lines = [
         f"invocation  {inv.id}",
         f"sub-agent   {inv.agent_id}@{inv.digest[:SHORT_DIGEST]}",
@@ -163,7 +161,7 @@ def _invocation_lines(inv: InvocationInfo) -> list[str]:
     return lines
 
 
-def _event_line(event: InvocationEventInfo, invocation_id: str) -> str:
+def _event_line(event: InvocationEvent, invocation_id: str) -> str:
     body = msgspec.to_builtins(event.body)
     kind = body.pop("kind")
     whose = "" if event.invocation_id == invocation_id else f" [{event.invocation_id}]"
@@ -371,7 +369,7 @@ def invocations_group() -> None:
 @click.option("--limit", type=click.IntRange(1, MAX_LIMIT), default=50, show_default=True)
 @json_option
 def invocations_list_cmd(
-    state: InvocationStateName | None, agent_id: str | None, limit: int, as_json: bool
+    state: InvocationState | None, agent_id: str | None, limit: int, as_json: bool
 ) -> None:
     """Invocations, newest first."""
     data = _ok(call(InvocationsList(state=state, agent_id=agent_id, limit=limit)))

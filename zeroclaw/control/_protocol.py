@@ -14,6 +14,7 @@ import msgspec
 from typing_extensions import TypeVar
 
 from .._decode import DecodeErrorCode, decode_msgpack
+from ..turns import InvocationState
 
 if TYPE_CHECKING:  # the CLI does not load the bus (zmq) to talk to the daemon
     from ..bus import RefusalCode
@@ -28,7 +29,6 @@ from ._replies import (
     InvocationEventsReply,
     InvocationReply,
     InvocationsReply,
-    InvocationStateName,
     MetricsReply,
     ProbeReply,
     ReloadReply,
@@ -294,7 +294,7 @@ class InvocationsList(Request[InvocationsReply], tag="invocations.list", frozen=
     """Newest first."""
 
     reply_type = InvocationsReply
-    state: InvocationStateName | None = None
+    state: InvocationState | None = None
     agent_id: str | None = None
     limit: int = 50
 
