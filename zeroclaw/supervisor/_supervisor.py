@@ -11,7 +11,6 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import msgspec
 import trio
@@ -198,7 +197,7 @@ class Supervisor:
         self.events.publish(AgentTransition(t.alias, t.old.value, t.new.value, t.reason))
         if t.exit is not None and (cause := exit_cause(t)) is not None:
             self.events.publish(AgentExited(t.alias, cause, t.exit.describe()))
-        fields: dict[str, Any] = {
+        fields: dict[str, object] = {
             "alias": t.alias,
             "from_state": t.old.value,
             "to_state": t.new.value,
