@@ -15,7 +15,6 @@ from .._schema_check import VALIDATION_OUTCOMES, Invalid, Outcome, OutOfBound, U
 from ._admission import (
     Admission,
     Admitted,
-    DispatchRefusalCode,
     DispatchRequest,
     Existing,
     Refused,
@@ -47,6 +46,7 @@ from ._records import (
     CLI_CALLER,
     SCHEMA_VERSION,
     WORKFLOW_CALLER,
+    DispatchRefusalCode,
     EventBody,
     Invocation,
     InvocationErrorCode,

@@ -43,9 +43,16 @@ from ..control import (
     error_reply,
 )
 from ..turns import TERMINAL_STATES, InvocationState
-from ._admission import DispatchRefusalCode, DispatchRequest, Refused
+from ._admission import DispatchRequest, Refused
 from ._api import SubagentsApi
-from ._records import CLI_CALLER, SCHEMA_VERSION, Invocation, InvocationEvent, StateEntered
+from ._records import (
+    CLI_CALLER,
+    SCHEMA_VERSION,
+    DispatchRefusalCode,
+    Invocation,
+    InvocationEvent,
+    StateEntered,
+)
 
 CLI_SOURCE = "cli"  # the idempotency scope of every operator dispatch
 MAX_LIST_LIMIT = 1000

@@ -7,6 +7,7 @@ replies carry the same structs); this module adds what only the daemon side name
 from __future__ import annotations
 
 from ..turns import (
+    DispatchRefusalCode,
     EventBody,
     Invocation,
     InvocationErrorCode,
@@ -29,6 +30,7 @@ __all__ = [
     "CLI_CALLER",
     "SCHEMA_VERSION",
     "WORKFLOW_CALLER",
+    "DispatchRefusalCode",
     "EventBody",
     "Invocation",
     "InvocationErrorCode",

@@ -16,6 +16,7 @@ from ._adapter import (
     AdapterAdmission,
     AdapterCall,
     AdapterInvoke,
+    AdapterRefusalCode,
     AdapterResult,
 )
 from ._approvals import ApprovalOutcome, ApprovalQueue, Decided, NotPending, PendingApproval
@@ -31,6 +32,7 @@ from ._dispatch import (
 )
 from ._events import ApprovalAsked, Delta, ToolCallRecord, ToolUsed, TurnDone, TurnEvent
 from ._subagent_records import (
+    DispatchRefusalCode,
     EventBody,
     Invocation,
     InvocationErrorCode,
@@ -96,6 +98,7 @@ __all__ = [
     "AdapterAdmission",
     "AdapterCall",
     "AdapterInvoke",
+    "AdapterRefusalCode",
     "AdapterResult",
     "AgentDown",
     "AgentTurnEvent",
@@ -111,6 +114,7 @@ __all__ = [
     "Delta",
     "DispatchAnswer",
     "DispatchCall",
+    "DispatchRefusalCode",
     "EventBody",
     "Invocation",
     "InvocationErrorCode",

@@ -17,6 +17,16 @@ import msgspec
 
 from ._dispatch import InvocationState
 
+# Why the daemon refuses a dispatch before anything runs (stable: the README lists them).
+DispatchRefusalCode = Literal[
+    "subagent_not_found",
+    "subagent_caller_not_allowed",
+    "subagent_input_invalid",
+    "subagent_concurrency_limit",
+    "subagent_idempotency_conflict",  # the key was used for another sub-agent, task or input
+    "subagent_validation_timeout",  # validating the input outlived its bound; it was stopped
+]
+
 # Why an invocation did not succeed (stable: the README's error table lists them).
 InvocationErrorCode = Literal[
     "subagent_output_invalid",  # the submitted result fails the output schema (with a pointer)
