@@ -110,7 +110,7 @@ class TextDelta(_Body, tag="delta", frozen=True):
 
 class ToolCalled(_Body, tag="tool", frozen=True):
     name: str
-    args: dict[str, Any]  # the model's JSON arguments, as it sent them
+    args: dict[str, object]  # the model's JSON arguments, as it sent them (ToolUsed.args)
     ok: bool
     error_code: str | None = None
 
