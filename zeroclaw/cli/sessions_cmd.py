@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, TypeVar
 import click
 import msgspec
 
-from ..control import Request, SessionShow, SessionsList
+from ..control import ControlErrorCode, Request, SessionShow, SessionsList
 from ._app import cli
 from ._common import (
     EXIT_FAILED,
@@ -38,7 +38,9 @@ R = TypeVar("R")
 # What answers a request on the store itself when no daemon runs: (service, known agents).
 Direct = Callable[["MemoryService", frozenset[str]], Awaitable[R]]
 
-_USAGE_CODES = {"unknown_agent", "bad_request", "session_not_found"}
+_USAGE_CODES: frozenset[ControlErrorCode] = frozenset(
+    {"unknown_agent", "bad_request", "session_not_found"}
+)
 
 
 def _ask(request: Request[R], direct: Direct[R]) -> R:

@@ -24,6 +24,7 @@ import click
 import msgspec
 
 from ..control import (
+    ControlErrorCode,
     DaemonUnreachable,
     Dispatch,
     DispatchReply,
@@ -60,7 +61,7 @@ from .daemon_cmd import (
 )
 
 # Control codes that say the operator asked for something that cannot be (exit 2).
-USAGE_CODES = frozenset(
+USAGE_CODES: frozenset[ControlErrorCode] = frozenset(
     {
         "bad_request",
         "subagent_not_found",
