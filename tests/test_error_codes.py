@@ -97,3 +97,68 @@ def test_every_code_memory_raises_is_a_memory_code() -> None:
     codes = families()["memory"].codes
     unlisted = {p for p in _codes_in_source({"MemoryServiceError"}) if p[1] not in codes}
     assert not unlisted
+
+
+def test_the_control_socket_passes_on_every_bus_and_memory_code() -> None:
+    """ControlErrorCode writes the router's and memory's codes out (the CLI loads neither
+    package); this holds the copy to both sets."""
+    from zeroclaw.bus import RefusalCode
+    from zeroclaw.control import ControlErrorCode
+    from zeroclaw.memory import MemoryErrorCode
+
+    control = set(get_args(ControlErrorCode))
+    assert set(get_args(RefusalCode)) <= control
+    assert set(get_args(MemoryErrorCode)) <= control
+
+
+# Copies left, each for a reason the merge of issue 25 removes: (file, family).
+KNOWN_COPIES: set[tuple[str, str]] = set()
+
+
+def _family_literals() -> dict[str, tuple[str, set[str]]]:
+    """Every module-level error-code Literal of the package: name -> (file, codes)."""
+    import ast
+    import re
+
+    found: dict[str, tuple[str, set[str]]] = {}
+    for path in sorted((README.parent / "zeroclaw").rglob("*.py")):
+        rel = path.relative_to(README.parent).as_posix()
+        for stmt in ast.parse(path.read_text(encoding="utf-8")).body:
+            if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1):
+                continue
+            target, value = stmt.targets[0], stmt.value
+            if not isinstance(target, ast.Name) or not re.search(
+                r"(Code|Refusal|Failure|Reason|ErrorKind)$", target.id
+            ):
+                continue
+            if isinstance(value, ast.Subscript) and getattr(value.value, "id", "") == "Literal":
+                elts = value.slice.elts if isinstance(value.slice, ast.Tuple) else [value.slice]
+                codes = {e.value for e in elts if isinstance(e, ast.Constant)}
+                if len(codes) >= 3:  # a pair is too common to call a copy
+                    found[target.id] = (rel, {str(c) for c in codes})
+    return found
+
+
+def test_no_error_code_family_is_written_out_twice() -> None:
+    """One list per family (issue 25): a Literal, tuple, set or list spelled out in the
+    package or its tests that holds every code of another family is a copy; name the
+    family (`Literal[Family, ...]`, `get_args(Family)`) instead."""
+    import ast
+
+    families_ = _family_literals()
+    copies = set()
+    root = README.parent
+    for path in sorted([*(root / "zeroclaw").rglob("*.py"), *(root / "tests").rglob("*.py")]):
+        rel = path.relative_to(root).as_posix()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Tuple | ast.Set | ast.List):
+                elts = node.elts
+            elif isinstance(node, ast.Subscript) and getattr(node.value, "id", "") == "Literal":
+                elts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+            else:
+                continue
+            written = {e.value for e in elts if isinstance(e, ast.Constant)}
+            for name, (home, codes) in families_.items():
+                if codes <= written and not (rel == home and written == codes):
+                    copies.add((rel, name))
+    assert copies == KNOWN_COPIES

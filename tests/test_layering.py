@@ -88,6 +88,7 @@ EDGES: dict[tuple[str, str], str] = {
     ("control", "bus"): "the bus's refusal codes in its replies",
     ("control", "events"): "`events follow` replies carry the daemon's events",
     ("control", "policy"): "sandbox gaps in status replies",
+    ("control", "turns"): "the sub-agent records and refusal codes its replies carry as they are",
     ("conversations", "bus"): "the turn service speaks to the router",
     ("conversations", "events"): "publishes finished turns and approvals",
     ("conversations", "turns"): "the turn events and bodies it relays",

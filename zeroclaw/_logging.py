@@ -14,7 +14,7 @@ import os
 import sys
 import time
 from collections.abc import Mapping
-from typing import Any, Literal, TextIO
+from typing import Literal, TextIO
 
 # Attributes every LogRecord has; anything else was passed through `extra=` and is a field.
 _STANDARD = set(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {"message", "asctime"}
@@ -43,7 +43,7 @@ def syslog_priority(levelno: int) -> int:
     return 7
 
 
-def _fields(record: logging.LogRecord) -> dict[str, Any]:
+def _fields(record: logging.LogRecord) -> dict[str, object]:
     return {
         k: v for k, v in record.__dict__.items() if k not in _STANDARD and not k.startswith("_")
     }
@@ -51,7 +51,7 @@ def _fields(record: logging.LogRecord) -> dict[str, Any]:
 
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
-        entry: dict[str, Any] = {
+        entry: dict[str, object] = {
             "ts": round(record.created, 6),
             "level": record.levelname.lower(),
             "logger": record.name,

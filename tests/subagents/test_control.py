@@ -31,21 +31,16 @@ from zeroclaw.control import (
     DispatchReply,
     Exchange,
     InvocationCancel,
-    InvocationEventInfo,
     InvocationEvents,
     InvocationEventsReply,
-    InvocationInfo,
+    InvocationReply,
     InvocationShow,
     InvocationsList,
-    InvocationStateName,
     Reply,
     Request,
-    StateEnteredInfo,
     SubagentRevisions,
     SubagentShow,
     SubagentsList,
-    TextDeltaInfo,
-    ToolCalledInfo,
     decode_reply,
     decode_request,
     encode,
@@ -327,20 +322,19 @@ def test_every_subagent_request_has_a_handler(api: Api) -> None:
     assert {t for t, _ in subagent_handlers(api)} == set(SUBAGENT_REQUEST_TYPES)
 
 
-def test_the_control_copies_of_the_records_have_the_records_fields() -> None:
-    """InvocationInfo and the event bodies mirror the records field for field (so the
-    handlers' translation loses nothing), and the states are the same set."""
-    assert set(InvocationInfo.__struct_fields__) == set(Invocation.__struct_fields__)
-    pairs = [
-        (StateEnteredInfo, StateEntered),
-        (TextDeltaInfo, TextDelta),
-        (ToolCalledInfo, ToolCalled),
-    ]
-    for info, record in pairs:
-        assert info.__struct_fields__ == record.__struct_fields__
-        assert info.__struct_config__.tag == record.__struct_config__.tag
-    assert InvocationEventInfo.__struct_fields__ == InvocationEvent.__struct_fields__
-    assert get_args(InvocationStateName) == get_args(InvocationState)
+def test_the_replies_carry_the_records_themselves_with_every_field() -> None:
+    """One definition (issue 25): a reply decodes into the daemon's own record structs, and
+    its JSON names every field, defaults included (what `--json` prints)."""
+    record = Invocation(
+        id="i1", agent_id="a", digest="d", caller="cli", source="cli", task="t",
+        created_at=1.0, updated_at=1.0,
+    )  # fmt: skip
+    wire = msgspec.json.encode(InvocationReply(1, record))
+    assert msgspec.json.decode(wire, type=InvocationReply).invocation == record
+    assert set(msgspec.json.decode(wire)["invocation"]) == set(Invocation.__struct_fields__)
+    event = InvocationEvent("i1", 1, 1.0, StateEntered("accepted"))
+    body = msgspec.json.decode(msgspec.json.encode(event))["body"]
+    assert body == {"kind": "state", "state": "accepted", "error_code": None, "detail": ""}
 
 
 # --- subagents list | show | revisions ------------------------------------------------------
@@ -377,8 +371,8 @@ async def test_show_gives_the_manifest_and_runtime_but_never_prompt_or_skill_tex
     assert d.identity == f"sub:open-one@{bundle.digest[:12]}"
     assert d.snapshot == str(api.snapshots / bundle.digest)
     assert d.skills == ["method"]
-    assert [(m.server, m.tools) for m in d.mcp] == [("files", ["read"])]
-    assert d.policy.allowedCallers == ["alpha", "cli"] and d.policy.maxConcurrency == 2
+    assert [(m.server, m.tools) for m in d.mcp] == [("files", ("read",))]
+    assert d.policy.allowedCallers == ("alpha", "cli") and d.policy.maxConcurrency == 2
     assert (d.effects, d.retry_on_restart) == ("read_only", True)
     assert d.input_schema == bundle.input_schema and d.output_schema == bundle.output_schema
 
@@ -511,7 +505,7 @@ async def test_events_replay_every_attempt_in_order(api: Api) -> None:
         *((first.id, n) for n in range(1, 5)),
         *((second.id, n) for n in range(1, 5)),
     ]
-    assert data.events[2].body == TextDeltaInfo("done")
+    assert data.events[2].body == TextDelta("done")
 
 
 async def test_following_a_finished_invocation_is_its_timeline_in_one_reply(api: Api) -> None:

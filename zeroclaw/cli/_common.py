@@ -8,10 +8,10 @@ import math
 import os
 import shlex
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 import click
 
@@ -135,17 +135,17 @@ def safe_echo(text: str, *, err: bool = False, nl: bool = True) -> None:
     click.echo(terminal_safe(text), err=err, nl=nl)
 
 
-def emit_json(payload: dict[str, Any]) -> None:
+def emit_json(payload: Mapping[str, object]) -> None:
     st = current_state()
-    payload = {"schema_version": SCHEMA_VERSION, **payload}
+    document: dict[str, object] = {"schema_version": SCHEMA_VERSION, **payload}
     if st is not None:
         st.emitted = True
-        if st.fallback is not None and "fallback" not in payload:
-            payload["fallback"] = st.fallback
-    sys.stdout.write(json.dumps(payload, indent=2, sort_keys=False, default=str) + "\n")
+        if st.fallback is not None and "fallback" not in document:
+            document["fallback"] = st.fallback
+    sys.stdout.write(json.dumps(document, indent=2, sort_keys=False, default=str) + "\n")
 
 
-def error_json(code: str, message: str, **extra: Any) -> dict[str, Any]:
+def error_json(code: str, message: str, **extra: object) -> dict[str, object]:
     """The one shape of a failed command's `--json` output (without schema_version)."""
     return {"ok": False, "error": {"code": code, "message": message, **extra}}
 

@@ -119,14 +119,14 @@ def secret_references(config: Config) -> dict[str, str]:
     return {name: ("set" if os.environ.get(name) else "missing") for name in sorted(names)}
 
 
-def resolved_view(config: Config, source: Path) -> dict[str, Any]:
+def resolved_view(config: Config, source: Path) -> dict[str, object]:
     """The config as the daemon will act on it: defaults filled, paths and policies resolved."""
     env = os.environ
     paths = daemon_paths(config, env)
     peers = all_channel_peers(config)
-    agents: dict[str, Any] = {}
+    agents: dict[str, object] = {}
     for alias, agent in sorted(config.agents.items()):
-        entry: dict[str, Any] = {
+        entry: dict[str, object] = {
             "enabled": agent.enabled,
             "workspace": str(workspace_path(config, alias, paths)),
         }

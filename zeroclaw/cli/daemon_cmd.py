@@ -19,6 +19,7 @@ from ..control import (
     AgentStatus,
     AgentStop,
     ControlClient,
+    ControlErrorCode,
     DaemonUnreachable,
     Reload,
     Reply,
@@ -80,7 +81,7 @@ def _given_log_level() -> str | None:
 
 
 # The daemon would not serve this connection at all: as good as no daemon for this command.
-REFUSALS = frozenset({"busy", "forbidden"})
+REFUSALS: frozenset[ControlErrorCode] = frozenset({"busy", "forbidden"})
 
 
 def control_client(timeout: float = 60.0) -> ControlClient:

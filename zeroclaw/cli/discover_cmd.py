@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 import msgspec
@@ -102,12 +102,12 @@ def _run(
 # --- output -------------------------------------------------------------------------------
 
 
-def item_json(entry: Entry) -> dict[str, Any]:
+def item_json(entry: Entry) -> dict[str, object]:
     from ..discovery import redact_decision, redact_item
 
     # The same redaction as the cache's and the events' (ADR 0047), whatever built `entry`.
     item = redact_item(entry.item)
-    document: dict[str, Any] = {"key": item.key, **msgspec.to_builtins(item)}
+    document: dict[str, object] = {"key": item.key, **msgspec.to_builtins(item)}
     document["decision"] = msgspec.to_builtins(redact_decision(entry.decision))
     return document
 
@@ -116,7 +116,7 @@ def _iso(stamp: float) -> str:
     return datetime.fromtimestamp(stamp, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def snapshot_json(outcome: Outcome, entries: list[Entry], extra: dict[str, Any]) -> None:
+def snapshot_json(outcome: Outcome, entries: list[Entry], extra: dict[str, object]) -> None:
     snap = outcome.snapshot
     emit_json(
         {
@@ -244,7 +244,7 @@ def scan_cmd(
     changes = diff(outcome.previous, outcome.snapshot) if outcome.previous else None
     entries = list(outcome.snapshot.entries)
     if wants_json(as_json):
-        extra: dict[str, Any] = {}
+        extra: dict[str, object] = {}
         if show_diff:
             extra["diff"] = msgspec.to_builtins(changes) if changes else None
         snapshot_json(outcome, entries, extra)
@@ -390,7 +390,7 @@ def cache_inspect(as_json: bool) -> None:
     loaded = _load()
     cache = DiscoveryCache(loaded.state_dir)
     read = cache.read(repair=False)
-    info: dict[str, Any] = {"path": str(cache.path), "present": read.cache is not None}
+    info: dict[str, object] = {"path": str(cache.path), "present": read.cache is not None}
     if read.problem:
         info["problem"] = read.problem
     if read.cache is not None:

@@ -20,6 +20,7 @@ import trio
 
 from ..config import Config, daemon_paths
 from ..control import (
+    ControlErrorCode,
     MemoryCommand,
     MemoryForgotten,
     MemoryFound,
@@ -59,7 +60,7 @@ from ._common import (
 )
 from .daemon_cmd import DaemonRefused, call, control_client
 
-_USAGE_CODES = {"unknown_agent", "bad_request"}
+_USAGE_CODES: frozenset[ControlErrorCode] = frozenset({"unknown_agent", "bad_request"})
 WHEN_FORMS = "30m, 2h, 3d, 1w, today, yesterday, an ISO date or date-time, or Unix time"
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 

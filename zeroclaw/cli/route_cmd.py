@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
 
 import click
 
@@ -58,14 +57,14 @@ def probe_cmd(sender: str, dest: str, channel: str | None, as_json: bool) -> Non
     sys.exit(0 if reply.ok else EXIT_FAILED)
 
 
-def _probe_json(probe: ProbeReply | None) -> dict[str, Any]:
+def _probe_json(probe: ProbeReply | None) -> dict[str, object]:
     """The shape `route probe --json` has always printed: the route once both aliases are
     known (its channel null when there is none), the round trip once the agent answered."""
     if probe is None:
         return {}
     if probe.from_ is None:
         return {"outcome": probe.outcome}
-    shape: dict[str, Any] = {"from": probe.from_, "to": probe.to, "channel": probe.channel}
+    shape: dict[str, object] = {"from": probe.from_, "to": probe.to, "channel": probe.channel}
     shape["outcome"] = probe.outcome
     if probe.rtt_ms is not None:
         shape |= {"rtt_ms": probe.rtt_ms, "detail": probe.detail}

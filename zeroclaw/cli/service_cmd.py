@@ -19,11 +19,13 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 import click
+import msgspec
 
 from .._atomic import atomic_write
 from ..ops import (
     InstallPlan,
     Scope,
+    UnitFileState,
     UnitSpec,
     configured_command,
     install_plan,
@@ -45,6 +47,24 @@ from ._common import EXIT_FAILED, CliError, emit_json, json_option, state, wants
 
 ROOT_ENV = "ZEROCLAW_SERVICE_ROOT"
 SHOW_PROPERTIES = "LoadState,ActiveState,SubState,UnitFileState,MainPID,ExecMainStatus,Result"
+
+
+class ServiceUser(msgspec.Struct, frozen=True):
+    name: str
+    exists: bool
+
+
+class ServiceStatus(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """`service status --json`: the unit file, what it runs, the service user (system
+    scope only) and the manager's properties (None: no manager to ask)."""
+
+    scope: Scope
+    unit_file: str
+    state: UnitFileState
+    exec_start: str | None
+    would_run: str | None
+    service_user: ServiceUser | None = None
+    systemd: dict[str, str] | None
 
 
 @cli.group("service")
@@ -319,20 +339,22 @@ def status_cmd(user: bool, as_json: bool, root_opt: str | None) -> None:
     installed = _read(path)
     spec = _spec(scope)
     unit_file = judge_unit_file(installed, render_unit(_template(), spec))
-    report: dict[str, Any] = {
-        "scope": scope,
-        "unit_file": str(path),
-        "state": unit_file,
-        "exec_start": configured_command(installed) if installed else None,
-        "would_run": configured_command(render_unit(_template(), spec)),
-    }
+    service_user = None
     if scope == "system":
         passwd = _read(under_root(root, PurePosixPath("/etc/passwd"))) or ""
-        report["service_user"] = {"name": "zeroclaw", "exists": user_exists(passwd)}
+        service_user = ServiceUser("zeroclaw", user_exists(passwd))
     live = root == Path("/") and _manager_running(scope, env)
-    report["systemd"] = _show(scope) if live else None
+    report = ServiceStatus(
+        scope=scope,
+        unit_file=str(path),
+        state=unit_file,
+        exec_start=configured_command(installed) if installed else None,
+        would_run=configured_command(render_unit(_template(), spec)),
+        service_user=service_user,
+        systemd=_show(scope) if live else None,
+    )
     if wants_json(as_json):
-        emit_json(report)
+        emit_json(msgspec.to_builtins(report))
         return
     words = {
         "absent": "not installed (zeroclaw service install" + (" --user" if user else "") + ")",
@@ -342,17 +364,17 @@ def status_cmd(user: bool, as_json: bool, root_opt: str | None) -> None:
         "foreign": "present, but not written by 'zeroclaw service install'",
     }
     click.echo(f"unit file   {path}: {words[unit_file]}")
-    if report["exec_start"]:
-        click.echo(f"runs        {report['exec_start']}")
+    if report.exec_start:
+        click.echo(f"runs        {report.exec_start}")
     if unit_file == "stale":
-        click.echo(f"would run   {report['would_run']}")
-    if "service_user" in report:
-        exists = report["service_user"]["exists"]
+        click.echo(f"would run   {report.would_run}")
+    if report.service_user is not None:
+        exists = report.service_user.exists
         click.echo(
             "user        zeroclaw "
             + ("exists" if exists else "does not exist (install creates it with systemd-sysusers)")
         )
-    props = report["systemd"]
+    props = report.systemd
     if props is None:
         click.echo("systemd     not running here (no manager to ask for the unit's state)")
     elif "error" in props:

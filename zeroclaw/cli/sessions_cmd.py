@@ -7,13 +7,14 @@ lock (as `memory` does). A transcript is model and outside text: printed escaped
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, TypeVar
 
 import click
 import msgspec
 
-from ..control import Request, SessionReply, SessionShow, SessionsList, SessionsReply
+from ..control import ControlErrorCode, Request, SessionShow, SessionsList
 from ._app import cli
 from ._common import (
     EXIT_FAILED,
@@ -30,25 +31,35 @@ from ._common import (
 )
 from .daemon_cmd import DaemonRefused, call, control_client
 
-_USAGE_CODES = {"unknown_agent", "bad_request", "session_not_found"}
+if TYPE_CHECKING:
+    from ..memory import MemoryService
+
+R = TypeVar("R")
+# What answers a request on the store itself when no daemon runs: (service, known agents).
+Direct = Callable[["MemoryService", frozenset[str]], Awaitable[R]]
+
+_USAGE_CODES: frozenset[ControlErrorCode] = frozenset(
+    {"unknown_agent", "bad_request", "session_not_found"}
+)
 
 
-def _ask(request: Request[Any]) -> dict[str, Any]:
-    """The request's reply data, through the daemon or (none running) the store."""
+def _ask(request: Request[R], direct: Direct[R]) -> R:
+    """The request's reply data, through the daemon or (none running) `direct` on the store."""
     try:
         reply = call(request)
     except CliError as exc:
         if exc.exit_code != EXIT_NO_DAEMON or isinstance(exc, DaemonRefused):
             raise
-        return _direct(request)
+        return _direct(direct)
     if not reply.ok:
         code = EXIT_USAGE if reply.error in _USAGE_CODES else EXIT_FAILED
         raise CliError(f"{reply.error}: {reply.message}", code, code=reply.error)
-    return msgspec.to_builtins(reply.data) if reply.data is not None else {}
+    if reply.data is None:
+        raise CliError("the daemon's reply carried no data", EXIT_FAILED)
+    return reply.data
 
 
-def _direct(request: Request[Any]) -> dict[str, Any]:
-    from ..memory import MemoryService, list_sessions, show_session
+def _direct(direct: Direct[R]) -> R:
     from .memory_cmd import with_memory
 
     _path, config = state().load()
@@ -60,26 +71,12 @@ def _direct(request: Request[Any]) -> dict[str, Any]:
         runtime_dir=str(runtime_dir),
     )
     known = frozenset(config.agents)
-
-    async def job(service: MemoryService) -> dict[str, Any]:
-        reply: SessionsReply | SessionReply
-        if isinstance(request, SessionsList):
-            reply = await list_sessions(service, known, request.agent)
-        else:
-            assert isinstance(request, SessionShow)
-            reply = await show_session(
-                service, known, request.agent, request.session, request.limit
-            )
-        plain: dict[str, Any] = msgspec.to_builtins(reply)
-        return plain
-
     try:
-        data: dict[str, Any] = with_memory(config, job)
+        return with_memory(config, lambda service: direct(service, known))
     except CliError as exc:
         if exc.code in _USAGE_CODES:  # the same exit as through the daemon
             raise CliError(str(exc), EXIT_USAGE, code=exc.code) from None
         raise
-    return data
 
 
 def _when(at: float) -> str:
@@ -96,7 +93,9 @@ def sessions_group() -> None:
 @json_option
 def list_cmd(agent: str | None, as_json: bool) -> None:
     """Every stored session: agent, origin kind, who, turns, last change, key."""
-    listed = msgspec.convert(_ask(SessionsList(agent=agent)), SessionsReply)
+    from ..memory import list_sessions
+
+    listed = _ask(SessionsList(agent=agent), lambda svc, known: list_sessions(svc, known, agent))
     if wants_json(as_json):
         emit_json(msgspec.to_builtins(listed))
         return
@@ -120,8 +119,11 @@ def show_cmd(session: str, agent: str | None, limit: int, as_json: bool) -> None
     alias = agent or state().agent
     if not alias:
         raise CliError("which agent? pass --agent ALIAS (or the global -a ALIAS)", EXIT_USAGE)
-    shown = msgspec.convert(
-        _ask(SessionShow(agent=alias, session=session, limit=limit)), SessionReply
+    from ..memory import show_session
+
+    shown = _ask(
+        SessionShow(agent=alias, session=session, limit=limit),
+        lambda svc, known: show_session(svc, known, alias, session, limit),
     )
     if wants_json(as_json):
         emit_json(msgspec.to_builtins(shown))

@@ -24,23 +24,22 @@ import click
 import msgspec
 
 from ..control import (
+    ControlErrorCode,
     DaemonUnreachable,
     Dispatch,
     DispatchReply,
     InvocationCancel,
-    InvocationEventInfo,
     InvocationEvents,
     InvocationEventsReply,
-    InvocationInfo,
     InvocationShow,
     InvocationsList,
-    InvocationStateName,
     Reply,
     SubagentRevisions,
     SubagentShow,
     SubagentsList,
     UntrustedDaemon,
 )
+from ..turns import Invocation, InvocationEvent, InvocationState
 from ._app import cli
 from ._common import (
     EXIT_FAILED,
@@ -62,7 +61,7 @@ from .daemon_cmd import (
 )
 
 # Control codes that say the operator asked for something that cannot be (exit 2).
-USAGE_CODES = frozenset(
+USAGE_CODES: frozenset[ControlErrorCode] = frozenset(
     {
         "bad_request",
         "subagent_not_found",
@@ -72,7 +71,7 @@ USAGE_CODES = frozenset(
     }
 )
 SHORT_DIGEST = 12
-STATES: tuple[str, ...] = get_args(InvocationStateName)
+STATES: tuple[str, ...] = get_args(InvocationState)
 MAX_LIMIT = 1000
 
 
@@ -133,7 +132,7 @@ def _compact(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-def _invocation_lines(inv: InvocationInfo) -> list[str]:
+def _invocation_lines(inv: Invocation) -> list[str]:
     lines = [
         f"invocation  {inv.id}",
         f"sub-agent   {inv.agent_id}@{inv.digest[:SHORT_DIGEST]}",
@@ -163,7 +162,7 @@ def _invocation_lines(inv: InvocationInfo) -> list[str]:
     return lines
 
 
-def _event_line(event: InvocationEventInfo, invocation_id: str) -> str:
+def _event_line(event: InvocationEvent, invocation_id: str) -> str:
     body = msgspec.to_builtins(event.body)
     kind = body.pop("kind")
     whose = "" if event.invocation_id == invocation_id else f" [{event.invocation_id}]"
@@ -371,7 +370,7 @@ def invocations_group() -> None:
 @click.option("--limit", type=click.IntRange(1, MAX_LIMIT), default=50, show_default=True)
 @json_option
 def invocations_list_cmd(
-    state: InvocationStateName | None, agent_id: str | None, limit: int, as_json: bool
+    state: InvocationState | None, agent_id: str | None, limit: int, as_json: bool
 ) -> None:
     """Invocations, newest first."""
     data = _ok(call(InvocationsList(state=state, agent_id=agent_id, limit=limit)))

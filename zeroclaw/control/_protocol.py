@@ -14,6 +14,7 @@ import msgspec
 from typing_extensions import TypeVar
 
 from .._decode import DecodeErrorCode, decode_msgpack
+from ..turns import DispatchRefusalCode, InvocationState
 
 if TYPE_CHECKING:  # the CLI does not load the bus (zmq) to talk to the daemon
     from ..bus import RefusalCode
@@ -28,7 +29,6 @@ from ._replies import (
     InvocationEventsReply,
     InvocationReply,
     InvocationsReply,
-    InvocationStateName,
     MetricsReply,
     ProbeReply,
     ReloadReply,
@@ -44,11 +44,8 @@ from ._replies import (
 PROTOCOL_VERSION = 1
 MAX_CONTROL_FRAME = 4 * 1024 * 1024
 
-# Every stable code a control reply's `error` may carry: the control socket's own, the
-# router's refusals (a probe's or a chat turn's outcome), the decoder's and the memory
-# service's. A code outside this set is a type error, not a surprise for scripts.
-ControlErrorCode = Literal[
-    # the control socket and its commands
+# The control socket's own codes and those only its commands give.
+ControlOwnErrorCode = Literal[
     "bad_request",
     "unsupported",
     "internal",
@@ -57,30 +54,7 @@ ControlErrorCode = Literal[
     "fatal",
     "reload_failed",
     "cancelled",
-    # the router's refusal codes (bus.RefusalCode), as a probe or a chat turn meets them
-    "not_peers",
-    "unknown_agent",
-    "unavailable",
-    "timeout",
-    "delegation_not_allowed",
-    "depth_exceeded",
-    "origin_not_allowed",
-    "read_only_profile",  # a bus refusal (delegate from a readonly agent) or memory write
-    "replayed",  # a bus refusal: an ask/delegate id its sender already used
-    # an undecodable frame (DecodeErrorCode)
-    "too_large",
-    "malformed",
-    # the memory service
-    "storage_error",
-    "quota_exceeded",
-    # sub-agents: a dispatch the daemon refuses (subagents.DispatchRefusalCode), and an
-    # invocation id it does not know
-    "subagent_not_found",
-    "subagent_caller_not_allowed",
-    "subagent_input_invalid",
-    "subagent_concurrency_limit",
-    "subagent_idempotency_conflict",
-    "subagent_validation_timeout",
+    # sub-agents: an invocation id the daemon does not know
     "invocation_not_found",
     # `events --follow`: a reader that did not keep up was cut off
     "slow_reader",
@@ -88,6 +62,32 @@ ControlErrorCode = Literal[
     "session_not_found",
     # `approvals approve|deny`: no pending approval of that id (answered, expired, never)
     "unknown_approval",
+]
+# The router's refusal codes (bus.RefusalCode) and the memory service's (MemoryErrorCode):
+# written here again only because the CLI loads neither the bus (zmq) nor memory (LMDB), and
+# memory imports this package. mypy fails below when the router grows a code this set lacks;
+# tests/test_error_codes.py fails when memory does. A neutral home for either (the bus's and
+# memory's wire modules) lets this list go.
+PassedOnErrorCode = Literal[
+    "not_peers",
+    "unknown_agent",
+    "unavailable",
+    "timeout",
+    "delegation_not_allowed",
+    "depth_exceeded",
+    "origin_not_allowed",
+    "read_only_profile",
+    "replayed",
+    "storage_error",
+    "quota_exceeded",
+]
+# Every stable code a control reply's `error` may carry. A code outside this set is a type
+# error, not a surprise for scripts.
+ControlErrorCode = Literal[
+    ControlOwnErrorCode,
+    PassedOnErrorCode,
+    DecodeErrorCode,  # an undecodable frame
+    DispatchRefusalCode,  # a dispatch the daemon refuses
 ]
 CONTROL_ERROR_CODES: frozenset[str] = frozenset(get_args(ControlErrorCode))
 
@@ -294,7 +294,7 @@ class InvocationsList(Request[InvocationsReply], tag="invocations.list", frozen=
     """Newest first."""
 
     reply_type = InvocationsReply
-    state: InvocationStateName | None = None
+    state: InvocationState | None = None
     agent_id: str | None = None
     limit: int = 50
 

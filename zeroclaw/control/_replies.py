@@ -12,6 +12,7 @@ import msgspec
 
 from ..events import Published
 from ..policy import Gap
+from ..turns import Invocation, InvocationEvent, InvocationState, McpBinding, Policy
 
 ReloadOutcome = Literal["never", "ok", "reload_failed", "incomplete"]
 
@@ -292,16 +293,9 @@ class SessionReply(msgspec.Struct, frozen=True):
 
 
 # --- sub-agents: what `subagents`, `dispatch` and `invocations` answer ----------------------
-# The daemon's records (zeroclaw.subagents) as the control socket carries them. Mirrored
-# here rather than imported: the subagents package builds these (its `_control`), so it
-# depends on this one, never the reverse; its tests pin that the fields match. Every reply
-# carries `schema_version` (the subagents records' SCHEMA_VERSION).
-
-# An invocation's states (turns.InvocationState, which the subagents package checks against
-# this with mypy; importing turns here would load the bus into every CLI command).
-InvocationStateName = Literal[
-    "accepted", "running", "succeeded", "failed", "timed_out", "cancelled", "interrupted"
-]
+# The invocation records and their timeline are the daemon's own structs (zeroclaw.turns,
+# neutral: no bus, no sub-agent store), carried as they are. Every reply carries
+# `schema_version` (the subagents records' SCHEMA_VERSION).
 
 
 class SubagentSummary(msgspec.Struct, frozen=True):
@@ -328,18 +322,6 @@ class SubagentsReply(msgspec.Struct, frozen=True):
     refused: list[RefusedBundle]
 
 
-class PolicyInfo(msgspec.Struct, frozen=True):
-    allowedCallers: list[str]
-    maxConcurrency: int
-    timeoutSeconds: float
-    maxToolCalls: int
-
-
-class McpInfo(msgspec.Struct, frozen=True):
-    server: str
-    tools: list[str]
-
-
 class SubagentDetail(msgspec.Struct, frozen=True):
     """`subagents show`: the manifest, the current revision and its runtime; the skills by
     name only (neither SYSTEM.md nor a skill's text crosses the socket)."""
@@ -352,10 +334,10 @@ class SubagentDetail(msgspec.Struct, frozen=True):
     digest: str
     snapshot: str
     identity: str  # the bus identity of this revision's runtime process
-    policy: PolicyInfo
+    policy: Policy
     effects: str
     retry_on_restart: bool
-    mcp: list[McpInfo]
+    mcp: list[McpBinding]
     skills: list[str]
     input_schema: dict[str, Any] | None
     output_schema: dict[str, Any] | None
@@ -376,40 +358,14 @@ class RevisionsReply(msgspec.Struct, frozen=True):
     revisions: list[RevisionInfo]  # oldest first
 
 
-class InvocationInfo(msgspec.Struct, frozen=True):
-    """One invocation (the subagents package's `Invocation`), every field present."""
-
-    id: str
-    agent_id: str
-    digest: str
-    caller: str
-    source: str
-    task: str
-    input: Any
-    parent_run_id: str | None
-    idempotency_key: str | None
-    state: InvocationStateName
-    created_at: float
-    updated_at: float
-    attempt: int
-    retry_of: str | None
-    retried_by: str | None
-    output: Any
-    reply: str
-    error_code: str | None
-    error_detail: str
-    error_pointer: str | None
-    last_seq: int
-
-
 class InvocationReply(msgspec.Struct, frozen=True):
     schema_version: int
-    invocation: InvocationInfo
+    invocation: Invocation
 
 
 class InvocationsReply(msgspec.Struct, frozen=True):
     schema_version: int
-    invocations: list[InvocationInfo]  # newest first
+    invocations: list[Invocation]  # newest first
 
 
 class DispatchRefusal(msgspec.Struct, frozen=True):
@@ -425,39 +381,8 @@ class DispatchReply(msgspec.Struct, frozen=True, omit_defaults=True):
     `error` is then the refusal's code)."""
 
     schema_version: int
-    invocation: InvocationInfo | None = None
+    invocation: Invocation | None = None
     refusal: DispatchRefusal | None = None
-
-
-class _EventBody(msgspec.Struct, frozen=True, tag_field="kind"):
-    pass
-
-
-class StateEnteredInfo(_EventBody, tag="state", frozen=True):
-    state: InvocationStateName
-    error_code: str | None = None
-    detail: str = ""
-
-
-class TextDeltaInfo(_EventBody, tag="delta", frozen=True):
-    text: str
-
-
-class ToolCalledInfo(_EventBody, tag="tool", frozen=True):
-    name: str
-    args: dict[str, Any]
-    ok: bool
-    error_code: str | None = None
-
-
-EventBodyInfo = StateEnteredInfo | TextDeltaInfo | ToolCalledInfo
-
-
-class InvocationEventInfo(msgspec.Struct, frozen=True):
-    invocation_id: str
-    seq: int
-    at: float
-    body: EventBodyInfo
 
 
 class InvocationEventsReply(msgspec.Struct, frozen=True):
@@ -467,8 +392,8 @@ class InvocationEventsReply(msgspec.Struct, frozen=True):
 
     schema_version: int
     invocation_id: str
-    events: list[InvocationEventInfo]
-    state: InvocationStateName
+    events: list[InvocationEvent]
+    state: InvocationState
 
 
 class MetricsReply(msgspec.Struct, frozen=True):

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .._lazy import lazy_attributes
+from ..turns import AdapterRefusalCode
 
 if TYPE_CHECKING:
     from ._cache import (
@@ -77,7 +78,6 @@ if TYPE_CHECKING:
         version_token,
     )
     from ._registry import (
-        AdapterRefusalCode,
         AdapterRegistry,
         CallAllowed,
         CallRefused,
@@ -122,7 +122,6 @@ if TYPE_CHECKING:
 _load = lazy_attributes(
     __name__,
     {
-        "AdapterRefusalCode": "._registry",
         "AdapterRegistry": "._registry",
         "AdapterRun": "._service",
         "AdapterRunner": "._service",

@@ -21,6 +21,7 @@ from typing import Literal
 
 import msgspec
 
+from ..turns import AdapterRefusalCode
 from ._model import CapabilityDescriptor, DiscoveredItem, SideEffect
 from ._scan import Snapshot
 
@@ -128,14 +129,6 @@ def _side_effects(
 
 # --- may this agent call it? -------------------------------------------------------------
 
-AdapterRefusalCode = Literal[
-    "adapter_not_found",  # nothing registered under that id (or it is draining)
-    "adapter_not_granted",  # the agent's [agents.<alias>] adapters does not list it
-    "adapter_unsupported",  # only CLI adapters are executed by this version
-    "capability_not_offered",  # the adapter does not offer the capability asked for
-    "read_only_profile",  # a readonly agent and a capability with side effects
-    "bad_arguments",  # several capabilities and none named
-]
 RiskLevelName = Literal["readonly", "supervised", "full"]
 _HARMLESS: tuple[SideEffect, ...] = ("none", "read_only_external")
 

@@ -187,7 +187,7 @@ def event_line(item: Published, *, today: datetime | None = None) -> str:
     return f"{stamp} {event_kind(item.event)} {describe(item.event)}"
 
 
-def event_json(item: Published) -> dict[str, Any]:
+def event_json(item: Published) -> dict[str, object]:
     """The item as plain JSON values: `seq`, `at` (epoch seconds), `event` (with `kind`)."""
-    plain: dict[str, Any] = msgspec.to_builtins(item)
+    plain: dict[str, object] = msgspec.to_builtins(item)
     return plain

@@ -12,22 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, cast
+from typing import Any, cast
 
 from jsonschema.exceptions import best_match
 
 from .._schema_check import Invalid, Outcome, OutOfBound, Unusable
+from ..turns import DispatchRefusalCode
 from ._bundle import Bundle
 from ._schema import SchemaValidator
-
-DispatchRefusalCode = Literal[
-    "subagent_not_found",
-    "subagent_caller_not_allowed",
-    "subagent_input_invalid",
-    "subagent_concurrency_limit",
-    "subagent_idempotency_conflict",  # the key was used for another sub-agent, task or input
-    "subagent_validation_timeout",  # validating the input outlived its bound; it was stopped
-]
 
 IdempotencyKey = tuple[str, str | None, str]  # (source, parent_run_id, idempotency_key)
 

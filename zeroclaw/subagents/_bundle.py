@@ -29,6 +29,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
 from .._yaml import safe_load
+from ..turns import McpBinding, Policy
 from ._schema import pattern_problems
 
 ID_SYNTAX = re.compile(r"^[a-z][a-z0-9_-]{0,63}$")
@@ -42,18 +43,6 @@ _OPEN_DIR = _OPEN_FILE | os.O_DIRECTORY
 _INDEX = re.compile(r"^[0-9]+$")
 
 Effects = Literal["none", "read_only", "writes_workspace", "writes_external"]
-
-
-class Policy(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    allowedCallers: tuple[str, ...] = ()  # default deny
-    maxConcurrency: int = 1
-    timeoutSeconds: float = 120.0
-    maxToolCalls: int = 8
-
-
-class McpBinding(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    server: str
-    tools: tuple[str, ...] = ()
 
 
 class Manifest(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

@@ -23,17 +23,12 @@ from ..control import (
     DispatchReply,
     Exchange,
     InvocationCancel,
-    InvocationEventInfo,
     InvocationEvents,
     InvocationEventsReply,
-    InvocationInfo,
     InvocationReply,
     InvocationShow,
     InvocationsList,
     InvocationsReply,
-    InvocationStateName,
-    McpInfo,
-    PolicyInfo,
     RefusedBundle,
     Reply,
     Request,
@@ -48,20 +43,19 @@ from ..control import (
     error_reply,
 )
 from ..turns import TERMINAL_STATES, InvocationState
-from ._admission import DispatchRefusalCode, DispatchRequest, Refused
+from ._admission import DispatchRequest, Refused
 from ._api import SubagentsApi
-from ._records import CLI_CALLER, SCHEMA_VERSION, Invocation, InvocationEvent, StateEntered
+from ._records import (
+    CLI_CALLER,
+    SCHEMA_VERSION,
+    DispatchRefusalCode,
+    Invocation,
+    InvocationEvent,
+    StateEntered,
+)
 
 CLI_SOURCE = "cli"  # the idempotency scope of every operator dispatch
 MAX_LIST_LIMIT = 1000
-
-
-def _states_agree(state: InvocationState) -> InvocationStateName:
-    return state  # mypy fails here if turns grows a state the control socket lacks
-
-
-def _states_agree_back(state: InvocationStateName) -> InvocationState:
-    return state  # and here if the control socket has one turns does not
 
 
 def _refusals_are_control_codes(code: DispatchRefusalCode) -> ControlErrorCode:
@@ -82,38 +76,6 @@ def listed(invocation: Invocation) -> Invocation:
         reply=invocation.reply[:LISTED_TEXT],
         error_detail=invocation.error_detail[:LISTED_TEXT],
     )
-
-
-def invocation_info(invocation: Invocation) -> InvocationInfo:
-    """The record as the control socket carries it (every field, defaults included)."""
-    return InvocationInfo(
-        id=invocation.id,
-        agent_id=invocation.agent_id,
-        digest=invocation.digest,
-        caller=invocation.caller,
-        source=invocation.source,
-        task=invocation.task,
-        input=invocation.input,
-        parent_run_id=invocation.parent_run_id,
-        idempotency_key=invocation.idempotency_key,
-        state=_states_agree(invocation.state),
-        created_at=invocation.created_at,
-        updated_at=invocation.updated_at,
-        attempt=invocation.attempt,
-        retry_of=invocation.retry_of,
-        retried_by=invocation.retried_by,
-        output=invocation.output,
-        reply=invocation.reply,
-        error_code=invocation.error_code,
-        error_detail=invocation.error_detail,
-        error_pointer=invocation.error_pointer,
-        last_seq=invocation.last_seq,
-    )
-
-
-def event_info(event: InvocationEvent) -> InvocationEventInfo:
-    # The bodies have the same tags and fields on both sides (a test pins it).
-    return msgspec.convert(msgspec.to_builtins(event), InvocationEventInfo)
 
 
 def _not_found(agent_id: str) -> Reply[Any]:
@@ -154,7 +116,6 @@ class SubagentShowCommand:
             return _not_found(request.agent_id)
         bundle = revision.bundle
         manifest = bundle.manifest
-        policy = manifest.policy
         detail = SubagentDetail(
             schema_version=SCHEMA_VERSION,
             id=manifest.id,
@@ -164,15 +125,10 @@ class SubagentShowCommand:
             digest=bundle.digest,
             snapshot=str(revision.snapshot),
             identity=revision.identity,
-            policy=PolicyInfo(
-                list(policy.allowedCallers),
-                policy.maxConcurrency,
-                policy.timeoutSeconds,
-                policy.maxToolCalls,
-            ),
+            policy=manifest.policy,
             effects=manifest.effects,
             retry_on_restart=manifest.retry_on_restart,
-            mcp=[McpInfo(m.server, list(m.tools)) for m in manifest.mcp],
+            mcp=list(manifest.mcp),
             skills=sorted(bundle.skills),  # names only: a skill's text stays in the daemon
             input_schema=bundle.input_schema,
             output_schema=bundle.output_schema,
@@ -226,9 +182,7 @@ class DispatchCommand:
                 error=outcome.code,
                 message=outcome.detail,
             )
-        return Reply(
-            ok=True, data=DispatchReply(SCHEMA_VERSION, invocation=invocation_info(outcome))
-        )
+        return Reply(ok=True, data=DispatchReply(SCHEMA_VERSION, invocation=outcome))
 
 
 class InvocationsListCommand:
@@ -240,11 +194,10 @@ class InvocationsListCommand:
     ) -> Reply[InvocationsReply]:
         if not 1 <= request.limit <= MAX_LIST_LIMIT:
             return error_reply("bad_request", f"limit must be 1..{MAX_LIST_LIMIT}")
-        state = None if request.state is None else _states_agree_back(request.state)
         found = await self._api.invocations(
-            state=state, agent_id=request.agent_id, limit=request.limit
+            state=request.state, agent_id=request.agent_id, limit=request.limit
         )
-        infos = [invocation_info(listed(i)) for i in found]
+        infos = [listed(i) for i in found]
         return Reply(ok=True, data=InvocationsReply(SCHEMA_VERSION, infos))
 
 
@@ -256,7 +209,7 @@ class InvocationShowCommand:
         found = await self._api.invocation(request.invocation_id)
         if found is None:
             return _no_invocation(request.invocation_id)
-        return Reply(ok=True, data=InvocationReply(SCHEMA_VERSION, invocation_info(found)))
+        return Reply(ok=True, data=InvocationReply(SCHEMA_VERSION, found))
 
 
 class InvocationCancelCommand:
@@ -269,7 +222,7 @@ class InvocationCancelCommand:
         found = await self._api.cancel(request.invocation_id)
         if found is None:
             return _no_invocation(request.invocation_id)
-        return Reply(ok=True, data=InvocationReply(SCHEMA_VERSION, invocation_info(found)))
+        return Reply(ok=True, data=InvocationReply(SCHEMA_VERSION, found))
 
 
 class InvocationEventsCommand:
@@ -282,8 +235,7 @@ class InvocationEventsCommand:
     def _reply(
         self, invocation_id: str, events: list[InvocationEvent], state: InvocationState
     ) -> InvocationEventsReply:
-        infos = [event_info(e) for e in events]
-        return InvocationEventsReply(SCHEMA_VERSION, invocation_id, infos, _states_agree(state))
+        return InvocationEventsReply(SCHEMA_VERSION, invocation_id, events, state)
 
     async def __call__(
         self, request: InvocationEvents, exchange: Exchange

@@ -173,7 +173,7 @@ class SubagentStore:
             verify_in_child(path, timeout)
         return cls(path, map_size=map_size)
 
-    def _open(self, map_size: int) -> tuple[Any, dict[str, Any]]:
+    def _open(self, map_size: int) -> tuple[Any, Mapping[str, object]]:
         data = self.path / "data.mdb"
         problem = data_file_problem(data, os.sysconf("SC_PAGE_SIZE"))
         if problem is not None:

@@ -23,7 +23,7 @@ import os
 import resource
 import socket
 import struct
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -271,7 +271,7 @@ class ControlServer:
         )
 
     def _warn(
-        self, kind: str, msg: str, *args: object, extra: dict[str, Any] | None = None
+        self, kind: str, msg: str, *args: object, extra: Mapping[str, object] | None = None
     ) -> None:
         """A hostile peer can make refusals by the thousand: one warning per kind per
         LOG_EVERY_SECS, carrying how many were not logged since."""

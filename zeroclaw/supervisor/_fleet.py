@@ -18,7 +18,6 @@ import logging
 import os
 import signal
 from collections.abc import Callable, Iterable
-from typing import Any
 
 import trio
 
@@ -80,7 +79,7 @@ class TransitionReport:
         self._events.publish(AgentTransition(t.alias, t.old.value, t.new.value, t.reason))
         if t.exit is not None and (cause := exit_cause(t)) is not None:
             self._events.publish(AgentExited(t.alias, cause, t.exit.describe()))
-        fields: dict[str, Any] = {
+        fields: dict[str, object] = {
             "alias": t.alias,
             "from_state": t.old.value,
             "to_state": t.new.value,

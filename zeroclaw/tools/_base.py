@@ -9,67 +9,51 @@ from typing import Any, Literal, cast, get_args
 
 import trio
 
+from .._decode import DecodeErrorCode
+from .._process import StartFailure
+from ..policy import PathRefusal
+from ..turns import AdapterRefusalCode, DispatchRefusalCode, InvocationErrorCode
+
 # Every way a tool call can fail, as the model and the operator see it (ADR 0013). A tool
-# never raises: each failure is one of these, with a detail for people.
-ToolErrorCode = Literal[
-    # refusals by policy
-    "path_not_allowed",
-    "forbidden_path",
-    "read_only_profile",
+# never raises: each failure is one of these, with a detail for people. A family another
+# package owns is named, not copied (issue 25: one list per family).
+ToolOwnErrorCode = Literal[
+    # refusals by policy (besides policy.PathRefusal)
     "command_not_allowed",
     "approval_denied",
     "rate_limited",
+    # the bus's refusals a tool passes on (a part of bus.RefusalCode)
     "not_peers",
     "unknown_agent",
     "unavailable",
     "delegation_not_allowed",
     "depth_exceeded",
-    "bad_arguments",
-    # failures of the action itself
+    # failures of the action itself (besides _process.StartFailure)
     "not_found",
     "not_a_regular_file",
     "not_a_directory",
     "no_space",
-    "too_large",
-    "io_error",  # any other OS error; the detail names the errno (EACCES, EIO, ...)
     "timeout",
     "exit_status",
-    # failures reported by a daemon service (memory) or the bus
+    # failures reported by a daemon service (a part of memory's codes) or the bus
     "busy",
     "bad_request",
     "forbidden",
     "storage_error",
     "quota_exceeded",  # the agent's memory quota (records, bytes, a sender's share) is full
     "unknown_service",
-    "malformed",
     # a bug: the call raised; logged once with its traceback, the agent carries on
     "internal_error",
-    "sandbox_failed",
-    "exec_refused",
     "tool_not_granted",  # a peer's turn: not in the callee's peer_tools
-    # discovered adapters (issue 15), from the daemon's adapter service
-    # (zeroclaw.discovery.AdapterRefusalCode; read_only_profile and bad_arguments above)
-    "adapter_not_found",
-    "adapter_not_granted",
-    "adapter_unsupported",
-    "capability_not_offered",
-    # sub-agents (issue 12), passed on from the daemon's dispatch service: a dispatch it
-    # refused before anything ran (zeroclaw.subagents.DispatchRefusalCode) ...
-    "subagent_not_found",
-    "subagent_caller_not_allowed",
-    "subagent_input_invalid",  # the detail names the JSON pointer into the input
-    "subagent_concurrency_limit",
-    "subagent_idempotency_conflict",
-    "subagent_validation_timeout",  # validating its input or result outlived the bound
-    # ... or how an invocation that ran did not succeed (zeroclaw.subagents.InvocationErrorCode)
-    "subagent_output_invalid",
-    "subagent_no_result",
-    "subagent_provider_error",
-    "subagent_runtime_failed",
-    "subagent_timed_out",
-    "subagent_cancelled",
-    "daemon_restarted",
-    "subagent_internal_error",
+]
+ToolErrorCode = Literal[
+    PathRefusal,
+    ToolOwnErrorCode,
+    StartFailure,  # io_error names the errno (EACCES, EIO, ...); bad_arguments
+    DecodeErrorCode,  # too_large, malformed
+    AdapterRefusalCode,  # discovered adapters (issue 15), from the daemon's adapter service
+    DispatchRefusalCode,  # sub-agents (issue 12): a dispatch the daemon refused ...
+    InvocationErrorCode,  # ... or how an invocation that ran did not succeed
 ]
 ERROR_CODES: tuple[str, ...] = get_args(ToolErrorCode)
 

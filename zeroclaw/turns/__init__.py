@@ -13,6 +13,7 @@ from ._adapter import (
     AdapterAdmission,
     AdapterCall,
     AdapterInvoke,
+    AdapterRefusalCode,
     AdapterResult,
 )
 from ._dispatch import (
@@ -26,6 +27,19 @@ from ._dispatch import (
     InvocationState,
 )
 from ._events import ApprovalAsked, Delta, ToolCallRecord, ToolUsed, TurnDone, TurnEvent
+from ._subagent_records import (
+    DispatchRefusalCode,
+    EventBody,
+    Invocation,
+    InvocationErrorCode,
+    InvocationEvent,
+    McpBinding,
+    Policy,
+    RevisionRecord,
+    StateEntered,
+    TextDelta,
+    ToolCalled,
+)
 from ._wire import (
     TURN_SERVICE,
     AgentTurnEvent,
@@ -44,6 +58,7 @@ __all__ = [
     "AdapterAdmission",
     "AdapterCall",
     "AdapterInvoke",
+    "AdapterRefusalCode",
     "AdapterResult",
     "AgentTurnEvent",
     "ApprovalAnswer",
@@ -55,8 +70,19 @@ __all__ = [
     "Delta",
     "DispatchAnswer",
     "DispatchCall",
+    "DispatchRefusalCode",
+    "EventBody",
+    "Invocation",
+    "InvocationErrorCode",
+    "InvocationEvent",
     "InvocationState",
+    "McpBinding",
+    "Policy",
+    "RevisionRecord",
+    "StateEntered",
+    "TextDelta",
     "ToolCallRecord",
+    "ToolCalled",
     "ToolUsed",
     "TurnCancel",
     "TurnDone",

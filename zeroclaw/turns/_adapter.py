@@ -14,9 +14,21 @@ calls in flight are counted where they run.
 
 from __future__ import annotations
 
+from typing import Literal
+
 import msgspec
 
 ADAPTER_SERVICE = "adapter"
+
+# Why the adapter service refuses a call (the tools pass these on as tool errors).
+AdapterRefusalCode = Literal[
+    "adapter_not_found",  # nothing registered under that id (or it is draining)
+    "adapter_not_granted",  # the agent's [agents.<alias>] adapters does not list it
+    "adapter_unsupported",  # only CLI adapters are executed by this version
+    "capability_not_offered",  # the adapter does not offer the capability asked for
+    "read_only_profile",  # a readonly agent and a capability with side effects
+    "bad_arguments",  # several capabilities and none named
+]
 
 
 class AdapterCall(msgspec.Struct, frozen=True, omit_defaults=True):
