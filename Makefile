@@ -20,8 +20,14 @@ $(STAMP): pyproject.toml | $(BIN)/python
 
 install: $(STAMP)
 
-run: install
-	$(BIN)/zeroclaw --config $(CONFIG) daemon
+run: install etc/env
+	set -a && . ./etc/env && set +a && exec $(BIN)/zeroclaw --config $(CONFIG) daemon
+
+# The demo's env file beside its config, as the systemd unit's EnvironmentFile= is in
+# production: the webhook's signing secret, in the daemon's environment before it starts
+# (a reload cannot add one). Made once per checkout, mode 0600, never committed.
+etc/env:
+	umask 077 && printf 'ZEROCLAW_HOOK_SECRET=%s\n' "$$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')" > $@
 
 
 lint: install
