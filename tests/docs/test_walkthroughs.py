@@ -41,7 +41,7 @@ DOCUMENTS = [README, *sorted(GUIDE.glob("*.md"))]
 DEMO_PORT = "127.0.0.1:8787"
 NOT_RUN = re.compile(r"^<!-- not run: (.+\S) -->$")
 EXPECTED_EXIT = re.compile(r"#.*\(exit (\d+)\)\s*$")
-FENCE = re.compile(r"^```(\S*)\s*$")
+FENCE = re.compile(r"^\s*```(\S*)\s*$")  # indented too (inside a list item)
 
 
 @dataclass(frozen=True)
@@ -69,7 +69,7 @@ def blocks(path: Path) -> list[Block]:
         start = i
         i += 1
         body: list[str] = []
-        while i < len(lines) and lines[i].rstrip() != "```":
+        while i < len(lines) and lines[i].strip() != "```":
             body.append(lines[i])
             i += 1
         i += 1
