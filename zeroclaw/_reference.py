@@ -173,7 +173,7 @@ PLACEHOLDERS = {
 
 
 def config_reference() -> str:
-    from .config._models import Config
+    from .config import Config
 
     lines = [
         HEADER.format(source="zeroclaw/config/_models.py"),
@@ -200,9 +200,11 @@ def _walk_commands(command: Any, path: tuple[str, ...]) -> Iterator[tuple[tuple[
 
     yield path, command
     if isinstance(command, click.Group):
-        for name in sorted(command.commands):
-            sub = command.commands[name]
-            if not sub.hidden:
+        # list_commands/get_command: the root group loads each command's module on demand.
+        ctx = click.Context(command, info_name=path[-1])
+        for name in sorted(command.list_commands(ctx)):
+            sub = command.get_command(ctx, name)
+            if sub is not None and not sub.hidden:
                 yield from _walk_commands(sub, (*path, name))
 
 
@@ -238,9 +240,7 @@ def _usage(path: tuple[str, ...], command: Any) -> str:
 
 def cli_reference() -> str:
     from .cli import cli
-    from .cli._app import load_all_commands
 
-    load_all_commands()
     lines = [
         HEADER.format(source="the click commands in zeroclaw/cli"),
         "",
