@@ -8,7 +8,7 @@ STAMP   = $(VENV)/.installed-stamp
 CONFIG ?= etc/zeroclaw.toml
 PYTEST_ARGS ?=
 
-.PHONY: run test lint bench install clean error-codes conformance
+.PHONY: run test lint bench install clean error-codes conformance reference
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -20,8 +20,14 @@ $(STAMP): pyproject.toml | $(BIN)/python
 
 install: $(STAMP)
 
-run: install
-	$(BIN)/zeroclaw --config $(CONFIG) daemon
+run: install etc/env
+	set -a && . ./etc/env && set +a && exec $(BIN)/zeroclaw --config $(CONFIG) daemon
+
+# The demo's env file beside its config, as the systemd unit's EnvironmentFile= is in
+# production: the webhook's signing secret, in the daemon's environment before it starts
+# (a reload cannot add one). Made once per checkout, mode 0600, never committed.
+etc/env:
+	umask 077 && printf 'ZEROCLAW_HOOK_SECRET=%s\n' "$$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')" > $@
 
 
 lint: install
@@ -37,8 +43,12 @@ test: lint
 conformance: install
 	ZEROCLAW_CONFORMANCE_TABLE=docs/conformance $(BIN)/python -m pytest -q -n 0 --tb=line tests/conformance
 
-error-codes: install  # the README's "Error codes" section, from the Literal sets
-	$(BIN)/python -m zeroclaw._error_codes README.md
+# docs/reference/ (config keys, CLI, error codes) and docs/adr/README.md, from the code;
+# tests/docs/test_reference.py fails when the committed files differ.
+reference: install
+	$(BIN)/python -m zeroclaw._reference
+
+error-codes: reference  # the error codes live in docs/reference/error-codes.md now
 
 bench: install
 	$(BIN)/python -m bench

@@ -1,23 +1,14 @@
-"""Every operator-facing error code set, gathered in one place, and the README's list of them."""
+"""Every operator-facing error code set, gathered in one place (docs/reference/error-codes.md
+shows them: tests/docs/test_reference.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import get_args
 
-import pytest
+from zeroclaw._error_codes import families
 
-from zeroclaw._error_codes import BEGIN, END, families, main, readme_section, with_section
-
-README = Path(__file__).resolve().parent.parent / "README.md"
-
-
-def test_the_readme_lists_exactly_the_literal_sets() -> None:
-    text = README.read_text(encoding="utf-8")
-    assert with_section(text) == text, "README error codes are stale: run `make error-codes`"
-    shown = text[text.index(BEGIN) : text.index(END)]
-    for family in families().values():
-        assert all(f"`{code}`" in shown for code in family.codes), family.title
+REPO = Path(__file__).resolve().parent.parent
 
 
 def test_every_family_is_a_nonempty_set_of_snake_case_codes() -> None:
@@ -47,27 +38,13 @@ def test_every_code_the_memory_service_raises_is_in_its_family() -> None:
     assert families()["memory"].codes == get_args(MemoryErrorCode) == MEMORY_ERROR_CODES
 
 
-def test_a_stale_readme_is_rewritten_and_checked(tmp_path: Path) -> None:
-    readme = tmp_path / "README.md"
-    readme.write_text(f"# x\n\n{BEGIN}\n| stale |\n{END}\n\nafter\n", encoding="utf-8")
-    assert main(["--check", str(readme)]) == 1
-    assert main([str(readme)]) == 0
-    assert readme.read_text(encoding="utf-8") == f"# x\n\n{readme_section()}\n\nafter\n"
-    assert main(["--check", str(readme)]) == 0
-
-
-def test_a_readme_without_the_markers_is_refused() -> None:
-    with pytest.raises(ValueError, match="error-codes"):
-        with_section("# no section here\n")
-
-
 def _codes_in_source(call_names: set[str]) -> set[tuple[str, str]]:
     """(file, code) for every string-literal code given to these calls in the package: the
     first positional argument, or the `error=` keyword."""
     import ast
 
     found: set[tuple[str, str]] = set()
-    for path in (README.parent / "zeroclaw").rglob("*.py"):
+    for path in (REPO / "zeroclaw").rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if not isinstance(node, ast.Call):
                 continue
@@ -121,8 +98,8 @@ def _family_literals() -> dict[str, tuple[str, set[str]]]:
     import re
 
     found: dict[str, tuple[str, set[str]]] = {}
-    for path in sorted((README.parent / "zeroclaw").rglob("*.py")):
-        rel = path.relative_to(README.parent).as_posix()
+    for path in sorted((REPO / "zeroclaw").rglob("*.py")):
+        rel = path.relative_to(REPO).as_posix()
         for stmt in ast.parse(path.read_text(encoding="utf-8")).body:
             if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1):
                 continue
@@ -147,7 +124,7 @@ def test_no_error_code_family_is_written_out_twice() -> None:
 
     families_ = _family_literals()
     copies = set()
-    root = README.parent
+    root = REPO
     for path in sorted([*(root / "zeroclaw").rglob("*.py"), *(root / "tests").rglob("*.py")]):
         rel = path.relative_to(root).as_posix()
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):

@@ -25,7 +25,11 @@ PACKAGE = Path(zeroclaw.__file__).resolve().parent
 CORE = "_core"  # zeroclaw/__init__.py and the zeroclaw/_*.py modules
 # Top-level modules that are not core: the `python -m zeroclaw` entry is the CLI's, and the
 # error-code reference gathers every family's Literal from its package.
-OWN_UNIT = {"zeroclaw.__main__": "cli", "zeroclaw._error_codes": "_error_codes"}
+OWN_UNIT = {
+    "zeroclaw.__main__": "cli",
+    "zeroclaw._error_codes": "_error_codes",
+    "zeroclaw._reference": "_reference",  # the docs generator walks the CLI and config
+}
 
 # The layers, lowest first. An import goes to a lower layer or stays in its own; in the
 # middle layer no service imports the agent side, and the agent side takes from a service
@@ -37,7 +41,7 @@ SERVICES = frozenset(
     {"channels", "control", "conversations", "discovery", "memory", "ops", "subagents"}
 )
 ROOT = frozenset({"supervisor"})  # the composition root
-OPERATOR = frozenset({"cli", "_error_codes"})
+OPERATOR = frozenset({"cli", "_error_codes", "_reference"})
 LAYERS = (NEUTRAL, TRANSPORT, AGENT_SIDE | SERVICES, ROOT, OPERATOR)
 
 # A service's wire: its `_wire.py` (one per service, ADR 0049) and these, which memory's
@@ -52,6 +56,9 @@ EDGES: dict[tuple[str, str], str] = {
     ("_core", "config"): "_http_guard takes config's HttpLimits (a type)",
     ("_core", "policy"): "_process and _schema_worker confine their child with policy's ruleset",
     ("_error_codes", "bus"): "the refusal codes",
+    ("_reference", "_error_codes"): "the error-code families for docs/reference/error-codes.md",
+    ("_reference", "cli"): "the click tree for docs/reference/cli.md",
+    ("_reference", "config"): "the config models for docs/reference/config.md",
     ("_error_codes", "channels"): "the channel refusal and webhook error codes",
     ("_error_codes", "cli"): "the CLI's error codes",
     ("_error_codes", "control"): "the control socket's error codes",

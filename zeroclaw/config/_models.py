@@ -590,7 +590,8 @@ class AgentConfig(_Strict):
         default_factory=WorkspaceConfig, description="The agent's workspace and grants."
     )
     memory: MemoryConfig = Field(
-        default_factory=MemoryConfig, description="Grants over other agents' memory."
+        default_factory=MemoryConfig,
+        description="Grants over other agents' memory, and this agent's memory quotas.",
     )
     peer_tools: tuple[str, ...] = Field(
         default=(),
