@@ -123,8 +123,18 @@ def test_a_secret_in_a_manifest_appears_in_no_output(project: Project) -> None:
 
 
 def test_two_concurrent_refreshes_one_gets_cache_locked(project: Project) -> None:
-    # A probe runs only its program and interpreter: the wait is in-process, not `sleep`.
-    project.python_program("codex", "import time\ntime.sleep(3)\nprint('codex 1')")
+    # The first scan's probe holds the lock until the test has seen the second refused: it
+    # waits for a file the test writes (in its own directory, which the probe sandbox lets it
+    # read), not for a time a loaded machine may outlast. The probe runs only its program
+    # and interpreter: the wait is in-process, not `sleep`.
+    release = project.bin / "release"
+    project.python_program(
+        "codex",
+        f"import os, time\nwhile not os.path.exists({str(release)!r}):\n    time.sleep(0.02)\n"
+        "print('codex 1')",
+    )
+    project.discovery["command_check_timeout_ms"] = 120_000
+    project.discovery["global_scan_timeout_ms"] = 240_000
     project.write_config()
     first = subprocess.Popen(
         [
@@ -147,8 +157,11 @@ def test_two_concurrent_refreshes_one_gets_cache_locked(project: Project) -> Non
     while not (lock.exists() and lock.read_text().strip() == str(first.pid)):
         assert time.monotonic() < deadline and first.poll() is None, first.communicate()
         time.sleep(0.02)
-    second = discover(project, "scan", "--refresh")
-    _, err = first.communicate(timeout=60)
+    try:
+        second = discover(project, "scan", "--refresh")
+    finally:
+        release.write_text("")
+    _, err = first.communicate(timeout=240)
     assert first.returncode == 0, err
     assert second.returncode == 1
     assert f"pid {first.pid}" in second.stderr

@@ -36,7 +36,7 @@ def test_a_body_naming_another_namespace_only_touches_the_callers(
 ) -> None:
     plan(root, "writer", do="memwrite", count=5, writers=2, claim="beta")
     daemon = daemons(memory_config(root)).start()
-    assert result_of(root, "writer", timeout=30)["errors"] == []
+    assert result_of(root, "writer")["errors"] == []
     mine = exported(daemon, "writer")
     assert len(mine) == 10 and {r["agent"] for r in mine} == {"writer"}
     assert exported(daemon, "beta") == []
@@ -47,7 +47,7 @@ def test_tiny_map_grows_without_errors_reaching_the_agent(
 ) -> None:
     plan(root, "writer", do="memwrite", count=40, writers=8, content="y" * 1000)
     daemon = daemons(memory_config(root, memory_map_size=64 * 1024)).start()
-    assert result_of(root, "writer", timeout=60)["errors"] == []
+    assert result_of(root, "writer")["errors"] == []
     stats = json.loads(daemon.cli("memory", "stats", "-a", "writer", "--json").stdout)
     assert stats["namespaces"]["writer"]["records"] == 320
     assert stats["map_growths"] > 0

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import PATIENCE
 from tests.known_secrets import PROVIDER_KEY
 from tests.subagents.helpers import (
     SUMMARY_SCHEMA,
@@ -71,7 +72,7 @@ def test_a_reload_rescans_bundles_reports_a_bad_one_and_keeps_the_others(
     broken.mkdir()
     (broken / "agent.yaml").write_text("id: broken\ndescription: x\nmodel_provider: no.such\n")
     daemon.signal(signal.SIGHUP)
-    daemon.wait_notification(lambda m: "READY=1" in m, timeout=30)
+    daemon.wait_notification(lambda m: "READY=1" in m, timeout=PATIENCE)
     listing = json.loads(daemon.cli("subagents", "list", "--json").stdout)
     assert {s["id"] for s in listing["subagents"]} == {"summarizer", "second"}
     [refused] = listing["refused"]

@@ -38,7 +38,7 @@ def test_nothing_inside_an_agent_sandbox_gets_an_answer(root: Path, daemons: Dae
     daemon = daemons(doc).start()
 
     try:
-        loose = result_of(root, "loose", timeout=60)
+        loose = result_of(root, "loose")
     except AssertionError:
         raise AssertionError(daemon.log()) from None
     if abi_version() >= 6:
@@ -54,7 +54,7 @@ def test_nothing_inside_an_agent_sandbox_gets_an_answer(root: Path, daemons: Dae
         assert "refused this connection (forbidden)" in loose["cli"]["stderr"]
     assert "Traceback" not in loose["cli"]["stderr"]
 
-    caged = result_of(root, "caged", timeout=60)
+    caged = result_of(root, "caged")
     if abi_version() >= 6:
         # With Landlock's abstract-socket scope the kernel refuses the connect() itself.
         assert (caged["agent"], caged["child"], caged["orphan"]) == ("EPERM",) * 3, caged
@@ -178,7 +178,7 @@ def test_an_agent_squatting_another_daemons_control_name_gets_nothing_from_the_c
     )
     assert cli.returncode != 0
     assert "refusing to talk to it" in cli.stderr, cli.stderr
-    assert result_of(root, "squatter", timeout=30) == {"request": ""}
+    assert result_of(root, "squatter") == {"request": ""}
 
 
 def test_the_cli_trusts_only_the_lock_holder() -> None:

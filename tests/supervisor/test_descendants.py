@@ -19,6 +19,7 @@ import pytest
 
 from tests.agent.test_chat_daemon import chat
 from tests.agent.test_chat_inprocess import codes
+from tests.conftest import PATIENCE
 from tests.supervisor.harness import (
     Daemon,
     agent_entry,
@@ -117,7 +118,7 @@ def test_a_finished_command_leaves_nothing_running(
     assert codes(reply) == [("shell", None)]
     marker = root / "state" / "agents" / "worker" / "workspace" / "grandchild.pid"
     grandchild = int(marker.read_text())
-    assert wait_gone([grandchild], timeout=10) == []
+    assert wait_gone([grandchild], timeout=PATIENCE) == []
     assert daemon.agent("worker")["state"] == "running"
 
 
@@ -131,7 +132,7 @@ def test_kill_9_of_the_agent_takes_the_commands_grandchild(
         command = wait_for_process(["sleep", "4343"])
         agent = daemon.agent("worker")["pid"]
         os.kill(agent, signal.SIGKILL)
-        assert wait_gone([agent, command, grandchild], timeout=10) == []
+        assert wait_gone([agent, command, grandchild], timeout=PATIENCE) == []
     finally:
         client.kill()
         client.wait()
@@ -150,7 +151,7 @@ def test_kill_9_of_the_daemon_takes_every_descendant(
         zygote = _children(daemon.proc.pid)
         daemon.signal(signal.SIGKILL)
         daemon.wait_exit()
-        assert wait_gone([*zygote, agent, command, grandchild], timeout=10) == []
+        assert wait_gone([*zygote, agent, command, grandchild], timeout=PATIENCE) == []
     finally:
         client.kill()
         client.wait()
