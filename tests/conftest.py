@@ -10,14 +10,20 @@ from typing import Any
 
 import pytest
 import trio
+from hypothesis import HealthCheck, settings
 
 REPO = Path(__file__).resolve().parent.parent
+DEMO_CONFIG = REPO / "etc" / "zeroclaw.toml"
 
 # The deadline of every wait on an event or a condition (a daemon ready, a line printed, a
 # process gone): only a hang should reach it, never a loaded machine (issue 25: the suite
 # runs green while two CPU-bound processes compete for its two cores).
 PATIENCE = 120.0
-DEMO_CONFIG = REPO / "etc" / "zeroclaw.toml"
+
+# Hypothesis times each example (200 ms by default) and checks that generating data is not
+# "too slow": both are clocks a loaded machine beats. Property tests pin what holds, not speed.
+settings.register_profile("zeroclaw", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("zeroclaw")
 
 VALID_DOC: dict[str, Any] = {
     "daemon": {"state_dir": "state", "runtime_dir": "run"},

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli.helpers import run_cli
+from tests.conftest import PATIENCE
 from tests.discovery.helpers import Project
 
 SECRET = "sk-live-DISCOVERY-SECRET-42"
@@ -153,7 +154,7 @@ def test_two_concurrent_refreshes_one_gets_cache_locked(project: Project) -> Non
         text=True,
     )
     lock = project.base / "state" / "discovery-cache.lock"
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + PATIENCE
     while not (lock.exists() and lock.read_text().strip() == str(first.pid)):
         assert time.monotonic() < deadline and first.poll() is None, first.communicate()
         time.sleep(0.02)
@@ -238,7 +239,7 @@ def test_explain_offers_a_loopback_model_server_as_a_provider_to_add(
         stderr=subprocess.DEVNULL,
     )
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + PATIENCE
         while not listening(port):
             assert time.monotonic() < deadline and server.poll() is None
             time.sleep(0.05)

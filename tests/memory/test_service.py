@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.bus.test_router import plan, result_of
+from tests.conftest import PATIENCE
 from tests.supervisor.harness import Daemon, agent_entry, make_config
 
 DaemonFactory = Callable[..., Daemon]
@@ -59,7 +60,7 @@ def test_every_acknowledged_store_survives_sigkill(root: Path, daemons: DaemonFa
     doc = memory_config(root)
     daemon = daemons(doc).start()
     acked_log = root / "state" / "agents" / "writer" / "workspace" / "acked.log"
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + PATIENCE
     while not acked_log.exists() or acked_log.stat().st_size < 2000:  # some stores acked
         assert time.monotonic() < deadline
         time.sleep(0.02)
