@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.bus.test_router import plan, result_of
-from tests.conftest import REPO
+from tests.conftest import PATIENCE, REPO
 from tests.supervisor.harness import Daemon, agent_entry, make_config
 from zeroclaw.control import control_address, printable
 from zeroclaw.control._client import server_refusal
@@ -161,9 +161,8 @@ def test_an_agent_squatting_another_daemons_control_name_gets_nothing_from_the_c
     plan(root, "squatter", do="squat", runtime_dir=str(victim / "run"))
     daemon = daemons(make_config(root, {"squatter": agent_entry()})).start()
     bound = root / "state" / "agents" / "squatter" / "workspace" / "bound"
-    for _ in range(600):  # written by the agent process: no event to await
-        if bound.exists():
-            break
+    deadline = time.monotonic() + PATIENCE
+    while not bound.exists() and time.monotonic() < deadline:  # written by the agent process
         time.sleep(0.05)
     assert bound.exists(), daemon.log_text()[-5000:]
     store = ["-a", "alpha", "memory", "store", "k", "v"]

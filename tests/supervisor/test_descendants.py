@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -94,7 +95,8 @@ def grandchild_of(root: Path) -> int:
 
 def wait_for_file(path: Path) -> int:
     wait_for_process(["sleep", "4242"])  # exists once the grandchild runs
-    for _ in range(200):
+    deadline = time.monotonic() + PATIENCE
+    while time.monotonic() < deadline:
         if path.exists():
             return int(path.read_text())
         wait_gone([], 0.05)
