@@ -8,7 +8,7 @@ STAMP   = $(VENV)/.installed-stamp
 CONFIG ?= etc/zeroclaw.toml
 PYTEST_ARGS ?=
 
-.PHONY: run test lint bench install clean error-codes conformance reference
+.PHONY: run test test-fast test-under-load lint bench install clean error-codes conformance reference
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -34,8 +34,21 @@ lint: install
 	$(BIN)/ruff check zeroclaw tests bench
 	$(BIN)/mypy --strict zeroclaw
 
+# The fast layer runs first (tests/conftest.py orders it), so progress shows from the start;
+# the 20 slowest tests are listed at the end.
+TEST_RUN = $(BIN)/python -m pytest -n 2 --durations=20 $(PYTEST_ARGS)
+
 test: lint
-	$(BIN)/python -m pytest -n 2 $(PYTEST_ARGS)
+	$(TEST_RUN)
+
+# The pure and unit layers: every test module that starts no process (tests/conftest.py marks
+# the others `integration`), in well under a minute.
+test-fast: install
+	$(BIN)/python -m pytest -n 2 -q -m "not integration" $(PYTEST_ARGS)
+
+# The full suite while two CPU-bound processes compete for the cores; it must stay green.
+test-under-load: lint
+	.ci/under-load $(TEST_RUN)
 
 # The isolation conformance table (ADR 0040): every declared cell against a real daemon, the
 # kernel and the pure policy; prints what is not held, writes docs/conformance/TABLE.md and

@@ -13,6 +13,7 @@ import trio
 import trio.testing
 from hypercorn.typing import ASGIFramework, ASGIReceiveCallable, ASGISendCallable, Scope
 
+from tests.conftest import PATIENCE
 from zeroclaw._asgi import LISTENERS, ListenerCounts, answer_lifespan, serve_guarded
 from zeroclaw._http_guard import HttpBounds
 
@@ -84,7 +85,7 @@ async def connect(port: int) -> trio.SocketStream:
 async def until_closed(stream: trio.SocketStream) -> bytes:
     """Everything the server sends until it closes the connection (awaited, not slept)."""
     got = b""
-    with trio.fail_after(20):
+    with trio.fail_after(PATIENCE):
         while True:
             try:
                 data = await stream.receive_some(65536)
@@ -98,7 +99,7 @@ async def until_closed(stream: trio.SocketStream) -> bytes:
 async def response(stream: trio.SocketStream) -> bytes:
     """One whole response (headers and its content-length of body)."""
     got = b""
-    with trio.fail_after(20):
+    with trio.fail_after(PATIENCE):
         while True:
             head, sep, body = got.partition(b"\r\n\r\n")
             if sep:
@@ -185,7 +186,7 @@ async def test_a_connection_over_the_cap_is_closed_at_once_and_counted() -> None
         assert counts.cut["over_cap"] == 1 and counts.open == 2
         for stream in held:
             await stream.aclose()
-        with trio.fail_after(20):
+        with trio.fail_after(PATIENCE):
             while counts.open:  # the server notices each close
                 await counts.closed.wait()
         again = await connect(port)
@@ -194,7 +195,7 @@ async def test_a_connection_over_the_cap_is_closed_at_once_and_counted() -> None
         await again.aclose()
         lingering = await connect(port)  # still open, mid-request, when the listener stops
         await lingering.send_all(b"POST / HTTP/1.1\r\nhost: x\r\ncontent-length: 9\r\n\r\n")
-        with trio.fail_after(20):
+        with trio.fail_after(PATIENCE):
             while counts.open == 0:
                 await trio.testing.wait_all_tasks_blocked()
     await lingering.aclose()
@@ -207,7 +208,7 @@ async def test_a_client_that_does_not_read_its_answer_is_cut() -> None:
     async with guarded(bounds, big_answer_app) as (port, counts):
         stream = await connect(port)
         await stream.send_all(b"GET / HTTP/1.1\r\nhost: x\r\n\r\n")
-        with trio.fail_after(20):
+        with trio.fail_after(PATIENCE):
             while not counts.cut["send_timeout"]:  # never read: the server gives up
                 await counts.closed.wait()
         assert counts.open == 0

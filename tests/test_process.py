@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import trio
 
+from tests.conftest import PATIENCE
 from tests.supervisor.harness import wait_gone
 from zeroclaw._process import CannotStart, run_capped
 
@@ -50,7 +51,7 @@ async def test_a_timeout_kills_the_whole_process_group() -> None:
     outcome = await run_capped(["/bin/sh", "-c", CHILD_AND_GRANDCHILD], timeout_secs=1)
     assert outcome.timed_out and outcome.exit_code is None
     shell, sleeper = (int(p) for p in outcome.output.split())
-    assert wait_gone([shell, sleeper], timeout=10) == []
+    assert wait_gone([shell, sleeper], timeout=PATIENCE) == []
 
 
 async def test_cancellation_kills_the_whole_process_group(tmp_path: Path) -> None:
@@ -71,7 +72,7 @@ async def test_cancellation_kills_the_whole_process_group(tmp_path: Path) -> Non
         nursery.cancel_scope.cancel()
     assert not finished
     shell, sleeper = (int(p) for p in pids.split())
-    assert wait_gone([shell, sleeper], timeout=10) == []
+    assert wait_gone([shell, sleeper], timeout=PATIENCE) == []
 
 
 class Recorder:

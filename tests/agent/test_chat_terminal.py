@@ -11,7 +11,7 @@ from pathlib import Path
 import pexpect
 
 from tests.agent.test_chat_inprocess import config
-from tests.conftest import REPO
+from tests.conftest import PATIENCE, REPO
 from tests.supervisor.harness import Daemon, wait_for_process
 
 DaemonFactory = Callable[..., Daemon]
@@ -32,7 +32,7 @@ def spawn_chat(daemon: Daemon, root: Path) -> pexpect.spawn:
             "TERM": "dumb",
         },
         encoding="utf-8",
-        timeout=20,
+        timeout=PATIENCE,  # each expect: a loaded machine answers late, not never
     )
 
 
@@ -72,7 +72,7 @@ def test_a_terminal_session(root: Path, daemons: DaemonFactory) -> None:
         child.sendline("y")
         sleeper = wait_for_process(["sleep", "30"], under=daemon.agent("alpha")["pid"])
         child.sendintr()
-        child.expect_exact("[cancelled]", timeout=10)
+        child.expect_exact("[cancelled]")
         child.expect_exact(PROMPT)
         assert _gone(sleeper)
 
@@ -95,7 +95,7 @@ def test_a_terminal_session(root: Path, daemons: DaemonFactory) -> None:
 def _gone(pid: int) -> bool:
     from tests.supervisor.harness import wait_gone
 
-    return not wait_gone([pid], timeout=5)
+    return not wait_gone([pid], timeout=PATIENCE)
 
 
 def test_a_terminal_session_without_a_daemon(root: Path, daemons: DaemonFactory) -> None:

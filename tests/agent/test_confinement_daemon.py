@@ -81,10 +81,10 @@ def test_an_agent_process_cannot_signal_reach_or_regain_what_it_was_denied(
         targets = {"daemon": daemon.proc.pid, "sibling": beta}
         (workspace(root, alias) / "targets.json").write_text(json.dumps(targets))
     try:
-        ro = result_of(root, "ro", timeout=60)
+        ro = result_of(root, "ro")
     except AssertionError:
         raise AssertionError(daemon.log_text()[-20000:]) from None
-    net = result_of(root, "net", timeout=60)
+    net = result_of(root, "net")
     for seen in (ro, net):
         assert seen["sigstop_daemon"] == "EPERM", seen
         assert seen["sigkill_daemon"] == "EPERM", seen
@@ -134,9 +134,7 @@ def test_an_agent_without_a_file_sandbox_is_still_confined_as_a_process(
     other = listeners["other"].getsockname()[1]
     abstract = listeners["abstract"].getsockname()[1:].decode()
     plan(root, "loose", do="confinement", tcp={"any": other}, abstract=abstract)
-    doc = make_config(
-        root, {"loose": agent_entry(risk_profile="loose"), "beta": agent_entry()}
-    )
+    doc = make_config(root, {"loose": agent_entry(risk_profile="loose"), "beta": agent_entry()})
     doc["risk_profiles"]["loose"] = {"level": "supervised", "sandbox": "none"}
     daemon = daemons(doc).start()
     beta = daemon.pids()["beta"]
@@ -144,7 +142,7 @@ def test_an_agent_without_a_file_sandbox_is_still_confined_as_a_process(
     targets = {"daemon": daemon.proc.pid, "sibling": beta}
     (workspace(root, "loose") / "targets.json").write_text(json.dumps(targets))
     try:
-        seen = result_of(root, "loose", timeout=60)
+        seen = result_of(root, "loose")
     except AssertionError:
         raise AssertionError(daemon.log_text()[-20000:]) from None
     assert seen["sigstop_daemon"] == "EPERM", seen

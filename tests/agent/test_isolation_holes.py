@@ -147,7 +147,7 @@ def test_holes_are_closed_through_the_daemon_and_in_the_kernel(
     daemon = daemons(doc).start()
 
     # C1 and the sibling grants, in the kernel: direct syscalls from inside the agent.
-    assert result_of(root, "fullk", timeout=60) == {
+    assert result_of(root, "fullk") == {
         "read " + kernel_checks[0][1]: "done",
         "read " + kernel_checks[1][1]: "denied",
         "read " + kernel_checks[2][1]: "denied",
@@ -179,11 +179,11 @@ def test_holes_are_closed_through_the_daemon_and_in_the_kernel(
         assert codes(daemon_chat(daemon, "ro", text)) == [expected], text
     asked = daemon_chat(daemon, "ro", "ask beta: hello")  # a question is a read
     assert codes(asked) == [("send_message_to_peer", None)]
-    raw = result_of(root, "rok", timeout=60)["responses"]
+    raw = result_of(root, "rok")["responses"]
     assert [r["error"] for r in raw] == ["read_only_profile", "read_only_profile", None]
-    assert result_of(root, "rod", timeout=60)["code"] == "read_only_profile"
+    assert result_of(root, "rod")["code"] == "read_only_profile"
     # C5: another agent's record by id is forbidden and stays; a missing id is not there.
-    stolen, missing = result_of(root, "thief", timeout=60)["responses"]
+    stolen, missing = result_of(root, "thief")["responses"]
     assert stolen["error"] == "forbidden", stolen
     assert missing == {"ok": True, "error": None, "body": {"forgotten": False}}
     recalled = daemon_chat(daemon, "full", "recall from beta: vault")

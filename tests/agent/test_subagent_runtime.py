@@ -19,7 +19,7 @@ import pytest
 import trio
 from jsonschema import Draft202012Validator
 
-from tests.conftest import REPO
+from tests.conftest import PATIENCE, REPO
 from tests.conversations.helpers import Bench, bench, read_all
 from zeroclaw._frame_stream import receive_frames
 from zeroclaw._framing import FrameDecoder, encode_frame
@@ -390,7 +390,7 @@ async def test_the_forked_runtime_reads_its_snapshot_and_the_kernel_refuses_the_
         try:
             creds = Keys(keys.endpoint, keys.server_public, keys.public, keys.secret, 1 << 20)
             await link.send_all(encode_frame(encode_link(creds)))
-            with trio.fail_after(30):
+            with trio.fail_after(PATIENCE):
                 await b.joined[identity].wait()
             replies = {}
             for task in ("read SYSTEM.md", f"read {secret}", "read /etc/passwd"):

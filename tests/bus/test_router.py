@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import zmq
 
+from tests.conftest import PATIENCE
 from tests.supervisor.harness import Daemon, agent_entry, make_config
 from zeroclaw.bus import REFUSAL_CODES, Hello, Message, Send, encode
 
@@ -39,7 +40,9 @@ def plan(root: Path, alias: str, **steps: Any) -> None:
     (workspace / "plan.json").write_text(json.dumps(steps))
 
 
-def result_of(root: Path, alias: str, timeout: float, name: str = "result.json") -> dict[str, Any]:
+def result_of(
+    root: Path, alias: str, timeout: float = PATIENCE, name: str = "result.json"
+) -> dict[str, Any]:
     workspace = root / "state" / "agents" / alias / "workspace"
     path = workspace / name
     # A plan with preopen_result (a readonly agent, which creates no file) writes once into
@@ -190,7 +193,7 @@ def test_kill_9_destination_mid_stream(root: Path, daemons: DaemonFactory) -> No
         root, "streamer", do="stream", count=1500, to="victim", channel="cli.local", interval=0.004
     )
     daemon = daemons(doc).start()
-    result_of(root, "streamer", timeout=30, name="started.json")
+    result_of(root, "streamer", name="started.json")
     daemon.wait_for(lambda s: s["router"]["outcomes"]["delivered"] >= 100)
     os.kill(daemon.agent("victim")["pid"], signal.SIGKILL)
     results = result_of(root, "streamer", timeout=120)["results"]
@@ -291,7 +294,7 @@ def test_the_router_refuses_a_delegation_outside_the_senders_delegates(
     groups = {"all": {"channel": "cli", "agents": ["alpha", "beta", "gamma"]}}
     doc["peer_groups"] = groups
     daemon = daemons(doc).start()
-    result = result_of(root, "alpha", timeout=30)
+    result = result_of(root, "alpha")
     assert result["code"] == "delegation_not_allowed", result
     assert daemon.status()["router"]["outcomes"]["delegation_not_allowed"] == 1
 
@@ -308,7 +311,7 @@ def test_the_router_counts_the_depth_of_a_chain_of_asks_whatever_the_body_says(
     for i, alias in enumerate(hops[:-1]):
         plan(root, alias, do="relay", next=hops[i + 1], channel="cli.local", first=i == 0)
     daemon = daemons(doc).start()
-    results = [result_of(root, alias, timeout=30) for alias in hops[:3]]
+    results = [result_of(root, alias) for alias in hops[:3]]
     assert [r["outcome"] for r in results] == ["delivered", "delivered", "depth_exceeded"]
     # Each hop was told the depth the router counted, not the 0 its asker claimed.
     assert [r["received_depth"] for r in results] == [[], [1], [2]]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import trio
 import zmq
 
+from tests.conftest import PATIENCE
 from zeroclaw.bus import SocketOwner
 
 
@@ -97,7 +98,7 @@ async def test_a_stalled_peer_does_not_block_the_others() -> None:
         return True
 
     fast_owner = SocketOwner(fast, on_fast, name="fast")
-    with trio.fail_after(30):
+    with trio.fail_after(PATIENCE):
         async with trio.open_nursery() as nursery:
             nursery.start_soon(relay.run)
             nursery.start_soon(fast_owner.run)
@@ -152,7 +153,7 @@ async def test_messages_of_any_part_count_arrive_whole_and_unroutable_ones_are_d
 
     relay = SocketOwner(router, on_router, name="relay", park_per_destination=True, on_drop=on_drop)
     peer_owner = SocketOwner(peer, on_peer, name="peer")
-    with trio.fail_after(30):
+    with trio.fail_after(PATIENCE):
         async with trio.open_nursery() as nursery:
             nursery.start_soon(relay.run)
             nursery.start_soon(peer_owner.run)

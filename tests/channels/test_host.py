@@ -11,6 +11,7 @@ from typing import Any
 
 import trio
 
+from tests.conftest import PATIENCE
 from tests.conversations.helpers import bench
 from zeroclaw.channels import ChannelAnswer, ChannelHost, ChannelRefused, Inbound
 from zeroclaw.events import EventSink, Published
@@ -100,7 +101,7 @@ async def test_the_agents_own_approval_timeout_bounds_the_channels_question(
         runtime = await b.agent(tmp_path)
         runtime.engine.approval_timeout = 0.2  # the profile's approval_timeout_secs
         host = ChannelHost(b.service, lambda: b.router.policy, approval_timeout=3600)
-        with trio.fail_after(30):
+        with trio.fail_after(PATIENCE):
             outcome = await host.converse(
                 Inbound("webhook.ops", "bob", "write note.txt: hi"), ask=never_answers
             )

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import trio
 
+from tests.conftest import PATIENCE
 from tests.conversations.helpers import bench
 from zeroclaw.channels import ChannelHost, ChannelStartFailed, SerialAdapter
 from zeroclaw.config import ConfigError, SerialChannel, validate_document
@@ -117,7 +118,7 @@ async def serial_bench(
         adapter = SerialAdapter("desk", config, backoff_first=0.02, backoff_cap=0.2)
         await b.nursery.start(adapter.serve, host)
         await adapter.wait_open()
-        with trio.fail_after(30):
+        with trio.fail_after(PATIENCE):
             yield adapter, device
     device.close()
 
@@ -288,7 +289,7 @@ async def test_two_devices_serve_side_by_side(tmp_path: Path) -> None:
             adapter = SerialAdapter(alias, SerialChannel(port=str(tmp_path / f"tty-{alias}")))
             await b.nursery.start(adapter.serve, host)
             await adapter.wait_open()
-        with trio.fail_after(30):
+        with trio.fail_after(PATIENCE):
             for device in devices.values():
                 await device.send(b"hello\n")
             for device in devices.values():

@@ -23,6 +23,7 @@ import trio
 from hypercorn.typing import ASGIReceiveCallable, ASGISendCallable, Scope
 
 from tests.channels.test_webhook import ENV, SECRET, signed, with_webhooks
+from tests.conftest import PATIENCE
 from tests.conversations.helpers import bench
 from zeroclaw.channels import ChannelHost, WebhookAdapter, sign
 from zeroclaw.config import WebhookChannel
@@ -59,7 +60,7 @@ class Receiver:
 
     async def next(self) -> Callback:
         assert self._recv is not None
-        with trio.fail_after(20):
+        with trio.fail_after(PATIENCE):
             return await self._recv.receive()
 
     async def app(self, scope: Scope, receive: ASGIReceiveCallable, send: ASGISendCallable) -> None:
@@ -115,7 +116,7 @@ def a_closed_port() -> int:
 
 async def settled(adapter: WebhookAdapter, outcome: str) -> None:
     """Until a callback has ended so (delivered, failed, dropped)."""
-    with trio.fail_after(20):
+    with trio.fail_after(PATIENCE):
         while adapter.callbacks[outcome] == 0:
             await adapter.callback_settled.wait()
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli.helpers import run_cli
+from tests.conftest import PATIENCE
 from tests.discovery.helpers import Project
 
 SECRET = "sk-live-DISCOVERY-SECRET-42"
@@ -123,8 +124,18 @@ def test_a_secret_in_a_manifest_appears_in_no_output(project: Project) -> None:
 
 
 def test_two_concurrent_refreshes_one_gets_cache_locked(project: Project) -> None:
-    # A probe runs only its program and interpreter: the wait is in-process, not `sleep`.
-    project.python_program("codex", "import time\ntime.sleep(3)\nprint('codex 1')")
+    # The first scan's probe holds the lock until the test has seen the second refused: it
+    # waits for a file the test writes (in its own directory, which the probe sandbox lets it
+    # read), not for a time a loaded machine may outlast. The probe runs only its program
+    # and interpreter: the wait is in-process, not `sleep`.
+    release = project.bin / "release"
+    project.python_program(
+        "codex",
+        f"import os, time\nwhile not os.path.exists({str(release)!r}):\n    time.sleep(0.02)\n"
+        "print('codex 1')",
+    )
+    project.discovery["command_check_timeout_ms"] = 120_000
+    project.discovery["global_scan_timeout_ms"] = 240_000
     project.write_config()
     first = subprocess.Popen(
         [
@@ -143,12 +154,15 @@ def test_two_concurrent_refreshes_one_gets_cache_locked(project: Project) -> Non
         text=True,
     )
     lock = project.base / "state" / "discovery-cache.lock"
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + PATIENCE
     while not (lock.exists() and lock.read_text().strip() == str(first.pid)):
         assert time.monotonic() < deadline and first.poll() is None, first.communicate()
         time.sleep(0.02)
-    second = discover(project, "scan", "--refresh")
-    _, err = first.communicate(timeout=60)
+    try:
+        second = discover(project, "scan", "--refresh")
+    finally:
+        release.write_text("")
+    _, err = first.communicate(timeout=240)
     assert first.returncode == 0, err
     assert second.returncode == 1
     assert f"pid {first.pid}" in second.stderr
@@ -225,7 +239,7 @@ def test_explain_offers_a_loopback_model_server_as_a_provider_to_add(
         stderr=subprocess.DEVNULL,
     )
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + PATIENCE
         while not listening(port):
             assert time.monotonic() < deadline and server.poll() is None
             time.sleep(0.05)

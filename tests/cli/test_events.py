@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import PATIENCE, REPO
 from tests.supervisor.harness import Daemon, agent_entry, make_config
 from zeroclaw.control import (
     ControlClient,
@@ -59,7 +59,9 @@ class Lines:
         self.seen.append(line.decode())
         return self.seen[-1]
 
-    def until(self, match: Callable[[dict[str, Any]], bool], timeout: float = 30) -> dict[str, Any]:
+    def until(
+        self, match: Callable[[dict[str, Any]], bool], timeout: float = PATIENCE
+    ) -> dict[str, Any]:
         """The first JSON line from now on that `match`es."""
         deadline = time.monotonic() + timeout
         while True:
@@ -115,7 +117,9 @@ def daemon(root: Path, daemons: DaemonFactory) -> Daemon:
 
 
 def test_follow_json_shows_a_kill_9_and_the_restart(daemon: Daemon) -> None:
-    with follower(daemon, "--json") as lines:
+    # --kind agent: the start-up discovery scan's events may push alpha's start out of the
+    # backlog of 10 (see test_sigint_ends_a_follow_quietly).
+    with follower(daemon, "--json", "--kind", "agent") as lines:
         # The backlog (the newest 10) shows alpha's start: the follower is subscribed.
         started = lines.until(transition("alpha", "starting", "running"))
         assert started["schema_version"] == 1
@@ -183,10 +187,12 @@ def test_an_unknown_kind_is_a_usage_error_naming_the_known_ones(daemon: Daemon) 
 
 
 def test_sigint_ends_a_follow_quietly(daemon: Daemon) -> None:
-    with follower(daemon) as lines:
-        assert " agent.transition " in lines.next(time.monotonic() + 30)
+    # Agent events only: the backlog is the newest 10, and the daemon's start-up discovery
+    # scan (a dozen events, later than the agents' start on a loaded machine) can fill it.
+    with follower(daemon, "--kind", "agent") as lines:
+        assert " agent.transition " in lines.next(time.monotonic() + PATIENCE)
         lines.proc.send_signal(signal.SIGINT)
-        assert lines.proc.wait(30) == 130
+        assert lines.proc.wait(PATIENCE) == 130
         assert lines.proc.stderr is not None
         assert lines.proc.stderr.read() == b""
 
@@ -199,7 +205,7 @@ def test_a_follow_sees_the_daemon_stop_its_agents_then_exits_3(daemon: Daemon) -
         last = lines.until(lambda item: "ok" in item)  # --json: the failure is JSON too
         assert last["ok"] is False and last["error"]["code"] == "unavailable"
         assert "the daemon closed the connection" in last["error"]["message"]
-        assert lines.proc.wait(30) == 3
+        assert lines.proc.wait(PATIENCE) == 3
 
 
 def test_no_daemon_is_exit_3(root: Path) -> None:
@@ -239,10 +245,10 @@ def drain(session: ControlSession, timeout: float = 30) -> list[Reply[Any]]:
         return replies
 
 
-def quick_status(daemon: Daemon) -> float:
-    began = time.monotonic()
-    assert ControlClient(daemon.runtime_dir, timeout=5).call(Status()).ok
-    return time.monotonic() - began
+def answers_status(daemon: Daemon) -> bool:
+    """The daemon still answers a control request (a stalled one never would; how fast it
+    answers is the machine's load, not a property of the daemon)."""
+    return ControlClient(daemon.runtime_dir, timeout=PATIENCE).call(Status()).ok
 
 
 def test_a_reader_that_never_reads_is_cut_off_and_the_daemon_goes_on(
@@ -253,7 +259,7 @@ def test_a_reader_that_never_reads_is_cut_off_and_the_daemon_goes_on(
     stuck = ControlSession(daemon.runtime_dir, timeout=30)
     stuck.send(EventsFollow(backlog=0, kinds=("memory",)))
     flood(daemon, 3000)
-    assert quick_status(daemon) < 2.0
+    assert answers_status(daemon)
     replies = drain(stuck)  # ends: the daemon closed the connection
     stuck.close()
     assert replies and all(r.ok and r.more for r in replies[:-1])
@@ -261,7 +267,7 @@ def test_a_reader_that_never_reads_is_cut_off_and_the_daemon_goes_on(
     assert received < 3000
     assert replies[-1].ok or replies[-1].error == "slow_reader"
     assert "events reader cut off" in daemon.log_text()
-    assert quick_status(daemon) < 2.0
+    assert answers_status(daemon)
     # Still serving readers: the whole ring's memory events, in batches.
     request = EventsFollow(follow=False, kinds=("memory",))
     replies = list(ControlClient(daemon.runtime_dir).stream(request, EventsReply))
@@ -284,4 +290,4 @@ def test_a_reader_that_falls_too_far_behind_gets_slow_reader(
     assert "behind" in (replies[-1].message or "")
     seqs = [p.seq for r in replies[:-1] if r.data is not None for p in r.data.events]
     assert seqs == sorted(seqs) and len(seqs) < 5000
-    assert quick_status(daemon) < 2.0
+    assert answers_status(daemon)

@@ -24,6 +24,7 @@ import trio
 from jsonschema import Draft202012Validator
 
 from tests.cli.helpers import run_cli
+from tests.conftest import PATIENCE
 from tests.supervisor.harness import Daemon, agent_entry, make_config
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "etc" / "subagents"
@@ -338,7 +339,7 @@ async def test_the_cli_speaks_the_sub_agent_commands_over_the_control_socket(
         argv = [sys.executable, "-m", "zeroclaw", "--config", str(config)]
         follower = _spawn(*argv, "invocations", "events", running.id, "--follow", "--json")
         try:
-            with trio.fail_after(30):  # a stuck follower fails the test, never hangs it
+            with trio.fail_after(PATIENCE):  # a stuck follower fails the test, never hangs it
                 assert follower.stdout is not None
                 for _ in range(2):  # accepted, running: it has subscribed by now
                     await trio.to_thread.run_sync(follower.stdout.readline, abandon_on_cancel=True)

@@ -20,7 +20,7 @@ import pytest
 
 from tests.conformance._matrix import Cell, Observed, cells_on
 from tests.conformance._table import record
-from tests.conftest import REPO
+from tests.conftest import PATIENCE, REPO
 from tests.discovery.helpers import Project
 from tests.discovery.planted import Planted, leaked
 from tests.discovery.test_discovery_daemon import follow_discovery
@@ -69,7 +69,7 @@ def surfaces() -> Iterator[dict[str, str]]:
         # The daemon's own probe ran confined, and what it started is gone (before any
         # CLI probe runs).
         seen_left = planted.leftovers()
-        assert harness.wait_gone(seen_left, timeout=10) == [], seen_left
+        assert harness.wait_gone(seen_left, timeout=PATIENCE) == [], seen_left
         cached = json.loads((root / "state" / "discovery-cache.json").read_text())
         [gemini] = [
             e["item"]

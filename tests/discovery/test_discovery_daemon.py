@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import PATIENCE, REPO
 from tests.known_secrets import UNBOUND_SECRET
 from tests.supervisor.harness import Daemon, agent_entry, make_config
 from zeroclaw.policy import abi_version
@@ -82,7 +82,7 @@ def follow_discovery(
     )
     assert follow.stdout is not None
     fd = follow.stdout.fileno()
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + PATIENCE
     pending = b""
     try:
         while time.monotonic() < deadline:

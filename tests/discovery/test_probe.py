@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import trio
 
+from tests.conftest import PATIENCE
 from tests.discovery.helpers import SYSTEM_PYTHON
 from tests.supervisor.harness import wait_gone
 from zeroclaw.discovery._probe import (
@@ -118,7 +119,7 @@ async def test_the_probe_has_no_new_privileges_nor_capabilities_and_cannot_signa
     assert outcome.status == "exit 0", outcome
     # no_new_privs, no signal out, no socket, no capability, no user namespace (ADR 0043)
     assert outcome.output.strip() == "tree 1.1.1.1.1.1"
-    assert wait_gone(running(path), timeout=10) == []
+    assert wait_gone(running(path), timeout=PATIENCE) == []
 
 
 async def test_a_hanging_probe_and_its_setsid_grandchild_end_at_the_timeout(
@@ -129,7 +130,7 @@ async def test_a_hanging_probe_and_its_setsid_grandchild_end_at_the_timeout(
         outcome = await probe(path, home, bound=1.0, HANG="1")
     assert outcome.timed_out and outcome.status == "timeout"
     assert "tree 1.1.1.1.1.1" in outcome.output
-    assert wait_gone(running(path), timeout=10) == []
+    assert wait_gone(running(path), timeout=PATIENCE) == []
 
 
 async def test_a_cancelled_probe_ends_its_whole_tree(tmp_path: Path) -> None:
@@ -138,7 +139,7 @@ async def test_a_cancelled_probe_ends_its_whole_tree(tmp_path: Path) -> None:
         async with trio.open_nursery() as nursery:
 
             async def cancel_once_the_grandchild_runs() -> None:
-                deadline = time.monotonic() + 30
+                deadline = time.monotonic() + PATIENCE
                 # A process's start has no event to await: poll /proc, bounded.
                 while len(running(path)) < 3 and time.monotonic() < deadline:  # noqa: ASYNC110
                     await trio.sleep(0.02)
@@ -146,7 +147,7 @@ async def test_a_cancelled_probe_ends_its_whole_tree(tmp_path: Path) -> None:
 
             nursery.start_soon(cancel_once_the_grandchild_runs)
             await probe(path, home, bound=60, HANG="1")
-    assert wait_gone(running(path), timeout=10) == []
+    assert wait_gone(running(path), timeout=PATIENCE) == []
 
 
 def test_the_socket_filter_is_known_per_machine_and_absent_elsewhere() -> None:

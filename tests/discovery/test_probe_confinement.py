@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import PATIENCE, REPO
 from tests.discovery.helpers import Project
 from tests.discovery.planted import Planted, leaked
 from tests.supervisor.harness import wait_gone
@@ -73,7 +73,7 @@ def test_what_the_probe_started_in_its_own_session_ends_with_it(
 ) -> None:
     planted, _ = scanned
     left = planted.leftovers()
-    assert wait_gone(left, timeout=10) == [], f"the probe's grandchild outlived it: {left}"
+    assert wait_gone(left, timeout=PATIENCE) == [], f"the probe's grandchild outlived it: {left}"
 
 
 def test_no_secret_reaches_the_cache_or_scan_list_or_explain_json(

@@ -11,6 +11,7 @@ import msgspec
 import pytest
 import trio
 
+from tests.conftest import PATIENCE
 from tests.discovery.helpers import Project
 from zeroclaw._process import ProcessOutcome
 from zeroclaw.bus import Request
@@ -192,7 +193,7 @@ async def test_the_watch_rescans_after_a_change_in_adapters(project: Project) ->
                 "adapters/new.yaml",
                 "id: new\ntransport: cli\ncommand: codex\ncapabilities: [chat.reply]\n",
             )
-            with trio.fail_after(20):
+            with trio.fail_after(PATIENCE):
                 async for published in subscription:
                     if isinstance(published.event, DiscoveryCompleted):
                         assert published.event.added == ("new",)

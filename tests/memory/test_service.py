@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.bus.test_router import plan, result_of
+from tests.conftest import PATIENCE
 from tests.supervisor.harness import Daemon, agent_entry, make_config
 
 DaemonFactory = Callable[..., Daemon]
@@ -36,7 +37,7 @@ def test_a_body_naming_another_namespace_only_touches_the_callers(
 ) -> None:
     plan(root, "writer", do="memwrite", count=5, writers=2, claim="beta")
     daemon = daemons(memory_config(root)).start()
-    assert result_of(root, "writer", timeout=30)["errors"] == []
+    assert result_of(root, "writer")["errors"] == []
     mine = exported(daemon, "writer")
     assert len(mine) == 10 and {r["agent"] for r in mine} == {"writer"}
     assert exported(daemon, "beta") == []
@@ -47,7 +48,7 @@ def test_tiny_map_grows_without_errors_reaching_the_agent(
 ) -> None:
     plan(root, "writer", do="memwrite", count=40, writers=8, content="y" * 1000)
     daemon = daemons(memory_config(root, memory_map_size=64 * 1024)).start()
-    assert result_of(root, "writer", timeout=60)["errors"] == []
+    assert result_of(root, "writer")["errors"] == []
     stats = json.loads(daemon.cli("memory", "stats", "-a", "writer", "--json").stdout)
     assert stats["namespaces"]["writer"]["records"] == 320
     assert stats["map_growths"] > 0
@@ -59,7 +60,7 @@ def test_every_acknowledged_store_survives_sigkill(root: Path, daemons: DaemonFa
     doc = memory_config(root)
     daemon = daemons(doc).start()
     acked_log = root / "state" / "agents" / "writer" / "workspace" / "acked.log"
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + PATIENCE
     while not acked_log.exists() or acked_log.stat().st_size < 2000:  # some stores acked
         assert time.monotonic() < deadline
         time.sleep(0.02)

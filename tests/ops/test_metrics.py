@@ -14,6 +14,7 @@ import trio
 import trio.testing
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.conftest import PATIENCE
 from zeroclaw.bus import RefusalCode
 from zeroclaw.conversations import AgentDown, TurnCancelled, TurnOverflow, TurnRefused
 from zeroclaw.conversations._service import turn_outcome
@@ -258,7 +259,7 @@ async def test_listener_serves_metrics_and_404_elsewhere() -> None:
     port = free_port()
     async with trio.open_nursery() as nursery:
         nursery.start_soon(metrics.keep_listener, lambda: on(f"127.0.0.1:{port}"), sink)
-        with trio.fail_after(10):
+        with trio.fail_after(PATIENCE):
             await wait_serving(metrics)
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", headers=AUTH) as http:
             response = await http.get("/metrics")
@@ -286,12 +287,12 @@ async def test_a_taken_port_is_reported_and_retried_not_fatal() -> None:
                 lambda: on(listen), sink, retry_initial=0.05, retry_max=0.1
             )
         )
-        with trio.fail_after(10):
+        with trio.fail_after(PATIENCE):
             await metrics.wait_listener(lambda state: state.failures > 0)
         assert metrics.listener.error is not None and "cannot bind" in metrics.listener.error
         assert value(scrape(metrics), "zeroclaw_metrics_listener_up", listen=listen) == 0
         holder.close()  # the port comes free: the next try takes it
-        with trio.fail_after(10):
+        with trio.fail_after(PATIENCE):
             await wait_serving(metrics)
         assert value(scrape(metrics), "zeroclaw_metrics_listener_up", listen=listen) == 1
         nursery.cancel_scope.cancel()
@@ -304,14 +305,14 @@ async def test_a_reload_that_changes_metrics_listen_moves_the_listener() -> None
     current: list[str | None] = [f"127.0.0.1:{first}"]
     async with trio.open_nursery() as nursery:
         nursery.start_soon(metrics.keep_listener, lambda: on(current[0]), sink)
-        with trio.fail_after(10):
+        with trio.fail_after(PATIENCE):
             await wait_serving(metrics)
         sink.publish(ReloadApplied("ok"))  # nothing changed: the listener stays
         await trio.testing.wait_all_tasks_blocked()
         assert metrics.listener.port == first and metrics.listener.serving
         current[0] = f"127.0.0.1:{second}"
         sink.publish(ReloadApplied("ok"))
-        with trio.fail_after(10):
+        with trio.fail_after(PATIENCE):
             await metrics.wait_listener(lambda state: state.port == second and state.serving)
         async with httpx.AsyncClient(headers=AUTH) as http:
             assert (await http.get(f"http://127.0.0.1:{second}/metrics")).status_code == 200
@@ -319,7 +320,7 @@ async def test_a_reload_that_changes_metrics_listen_moves_the_listener() -> None
                 await http.get(f"http://127.0.0.1:{first}/metrics")
         current[0] = None  # unset: no listener, and no listener series
         sink.publish(ReloadApplied("ok"))
-        with trio.fail_after(10):
+        with trio.fail_after(PATIENCE):
             await metrics.wait_listener(lambda state: state.listen is None)
         assert not any(n == "zeroclaw_metrics_listener_up" for n, _ in scrape(metrics))
         nursery.cancel_scope.cancel()
@@ -331,7 +332,7 @@ async def test_a_scrape_without_the_bearer_token_gets_401_and_no_metrics() -> No
     port = free_port()
     async with trio.open_nursery() as nursery:
         nursery.start_soon(metrics.keep_listener, lambda: on(f"127.0.0.1:{port}"), sink)
-        with trio.fail_after(10):
+        with trio.fail_after(PATIENCE):
             await wait_serving(metrics)
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as http:
             for headers in (
@@ -358,7 +359,7 @@ async def test_a_metrics_listener_whose_token_variable_is_unset_is_not_served() 
     settings = MetricsListen(f"127.0.0.1:{port}", None, token_env="ZC_METRICS_TOKEN")
     async with trio.open_nursery() as nursery:
         nursery.start_soon(metrics.keep_listener, lambda: settings, sink)
-        with trio.fail_after(10):
+        with trio.fail_after(PATIENCE):
             state = await metrics.wait_listener(lambda s: s.error is not None)
         assert "ZC_METRICS_TOKEN" in (state.error or "") and not state.serving
         with pytest.raises(httpx.ConnectError):

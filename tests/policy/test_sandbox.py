@@ -47,7 +47,7 @@ def test_agent_cannot_open_another_workspace(root: Path, daemons: DaemonFactory)
         )
         doc["risk_profiles"]["bare"] = {"level": "supervised", "sandbox": "none"}
         daemons(doc).start()
-        confined = result_of(root, "snoop", timeout=30)
+        confined = result_of(root, "snoop")
         assert confined == {t: "denied" for t in targets}
         assert (workspace(root, "snoop") / "own.txt").exists()
         # The same code without the file sandbox reads them directly: the kernel is what
@@ -55,7 +55,7 @@ def test_agent_cannot_open_another_workspace(root: Path, daemons: DaemonFactory)
         # process scopes (ADR 0043), and a Landlock domain may not reach a process outside.
         opened = {t: "read" for t in targets}
         opened[targets[2]] = "denied"
-        assert result_of(root, "open", timeout=30) == opened
+        assert result_of(root, "open") == opened
     finally:
         squatter.kill()
         squatter.wait()
@@ -83,7 +83,7 @@ def test_the_kernel_keeps_the_daemons_files_out_of_a_granted_tree(
     doc = make_config(root, {"snoop": agent_entry(risk_profile="wide")})
     doc["risk_profiles"]["wide"] = {"level": "full", "forbidden_paths": []}
     daemons(doc).start(PYTHONPATH=f"{REPO}:{root}")  # the agents' sys.path holds `root`
-    assert result_of(root, "snoop", timeout=30) == {
+    assert result_of(root, "snoop") == {
         **{t: "denied" for t in targets[:3]},
         targets[3]: "read",  # `root` is granted, entry by entry around the daemon's files
     }

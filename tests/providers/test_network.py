@@ -10,6 +10,7 @@ import pytest
 import trio
 
 from tests.agent.helpers import run_turns
+from tests.conftest import PATIENCE
 from tests.hostile import nested_json
 from tests.providers.protocol_server import (
     TEXT,
@@ -62,7 +63,7 @@ async def failure(kind: str, url: str, **extra: Any) -> str:
     """The ProviderError message of one request that must fail."""
     provider = make(kind, url, **extra)
     try:
-        with trio.fail_after(10), pytest.raises(ProviderError) as caught:
+        with trio.fail_after(PATIENCE), pytest.raises(ProviderError) as caught:
             await provider.complete(conversation(), no_delta)
     finally:
         await provider.aclose()
@@ -83,7 +84,7 @@ async def test_a_streamed_answer_arrives_while_the_response_is_still_open(
 
     provider = make(kind, server.url)
     try:
-        with trio.fail_after(10):  # a client that buffered the whole answer would hang here
+        with trio.fail_after(PATIENCE):  # a client that buffered the whole answer would hang here
             step = await provider.complete(conversation(), on_delta)
     finally:
         await provider.aclose()

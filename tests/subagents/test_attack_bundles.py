@@ -120,10 +120,11 @@ def test_a_bundle_file_swapped_for_a_fifo_never_blocks_the_loader(root: Path) ->
     loader.start()
     last, since = -1, time.monotonic()
     try:
-        while loader.is_alive() and time.monotonic() - since < 5:
+        # 30 s without one load done: blocked (on a FIFO), not slowed by a loaded machine.
+        while loader.is_alive() and time.monotonic() - since < 30:
             loader.join(0.5)
             if loads[0] != last:
                 last, since = loads[0], time.monotonic()
     finally:
         stop.set()
-    assert not loader.is_alive(), f"load_bundle blocked for 5 s after {loads[0]} loads"
+    assert not loader.is_alive(), f"load_bundle blocked for 30 s after {loads[0]} loads"

@@ -11,6 +11,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+from tests.conftest import PATIENCE
 from tests.subagents.helpers import dispatch_data as dispatch
 from tests.subagents.helpers import start, subagent_config, write_bundle
 from tests.supervisor.harness import Daemon
@@ -137,7 +138,7 @@ def test_a_full_disk_while_an_invocation_ends_does_not_stop_the_daemon(
         cwd=REPO,
         preexec_fn=ignore_sigxfsz,
     )
-    daemon.wait_notification(lambda m: "READY=1" in m, timeout=30)
+    daemon.wait_notification(lambda m: "READY=1" in m, timeout=PATIENCE)
     assert dispatch(daemon, "summarizer", "warm up")["invocation"]["state"] == "succeeded"
     size = (root / "state" / "subagents" / "data.mdb").stat().st_size
     limit = max(size, daemon.log_path.stat().st_size) + 32 * 1024

@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from tests.conftest import PATIENCE
 from tests.subagents.helpers import subagent_config, write_bundle
 from tests.supervisor.harness import Daemon
 
@@ -61,7 +62,7 @@ def test_a_reload_storm_of_bundle_edits_leaves_no_stale_runtimes_behind(
         assert json.loads(result.stdout)["invocation"]["state"] == "succeeded"
     pids = {pid for found in runtime_pids(daemon, "summarizer").values() for pid in found}
     assert len(pids) == 5
-    deadline = time.monotonic() + 15
+    deadline = time.monotonic() + PATIENCE
     while time.monotonic() < deadline:
         alive = [pid for pid in pids if process_alive(pid)]
         if len(alive) <= 1:

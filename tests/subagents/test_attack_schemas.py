@@ -117,7 +117,7 @@ def test_validating_a_caller_input_never_stalls_the_daemon(
         time.sleep(2)  # let the dispatch reach admission (no event to await from outside)
         began = time.monotonic()
         try:
-            status = daemon.cli("status", "--json", timeout=15)
+            status = daemon.cli("status", "--json", timeout=60)
         except subprocess.TimeoutExpired:
             status = None
         waited = time.monotonic() - began
@@ -159,7 +159,7 @@ def test_a_regex_pattern_in_an_output_schema_never_stalls_the_daemon(
     try:
         time.sleep(4)  # the runtime has to fork and answer first
         try:
-            status = daemon.cli("status", "--json", timeout=15)
+            status = daemon.cli("status", "--json", timeout=60)
         except subprocess.TimeoutExpired:
             status = None
         assert status is not None and status.returncode == 0, "the daemon stalled in a regex"

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import PATIENCE
 from tests.known_secrets import PROVIDER_KEY
 from tests.subagents.helpers import (
     SUMMARY_SCHEMA,
@@ -71,7 +72,7 @@ def test_a_reload_rescans_bundles_reports_a_bad_one_and_keeps_the_others(
     broken.mkdir()
     (broken / "agent.yaml").write_text("id: broken\ndescription: x\nmodel_provider: no.such\n")
     daemon.signal(signal.SIGHUP)
-    daemon.wait_notification(lambda m: "READY=1" in m, timeout=30)
+    daemon.wait_notification(lambda m: "READY=1" in m, timeout=PATIENCE)
     listing = json.loads(daemon.cli("subagents", "list", "--json").stdout)
     assert {s["id"] for s in listing["subagents"]} == {"summarizer", "second"}
     [refused] = listing["refused"]
@@ -144,7 +145,7 @@ def test_a_forged_caller_in_the_body_is_ignored_and_the_router_identity_decides(
     (workspace / "plan.json").write_text(json.dumps(plan))
     daemon = daemons(doc).start()  # the fault entry point runs beta's plan on the real bus
     result = workspace / "result.json"
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + PATIENCE
     while not result.exists() and time.monotonic() < deadline:
         daemon.next_notification(0.2)
     outcome = json.loads(result.read_text())
@@ -275,7 +276,7 @@ def test_editing_a_bundle_during_an_invocation_changes_only_the_next_one(
         daemon = start(daemons, root, {"openai": {"model": openai(url)}})
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
             running = pool.submit(invocation, daemon, "slow", "the old revision")
-            deadline = time.monotonic() + 30
+            deadline = time.monotonic() + PATIENCE
             while not [i for i in listed(daemon) if i["state"] == "running"]:
                 assert time.monotonic() < deadline, daemon.log()
                 time.sleep(0.05)
@@ -283,7 +284,7 @@ def test_editing_a_bundle_during_an_invocation_changes_only_the_next_one(
             assert daemon.cli("reload").returncode == 0
             gate.touch()  # from now on the model answers: the new one, then the old one
             newer = invocation(daemon, "slow", "the new revision")
-            older = running.result(timeout=60)
+            older = running.result(timeout=PATIENCE)
     assert older["state"] == newer["state"] == "succeeded", (older, newer)
     assert older["digest"] != newer["digest"]
     revisions = json.loads(daemon.cli("subagents", "revisions", "slow", "--json").stdout)
@@ -302,13 +303,13 @@ def test_cancel_ends_a_running_invocation_as_cancelled(root: Path, daemons: Daem
         daemon = start(daemons, root, {"openai": {"model": openai(url)}})
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
             running = pool.submit(dispatch, daemon, "sleepy", "forever")
-            deadline = time.monotonic() + 20
+            deadline = time.monotonic() + PATIENCE
             while not (found := [i for i in listed(daemon) if i["state"] == "running"]):
                 assert time.monotonic() < deadline, daemon.log()
                 time.sleep(0.05)
             cancelled = daemon.cli("invocations", "cancel", found[0]["id"], "--json")
             assert cancelled.returncode == 0, cancelled.stderr
-            _, data = running.result(timeout=60)
+            _, data = running.result(timeout=PATIENCE)
     assert data["invocation"]["state"] == "cancelled"
     assert data["invocation"]["error_code"] == "subagent_cancelled"
 
@@ -334,7 +335,7 @@ def test_a_daemon_killed_mid_invocation_interrupts_it_and_re_runs_a_read_only_on
         with concurrent.futures.ThreadPoolExecutor(2) as pool:
             pool.submit(dispatch, daemon, "reader", "read it", "--idempotency-key", "r1")
             pool.submit(dispatch, daemon, "writer", "write it")
-            deadline = time.monotonic() + 20
+            deadline = time.monotonic() + PATIENCE
             while [i["state"] for i in listed(daemon)] != ["running", "running"]:
                 assert time.monotonic() < deadline, daemon.log()
                 time.sleep(0.05)
@@ -343,7 +344,7 @@ def test_a_daemon_killed_mid_invocation_interrupts_it_and_re_runs_a_read_only_on
             daemon.proc.wait()
         again = daemons(subagent_config(root) | {"providers": daemon_providers(root, providers)})
         again.start(SUBAGENT_TEST_KEY=PROVIDER_KEY)
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + PATIENCE
         while True:
             records = listed(again)
             if len(records) == 3 and records[0]["state"] not in ("accepted", "running"):

@@ -16,7 +16,7 @@ def test_a_backtracking_pattern_is_matched_in_linear_time() -> None:
     assert len(errors) == 1 and "does not match" in errors[0].message
     # Python's re would run for longer than the universe; RE2 takes milliseconds. The bound
     # is loose on purpose: it only tells linear from exponential.
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 60
 
 
 def test_pattern_properties_are_matched_by_the_same_engine() -> None:

@@ -17,7 +17,7 @@ from typing import Any
 
 import tomli_w
 
-from tests.conftest import REPO
+from tests.conftest import PATIENCE, REPO
 
 FAULT_ENTRYPOINT = "tests.supervisor.fault_agents:main"
 
@@ -130,7 +130,7 @@ class Daemon:
             cwd=REPO,
         )
         if wait_ready:
-            self.wait_notification(lambda m: "READY=1" in m, timeout=30)
+            self.wait_notification(lambda m: "READY=1" in m, timeout=PATIENCE)
         return self
 
     # --- notifications: the daemon's own event stream ------------------------------------
@@ -157,7 +157,7 @@ class Daemon:
         )
 
     def wait_for(
-        self, predicate: Callable[[dict[str, Any]], bool], timeout: float = 20
+        self, predicate: Callable[[dict[str, Any]], bool], timeout: float = PATIENCE
     ) -> dict[str, Any]:
         """Re-check status whenever the daemon reports a change (STATUS=), until it holds."""
         deadline = time.monotonic() + timeout
@@ -180,7 +180,7 @@ class Daemon:
         return [sys.executable, "-m", "zeroclaw", "--config", str(self.config_path)]
 
     def cli(
-        self, *args: str, timeout: float = 60, user: int | None = None
+        self, *args: str, timeout: float = PATIENCE, user: int | None = None
     ) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [*self.cli_argv(), *args],
@@ -221,7 +221,7 @@ class Daemon:
         assert self.proc is not None
         self.proc.send_signal(signum)
 
-    def wait_exit(self, timeout: float = 30) -> int:
+    def wait_exit(self, timeout: float = PATIENCE) -> int:
         assert self.proc is not None
         return self.proc.wait(timeout)
 
@@ -229,7 +229,7 @@ class Daemon:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
-                self.proc.wait(30)
+                self.proc.wait(PATIENCE)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
@@ -276,7 +276,9 @@ def _descends_from(pid: int, ancestor: int) -> bool:
     return False
 
 
-def wait_for_process(argv: list[str], timeout: float = 10, *, under: int | None = None) -> int:
+def wait_for_process(
+    argv: list[str], timeout: float = PATIENCE, *, under: int | None = None
+) -> int:
     """The pid of a process running this command, once it exists (polls /proc). With
     `under`, only a descendant of that pid counts: tests running side by side may run the
     same command."""

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.bus.test_router import plan, result_of
-from tests.conftest import REPO
+from tests.conftest import PATIENCE, REPO
 from tests.supervisor.harness import Daemon, agent_entry, make_config
 from zeroclaw.control import control_address, printable
 from zeroclaw.control._client import server_refusal
@@ -38,7 +38,7 @@ def test_nothing_inside_an_agent_sandbox_gets_an_answer(root: Path, daemons: Dae
     daemon = daemons(doc).start()
 
     try:
-        loose = result_of(root, "loose", timeout=60)
+        loose = result_of(root, "loose")
     except AssertionError:
         raise AssertionError(daemon.log()) from None
     if abi_version() >= 6:
@@ -54,7 +54,7 @@ def test_nothing_inside_an_agent_sandbox_gets_an_answer(root: Path, daemons: Dae
         assert "refused this connection (forbidden)" in loose["cli"]["stderr"]
     assert "Traceback" not in loose["cli"]["stderr"]
 
-    caged = result_of(root, "caged", timeout=60)
+    caged = result_of(root, "caged")
     if abi_version() >= 6:
         # With Landlock's abstract-socket scope the kernel refuses the connect() itself.
         assert (caged["agent"], caged["child"], caged["orphan"]) == ("EPERM",) * 3, caged
@@ -161,9 +161,8 @@ def test_an_agent_squatting_another_daemons_control_name_gets_nothing_from_the_c
     plan(root, "squatter", do="squat", runtime_dir=str(victim / "run"))
     daemon = daemons(make_config(root, {"squatter": agent_entry()})).start()
     bound = root / "state" / "agents" / "squatter" / "workspace" / "bound"
-    for _ in range(600):  # written by the agent process: no event to await
-        if bound.exists():
-            break
+    deadline = time.monotonic() + PATIENCE
+    while not bound.exists() and time.monotonic() < deadline:  # written by the agent process
         time.sleep(0.05)
     assert bound.exists(), daemon.log_text()[-5000:]
     store = ["-a", "alpha", "memory", "store", "k", "v"]
@@ -178,7 +177,7 @@ def test_an_agent_squatting_another_daemons_control_name_gets_nothing_from_the_c
     )
     assert cli.returncode != 0
     assert "refusing to talk to it" in cli.stderr, cli.stderr
-    assert result_of(root, "squatter", timeout=30) == {"request": ""}
+    assert result_of(root, "squatter") == {"request": ""}
 
 
 def test_the_cli_trusts_only_the_lock_holder() -> None:

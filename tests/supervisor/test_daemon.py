@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tests.conftest import PATIENCE
 from tests.known_secrets import UNBOUND_SECRET
 from tests.supervisor.harness import Daemon, agent_entry, make_config, process_alive, wait_gone
 from zeroclaw.control import control_address, is_listening
@@ -107,7 +108,7 @@ def test_stubborn_agent_and_grandchild_are_killed_after_grace(
     result = daemon.cli("agents", "stop", "stubborn")
     assert result.returncode == 0, result.stderr
     assert time.monotonic() - started >= 1.0, "SIGKILL came before the grace period"
-    assert wait_gone([pid, grandchild], timeout=2) == []
+    assert wait_gone([pid, grandchild], timeout=PATIENCE) == []
     assert "did not stop within 1s" in daemon.log_text()
 
 
@@ -120,7 +121,7 @@ def test_sigkill_of_daemon_takes_every_agent_and_restart_is_clean(
     assert len(pids) == 3
     daemon.signal(signal.SIGKILL)
     daemon.wait_exit()
-    assert wait_gone(pids, timeout=2) == []
+    assert wait_gone(pids, timeout=PATIENCE) == []
     # An abstract name dies with its process: nothing stale for the next daemon to trip on.
     assert not is_listening(control_address(daemon.runtime_dir))
     second = daemons(doc).start()
@@ -132,9 +133,9 @@ def test_sigterm_stops_agents_and_exits_0(root: Path, daemons: DaemonFactory) ->
     pids = list(daemon.pids().values())
     daemon.signal(signal.SIGTERM)
     assert daemon.wait_exit() == 0
-    assert wait_gone(pids, timeout=1) == []
+    assert wait_gone(pids, timeout=PATIENCE) == []
     assert not is_listening(control_address(daemon.runtime_dir))
-    daemon.wait_notification(lambda m: "STOPPING=1" in m, timeout=5)
+    daemon.wait_notification(lambda m: "STOPPING=1" in m, timeout=PATIENCE)
 
 
 def test_sigint_also_stops_cleanly(root: Path, daemons: DaemonFactory) -> None:
@@ -142,7 +143,7 @@ def test_sigint_also_stops_cleanly(root: Path, daemons: DaemonFactory) -> None:
     pids = list(daemon.pids().values())
     daemon.signal(signal.SIGINT)
     assert daemon.wait_exit() == 0
-    assert wait_gone(pids, timeout=1) == []
+    assert wait_gone(pids, timeout=PATIENCE) == []
 
 
 def test_stop_command(root: Path, daemons: DaemonFactory) -> None:
@@ -160,10 +161,10 @@ def test_notify_sequence_and_agents_never_see_notify_socket(
     ready = next(m for m in daemon.notifications if "READY=1" in m)
     assert "STATUS=3 agents: 3 running" in ready
     daemon.signal(signal.SIGHUP)
-    daemon.wait_notification(lambda m: "RELOADING=1" in m, timeout=10)
-    daemon.wait_notification(lambda m: "READY=1" in m, timeout=10)
+    daemon.wait_notification(lambda m: "RELOADING=1" in m, timeout=PATIENCE)
+    daemon.wait_notification(lambda m: "READY=1" in m, timeout=PATIENCE)
     daemon.signal(signal.SIGTERM)
-    daemon.wait_notification(lambda m: "STOPPING=1" in m, timeout=10)
+    daemon.wait_notification(lambda m: "STOPPING=1" in m, timeout=PATIENCE)
     daemon.wait_exit()
     kinds = [
         line.split("=")[0]
@@ -179,8 +180,8 @@ def test_notify_sequence_and_agents_never_see_notify_socket(
 
 def test_watchdog_pings(root: Path, daemons: DaemonFactory) -> None:
     daemon = daemons(three_agents(root)).start(WATCHDOG_USEC="400000")
-    daemon.wait_notification(lambda m: m == "WATCHDOG=1", timeout=5)
-    daemon.wait_notification(lambda m: m == "WATCHDOG=1", timeout=5)
+    daemon.wait_notification(lambda m: m == "WATCHDOG=1", timeout=PATIENCE)
+    daemon.wait_notification(lambda m: m == "WATCHDOG=1", timeout=PATIENCE)
 
 
 def test_second_daemon_exits_1_naming_the_pid(root: Path, daemons: DaemonFactory) -> None:
@@ -218,7 +219,7 @@ def test_operator_stop_start_restart(root: Path, daemons: DaemonFactory) -> None
     old = daemon.agent("alpha")["pid"]
     assert daemon.cli("agents", "stop", "alpha").returncode == 0
     assert daemon.agent("alpha")["state"] == "stopped"
-    assert wait_gone([old], 1) == []
+    assert wait_gone([old], timeout=PATIENCE) == []
     assert daemon.cli("agents", "start", "alpha").returncode == 0
     new = daemon.agent("alpha")
     assert new["state"] == "running" and new["pid"] != old
@@ -247,7 +248,7 @@ def test_on_demand_agent_starts_when_asked_and_stops_when_idle(
         lambda s: next(a for a in s["agents"] if a["alias"] == "lazy")["state"] == "stopped",
         timeout=15,
     )
-    assert wait_gone([agent["pid"]], 1) == []
+    assert wait_gone([agent["pid"]], timeout=PATIENCE) == []
     assert "idle for 3s" in daemon.log_text()
 
 
@@ -275,8 +276,8 @@ def _sighup_and_settle(daemon: Daemon) -> None:
     while daemon.next_notification(0.05) is not None:
         pass  # an earlier reload's notifications must not stand for this one's
     daemon.signal(signal.SIGHUP)
-    daemon.wait_notification(lambda m: "RELOADING=1" in m, timeout=20)
-    daemon.wait_notification(lambda m: "READY=1" in m, timeout=20)
+    daemon.wait_notification(lambda m: "RELOADING=1" in m, timeout=PATIENCE)
+    daemon.wait_notification(lambda m: "READY=1" in m, timeout=PATIENCE)
 
 
 def test_sighup_with_a_truncated_file_keeps_every_agent(root: Path, daemons: DaemonFactory) -> None:
@@ -369,7 +370,7 @@ def test_sighup_applies_only_what_changed(root: Path, daemons: DaemonFactory) ->
     after = {a["alias"]: a["pid"] for a in status["agents"]}
     assert after["keep"] == before["keep"]
     assert after["change"] != before["change"]
-    assert wait_gone([before["drop"], before["change"]], 2) == []
+    assert wait_gone([before["drop"], before["change"]], timeout=PATIENCE) == []
     assert status["daemon"]["reload"]["last_diff"] == {
         "added": ["fresh"],
         "removed": ["drop"],
@@ -426,7 +427,7 @@ def test_on_demand_agent_is_not_stopped_mid_turn(root: Path, daemons: DaemonFact
         lambda s: next(a for a in s["agents"] if a["alias"] == "lazy")["state"] == "stopped",
         timeout=15,
     )
-    assert wait_gone([pid], 2) == []
+    assert wait_gone([pid], timeout=PATIENCE) == []
     assert "idle for 2s" in daemon.log_text()
 
 

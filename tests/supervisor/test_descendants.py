@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -19,6 +20,7 @@ import pytest
 
 from tests.agent.test_chat_daemon import chat
 from tests.agent.test_chat_inprocess import codes
+from tests.conftest import PATIENCE
 from tests.supervisor.harness import (
     Daemon,
     agent_entry,
@@ -93,7 +95,8 @@ def grandchild_of(root: Path) -> int:
 
 def wait_for_file(path: Path) -> int:
     wait_for_process(["sleep", "4242"])  # exists once the grandchild runs
-    for _ in range(200):
+    deadline = time.monotonic() + PATIENCE
+    while time.monotonic() < deadline:
         if path.exists():
             return int(path.read_text())
         wait_gone([], 0.05)
@@ -117,7 +120,7 @@ def test_a_finished_command_leaves_nothing_running(
     assert codes(reply) == [("shell", None)]
     marker = root / "state" / "agents" / "worker" / "workspace" / "grandchild.pid"
     grandchild = int(marker.read_text())
-    assert wait_gone([grandchild], timeout=10) == []
+    assert wait_gone([grandchild], timeout=PATIENCE) == []
     assert daemon.agent("worker")["state"] == "running"
 
 
@@ -131,7 +134,7 @@ def test_kill_9_of_the_agent_takes_the_commands_grandchild(
         command = wait_for_process(["sleep", "4343"])
         agent = daemon.agent("worker")["pid"]
         os.kill(agent, signal.SIGKILL)
-        assert wait_gone([agent, command, grandchild], timeout=10) == []
+        assert wait_gone([agent, command, grandchild], timeout=PATIENCE) == []
     finally:
         client.kill()
         client.wait()
@@ -150,7 +153,7 @@ def test_kill_9_of_the_daemon_takes_every_descendant(
         zygote = _children(daemon.proc.pid)
         daemon.signal(signal.SIGKILL)
         daemon.wait_exit()
-        assert wait_gone([*zygote, agent, command, grandchild], timeout=10) == []
+        assert wait_gone([*zygote, agent, command, grandchild], timeout=PATIENCE) == []
     finally:
         client.kill()
         client.wait()

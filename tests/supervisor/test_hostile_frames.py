@@ -42,10 +42,10 @@ def test_nested_bus_frames_from_an_agent_are_refused_and_the_daemon_serves(
 ) -> None:
     write_plan(root, "nester", do="nested", to="alpha", channel="cli.local", depth=DEPTH, repeat=5)
     daemon = daemons(topology(root, {"nester": agent_entry()})).start()
-    result = daemon.wait_for(lambda s: s["router"]["outcomes"]["malformed"] >= 25, timeout=60)
+    result = daemon.wait_for(lambda s: s["router"]["outcomes"]["malformed"] >= 25)
     assert result["router"]["outcomes"]["delivered"] >= 1
     workspace = root / "state" / "agents" / "nester" / "workspace"
-    done = daemon.wait_for(lambda s: (workspace / "result.json").exists(), timeout=60)
+    done = daemon.wait_for(lambda s: (workspace / "result.json").exists())
     report = json.loads((workspace / "result.json").read_text())
     # Nested past the bound but readable: refused to its sender, by id, as malformed.
     assert report["refusals"] == {f"deep-{i}": "malformed" for i in range(5)}

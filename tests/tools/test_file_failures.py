@@ -13,6 +13,7 @@ from pathlib import Path, PurePosixPath
 import pytest
 import trio
 
+from tests.conftest import PATIENCE
 from zeroclaw.policy import PathRules, rules_for
 from zeroclaw.tools import ERROR_CODES, file_list, file_read, file_write
 from zeroclaw.tools._beneath import make_dirs_beneath, open_beneath, open_root
@@ -81,7 +82,7 @@ def test_non_regular_files_are_refused_without_opening_them(ws: Path, use_openat
 
 async def test_a_fifo_read_returns_at_once(ws: Path) -> None:
     """No writer will ever come: a blocking open would hang this agent forever."""
-    with trio.fail_after(10):  # a guard against a hang, not a timing claim
+    with trio.fail_after(PATIENCE):  # a guard against a hang, not a timing claim
         result = await trio.to_thread.run_sync(
             file_read, alpha_rules(ws), "fifo", abandon_on_cancel=True
         )

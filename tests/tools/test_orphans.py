@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import PATIENCE, REPO
 from tests.supervisor.harness import process_alive, wait_gone
 from zeroclaw.policy import abi_version
 
@@ -79,7 +79,7 @@ def test_a_command_leaves_nothing_running_in_a_confined_agent(
         assert agent.stdout is not None
         assert agent.stdout.readline() == "done\n"  # the tool call returned: sweep done
         grandchild = int((ws / "grandchild.pid").read_text())
-        assert not process_alive(grandchild) or wait_gone([grandchild], 5) == []
+        assert not process_alive(grandchild) or wait_gone([grandchild], timeout=PATIENCE) == []
     finally:
         agent.kill()
         agent.wait()

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import trio
 
+from tests.conftest import PATIENCE
 from tests.policy.helpers import rules
 from zeroclaw.tools import ActionBudget, ToolResult, file_list, file_read, file_write, run_shell
 from zeroclaw.tools._shell import PRIVATE_DIRS
@@ -108,13 +109,13 @@ async def test_refused_commands(tree: Path) -> None:
 
 
 async def test_over_long_run_is_killed(tree: Path) -> None:
-    with trio.fail_after(10):
+    with trio.fail_after(PATIENCE):
         result = await shell(tree, "sleep 30", timeout_secs=0.5)
     assert (result.ok, result.error_code) == (False, "timeout")
 
 
 async def test_output_is_capped(tree: Path) -> None:
-    with trio.fail_after(10):
+    with trio.fail_after(PATIENCE):
         result = await shell(tree, "yes", timeout_secs=0.5, output_cap=1000)
     assert len(result.output) == 1000 and result.data["truncated"]
 
