@@ -5,6 +5,10 @@ Router → agent:  Deliver, Ack, Refusal, Response
 Every struct carries `v` (PROTOCOL_VERSION); a frame with another version, an unknown tag
 or bad fields is `malformed`: dropped, counted, and refused to its sender when its id
 can be read. See ADR 0005 for the table of message types.
+
+Bodies (a message's, a request's, a response's) are `msgspec.Raw`: the encoded struct its
+kind or op names, relayed by the router undecoded and decoded by whoever receives it
+(ADR 0048). `MESSAGE_BODIES` names the struct of each message kind.
 """
 
 from __future__ import annotations
@@ -14,8 +18,10 @@ from typing import Any, Literal, get_args
 import msgspec
 
 from .._decode import DecodeErrorCode, DecodeFailure, decode_msgpack
+from .._ops import BodyError, Nothing, decode_body, encode_body
 
-PROTOCOL_VERSION = 1
+# 2: bodies are typed structs carried as msgspec.Raw (ADR 0048)
+PROTOCOL_VERSION = 2
 # A ceiling for decoding whatever a socket hands over; the router's configured
 # max_frame_bytes (at most this) is checked before decoding.
 MAX_WIRE_FRAME = 64 * 1024 * 1024
@@ -67,6 +73,16 @@ class PeerAnswer(msgspec.Struct, frozen=True, omit_defaults=True):
     error: str | None = None
 
 
+class PeerNote(msgspec.Struct, frozen=True):
+    """The body of a plain `message` (no answer awaited)."""
+
+    text: str
+
+
+# An encoded empty map: the body of a request whose struct has no field to fill.
+EMPTY_BODY = msgspec.Raw(b"\x80")
+
+
 class Message(msgspec.Struct, frozen=True, omit_defaults=True):
     """One agent-to-agent message. The router sets `from` (the authenticated alias) and
     `depth` (how many questions led to this one, by its own count); a sender's are ignored."""
@@ -74,7 +90,7 @@ class Message(msgspec.Struct, frozen=True, omit_defaults=True):
     id: str
     to: str
     channel: str
-    body: Any
+    body: msgspec.Raw  # the encoded struct its kind names (MESSAGE_BODIES)
     sent_at: float
     from_: str = msgspec.field(default="", name="from")
     session: str | None = None
@@ -126,15 +142,18 @@ class Request(_Wire, tag="request", frozen=True):
 
     id: str = ""
     service: str = ""
-    op: str = ""
-    body: Any = None
+    op: str = ""  # the operation's name: the tag that picks the body's struct
+    body: msgspec.Raw = EMPTY_BODY  # the encoded request struct of `op`
 
 
 class Response(_Wire, tag="response", frozen=True):
+    """A service's answer: `body` is the encoded answer struct of the op when `ok`;
+    otherwise `error` is a code of the op's family (or the bus's: timeout, ...)."""
+
     id: str = ""
     ok: bool = True
-    body: Any = None
-    error: str | None = None
+    body: msgspec.Raw = EMPTY_BODY
+    error: str | None = None  # a str so that a newer service's code still decodes
     detail: str = ""
 
 
@@ -147,7 +166,8 @@ _from_router = msgspec.msgpack.Decoder(RouterFrame)
 
 
 class _IdField(msgspec.Struct):
-    id: Any = None  # every other field is skipped unread, so a deep body does not count
+    # every other field is skipped unread, so a deep body does not count
+    id: msgspec.Raw | None = None
 
 
 class _IdOnly(msgspec.Struct):
@@ -196,7 +216,40 @@ def salvage_message_id(payload: bytes) -> str | None:
         probe = decode_msgpack(_id_probe, payload, max_bytes=4 * MAX_WIRE_FRAME)
     except DecodeFailure:
         return None
-    if probe.message is None:
+    if probe.message is None or probe.message.id is None:
         return None
-    value = probe.message.id
-    return value if isinstance(value, str) and len(value) <= 128 else None
+    try:
+        value = msgspec.msgpack.decode(probe.message.id, type=str)
+    except msgspec.DecodeError:
+        return None
+    return value if len(value) <= 128 else None
+
+
+# The body of each kind of message; the turn's own (chat: TurnInput, cancel: TurnCancel)
+# are declared by the turns wire, which the bus does not import.
+MESSAGE_BODIES: dict[str, type[msgspec.Struct]] = {
+    "message": PeerNote,
+    "probe": Nothing,
+    "ask": PeerQuestion,
+    "delegate": PeerQuestion,
+    "reply": PeerAnswer,
+}
+
+
+def answered_question(message: Message) -> str | None:
+    """The question a `reply` answers (its body's `in_reply_to`); None if it does not
+    decode as a PeerAnswer."""
+    try:
+        return decode_body(message.body, PeerAnswer).in_reply_to
+    except BodyError:
+        return None
+
+
+def answer(request: Request, body: msgspec.Struct) -> Response:
+    """A service's answer to `request`: its op's answer struct."""
+    return Response(id=request.id, ok=True, body=encode_body(body))
+
+
+def refusal(request: Request, code: str, detail: str = "") -> Response:
+    """A service's refusal of `request`: a code of the op's family."""
+    return Response(id=request.id, ok=False, error=code, detail=detail)

@@ -14,6 +14,7 @@ import msgspec
 from typing_extensions import TypeVar
 
 from .._decode import DecodeErrorCode, decode_msgpack
+from ..turns import MemoryErrorCode
 
 if TYPE_CHECKING:  # the CLI does not load the bus (zmq) to talk to the daemon
     from ..bus import RefusalCode
@@ -70,9 +71,8 @@ ControlErrorCode = Literal[
     # an undecodable frame (DecodeErrorCode)
     "too_large",
     "malformed",
-    # the memory service
-    "storage_error",
-    "quota_exceeded",
+    # the memory service (every MemoryErrorCode)
+    MemoryErrorCode,
     # sub-agents: a dispatch the daemon refuses (subagents.DispatchRefusalCode), and an
     # invocation id it does not know
     "subagent_not_found",
@@ -84,8 +84,6 @@ ControlErrorCode = Literal[
     "invocation_not_found",
     # `events --follow`: a reader that did not keep up was cut off
     "slow_reader",
-    # `sessions show`: the agent has no session of that key
-    "session_not_found",
     # `approvals approve|deny`: no pending approval of that id (answered, expired, never)
     "unknown_approval",
 ]

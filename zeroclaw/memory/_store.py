@@ -47,6 +47,7 @@ import lmdb
 import msgspec
 
 from .._lmdb import committed_size_problem, data_file_problem
+from ..turns import MAX_KEY_BYTES, MAX_SESSION_BYTES
 from ._quota import (
     DEFAULT_QUOTA,
     MemoryQuota,
@@ -58,8 +59,6 @@ from ._quota import (
 )
 from ._records import (
     MAX_CONTENT_BYTES,
-    MAX_KEY_BYTES,
-    MAX_SESSION_BYTES,
     Record,
     SessionSummary,
     Turn,

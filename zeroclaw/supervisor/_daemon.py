@@ -22,6 +22,7 @@ import zmq
 
 from .._http_guard import descriptor_reserve, http_bounds
 from .._logging import resolve_format, setup_logging
+from .._ops import encode_body
 from .._prctl import set_not_dumpable
 from ..bus import Request as BusRequest
 from ..bus import Response, Router, ServiceHandler
@@ -455,10 +456,10 @@ def memory_service(memory: MemoryService) -> ServiceHandler:
     async def serve(alias: str, request: BusRequest) -> Response:
         try:
             # The scope comes from the authenticated alias, never from the body.
-            body = await memory.handle(memory.scope_for(alias), request.op, request.body)
+            reply = await memory.handle(memory.scope_for(alias), request.op, request.body)
         except MemoryServiceError as exc:
             return Response(id=request.id, ok=False, error=exc.code, detail=exc.detail)
-        return Response(id=request.id, ok=True, body=body)
+        return Response(id=request.id, ok=True, body=encode_body(reply))
 
     return serve
 
@@ -478,6 +479,7 @@ async def _serve(
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_run_zygote_reader, supervisor, nursery)
         nursery.start_soon(metrics.run)
+
         def listen() -> MetricsListen:
             daemon = supervisor.config.daemon
             return metrics_listen(

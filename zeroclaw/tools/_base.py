@@ -9,6 +9,8 @@ from typing import Any, Literal, cast, get_args
 
 import trio
 
+from ..turns import MemoryErrorCode
+
 # Every way a tool call can fail, as the model and the operator see it (ADR 0013). A tool
 # never raises: each failure is one of these, with a detail for people.
 ToolErrorCode = Literal[
@@ -34,12 +36,8 @@ ToolErrorCode = Literal[
     "io_error",  # any other OS error; the detail names the errno (EACCES, EIO, ...)
     "timeout",
     "exit_status",
-    # failures reported by a daemon service (memory) or the bus
-    "busy",
-    "bad_request",
-    "forbidden",
-    "storage_error",
-    "quota_exceeded",  # the agent's memory quota (records, bytes, a sender's share) is full
+    # failures reported by a daemon service (memory: every MemoryErrorCode) or the bus
+    MemoryErrorCode,
     "unknown_service",
     "malformed",
     # a bug: the call raised; logged once with its traceback, the agent carries on
