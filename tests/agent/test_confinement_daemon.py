@@ -134,9 +134,7 @@ def test_an_agent_without_a_file_sandbox_is_still_confined_as_a_process(
     other = listeners["other"].getsockname()[1]
     abstract = listeners["abstract"].getsockname()[1:].decode()
     plan(root, "loose", do="confinement", tcp={"any": other}, abstract=abstract)
-    doc = make_config(
-        root, {"loose": agent_entry(risk_profile="loose"), "beta": agent_entry()}
-    )
+    doc = make_config(root, {"loose": agent_entry(risk_profile="loose"), "beta": agent_entry()})
     doc["risk_profiles"]["loose"] = {"level": "supervised", "sandbox": "none"}
     daemon = daemons(doc).start()
     beta = daemon.pids()["beta"]

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import zmq
 
+from tests.bodies import raw
 from tests.supervisor.harness import Daemon, agent_entry, make_config
 from zeroclaw.bus import Hello, Message, Send, encode
 
@@ -102,7 +103,7 @@ def _rogue(endpoint: str, server_public: bytes | None, make_keys: bool) -> zmq.S
         sock.curve_publickey = public
         sock.curve_secretkey = secret
     sock.connect(endpoint)
-    message = Message(id="rogue-1", to="alpha", channel="cli.local", body="pwned", sent_at=0.0)
+    message = Message(id="rogue-1", to="alpha", channel="cli.local", body=raw("pwned"), sent_at=0.0)
     for frame in (Hello(pid=1), Send(message=message)):
         sock.send(encode(frame), zmq.NOBLOCK)
     return sock

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import trio
 
+from tests.bodies import handled
 from tests.supervisor.harness import Daemon, agent_entry, make_config
 from zeroclaw.memory import (
     MemoryGrants,
@@ -113,10 +114,10 @@ def test_a_page_damaged_after_open_fails_the_request_not_the_service(tmp_path: P
     async def main() -> None:
         service = MemoryService(store, MemoryGrants({}))
         with pytest.raises(MemoryServiceError) as caught:
-            await service.handle(OperatorScope(), "export", {"agent": "a0"})
+            await handled(service, OperatorScope(), "export", {"agent": "a0"})
         assert caught.value.code == "storage_error"
         with pytest.raises(MemoryServiceError) as caught:
-            await service.handle(Scope("a1"), "recall", {"query": "note"})
+            await handled(service, Scope("a1"), "recall", {"query": "note"})
         assert caught.value.code == "storage_error"
 
     try:
@@ -173,7 +174,7 @@ def test_service_refuses_non_finite_times(tmp_path: Path) -> None:
         service = MemoryService(store, MemoryGrants({}))
         for bad in (float("nan"), float("inf")):
             with pytest.raises(MemoryServiceError, match="finite"):
-                await service.handle(OperatorScope(), "list", {"agents": ["a"], "since": bad})
+                await handled(service, OperatorScope(), "list", {"agents": ["a"], "since": bad})
 
     try:
         trio.run(main)

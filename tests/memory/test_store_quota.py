@@ -18,6 +18,7 @@ import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.bodies import handled
 from tests.conftest import REPO
 from zeroclaw.memory import (
     MemoryGrants,
@@ -231,13 +232,13 @@ async def test_a_reloaded_quota_applies_to_the_next_write_and_refusals_are_count
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(service.run_committer)
-            await service.handle(scope, "store", {"key": "a", "content": "x"})
+            await handled(service, scope, "store", {"key": "a", "content": "x"})
             with pytest.raises(MemoryServiceError) as refused:
-                await service.handle(scope, "store", {"key": "b", "content": "x"})
+                await handled(service, scope, "store", {"key": "b", "content": "x"})
             assert refused.value.code == "quota_exceeded"
             assert service.quota_refusals == {("alpha", "records"): 1}
             service.update_grants(MemoryGrants({}, quotas={"alpha": SMALL}))  # a reload
-            await service.handle(scope, "store", {"key": "b", "content": "x"})
+            await handled(service, scope, "store", {"key": "b", "content": "x"})
             nursery.cancel_scope.cancel()
         assert store.usage("alpha").records == 2
     finally:

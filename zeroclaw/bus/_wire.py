@@ -17,7 +17,14 @@ from typing import Any, Literal, get_args
 
 import msgspec
 
-from .._decode import DecodeErrorCode, DecodeFailure, decode_msgpack
+from .._decode import (
+    MAX_DEPTH,
+    MSGPACK_HEADERS,
+    DecodeErrorCode,
+    DecodeFailure,
+    could_nest_deeper,
+    decode_msgpack,
+)
 from .._ops import BodyError, Nothing, decode_body, encode_body
 
 # 2: bodies are typed structs carried as msgspec.Raw (ADR 0048)
@@ -163,11 +170,12 @@ RouterFrame = Deliver | Ack | Refusal | Response
 _encoder = msgspec.msgpack.Encoder()
 _from_agent = msgspec.msgpack.Decoder(AgentFrame)
 _from_router = msgspec.msgpack.Decoder(RouterFrame)
+_untyped: msgspec.msgpack.Decoder[Any] = msgspec.msgpack.Decoder()
 
 
 class _IdField(msgspec.Struct):
     # every other field is skipped unread, so a deep body does not count
-    id: msgspec.Raw | None = None
+    id: msgspec.Raw = msgspec.Raw(b"\xc0")  # nil when absent
 
 
 class _IdOnly(msgspec.Struct):
@@ -193,6 +201,10 @@ def encode(frame: AgentFrame | RouterFrame) -> bytes:
 def _decode(decoder: msgspec.msgpack.Decoder[Any], payload: bytes) -> Any:
     try:
         frame = decode_msgpack(decoder, payload, max_bytes=MAX_WIRE_FRAME)
+        if could_nest_deeper(payload, MAX_DEPTH - 1, MSGPACK_HEADERS):
+            # A body is Raw (not walked above): a frame that may nest too deeply is walked
+            # whole, so a deep body is refused here, with its id, as any deep frame is.
+            decode_msgpack(_untyped, payload, max_bytes=MAX_WIRE_FRAME)
     except DecodeFailure as exc:
         raise WireError(exc.detail, exc.code) from None
     if frame.v != PROTOCOL_VERSION:
@@ -216,11 +228,11 @@ def salvage_message_id(payload: bytes) -> str | None:
         probe = decode_msgpack(_id_probe, payload, max_bytes=4 * MAX_WIRE_FRAME)
     except DecodeFailure:
         return None
-    if probe.message is None or probe.message.id is None:
+    if probe.message is None:
         return None
     try:
         value = msgspec.msgpack.decode(probe.message.id, type=str)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, msgspec.ValidationError):
         return None
     return value if len(value) <= 128 else None
 
