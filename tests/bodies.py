@@ -22,3 +22,10 @@ async def handled(service: Any, scope: Any, op: str, body: object) -> Any:
     """A memory request as an agent's would arrive (`body` encoded whatever its shape), and
     the service's typed answer as plain values."""
     return msgspec.to_builtins(await service.handle(scope, op, raw(body)))
+
+
+def write_args(kind: str, fields: dict[str, Any]) -> Any:
+    """A memory write's struct from its fields, as the service decodes an agent's."""
+    from zeroclaw.turns import MEMORY_OPERATIONS
+
+    return msgspec.convert(fields, MEMORY_OPERATIONS[kind].request)

@@ -476,6 +476,7 @@ PUBLIC: dict[str, list[str]] = {
         "StoreUsage",
         "Turn",
         "TurnArg",
+        "WriteArgs",
         "WriteOp",
         "decode_args",
         "list_sessions",

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from tests.bodies import handled
+from tests.bodies import handled, write_args
 from tests.supervisor.harness import Daemon, agent_entry, make_config
 from zeroclaw.memory import (
     MemoryGrants,
@@ -33,7 +33,9 @@ PAGE = os.sysconf("SC_PAGE_SIZE")
 def filled_store(path: Path, records: int = 120) -> Path:
     store = MemoryStore(path, map_size=1 << 24)
     ops = [
-        WriteOp(Scope(f"a{i % 3}"), "store", {"key": f"k{i}", "content": f"note {i} " * 40})
+        WriteOp(
+            Scope(f"a{i % 3}"), write_args("store", {"key": f"k{i}", "content": f"note {i} " * 40})
+        )
         for i in range(records)
     ]
     store.apply_writes(ops)

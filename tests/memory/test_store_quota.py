@@ -18,7 +18,7 @@ import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.bodies import handled
+from tests.bodies import handled, write_args
 from tests.conftest import REPO
 from zeroclaw.memory import (
     MemoryGrants,
@@ -52,7 +52,7 @@ def store(tmp_path: Path) -> Iterator[MemoryStore]:
 
 
 def write(store: MemoryStore, kind: str, quota: MemoryQuota = SMALL, **args: Any) -> WriteOp:
-    op = WriteOp(ALPHA, kind, args, quota=quota)
+    op = WriteOp(ALPHA, write_args(kind, args), quota=quota)
     store.apply_writes([op])
     return op
 
@@ -147,7 +147,7 @@ def test_counters_stay_exact_and_within_caps_whatever_the_batches(
                         args = {"key": name}
                     else:
                         args = {"session": name, "role": "user", "content": "t" * size}
-                    ops.append(WriteOp(ALPHA, kind, args, quota=SMALL))
+                    ops.append(WriteOp(ALPHA, write_args(kind, args), quota=SMALL))
                 store.apply_writes(ops)
                 usage = store.usage("alpha")
                 assert usage == store.recounted_usage("alpha")
@@ -166,14 +166,15 @@ WRITER = """
 import sys
 from pathlib import Path
 from zeroclaw.memory import MemoryStore, Scope, WriteOp
+from zeroclaw.turns import AppendTurnArgs, ForgetArgs, StoreArgs
 store = MemoryStore(Path(sys.argv[1]), map_size=1 << 24)
 i = 0
 while True:
     ops = [
-        WriteOp(Scope("alpha"), "store", {"key": f"k{i % 50}", "content": "c" * (i % 97)}),
-        WriteOp(Scope("alpha"), "forget", {"key": f"k{(i * 7) % 50}"}),
-        WriteOp(Scope("alpha"), "append_turn",
-                {"session": f"webhook:s{i % 3}/x", "role": "user", "content": "t" * (i % 83)}),
+        WriteOp(Scope("alpha"), StoreArgs(key=f"k{i % 50}", content="c" * (i % 97))),
+        WriteOp(Scope("alpha"), ForgetArgs(key=f"k{(i * 7) % 50}")),
+        WriteOp(Scope("alpha"), AppendTurnArgs(
+                session=f"webhook:s{i % 3}/x", role="user", content="t" * (i % 83))),
     ]
     store.apply_writes(ops)
     i += 1

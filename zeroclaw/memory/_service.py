@@ -84,6 +84,7 @@ from ._store import (
     Scope,
     ScopeError,
     StoreCorrupt,
+    WriteArgs,
     WriteOp,
 )
 
@@ -169,9 +170,10 @@ class MemoryService:
 
     # --- writes: group commit ----------------------------------------------------------------
 
-    async def write(self, scope: Scope, kind: str, args: dict[str, Any]) -> Any:
-        """Queue one write; return its result once the batch holding it is durable."""
-        op = WriteOp(scope, kind, args, quota=self.grants.quota(scope.caller))
+    async def write(self, scope: Scope, args: WriteArgs) -> Any:
+        """Queue one write (its struct, as decoded); return its result once the batch
+        holding it is durable."""
+        op = WriteOp(scope, args, quota=self.grants.quota(scope.caller))
         pending = _Pending(op, trio.Event())
         try:
             self._send.send_nowait(pending)
@@ -312,11 +314,11 @@ class MemoryService:
 
     # --- one handler per operation (the table below names them) ----------------------------
 
-    async def _written(self, scope: AnyScope, args: MemoryArgs) -> Any:
+    async def _written(self, scope: AnyScope, args: WriteArgs) -> Any:
         if not isinstance(scope, Scope):
             raise MemoryServiceError("bad_request", "writes need an agent scope")
-        # Only the fields of this write's struct: nothing in a body names a namespace.
-        return await self.write(scope, _OP_OF[type(args)], msgspec.to_builtins(args))
+        # The write's struct: nothing in it names a namespace (the scope decides).
+        return await self.write(scope, args)
 
     async def _store_op(self, scope: AnyScope, args: StoreArgs) -> MemoryReply:
         return MemoryStored(memory_record(await self._written(scope, args)))

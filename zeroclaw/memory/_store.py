@@ -47,7 +47,14 @@ import lmdb
 import msgspec
 
 from .._lmdb import committed_size_problem, data_file_problem
-from ..turns import MAX_KEY_BYTES, MAX_SESSION_BYTES
+from ..turns import (
+    MAX_KEY_BYTES,
+    MAX_SESSION_BYTES,
+    AppendTurnArgs,
+    AppendTurnsArgs,
+    ForgetArgs,
+    StoreArgs,
+)
 from ._quota import (
     DEFAULT_QUOTA,
     MemoryQuota,
@@ -179,13 +186,15 @@ class OperatorScope:
 TURN_ROLES = frozenset({"user", "assistant", "tool"})
 
 
+WriteArgs = StoreArgs | ForgetArgs | AppendTurnArgs | AppendTurnsArgs
+
+
 @dataclass
 class WriteOp:
     """One write in a group commit. Results are filled in by `apply_writes`."""
 
     scope: Scope
-    kind: str  # "store" | "forget" | "append_turn" | "append_turns"
-    args: dict[str, Any]
+    args: WriteArgs  # the write's request struct, as it was decoded: no namespace in it
     quota: MemoryQuota = DEFAULT_QUOTA  # the caller's caps
     result: Any = None
     error: Exception | None = None
@@ -397,7 +406,7 @@ class MemoryStore:
         for op in ops:
             for kind in _KINDS:
                 self._db(op.scope.caller, kind, create=True)
-        if any(op.kind == "forget" and op.args.get("id") is not None for op in ops):
+        if any(isinstance(op.args, ForgetArgs) and op.args.id is not None for op in ops):
             # A forget by id looks for the id in other namespaces too, to refuse it typed.
             for namespace in self.namespaces():
                 self._db(namespace, "records", create=False)
@@ -405,22 +414,35 @@ class MemoryStore:
             for op in ops:
                 op.result, op.error = None, None
                 try:
-                    if op.kind == "store":
-                        op.result = self._store(txn, op.scope, op.quota, now=now, **op.args)
-                    elif op.kind == "forget":
-                        op.result = self._forget(txn, op.scope, **op.args)
-                    elif op.kind == "append_turn":
-                        op.result, op.dropped = self._append_turn(txn, op, now=now, **op.args)
-                    elif op.kind == "append_turns":
-                        op.result, op.dropped = self._append_turns(txn, op, now=now, **op.args)
-                    else:
-                        raise MemoryInputError(f"unknown write {op.kind!r}")
+                    self._apply(txn, op, now)
                 except (MemoryInputError, ScopeError, QuotaExceeded) as exc:
                     op.error = exc
                 except lmdb.Error:
                     raise  # MapFullError above all: the caller grows the map and retries
                 except Exception as exc:  # wrong types from a caller: this op fails alone
                     op.error = MemoryInputError(f"bad arguments: {type(exc).__name__}: {exc}")
+
+    def _apply(self, txn: Any, op: WriteOp, now: float) -> None:
+        args = op.args
+        if isinstance(args, StoreArgs):
+            op.result = self._store(
+                txn,
+                op.scope,
+                op.quota,
+                now=now,
+                key=args.key,
+                content=args.content,
+                category=args.category,
+                session=args.session,
+            )
+        elif isinstance(args, ForgetArgs):
+            op.result = self._forget(txn, op.scope, key=args.key, id=args.id)
+        elif isinstance(args, AppendTurnArgs):
+            turns = [(args.role, args.content)]
+            op.result, op.dropped = self._append(txn, op, args.session, turns, now)
+        else:  # AppendTurnsArgs: several turns of one session land in one commit or none
+            turns = [(t.role, t.content) for t in args.turns]
+            op.result, op.dropped = self._append(txn, op, args.session, turns, now)
 
     def _handles(self, namespace: str) -> dict[str, Any]:
         return {kind: self._db(namespace, kind, create=True) for kind in _KINDS}
@@ -559,27 +581,6 @@ class MemoryStore:
         txn.delete(id.encode(), db=h["records"])
         txn.delete(record.key.encode(), db=h["keys"])
         return True
-
-    def _append_turn(
-        self, txn: Any, op: WriteOp, *, session: str, role: str, content: str, now: float
-    ) -> tuple[int, int]:
-        return self._append(txn, op, session, [(role, content)], now)
-
-    def _append_turns(
-        self, txn: Any, op: WriteOp, *, session: str, turns: Any, now: float
-    ) -> tuple[int, int]:
-        """Several turns of one session at once (a user message and its answer): one op,
-        so they land in the same commit or not at all."""
-        if not isinstance(turns, list) or not 1 <= len(turns) <= 16:
-            raise MemoryInputError("turns must be a list of 1..16 {role, content} entries")
-        for turn in turns:
-            if (
-                not isinstance(turn, dict)
-                or set(turn) != {"role", "content"}
-                or not all(isinstance(v, str) for v in turn.values())
-            ):
-                raise MemoryInputError("each turn is {role, content}, both strings")
-        return self._append(txn, op, session, [(t["role"], t["content"]) for t in turns], now)
 
     def _append(
         self, txn: Any, op: WriteOp, session: str, turns: list[tuple[str, str]], now: float
