@@ -219,9 +219,14 @@ class RecallHit:
     score: float
 
 
+# An open LMDB named database, as lmdb's stubs name it.
+Db = lmdb._Database
+Dbs = dict[str, Db]  # kind ("records", "keys", ...) -> its handle
+
+
 @dataclass
 class _Handles:
-    dbs: dict[str, Any] = field(default_factory=dict)
+    dbs: dict[str, Db] = field(default_factory=dict)
 
 
 class MemoryStore:
@@ -255,7 +260,7 @@ class MemoryStore:
             with _open_lock:
                 _open_paths.discard(key)
             raise
-        self._dbs: dict[tuple[str, str], Any] = {}
+        self._dbs: dict[tuple[str, str], Db] = {}
         self._dbs_lock = threading.Lock()
         self.pid = os.getpid()
         try:
@@ -329,7 +334,7 @@ class MemoryStore:
             self._recount_transcripts(txn, h)
             txn.put(_USAGE_MARK, _USAGE_KEPT, db=h["meta"])
 
-    def _recount_transcripts(self, txn: Any, h: dict[str, Any]) -> None:
+    def _recount_transcripts(self, txn: Any, h: Dbs) -> None:
         """Every session's (turns, bytes), each sender's share and the total, from the
         turns themselves (the meta db was emptied before)."""
         sessions: dict[bytes, list[int]] = {}
@@ -361,7 +366,7 @@ class MemoryStore:
         if os.getpid() != self.pid:
             raise RuntimeError("an LMDB environment must not be used across fork")
 
-    def _db(self, namespace: str, kind: str, *, create: bool) -> Any | None:
+    def _db(self, namespace: str, kind: str, *, create: bool) -> Db | None:
         handle = self._dbs.get((namespace, kind))
         if handle is not None:
             return handle
@@ -444,8 +449,13 @@ class MemoryStore:
             turns = [(t.role, t.content) for t in args.turns]
             op.result, op.dropped = self._append(txn, op, args.session, turns, now)
 
-    def _handles(self, namespace: str) -> dict[str, Any]:
-        return {kind: self._db(namespace, kind, create=True) for kind in _KINDS}
+    def _handles(self, namespace: str) -> Dbs:
+        return {kind: self._created(namespace, kind) for kind in _KINDS}
+
+    def _created(self, namespace: str, kind: str) -> Db:
+        db = self._db(namespace, kind, create=True)
+        assert db is not None  # created if it was not there
+        return db
 
     def _store(
         self,
@@ -504,9 +514,7 @@ class MemoryStore:
         self._index(txn, h, record, tfs)
         return record
 
-    def _index(
-        self, txn: Any, h: dict[str, Any], record: Record, tfs: Counter[str] | None = None
-    ) -> None:
+    def _index(self, txn: Any, h: Dbs, record: Record, tfs: Counter[str] | None = None) -> None:
         """Postings, document frequencies and totals for one record."""
         rid = record.id.encode()
         if tfs is None:
@@ -520,7 +528,7 @@ class MemoryStore:
             txn.put(t, _U32.pack((_U32.unpack(df)[0] if df else 0) + 1), db=h["df"])
         self._bump(txn, h, docs=1, length=length, size=record_bytes(record.key, record.content))
 
-    def _unindex(self, txn: Any, h: dict[str, Any], record: Record) -> None:
+    def _unindex(self, txn: Any, h: Dbs, record: Record) -> None:
         rid = record.id.encode()
         tfs, length = term_frequencies(record.content)
         for term in tfs:
@@ -536,7 +544,7 @@ class MemoryStore:
         size = record_bytes(record.key, record.content)
         self._bump(txn, h, docs=-1, length=-length, size=-size)
 
-    def _bump(self, txn: Any, h: dict[str, Any], *, docs: int, length: int, size: int) -> None:
+    def _bump(self, txn: Any, h: Dbs, *, docs: int, length: int, size: int) -> None:
         for name, delta in ((b"docs", docs), (b"length", length), (b"bytes", size)):
             self._add_u64(txn, h["meta"], name, delta)
         txn.put(_USAGE_MARK, _USAGE_KEPT, db=h["meta"])
@@ -547,7 +555,7 @@ class MemoryStore:
         txn.put(name, _U64.pack(max((_U64.unpack(raw)[0] if raw else 0) + delta, 0)), db=db)
 
     @staticmethod
-    def _meta_u64(txn: Any, h: dict[str, Any], name: bytes) -> int:
+    def _meta_u64(txn: Any, h: Dbs, name: bytes) -> int:
         raw = txn.get(name, db=h["meta"])
         return int(_U64.unpack(raw)[0]) if raw else 0
 
@@ -674,14 +682,15 @@ class MemoryStore:
 
     def _read_handles(
         self, scope: Scope | OperatorScope, namespaces: Sequence[str] | None, kinds: Sequence[str]
-    ) -> dict[str, dict[str, Any]]:
+    ) -> dict[str, Dbs]:
         """Scope-check, then open every handle a read needs, before its transaction begins.
         Namespaces that have never been written to are skipped."""
         out = {}
         for ns in self._readable(scope, namespaces):
             dbs = {kind: self._db(ns, kind, create=False) for kind in kinds}
-            if all(db is not None for db in dbs.values()):
-                out[ns] = dbs
+            opened = {kind: db for kind, db in dbs.items() if db is not None}
+            if len(opened) == len(dbs):
+                out[ns] = opened
         return out
 
     def _one_namespace(self, scope: Scope | OperatorScope, namespace: str | None) -> str:
@@ -895,7 +904,7 @@ class MemoryStore:
         }
         with self.env.begin() as txn:
             for ns, (meta, sessions) in handles.items():
-                h = {"meta": meta}
+                h: Dbs = {} if meta is None else {"meta": meta}
                 known = meta is not None
                 out[ns] = {
                     "records": self._meta_u64(txn, h, b"docs") if known else 0,
