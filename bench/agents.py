@@ -13,9 +13,11 @@ from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import trio
 
-from zeroclaw.bus import AgentBus, Message, Outcome
+from zeroclaw._ops import Nothing, encode_body
+from zeroclaw.bus import AgentBus, Message, Outcome, PeerNote
 
 from ._harness import p50_p99
 
@@ -38,7 +40,7 @@ def write_result(workspace: Path, name: str, data: Any) -> None:
 async def wait_for_peer(bus: AgentBus, to: str, channel: str) -> None:
     """Probe until the peer answers: agents start together, so it may not be on the bus yet."""
     for _ in range(600):
-        outcome = await bus.send(to, channel, None, kind="probe")
+        outcome = await bus.send(to, channel, Nothing(), kind="probe")
         if outcome.delivered:
             return
         await trio.sleep(0.05)
@@ -49,7 +51,7 @@ async def flood(bus: AgentBus, plan: dict[str, Any], workspace: Path) -> None:
     """Send `count` messages to `to` as fast as the window allows; wait to receive `expect`."""
     count, to, channel = plan["count"], plan["to"], plan["channel"]
     expect = plan.get("expect", count)
-    body = "x" * plan.get("size", 200)
+    body = encode_body(PeerNote("x" * plan.get("size", 200)))  # encoded once, sent count times
     outcomes: dict[str, int] = {}
     received = [0]
     finished = trio.Event()
@@ -89,7 +91,7 @@ async def pingpong(bus: AgentBus, plan: dict[str, Any], workspace: Path) -> None
     rtts = []
     for _ in range(plan["count"]):
         started = time.perf_counter()
-        outcome = await bus.send(plan["to"], plan["channel"], "x" * 200, kind="probe")
+        outcome = await bus.send(plan["to"], plan["channel"], PeerNote("x" * 200), kind="probe")
         rtts.append((time.perf_counter() - started) * 1000)
         assert outcome.delivered, outcome
     write_result(workspace, "result.json", p50_p99(rtts))
@@ -108,7 +110,9 @@ async def memwrite(bus: AgentBus, plan: dict[str, Any], workspace: Path) -> None
             while count is None or i < count:
                 key = f"w{w}-{i}"
                 body = {"key": key, "content": f"{content} {i}", "agent": plan.get("claim", "")}
-                response = await bus.request("memory", "store", body)
+                # Raw: the "agent" claim is no field of the struct, and must be ignored.
+                raw = msgspec.Raw(msgspec.msgpack.encode(body))
+                response = await bus.request("memory", "store", raw)
                 if response.ok:
                     acked.write(key + "\n")
                 else:

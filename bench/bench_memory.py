@@ -12,6 +12,7 @@ from pathlib import Path
 import lmdb
 
 from zeroclaw.memory import MemoryStore, OperatorScope, Scope, WriteOp
+from zeroclaw.turns import StoreArgs
 
 from ._harness import Result, p50_p99, result
 from .bench_router import _run_daemon_plan
@@ -65,9 +66,7 @@ def _recall_latency() -> tuple[float, float, float]:
     try:
         for start in range(0, RECALL_RECORDS, 2000):
             ops = [
-                WriteOp(
-                    scope, "store", {"key": f"k{i}", "content": " ".join(rng.choices(vocab, k=20))}
-                )
+                WriteOp(scope, StoreArgs(key=f"k{i}", content=" ".join(rng.choices(vocab, k=20))))
                 for i in range(start, start + 2000)
             ]
             store.apply_writes(ops)

@@ -21,7 +21,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from zeroclaw.bus import Message, Send, encode
+from zeroclaw._ops import encode_body
+from zeroclaw.bus import Message, PeerNote, Send, encode
 
 from ._daemon import workspace, write_bench_config
 from ._harness import Result, result
@@ -41,7 +42,7 @@ def frame_bytes(size: int = SIZE) -> int:
         id="sender-1f2e3-4d5c6-12345",
         to="receiver",
         channel="cli.local",
-        body="x" * size,
+        body=encode_body(PeerNote("x" * size)),
         sent_at=time.time(),
     )
     return len(encode(Send(message=message)))

@@ -15,7 +15,7 @@ from zeroclaw.agent._turn import TurnEngine, TurnResult
 from zeroclaw.cli._local_reach import LocalReach
 from zeroclaw.memory import MemoryGrants, MemoryService, MemoryStore
 from zeroclaw.providers import OfflineSpec, Provider
-from zeroclaw.turns import TurnEvent
+from zeroclaw.turns import MEMORY_SESSION, SessionArgs, TurnEvent
 
 
 def agent_spec(workspace: Path, *, runtime: dict[str, Any] | None = None) -> AgentSpec:
@@ -103,5 +103,5 @@ async def run_turns(
         results = [
             await engine.run_turn(text, on_event=on_event, session=session) for text in texts
         ]
-        transcript = await reach.memory("session", {"session": session})
-    return results, events, transcript.data["turns"]
+        transcript = await reach.memory(MEMORY_SESSION, SessionArgs(session=session))
+    return results, events, msgspec.to_builtins(transcript)["turns"]

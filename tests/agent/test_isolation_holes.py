@@ -20,6 +20,7 @@ import pytest
 
 from tests.agent.test_chat_daemon import chat as daemon_chat
 from tests.agent.test_chat_inprocess import codes
+from tests.bodies import write_args
 from tests.bus.test_router import plan, result_of
 from tests.supervisor.harness import Daemon, agent_entry, make_config
 from zeroclaw.memory import MemoryStore, Scope, WriteOp
@@ -105,7 +106,9 @@ def test_holes_are_closed_through_the_daemon_and_in_the_kernel(
     # beta's record, written before the daemon starts; `thief` will try to forget it by id.
     store = MemoryStore(root / "state" / "memory")
     try:
-        op = WriteOp(Scope("beta"), "store", {"key": "vault", "content": "the vault is blue"})
+        op = WriteOp(
+            Scope("beta"), write_args("store", {"key": "vault", "content": "the vault is blue"})
+        )
         store.apply_writes([op])
         beta_id = op.result.id
     finally:

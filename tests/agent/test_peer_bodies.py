@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import msgspec
-
+from tests.bodies import raw
 from tests.conversations.helpers import bench
+from zeroclaw._ops import decode_body
 from zeroclaw.bus import PeerAnswer, PeerQuestion
 
 PAIR = {"pair": {"channel": "cli", "agents": ["alpha", "beta"]}}
@@ -19,11 +19,11 @@ async def test_a_question_that_does_not_decode_is_answered_with_an_error(
     async with bench(root, groups=PAIR) as b:
         await b.agent(tmp_path)  # alpha: a real runtime
         beta, inbox = await b.client("beta")
-        outcome = await beta.send("alpha", "", ["not", "a", "question"], kind="ask")
+        outcome = await beta.send("alpha", "", raw(["not", "a", "question"]), kind="ask")
         assert outcome.delivered
         reply = await inbox.receive()
     assert reply.kind == "reply" and reply.from_ == "alpha"
-    answer = msgspec.convert(reply.body, PeerAnswer)
+    answer = decode_body(reply.body, PeerAnswer)
     assert answer.in_reply_to == outcome.id
     assert answer.error == "the question does not decode"
 
@@ -34,6 +34,6 @@ async def test_a_typed_question_gets_the_turns_reply(root: Path, tmp_path: Path)
         beta, inbox = await b.client("beta")
         outcome = await beta.send("alpha", "", PeerQuestion("hello"), kind="ask")
         reply = await inbox.receive()
-    answer = msgspec.convert(reply.body, PeerAnswer)
+    answer = decode_body(reply.body, PeerAnswer)
     assert (answer.in_reply_to, answer.error) == (outcome.id, None)
     assert answer.text.startswith("Hello, I am alpha")

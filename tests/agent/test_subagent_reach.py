@@ -18,7 +18,9 @@ import pytest
 import trio
 import zmq
 
+from tests.bodies import raw
 from tests.supervisor.harness import agent_entry, make_config
+from zeroclaw._ops import decode_body
 from zeroclaw.agent._runtime import CATALOG_WAIT_SECS, DISPATCH_WAIT_SECS, BusReach
 from zeroclaw.bus import AgentBus, BusCredentials, NoHooks, Request, Response, Router
 from zeroclaw.config import validate_document
@@ -82,7 +84,7 @@ async def alpha_reach(
 
 
 def ok(body: Any) -> Answer:
-    return lambda sender, request: Response(id=request.id, ok=True, body=body)
+    return lambda sender, request: Response(id=request.id, ok=True, body=raw(body))
 
 
 def refused(code: str, detail: str) -> Answer:
@@ -111,7 +113,7 @@ async def test_a_dispatch_carries_its_call_and_returns_the_ended_invocation(
         result = await reach.subagent("dispatch", call)
     # The reach only decodes: whether the invocation succeeded is the tool's to say.
     assert result.ok and result.data == msgspec.to_builtins(answer)
-    assert msgspec.convert(seen[0][1].body, DispatchCall) == call
+    assert decode_body(seen[0][1].body, DispatchCall) == call
     assert seen[0][1].op == "dispatch"
 
 

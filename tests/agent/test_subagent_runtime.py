@@ -19,6 +19,7 @@ import pytest
 import trio
 from jsonschema import Draft202012Validator
 
+from tests.bodies import raw
 from tests.conftest import PATIENCE, REPO
 from tests.conversations.helpers import Bench, bench, read_all
 from zeroclaw._frame_stream import receive_frames
@@ -265,17 +266,17 @@ async def test_the_runtime_cannot_reach_memory_or_anyone(root: Path, tmp_path: P
 
     def memory(sender: str, request: Request) -> Response:
         served.append(sender)
-        return Response(id=request.id, ok=True, body={})
+        return Response(id=request.id, ok=True, body=raw({}))
 
     async with bench(
         root, confined_services=frozenset({TURN_SERVICE}), services={"memory": memory}
     ) as b:
         run = await start_runtime(b, tmp_path)
         bus = run.runtime.bus
-        refused = await bus.request("memory", "recall", {"query": "x"})
+        refused = await bus.request("memory", "recall", raw({"query": "x"}))
         alpha, _ = await b.client("alpha")
-        allowed = await alpha.request("memory", "recall", {"query": "x"})
-        sent = await bus.send("alpha", "cli.local", {"text": "hi"}, kind="ask")
+        allowed = await alpha.request("memory", "recall", raw({"query": "x"}))
+        sent = await bus.send("alpha", "cli.local", raw({"text": "hi"}), kind="ask")
     assert (refused.ok, refused.error) == (False, "unknown_service")
     assert allowed.ok and served == ["alpha"]  # the service is there; the runtime is kept out
     assert (sent.delivered, sent.code) == (False, "not_peers")

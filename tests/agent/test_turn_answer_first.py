@@ -4,16 +4,21 @@ next turn of the same session still reads a history that holds it."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
 
+import msgspec
 import trio
 import trio.testing
 
 from tests.agent.helpers import local_engine
+from zeroclaw._ops import Operation
 from zeroclaw.agent._turn import TurnEngine, TurnResult
 from zeroclaw.cli._local_reach import LocalReach
 from zeroclaw.providers import OfflineProvider
-from zeroclaw.tools import ToolResult
+from zeroclaw.turns import MEMORY_APPEND_TURNS, MEMORY_SESSION, SessionArgs
+
+Req = TypeVar("Req", bound=msgspec.Struct)
+Ans = TypeVar("Ans", bound=msgspec.Struct)
 
 
 class HeldAppends:
@@ -26,13 +31,14 @@ class HeldAppends:
         self.log: list[str] = []
         self.append_started = trio.Event()
 
-    async def memory(self, op: str, body: dict[str, Any]) -> ToolResult:
-        self.log.append(f"{op} {body.get('session')}")
-        if op == "append_turns":
+    async def memory(self, op: Operation[Req, Ans], request: Req) -> Ans:
+        session = getattr(request, "session", None)
+        self.log.append(f"{op.name} {session}")
+        if op is MEMORY_APPEND_TURNS:
             self.append_started.set()
             await self.release.wait()
-        result = await self.reach.memory(op, body)
-        self.log.append(f"{op} {body.get('session')} done")
+        result = await self.reach.memory(op, request)
+        self.log.append(f"{op.name} {session} done")
         return result
 
 
@@ -80,8 +86,8 @@ async def test_the_next_turn_of_a_session_reads_history_after_the_last_append(
             assert "session s2" in held.log
             held.release.set()
         assert held.log.index("session s1", held.log.index("append_turns s1 done")) > 0
-        transcript = await reach.memory("session", {"session": "s1"})
-        assert [t["content"] for t in transcript.data["turns"] if t["role"] == "user"] == [
+        transcript = await reach.memory(MEMORY_SESSION, SessionArgs(session="s1"))
+        assert [t.content for t in transcript.turns if t.role == "user"] == [
             "first",
             "second",
         ]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import msgspec
 
-from zeroclaw.bus import Hello, decode_from_agent, encode
+from zeroclaw.bus import PROTOCOL_VERSION, Hello, decode_from_agent, encode
 
 
 def test_a_hello_carries_the_sandbox_report() -> None:
@@ -13,5 +13,5 @@ def test_a_hello_carries_the_sandbox_report() -> None:
 
 
 def test_a_hello_without_the_report_is_valid_and_not_in_force() -> None:
-    old = msgspec.msgpack.encode({"t": "hello", "v": 1, "pid": 3})
+    old = msgspec.msgpack.encode({"t": "hello", "v": PROTOCOL_VERSION, "pid": 3})
     assert decode_from_agent(old) == Hello(pid=3, sandbox="", sandbox_in_force=False)

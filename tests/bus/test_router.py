@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import zmq
 
+from tests.bodies import raw
 from tests.conftest import PATIENCE
 from tests.supervisor.harness import Daemon, agent_entry, make_config
 from zeroclaw.bus import REFUSAL_CODES, Hello, Message, Send, encode
@@ -105,7 +106,7 @@ def _rogue(endpoint: str, server_public: bytes | None, make_keys: bool) -> zmq.S
         sock.curve_publickey = public
         sock.curve_secretkey = secret
     sock.connect(endpoint)
-    message = Message(id="rogue-1", to="alpha", channel="cli.local", body="pwned", sent_at=0.0)
+    message = Message(id="rogue-1", to="alpha", channel="cli.local", body=raw("pwned"), sent_at=0.0)
     for frame in (Hello(pid=1), Send(message=message)):
         sock.send(encode(frame), zmq.NOBLOCK)
     return sock

@@ -16,6 +16,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from tests.supervisor.harness import agent_entry, make_config
 from zeroclaw.bus import (
     DAEMON_SENDER,
+    EMPTY_BODY,
     MAX_DELEGATION_DEPTH,
     Message,
     Origin,
@@ -69,7 +70,8 @@ RELOADED = config(gamma_in_group=False)
 def message(
     id: str, to: str, kind: Any = "message", body: Any = None, channel: str = "cli.local"
 ) -> Message:
-    return Message(id=id, to=to, channel=channel, body=body, sent_at=0.0, kind=kind)
+    raw = msgspec.Raw(msgspec.msgpack.encode(body))  # whatever a test's sender claims
+    return Message(id=id, to=to, channel=channel, body=raw, sent_at=0.0, kind=kind)
 
 
 def connected_core(*aliases: str, cfg: Config = CONFIG) -> RouterCore:
@@ -304,7 +306,7 @@ def test_answering_a_question_ends_its_depth() -> None:
 def test_the_router_stamps_sender_and_depth_over_what_a_sender_claims() -> None:
     core = connected_core("alpha", "beta")
     forged = Message(
-        id="m", to="beta", channel="cli.local", body=None, sent_at=0.0, from_="beta", depth=7
+        id="m", to="beta", channel="cli.local", body=EMPTY_BODY, sent_at=0.0, from_="beta", depth=7
     )
     core.send("alpha", forged, 0.0)
     [forward] = only(core.take(), Forward)
@@ -321,7 +323,7 @@ def test_the_router_names_a_peers_session_inside_the_askers_namespace(
             id=f"m-{kind}",
             to="beta",
             channel="cli.local",
-            body=None,
+            body=EMPTY_BODY,
             sent_at=0.0,
             kind=kind,
             session=claimed,

@@ -10,8 +10,19 @@ from pathlib import Path
 import trio
 import zmq
 
+from tests.bodies import plain, raw
 from tests.supervisor.harness import agent_entry, make_config
-from zeroclaw.bus import AgentBus, BusCredentials, Message, Origin, Request, Response, Router
+from zeroclaw.bus import (
+    EMPTY_BODY,
+    AgentBus,
+    BusCredentials,
+    Message,
+    Origin,
+    PeerNote,
+    Request,
+    Response,
+    Router,
+)
 from zeroclaw.config import validate_document
 from zeroclaw.events import RouteRefused
 
@@ -42,7 +53,7 @@ class Recorder:
 
 async def echo(sender: str, request: Request) -> Response:
     await trio.lowlevel.checkpoint()
-    return Response(id=request.id, ok=True, body={"sender": sender, "op": request.op})
+    return Response(id=request.id, ok=True, body=raw({"sender": sender, "op": request.op}))
 
 
 @asynccontextmanager
@@ -77,20 +88,22 @@ async def test_a_service_given_at_construction_answers_the_authenticated_sender(
     tmp_path: Path,
 ) -> None:
     async with running(tmp_path) as (_router, bus, hooks):
-        response = await bus.request("echo", "ping", None)
-        assert response.ok and response.body == {"sender": "alpha", "op": "ping"}
-        unknown = await bus.request("nope", "ping", None)
+        response = await bus.request("echo", "ping", EMPTY_BODY)
+        assert response.ok and plain(response.body) == {"sender": "alpha", "op": "ping"}
+        unknown = await bus.request("nope", "ping", EMPTY_BODY)
         assert unknown.error == "unknown_service"
         assert hooks.hellos == ["alpha"]
 
 
 async def test_every_refusal_is_published_as_an_event(tmp_path: Path) -> None:
     async with running(tmp_path) as (router, bus, hooks):
-        outcome = await bus.send("beta", "cli.local", "hi")  # beta is not running
+        outcome = await bus.send("beta", "cli.local", PeerNote("hi"))  # beta is not running
         assert outcome.code == "unavailable"
         outcomes: list[str | None] = []
         router.inject(
-            Message(id="c1", to="alpha", channel="webhook.x", body=None, sent_at=0.0, kind="chat"),
+            Message(
+                id="c1", to="alpha", channel="webhook.x", body=EMPTY_BODY, sent_at=0.0, kind="chat"
+            ),
             Origin("webhook.x"),
             lambda code, detail: outcomes.append(code),
         )

@@ -17,7 +17,7 @@ from zeroclaw.bus import (
     session_key,
     session_owner,
 )
-from zeroclaw.memory._records import MAX_SESSION_BYTES
+from zeroclaw.turns import MAX_SESSION_BYTES
 
 HOSTILE_NAMES = [
     "default",

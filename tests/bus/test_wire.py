@@ -10,12 +10,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.hostile import hostile_msgpack, nested_msgpack, spliced
+from zeroclaw._ops import encode_body
 from zeroclaw.bus import (
     MESSAGE_KINDS,
     Ack,
     Deliver,
     Hello,
     Message,
+    PeerNote,
     Refusal,
     Send,
     WireError,
@@ -23,10 +25,16 @@ from zeroclaw.bus import (
     decode_from_router,
     encode,
 )
-from zeroclaw.bus._wire import salvage_message_id
+from zeroclaw.bus._wire import PROTOCOL_VERSION, salvage_message_id
 
+_MESSAGE = {"id": "m1", "to": "beta", "channel": "cli", "sent_at": 0.0}
 MSG = Message(
-    id="m1", to="beta", channel="cli.local", body={"text": "hi"}, sent_at=1.5, session="s"
+    id="m1",
+    to="beta",
+    channel="cli.local",
+    body=encode_body(PeerNote("hi")),
+    sent_at=1.5,
+    session="s",
 )
 
 
@@ -45,7 +53,11 @@ def test_every_message_kind_in_use_decodes(kind: str) -> None:
 
 def test_a_kind_outside_the_literal_is_malformed() -> None:
     raw = msgspec.msgpack.encode(
-        {"t": "send", "v": 1, "message": {**msgspec.to_builtins(MSG), "kind": "dispatch"}}
+        {
+            "t": "send",
+            "v": PROTOCOL_VERSION,
+            "message": {**_MESSAGE, "body": {"text": "hi"}, "kind": "dispatch"},
+        }
     )
     with pytest.raises(WireError) as refused:
         decode_from_agent(raw)
@@ -60,9 +72,9 @@ def test_from_field_is_named_from_on_the_wire() -> None:
 
 def test_wrong_version_unknown_tag_and_direction() -> None:
     with pytest.raises(WireError, match="version"):
-        decode_from_agent(msgspec.msgpack.encode({"t": "hello", "v": 2}))
+        decode_from_agent(msgspec.msgpack.encode({"t": "hello", "v": PROTOCOL_VERSION - 1}))
     with pytest.raises(WireError):
-        decode_from_agent(msgspec.msgpack.encode({"t": "nope", "v": 1}))
+        decode_from_agent(msgspec.msgpack.encode({"t": "nope", "v": PROTOCOL_VERSION}))
     with pytest.raises(WireError):
         decode_from_agent(encode(Deliver(rid=1, message=MSG)))  # a router frame from an agent
 
@@ -81,18 +93,24 @@ def test_garbage_only_raises_wire_error(data: bytes) -> None:
     salvage_message_id(data)
 
 
-_MESSAGE = {"id": "m1", "to": "beta", "channel": "cli", "sent_at": 0.0}
 AGENT_FRAMES = [
-    {"t": "send", "v": 1, "message": {**_MESSAGE, "body": ...}},
-    {"t": "request", "v": 1, "id": "r1", "service": "memory", "op": "store", "body": ...},
-    {"t": "ack", "v": 1, "rids": ...},
-    {"t": "send", "v": 1, "message": ...},
+    {"t": "send", "v": PROTOCOL_VERSION, "message": {**_MESSAGE, "body": ...}},
+    {
+        "t": "request",
+        "v": PROTOCOL_VERSION,
+        "id": "r1",
+        "service": "memory",
+        "op": "store",
+        "body": ...,
+    },
+    {"t": "ack", "v": PROTOCOL_VERSION, "rids": ...},
+    {"t": "send", "v": PROTOCOL_VERSION, "message": ...},
     ...,
 ]
 ROUTER_FRAMES = [
-    {"t": "deliver", "v": 1, "rid": 1, "message": {**_MESSAGE, "body": {"x": ...}}},
-    {"t": "response", "v": 1, "id": "r1", "body": ...},
-    {"t": "refusal", "v": 1, "id": "m1", "detail": ...},
+    {"t": "deliver", "v": PROTOCOL_VERSION, "rid": 1, "message": {**_MESSAGE, "body": {"x": ...}}},
+    {"t": "response", "v": PROTOCOL_VERSION, "id": "r1", "body": ...},
+    {"t": "refusal", "v": PROTOCOL_VERSION, "id": "m1", "detail": ...},
 ]
 
 

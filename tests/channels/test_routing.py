@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.supervisor.harness import agent_entry, make_config
-from zeroclaw.bus import Message, Origin, PeerPolicy
+from zeroclaw.bus import EMPTY_BODY, Message, Origin, PeerPolicy
 from zeroclaw.bus._router_core import Forward, InjectOutcome, RouterCore
 from zeroclaw.channels import ChannelRefused, Inbound, Routed, route_inbound
 from zeroclaw.config import ConfigError, channel_owners, channel_peers, validate_document
@@ -80,7 +80,9 @@ def test_the_host_decides_what_config_show_prints_and_the_router_agrees(
     core = RouterCore(config)
     core.hello(owners[0], b"conn", 1, 0.0)
     core.take()
-    message = Message(id="m", to=owners[0], channel=channel, body=None, sent_at=0.0, kind="chat")
+    message = Message(
+        id="m", to=owners[0], channel=channel, body=EMPTY_BODY, sent_at=0.0, kind="chat"
+    )
     core.inject(message, Origin(channel, sender), 0.0)
     [action] = [a for a in core.take() if isinstance(a, Forward | InjectOutcome)]
     assert isinstance(action, Forward) == isinstance(decided, Routed)

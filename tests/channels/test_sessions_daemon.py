@@ -157,9 +157,7 @@ def test_sessions_list_and_show_name_every_origin(world: World) -> None:
     assert ("peer", "peer:beta", "peer:beta/default") in owners
     assert ("channel", "webhook.ops:ci-bot", "webhook.ops:ci-bot/default") in owners
     assert ("channel", "serial.desk:serial:desk", "serial.desk:serial%3Adesk/default") in owners
-    shown = world.daemon.cli(
-        "sessions", "show", "peer:beta/default", "--agent", "alpha", "--json"
-    )
+    shown = world.daemon.cli("sessions", "show", "peer:beta/default", "--agent", "alpha", "--json")
     assert shown.returncode == 0, shown.stderr
     turns = json.loads(shown.stdout)["turns"]
     assert any(BETA_ASKED in t["content"] for t in turns)

@@ -16,6 +16,7 @@ from typing import Any
 import tomli_w
 import trio
 
+from tests.bodies import write_args
 from tests.cli.helpers import run_cli
 from tests.providers.protocol_server import ScriptedServer, status
 from tests.supervisor.harness import agent_entry, make_config
@@ -191,7 +192,7 @@ def test_a_lock_held_without_a_daemon_and_a_stale_one_fail(root: Path) -> None:
 
 def make_memory_store(path: Path) -> None:
     store = MemoryStore(path)
-    op = WriteOp(Scope("alpha"), "store", {"key": "k", "content": "remember this"})
+    op = WriteOp(Scope("alpha"), write_args("store", {"key": "k", "content": "remember this"}))
     store.apply_writes([op])
     assert op.error is None
     store.close()

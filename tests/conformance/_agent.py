@@ -19,6 +19,7 @@ from typing import Any
 import trio
 import zmq
 
+from tests.bodies import plain, raw
 from zeroclaw.agent import AgentSpec, agent_main, serve_agent
 from zeroclaw.bus import AgentBus, Message, Request, Response, Send, encode
 
@@ -42,8 +43,9 @@ def main(spec: AgentSpec, link_fd: int) -> int:
         before = bus.on_message
 
         def on_message(message: Message) -> None:
-            if message.kind == "reply" and isinstance(message.body, dict):
-                replies.add(str(message.body.get("in_reply_to")), message)
+            body = plain(message.body) if message.kind == "reply" else None
+            if isinstance(body, dict):
+                replies.add(str(body.get("in_reply_to")), message)
             before(message)
 
         bus.on_message = on_message
@@ -136,7 +138,7 @@ async def replays(bus: AgentBus, plan: dict[str, Any], replies: Replies) -> dict
             await bus.send(
                 peer,
                 plan["channel"],
-                {"text": f"replayed {kind}"},
+                raw({"text": f"replayed {kind}"}),
                 kind=kind,
                 message_id=message_id,
             )
@@ -158,7 +160,7 @@ async def replays(bus: AgentBus, plan: dict[str, Any], replies: Replies) -> dict
         id=bus.new_id(),
         to=peer,
         channel=plan["channel"],
-        body={"text": "who asks?"},
+        body=raw({"text": "who asks?"}),
         sent_at=0.0,
         from_=plan["foreign"],
         kind="ask",
@@ -171,7 +173,7 @@ async def replays(bus: AgentBus, plan: dict[str, Any], replies: Replies) -> dict
         id=bus.new_id(),
         service="memory",
         op="store",
-        body={"key": "replayed", "content": "replayed store"},
+        body=raw({"key": "replayed", "content": "replayed store"}),
     )
     bus.send_raw(encode(store))
     bus.send_raw(encode(store))
@@ -182,7 +184,7 @@ async def replays(bus: AgentBus, plan: dict[str, Any], replies: Replies) -> dict
         id=bus.new_id(),
         service="memory",
         op="store",
-        body={"key": "forged-rid", "content": "forged routing id"},
+        body=raw({"key": "forged-rid", "content": "forged routing id"}),
     )
     bus._requests[request.id] = send  # the answer arrives here if it comes to this agent
     await trio.to_thread.run_sync(forged_request, bus.creds, plan["foreign"].encode(), request)
@@ -191,7 +193,7 @@ async def replays(bus: AgentBus, plan: dict[str, Any], replies: Replies) -> dict
         results["forged_rid_answer"] = "ok" if answer.ok else str(answer.error)
     results.setdefault("forged_rid_answer", "no_answer")
     # Ordered after the replays on this connection: they are committed when it answers.
-    await bus.request("memory", "get", {"key": "replayed"})
+    await bus.request("memory", "get", raw({"key": "replayed"}))
     return results
 
 
@@ -205,45 +207,50 @@ async def run_probes(
     # abandon_on_cancel: a probe never told to go must not hold up its agent's stop
     order = json.loads(await trio.to_thread.run_sync(os.read, go, 65536, abandon_on_cancel=True))
     os.close(go)
-    forgot = await bus.request("memory", "forget", {"id": order["forget_id"]})
+    forgot = await bus.request("memory", "forget", raw({"id": order["forget_id"]}))
     results["forget_foreign_id"] = (
         forgot.error
         if not forgot.ok
-        else ("ok" if (forgot.body or {}).get("forgotten") else "forgotten_false")
+        else ("ok" if plain(forgot.body).get("forgotten") else "forgotten_false")
     )
-    missing = await bus.request("memory", "forget", {"id": "0" * 26})
+    missing = await bus.request("memory", "forget", raw({"id": "0" * 26}))
     results["forget_missing_id"] = (
         missing.error
         if not missing.ok
-        else ("ok" if (missing.body or {}).get("forgotten") else "forgotten_false")
+        else ("ok" if plain(missing.body).get("forgotten") else "forgotten_false")
     )
     results["control"] = await trio.to_thread.run_sync(knock, plan["control"])
     results["env_secret"] = "present" if "HOOK_SECRET" in os.environ else "absent"
     # What the agent's own tools would refuse, sent raw with its real keys.
-    stored = await bus.request("memory", "store", {"key": "raw", "content": "raw write"})
+    stored = await bus.request("memory", "store", raw({"key": "raw", "content": "raw write"}))
     results["store"] = "ok" if stored.ok else stored.error
     foreign = await bus.request(
-        "memory", "store", {"key": "raw", "content": "x", "agent": plan["foreign"]}
+        "memory", "store", raw({"key": "raw", "content": "x", "agent": plan["foreign"]})
     )
     results["store_foreign"] = "ok" if foreign.ok else foreign.error
-    recalled = await bus.request("memory", "recall", {"query": "ownersecret", "agents": ["owner"]})
+    recalled = await bus.request(
+        "memory", "recall", raw({"query": "ownersecret", "agents": ["owner"]})
+    )
     results["recall_foreign"] = "ok" if recalled.ok else recalled.error
-    exported = await bus.request("memory", "export", {"agent": "owner"})
+    exported = await bus.request("memory", "export", raw({"agent": "owner"}))
     results["export_foreign"] = "ok" if exported.ok else exported.error
-    session = await bus.request("memory", "session", {"session": "default", "agent": "owner"})
+    session = await bus.request("memory", "session", raw({"session": "default", "agent": "owner"}))
     if not session.ok:
         results["session_foreign"] = session.error
     else:  # answered: with the owner's transcript, or (the body's claim ignored) its own
-        seen = order["session_marker"] in json.dumps(session.body)
+        seen = order["session_marker"] in json.dumps(plain(session.body))
         results["session_foreign"] = "ok" if seen else "own_session_only"
     if plan.get("delegate_to"):
         outcome = await bus.send(
-            plan["delegate_to"], plan["channel"], {"text": "do it", "depth": 0}, kind="delegate"
+            plan["delegate_to"],
+            plan["channel"],
+            raw({"text": "do it", "depth": 0}),
+            kind="delegate",
         )
         results["delegate"] = "ok" if outcome.delivered else outcome.code
     # A dispatch whose body claims an allowed caller: the router's identity decides.
     body = {"agent_id": "helper", "task": "forged", "caller": "sup", "source": "cli"}
-    dispatched = await bus.request("subagent", "dispatch", body, wait_secs=60)
+    dispatched = await bus.request("subagent", "dispatch", raw(body), wait_secs=60)
     results["dispatch_forged"] = "ok" if dispatched.ok else dispatched.error
     if order.get("targets"):  # ADR 0043: what this process, and a command of it, can reach
         results["confinement"] = confinement_probes(order["targets"], order["tcp_port"])
@@ -388,7 +395,7 @@ def runtime_prober(bus: AgentBus, nursery: trio.Nursery, _link: Any) -> None:
     bus.on_message = on_message
 
     async def answer(message: Message) -> None:
-        found = re.search(r"targets (\d+) (\d+) (\d+) (\d+)", json.dumps(message.body))
+        found = re.search(r"targets (\d+) (\d+) (\d+) (\d+)", json.dumps(plain(message.body)))
         assert found is not None
         daemon, zygote, sibling, port = (int(g) for g in found.groups())
         seen = confinement_probes({"daemon": daemon, "zygote": zygote, "sibling": sibling}, port)
@@ -398,6 +405,6 @@ def runtime_prober(bus: AgentBus, nursery: trio.Nursery, _link: Any) -> None:
                 id=bus.new_id(),
                 service="chat",
                 op="event",
-                body={"turn": message.id, "event": done},
+                body=raw({"turn": message.id, "event": done}),
             )
         )

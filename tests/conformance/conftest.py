@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.bodies import write_args
 from tests.known_secrets import HOOK_SECRET
 from tests.supervisor import harness
 from zeroclaw.control import Chat, ControlClient
@@ -96,7 +97,7 @@ def offline_world() -> Iterator[World]:
     store = MemoryStore(root / "state" / "memory")
     try:
         args = {"key": "ownersecret", "content": "ownersecret launch code"}
-        store.apply_writes([WriteOp(Scope("owner"), "store", args)])
+        store.apply_writes([WriteOp(Scope("owner"), write_args("store", args))])
     finally:
         store.close()
     try:

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import trio
 
+from tests.bodies import handled
 from tests.conformance._matrix import PROFILES, VALIDATION_CASES, Cell, Observed, cells_on
 from tests.conformance._table import record
 from zeroclaw.memory import (
@@ -148,7 +149,7 @@ async def test_memory_quota(cell: Cell, tmp_path: Path) -> None:
             nursery.start_soon(service.run_committer)
             for n, (op, body) in enumerate(writes):
                 try:
-                    await service.handle(scope, op, body)
+                    await handled(service, scope, op, body)
                     observed = Observed("allowed")
                 except MemoryServiceError as exc:
                     observed = Observed("refused", exc.code, exc.detail)

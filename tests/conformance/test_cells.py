@@ -24,6 +24,7 @@ from tests.conformance._table import record
 from tests.conformance._world import World, observed_from_turn
 from tests.known_secrets import HOOK_SECRET
 from zeroclaw.agent import path_rules
+from zeroclaw.bus import PROTOCOL_VERSION
 from zeroclaw.config import load_config
 from zeroclaw.control import (  # noqa: F401  (kept for the reader)
     REQUEST_TYPES,
@@ -352,7 +353,7 @@ def _rogue_frame(kind: str) -> list[bytes]:
         return [b"\x00" * (8 << 20)]
     if kind == "forged_sender":
         return [msgspec.msgpack.encode({"t": "send", "from": "owner", "to": "sup", "body": "x"})]
-    return [msgspec.msgpack.encode({"t": "hello", "v": 1, "pid": 1})]
+    return [msgspec.msgpack.encode({"t": "hello", "v": PROTOCOL_VERSION, "pid": 1})]
 
 
 @pytest.fixture(scope="module")

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import msgspec
 import trio
 
+from tests.bodies import raw
 from tests.conversations.helpers import bench, read_all
+from zeroclaw._ops import decode_body
 from zeroclaw.bus import AgentBus, Origin, Request, Response
 from zeroclaw.conversations import AgentDown, TurnCancelled, TurnOverflow, TurnRefused
 from zeroclaw.turns import (
@@ -28,7 +29,7 @@ CLI = Origin("cli.local")
 
 
 def post(bus: AgentBus, body: object, op: str = "event") -> None:
-    bus.send_frame(Request(id=bus.new_id(), service=TURN_SERVICE, op=op, body=body))
+    bus.send_frame(Request(id=bus.new_id(), service=TURN_SERVICE, op=op, body=raw(body)))
 
 
 async def test_a_turn_streams_the_agents_events_and_ends_with_its_done(
@@ -88,8 +89,8 @@ async def test_a_cancel_the_agent_does_not_confirm_ends_after_the_grace(root: Pa
             turn.cancel()
             assert await read_all(turn) == [TurnCancelled()]
             cancel = await inbox.receive()
-    assert msgspec.convert(chat.body, TurnInput) == TurnInput("hi")
-    assert cancel.kind == "cancel" and msgspec.convert(cancel.body, TurnCancel).turn == chat.id
+    assert decode_body(chat.body, TurnInput) == TurnInput("hi")
+    assert cancel.kind == "cancel" and decode_body(cancel.body, TurnCancel).turn == chat.id
 
 
 async def test_leaving_a_turn_early_cancels_the_agents_work_and_denies_its_approvals(
@@ -111,8 +112,8 @@ async def test_leaving_a_turn_early_cancels_the_agents_work_and_denies_its_appro
             assert isinstance(await anext(turn.events()), ApprovalAsked)
         cancel = await inbox.receive()
         await answered.wait()
-    assert msgspec.convert(cancel.body, TurnCancel).turn == chat.id
-    assert msgspec.convert(answers[0].body, ApprovalAnswer) == ApprovalAnswer(False)
+    assert decode_body(cancel.body, TurnCancel).turn == chat.id
+    assert decode_body(answers[0].body, ApprovalAnswer) == ApprovalAnswer(False)
 
 
 async def test_only_the_addressed_agent_speaks_into_a_turn(root: Path) -> None:
@@ -147,7 +148,7 @@ async def test_a_turn_that_outruns_its_reader_is_cut_off_and_cancelled(root: Pat
             assert cancel.kind == "cancel"
             # Its question comes after every event on alpha's socket: all were taken.
             answer = await alpha.request(TURN_SERVICE, "approve", ApprovalQuestion(turn_id, "x"))
-            assert msgspec.convert(answer.body, ApprovalAnswer) == ApprovalAnswer(False)
+            assert decode_body(answer.body, ApprovalAnswer) == ApprovalAnswer(False)
             events = await read_all(turn)
     assert events == [*(Delta(str(i)) for i in range(5)), TurnOverflow(5)]
 

@@ -7,12 +7,13 @@ import functools
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import pytest
 import trio
 
+from tests.bodies import raw
 from tests.conftest import PATIENCE
 from tests.discovery.helpers import Project
+from zeroclaw._ops import decode_body
 from zeroclaw._process import ProcessOutcome
 from zeroclaw.bus import Request
 from zeroclaw.config import load_config
@@ -92,7 +93,7 @@ def service(project: Project, runner: Runner | None = None) -> tuple[DiscoverySe
 
 
 def request(op: str, **body: Any) -> Request:
-    return Request(id="r1", service="adapter", op=op, body=body)
+    return Request(id="r1", service="adapter", op=op, body=raw(body))
 
 
 async def test_a_rescan_swaps_the_registry_and_publishes_what_changed(project: Project) -> None:
@@ -114,11 +115,11 @@ async def test_admission_goes_by_grant_profile_and_side_effect(project: Project)
     await svc.rescan()
     ok = await svc.serve("alpha", request("admit", adapter="rev"))
     assert ok.ok, ok
-    admission = msgspec.convert(ok.body, AdapterAdmission)
+    admission = decode_body(ok.body, AdapterAdmission)
     assert (admission.capability, admission.needs_approval) == ("code.review", False)
     assert admission.command.endswith("/codex")
     asks = await svc.serve("alpha", request("admit", adapter="gen"))
-    assert msgspec.convert(asks.body, AdapterAdmission).needs_approval
+    assert decode_body(asks.body, AdapterAdmission).needs_approval
     for sender, adapter, code in (
         ("reader", "gen", "read_only_profile"),
         ("nobody", "rev", "adapter_not_granted"),
@@ -136,7 +137,7 @@ async def test_invoke_admits_again_and_runs_the_program_with_the_input_last(
     svc, _ = service(project, runner)
     await svc.rescan()
     done = await svc.serve("alpha", request("invoke", adapter="rev", input="main.py"))
-    result = msgspec.convert(done.body, AdapterResult)
+    result = decode_body(done.body, AdapterResult)
     assert (result.exit_code, result.output) == (0, "ran review main.py")
     [(agent, run)] = runner.runs
     assert agent == "alpha" and run.argv[0].endswith("/codex")

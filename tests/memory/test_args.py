@@ -10,6 +10,7 @@ import trio
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from tests.bodies import handled
 from zeroclaw.events import EventSink, MemoryOperation
 from zeroclaw.memory import (
     MEMORY_ERROR_CODES,
@@ -24,14 +25,14 @@ from zeroclaw.memory import (
     decode_args,
     operator_request,
 )
-from zeroclaw.memory._args import ARGS
+from zeroclaw.turns import MEMORY_OPERATIONS
 
 edges = st.sampled_from(["", "\x00", "k" * 300, "k" * 600, "alpha", "beta", "user", "s1"])
 scalars = st.one_of(
     edges,
     st.none(),
     st.booleans(),
-    st.integers(min_value=-(2**70), max_value=2**70),
+    st.integers(min_value=-(2**63), max_value=2**64 - 1),  # what msgpack can carry
     st.floats(allow_nan=True, allow_infinity=True),
     st.text(max_size=20),
     st.binary(max_size=10),
@@ -49,8 +50,8 @@ values = st.recursive(
 def body_for(op: str) -> st.SearchStrategy[object]:
     """Mostly the operation's own fields (each present or not), so bodies get past the
     first check and reach the store; sometimes anything at all."""
-    kind = ARGS.get(op)
-    fields = kind.__struct_fields__ if kind is not None else ("key", "agent")
+    operation = MEMORY_OPERATIONS.get(op)
+    fields = operation.request.__struct_fields__ if operation is not None else ("key", "agent")
     own = st.fixed_dictionaries({}, optional={f: st.one_of(edges, values) for f in fields})
     return st.one_of(own, own, st.dictionaries(st.text(max_size=5), values, max_size=4), values)
 
@@ -103,7 +104,7 @@ def test_any_body_for_any_op_is_a_result_or_a_typed_error(
     store: MemoryStore, request: tuple[str, object], scope: Scope | OperatorScope
 ) -> None:
     op, body = request
-    assert_typed(run_one(store, lambda service: service.handle(scope, op, body)))
+    assert_typed(run_one(store, lambda service: handled(service, scope, op, body)))
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -152,18 +153,18 @@ async def test_every_operation_publishes_one_event(tmp_path: Path) -> None:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(service.run_committer)
             alpha = service.scope_for("alpha")
-            await service.handle(alpha, "store", {"key": "k", "content": "a fact"})
-            await service.handle(alpha, "recall", {"query": "fact"})
+            await handled(service, alpha, "store", {"key": "k", "content": "a fact"})
+            await handled(service, alpha, "recall", {"query": "fact"})
             with pytest.raises(MemoryServiceError):
-                await service.handle(alpha, "list", {"limit": 0})
+                await handled(service, alpha, "list", {"limit": 0})
             with pytest.raises(MemoryServiceError):
-                await service.handle(alpha, "get", {"agent": "beta", "key": "k"})
+                await handled(service, alpha, "get", {"agent": "beta", "key": "k"})
             await operator_request(service, frozenset({"alpha"}), "stats", "alpha", {})
             with pytest.raises(MemoryServiceError):
                 await operator_request(service, frozenset({"alpha"}), "get", "zed", {})
-            await service.handle(OperatorScope(), "export", {"agent": "alpha"})
+            await handled(service, OperatorScope(), "export", {"agent": "alpha"})
             with pytest.raises(MemoryServiceError):
-                await service.handle(alpha, "x" * 10_000, {})
+                await handled(service, alpha, "x" * 10_000, {})
             nursery.cancel_scope.cancel()
     finally:
         store.close()

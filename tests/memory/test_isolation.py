@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.bodies import write_args
 from zeroclaw.memory import MemoryStore, OperatorScope, Scope, ScopeError, WriteOp
 
 AGENTS = ["a", "b", "c", "d"]
@@ -57,7 +58,7 @@ def test_no_agent_sees_or_changes_what_it_was_not_granted(
             allowed = {actor} | granted[actor]
             if kind in ("store", "forget"):
                 args = {"key": key, "content": text} if kind == "store" else {"key": key}
-                op = WriteOp(scope, kind, args)
+                op = WriteOp(scope, write_args(kind, args))
                 store.apply_writes([op])
                 assert op.error is None
                 if kind == "store":

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import trio
 
+from tests.bodies import handled, write_args
 from tests.supervisor.harness import Daemon, agent_entry, make_config
 from zeroclaw.memory import (
     MemoryGrants,
@@ -32,7 +33,9 @@ PAGE = os.sysconf("SC_PAGE_SIZE")
 def filled_store(path: Path, records: int = 120) -> Path:
     store = MemoryStore(path, map_size=1 << 24)
     ops = [
-        WriteOp(Scope(f"a{i % 3}"), "store", {"key": f"k{i}", "content": f"note {i} " * 40})
+        WriteOp(
+            Scope(f"a{i % 3}"), write_args("store", {"key": f"k{i}", "content": f"note {i} " * 40})
+        )
         for i in range(records)
     ]
     store.apply_writes(ops)
@@ -113,10 +116,10 @@ def test_a_page_damaged_after_open_fails_the_request_not_the_service(tmp_path: P
     async def main() -> None:
         service = MemoryService(store, MemoryGrants({}))
         with pytest.raises(MemoryServiceError) as caught:
-            await service.handle(OperatorScope(), "export", {"agent": "a0"})
+            await handled(service, OperatorScope(), "export", {"agent": "a0"})
         assert caught.value.code == "storage_error"
         with pytest.raises(MemoryServiceError) as caught:
-            await service.handle(Scope("a1"), "recall", {"query": "note"})
+            await handled(service, Scope("a1"), "recall", {"query": "note"})
         assert caught.value.code == "storage_error"
 
     try:
@@ -173,7 +176,7 @@ def test_service_refuses_non_finite_times(tmp_path: Path) -> None:
         service = MemoryService(store, MemoryGrants({}))
         for bad in (float("nan"), float("inf")):
             with pytest.raises(MemoryServiceError, match="finite"):
-                await service.handle(OperatorScope(), "list", {"agents": ["a"], "since": bad})
+                await handled(service, OperatorScope(), "list", {"agents": ["a"], "since": bad})
 
     try:
         trio.run(main)

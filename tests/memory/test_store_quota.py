@@ -18,6 +18,7 @@ import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.bodies import handled, write_args
 from tests.conftest import REPO
 from zeroclaw.memory import (
     MemoryGrants,
@@ -51,7 +52,7 @@ def store(tmp_path: Path) -> Iterator[MemoryStore]:
 
 
 def write(store: MemoryStore, kind: str, quota: MemoryQuota = SMALL, **args: Any) -> WriteOp:
-    op = WriteOp(ALPHA, kind, args, quota=quota)
+    op = WriteOp(ALPHA, write_args(kind, args), quota=quota)
     store.apply_writes([op])
     return op
 
@@ -146,7 +147,7 @@ def test_counters_stay_exact_and_within_caps_whatever_the_batches(
                         args = {"key": name}
                     else:
                         args = {"session": name, "role": "user", "content": "t" * size}
-                    ops.append(WriteOp(ALPHA, kind, args, quota=SMALL))
+                    ops.append(WriteOp(ALPHA, write_args(kind, args), quota=SMALL))
                 store.apply_writes(ops)
                 usage = store.usage("alpha")
                 assert usage == store.recounted_usage("alpha")
@@ -165,14 +166,15 @@ WRITER = """
 import sys
 from pathlib import Path
 from zeroclaw.memory import MemoryStore, Scope, WriteOp
+from zeroclaw.turns import AppendTurnArgs, ForgetArgs, StoreArgs
 store = MemoryStore(Path(sys.argv[1]), map_size=1 << 24)
 i = 0
 while True:
     ops = [
-        WriteOp(Scope("alpha"), "store", {"key": f"k{i % 50}", "content": "c" * (i % 97)}),
-        WriteOp(Scope("alpha"), "forget", {"key": f"k{(i * 7) % 50}"}),
-        WriteOp(Scope("alpha"), "append_turn",
-                {"session": f"webhook:s{i % 3}/x", "role": "user", "content": "t" * (i % 83)}),
+        WriteOp(Scope("alpha"), StoreArgs(key=f"k{i % 50}", content="c" * (i % 97))),
+        WriteOp(Scope("alpha"), ForgetArgs(key=f"k{(i * 7) % 50}")),
+        WriteOp(Scope("alpha"), AppendTurnArgs(
+                session=f"webhook:s{i % 3}/x", role="user", content="t" * (i % 83))),
     ]
     store.apply_writes(ops)
     i += 1
@@ -231,13 +233,13 @@ async def test_a_reloaded_quota_applies_to_the_next_write_and_refusals_are_count
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(service.run_committer)
-            await service.handle(scope, "store", {"key": "a", "content": "x"})
+            await handled(service, scope, "store", {"key": "a", "content": "x"})
             with pytest.raises(MemoryServiceError) as refused:
-                await service.handle(scope, "store", {"key": "b", "content": "x"})
+                await handled(service, scope, "store", {"key": "b", "content": "x"})
             assert refused.value.code == "quota_exceeded"
             assert service.quota_refusals == {("alpha", "records"): 1}
             service.update_grants(MemoryGrants({}, quotas={"alpha": SMALL}))  # a reload
-            await service.handle(scope, "store", {"key": "b", "content": "x"})
+            await handled(service, scope, "store", {"key": "b", "content": "x"})
             nursery.cancel_scope.cancel()
         assert store.usage("alpha").records == 2
     finally:

@@ -31,11 +31,13 @@ import trio
 
 from bench.agents import PLANS as LOAD_PLANS
 from bench.agents import run_plan_or_agent, wait_for_peer, write_result
+from tests.bodies import plain
+from tests.bodies import raw as wire_body
 from tests.hostile import nested_msgpack, spliced
 from zeroclaw._prctl import PR_GET_DUMPABLE
 from zeroclaw._prctl import get as _prctl_get
 from zeroclaw.agent import AgentSpec, serve_agent
-from zeroclaw.bus import AgentBus, Message, Outcome, Request, Send, encode
+from zeroclaw.bus import PROTOCOL_VERSION, AgentBus, Message, Outcome, Request, Send, encode
 from zeroclaw.control import encode_frame
 
 
@@ -88,7 +90,7 @@ async def stream(bus: AgentBus, plan: dict[str, Any], workspace: Path) -> None:
     await wait_for_peer(bus, plan["to"], plan["channel"])
     write_result(workspace, "started.json", {})
     for i in range(plan["count"]):
-        bus.post(plan["to"], plan["channel"], {"n": i}, record(i))
+        bus.post(plan["to"], plan["channel"], wire_body({"n": i}), record(i))
         await trio.sleep(plan["interval"])
     with trio.move_on_after(60):
         await finished.wait()
@@ -101,7 +103,7 @@ async def fuzz(bus: AgentBus, plan: dict[str, Any], workspace: Path) -> None:
     valid = encode(
         Send(
             message=Message(
-                id="fz-1", to=plan["to"], channel=plan["channel"], body="hi", sent_at=0.0
+                id="fz-1", to=plan["to"], channel=plan["channel"], body=wire_body("hi"), sent_at=0.0
             )
         )
     )
@@ -121,7 +123,9 @@ async def fuzz(bus: AgentBus, plan: dict[str, Any], workspace: Path) -> None:
                 {"t": rng.choice(["nope", "send", "ack"]), "v": rng.choice([0, 2, 99])}
             )
         elif kind == 4:  # well-formed msgpack of the wrong shape
-            frame = msgspec.msgpack.encode({"t": "send", "v": 1, "message": {"id": i, "to": []}})
+            frame = msgspec.msgpack.encode(
+                {"t": "send", "v": PROTOCOL_VERSION, "message": {"id": i, "to": []}}
+            )
         else:  # oversized
             frame = b"\x00" * (plan["max_frame"] + 1 + rng.randrange(1000))
         bus.send_raw(frame)
@@ -147,22 +151,24 @@ async def nested(bus: AgentBus, plan: dict[str, Any], workspace: Path) -> None:
 
     def send(message_id: str, body: bytes) -> bytes:
         message = {"id": message_id, "to": plan["to"], "channel": plan["channel"], "sent_at": 0.0}
-        return spliced({"t": "send", "v": 1, "message": {**message, "body": ...}}, body)
+        return spliced(
+            {"t": "send", "v": PROTOCOL_VERSION, "message": {**message, "body": ...}}, body
+        )
 
-    request = {"t": "request", "v": 1, "id": "r", "service": "memory", "op": "store"}
+    request = {"t": "request", "v": PROTOCOL_VERSION, "id": "r", "service": "memory", "op": "store"}
     for i in range(plan["repeat"]):
         bus._waiting[f"deep-{i}"] = record  # a raw frame has no waiter of its own
         for frame in (
             deep,
             send("very-deep", deep),
             spliced({**request, "body": ...}, deep),
-            spliced({"t": "ack", "v": 1, "rids": ...}, deep),
+            spliced({"t": "ack", "v": PROTOCOL_VERSION, "rids": ...}, deep),
             send(f"deep-{i}", deeper_than_allowed),
         ):
             bus.send_raw(frame)
     with trio.move_on_after(30):
         await refused.wait()
-    after = await bus.send(plan["to"], plan["channel"], "after the nested frames")
+    after = await bus.send(plan["to"], plan["channel"], wire_body("after the nested frames"))
     write_result(workspace, "result.json", {"refusals": refusals, "after": after.label})
 
 
@@ -200,14 +206,21 @@ async def askflood(bus: AgentBus, plan: dict[str, Any], workspace: Path) -> None
     all_in = trio.Event()
 
     def on_message(message: Message) -> None:
-        if message.kind == "reply" and isinstance(message.body, dict):
-            answers[message.body["in_reply_to"]] = message.body
+        body = plain(message.body)
+        if message.kind == "reply" and isinstance(body, dict):
+            answers[body["in_reply_to"]] = body
             if len(answers) == plan["count"]:
                 all_in.set()
 
     bus.on_message = on_message
     for i in range(plan["count"]):
-        bus.post(plan["to"], "", {"text": f"hello {i}", "depth": 1}, lambda o: None, kind="ask")
+        bus.post(
+            plan["to"],
+            "",
+            wire_body({"text": f"hello {i}", "depth": 1}),
+            lambda o: None,
+            kind="ask",
+        )
     with trio.move_on_after(60):
         await all_in.wait()
     busy = sum(1 for a in answers.values() if str(a.get("error", "")).startswith("busy"))
@@ -313,7 +326,7 @@ async def silent_callee(bus: AgentBus, plan: dict[str, Any], workspace: Path) ->
 
     bus.on_message = on_message
     await asked.wait()
-    await bus.request("no-such-service", "ping", None)
+    await bus.request("no-such-service", "ping", wire_body(None))
     write_result(workspace, "result.json", {"asked": True})
 
 
@@ -322,7 +335,7 @@ async def forged_questions(bus: AgentBus, plan: dict[str, Any], workspace: Path)
     a peer outside its `delegates`, claiming depth 0 in the body."""
     await wait_for_peer(bus, plan["to"], plan["channel"])
     outcome = await bus.send(
-        plan["to"], plan["channel"], {"text": "do it", "depth": 0}, kind="delegate"
+        plan["to"], plan["channel"], wire_body({"text": "do it", "depth": 0}), kind="delegate"
     )
     write_result(workspace, "result.json", {"code": outcome.code, "detail": outcome.detail})
 
@@ -344,7 +357,7 @@ async def relay(bus: AgentBus, plan: dict[str, Any], workspace: Path) -> None:
         await asked.wait()
     await wait_for_peer(bus, plan["next"], plan["channel"])
     outcome = await bus.send(
-        plan["next"], plan["channel"], {"text": "pass it on", "depth": 0}, kind="ask"
+        plan["next"], plan["channel"], wire_body({"text": "pass it on", "depth": 0}), kind="ask"
     )
     write_result(
         workspace,
@@ -368,12 +381,12 @@ def hostile_runtime(spec: AgentSpec) -> Any:
         async def attempt(turn: str) -> None:
             seen: dict[str, Any] = {}
             dispatch = await bus.request(
-                "subagent", "dispatch", {"agent_id": "victim", "task": "x"}, wait_secs=10
+                "subagent", "dispatch", wire_body({"agent_id": "victim", "task": "x"}), wait_secs=10
             )
             seen["dispatch"] = dispatch.error
-            memory = await bus.request("memory", "recall", {"query": "x"}, wait_secs=10)
+            memory = await bus.request("memory", "recall", wire_body({"query": "x"}), wait_secs=10)
             seen["memory"] = memory.error
-            sent = await bus.send("alpha", "", {"text": "hi"}, kind="ask")
+            sent = await bus.send("alpha", "", wire_body({"text": "hi"}), kind="ask")
             seen["ask_alpha"] = sent.code
             for name, path in (
                 ("read_config", os.path.join(os.path.dirname(spec.state_dir), "zeroclaw.toml")),
@@ -405,7 +418,7 @@ def hostile_runtime(spec: AgentSpec) -> Any:
                     id=bus.new_id(),
                     service="chat",
                     op="event",
-                    body={"turn": turn, "event": done},
+                    body=wire_body({"turn": turn, "event": done}),
                 )
             )
 
@@ -430,7 +443,10 @@ def flood_runtime(spec: AgentSpec) -> Any:
         def post(turn: str, event: dict[str, Any]) -> None:
             bus.send_frame(
                 Request(
-                    id=bus.new_id(), service="chat", op="event", body={"turn": turn, "event": event}
+                    id=bus.new_id(),
+                    service="chat",
+                    op="event",
+                    body=wire_body({"turn": turn, "event": event}),
                 )
             )
 
@@ -468,7 +484,7 @@ async def forged_dispatch(bus: AgentBus, plan: dict[str, Any], workspace: Path) 
         "source": "cli",
         "parent_run_id": "forged-run",
     }
-    response = await bus.request("subagent", "dispatch", body, wait_secs=60)
+    response = await bus.request("subagent", "dispatch", wire_body(body), wait_secs=60)
     write_result(
         workspace,
         "result.json",
@@ -481,8 +497,8 @@ async def raw_memory(bus: AgentBus, plan: dict[str, Any], workspace: Path) -> No
     agent's store, a forget of another agent's record by id): the service must judge."""
     out = []
     for op, body in plan["requests"]:
-        response = await bus.request("memory", op, body, wait_secs=30)
-        out.append({"ok": response.ok, "error": response.error, "body": response.body})
+        response = await bus.request("memory", op, wire_body(body), wait_secs=30)
+        out.append({"ok": response.ok, "error": response.error, "body": plain(response.body)})
     write_result(workspace, "result.json", {"responses": out})
 
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-import msgspec
 import trio
 
 from tests.conversations.helpers import bench
+from zeroclaw._ops import decode_body
 from zeroclaw.control import AnyRequest, Chat, ChatApproval, ChatCancel, ChatOpen, Reply
 from zeroclaw.supervisor._chat import ChatService, cli_channel
 from zeroclaw.supervisor._control_server import Exchange
@@ -127,7 +127,7 @@ async def test_a_client_that_goes_away_cancels_the_agents_turn(root: Path) -> No
             assert chat.channel == "cli.local"
             client.inbox.close()  # the connection closed
             cancel = await alpha_inbox.receive()
-    assert msgspec.convert(cancel.body, TurnCancel).turn == chat.id
+    assert decode_body(cancel.body, TurnCancel).turn == chat.id
     assert [(r.ok, r.error) for r in result] == [(False, "cancelled")]
 
 

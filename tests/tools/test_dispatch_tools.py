@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, Literal, TypeVar, get_args
 
 import msgspec
 import pytest
 
 from tests.agent.helpers import agent_spec, local_engine
+from zeroclaw._ops import Operation
 from zeroclaw.agent import AgentSpec, SubagentRuntime
 from zeroclaw.agent._process import toolset_for
 from zeroclaw.agent._turn import TurnEngine
@@ -66,6 +67,10 @@ def answered(answer: msgspec.Struct) -> ToolResult:
     return ToolResult(True, data=msgspec.to_builtins(answer))
 
 
+Req = TypeVar("Req", bound=msgspec.Struct)
+Ans = TypeVar("Ans", bound=msgspec.Struct)
+
+
 class ScriptedSubagents:
     """A Reach whose sub-agent service answers from a script; it records every call."""
 
@@ -73,8 +78,9 @@ class ScriptedSubagents:
         self.answers = list(answers)
         self.calls: list[tuple[str, CatalogCall | DispatchCall]] = []
 
-    async def memory(self, op: str, body: dict[str, Any]) -> ToolResult:
-        return ToolResult(True, data={"turns": []})
+    async def memory(self, op: Operation[Req, Ans], request: Req) -> Ans:
+        # no history, and every append lands (a session's and an append's answer)
+        return msgspec.convert({"turns": [], "seq": 0}, op.answer)
 
     async def message_peer(
         self,

@@ -29,7 +29,7 @@ from ._sandbox import (
     confine_in_process,
 )
 from ._spec import AgentSpec, RiskSpec, RuntimeSpec, SubagentRuntime, path_rules
-from ._turn import TurnEngine, render_memory
+from ._turn import TurnEngine
 
 __all__ = [
     "MAX_LINK_FRAME",
@@ -57,7 +57,6 @@ __all__ = [
     "decode_link",
     "encode_link",
     "path_rules",
-    "render_memory",
     "say_fatal",
     "serve_agent",
 ]

@@ -24,6 +24,7 @@ from .._decode import DecodeFailure
 from .._frame_stream import receive_frames
 from .._framing import FrameDecoder, encode_frame
 from .._logging import setup_logging
+from .._ops import Nothing
 from ..bus import AgentBus, BusCredentials
 from ..policy import (
     ProcessConfinement,
@@ -332,7 +333,7 @@ async def _serve_link(
 
     async def probe(command: ProbeCommand) -> None:
         started = time.perf_counter()
-        outcome = await bus.send(command.to, command.channel, None, kind="probe")
+        outcome = await bus.send(command.to, command.channel, Nothing(), kind="probe")
         rtt = (time.perf_counter() - started) * 1000
         await send(ProbeResult(command.seq, outcome.label, outcome.detail, rtt))
 

@@ -18,11 +18,12 @@ import contextlib
 import logging
 import math
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, Literal, TypeVar
+from typing import Literal, TypeVar
 
 import msgspec
 import trio
 
+from .._ops import BodyError, CallRefused, Operation, decode_body
 from ..bus import (
     DAEMON_SENDER,
     DEFAULT_SESSION,
@@ -33,25 +34,24 @@ from ..bus import (
     Outcome,
     PeerAnswer,
     PeerQuestion,
-    Request,
     session_key,
 )
 from ..tools import Approver, ToolResult, as_tool_error
 from ..turns import (
+    ADAPTER_ADMIT,
+    ADAPTER_INVOKE,
     ADAPTER_SERVICE,
+    SUBAGENT_CATALOG,
+    SUBAGENT_DISPATCH,
     SUBAGENT_SERVICE,
-    TURN_SERVICE,
-    AdapterAdmission,
+    TURN_APPROVE,
+    TURN_EVENT,
     AdapterCall,
     AdapterInvoke,
-    AdapterResult,
     AgentTurnEvent,
-    ApprovalAnswer,
     ApprovalQuestion,
-    CatalogAnswer,
     CatalogCall,
     Delta,
-    DispatchAnswer,
     DispatchCall,
     ToolUsed,
     TurnCancel,
@@ -59,7 +59,7 @@ from ..turns import (
     TurnEventPost,
     TurnInput,
 )
-from ._turn import TurnEngine, TurnResult, render_memory
+from ._turn import TurnEngine, TurnResult
 
 log = logging.getLogger("zeroclaw.agent")
 
@@ -77,6 +77,8 @@ ADMIT_WAIT_SECS = 30.0
 SERVICE_NAMES = {SUBAGENT_SERVICE: "sub-agent", ADAPTER_SERVICE: "adapter"}
 ADAPTER_WAIT_SECS = 3600.0  # an invoke answers when the program ended (its own timeout)
 BodyT = TypeVar("BodyT", TurnInput, TurnCancel, PeerQuestion, PeerAnswer)
+Req = TypeVar("Req", bound=msgspec.Struct)
+Ans = TypeVar("Ans", bound=msgspec.Struct)
 
 
 class BusReach:
@@ -86,13 +88,8 @@ class BusReach:
         self.bus = bus
         self.waiting: dict[str, tuple[str, trio.MemorySendChannel[PeerAnswer]]] = {}
 
-    async def memory(self, op: str, body: dict[str, Any]) -> ToolResult:
-        response = await self.bus.request("memory", op, body)
-        data = response.body if isinstance(response.body, dict) else {}
-        if not response.ok:
-            code = as_tool_error(response.error, "unavailable")
-            return ToolResult(False, "", code, response.detail or (response.error or ""))
-        return ToolResult(True, render_memory(op, data), data=data)
+    async def memory(self, op: Operation[Req, Ans], request: Req) -> Ans:
+        return await self.bus.call(op, request)
 
     async def message_peer(
         self,
@@ -138,33 +135,30 @@ class BusReach:
         self, op: Literal["catalog", "dispatch"], body: CatalogCall | DispatchCall
     ) -> ToolResult:
         """A request to the daemon's sub-agent service; the router stamps who asks."""
-        if op == "dispatch":
-            return await self._call(SUBAGENT_SERVICE, op, body, DISPATCH_WAIT_SECS, DispatchAnswer)
-        return await self._call(SUBAGENT_SERVICE, op, body, CATALOG_WAIT_SECS, CatalogAnswer)
+        if isinstance(body, DispatchCall):
+            return await self._call(SUBAGENT_DISPATCH, body, DISPATCH_WAIT_SECS)
+        return await self._call(SUBAGENT_CATALOG, body, CATALOG_WAIT_SECS)
 
     async def adapter(
         self, op: Literal["admit", "invoke"], body: AdapterCall | AdapterInvoke
     ) -> ToolResult:
         """A request to the daemon's adapter service; the router stamps who asks."""
-        if op == "invoke":
-            return await self._call(ADAPTER_SERVICE, op, body, ADAPTER_WAIT_SECS, AdapterResult)
-        return await self._call(ADAPTER_SERVICE, op, body, ADMIT_WAIT_SECS, AdapterAdmission)
+        if isinstance(body, AdapterInvoke):
+            return await self._call(ADAPTER_INVOKE, body, ADAPTER_WAIT_SECS)
+        return await self._call(ADAPTER_ADMIT, body, ADMIT_WAIT_SECS)
 
-    async def _call(
-        self, service: str, op: str, body: msgspec.Struct, wait: float, answer: type[msgspec.Struct]
-    ) -> ToolResult:
+    async def _call(self, op: Operation[Req, Ans], body: Req, wait: float) -> ToolResult:
         """One daemon service request: ok with the typed answer as builtins in `data`, or
         the service's refusal (a code of its own, passed on) or the bus's (timeout, ...)."""
-        response = await self.bus.request(service, op, body, wait_secs=wait)
-        if not response.ok:
-            code = as_tool_error(response.error, "unavailable")
-            return ToolResult.refused(code, response.detail or (response.error or ""))
         try:
-            decoded = msgspec.convert(response.body, answer)
-        except msgspec.ValidationError as exc:
-            name = SERVICE_NAMES.get(service, service)
-            return ToolResult.refused("malformed", f"the {name} service's answer: {exc}")
-        return ToolResult(True, data=msgspec.to_builtins(decoded))
+            answer = await self.bus.call(op, body, wait_secs=wait)
+        except CallRefused as exc:
+            detail = exc.detail or exc.code
+            if exc.code == "malformed":
+                name = SERVICE_NAMES.get(op.service, op.service)
+                detail = detail.replace(f"the {op.service} service", f"the {name} service")
+            return ToolResult.refused(as_tool_error(exc.code, "unavailable"), detail)
+        return ToolResult(True, data=msgspec.to_builtins(answer))
 
     def on_question_refused(self, outcome: Outcome) -> None:
         """The router: the peer exited before it answered. The ask ends now."""
@@ -214,14 +208,7 @@ def turn_event_poster(bus: AgentBus, turn: str) -> Callable[[AgentTurnEvent], No
     """How a process posts one turn's events to the daemon's turn service."""
 
     def post(event: AgentTurnEvent) -> None:
-        bus.send_frame(
-            Request(
-                id=bus.new_id(),
-                service=TURN_SERVICE,
-                op="event",
-                body=TurnEventPost(turn, event),
-            )
-        )
+        bus.post_request(TURN_EVENT, TurnEventPost(turn, event))
 
     return post
 
@@ -229,8 +216,8 @@ def turn_event_poster(bus: AgentBus, turn: str) -> Callable[[AgentTurnEvent], No
 def _decoded(message: Message, body_type: type[BodyT]) -> BodyT | None:
     """A message's body as its struct; None (and a warning) if it is not one."""
     try:
-        return msgspec.convert(message.body, body_type)
-    except msgspec.ValidationError as exc:
+        return decode_body(message.body, body_type)
+    except BodyError as exc:
         log.warning("dropped a %s message that does not decode: %s", message.kind, exc)
         return None
 
@@ -311,15 +298,11 @@ class AgentRuntime:
 
             async def approver(what: str) -> bool:
                 question = ApprovalQuestion(turn, what, self.engine.approval_timeout)
-                response = await self.bus.request(
-                    TURN_SERVICE, "approve", question, wait_secs=math.inf
-                )
-                if not response.ok:
-                    return False
                 try:
-                    return msgspec.convert(response.body, ApprovalAnswer).approved
-                except msgspec.ValidationError:
-                    return False  # an answer we cannot read is no yes
+                    answer = await self.bus.call(TURN_APPROVE, question, wait_secs=math.inf)
+                except CallRefused:
+                    return False  # refused, or an answer we cannot read: no yes
+                return answer.approved
 
         answered = False
 

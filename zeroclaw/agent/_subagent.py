@@ -32,12 +32,13 @@ import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 import trio
 
 from .._logging import setup_logging
+from .._ops import BodyError, decode_body
 from ..bus import DAEMON_SENDER, AgentBus, Message, Outcome
 from ..providers import (
     Conversation,
@@ -270,12 +271,15 @@ def _deltas(on_event: OnEvent) -> OnDelta:
     return on_delta
 
 
-def _decoded(message: Message, body_type: type[Any]) -> Any:
+def _decoded(message: Message, body_type: type[B]) -> B | None:
     try:
-        return msgspec.convert(message.body, body_type)
-    except msgspec.ValidationError as exc:
+        return decode_body(message.body, body_type)
+    except BodyError as exc:
         log.warning("sub-agent: dropped a %s message that does not decode: %s", message.kind, exc)
         return None
+
+
+B = TypeVar("B", bound=msgspec.Struct)
 
 
 class RevisionRuntime:

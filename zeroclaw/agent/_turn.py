@@ -21,6 +21,7 @@ from typing import Any
 import msgspec
 import trio
 
+from .._ops import CallRefused
 from ..policy import abi_version
 from ..providers import (
     Conversation,
@@ -44,7 +45,16 @@ from ..tools import (
     Toolset,
     ask_approval,
 )
-from ..turns import Delta, ToolCallRecord, ToolUsed
+from ..turns import (
+    MEMORY_APPEND_TURNS,
+    MEMORY_SESSION,
+    AppendTurnsArgs,
+    Delta,
+    SessionArgs,
+    ToolCallRecord,
+    ToolUsed,
+    TurnArg,
+)
 from ._spec import AgentSpec, path_rules
 
 log = logging.getLogger("zeroclaw.agent")
@@ -90,15 +100,6 @@ def system_prompt(workspace: str) -> str:
             continue
         parts.append(f"# {name}\n{text.strip()}")
     return "\n\n".join(parts)
-
-
-def render_memory(op: str, data: dict[str, Any]) -> str:
-    """A memory result as the model reads it."""
-    if op == "recall":
-        return "\n".join(f"[{h['agent']}] {h['key']}: {h['content']}" for h in data.get("hits", []))
-    if op == "store":
-        return f"stored {data['record']['key']}"
-    return ""
 
 
 def not_granted(name: str, toolset: Toolset) -> ToolResult:
@@ -262,40 +263,42 @@ class TurnEngine:
         if on_answer is not None:
             on_answer(finished)
         saved_event = self._saving[session] = trio.Event()
+        saved: CallRefused | None = None
         try:
-            saved = await self.reach.memory(
-                "append_turns",
-                {
-                    "session": session,
-                    "turns": [
-                        {"role": "user", "content": text},
-                        {"role": "assistant", "content": answer},
-                    ],
-                },
+            await self.reach.memory(
+                MEMORY_APPEND_TURNS,
+                AppendTurnsArgs(
+                    session=session,
+                    turns=[TurnArg("user", text), TurnArg("assistant", answer)],
+                ),
             )
+        except CallRefused as refused:
+            saved = refused
         finally:
             saved_event.set()
             if self._saving.get(session) is saved_event:
                 del self._saving[session]
         spans.mark("save")
         spans.log(self.spec.alias)
-        if not saved.ok:  # the answer stands; say loudly that the session lost it
+        if saved is not None:  # the answer stands; say loudly that the session lost it
             log.error(
                 "agent %s: session %r not saved: %s %s",
                 self.spec.alias,
                 session,
-                saved.error_code,
+                saved.code,
                 saved.detail,
             )
         return finished
 
     async def _history(self, session: str) -> tuple[HistoryTurn, ...]:
-        result = await self.reach.memory("session", {"session": session, "limit": HISTORY_TURNS})
-        turns = result.data.get("turns", []) if result.ok else []
+        try:
+            found = await self.reach.memory(
+                MEMORY_SESSION, SessionArgs(session=session, limit=HISTORY_TURNS)
+            )
+        except CallRefused:
+            return ()
         return tuple(
-            HistoryTurn(t["role"], t["content"])
-            for t in turns
-            if t["role"] in ("user", "assistant")
+            HistoryTurn(t.role, t.content) for t in found.turns if t.role in ("user", "assistant")
         )
 
     async def _run_tool_guarded(

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .._delegation import MAX_DELEGATION_DEPTH  # the router's vocabulary too
+from .._delegation import MAX_DELEGATION_DEPTH
 from .._lazy import lazy_attributes
+from .._refusals import REFUSAL_CODES, RefusalCode  # the router's vocabulary too
 from .._sender_names import normalize_sender
 from ._client import AgentBus, BusCredentials, Outcome
 from ._origin import DAEMON_SENDER, ORIGIN_KINDS, Origin, OriginKind
@@ -22,10 +23,11 @@ from ._sessions import (
     session_owner,
 )
 from ._wire import (
+    EMPTY_BODY,
+    MESSAGE_BODIES,
     MESSAGE_KINDS,
     PROTOCOL_VERSION,
     QUESTION_KINDS,
-    REFUSAL_CODES,
     Ack,
     Deliver,
     Heartbeat,
@@ -33,16 +35,19 @@ from ._wire import (
     Message,
     MessageKind,
     PeerAnswer,
+    PeerNote,
     PeerQuestion,
     Refusal,
-    RefusalCode,
     Request,
     Response,
     Send,
     WireError,
+    answer,
+    answered_question,
     decode_from_agent,
     decode_from_router,
     encode,
+    refusal,
 )
 from ._zsocket import SocketOwner
 
@@ -86,7 +91,9 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "DAEMON_SENDER",
     "DEFAULT_SESSION",
+    "EMPTY_BODY",
     "MAX_DELEGATION_DEPTH",
+    "MESSAGE_BODIES",
     "MESSAGE_KINDS",
     "ORIGIN_KINDS",
     "PROTOCOL_VERSION",
@@ -110,6 +117,7 @@ __all__ = [
     "OriginRule",
     "Outcome",
     "PeerAnswer",
+    "PeerNote",
     "PeerPolicy",
     "PeerQuestion",
     "Refusal",
@@ -126,12 +134,15 @@ __all__ = [
     "SessionOwner",
     "SocketOwner",
     "WireError",
+    "answer",
+    "answered_question",
     "decode_from_agent",
     "decode_from_router",
     "encode",
     "normalize_sender",
     "origin_grant",
     "origin_namespace",
+    "refusal",
     "sender_grant",
     "session_key",
     "session_owner",

@@ -8,11 +8,13 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
+import msgspec
 import trio
 import zmq
 
+from .._ops import BodyError, CallRefused, Operation, decode_body, encode_body
 from ._wire import (
     Ack,
     Deliver,
@@ -31,6 +33,9 @@ from ._wire import (
 from ._zsocket import Frames, SocketOwner
 
 log = logging.getLogger("zeroclaw.bus")
+
+Req = TypeVar("Req", bound=msgspec.Struct)
+Ans = TypeVar("Ans", bound=msgspec.Struct)
 
 HEARTBEAT_SECS = 5.0
 SEND_WINDOW = 512  # messages awaiting an outcome before senders wait
@@ -108,7 +113,7 @@ class AgentBus:
         self,
         to: str,
         channel: str,
-        body: Any,
+        body: msgspec.Struct | msgspec.Raw,
         on_outcome: OutcomeHandler,
         *,
         session: str | None = None,
@@ -120,7 +125,7 @@ class AgentBus:
             id=message_id or self.new_id(),
             to=to,
             channel=channel,
-            body=body,
+            body=body if isinstance(body, msgspec.Raw) else encode_body(body),
             sent_at=time.time(),
             session=session,
             kind=kind,
@@ -142,7 +147,7 @@ class AgentBus:
         self,
         to: str,
         channel: str,
-        body: Any,
+        body: msgspec.Struct | msgspec.Raw,
         *,
         session: str | None = None,
         kind: MessageKind = "message",
@@ -161,15 +166,32 @@ class AgentBus:
         await done.wait()
         return result[0]
 
+    async def call(self, op: Operation[Req, Ans], body: Req, *, wait_secs: float = 30.0) -> Ans:
+        """Call one operation of a daemon service and wait for its typed answer; CallRefused
+        with the service's code (or the bus's: timeout, unknown_service, malformed)."""
+        response = await self.request(op.service, op.name, body, wait_secs=wait_secs)
+        if not response.ok:
+            raise CallRefused(response.error or "unavailable", response.detail)
+        try:
+            return decode_body(response.body, op.answer)
+        except BodyError as exc:
+            raise CallRefused("malformed", f"the {op.service} service's answer: {exc}") from None
+
     async def request(
-        self, service: str, op: str, body: Any, *, wait_secs: float = 30.0
+        self,
+        service: str,
+        op: str,
+        body: msgspec.Struct | msgspec.Raw,
+        *,
+        wait_secs: float = 30.0,
     ) -> Response:
-        """Call a daemon service (e.g. "memory") through the router and wait for its answer."""
+        """Send one request (a struct, or bytes already encoded) and wait for its Response."""
         request_id = self.new_id()
         send, receive = trio.open_memory_channel[Response](1)
         self._requests[request_id] = send
+        raw = body if isinstance(body, msgspec.Raw) else encode_body(body)
         try:
-            self.send_frame(Request(id=request_id, service=service, op=op, body=body))
+            self.send_frame(Request(id=request_id, service=service, op=op, body=raw))
             with trio.move_on_after(wait_secs):
                 return await receive.receive()
             return Response(
@@ -182,6 +204,11 @@ class AgentBus:
         """Put arbitrary bytes on the wire (for tests of the router's input handling)."""
         assert self._owner is not None
         self._owner.send_nowait([payload])
+
+    def post_request(self, op: Operation[Req, Any], body: Req) -> None:
+        """Post one request nobody answers (a turn's event)."""
+        request = Request(id=self.new_id(), service=op.service, op=op.name, body=encode_body(body))
+        self.send_frame(request)
 
     def send_frame(self, frame: Any) -> None:
         assert self._owner is not None

@@ -30,6 +30,7 @@ from ._origin import Origin, OriginKind
 ApprovalRoute = Literal["channel", "operator"]
 GroupApprovals = Literal["operator", "sender"]
 
+
 @dataclass(frozen=True, slots=True)
 class GroupGrant:
     """What one peer group on a channel grants the outside senders it admits."""

@@ -42,6 +42,7 @@ from ._wire import (
     RefusalCode,
     Request,
     Response,
+    answered_question,
     encode,
 )
 
@@ -297,9 +298,9 @@ class RouterCore:
         """A message from an authenticated agent."""
         dest = message.to
         kind = message.kind
-        if kind == "reply" and isinstance(message.body, dict):
-            answered = message.body.get("in_reply_to")
-            if isinstance(answered, str):
+        if kind == "reply":
+            answered = answered_question(message)  # the one body the router reads
+            if answered is not None:
                 self._questions.get(sender, {}).pop(answered, None)
         policy = self.policy
         if sender in self.confined:

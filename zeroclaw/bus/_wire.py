@@ -5,6 +5,10 @@ Router → agent:  Deliver, Ack, Refusal, Response
 Every struct carries `v` (PROTOCOL_VERSION); a frame with another version, an unknown tag
 or bad fields is `malformed`: dropped, counted, and refused to its sender when its id
 can be read. See ADR 0005 for the table of message types.
+
+Bodies (a message's, a request's, a response's) are `msgspec.Raw`: the encoded struct its
+kind or op names, relayed by the router undecoded and decoded by whoever receives it
+(ADR 0048). `MESSAGE_BODIES` names the struct of each message kind.
 """
 
 from __future__ import annotations
@@ -13,27 +17,24 @@ from typing import Any, Literal, get_args
 
 import msgspec
 
-from .._decode import DecodeErrorCode, DecodeFailure, decode_msgpack
+from .._decode import (
+    MAX_DEPTH,
+    MSGPACK_HEADERS,
+    DecodeErrorCode,
+    DecodeFailure,
+    could_nest_deeper,
+    decode_msgpack,
+)
+from .._ops import BodyError, Nothing, decode_body, encode_body
+from .._refusals import REFUSAL_CODES as REFUSAL_CODES  # the bus modules name them here
+from .._refusals import RefusalCode as RefusalCode
 
-PROTOCOL_VERSION = 1
+# 2: bodies are typed structs carried as msgspec.Raw (ADR 0048)
+PROTOCOL_VERSION = 2
 # A ceiling for decoding whatever a socket hands over; the router's configured
 # max_frame_bytes (at most this) is checked before decoding.
 MAX_WIRE_FRAME = 64 * 1024 * 1024
 
-RefusalCode = Literal[
-    "not_peers",
-    "unknown_agent",
-    "unavailable",
-    "too_large",
-    "malformed",
-    "timeout",
-    "delegation_not_allowed",  # a `delegate` to an agent outside the sender's `delegates`
-    "depth_exceeded",  # a question the router counts MAX_DELEGATION_DEPTH deep or deeper
-    "origin_not_allowed",  # an injected conversation whose origin the target does not accept
-    "read_only_profile",  # a `delegate` from an agent whose risk profile is readonly
-    "replayed",  # an ask/delegate whose message id its sender already used
-]
-REFUSAL_CODES: tuple[str, ...] = get_args(RefusalCode)
 
 # Every kind of agent message. A frame with any other kind is `malformed`.
 #   message, probe   agent to agent (a probe is `route probe`'s measured round trip)
@@ -63,6 +64,16 @@ class PeerAnswer(msgspec.Struct, frozen=True, omit_defaults=True):
     error: str | None = None
 
 
+class PeerNote(msgspec.Struct, frozen=True):
+    """The body of a plain `message` (no answer awaited)."""
+
+    text: str
+
+
+# An encoded empty map: the body of a request whose struct has no field to fill.
+EMPTY_BODY = msgspec.Raw(b"\x80")
+
+
 class Message(msgspec.Struct, frozen=True, omit_defaults=True):
     """One agent-to-agent message. The router sets `from` (the authenticated alias) and
     `depth` (how many questions led to this one, by its own count); a sender's are ignored."""
@@ -70,7 +81,7 @@ class Message(msgspec.Struct, frozen=True, omit_defaults=True):
     id: str
     to: str
     channel: str
-    body: Any
+    body: msgspec.Raw  # the encoded struct its kind names (MESSAGE_BODIES)
     sent_at: float
     from_: str = msgspec.field(default="", name="from")
     session: str | None = None
@@ -122,15 +133,18 @@ class Request(_Wire, tag="request", frozen=True):
 
     id: str = ""
     service: str = ""
-    op: str = ""
-    body: Any = None
+    op: str = ""  # the operation's name: the tag that picks the body's struct
+    body: msgspec.Raw = EMPTY_BODY  # the encoded request struct of `op`
 
 
 class Response(_Wire, tag="response", frozen=True):
+    """A service's answer: `body` is the encoded answer struct of the op when `ok`;
+    otherwise `error` is a code of the op's family (or the bus's: timeout, ...)."""
+
     id: str = ""
     ok: bool = True
-    body: Any = None
-    error: str | None = None
+    body: msgspec.Raw = EMPTY_BODY
+    error: str | None = None  # a str so that a newer service's code still decodes
     detail: str = ""
 
 
@@ -140,10 +154,12 @@ RouterFrame = Deliver | Ack | Refusal | Response
 _encoder = msgspec.msgpack.Encoder()
 _from_agent = msgspec.msgpack.Decoder(AgentFrame)
 _from_router = msgspec.msgpack.Decoder(RouterFrame)
+_untyped: msgspec.msgpack.Decoder[Any] = msgspec.msgpack.Decoder()
 
 
 class _IdField(msgspec.Struct):
-    id: Any = None  # every other field is skipped unread, so a deep body does not count
+    # every other field is skipped unread, so a deep body does not count
+    id: msgspec.Raw = msgspec.Raw(b"\xc0")  # nil when absent
 
 
 class _IdOnly(msgspec.Struct):
@@ -169,6 +185,10 @@ def encode(frame: AgentFrame | RouterFrame) -> bytes:
 def _decode(decoder: msgspec.msgpack.Decoder[Any], payload: bytes) -> Any:
     try:
         frame = decode_msgpack(decoder, payload, max_bytes=MAX_WIRE_FRAME)
+        if could_nest_deeper(payload, MAX_DEPTH - 1, MSGPACK_HEADERS):
+            # A body is Raw (not walked above): a frame that may nest too deeply is walked
+            # whole, so a deep body is refused here, with its id, as any deep frame is.
+            decode_msgpack(_untyped, payload, max_bytes=MAX_WIRE_FRAME)
     except DecodeFailure as exc:
         raise WireError(exc.detail, exc.code) from None
     if frame.v != PROTOCOL_VERSION:
@@ -194,5 +214,38 @@ def salvage_message_id(payload: bytes) -> str | None:
         return None
     if probe.message is None:
         return None
-    value = probe.message.id
-    return value if isinstance(value, str) and len(value) <= 128 else None
+    try:
+        value = msgspec.msgpack.decode(probe.message.id, type=str)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+    return value if len(value) <= 128 else None
+
+
+# The body of each kind of message; the turn's own (chat: TurnInput, cancel: TurnCancel)
+# are declared by the turns wire, which the bus does not import.
+MESSAGE_BODIES: dict[str, type[msgspec.Struct]] = {
+    "message": PeerNote,
+    "probe": Nothing,
+    "ask": PeerQuestion,
+    "delegate": PeerQuestion,
+    "reply": PeerAnswer,
+}
+
+
+def answered_question(message: Message) -> str | None:
+    """The question a `reply` answers (its body's `in_reply_to`); None if it does not
+    decode as a PeerAnswer."""
+    try:
+        return decode_body(message.body, PeerAnswer).in_reply_to
+    except BodyError:
+        return None
+
+
+def answer(request: Request, body: msgspec.Struct) -> Response:
+    """A service's answer to `request`: its op's answer struct."""
+    return Response(id=request.id, ok=True, body=encode_body(body))
+
+
+def refusal(request: Request, code: str, detail: str = "") -> Response:
+    """A service's refusal of `request`: a code of the op's family."""
+    return Response(id=request.id, ok=False, error=code, detail=detail)

@@ -46,9 +46,7 @@ if TYPE_CHECKING:
     from ._serial import SerialAdapter
     from ._webhook import WebhookAdapter
 
-_lazily = lazy_attributes(
-    __name__, {"SerialAdapter": "._serial", "WebhookAdapter": "._webhook"}
-)
+_lazily = lazy_attributes(__name__, {"SerialAdapter": "._serial", "WebhookAdapter": "._webhook"})
 
 
 def __getattr__(name: str) -> Any:

@@ -3,12 +3,17 @@ peers and sub-agents unavailable. Same engine, same policy."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal, TypeVar
 
-from ..agent import render_memory
+import msgspec
+
+from .._ops import CallRefused, Operation
 from ..memory import MemoryService, MemoryServiceError
-from ..tools import ToolResult, as_tool_error
+from ..tools import ToolResult
 from ..turns import AdapterCall, AdapterInvoke, CatalogCall, DispatchCall
+
+Req = TypeVar("Req", bound=msgspec.Struct)
+Ans = TypeVar("Ans", bound=msgspec.Struct)
 
 
 class LocalReach:
@@ -16,12 +21,13 @@ class LocalReach:
         self.service = service
         self.alias = alias
 
-    async def memory(self, op: str, body: dict[str, Any]) -> ToolResult:
+    async def memory(self, op: Operation[Req, Ans], request: Req) -> Ans:
         try:
-            data = await self.service.handle(self.service.scope_for(self.alias), op, body)
+            answer = await self.service.run(self.service.scope_for(self.alias), request)  # type: ignore[arg-type]
         except MemoryServiceError as exc:
-            return ToolResult(False, "", as_tool_error(exc.code, "storage_error"), exc.detail)
-        return ToolResult(True, render_memory(op, data), data=data)
+            raise CallRefused(exc.code, exc.detail) from None
+        assert isinstance(answer, op.answer)  # the service's table answers the op's struct
+        return answer
 
     async def message_peer(
         self,

@@ -348,9 +348,9 @@ def _in_process(config: Config, path: Path, alias: str, session: str) -> tuple[T
     # This process's own code, wherever the finder of an editable install maps it: readable
     # by the late imports after the sandbox, writable by no tool (ADR 0044).
     code = code_roots(daemon_code_paths())
-    spec: AgentSpec = build_specs(
-        config, env, path.parent, config_path=path, code_paths=code
-    )[alias]
+    spec: AgentSpec = build_specs(config, env, path.parent, config_path=path, code_paths=code)[
+        alias
+    ]
     held = inside_code(os.path.realpath(spec.workspace), code)
     if held is not None:  # what the daemon refuses at its start, said before anything runs
         raise CliError(

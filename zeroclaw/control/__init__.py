@@ -8,6 +8,20 @@ from typing import TYPE_CHECKING, Any
 
 from .._decode import DecodeFailure
 from .._framing import FrameDecoder, FrameTooLarge, encode_frame
+from ..turns import (
+    MemoryForgotten,
+    MemoryFound,
+    MemoryHit,
+    MemoryHits,
+    MemoryPurged,
+    MemoryQuotaInfo,
+    MemoryRecord,
+    MemoryRecords,
+    MemoryReply,
+    MemoryStats,
+    MemoryStored,
+    NamespaceCounts,
+)
 from ._address import control_address, is_listening, printable
 from ._client import ControlClient, ControlSession, DaemonUnreachable, UntrustedDaemon, trusted_uids
 from ._commands import CommandHandler, CommandTable, Exchange, IncompleteCommandTable
@@ -76,19 +90,7 @@ from ._replies import (
     InvocationEventsReply,
     InvocationReply,
     InvocationsReply,
-    MemoryForgotten,
-    MemoryFound,
-    MemoryHit,
-    MemoryHits,
-    MemoryPurged,
-    MemoryQuotaInfo,
-    MemoryRecord,
-    MemoryRecords,
-    MemoryReply,
-    MemoryStats,
-    MemoryStored,
     MetricsReply,
-    NamespaceCounts,
     ProbeReply,
     RefusedBundle,
     ReloadOutcome,

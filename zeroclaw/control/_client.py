@@ -55,9 +55,7 @@ def lock_holder(runtime_dir: Path) -> int | None:
     return int(text) if text.isdigit() else 0
 
 
-def server_refusal(
-    uid: int, pid: int, trusted: frozenset[int], holder: int | None
-) -> str | None:
+def server_refusal(uid: int, pid: int, trusted: frozenset[int], holder: int | None) -> str | None:
     """Why the process listening on the control socket's name is not our daemon, or None.
     An abstract name is anyone's to bind: an agent of another daemon (same uid, its
     connect scoped but not its bind) could take the name of one that is not running and

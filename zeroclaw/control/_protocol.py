@@ -8,16 +8,14 @@ and the client decodes it (`ControlClient.call`) instead of indexing a dict (ADR
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeGuard, get_args
+from typing import Any, ClassVar, Generic, Literal, TypeGuard, get_args
 
 import msgspec
 from typing_extensions import TypeVar
 
 from .._decode import DecodeErrorCode, decode_msgpack
-from ..turns import DispatchRefusalCode, InvocationState
-
-if TYPE_CHECKING:  # the CLI does not load the bus (zmq) to talk to the daemon
-    from ..bus import RefusalCode
+from .._refusals import RefusalCode
+from ..turns import DispatchRefusalCode, InvocationState, MemoryErrorCode
 from ._replies import (
     AgentsReply,
     AgentStatus,
@@ -58,34 +56,15 @@ ControlOwnErrorCode = Literal[
     "invocation_not_found",
     # `events --follow`: a reader that did not keep up was cut off
     "slow_reader",
-    # `sessions show`: the agent has no session of that key
-    "session_not_found",
     # `approvals approve|deny`: no pending approval of that id (answered, expired, never)
     "unknown_approval",
-]
-# The router's refusal codes (bus.RefusalCode) and the memory service's (MemoryErrorCode):
-# written here again only because the CLI loads neither the bus (zmq) nor memory (LMDB), and
-# memory imports this package. mypy fails below when the router grows a code this set lacks;
-# tests/test_error_codes.py fails when memory does. A neutral home for either (the bus's and
-# memory's wire modules) lets this list go.
-PassedOnErrorCode = Literal[
-    "not_peers",
-    "unknown_agent",
-    "unavailable",
-    "timeout",
-    "delegation_not_allowed",
-    "depth_exceeded",
-    "origin_not_allowed",
-    "read_only_profile",
-    "replayed",
-    "storage_error",
-    "quota_exceeded",
 ]
 # Every stable code a control reply's `error` may carry. A code outside this set is a type
 # error, not a surprise for scripts.
 ControlErrorCode = Literal[
     ControlOwnErrorCode,
-    PassedOnErrorCode,
+    RefusalCode,  # the router's, as a probe or a chat turn meets them
+    MemoryErrorCode,  # the memory service's answers
     DecodeErrorCode,  # an undecodable frame
     DispatchRefusalCode,  # a dispatch the daemon refuses
 ]
@@ -94,10 +73,6 @@ CONTROL_ERROR_CODES: frozenset[str] = frozenset(get_args(ControlErrorCode))
 
 def _decode_codes_are_control_codes(code: DecodeErrorCode) -> ControlErrorCode:
     return code  # mypy fails here if the decoder grows a code this set lacks
-
-
-def _refusal_codes_are_control_codes(code: RefusalCode) -> ControlErrorCode:
-    return code  # and here if the router does
 
 
 def is_control_code(code: str) -> TypeGuard[ControlErrorCode]:

@@ -12,7 +12,15 @@ import msgspec
 
 from ..events import Published
 from ..policy import Gap
-from ..turns import Invocation, InvocationEvent, InvocationState, McpBinding, Policy
+from ..turns import (
+    MEMORY_OPERATIONS,
+    Invocation,
+    InvocationEvent,
+    InvocationState,
+    McpBinding,
+    MemoryReply,
+    Policy,
+)
 
 ReloadOutcome = Literal["never", "ok", "reload_failed", "incomplete"]
 
@@ -168,93 +176,11 @@ class EventsReply(msgspec.Struct, frozen=True):
 # --- memory: what `memory` operations answer (the operator's CLI and the service's shape) ----
 
 
-class MemoryRecord(msgspec.Struct, frozen=True):
-    id: str
-    agent: str
-    key: str
-    content: str
-    category: str
-    session: str | None
-    created_at: float
-    updated_at: float
-
-
-class MemoryHit(MemoryRecord, frozen=True):
-    score: float
-
-
-class MemoryStored(msgspec.Struct, frozen=True):
-    record: MemoryRecord
-
-
-class MemoryFound(msgspec.Struct, frozen=True):
-    record: MemoryRecord | None
-
-
-class MemoryRecords(msgspec.Struct, frozen=True):
-    records: list[MemoryRecord]
-
-
-class MemoryHits(msgspec.Struct, frozen=True):
-    hits: list[MemoryHit]
-
-
-class MemoryQuotaInfo(msgspec.Struct, frozen=True):
-    """An agent's memory caps (`[agents.<a>.memory]`, ADR 0046)."""
-
-    max_records: int
-    max_bytes: int
-    max_session_turns: int
-    max_session_bytes: int
-    max_transcript_bytes: int
-    max_sender_bytes: int
-
-
-class NamespaceCounts(msgspec.Struct, frozen=True):
-    records: int
-    session_turns: int
-    record_bytes: int = 0  # UTF-8 keys and contents of the records
-    transcript_bytes: int = 0  # UTF-8 contents of every session's turns
-    quota: MemoryQuotaInfo | None = None  # None: not a configured agent
-    # Since the daemon started: writes refused by quota kind, oldest turns dropped.
-    quota_refusals: dict[str, int] = msgspec.field(default_factory=dict)
-    turns_dropped: int = 0
-
-
-class MemoryStats(msgspec.Struct, frozen=True):
-    namespaces: dict[str, NamespaceCounts]
-    commits: int
-    committed_ops: int
-    map_growths: int
-
-
-class MemoryForgotten(msgspec.Struct, frozen=True):
-    forgotten: bool
-
-
-class MemoryPurged(msgspec.Struct, frozen=True):
-    purged: int
-
-
-MemoryReply = (
-    MemoryStored
-    | MemoryFound
-    | MemoryRecords
-    | MemoryHits
-    | MemoryStats
-    | MemoryForgotten
-    | MemoryPurged
-)
+# The structs are the memory service's wire (zeroclaw.turns), one definition for the
+# agents' bus and the operator's socket.
 # What each operator memory operation answers (the CLI decodes the reply's data as this).
 MEMORY_REPLY_TYPES: dict[str, type[MemoryReply]] = {
-    "store": MemoryStored,
-    "get": MemoryFound,
-    "list": MemoryRecords,
-    "recall": MemoryHits,
-    "stats": MemoryStats,
-    "export": MemoryRecords,
-    "forget": MemoryForgotten,
-    "purge": MemoryPurged,
+    name: op.answer for name, op in MEMORY_OPERATIONS.items()
 }
 
 

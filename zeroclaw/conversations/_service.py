@@ -25,12 +25,16 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
-import msgspec
 import trio
 
+from .._ops import BodyError, OpTable, encode_body
 from ..bus import DAEMON_SENDER, Message, Origin, RefusalCode, Request, Response, session_key
 from ..events import EventSink, TurnFinished
 from ..turns import (
+    TURN_APPROVE,
+    TURN_EVENT,
+    TURN_OPERATIONS,
+    TURN_SERVICE,
     AgentTurnEvent,
     ApprovalAnswer,
     ApprovalAsked,
@@ -262,7 +266,7 @@ class TurnService:
                         id=turn_id,
                         to=agent,
                         channel=origin.channel,
-                        body=TurnInput(text, interactive, input, tools),
+                        body=encode_body(TurnInput(text, interactive, input, tools)),
                         sent_at=time.time(),
                         from_=DAEMON_SENDER,
                         session=key,
@@ -294,31 +298,26 @@ class TurnService:
                 turn._down()
 
     def on_request(self, sender: str, request: Request) -> None:
-        """The router: a `TURN_SERVICE` request from the agent `sender`."""
-        if request.op == "event":
-            try:
-                post = msgspec.convert(request.body, TurnEventPost)
-            except msgspec.ValidationError:
-                self.malformed += 1
-                return
-            turn = self._turn_of(sender, post.turn)
-            if turn is not None:
-                turn._from_agent(post.event)
-        elif request.op == "approve":
-            try:
-                question = msgspec.convert(request.body, ApprovalQuestion)
-            except msgspec.ValidationError:
-                self.malformed += 1
-                self._refuse(sender, request.id, "bad_request")
-                return
-            turn = self._turn_of(sender, question.turn)
-            if turn is None:
-                self._refuse(sender, request.id, "unknown_turn")
-            elif not turn._asked(request.id, question.what, question.timeout_secs):
-                self._answer(sender, request.id, False)
-        else:
+        """The router: a `TURN_SERVICE` request from the agent `sender`, decoded and handed
+        to its operation's handler by the service's one table."""
+        try:
+            _TABLE.run((self, sender, request.id), request.op, request.body)
+        except BodyError:
             self.malformed += 1
-            self._refuse(sender, request.id, "bad_request")
+            if request.op != TURN_EVENT.name:  # a posted event has nobody to tell
+                self._refuse(sender, request.id, "bad_request")
+
+    def _on_event(self, sender: str, post: TurnEventPost) -> None:
+        turn = self._turn_of(sender, post.turn)
+        if turn is not None:
+            turn._from_agent(post.event)
+
+    def _on_approve(self, sender: str, rid: str, question: ApprovalQuestion) -> None:
+        turn = self._turn_of(sender, question.turn)
+        if turn is None:
+            self._refuse(sender, rid, "unknown_turn")
+        elif not turn._asked(rid, question.what, question.timeout_secs):
+            self._answer(sender, rid, False)
 
     def _turn_of(self, sender: str, turn_id: str) -> Turn | None:
         turn = self.turns.get(turn_id)
@@ -329,7 +328,9 @@ class TurnService:
         return turn
 
     def _answer(self, alias: str, rid: str, approved: bool) -> None:
-        self.router.reply(alias, Response(id=rid, ok=True, body=ApprovalAnswer(approved)))
+        self.router.reply(
+            alias, Response(id=rid, ok=True, body=encode_body(ApprovalAnswer(approved)))
+        )
 
     def _refuse(self, alias: str, rid: str, code: str) -> None:
         self.router.reply(alias, Response(id=rid, ok=False, error=code))
@@ -340,7 +341,7 @@ class TurnService:
                 id=f"{turn.id}-cancel",
                 to=turn.agent,
                 channel=turn.origin.channel,
-                body=TurnCancel(turn.id),
+                body=encode_body(TurnCancel(turn.id)),
                 sent_at=time.time(),
                 from_=DAEMON_SENDER,
                 kind="cancel",
@@ -348,3 +349,14 @@ class TurnService:
             turn.origin,
             lambda code, detail: None,
         )
+
+
+_Ctx = tuple[TurnService, str, str]  # the service, the sender, the request's id
+
+# The turn service's one table: op -> request struct -> handler.
+_TABLE: OpTable[_Ctx, None] = (
+    OpTable[_Ctx, None](TURN_SERVICE)
+    .on(TURN_EVENT, lambda ctx, post: ctx[0]._on_event(ctx[1], post))
+    .on(TURN_APPROVE, lambda ctx, question: ctx[0]._on_approve(ctx[1], ctx[2], question))
+    .require(TURN_OPERATIONS)
+)

@@ -14,20 +14,29 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-import msgspec
 import trio
 
+from .._ops import BodyError, OpTable
 from .._process import ProcessOutcome
-from ..bus import Request, Response
+from ..bus import Request, Response, answer, refusal
 from ..config import Config, daemon_paths, effective_risk_policy, subagents_dir
 from ..control import DiscoveryStatus
 from ..events import DiscoveryCompleted, EventSink, RegistrationDecided
-from ..turns import AdapterAdmission, AdapterCall, AdapterInvoke, AdapterResult
+from ..turns import (
+    ADAPTER_ADMIT,
+    ADAPTER_INVOKE,
+    ADAPTER_OPERATIONS,
+    ADAPTER_SERVICE,
+    AdapterAdmission,
+    AdapterCall,
+    AdapterInvoke,
+    AdapterResult,
+)
 from ._cache import fingerprints, project_paths
 from ._context import scan_context
 from ._redact import RedactingFilter, redact_text
@@ -214,20 +223,18 @@ class DiscoveryService:
     async def serve(self, sender: str, request: Request) -> Response:
         """`ADAPTER_SERVICE` requests; `sender` is the router's identity of the agent."""
         try:
-            if request.op == "admit":
-                call = msgspec.convert(request.body, AdapterCall)
-                verdict = self._admit(sender, call.adapter, call.capability)
-                if isinstance(verdict, CallRefused):
-                    return _error(request, verdict.code, verdict.message)
-                return Response(id=request.id, ok=True, body=_admission(verdict))
-            if request.op == "invoke":
-                return await self._invoke(sender, request)
-            return _error(request, "bad_request", f"unknown op {request.op!r}")
-        except msgspec.ValidationError as exc:
-            return _error(request, "bad_request", str(exc))
+            return await _TABLE.run((self, sender, request), request.op, request.body)
+        except BodyError as exc:
+            return _error(request, "bad_request", exc.detail)
         except Exception as exc:  # this request's failure, never the router's
             log.exception("adapter service failed a request of %s", sender)
             return _error(request, "internal_error", repr(exc))
+
+    async def _admit_op(self, sender: str, request: Request, call: AdapterCall) -> Response:
+        verdict = self._admit(sender, call.adapter, call.capability)
+        if isinstance(verdict, CallRefused):
+            return _error(request, verdict.code, verdict.message)
+        return answer(request, _admission(verdict))
 
     def _admit(
         self, sender: str, adapter: str, capability: str | None
@@ -244,8 +251,7 @@ class DiscoveryService:
             capability=capability,
         )
 
-    async def _invoke(self, sender: str, request: Request) -> Response:
-        call = msgspec.convert(request.body, AdapterInvoke)
+    async def _invoke(self, sender: str, request: Request, call: AdapterInvoke) -> Response:
         verdict = self._admit(sender, call.adapter, call.capability)
         if isinstance(verdict, CallRefused):
             return _error(request, verdict.code, verdict.message)
@@ -273,10 +279,9 @@ class DiscoveryService:
             self.registry.release(call.adapter)
         if isinstance(outcome, str):  # it never ran: why
             return _error(request, "exec_refused", outcome)
-        return Response(
-            id=request.id,
-            ok=True,
-            body=AdapterResult(
+        return answer(
+            request,
+            AdapterResult(
                 adapter=call.adapter,
                 capability=verdict.capability,
                 exit_code=outcome.exit_code,
@@ -302,4 +307,15 @@ def _admission(verdict: CallAllowed) -> AdapterAdmission:
 
 
 def _error(request: Request, code: str, detail: str) -> Response:
-    return Response(id=request.id, ok=False, error=code, detail=detail)
+    return refusal(request, code, detail)
+
+
+_Ctx = tuple[DiscoveryService, str, Request]  # the service, the sender, its request
+
+# The adapter service's one table: op -> request struct -> handler.
+_TABLE: OpTable[_Ctx, Awaitable[Response]] = (
+    OpTable[_Ctx, Awaitable[Response]](ADAPTER_SERVICE)
+    .on(ADAPTER_ADMIT, lambda ctx, call: ctx[0]._admit_op(ctx[1], ctx[2], call))
+    .on(ADAPTER_INVOKE, lambda ctx, call: ctx[0]._invoke(ctx[1], ctx[2], call))
+    .require(ADAPTER_OPERATIONS)
+)

@@ -1,6 +1,6 @@
 """Agent-scoped memory: the LMDB store, its text ranking, and (in the daemon) the service."""
 
-from ._args import (
+from ..turns import (
     MAX_LIMIT,
     MEMORY_OPS,
     AppendTurnArgs,
@@ -17,8 +17,8 @@ from ._args import (
     StatsArgs,
     StoreArgs,
     TurnArg,
-    decode_args,
 )
+from ._args import decode_args
 from ._control import MemoryControlCommand
 from ._errors import MEMORY_ERROR_CODES, MemoryErrorCode, MemoryServiceError
 from ._lock import MemoryLock, MemoryLocked
@@ -47,6 +47,7 @@ from ._store import (
     ScopeError,
     StoreCorrupt,
     StoreUsage,
+    WriteArgs,
     WriteOp,
     record_bytes,
     turn_bytes,
@@ -98,6 +99,7 @@ __all__ = [
     "StoreUsage",
     "Turn",
     "TurnArg",
+    "WriteArgs",
     "WriteOp",
     "decode_args",
     "list_sessions",

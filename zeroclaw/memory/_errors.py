@@ -5,20 +5,9 @@ Light on purpose (no LMDB, no trio): the error-code registry and the agent side 
 
 from __future__ import annotations
 
-from typing import Literal, get_args
+from ..turns import MEMORY_ERROR_CODES, MemoryErrorCode  # the one list (ADR 0048)
 
-# Every code a memory reply can carry; the README's "Error codes" section lists them.
-MemoryErrorCode = Literal[
-    "bad_request",  # a body that does not fit its operation, or an unknown operation
-    "forbidden",  # outside the caller's scope (another namespace, purge by an agent)
-    "storage_error",  # the store failed (a damaged page, an LMDB error); the daemon lives
-    "busy",  # too many writes queued
-    "unknown_agent",  # the operator named no configured agent
-    "read_only_profile",  # a store or forget by an agent whose risk profile is readonly
-    "session_not_found",  # `sessions show`: the agent has no session of that key
-    "quota_exceeded",  # the agent's records, bytes or a sender's transcript share are at the cap
-]
-MEMORY_ERROR_CODES: tuple[str, ...] = get_args(MemoryErrorCode)
+__all__ = ["MEMORY_ERROR_CODES", "MemoryErrorCode", "MemoryServiceError"]
 
 
 class MemoryServiceError(Exception):

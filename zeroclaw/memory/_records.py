@@ -9,8 +9,6 @@ import time
 import msgspec
 
 CORE_CATEGORIES = ("core", "daily", "conversation")
-MAX_KEY_BYTES = 256
-MAX_SESSION_BYTES = 128
 MAX_CONTENT_BYTES = 256 * 1024
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 

@@ -24,8 +24,33 @@ import lmdb
 import msgspec
 import trio
 
+from .._ops import BodyError, OpTable, decode_body
 from ..config import readonly_agents
-from ..control import (
+from ..events import EventSink, MemoryOperation
+from ..turns import (
+    MEMORY_APPEND_TURN,
+    MEMORY_APPEND_TURNS,
+    MEMORY_EXPORT,
+    MEMORY_FORGET,
+    MEMORY_GET,
+    MEMORY_LIST,
+    MEMORY_OPERATIONS,
+    MEMORY_OPS,
+    MEMORY_PURGE,
+    MEMORY_RECALL,
+    MEMORY_SERVICE,
+    MEMORY_SESSION,
+    MEMORY_STATS,
+    MEMORY_STORE,
+    WRITE_OPS,
+    AppendTurnArgs,
+    AppendTurnsArgs,
+    ExportArgs,
+    ForgetArgs,
+    GetArgs,
+    ListArgs,
+    MemoryAppended,
+    MemoryArgs,
     MemoryForgotten,
     MemoryFound,
     MemoryHit,
@@ -35,24 +60,18 @@ from ..control import (
     MemoryRecord,
     MemoryRecords,
     MemoryReply,
+    MemorySession,
     MemoryStats,
     MemoryStored,
     NamespaceCounts,
-)
-from ..events import EventSink, MemoryOperation
-from ._args import (
-    MEMORY_OPS,
-    WRITE_OPS,
-    ExportArgs,
-    GetArgs,
-    ListArgs,
-    MemoryArgs,
     PurgeArgs,
     RecallArgs,
     SessionArgs,
+    SessionTurn,
     StatsArgs,
-    decode_args,
+    StoreArgs,
 )
+from ._args import decode_args
 from ._errors import MemoryServiceError
 from ._quota import DEFAULT_QUOTA, QUOTA_KINDS, MemoryQuota
 from ._records import Record
@@ -65,6 +84,7 @@ from ._store import (
     Scope,
     ScopeError,
     StoreCorrupt,
+    WriteArgs,
     WriteOp,
 )
 
@@ -98,10 +118,7 @@ def memory_hit(hit: RecallHit) -> MemoryHit:
     return MemoryHit(**record, score=round(hit.score, 6))
 
 
-def _plain(reply: MemoryReply) -> dict[str, Any]:
-    """A reply as the bus and the control socket carry it (the shape of its struct)."""
-    out: dict[str, Any] = msgspec.to_builtins(reply)
-    return out
+AnyScope = Scope | OperatorScope
 
 
 @dataclass(frozen=True)
@@ -153,9 +170,10 @@ class MemoryService:
 
     # --- writes: group commit ----------------------------------------------------------------
 
-    async def write(self, scope: Scope, kind: str, args: dict[str, Any]) -> Any:
-        """Queue one write; return its result once the batch holding it is durable."""
-        op = WriteOp(scope, kind, args, quota=self.grants.quota(scope.caller))
+    async def write(self, scope: Scope, args: WriteArgs) -> Any:
+        """Queue one write (its struct, as decoded); return its result once the batch
+        holding it is durable."""
+        op = WriteOp(scope, args, quota=self.grants.quota(scope.caller))
         pending = _Pending(op, trio.Event())
         try:
             self._send.send_nowait(pending)
@@ -236,11 +254,25 @@ class MemoryService:
 
     # --- one request ------------------------------------------------------------------------
 
-    async def handle(self, scope: Scope | OperatorScope, op: str, body: object) -> Any:
-        """Run one operation; returns JSON-ready data or raises MemoryServiceError.
-        Publishes one MemoryOperation, named after the caller (an agent's scope) or
-        "operator"."""
-        who = scope.caller if isinstance(scope, Scope) else scope.reason
+    async def handle(self, scope: AnyScope, op: str, body: msgspec.Raw | bytes) -> MemoryReply:
+        """Run one operation from its encoded body (an agent's request through the router);
+        returns the op's answer struct or raises MemoryServiceError. Publishes one
+        MemoryOperation, named after the caller (an agent's scope) or "operator"."""
+        operation = MEMORY_OPERATIONS.get(op)
+        if operation is None:
+            error = MemoryServiceError("bad_request", f"unknown memory operation {op[:64]!r}")
+            return await self._published(self._who(scope), op, _raise(error))
+        try:
+            args = _decode(op, body)
+        except MemoryServiceError as exc:
+            return await self._published(self._who(scope), op, _raise(exc))
+        return await self.run(scope, args)
+
+    async def run(self, scope: AnyScope, args: MemoryArgs) -> MemoryReply:
+        """Run one decoded operation (the service's table picks its handler by the args'
+        struct); publishes one MemoryOperation."""
+        op = _OP_OF[type(args)]
+        who = self._who(scope)
         readonly = self.grants.readonly
         if isinstance(scope, Scope) and op in AGENT_WRITES and scope.caller in readonly:
             # Its tool refuses first; this is for an agent that skips its tool (ADR 0039).
@@ -248,12 +280,13 @@ class MemoryService:
                 "read_only_profile", f"{scope.caller!r} has a readonly risk profile: no {op}"
             )
             return await self._published(who, op, _raise(refusal))
-        return await self._published(who, op, self._decoded(scope, op, body))
+        return await self._published(who, op, self._handle(scope, args))
 
-    async def _decoded(self, scope: Scope | OperatorScope, op: str, body: object) -> Any:
-        return await self._handle(scope, op, decode_args(op, body))
+    @staticmethod
+    def _who(scope: AnyScope) -> str:
+        return scope.caller if isinstance(scope, Scope) else scope.reason
 
-    async def _published(self, agent: str, op: str, work: Awaitable[Any]) -> Any:
+    async def _published(self, agent: str, op: str, work: Awaitable[MemoryReply]) -> MemoryReply:
         # An op name comes from the caller: kept only when it is one, so the ring's events
         # stay small whatever an agent sends.
         op = op if op in MEMORY_OPS else "unknown"
@@ -265,9 +298,10 @@ class MemoryService:
         self.events.publish(MemoryOperation(agent=agent, op=op))
         return result
 
-    async def _handle(self, scope: Scope | OperatorScope, op: str, args: MemoryArgs) -> Any:
+    async def _handle(self, scope: AnyScope, args: MemoryArgs) -> MemoryReply:
+        op = _OP_OF[type(args)]
         try:
-            return await self._run(scope, op, args)
+            return await _TABLE.call((self, scope), op, args)
         except ScopeError as exc:
             raise MemoryServiceError("forbidden", str(exc)) from None
         except (lmdb.Error, StoreCorrupt) as exc:
@@ -278,62 +312,75 @@ class MemoryService:
             # The structs checked types and sizes; the store checks the rest of its input.
             raise MemoryServiceError("bad_request", str(exc)) from None
 
-    async def _run(self, scope: Scope | OperatorScope, op: str, args: MemoryArgs) -> Any:
-        if op in WRITE_OPS:
-            if not isinstance(scope, Scope):
-                raise MemoryServiceError("bad_request", "writes need an agent scope")
-            # Only the fields of this write's struct: nothing in a body names a namespace.
-            result = await self.write(scope, op, msgspec.to_builtins(args))
-            if op == "store":
-                return _plain(MemoryStored(memory_record(result)))
-            if op == "forget":
-                return _plain(MemoryForgotten(bool(result)))
-            return {"seq": result}
-        if isinstance(args, GetArgs):
-            record = await self.read(
-                self.store.get, scope, key=args.key, id=args.id, namespace=args.agent
-            )
-            return _plain(MemoryFound(memory_record(record) if record else None))
-        if isinstance(args, ListArgs):
-            records = await self.read(
-                self.store.list_records,
-                scope,
-                namespaces=args.agents,
-                category=args.category,
-                since=args.since,
-                until=args.until,
-                limit=args.limit,
-                before=args.before,
-            )
-            return _plain(MemoryRecords([memory_record(r) for r in records]))
-        if isinstance(args, RecallArgs):
-            namespaces = args.agents
-            if namespaces is not None and args.with_own and isinstance(scope, Scope):
-                namespaces = list(dict.fromkeys([scope.caller, *namespaces]))
-            hits = await self.read(
-                self.store.recall, scope, args.query, namespaces=namespaces, limit=args.limit
-            )
-            return _plain(MemoryHits([memory_hit(h) for h in hits]))
-        if isinstance(args, SessionArgs):
-            if not isinstance(scope, Scope):
-                raise MemoryServiceError("bad_request", "sessions belong to an agent scope")
-            turns = await self.read(self.store.session, scope, args.session, limit=args.limit)
-            return {"turns": [{"role": t.role, "content": t.content, "at": t.at} for t in turns]}
-        if isinstance(args, StatsArgs):
-            stats = await self.read(self.store.stats, scope)
-            counts = {ns: self._counts(ns, c) for ns, c in stats.items()}
-            return _plain(MemoryStats(counts, self.commits, self.committed_ops, self.growths))
-        if isinstance(args, ExportArgs):
-            namespace = args.agent
-            records = await self.read(lambda: list(self.store.export(scope, namespace)))
-            return _plain(MemoryRecords([memory_record(r) for r in records]))
-        if isinstance(args, PurgeArgs):
-            if not isinstance(scope, OperatorScope):
-                raise MemoryServiceError("forbidden", "purge is for the operator CLI only")
-            if not args.agent:
-                raise MemoryServiceError("bad_request", "purge needs 'agent'")
-            return _plain(MemoryPurged(await self._purge(scope, args.agent)))
-        raise AssertionError(f"no handler for {type(args).__name__}")  # decode_args knows them all
+    # --- one handler per operation (the table below names them) ----------------------------
+
+    async def _written(self, scope: AnyScope, args: WriteArgs) -> Any:
+        if not isinstance(scope, Scope):
+            raise MemoryServiceError("bad_request", "writes need an agent scope")
+        # The write's struct: nothing in it names a namespace (the scope decides).
+        return await self.write(scope, args)
+
+    async def _store_op(self, scope: AnyScope, args: StoreArgs) -> MemoryReply:
+        return MemoryStored(memory_record(await self._written(scope, args)))
+
+    async def _forget_op(self, scope: AnyScope, args: ForgetArgs) -> MemoryReply:
+        return MemoryForgotten(bool(await self._written(scope, args)))
+
+    async def _append_op(
+        self, scope: AnyScope, args: AppendTurnArgs | AppendTurnsArgs
+    ) -> MemoryReply:
+        return MemoryAppended(int(await self._written(scope, args)))
+
+    async def _get_op(self, scope: AnyScope, args: GetArgs) -> MemoryReply:
+        record = await self.read(
+            self.store.get, scope, key=args.key, id=args.id, namespace=args.agent
+        )
+        return MemoryFound(memory_record(record) if record else None)
+
+    async def _list_op(self, scope: AnyScope, args: ListArgs) -> MemoryReply:
+        records = await self.read(
+            self.store.list_records,
+            scope,
+            namespaces=args.agents,
+            category=args.category,
+            since=args.since,
+            until=args.until,
+            limit=args.limit,
+            before=args.before,
+        )
+        return MemoryRecords([memory_record(r) for r in records])
+
+    async def _recall_op(self, scope: AnyScope, args: RecallArgs) -> MemoryReply:
+        namespaces = args.agents
+        if namespaces is not None and args.with_own and isinstance(scope, Scope):
+            namespaces = list(dict.fromkeys([scope.caller, *namespaces]))
+        hits = await self.read(
+            self.store.recall, scope, args.query, namespaces=namespaces, limit=args.limit
+        )
+        return MemoryHits([memory_hit(h) for h in hits])
+
+    async def _session_op(self, scope: AnyScope, args: SessionArgs) -> MemoryReply:
+        if not isinstance(scope, Scope):
+            raise MemoryServiceError("bad_request", "sessions belong to an agent scope")
+        turns = await self.read(self.store.session, scope, args.session, limit=args.limit)
+        return MemorySession([SessionTurn(t.role, t.content, t.at) for t in turns])
+
+    async def _stats_op(self, scope: AnyScope, args: StatsArgs) -> MemoryReply:
+        stats = await self.read(self.store.stats, scope)
+        counts = {ns: self._counts(ns, c) for ns, c in stats.items()}
+        return MemoryStats(counts, self.commits, self.committed_ops, self.growths)
+
+    async def _export_op(self, scope: AnyScope, args: ExportArgs) -> MemoryReply:
+        namespace = args.agent
+        records = await self.read(lambda: list(self.store.export(scope, namespace)))
+        return MemoryRecords([memory_record(r) for r in records])
+
+    async def _purge_op(self, scope: AnyScope, args: PurgeArgs) -> MemoryReply:
+        if not isinstance(scope, OperatorScope):
+            raise MemoryServiceError("forbidden", "purge is for the operator CLI only")
+        if not args.agent:
+            raise MemoryServiceError("bad_request", "purge needs 'agent'")
+        return MemoryPurged(await self._purge(scope, args.agent))
 
     def _counts(self, namespace: str, counted: Mapping[str, int]) -> NamespaceCounts:
         """What the store counted, with the agent's caps and what they refused or dropped."""
@@ -360,8 +407,43 @@ class MemoryService:
 AGENT_WRITES = frozenset({"store", "forget"})
 
 
-async def _raise(error: MemoryServiceError) -> Any:
+async def _raise(error: MemoryServiceError) -> MemoryReply:
     raise error
+
+
+def _decode(op: str, body: msgspec.Raw | bytes) -> MemoryArgs:
+    try:
+        args: MemoryArgs = decode_body(body, MEMORY_OPERATIONS[op].request)
+    except BodyError as exc:
+        raise MemoryServiceError("bad_request", f"bad {op} arguments: {exc.detail}") from None
+    return args
+
+
+def _on(method: Callable[..., Awaitable[MemoryReply]]) -> Callable[..., Awaitable[MemoryReply]]:
+    async def handler(ctx: tuple[MemoryService, AnyScope], args: MemoryArgs) -> MemoryReply:
+        service, scope = ctx
+        return await method(service, scope, args)
+
+    return handler
+
+
+# The service's one table: op -> request struct -> handler (every operation has one).
+_TABLE: OpTable[tuple[MemoryService, AnyScope], Awaitable[MemoryReply]] = (
+    OpTable[tuple[MemoryService, AnyScope], Awaitable[MemoryReply]](MEMORY_SERVICE)
+    .on(MEMORY_STORE, _on(MemoryService._store_op))
+    .on(MEMORY_FORGET, _on(MemoryService._forget_op))
+    .on(MEMORY_APPEND_TURN, _on(MemoryService._append_op))
+    .on(MEMORY_APPEND_TURNS, _on(MemoryService._append_op))
+    .on(MEMORY_GET, _on(MemoryService._get_op))
+    .on(MEMORY_LIST, _on(MemoryService._list_op))
+    .on(MEMORY_RECALL, _on(MemoryService._recall_op))
+    .on(MEMORY_SESSION, _on(MemoryService._session_op))
+    .on(MEMORY_STATS, _on(MemoryService._stats_op))
+    .on(MEMORY_EXPORT, _on(MemoryService._export_op))
+    .on(MEMORY_PURGE, _on(MemoryService._purge_op))
+    .require(MEMORY_OPERATIONS.values())
+)
+_OP_OF: dict[type[Any], str] = {op.request: op.name for op in MEMORY_OPERATIONS.values()}
 
 
 def memory_grants(config: Any) -> MemoryGrants:
@@ -384,34 +466,35 @@ def memory_quota(memory: Any) -> MemoryQuota:
 
 async def operator_request(
     service: MemoryService, known_agents: frozenset[str], op: str, agent: str, args: object
-) -> Any:
+) -> dict[str, Any]:
     """An operator acts on one agent's namespace: writes as that agent, reads as operator.
-    Publishes one MemoryOperation named after that agent."""
-    return await service._published(agent, op, _operator(service, known_agents, op, agent, args))
+    Publishes one MemoryOperation named after that agent. The answer as the control
+    socket's reply carries it (its struct's builtins)."""
+    reply = await service._published(agent, op, _operator(service, known_agents, op, agent, args))
+    data: dict[str, Any] = msgspec.to_builtins(reply)
+    return data
 
 
 async def _operator(
     service: MemoryService, known_agents: frozenset[str], op: str, agent: str, args: object
-) -> Any:
+) -> MemoryReply:
     if agent not in known_agents:
         raise MemoryServiceError(
             "unknown_agent", f"no agent {agent!r}; known: {', '.join(sorted(known_agents))}"
         )
     decoded = decode_args(op, args)
     if op in WRITE_OPS or isinstance(decoded, SessionArgs):
-        return await service._handle(Scope(agent), op, decoded)
+        return await service._handle(Scope(agent), decoded)
     if isinstance(decoded, StatsArgs):
-        data = await service._handle(OperatorScope(), op, decoded)
-        data["namespaces"] = {
-            agent: data["namespaces"].get(
-                agent,
-                msgspec.to_builtins(service._counts(agent, {"records": 0, "session_turns": 0})),
-            )
-        }
-        return data
+        stats = await service._handle(OperatorScope(), decoded)
+        assert isinstance(stats, MemoryStats)
+        counts = stats.namespaces.get(agent) or service._counts(
+            agent, {"records": 0, "session_turns": 0}
+        )
+        return msgspec.structs.replace(stats, namespaces={agent: counts})
     # The operator's reads default to the named agent's namespace.
     if isinstance(decoded, GetArgs | ExportArgs | PurgeArgs) and not decoded.agent:
         decoded = msgspec.structs.replace(decoded, agent=agent)
     elif isinstance(decoded, ListArgs | RecallArgs) and decoded.agents is None:
         decoded = msgspec.structs.replace(decoded, agents=[agent])
-    return await service._handle(OperatorScope(), op, decoded)
+    return await service._handle(OperatorScope(), decoded)

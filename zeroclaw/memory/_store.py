@@ -47,6 +47,14 @@ import lmdb
 import msgspec
 
 from .._lmdb import committed_size_problem, data_file_problem
+from ..turns import (
+    MAX_KEY_BYTES,
+    MAX_SESSION_BYTES,
+    AppendTurnArgs,
+    AppendTurnsArgs,
+    ForgetArgs,
+    StoreArgs,
+)
 from ._quota import (
     DEFAULT_QUOTA,
     MemoryQuota,
@@ -58,8 +66,6 @@ from ._quota import (
 )
 from ._records import (
     MAX_CONTENT_BYTES,
-    MAX_KEY_BYTES,
-    MAX_SESSION_BYTES,
     Record,
     SessionSummary,
     Turn,
@@ -180,13 +186,15 @@ class OperatorScope:
 TURN_ROLES = frozenset({"user", "assistant", "tool"})
 
 
+WriteArgs = StoreArgs | ForgetArgs | AppendTurnArgs | AppendTurnsArgs
+
+
 @dataclass
 class WriteOp:
     """One write in a group commit. Results are filled in by `apply_writes`."""
 
     scope: Scope
-    kind: str  # "store" | "forget" | "append_turn" | "append_turns"
-    args: dict[str, Any]
+    args: WriteArgs  # the write's request struct, as it was decoded: no namespace in it
     quota: MemoryQuota = DEFAULT_QUOTA  # the caller's caps
     result: Any = None
     error: Exception | None = None
@@ -211,9 +219,14 @@ class RecallHit:
     score: float
 
 
+# An open LMDB named database, as lmdb's stubs name it.
+Db = lmdb._Database
+Dbs = dict[str, Db]  # kind ("records", "keys", ...) -> its handle
+
+
 @dataclass
 class _Handles:
-    dbs: dict[str, Any] = field(default_factory=dict)
+    dbs: dict[str, Db] = field(default_factory=dict)
 
 
 class MemoryStore:
@@ -247,7 +260,7 @@ class MemoryStore:
             with _open_lock:
                 _open_paths.discard(key)
             raise
-        self._dbs: dict[tuple[str, str], Any] = {}
+        self._dbs: dict[tuple[str, str], Db] = {}
         self._dbs_lock = threading.Lock()
         self.pid = os.getpid()
         try:
@@ -321,7 +334,7 @@ class MemoryStore:
             self._recount_transcripts(txn, h)
             txn.put(_USAGE_MARK, _USAGE_KEPT, db=h["meta"])
 
-    def _recount_transcripts(self, txn: Any, h: dict[str, Any]) -> None:
+    def _recount_transcripts(self, txn: Any, h: Dbs) -> None:
         """Every session's (turns, bytes), each sender's share and the total, from the
         turns themselves (the meta db was emptied before)."""
         sessions: dict[bytes, list[int]] = {}
@@ -353,7 +366,7 @@ class MemoryStore:
         if os.getpid() != self.pid:
             raise RuntimeError("an LMDB environment must not be used across fork")
 
-    def _db(self, namespace: str, kind: str, *, create: bool) -> Any | None:
+    def _db(self, namespace: str, kind: str, *, create: bool) -> Db | None:
         handle = self._dbs.get((namespace, kind))
         if handle is not None:
             return handle
@@ -398,7 +411,7 @@ class MemoryStore:
         for op in ops:
             for kind in _KINDS:
                 self._db(op.scope.caller, kind, create=True)
-        if any(op.kind == "forget" and op.args.get("id") is not None for op in ops):
+        if any(isinstance(op.args, ForgetArgs) and op.args.id is not None for op in ops):
             # A forget by id looks for the id in other namespaces too, to refuse it typed.
             for namespace in self.namespaces():
                 self._db(namespace, "records", create=False)
@@ -406,16 +419,7 @@ class MemoryStore:
             for op in ops:
                 op.result, op.error = None, None
                 try:
-                    if op.kind == "store":
-                        op.result = self._store(txn, op.scope, op.quota, now=now, **op.args)
-                    elif op.kind == "forget":
-                        op.result = self._forget(txn, op.scope, **op.args)
-                    elif op.kind == "append_turn":
-                        op.result, op.dropped = self._append_turn(txn, op, now=now, **op.args)
-                    elif op.kind == "append_turns":
-                        op.result, op.dropped = self._append_turns(txn, op, now=now, **op.args)
-                    else:
-                        raise MemoryInputError(f"unknown write {op.kind!r}")
+                    self._apply(txn, op, now)
                 except (MemoryInputError, ScopeError, QuotaExceeded) as exc:
                     op.error = exc
                 except lmdb.Error:
@@ -423,8 +427,35 @@ class MemoryStore:
                 except Exception as exc:  # wrong types from a caller: this op fails alone
                     op.error = MemoryInputError(f"bad arguments: {type(exc).__name__}: {exc}")
 
-    def _handles(self, namespace: str) -> dict[str, Any]:
-        return {kind: self._db(namespace, kind, create=True) for kind in _KINDS}
+    def _apply(self, txn: Any, op: WriteOp, now: float) -> None:
+        args = op.args
+        if isinstance(args, StoreArgs):
+            op.result = self._store(
+                txn,
+                op.scope,
+                op.quota,
+                now=now,
+                key=args.key,
+                content=args.content,
+                category=args.category,
+                session=args.session,
+            )
+        elif isinstance(args, ForgetArgs):
+            op.result = self._forget(txn, op.scope, key=args.key, id=args.id)
+        elif isinstance(args, AppendTurnArgs):
+            turns = [(args.role, args.content)]
+            op.result, op.dropped = self._append(txn, op, args.session, turns, now)
+        else:  # AppendTurnsArgs: several turns of one session land in one commit or none
+            turns = [(t.role, t.content) for t in args.turns]
+            op.result, op.dropped = self._append(txn, op, args.session, turns, now)
+
+    def _handles(self, namespace: str) -> Dbs:
+        return {kind: self._created(namespace, kind) for kind in _KINDS}
+
+    def _created(self, namespace: str, kind: str) -> Db:
+        db = self._db(namespace, kind, create=True)
+        assert db is not None  # created if it was not there
+        return db
 
     def _store(
         self,
@@ -483,9 +514,7 @@ class MemoryStore:
         self._index(txn, h, record, tfs)
         return record
 
-    def _index(
-        self, txn: Any, h: dict[str, Any], record: Record, tfs: Counter[str] | None = None
-    ) -> None:
+    def _index(self, txn: Any, h: Dbs, record: Record, tfs: Counter[str] | None = None) -> None:
         """Postings, document frequencies and totals for one record."""
         rid = record.id.encode()
         if tfs is None:
@@ -499,7 +528,7 @@ class MemoryStore:
             txn.put(t, _U32.pack((_U32.unpack(df)[0] if df else 0) + 1), db=h["df"])
         self._bump(txn, h, docs=1, length=length, size=record_bytes(record.key, record.content))
 
-    def _unindex(self, txn: Any, h: dict[str, Any], record: Record) -> None:
+    def _unindex(self, txn: Any, h: Dbs, record: Record) -> None:
         rid = record.id.encode()
         tfs, length = term_frequencies(record.content)
         for term in tfs:
@@ -515,7 +544,7 @@ class MemoryStore:
         size = record_bytes(record.key, record.content)
         self._bump(txn, h, docs=-1, length=-length, size=-size)
 
-    def _bump(self, txn: Any, h: dict[str, Any], *, docs: int, length: int, size: int) -> None:
+    def _bump(self, txn: Any, h: Dbs, *, docs: int, length: int, size: int) -> None:
         for name, delta in ((b"docs", docs), (b"length", length), (b"bytes", size)):
             self._add_u64(txn, h["meta"], name, delta)
         txn.put(_USAGE_MARK, _USAGE_KEPT, db=h["meta"])
@@ -526,7 +555,7 @@ class MemoryStore:
         txn.put(name, _U64.pack(max((_U64.unpack(raw)[0] if raw else 0) + delta, 0)), db=db)
 
     @staticmethod
-    def _meta_u64(txn: Any, h: dict[str, Any], name: bytes) -> int:
+    def _meta_u64(txn: Any, h: Dbs, name: bytes) -> int:
         raw = txn.get(name, db=h["meta"])
         return int(_U64.unpack(raw)[0]) if raw else 0
 
@@ -560,27 +589,6 @@ class MemoryStore:
         txn.delete(id.encode(), db=h["records"])
         txn.delete(record.key.encode(), db=h["keys"])
         return True
-
-    def _append_turn(
-        self, txn: Any, op: WriteOp, *, session: str, role: str, content: str, now: float
-    ) -> tuple[int, int]:
-        return self._append(txn, op, session, [(role, content)], now)
-
-    def _append_turns(
-        self, txn: Any, op: WriteOp, *, session: str, turns: Any, now: float
-    ) -> tuple[int, int]:
-        """Several turns of one session at once (a user message and its answer): one op,
-        so they land in the same commit or not at all."""
-        if not isinstance(turns, list) or not 1 <= len(turns) <= 16:
-            raise MemoryInputError("turns must be a list of 1..16 {role, content} entries")
-        for turn in turns:
-            if (
-                not isinstance(turn, dict)
-                or set(turn) != {"role", "content"}
-                or not all(isinstance(v, str) for v in turn.values())
-            ):
-                raise MemoryInputError("each turn is {role, content}, both strings")
-        return self._append(txn, op, session, [(t["role"], t["content"]) for t in turns], now)
 
     def _append(
         self, txn: Any, op: WriteOp, session: str, turns: list[tuple[str, str]], now: float
@@ -674,14 +682,15 @@ class MemoryStore:
 
     def _read_handles(
         self, scope: Scope | OperatorScope, namespaces: Sequence[str] | None, kinds: Sequence[str]
-    ) -> dict[str, dict[str, Any]]:
+    ) -> dict[str, Dbs]:
         """Scope-check, then open every handle a read needs, before its transaction begins.
         Namespaces that have never been written to are skipped."""
         out = {}
         for ns in self._readable(scope, namespaces):
             dbs = {kind: self._db(ns, kind, create=False) for kind in kinds}
-            if all(db is not None for db in dbs.values()):
-                out[ns] = dbs
+            opened = {kind: db for kind, db in dbs.items() if db is not None}
+            if len(opened) == len(dbs):
+                out[ns] = opened
         return out
 
     def _one_namespace(self, scope: Scope | OperatorScope, namespace: str | None) -> str:
@@ -895,7 +904,7 @@ class MemoryStore:
         }
         with self.env.begin() as txn:
             for ns, (meta, sessions) in handles.items():
-                h = {"meta": meta}
+                h: Dbs = {} if meta is None else {"meta": meta}
                 known = meta is not None
                 out[ns] = {
                     "records": self._meta_u64(txn, h, b"docs") if known else 0,

@@ -220,9 +220,7 @@ def unit_warnings(
         checked.extend(("its interpreter", p) for p in executables if p != spec.command[0])
         checked.append(("the config", str(spec.config_path)))
         for what, path in dict.fromkeys(checked):
-            if any(
-                path == top or path.startswith(top + "/") for top in _HIDDEN_BY_PROTECT_HOME
-            ):
+            if any(path == top or path.startswith(top + "/") for top in _HIDDEN_BY_PROTECT_HOME):
                 warnings.append(
                     f"{what} is at {path}, which ProtectHome=yes hides from the service: "
                     "install zeroclaw and its config outside /home and /root (e.g. a venv in "

@@ -23,7 +23,7 @@ import math
 import os
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal, ParamSpec, Protocol, TypeVar, cast
@@ -32,12 +32,18 @@ import msgspec
 import trio
 from jsonschema.exceptions import best_match
 
+from .._ops import BodyError, OpTable
 from .._schema_check import Invalid, Outcome, OutOfBound, Unusable, Valid
-from ..bus import Origin, Request, Response
+from ..bus import Origin, Request, Response, answer, refusal
 from ..conversations import ServiceEvent, Turn, TurnService
 from ..events import EventSink, InvocationFinished
 from ..turns import (
+    SUBAGENT_CATALOG,
+    SUBAGENT_DISPATCH,
+    SUBAGENT_OPERATIONS,
+    SUBAGENT_SERVICE,
     CatalogAnswer,
+    CatalogCall,
     CatalogEntry,
     Delta,
     DispatchAnswer,
@@ -757,23 +763,24 @@ class DispatchService:
             return Response(id=request.id, ok=False, error="internal_error", detail=repr(exc))
 
     async def _serve(self, sender: str, request: Request) -> Response:
-        if request.op == "catalog":
-            entries = [
-                CatalogEntry(
-                    revision.bundle.manifest.id,
-                    revision.bundle.manifest.description,
-                    input_schema=revision.bundle.input_schema,
-                )
-                for _, revision in sorted(self.registry.current().items())
-                if sender in revision.bundle.manifest.policy.allowedCallers
-            ]
-            return Response(id=request.id, ok=True, body=CatalogAnswer(entries))
-        if request.op != "dispatch":
-            return Response(id=request.id, ok=False, error="bad_request", detail="unknown op")
         try:
-            call = msgspec.convert(request.body, DispatchCall)
-        except msgspec.ValidationError as exc:
-            return Response(id=request.id, ok=False, error="bad_request", detail=str(exc))
+            return await _TABLE.run((self, sender, request), request.op, request.body)
+        except BodyError as exc:
+            return refusal(request, "bad_request", exc.detail)
+
+    async def _catalog(self, sender: str, request: Request, call: CatalogCall) -> Response:
+        entries = [
+            CatalogEntry(
+                revision.bundle.manifest.id,
+                revision.bundle.manifest.description,
+                input_schema=revision.bundle.input_schema,
+            )
+            for _, revision in sorted(self.registry.current().items())
+            if sender in revision.bundle.manifest.policy.allowedCallers
+        ]
+        return answer(request, CatalogAnswer(entries))
+
+    async def _dispatch_call(self, sender: str, request: Request, call: DispatchCall) -> Response:
         outcome = await self.dispatch(
             DispatchRequest(
                 agent_id=call.agent_id,
@@ -786,17 +793,30 @@ class DispatchService:
         )
         if isinstance(outcome, Refused):
             detail = outcome.detail + (f" at {outcome.pointer}" if outcome.pointer else "")
-            return Response(id=request.id, ok=False, error=outcome.code, detail=detail)
-        answer = DispatchAnswer(
-            invocation_id=outcome.id,
-            state=outcome.state,
-            output=outcome.output,
-            reply=outcome.reply,
-            error_code=outcome.error_code,
-            error_detail=outcome.error_detail,
-            error_pointer=outcome.error_pointer,
+            return refusal(request, outcome.code, detail)
+        return answer(
+            request,
+            DispatchAnswer(
+                invocation_id=outcome.id,
+                state=outcome.state,
+                output=outcome.output,
+                reply=outcome.reply,
+                error_code=outcome.error_code,
+                error_detail=outcome.error_detail,
+                error_pointer=outcome.error_pointer,
+            ),
         )
-        return Response(id=request.id, ok=True, body=answer)
+
+
+_Ctx = tuple[DispatchService, str, Request]  # the service, the sender, its request
+
+# The sub-agent service's one table: op -> request struct -> handler.
+_TABLE: OpTable[_Ctx, Awaitable[Response]] = (
+    OpTable[_Ctx, Awaitable[Response]](SUBAGENT_SERVICE)
+    .on(SUBAGENT_CATALOG, lambda ctx, call: ctx[0]._catalog(ctx[1], ctx[2], call))
+    .on(SUBAGENT_DISPATCH, lambda ctx, call: ctx[0]._dispatch_call(ctx[1], ctx[2], call))
+    .require(SUBAGENT_OPERATIONS)
+)
 
 
 async def _blocking(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:

@@ -28,6 +28,7 @@ import zmq
 
 from .._http_guard import descriptor_reserve, http_bounds
 from .._logging import resolve_format, setup_logging
+from .._ops import encode_body
 from .._prctl import set_not_dumpable
 from ..bus import Request as BusRequest
 from ..bus import Response, Router, ServiceHandler
@@ -560,10 +561,10 @@ def memory_service(memory: MemoryService) -> ServiceHandler:
     async def serve(alias: str, request: BusRequest) -> Response:
         try:
             # The scope comes from the authenticated alias, never from the body.
-            body = await memory.handle(memory.scope_for(alias), request.op, request.body)
+            reply = await memory.handle(memory.scope_for(alias), request.op, request.body)
         except MemoryServiceError as exc:
             return Response(id=request.id, ok=False, error=exc.code, detail=exc.detail)
-        return Response(id=request.id, ok=True, body=body)
+        return Response(id=request.id, ok=True, body=encode_body(reply))
 
     return serve
 

@@ -12,7 +12,7 @@ import trio
 from .._decode import DecodeErrorCode
 from .._process import StartFailure
 from ..policy import PathRefusal
-from ..turns import AdapterRefusalCode, DispatchRefusalCode, InvocationErrorCode
+from ..turns import AdapterRefusalCode, DispatchRefusalCode, InvocationErrorCode, MemoryErrorCode
 
 # Every way a tool call can fail, as the model and the operator see it (ADR 0013). A tool
 # never raises: each failure is one of these, with a detail for people. A family another
@@ -35,12 +35,7 @@ ToolOwnErrorCode = Literal[
     "no_space",
     "timeout",
     "exit_status",
-    # failures reported by a daemon service (a part of memory's codes) or the bus
-    "busy",
-    "bad_request",
-    "forbidden",
-    "storage_error",
-    "quota_exceeded",  # the agent's memory quota (records, bytes, a sender's share) is full
+    # failures reported by a daemon service (memory: MemoryErrorCode, below) or the bus
     "unknown_service",
     # a bug: the call raised; logged once with its traceback, the agent carries on
     "internal_error",
@@ -51,6 +46,7 @@ ToolErrorCode = Literal[
     ToolOwnErrorCode,
     StartFailure,  # io_error names the errno (EACCES, EIO, ...); bad_arguments
     DecodeErrorCode,  # too_large, malformed
+    MemoryErrorCode,  # the memory service's answers to the memory tools
     AdapterRefusalCode,  # discovered adapters (issue 15), from the daemon's adapter service
     DispatchRefusalCode,  # sub-agents (issue 12): a dispatch the daemon refused ...
     InvocationErrorCode,  # ... or how an invocation that ran did not succeed

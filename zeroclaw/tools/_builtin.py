@@ -7,14 +7,17 @@ returns a typed result.
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Callable
+from typing import Annotated, TypeVar
 
 import msgspec
 import trio
 
+from .. import turns as memory_wire  # the memory service's wire (its ops share tool names)
 from .._delegation import MAX_DELEGATION_DEPTH
+from .._ops import CallRefused, Operation
 from ..policy import check_path
-from ._base import ToolResult
+from ._base import ToolResult, as_tool_error
 from ._files import file_list, file_read, file_write
 from ._shell import run_shell
 from ._toolset import Tool, ToolContext, Toolset
@@ -123,24 +126,48 @@ def _read_only(ctx: ToolContext, what: str) -> ToolResult | None:
     return ToolResult.refused("read_only_profile", f"the risk profile is readonly: no {what}")
 
 
+Req = TypeVar("Req", bound=msgspec.Struct)
+Ans = TypeVar("Ans", bound=msgspec.Struct)
+
+
+async def _memory(
+    ctx: ToolContext, op: Operation[Req, Ans], request: Req, render: Callable[[Ans], str]
+) -> ToolResult:
+    """One memory call as the model sees it: the rendered answer (its builtins in `data`),
+    or the service's refusal code."""
+    try:
+        answer = await ctx.reach.memory(op, request)
+    except CallRefused as exc:
+        return ToolResult(False, "", as_tool_error(exc.code, "unavailable"), exc.detail or exc.code)
+    return ToolResult(True, render(answer), data=msgspec.to_builtins(answer))
+
+
+def _hits(answer: memory_wire.MemoryHits) -> str:
+    return "\n".join(f"[{h.agent}] {h.key}: {h.content}" for h in answer.hits)
+
+
 async def _store(ctx: ToolContext, args: StoreArgs) -> ToolResult:
-    return _read_only(ctx, "memory writes") or await ctx.reach.memory(
-        "store", {"key": args.key, "content": args.content}
+    return _read_only(ctx, "memory writes") or await _memory(
+        ctx,
+        memory_wire.MEMORY_STORE,
+        memory_wire.StoreArgs(key=args.key, content=args.content),
+        lambda stored: f"stored {stored.record.key}",
     )
 
 
 async def _recall(ctx: ToolContext, args: RecallArgs) -> ToolResult:
-    body: dict[str, object] = {"query": args.query}
-    if args.namespaces is not None:
-        # The caller's own namespace is searched too; the service judges the others.
-        body["agents"] = args.namespaces
-        body["with_own"] = True
-    return await ctx.reach.memory("recall", body)
+    # Naming namespaces searches the caller's own too; the service judges the others.
+    request = memory_wire.RecallArgs(
+        query=args.query, agents=args.namespaces, with_own=args.namespaces is not None
+    )
+    return await _memory(ctx, memory_wire.MEMORY_RECALL, request, _hits)
 
 
 async def _forget(ctx: ToolContext, args: ForgetArgs) -> ToolResult:
-    body = {"key": args.key} if args.key is not None else {"id": args.id}
-    return _read_only(ctx, "memory writes") or await ctx.reach.memory("forget", body)
+    request = memory_wire.ForgetArgs(key=args.key, id=None if args.key is not None else args.id)
+    return _read_only(ctx, "memory writes") or await _memory(
+        ctx, memory_wire.MEMORY_FORGET, request, lambda forgotten: ""
+    )
 
 
 def _too_deep(ctx: ToolContext) -> ToolResult | None:

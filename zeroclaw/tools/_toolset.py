@@ -13,6 +13,7 @@ from typing import Any, Generic, Literal, Protocol, TypeVar
 
 import msgspec
 
+from .._ops import Operation
 from ..policy import PathRules
 from ..providers import ToolSpec
 from ..turns import AdapterCall, AdapterInvoke, CatalogCall, DispatchCall
@@ -20,6 +21,8 @@ from ._base import Approver, ToolResult
 from ._shell import ShellSettings
 
 A = TypeVar("A", bound=msgspec.Struct)
+Req = TypeVar("Req", bound=msgspec.Struct)
+Ans = TypeVar("Ans", bound=msgspec.Struct)
 
 
 class Reach(Protocol):
@@ -27,7 +30,10 @@ class Reach(Protocol):
     the router in the daemon; the store, and "unavailable" peers and sub-agents, when a CLI
     runs the agent)."""
 
-    async def memory(self, op: str, body: dict[str, Any]) -> ToolResult: ...
+    async def memory(self, op: Operation[Req, Ans], request: Req) -> Ans:
+        """One memory operation (a struct of `zeroclaw.turns`' memory wire); its answer
+        struct, or CallRefused with the memory service's code (or the bus's)."""
+        ...
 
     async def message_peer(
         self,

@@ -18,6 +18,8 @@ from typing import Literal
 
 import msgspec
 
+from .._ops import Operation
+
 ADAPTER_SERVICE = "adapter"
 
 # Why the adapter service refuses a call (the tools pass these on as tool errors).
@@ -58,3 +60,11 @@ class AdapterResult(msgspec.Struct, frozen=True, omit_defaults=True):
     output: str = ""
     truncated: bool = False
     timed_out: bool = False
+
+
+# The adapter service's operations. Refusal codes: the registry's
+# (zeroclaw.discovery.AdapterRefusalCode), "approval_denied", "exec_refused",
+# "bad_request" and "internal_error".
+ADAPTER_ADMIT = Operation(ADAPTER_SERVICE, "admit", AdapterCall, AdapterAdmission)
+ADAPTER_INVOKE = Operation(ADAPTER_SERVICE, "invoke", AdapterInvoke, AdapterResult)
+ADAPTER_OPERATIONS = (ADAPTER_ADMIT, ADAPTER_INVOKE)

@@ -15,6 +15,8 @@ from typing import Any, Literal
 
 import msgspec
 
+from .._ops import Operation
+
 SUBAGENT_SERVICE = "subagent"
 
 # The life of one invocation (persisted by the daemon; see zeroclaw.subagents).
@@ -62,3 +64,10 @@ class DispatchAnswer(msgspec.Struct, frozen=True, omit_defaults=True):
     error_code: str | None = None
     error_detail: str = ""
     error_pointer: str | None = None
+
+
+# The sub-agent service's operations. Refusal codes: the dispatch pipeline's
+# (zeroclaw.subagents.DispatchRefusalCode), "bad_request" and "internal_error".
+SUBAGENT_CATALOG = Operation(SUBAGENT_SERVICE, "catalog", CatalogCall, CatalogAnswer)
+SUBAGENT_DISPATCH = Operation(SUBAGENT_SERVICE, "dispatch", DispatchCall, DispatchAnswer)
+SUBAGENT_OPERATIONS = (SUBAGENT_CATALOG, SUBAGENT_DISPATCH)

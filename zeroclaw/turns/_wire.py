@@ -8,14 +8,18 @@ Each side decodes with msgspec; a body that does not decode is dropped and count
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import msgspec
 
+from .._ops import Nothing, Operation
 from ._events import Delta, ToolUsed, TurnDone
 
 TURN_SERVICE = "chat"  # the daemon service name an agent posts its turn's events to
 TurnOp = Literal["event", "approve"]
+# How the turn service refuses an approval question.
+TurnServiceErrorCode = Literal["bad_request", "unknown_turn"]
+TURN_SERVICE_ERROR_CODES: tuple[str, ...] = get_args(TurnServiceErrorCode)
 
 # What an agent may post as a turn's event: an approval is a question (it needs an
 # answer), never a plain event, so it cannot be posted as one.
@@ -55,3 +59,11 @@ class ApprovalQuestion(msgspec.Struct, frozen=True):
 
 class ApprovalAnswer(msgspec.Struct, frozen=True):
     approved: bool
+
+
+# The turn service's operations (op "event" is posted: nobody answers it).
+TURN_EVENT = Operation(TURN_SERVICE, "event", TurnEventPost, Nothing)
+TURN_APPROVE = Operation(
+    TURN_SERVICE, "approve", ApprovalQuestion, ApprovalAnswer, TURN_SERVICE_ERROR_CODES
+)
+TURN_OPERATIONS = (TURN_EVENT, TURN_APPROVE)

@@ -1,0 +1,318 @@
+"""The memory service's wire: each operation once, with its request and answer structs.
+
+Agent -> daemon: requests to the `MEMORY_SERVICE` service; the operator's control socket
+carries the same structs. The caller is the router's authenticated identity (or the
+operator), never a field here: fields a struct does not name are ignored, and no write
+names a namespace, so nothing in a body can say where a write lands. Neutral: agents import
+it without the store (ADR 0048).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Any, ClassVar, Literal, get_args
+
+import msgspec
+
+from .._ops import Operation
+
+MEMORY_SERVICE = "memory"
+MAX_KEY_BYTES = 256
+MAX_SESSION_BYTES = 128
+
+MAX_LIMIT = 1000  # records or hits one list/recall returns
+MAX_TURNS = 16  # turns in one append_turns (a user message and its answer, with tool turns)
+# Ids are 26 characters and aliases at most 32: anything longer names nothing. Lookups are
+# bounded here because LMDB refuses an empty key or one over 511 bytes with an error that
+# would read as a storage fault (and, in a write, fail every other write of its batch).
+MAX_NAME_BYTES = 64
+
+Bounds = dict[str, tuple[int, int]]  # field -> (fewest, most) UTF-8 bytes, when given
+
+Limit = Annotated[int, msgspec.Meta(ge=1, le=MAX_LIMIT)]
+
+MemoryOp = Literal[
+    "store",
+    "forget",
+    "append_turn",
+    "append_turns",
+    "get",
+    "list",
+    "recall",
+    "session",
+    "stats",
+    "export",
+    "purge",
+]
+MEMORY_OPS: tuple[str, ...] = get_args(MemoryOp)
+WRITE_OPS = frozenset({"store", "forget", "append_turn", "append_turns"})
+READ_OPS = frozenset({"get", "list", "recall", "session", "stats", "export"})
+
+# Every code a memory refusal carries: the one list (the README's "Error codes" section,
+# the tools' and the control socket's codes are built from it).
+MemoryErrorCode = Literal[
+    "bad_request",  # a body that does not fit its operation, or an unknown operation
+    "forbidden",  # outside the caller's scope (another namespace, purge by an agent)
+    "storage_error",  # the store failed (a damaged page, an LMDB error); the daemon lives
+    "busy",  # too many writes queued
+    "unknown_agent",  # the operator named no configured agent
+    "read_only_profile",  # a store or forget by an agent whose risk profile is readonly
+    "session_not_found",  # `sessions show`: the agent has no session of that key
+    "quota_exceeded",  # the agent's records, bytes or a sender's transcript share are at the cap
+]
+MEMORY_ERROR_CODES: tuple[str, ...] = get_args(MemoryErrorCode)
+
+
+class _Args(msgspec.Struct, frozen=True, kw_only=True):
+    # A list field's bounds apply to each of its items.
+    _BOUNDS: ClassVar[Bounds] = {}
+
+    def __post_init__(self) -> None:
+        for name, (low, high) in self._BOUNDS.items():
+            value = getattr(self, name)
+            for item in value if isinstance(value, list) else [value]:
+                size = len(item.encode("utf-8", "replace")) if isinstance(item, str) else low
+                if not low <= size <= high:
+                    raise ValueError(f"{name!r} must be {low}..{high} bytes")
+
+
+class StoreArgs(_Args, frozen=True):
+    # key, content and category are checked by the store, the one place that writes them
+    key: str
+    content: str
+    category: str = "core"
+    session: str | None = None
+    _BOUNDS: ClassVar[Bounds] = {"session": (0, MAX_SESSION_BYTES)}
+
+
+class ForgetArgs(_Args, frozen=True):
+    key: str | None = None
+    id: str | None = None
+    _BOUNDS: ClassVar[Bounds] = {"key": (1, MAX_KEY_BYTES), "id": (1, MAX_NAME_BYTES)}
+
+
+class AppendTurnArgs(_Args, frozen=True):
+    session: str
+    role: str  # checked against the store's TURN_ROLES, in the one place that writes turns
+    content: str
+
+
+class TurnArg(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    role: str
+    content: str
+
+
+class AppendTurnsArgs(_Args, frozen=True):
+    session: str
+    turns: Annotated[list[TurnArg], msgspec.Meta(min_length=1, max_length=MAX_TURNS)]
+
+
+class GetArgs(_Args, frozen=True):
+    key: str | None = None
+    id: str | None = None
+    agent: str | None = None  # a readable namespace; the caller's own when None
+    _BOUNDS: ClassVar[Bounds] = {
+        "key": (1, MAX_KEY_BYTES),
+        "id": (1, MAX_NAME_BYTES),
+        "agent": (0, MAX_NAME_BYTES),
+    }
+
+
+class ListArgs(_Args, frozen=True):
+    agents: list[str] | None = None
+    category: str | None = None
+    since: float | None = None
+    until: float | None = None
+    limit: Limit = 50
+    before: str | None = None
+    _BOUNDS: ClassVar[Bounds] = {"agents": (0, MAX_NAME_BYTES)}
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        # msgspec has no finiteness constraint; NaN would compare false everywhere.
+        for name in ("since", "until"):
+            value = getattr(self, name)
+            if value is not None and not math.isfinite(value):
+                raise ValueError(f"{name!r} must be a finite number")
+
+
+class RecallArgs(_Args, frozen=True):
+    query: str = ""
+    agents: list[str] | None = None
+    limit: Limit = 10
+    # An agent's recall tool naming other namespaces searches its own too (ADR 0039).
+    with_own: bool = False
+    _BOUNDS: ClassVar[Bounds] = {"agents": (0, MAX_NAME_BYTES)}
+
+
+class SessionArgs(_Args, frozen=True):
+    session: str = ""
+    limit: Limit = 200
+    _BOUNDS: ClassVar[Bounds] = {"session": (0, MAX_SESSION_BYTES)}
+
+
+class StatsArgs(_Args, frozen=True):
+    pass
+
+
+class ExportArgs(_Args, frozen=True):
+    agent: str | None = None
+    _BOUNDS: ClassVar[Bounds] = {"agent": (0, MAX_NAME_BYTES)}
+
+
+class PurgeArgs(_Args, frozen=True):
+    agent: str = ""
+    _BOUNDS: ClassVar[Bounds] = {"agent": (0, MAX_NAME_BYTES)}
+
+
+MemoryArgs = (
+    StoreArgs
+    | ForgetArgs
+    | AppendTurnArgs
+    | AppendTurnsArgs
+    | GetArgs
+    | ListArgs
+    | RecallArgs
+    | SessionArgs
+    | StatsArgs
+    | ExportArgs
+    | PurgeArgs
+)
+
+
+# --- answers ------------------------------------------------------------------------------
+
+
+class MemoryRecord(msgspec.Struct, frozen=True):
+    id: str
+    agent: str
+    key: str
+    content: str
+    category: str
+    session: str | None
+    created_at: float
+    updated_at: float
+
+
+class MemoryHit(MemoryRecord, frozen=True):
+    score: float
+
+
+class MemoryStored(msgspec.Struct, frozen=True):
+    record: MemoryRecord
+
+
+class MemoryFound(msgspec.Struct, frozen=True):
+    record: MemoryRecord | None
+
+
+class MemoryRecords(msgspec.Struct, frozen=True):
+    records: list[MemoryRecord]
+
+
+class MemoryHits(msgspec.Struct, frozen=True):
+    hits: list[MemoryHit]
+
+
+class MemoryQuotaInfo(msgspec.Struct, frozen=True):
+    """An agent's memory caps (`[agents.<a>.memory]`, ADR 0046)."""
+
+    max_records: int
+    max_bytes: int
+    max_session_turns: int
+    max_session_bytes: int
+    max_transcript_bytes: int
+    max_sender_bytes: int
+
+
+class NamespaceCounts(msgspec.Struct, frozen=True):
+    records: int
+    session_turns: int
+    record_bytes: int = 0  # UTF-8 keys and contents of the records
+    transcript_bytes: int = 0  # UTF-8 contents of every session's turns
+    quota: MemoryQuotaInfo | None = None  # None: not a configured agent
+    # Since the daemon started: writes refused by quota kind, oldest turns dropped.
+    quota_refusals: dict[str, int] = msgspec.field(default_factory=dict)
+    turns_dropped: int = 0
+
+
+class MemoryStats(msgspec.Struct, frozen=True):
+    namespaces: dict[str, NamespaceCounts]
+    commits: int
+    committed_ops: int
+    map_growths: int
+
+
+class MemoryForgotten(msgspec.Struct, frozen=True):
+    forgotten: bool
+
+
+class MemoryPurged(msgspec.Struct, frozen=True):
+    purged: int
+
+
+class MemoryAppended(msgspec.Struct, frozen=True):
+    """An append_turn(s): the sequence number of the session's last turn."""
+
+    seq: int
+
+
+class SessionTurn(msgspec.Struct, frozen=True):
+    role: str
+    content: str
+    at: float
+
+
+class MemorySession(msgspec.Struct, frozen=True):
+    turns: list[SessionTurn]
+
+
+MemoryReply = (
+    MemoryStored
+    | MemoryFound
+    | MemoryRecords
+    | MemoryHits
+    | MemoryStats
+    | MemoryForgotten
+    | MemoryPurged
+    | MemoryAppended
+    | MemorySession
+)
+
+# --- the operations -----------------------------------------------------------------------
+
+MEMORY_STORE = Operation(MEMORY_SERVICE, "store", StoreArgs, MemoryStored, MEMORY_ERROR_CODES)
+MEMORY_FORGET = Operation(MEMORY_SERVICE, "forget", ForgetArgs, MemoryForgotten, MEMORY_ERROR_CODES)
+MEMORY_APPEND_TURN = Operation(
+    MEMORY_SERVICE, "append_turn", AppendTurnArgs, MemoryAppended, MEMORY_ERROR_CODES
+)
+MEMORY_APPEND_TURNS = Operation(
+    MEMORY_SERVICE, "append_turns", AppendTurnsArgs, MemoryAppended, MEMORY_ERROR_CODES
+)
+MEMORY_GET = Operation(MEMORY_SERVICE, "get", GetArgs, MemoryFound, MEMORY_ERROR_CODES)
+MEMORY_LIST = Operation(MEMORY_SERVICE, "list", ListArgs, MemoryRecords, MEMORY_ERROR_CODES)
+MEMORY_RECALL = Operation(MEMORY_SERVICE, "recall", RecallArgs, MemoryHits, MEMORY_ERROR_CODES)
+MEMORY_SESSION = Operation(
+    MEMORY_SERVICE, "session", SessionArgs, MemorySession, MEMORY_ERROR_CODES
+)
+MEMORY_STATS = Operation(MEMORY_SERVICE, "stats", StatsArgs, MemoryStats, MEMORY_ERROR_CODES)
+MEMORY_EXPORT = Operation(MEMORY_SERVICE, "export", ExportArgs, MemoryRecords, MEMORY_ERROR_CODES)
+MEMORY_PURGE = Operation(MEMORY_SERVICE, "purge", PurgeArgs, MemoryPurged, MEMORY_ERROR_CODES)
+
+# op name -> its operation, in MemoryOp's order (a test holds the two to each other).
+MEMORY_OPERATIONS: dict[str, Operation[Any, Any]] = {
+    op.name: op
+    for op in (
+        MEMORY_STORE,
+        MEMORY_FORGET,
+        MEMORY_APPEND_TURN,
+        MEMORY_APPEND_TURNS,
+        MEMORY_GET,
+        MEMORY_LIST,
+        MEMORY_RECALL,
+        MEMORY_SESSION,
+        MEMORY_STATS,
+        MEMORY_EXPORT,
+        MEMORY_PURGE,
+    )
+}
