@@ -155,6 +155,22 @@ async def test_approval_for_medium_risk(tree: Path) -> None:
     assert asked == ["run: cp notes.txt c.txt"]
 
 
+async def test_a_shell_approval_waits_as_long_as_the_profile_allows(
+    tree: Path, autojump_clock: object
+) -> None:
+    # The approver a tool gets is already bounded by the profile's approval_timeout_secs
+    # (120 s by default); the shell once cut every question at its own 60 s.
+    answered: list[float] = []
+
+    async def slow_no(what: str) -> bool:
+        await trio.sleep(90)
+        answered.append(trio.current_time())
+        return False
+
+    result = await shell(tree, "cp notes.txt c.txt", asks_approval=True, approver=slow_no)
+    assert result.error_code == "approval_denied" and len(answered) == 1
+
+
 def test_action_budget() -> None:
     budget = ActionBudget(3, window_secs=60)
     assert [budget.take(t) for t in (0, 1, 2, 3)] == [True, True, True, False]

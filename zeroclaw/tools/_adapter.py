@@ -18,8 +18,8 @@ import msgspec
 
 from ..policy import PathRules, program_executables
 from ..turns import AdapterAdmission, AdapterCall, AdapterInvoke, AdapterResult
-from ._base import ToolResult, ask_approval
-from ._shell import APPROVAL_TIMEOUT_SECS, program_ruleset
+from ._base import ToolResult
+from ._shell import program_ruleset
 from ._toolset import Tool, ToolContext
 
 ADAPTER_TOOL = "invoke_adapter"
@@ -56,7 +56,7 @@ async def invoke_adapter(ctx: ToolContext, args: InvokeAdapterArgs) -> ToolResul
             f"run adapter {admission.adapter} for {admission.capability} "
             f"(side effect: {admission.side_effect}): {admission.command}"
         )
-        if not await ask_approval(ctx.approver, what, APPROVAL_TIMEOUT_SECS):
+        if not await ctx.approved(what):  # bounded by the profile's approval timeout
             return ToolResult.refused("approval_denied", "the operator did not approve")
         approved = True
     ran = await ctx.reach.adapter(

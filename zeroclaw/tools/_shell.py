@@ -59,11 +59,10 @@ from ..policy import (
     decide_command,
     plan_command_sandbox,
 )
-from ._base import Approver, ToolErrorCode, ToolResult, as_tool_error, ask_approval
+from ._base import Approver, ToolErrorCode, ToolResult, as_tool_error
 from ._orphans import CommandReaper
 
 OUTPUT_CAP_BYTES = 64 * 1024
-APPROVAL_TIMEOUT_SECS = 60.0
 _KEEP = ("PATH", "LANG", "LC_ALL", "TZ")
 PRIVATE_DIRS = (
     "HOME",
@@ -209,7 +208,9 @@ async def run_shell(
             return ToolResult.refused(
                 "approval_denied", "needs approval and no one can be asked here"
             )
-        if not await ask_approval(approver, decision.reason, APPROVAL_TIMEOUT_SECS):
+        # The approver is the turn's channel, already bounded by the profile's
+        # approval_timeout_secs (ToolContext): no second, shorter clock here.
+        if not await approver(decision.reason):
             return ToolResult.refused("approval_denied", "the operator did not approve")
     workspace = str(rules.workspace)
     path = agent_env.get("PATH", DEFAULT_PATH)
