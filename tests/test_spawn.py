@@ -18,7 +18,7 @@ import trio
 
 from tests.conftest import REPO
 from zeroclaw._schema_check import Valid
-from zeroclaw._spawn import open_child
+from zeroclaw._spawn import Child, open_child
 from zeroclaw.subagents._validator import ValidatorPool
 
 DEADLINE = 60  # generous: the machine is shared and slow
@@ -78,7 +78,7 @@ async def test_a_warm_validation_worker_still_answers_after_trios_idle_threads_r
 PARENT = """
 import functools, os, subprocess, trio
 from zeroclaw._prctl import set_death_signal
-from zeroclaw._spawn import open_child
+from zeroclaw._spawn import Child, open_child
 
 async def main() -> None:
     child = await open_child(
@@ -156,3 +156,22 @@ async def test_a_program_that_cannot_start_raises_and_leaks_no_pipe() -> None:
     with pytest.raises(FileNotFoundError):
         await open_child(["/nonexistent/program"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     assert len(os.listdir("/proc/self/fd")) == before
+
+
+def _sleeper_without_pidfd() -> Child:
+    # What open_child hands back on a kernel without pidfd_open (before 5.3).
+    return Child(
+        subprocess.Popen(["sleep", "600"], stdin=subprocess.DEVNULL), None, None, None, None
+    )
+
+
+async def test_without_a_pidfd_wait_still_sees_the_exit_and_can_be_cancelled() -> None:
+    child = _sleeper_without_pidfd()
+    try:
+        with trio.move_on_after(0.2) as scope:
+            await child.wait()
+        assert scope.cancelled_caught and child.returncode is None
+    finally:
+        child.kill()
+        with trio.fail_after(DEADLINE):
+            assert await child.wait() == -signal.SIGKILL

@@ -13,6 +13,7 @@ back a `Child` with the part of `trio.Process` our call sites use.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import signal
 import subprocess
@@ -28,7 +29,7 @@ class Child:
     def __init__(
         self,
         popen: subprocess.Popen[bytes],
-        pidfd: int,
+        pidfd: int | None,
         stdin: trio.lowlevel.FdStream | None,
         stdout: trio.lowlevel.FdStream | None,
         stderr: trio.lowlevel.FdStream | None,
@@ -57,10 +58,16 @@ class Child:
         """Until the child exits; then it is reaped and its status returned."""
         async with self._wait_lock:
             if self.returncode is None:
-                assert self._pidfd is not None
-                # A concurrent `returncode` may close the pidfd under us: it has exited then.
-                with contextlib.suppress(trio.ClosedResourceError):
-                    await trio.lowlevel.wait_readable(self._pidfd)
+                if self._pidfd is not None:
+                    # A concurrent `returncode` may close the pidfd under us: it exited then.
+                    with contextlib.suppress(trio.ClosedResourceError):
+                        await trio.lowlevel.wait_readable(self._pidfd)
+                else:
+                    # A kernel without pidfds (before 5.3): wait in a thread, as trio does;
+                    # abandoned on cancel, it ends when the child does (callers kill it).
+                    await trio.to_thread.run_sync(
+                        _wait_exited, self._popen.pid, abandon_on_cancel=True
+                    )
                 # Readable means exited: reaping through Popen keeps its state right (and
                 # does not block).
                 self._popen.wait()
@@ -83,6 +90,12 @@ class Child:
             trio.lowlevel.notify_closing(self._pidfd)
             os.close(self._pidfd)
             self._pidfd = None
+
+
+def _wait_exited(pid: int) -> None:
+    """Until `pid` (our child) exited, leaving it unreaped (WNOWAIT) for Popen to reap."""
+    with contextlib.suppress(ChildProcessError):
+        os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
 
 
 async def open_child(
@@ -133,15 +146,18 @@ async def open_child(
     finally:
         for fd in theirs:
             os.close(fd)
+    pidfd: int | None
     try:
         # Opened before anyone can reap it (only `Child` does), so it names this child.
         pidfd = os.pidfd_open(popen.pid)
-    except OSError:
-        popen.kill()
-        popen.wait()
-        for stream in ours:
-            stream.close()
-        raise
+    except OSError as exc:
+        if exc.errno != errno.ENOSYS:
+            popen.kill()
+            popen.wait()
+            for stream in ours:
+                stream.close()
+            raise
+        pidfd = None
     # A scheduling point that cannot raise Cancelled: the child is started, the caller
     # must get it to stop and reap it.
     await trio.lowlevel.cancel_shielded_checkpoint()
