@@ -127,14 +127,15 @@ class RouteProbe(Request[ProbeReply], tag="route.probe", frozen=True):
     channel: str | None = None
 
 
-class MemoryCommand(Request[dict[str, Any]], tag="memory", frozen=True):
-    """An operator memory operation on one agent's namespace. Its result's shape depends on
-    `op` (the memory service's, e.g. {"record": ...} or {"hits": [...]})."""
+class MemoryCommand(Request[dict[str, object]], tag="memory", frozen=True):
+    """An operator memory operation on one agent's namespace. Its result's type depends on
+    `op`: the reply's data is that struct's fields (MEMORY_REPLY_TYPES[op] converts them),
+    and `args` the operation's request struct's fields (the memory service decodes them)."""
 
-    reply_type = dict[str, Any]
+    reply_type = dict[str, object]
     op: str
     agent: str
-    args: dict[str, Any] = msgspec.field(default_factory=dict)
+    args: dict[str, object] = msgspec.field(default_factory=dict)
 
 
 class SessionsList(Request[SessionsReply], tag="sessions.list", frozen=True):
