@@ -232,6 +232,7 @@ PUBLIC: dict[str, list[str]] = {
         "ChatCancel",
         "ChatOpen",
         "ChatOpened",
+        "ChatResult",
         "CommandHandler",
         "CommandTable",
         "ControlClient",

@@ -154,12 +154,14 @@ class SessionShow(Request[SessionReply], tag="sessions.show", frozen=True):
     limit: int = 200
 
 
-class Chat(Request[dict[str, Any]], tag="chat", frozen=True):
-    """One chat turn with an agent. Replies stream events (`more=True`): {"event": "delta",
-    "text"}, {"event": "tool", ...}, {"event": "approval", "what"}; the last reply carries
-    the result. While it runs the client may send ChatCancel or ChatApproval."""
+class Chat(Request[dict[str, object]], tag="chat", frozen=True):
+    """One chat turn with an agent. Replies stream events (`more=True`, each a TurnEvent:
+    {"event": "delta", "text"}, {"event": "tool", ...}, {"event": "approval", "what"}); the
+    last reply carries the result (a ChatResult). Two types in one stream: the client
+    converts each reply's fields. While it runs the client may send ChatCancel or
+    ChatApproval."""
 
-    reply_type = dict[str, Any]
+    reply_type = dict[str, object]
     agent: str
     text: str
     session: str = "default"

@@ -20,6 +20,7 @@ from ..turns import (
     McpBinding,
     MemoryReply,
     Policy,
+    ToolCallRecord,
 )
 
 ReloadOutcome = Literal["never", "ok", "reload_failed", "incomplete"]
@@ -162,6 +163,17 @@ class ProbeReply(msgspec.Struct, frozen=True, omit_defaults=True):
 
 class ChatOpened(msgspec.Struct, frozen=True):
     agent: str
+
+
+class ChatResult(msgspec.Struct, frozen=True, omit_defaults=True):
+    """A Chat's last reply: the finished turn as `zeroclaw chat --json` prints it (reply
+    and tool_calls always, the rest only when they say something)."""
+
+    reply: str
+    tool_calls: tuple[ToolCallRecord, ...]
+    error: str | None = None
+    cancelled: bool = False
+    sandbox_in_force: bool | None = None  # only a turn run in-process (no daemon) says
 
 
 class ShutdownReply(msgspec.Struct, frozen=True):
