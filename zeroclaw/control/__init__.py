@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._decode import DecodeFailure
 from .._framing import FrameDecoder, FrameTooLarge, encode_frame
+from .._router_stats import RefusedConnections, RouterStats
 from ..turns import (
     MemoryForgotten,
     MemoryFound,
@@ -197,6 +198,7 @@ __all__ = [
     "NamespaceCounts",
     "ProbeReply",
     "RefusedBundle",
+    "RefusedConnections",
     "Reload",
     "ReloadOutcome",
     "ReloadReply",
@@ -206,6 +208,7 @@ __all__ = [
     "RevisionInfo",
     "RevisionsReply",
     "RouteProbe",
+    "RouterStats",
     "SessionInfo",
     "SessionOwnerKindName",
     "SessionReply",

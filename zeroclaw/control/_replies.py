@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from .._router_stats import RouterStats
 from ..events import Published
 from ..policy import Gap
 from ..turns import (
@@ -127,7 +128,7 @@ class ApprovalDecision(msgspec.Struct, frozen=True):
 class StatusReply(msgspec.Struct, frozen=True, omit_defaults=True):
     daemon: DaemonStatus
     counts: dict[str, int]
-    router: dict[str, Any]  # the router's counters (Router.stats)
+    router: RouterStats
     agents: list[AgentStatus]
     control: ControlStats | None = None
     # Sub-agent revision runtimes (issue 12): started on demand, not counted as agents.
