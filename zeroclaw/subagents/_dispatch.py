@@ -156,7 +156,7 @@ def verdict(
             reply=last.reply,
         )
     if checked is None:
-        error = best_match(SchemaValidator(output_schema).iter_errors(last.result))
+        error = best_match(SchemaValidator(output_schema).iter_errors(cast(Any, last.result)))
         checked = (
             Valid() if error is None else Invalid(error.message, json_pointer(error.absolute_path))
         )
