@@ -6,7 +6,7 @@ these structs as they are (`msgspec.to_builtins`).
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 import msgspec
 
@@ -278,8 +278,8 @@ class SubagentDetail(msgspec.Struct, frozen=True):
     retry_on_restart: bool
     mcp: list[McpBinding]
     skills: list[str]
-    input_schema: dict[str, Any] | None
-    output_schema: dict[str, Any] | None
+    input_schema: dict[str, object] | None
+    output_schema: dict[str, object] | None
 
 
 class RevisionInfo(msgspec.Struct, frozen=True):

@@ -120,7 +120,7 @@ class Verdict:
 
 def verdict(
     last: ServiceEvent | None,
-    output_schema: dict[str, Any] | None,
+    output_schema: dict[str, object] | None,
     ended_by: EndedBy | None,
     checked: Outcome | None = None,
 ) -> Verdict:
@@ -628,7 +628,7 @@ class DispatchService:
     async def _judge(
         self,
         last: ServiceEvent | None,
-        output_schema: dict[str, Any] | None,
+        output_schema: dict[str, object] | None,
         ended_by: EndedBy | None,
         lane: str = "",
     ) -> Verdict:
