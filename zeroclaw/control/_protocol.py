@@ -264,7 +264,7 @@ class Dispatch(Request[DispatchReply], tag="dispatch", frozen=True):
     reply_type = DispatchReply
     agent_id: str
     task: str
-    input: Any = None
+    input: object = None  # a JSON value, checked against the input schema
     idempotency_key: str | None = None
 
 
