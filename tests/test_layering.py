@@ -82,7 +82,6 @@ EDGES: dict[tuple[str, str], str] = {
     ("cli", "bus"): "`route` explains the peer policy",
     ("cli", "config"): "loads and checks the config",
     ("cli", "control"): "talks to the daemon through the control socket",
-    ("cli", "conversations"): "`chat --json` prints a finished turn as the daemon does",
     ("cli", "discovery"): "`discover`",
     ("cli", "events"): "`events` prints the daemon's events",
     ("cli", "memory"): "`memory` commands and the in-process run's store",

@@ -17,8 +17,8 @@ import zeroclaw
 PACKAGE = Path(zeroclaw.__file__).parent
 
 # Lower these when you remove uses; never raise them to let a new one in.
-DICT_STR_ANY_BUDGET = 99
-ANY_BUDGET = 347
+DICT_STR_ANY_BUDGET = 36
+ANY_BUDGET = 269
 
 
 def _is_any(node: ast.expr) -> bool:

@@ -15,7 +15,7 @@ caller gets a value or `DecodeFailure` with a stable code, never another excepti
 
 from __future__ import annotations
 
-from typing import Any, Literal, TypeVar, get_args
+from typing import Literal, TypeVar, get_args
 
 import msgspec
 
@@ -27,7 +27,7 @@ MAX_DEPTH = 64  # containers within containers, the frame's own structs included
 T = TypeVar("T")
 
 _CONTAINERS = (dict, list, tuple, msgspec.Struct)
-_json_any = msgspec.json.Decoder()
+_json_any: msgspec.json.Decoder[object] = msgspec.json.Decoder()
 
 
 class DecodeFailure(ValueError):
@@ -64,13 +64,12 @@ def decode_json(
     *,
     max_bytes: int,
     max_depth: int = MAX_DEPTH,
-    decoder: msgspec.json.Decoder[Any] = _json_any,
-) -> Any:
-    """A JSON document as plain Python values (or `decoder`'s type), bounded; raises only
-    DecodeFailure."""
+) -> object:
+    """A JSON document as plain Python values, bounded; raises only DecodeFailure. What it
+    is (an object, a list, ...) is the caller's to check."""
     _check_size(payload, max_bytes)
     try:
-        value = decoder.decode(payload)
+        value = _json_any.decode(payload)
     except Exception as exc:  # every way a decode can fail, RecursionError included
         raise _failure(exc) from None
     # Every JSON container opens with "[" or "{": few of them, no deep nesting possible.
@@ -87,10 +86,10 @@ def decode_json(
 def too_deep(value: object, max_depth: int = MAX_DEPTH) -> bool:
     """Whether `value` has containers nested more than `max_depth` deep. Iterative, level
     by level, and it stops at the first level past the limit."""
-    level: list[Any] = [value]
+    level: list[object] = [value]
     depth = 0
     while level:
-        children: list[Any] = []
+        children: list[object] = []
         for node in level:
             if isinstance(node, dict):
                 children += [k for k in node if isinstance(k, _CONTAINERS)]

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, MutableMapping
-from typing import Any
 
 
 def lazy_attributes(
     package: str, where: dict[str, str]
-) -> Callable[[str, MutableMapping[str, object]], Any]:
+) -> Callable[[str, MutableMapping[str, object]], object]:
     """A module-level `__getattr__` body: `where` maps attribute -> relative module."""
 
-    def load(name: str, namespace: MutableMapping[str, object]) -> Any:
+    def load(name: str, namespace: MutableMapping[str, object]) -> object:
         module = where.get(name)
         if module is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")

@@ -399,7 +399,7 @@ def test_an_injected_conversation_is_admitted_by_its_origin(
         [outcome] = only(actions, InjectOutcome)
         assert outcome.code == "origin_not_allowed"
         assert core.counters[f"origin_refused.{rule}"] == 1
-        assert core.stats()["outcomes"]["origin_not_allowed"] == 1
+        assert core.stats().outcomes["origin_not_allowed"] == 1
 
 
 # --- delivery, start, services -----------------------------------------------------------------

@@ -30,6 +30,8 @@ JSON_DOCUMENTS = {
     "DispatchAnswer.output": "a sub-agent's result, validated against its JSON Schema",
     "TurnInput.input": "a sub-agent invocation's input (JSON), validated by the daemon",
     "TurnDone.result": "a sub-agent's submitted result (JSON), validated by the daemon",
+    "ToolCallRecord.args": "a tool call's arguments, as the model sent them (a JSON object)",
+    "ToolUsed.args": "a tool call's arguments, as the model sent them (a JSON object)",
 }
 
 OPERATIONS: list[Operation[msgspec.Struct, msgspec.Struct]] = [
@@ -49,12 +51,14 @@ def roots() -> list[object]:
 
 
 def untyped_fields() -> Iterator[str]:
-    """`Struct.field` for every field (reachable from the roots) that holds Any."""
+    """`Struct.field` for every field (reachable from the roots) that holds Any (or
+    `object`, which msgspec decodes as any value)."""
     seen: set[type] = set()
     pending: list[tuple[mi.Type, str]] = [(t, "") for t in mi.multi_type_info(roots())]
     while pending:
         info, where = pending.pop()
-        if isinstance(info, mi.AnyType):
+        # `object` is what the package types a JSON value as: to msgspec it is Any.
+        if isinstance(info, mi.AnyType) or (isinstance(info, mi.CustomType) and info.cls is object):
             yield where
         elif isinstance(info, mi.StructType):
             if info.cls in seen:

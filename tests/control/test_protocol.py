@@ -24,9 +24,11 @@ from zeroclaw.control import (
     Exchange,
     IncompleteCommandTable,
     ProbeReply,
+    RefusedConnections,
     ReloadStatus,
     Reply,
     Request,
+    RouterStats,
     Shutdown,
     ShutdownReply,
     Status,
@@ -41,12 +43,17 @@ def agent_status(alias: str = "alpha", state: str = "running") -> AgentStatus:
     return AgentStatus(alias, state, 42, 0, None, None, 1.0, 2.0, "always", 0, None, "none")
 
 
+ROUTER = RouterStats(
+    "ipc:///bus", "key", [], 0, 0, 0, {"delivered": 0}, RefusedConnections(), {}, 0.0
+)
+
+
 def status_reply() -> StatusReply:
     daemon = DaemonStatus(
         1, "0", 1.0, 2.0, "/c", "/s", "/r", True, ReloadStatus("never", None, [], {})
     )
     return StatusReply(
-        daemon, {"running": 1}, {"outcomes": {}}, [agent_status()], ControlStats(0, 0, 0, 0, 0, 0)
+        daemon, {"running": 1}, ROUTER, [agent_status()], ControlStats(0, 0, 0, 0, 0, 0)
     )
 
 

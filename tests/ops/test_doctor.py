@@ -15,7 +15,14 @@ import tomli_w
 
 from tests.conftest import VALID_DOC
 from zeroclaw.config import load_config_text
-from zeroclaw.control import AgentStatus, DaemonStatus, ReloadStatus, StatusReply
+from zeroclaw.control import (
+    AgentStatus,
+    DaemonStatus,
+    RefusedConnections,
+    ReloadStatus,
+    RouterStats,
+    StatusReply,
+)
 from zeroclaw.ops import (
     CHECKS,
     CheckResult,
@@ -94,11 +101,16 @@ def agent(alias: str, pid: int | None = 10, in_force: bool | None = None) -> Age
     )
 
 
+ROUTER = RouterStats(
+    "ipc:///bus", "key", [], 0, 0, 0, {"delivered": 0}, RefusedConnections(), {}, 0.0
+)
+
+
 def status_reply(*agents: AgentStatus, pid: int = 99) -> StatusReply:
     daemon = DaemonStatus(
         pid, "1.0", 0.0, 12.0, "/x", "/s", str(RUN), True, ReloadStatus("none", None, [], {})
     )
-    return StatusReply(daemon, {}, {}, list(agents))
+    return StatusReply(daemon, {}, ROUTER, list(agents))
 
 
 def answered(*agents: AgentStatus, router: Any = "socket", uid: int = 0) -> DaemonFacts:

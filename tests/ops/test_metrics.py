@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import signal
 import socket
-from collections.abc import Mapping
-from typing import Any
 
 import httpx
 import pytest
@@ -16,6 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import PATIENCE
 from zeroclaw.bus import RefusalCode
+from zeroclaw.control import RefusedConnections, RouterStats
 from zeroclaw.conversations import AgentDown, TurnCancelled, TurnOverflow, TurnRefused
 from zeroclaw.conversations._service import turn_outcome
 from zeroclaw.events import (
@@ -105,11 +104,18 @@ def test_events_become_counters_and_a_turn_histogram() -> None:
 
 def test_scraped_sources_are_read_at_each_render() -> None:
     states: dict[str, int] = {"running": 2}
-    router: dict[str, Any] = {
-        "outcomes": {"delivered": 5, "not_peers": 2},
-        "refused_connections": {"zap_denied": 1, "handshake_failed": 0},
-        "in_flight": 3,
-    }
+    router = RouterStats(
+        endpoint="ipc:///tmp/bus",
+        server_public_key="k",
+        connected=[],
+        in_flight=3,
+        open_questions=0,
+        parked=0,
+        outcomes={"delivered": 5, "not_peers": 2},
+        refused_connections=RefusedConnections(zap_denied=1, handshake_failed=0),
+        other={},
+        at=0.0,
+    )
     batches: dict[int, int] = {1: 3, 5: 1}
     metrics = Metrics(
         MetricsSources(
@@ -147,14 +153,14 @@ def test_scraped_sources_are_read_at_each_render() -> None:
     assert value(parsed, f"{batch}_sum") == 8
     assert value(parsed, "zeroclaw_memory_map_growths_total") == 1
     states["running"], states["fatal"] = 1, 1
-    router["outcomes"]["not_peers"] = 7
+    router.outcomes["not_peers"] = 7
     parsed = scrape(metrics)
     assert value(parsed, "zeroclaw_agents", state="fatal") == 1
     assert value(parsed, "zeroclaw_router_messages_total", outcome="not_peers") == 7
 
 
 def test_a_broken_source_loses_only_its_own_series() -> None:
-    def broken() -> Mapping[str, Any]:
+    def broken() -> RouterStats:
         raise RuntimeError("router gone")
 
     metrics = Metrics(MetricsSources(router=broken, agent_states=lambda: {"running": 1}))

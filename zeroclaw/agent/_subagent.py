@@ -98,7 +98,7 @@ class Revision:
     root: str
     system: str
     skills: tuple[Skill, ...]
-    output_schema: dict[str, Any] | None
+    output_schema: dict[str, object] | None
 
     @property
     def tools(self) -> tuple[ToolSpec, ...]:
@@ -140,7 +140,7 @@ def load_revision(snapshot: str, agent_id: str, digest: str) -> Revision:
             text = _read_text(skill_root / name / "SKILL.md")
             if text is not None:
                 skills.append(Skill(name, skill_description(text)))
-    output_schema: dict[str, Any] | None = None
+    output_schema: dict[str, object] | None = None
     raw = _read_text(root / "schemas" / "output.json")
     if raw is not None:
         with contextlib.suppress(ValueError):
@@ -175,7 +175,7 @@ def user_text(task: str, data: Any) -> str:
 class InvocationResult:
     reply: str
     tool_calls: list[ToolCallRecord] = field(default_factory=list)
-    result: dict[str, Any] | None = None
+    result: dict[str, object] | None = None
     error: str | None = None
 
 
@@ -205,7 +205,7 @@ class SubagentEngine:
             self.alias, self.system, (), user_text(task, data), tools=self.tools
         )
         calls: list[ToolCallRecord] = []
-        submitted: dict[str, Any] | None = None
+        submitted: dict[str, object] | None = None
         used = 0
         limit = self.max_tool_calls
         deltas = _deltas(on_event)

@@ -16,7 +16,6 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import msgspec
 import trio
@@ -78,8 +77,8 @@ class TurnResult:
     tool_calls: list[ToolCallRecord] = field(default_factory=list)
     error: str | None = None  # the provider failed: `reply` says so
 
-    def as_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {
+    def as_json(self) -> dict[str, object]:  # write-only: what a script reads
+        data: dict[str, object] = {
             "reply": self.reply,
             "tool_calls": [msgspec.to_builtins(c) for c in self.tool_calls],
         }

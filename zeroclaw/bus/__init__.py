@@ -6,7 +6,7 @@ processes, which only need the client, start without them.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .._delegation import MAX_DELEGATION_DEPTH
 from .._lazy import lazy_attributes
@@ -84,7 +84,7 @@ _LAZY = {
 _load = lazy_attributes(__name__, _LAZY)
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     return _load(name, globals())
 
 

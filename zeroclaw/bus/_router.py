@@ -30,7 +30,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 import msgspec
 import trio
@@ -39,6 +39,7 @@ from zmq.utils import z85
 from zmq.utils.monitor import parse_monitor_message
 
 from .._log_throttle import LogThrottle
+from .._router_stats import RouterStats
 from .._unix import owner_only_umask
 from ..config import Config
 from ..events import EventSink, RouteRefused
@@ -585,17 +586,17 @@ class Router:
 
     # --- status ---------------------------------------------------------------------------
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self) -> RouterStats:
         core = self.core.stats()
-        return {
-            "endpoint": self.endpoint,
-            "server_public_key": self.server_public.decode(),
-            "connected": core["connected"],
-            "in_flight": core["in_flight"],
-            "open_questions": core["open_questions"],
-            "parked": self._owner.parked() if self._owner else 0,
-            "outcomes": core["outcomes"],
-            "refused_connections": core["refused_connections"],
-            "other": core["other"],
-            "at": time.time(),
-        }
+        return RouterStats(
+            endpoint=self.endpoint,
+            server_public_key=self.server_public.decode(),
+            connected=core.connected,
+            in_flight=core.in_flight,
+            open_questions=core.open_questions,
+            parked=self._owner.parked() if self._owner else 0,
+            outcomes=core.outcomes,
+            refused_connections=core.refused_connections,
+            other=core.other,
+            at=time.time(),
+        )

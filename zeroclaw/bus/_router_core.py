@@ -25,11 +25,11 @@ from __future__ import annotations
 
 from collections import Counter, deque
 from dataclasses import dataclass
-from typing import Any
 
 import msgspec
 
 from .._delegation import MAX_DELEGATION_DEPTH
+from .._router_stats import RefusedConnections, RouterCoreStats
 from ..config import Config
 from ._origin import DAEMON_SENDER, Origin
 from ._policy import PeerPolicy
@@ -605,20 +605,20 @@ class RouterCore:
 
     # --- status ---------------------------------------------------------------------------
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self) -> RouterCoreStats:
         outcomes = ("delivered", *REFUSAL_CODES)
-        return {
-            "connected": sorted(self.connected),
-            "in_flight": len(self._inflight),
-            "open_questions": sum(len(q) for q in self._questions.values()),
-            "outcomes": {name: self.counters[name] for name in outcomes},
-            "refused_connections": {
-                "zap_denied": self.counters["zap_denied"],
-                "handshake_failed": self.counters["handshake_failed"],
-            },
-            "other": {
+        return RouterCoreStats(
+            connected=sorted(self.connected),
+            in_flight=len(self._inflight),
+            open_questions=sum(len(q) for q in self._questions.values()),
+            outcomes={name: self.counters[name] for name in outcomes},
+            refused_connections=RefusedConnections(
+                zap_denied=self.counters["zap_denied"],
+                handshake_failed=self.counters["handshake_failed"],
+            ),
+            other={
                 k: v
                 for k, v in self.counters.items()
                 if k not in outcomes and k not in ("zap_denied", "handshake_failed")
             },
-        }
+        )

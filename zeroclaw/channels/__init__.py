@@ -6,7 +6,7 @@ channel (ADR 0036)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .._lazy import lazy_attributes
 from ._adapter import ChannelAdapter, ChannelStartFailed
@@ -49,7 +49,7 @@ if TYPE_CHECKING:
 _lazily = lazy_attributes(__name__, {"SerialAdapter": "._serial", "WebhookAdapter": "._webhook"})
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     return _lazily(name, globals())
 
 

@@ -28,6 +28,7 @@ from ..control import (
     ChatApproval,
     ChatCancel,
     ChatOpen,
+    ChatResult,
     ControlSession,
     DaemonUnreachable,
     Reply,
@@ -53,7 +54,7 @@ if TYPE_CHECKING:
     from ..config import Config
 
 # A turn: text in, events to the printer, the result (reply, tool_calls[, error]) out.
-TurnRunner = Callable[[str, "Printer"], dict[str, Any]]
+TurnRunner = Callable[[str, "Printer"], ChatResult]
 REFUSAL_EXIT = {"unknown_agent": EXIT_USAGE}
 
 
@@ -169,10 +170,11 @@ def chat_cmd(message: str | None, session: str, as_json: bool) -> None:
                 printer.end_line()
                 raise CliError("cancelled", EXIT_FAILED) from None
             printer.end_line()
-            error = result.get("error")
+            error = result.error
             if json_out:
                 # Like the result's `error`, `ok` appears only when it says something.
-                emit_json({"ok": False, **result} if error else result)
+                shown: dict[str, object] = msgspec.to_builtins(result)
+                emit_json({"ok": False, **shown} if error else shown)
             elif error and not printer.shown:
                 safe_echo(f"zeroclaw: error: {error}", err=True)  # never a silent failure
             sys.exit(EXIT_FAILED if error else 0)
@@ -203,7 +205,7 @@ def _interactive(runner: TurnRunner, alias: str) -> None:
             try:
                 result = runner(line, printer)
             except KeyboardInterrupt:
-                result = {"cancelled": True}
+                result = ChatResult("", (), cancelled=True)
             except CliError as exc:
                 if exc.exit_code == EXIT_NO_DAEMON:
                     raise  # the session is over
@@ -211,7 +213,7 @@ def _interactive(runner: TurnRunner, alias: str) -> None:
                 safe_echo(f"zeroclaw: {exc}", err=True)
                 continue
             printer.end_line()
-            if result.get("cancelled"):
+            if result.cancelled:
                 click.echo("  [cancelled]", err=True)
 
 
@@ -291,7 +293,7 @@ def _through_daemon(conn: ControlSession, alias: str, session: str, tty: bool) -
         except OSError as exc:
             raise CliError(f"lost the daemon: {exc}", EXIT_NO_DAEMON) from None
 
-    def run(text: str, printer: Printer) -> dict[str, Any]:
+    def run(text: str, printer: Printer) -> ChatResult:
         send(Chat(agent=alias, text=text, session=session, interactive=tty))
         cancelled = False
         while True:
@@ -311,7 +313,12 @@ def _through_daemon(conn: ControlSession, alias: str, session: str, tty: bool) -
             if not reply.ok:
                 raise _turn_refused(reply, alias)
             if not reply.more:
-                return data
+                try:
+                    return msgspec.convert(data, ChatResult)
+                except msgspec.ValidationError as exc:
+                    raise CliError(
+                        f"not a chat result from the daemon: {exc}", EXIT_FAILED
+                    ) from None
             try:
                 event = msgspec.convert(data, TurnEvent)
             except msgspec.ValidationError:
@@ -335,12 +342,10 @@ def _in_process(config: Config, path: Path, alias: str, session: str) -> tuple[T
         confine_in_process,
     )
     from ..config import daemon_paths
-    from ..conversations import result_json
     from ..memory import MemoryService
     from ..policy import code_roots, daemon_code_paths, inside_code
     from ..providers import ProviderError, make_provider
     from ..supervisor import agent_environment, build_specs
-    from ..turns import TurnDone
     from ._local_reach import LocalReach
     from .memory_cmd import with_memory
 
@@ -370,8 +375,8 @@ def _in_process(config: Config, path: Path, alias: str, session: str) -> tuple[T
     except InProcessSandboxRequired as exc:
         raise CliError(str(exc), EXIT_FAILED, code="sandbox_unavailable") from None
 
-    def run(text: str, printer: Printer) -> dict[str, Any]:
-        async def turn(service: MemoryService) -> dict[str, Any] | ProviderError:
+    def run(text: str, printer: Printer) -> ChatResult:
+        async def turn(service: MemoryService) -> ChatResult | ProviderError:
             try:
                 provider = make_provider(spec.provider, spec.provider_config, agent_env)
             except ProviderError as exc:
@@ -398,10 +403,7 @@ def _in_process(config: Config, path: Path, alias: str, session: str) -> tuple[T
             finally:
                 await provider.aclose()
             calls = tuple(result.tool_calls)
-            return {
-                **result_json(TurnDone(result.reply, calls, result.error)),
-                "sandbox_in_force": confined,
-            }
+            return ChatResult(result.reply, calls, result.error, sandbox_in_force=confined)
 
         outcome = with_memory(config, turn)
         if isinstance(outcome, ProviderError):

@@ -7,7 +7,6 @@ import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import click
 import tomli_w
@@ -162,7 +161,7 @@ def resolved_view(config: Config, source: Path) -> dict[str, object]:
     }
 
 
-def loadable_document(config: Config, source: Path) -> dict[str, Any]:
+def loadable_document(config: Config, source: Path) -> dict[str, object]:
     """The config as a document that loads back to the same config from any directory: every
     default filled in, and the daemon's dirs (which a relative path or the environment
     decides) written out as the absolute paths they resolve to here."""
@@ -217,7 +216,7 @@ SYSTEM_STATE_DIR = "/var/lib/zeroclaw"  # systemd's StateDirectory=zeroclaw
 SYSTEM_RUNTIME_DIR = "/run/zeroclaw"  # systemd's RuntimeDirectory=zeroclaw
 
 
-def init_paths(target: Path, document: dict[str, Any], env: Mapping[str, str]) -> dict[str, str]:
+def init_paths(target: Path, document: dict[str, object], env: Mapping[str, str]) -> dict[str, str]:
     """The state and runtime dirs `config init` writes: systemd's for the system config, else
     the ones a daemon started from this environment would take."""
     if os.path.abspath(target) == str(SYSTEM_CONFIG):

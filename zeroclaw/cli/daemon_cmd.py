@@ -234,15 +234,13 @@ def status_cmd(as_json: bool) -> None:
     )
     for err in reload.errors:
         click.echo(f"          {err}")
-    router = data.router
-    if router:
-        outcomes = router["outcomes"]
-        refused = ", ".join(f"{k} {v}" for k, v in outcomes.items() if k != "delivered" and v)
-        rogue = router["refused_connections"]
-        click.echo(
-            f"router    {outcomes['delivered']} delivered; refused: {refused or 'none'}; "
-            f"rejected connections: {rogue['zap_denied'] + rogue['handshake_failed']}"
-        )
+    outcomes = data.router.outcomes
+    refused = ", ".join(f"{k} {v}" for k, v in outcomes.items() if k != "delivered" and v)
+    rogue = data.router.refused_connections
+    click.echo(
+        f"router    {outcomes.get('delivered', 0)} delivered; refused: {refused or 'none'}; "
+        f"rejected connections: {rogue.zap_denied + rogue.handshake_failed}"
+    )
     control = data.control
     if control:
         click.echo(

@@ -12,7 +12,7 @@ import re
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import click
 import msgspec
@@ -103,12 +103,8 @@ T = TypeVar("T")
 R = TypeVar("R", bound=MemoryReply)
 
 
-def _run(op: str, agent: str | None, args: dict[str, Any], reply_type: type[R]) -> R:
+def _run(op: str, agent: str | None, args: dict[str, object], reply_type: type[R]) -> R:
     """The operation's typed reply, through the daemon or (none running) the store."""
-    return msgspec.convert(_run_plain(op, agent, args), reply_type)
-
-
-def _run_plain(op: str, agent: str | None, args: dict[str, Any]) -> dict[str, Any]:
     alias = agent or state().agent
     if not alias:
         raise CliError("which agent? pass --agent ALIAS (or the global -a ALIAS)", EXIT_USAGE)
@@ -127,11 +123,15 @@ def _run_plain(op: str, agent: str | None, args: dict[str, Any]) -> dict[str, An
             store=str(store),
             runtime_dir=str(runtime_dir),
         )
-        return _direct(op, alias, args)
+        answer = _direct(op, alias, args)
+        assert isinstance(answer, reply_type)  # the op's answer is MEMORY_REPLY_TYPES[op]
+        return answer
     if not reply.ok:
         code = EXIT_USAGE if reply.error in _USAGE_CODES else EXIT_FAILED
         raise CliError(f"{reply.error}: {reply.message}", code, code=reply.error)
-    return reply.data or {}
+    if reply.data is None:
+        raise CliError(f"the daemon answered {op} without its result", EXIT_FAILED)
+    return msgspec.convert(reply.data, reply_type)
 
 
 def with_memory(config: Config, job: Callable[[MemoryService], Awaitable[T]]) -> T:
@@ -178,14 +178,11 @@ def with_memory(config: Config, job: Callable[[MemoryService], Awaitable[T]]) ->
     return outcome
 
 
-def _direct(op: str, alias: str, args: dict[str, Any]) -> dict[str, Any]:
+def _direct(op: str, alias: str, args: dict[str, object]) -> MemoryReply:
     _path, config = state().load()
 
-    async def job(service: MemoryService) -> dict[str, Any]:
-        result: dict[str, Any] = await operator_request(
-            service, frozenset(config.agents), op, alias, args
-        )
-        return result
+    async def job(service: MemoryService) -> MemoryReply:
+        return await operator_request(service, frozenset(config.agents), op, alias, args)
 
     return with_memory(config, job)
 
@@ -220,7 +217,7 @@ def store_cmd(
     key: str, content: str, category: str, session: str | None, agent: str | None, as_json: bool
 ) -> None:
     """Store (or replace) CONTENT under KEY in the agent's memory."""
-    args: dict[str, Any] = {"key": key, "content": content, "category": category}
+    args: dict[str, object] = {"key": key, "content": content, "category": category}
     if session:
         args["session"] = session
     stored = _run("store", agent, args, MemoryStored)
@@ -267,7 +264,7 @@ def list_cmd(
     as_json: bool,
 ) -> None:
     """Newest records first."""
-    args = {
+    args: dict[str, object] = {
         k: v
         for k, v in {
             "category": category,

@@ -8,7 +8,7 @@ the daemon never imports pydantic (ADR 0035).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .._lazy import lazy_attributes
 from ._errors import ConfigError, ConfigIssue, did_you_mean, dotted
@@ -129,7 +129,7 @@ _lazily = lazy_attributes(
 )
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     return _lazily(name, globals())
 
 

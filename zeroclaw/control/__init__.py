@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._decode import DecodeFailure
 from .._framing import FrameDecoder, FrameTooLarge, encode_frame
+from .._router_stats import RefusedConnections, RouterStats
 from ..turns import (
     MemoryForgotten,
     MemoryFound,
@@ -81,6 +82,7 @@ from ._replies import (
     ApprovalsReply,
     ChannelStatus,
     ChatOpened,
+    ChatResult,
     ControlStats,
     DaemonStatus,
     DiscoveryStatus,
@@ -150,6 +152,7 @@ __all__ = [
     "ChatCancel",
     "ChatOpen",
     "ChatOpened",
+    "ChatResult",
     "CommandHandler",
     "CommandTable",
     "ControlClient",
@@ -195,6 +198,7 @@ __all__ = [
     "NamespaceCounts",
     "ProbeReply",
     "RefusedBundle",
+    "RefusedConnections",
     "Reload",
     "ReloadOutcome",
     "ReloadReply",
@@ -204,6 +208,7 @@ __all__ = [
     "RevisionInfo",
     "RevisionsReply",
     "RouteProbe",
+    "RouterStats",
     "SessionInfo",
     "SessionOwnerKindName",
     "SessionReply",

@@ -127,14 +127,15 @@ class RouteProbe(Request[ProbeReply], tag="route.probe", frozen=True):
     channel: str | None = None
 
 
-class MemoryCommand(Request[dict[str, Any]], tag="memory", frozen=True):
-    """An operator memory operation on one agent's namespace. Its result's shape depends on
-    `op` (the memory service's, e.g. {"record": ...} or {"hits": [...]})."""
+class MemoryCommand(Request[dict[str, object]], tag="memory", frozen=True):
+    """An operator memory operation on one agent's namespace. Its result's type depends on
+    `op`: the reply's data is that struct's fields (MEMORY_REPLY_TYPES[op] converts them),
+    and `args` the operation's request struct's fields (the memory service decodes them)."""
 
-    reply_type = dict[str, Any]
+    reply_type = dict[str, object]
     op: str
     agent: str
-    args: dict[str, Any] = msgspec.field(default_factory=dict)
+    args: dict[str, object] = msgspec.field(default_factory=dict)
 
 
 class SessionsList(Request[SessionsReply], tag="sessions.list", frozen=True):
@@ -153,12 +154,14 @@ class SessionShow(Request[SessionReply], tag="sessions.show", frozen=True):
     limit: int = 200
 
 
-class Chat(Request[dict[str, Any]], tag="chat", frozen=True):
-    """One chat turn with an agent. Replies stream events (`more=True`): {"event": "delta",
-    "text"}, {"event": "tool", ...}, {"event": "approval", "what"}; the last reply carries
-    the result. While it runs the client may send ChatCancel or ChatApproval."""
+class Chat(Request[dict[str, object]], tag="chat", frozen=True):
+    """One chat turn with an agent. Replies stream events (`more=True`, each a TurnEvent:
+    {"event": "delta", "text"}, {"event": "tool", ...}, {"event": "approval", "what"}); the
+    last reply carries the result (a ChatResult). Two types in one stream: the client
+    converts each reply's fields. While it runs the client may send ChatCancel or
+    ChatApproval."""
 
-    reply_type = dict[str, Any]
+    reply_type = dict[str, object]
     agent: str
     text: str
     session: str = "default"
@@ -261,7 +264,7 @@ class Dispatch(Request[DispatchReply], tag="dispatch", frozen=True):
     reply_type = DispatchReply
     agent_id: str
     task: str
-    input: Any = None
+    input: object = None  # a JSON value, checked against the input schema
     idempotency_key: str | None = None
 
 

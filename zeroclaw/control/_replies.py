@@ -6,10 +6,11 @@ these structs as they are (`msgspec.to_builtins`).
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 import msgspec
 
+from .._router_stats import RouterStats
 from ..events import Published
 from ..policy import Gap
 from ..turns import (
@@ -20,6 +21,7 @@ from ..turns import (
     McpBinding,
     MemoryReply,
     Policy,
+    ToolCallRecord,
 )
 
 ReloadOutcome = Literal["never", "ok", "reload_failed", "incomplete"]
@@ -126,7 +128,7 @@ class ApprovalDecision(msgspec.Struct, frozen=True):
 class StatusReply(msgspec.Struct, frozen=True, omit_defaults=True):
     daemon: DaemonStatus
     counts: dict[str, int]
-    router: dict[str, Any]  # the router's counters (Router.stats)
+    router: RouterStats
     agents: list[AgentStatus]
     control: ControlStats | None = None
     # Sub-agent revision runtimes (issue 12): started on demand, not counted as agents.
@@ -162,6 +164,17 @@ class ProbeReply(msgspec.Struct, frozen=True, omit_defaults=True):
 
 class ChatOpened(msgspec.Struct, frozen=True):
     agent: str
+
+
+class ChatResult(msgspec.Struct, frozen=True, omit_defaults=True):
+    """A Chat's last reply: the finished turn as `zeroclaw chat --json` prints it (reply
+    and tool_calls always, the rest only when they say something)."""
+
+    reply: str
+    tool_calls: tuple[ToolCallRecord, ...]
+    error: str | None = None
+    cancelled: bool = False
+    sandbox_in_force: bool | None = None  # only a turn run in-process (no daemon) says
 
 
 class ShutdownReply(msgspec.Struct, frozen=True):
@@ -265,8 +278,8 @@ class SubagentDetail(msgspec.Struct, frozen=True):
     retry_on_restart: bool
     mcp: list[McpBinding]
     skills: list[str]
-    input_schema: dict[str, Any] | None
-    output_schema: dict[str, Any] | None
+    input_schema: dict[str, object] | None
+    output_schema: dict[str, object] | None
 
 
 class RevisionInfo(msgspec.Struct, frozen=True):

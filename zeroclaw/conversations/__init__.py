@@ -13,7 +13,7 @@ asks for (ADR 0035). `ApprovalQueue`, the queue's pure core, is plain Python.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .._lazy import lazy_attributes
 from ._approvals import ApprovalOutcome, ApprovalQueue, Decided, NotPending, PendingApproval
@@ -48,7 +48,7 @@ _load = lazy_attributes(
 )
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     return _load(name, globals())
 
 

@@ -6,8 +6,6 @@ boundary (a channel adapter maps each to its own reply), so they are not TurnEve
 
 from __future__ import annotations
 
-from typing import Any
-
 import msgspec
 
 from ..bus import RefusalCode
@@ -40,10 +38,10 @@ ServiceEvent = TurnEvent | TurnOutcome  # what a turn's `events()` yields
 TERMINAL = (TurnDone, TurnRefused, AgentDown, TurnOverflow, TurnCancelled)
 
 
-def result_json(done: TurnDone) -> dict[str, Any]:
+def result_json(done: TurnDone) -> dict[str, object]:
     """A finished turn as `zeroclaw chat --json` prints it: reply and tool_calls always,
-    error and cancelled only when they say something."""
-    data: dict[str, Any] = {
+    error and cancelled only when they say something (the control socket's ChatResult)."""
+    data: dict[str, object] = {
         "reply": done.reply,
         "tool_calls": [msgspec.to_builtins(call) for call in done.tool_calls],
     }

@@ -5,7 +5,7 @@ Found is not registered, registered is not authorised, authorised is not execute
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .._lazy import lazy_attributes
 from ..turns import AdapterRefusalCode
@@ -205,7 +205,7 @@ _load = lazy_attributes(
 )
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     return _load(name, globals())
 
 

@@ -4,7 +4,7 @@ The sink (trio) loads on first use: the CLI decodes events without it (ADR 0035)
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .._lazy import lazy_attributes
 from ._types import (
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 _load = lazy_attributes(__name__, {"EventSink": "._sink", "Subscription": "._sink"})
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     return _load(name, globals())
 
 

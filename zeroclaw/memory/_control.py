@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+
+import msgspec
 
 from ..control import Exchange, MemoryCommand, Reply, control_code, error_reply
 from ._errors import MemoryServiceError
@@ -18,11 +19,15 @@ class MemoryControlCommand:
         self._memory = memory
         self._known_agents = known_agents
 
-    async def __call__(self, request: MemoryCommand, exchange: Exchange) -> Reply[dict[str, Any]]:
+    async def __call__(
+        self, request: MemoryCommand, exchange: Exchange
+    ) -> Reply[dict[str, object]]:
         try:
-            data = await operator_request(
+            answer = await operator_request(
                 self._memory, self._known_agents(), request.op, request.agent, request.args
             )
         except MemoryServiceError as exc:
             return error_reply(control_code(exc.code), exc.detail)
+        # The struct's fields; the client converts them to MEMORY_REPLY_TYPES[op].
+        data: dict[str, object] = msgspec.to_builtins(answer)
         return Reply(ok=True, data=data)

@@ -466,13 +466,11 @@ def memory_quota(memory: Any) -> MemoryQuota:
 
 async def operator_request(
     service: MemoryService, known_agents: frozenset[str], op: str, agent: str, args: object
-) -> dict[str, Any]:
+) -> MemoryReply:
     """An operator acts on one agent's namespace: writes as that agent, reads as operator.
-    Publishes one MemoryOperation named after that agent. The answer as the control
-    socket's reply carries it (its struct's builtins)."""
-    reply = await service._published(agent, op, _operator(service, known_agents, op, agent, args))
-    data: dict[str, Any] = msgspec.to_builtins(reply)
-    return data
+    Publishes one MemoryOperation named after that agent. The answer is the operation's
+    struct (MEMORY_OPERATIONS[op].answer)."""
+    return await service._published(agent, op, _operator(service, known_agents, op, agent, args))
 
 
 async def _operator(

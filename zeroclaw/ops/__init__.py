@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .._lazy import lazy_attributes
 from ._doctor import (
@@ -81,7 +81,7 @@ _load = lazy_attributes(
 )
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     return _load(name, globals())
 
 

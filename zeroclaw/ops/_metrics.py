@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
+import msgspec
 import trio
 from hypercorn.typing import ASGIReceiveCallable, ASGISendCallable, Scope
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -41,6 +42,7 @@ from prometheus_client.process_collector import ProcessCollector
 
 from .._asgi import LISTENERS, answer_lifespan, serve_guarded
 from .._http_guard import CUTS, HttpBounds, check_bearer
+from .._router_stats import RouterStats
 from ..events import (
     AgentExited,
     AgentTransition,
@@ -79,7 +81,7 @@ class MetricsSources:
     """What the collector reads when scraped: each returns the component's own counters."""
 
     agent_states: Callable[[], Mapping[str, int]] = _nothing  # state -> agents in it
-    router: Callable[[], Mapping[str, Any]] = dict  # Router.stats()
+    router: Callable[[], RouterStats | None] = lambda: None  # Router.stats()
     channels_delivered: Callable[[], Mapping[str, int]] = _nothing  # channel -> messages
     channels_refused: Callable[[], Mapping[tuple[str, str], int]] = _nothing  # (channel, rule)
     memory_batches: Callable[[], Mapping[int, int]] = _nothing  # batch size -> commits
@@ -427,24 +429,25 @@ class _Collector:
     @staticmethod
     def _router(m: Metrics) -> Iterator[Metric]:
         stats = m.sources.router()
-        if not stats:
+        if stats is None:
             return
         yield _counter(
             "zeroclaw_router_messages",
             "Messages through the router by outcome: delivered, or the refusal code.",
             ["outcome"],
-            (((outcome,), n) for outcome, n in stats.get("outcomes", {}).items()),
+            (((outcome,), n) for outcome, n in stats.outcomes.items()),
         )
+        refused = msgspec.structs.asdict(stats.refused_connections)
         yield _counter(
             "zeroclaw_router_rejected_connections",
             "Connections the router refused, by reason.",
             ["reason"],
-            (((reason,), n) for reason, n in stats.get("refused_connections", {}).items()),
+            (((reason,), n) for reason, n in refused.items()),
         )
         yield GaugeMetricFamily(
             "zeroclaw_router_in_flight",
             "Messages delivered and not acknowledged yet.",
-            value=stats.get("in_flight", 0),
+            value=stats.in_flight,
         )
 
     @staticmethod

@@ -126,9 +126,11 @@ class StreamedStep:
         for index in sorted(self.calls):
             raw = self.calls[index]
             try:
-                args = decode_json(raw["args"] or "{}", max_bytes=MAX_JSON_BYTES)
+                decoded = decode_json(raw["args"] or "{}", max_bytes=MAX_JSON_BYTES)
             except DecodeFailure:  # broken, huge or nested too deeply
-                args = {"_unparsed": raw["args"]}  # the engine answers it as bad_arguments
+                decoded = None
+            # Not a JSON object: the engine answers it as bad_arguments.
+            args = decoded if isinstance(decoded, dict) else {"_unparsed": raw["args"]}
             calls.append(ToolCall(raw["name"], args, raw["id"] or f"{self.id_prefix}{index}"))
         text = "".join(self.text) or None
         return Step(tool_calls=tuple(calls), text=text, streamed=text is not None)

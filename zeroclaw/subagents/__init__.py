@@ -8,7 +8,7 @@ runtimes, and the control commands (`_control`, loaded on first use so that impo
 package does not load the control socket) reach it through `SubagentsApi`.
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .._lazy import lazy_attributes
 from .._schema_check import VALIDATION_OUTCOMES, Invalid, Outcome, OutOfBound, Unusable, Valid
@@ -81,7 +81,7 @@ _load = lazy_attributes(
 )
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     return _load(name, globals())
 
 

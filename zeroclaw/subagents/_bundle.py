@@ -69,8 +69,8 @@ class Bundle:
     manifest: Manifest
     system_prompt: str
     skills: dict[str, str]  # skill name -> SKILL.md text
-    input_schema: dict[str, Any] | None
-    output_schema: dict[str, Any] | None
+    input_schema: dict[str, object] | None
+    output_schema: dict[str, object] | None
     digest: str = field(default="")
 
 
@@ -354,7 +354,7 @@ def _load(
         problems.append("policy: maxConcurrency >= 1, maxToolCalls >= 0, timeoutSeconds > 0")
     system = ""
     skills: dict[str, str] = {}
-    schemas: dict[str, dict[str, Any] | None] = {"input": None, "output": None}
+    schemas: dict[str, dict[str, object] | None] = {"input": None, "output": None}
     try:
         system = reader.read(manifest.systemPrompt)
     except _Refused as exc:

@@ -120,7 +120,7 @@ class Verdict:
 
 def verdict(
     last: ServiceEvent | None,
-    output_schema: dict[str, Any] | None,
+    output_schema: dict[str, object] | None,
     ended_by: EndedBy | None,
     checked: Outcome | None = None,
 ) -> Verdict:
@@ -156,7 +156,7 @@ def verdict(
             reply=last.reply,
         )
     if checked is None:
-        error = best_match(SchemaValidator(output_schema).iter_errors(last.result))
+        error = best_match(SchemaValidator(output_schema).iter_errors(cast(Any, last.result)))
         checked = (
             Valid() if error is None else Invalid(error.message, json_pointer(error.absolute_path))
         )
@@ -628,7 +628,7 @@ class DispatchService:
     async def _judge(
         self,
         last: ServiceEvent | None,
-        output_schema: dict[str, Any] | None,
+        output_schema: dict[str, object] | None,
         ended_by: EndedBy | None,
         lane: str = "",
     ) -> Verdict:

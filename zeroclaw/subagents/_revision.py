@@ -21,7 +21,6 @@ import shutil
 import stat
 import tempfile
 from pathlib import Path
-from typing import Any
 
 import msgspec
 
@@ -176,7 +175,7 @@ def load_snapshot(snapshot: Path) -> Bundle:
         skills = {
             Path(ref).name: text(f"skills/{Path(ref).name}/SKILL.md") for ref in manifest.skills
         }
-        schemas: dict[str, dict[str, Any] | None] = {}
+        schemas: dict[str, dict[str, object] | None] = {}
         for what in ("input", "output"):
             rel = f"schemas/{what}.json"
             schemas[what] = json.loads(text(rel)) if os.path.lexists(snapshot / rel) else None

@@ -5,7 +5,7 @@ The daemon itself loads on first use: the zygote imports this package and must s
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .._lazy import lazy_attributes
 from ._lifecycle import ExitStatus, InvalidTransition, Lifecycle, State, Transition
@@ -26,7 +26,7 @@ _LAZY = {
 _load = lazy_attributes(__name__, _LAZY)
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     return _load(name, globals())
 
 

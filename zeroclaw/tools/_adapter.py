@@ -65,7 +65,7 @@ async def invoke_adapter(ctx: ToolContext, args: InvokeAdapterArgs) -> ToolResul
     if not ran.ok:
         return ran
     result = msgspec.convert(ran.data, AdapterResult)
-    data = {
+    data: dict[str, object] = {
         "adapter": result.adapter,
         "capability": result.capability,
         "exit_code": result.exit_code,

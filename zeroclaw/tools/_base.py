@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal, cast, get_args
+from typing import Literal, cast, get_args
 
 import trio
 
@@ -66,7 +66,7 @@ class ToolResult:
     output: str = ""
     error_code: ToolErrorCode | None = None
     detail: str = ""
-    data: dict[str, Any] = field(default_factory=dict)
+    data: dict[str, object] = field(default_factory=dict)  # shown to the model as JSON
 
     @classmethod
     def refused(cls, code: ToolErrorCode, detail: str) -> ToolResult:

@@ -23,7 +23,7 @@ import os
 import stat
 from dataclasses import dataclass
 from pathlib import PurePosixPath
-from typing import Any, Literal, get_args
+from typing import Literal, get_args
 
 from ..providers import ToolSpec
 from ._base import ToolErrorCode
@@ -46,7 +46,7 @@ class SnapshotResult:
     output: str = ""
     error_code: ToolErrorCode | SnapshotErrorCode | None = None
     detail: str = ""
-    result: Any = None
+    result: object = None
 
 
 def _io_error(path: str, exc: OSError) -> SnapshotResult:
@@ -118,13 +118,13 @@ def skill_read(root: str, path: object, limit: int = MAX_SKILL_READ_BYTES) -> Sn
     return SnapshotResult(True, text)
 
 
-def wraps_result(output_schema: dict[str, Any] | None) -> bool:
+def wraps_result(output_schema: dict[str, object] | None) -> bool:
     """Whether submit takes `{"result": ...}` instead of the result itself: no output
     schema, or one that does not describe an object."""
     return output_schema is None or output_schema.get("type") != "object"
 
 
-def submit_spec(output_schema: dict[str, Any] | None) -> ToolSpec:
+def submit_spec(output_schema: dict[str, object] | None) -> ToolSpec:
     """The submit tool as a model is told about it: its parameters are the output schema."""
     description = (
         "Submit this sub-agent's result; its arguments are the result, shaped by the output "
@@ -133,7 +133,7 @@ def submit_spec(output_schema: dict[str, Any] | None) -> ToolSpec:
     if not wraps_result(output_schema):
         assert output_schema is not None
         return ToolSpec(SUBMIT_RESULT, description, dict(output_schema))
-    inner: dict[str, Any] = {"type": "object"} if output_schema is None else dict(output_schema)
+    inner: dict[str, object] = {"type": "object"} if output_schema is None else dict(output_schema)
     parameters = {
         "type": "object",
         "properties": {"result": inner},
@@ -145,7 +145,7 @@ def submit_spec(output_schema: dict[str, Any] | None) -> ToolSpec:
     )
 
 
-def submit_result(output_schema: dict[str, Any] | None, args: object) -> SnapshotResult:
+def submit_result(output_schema: dict[str, object] | None, args: object) -> SnapshotResult:
     """The value submitted by `args` (not validated against the schema: the daemon does)."""
     if not isinstance(args, dict):
         return SnapshotResult(False, "", "bad_arguments", "the result is a JSON object")

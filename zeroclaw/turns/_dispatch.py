@@ -11,7 +11,7 @@ out, its result in `TurnDone.result`); these bodies are for the agents that call
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 import msgspec
 
@@ -37,8 +37,8 @@ class CatalogEntry(msgspec.Struct, frozen=True, omit_defaults=True):
 
     id: str
     description: str
-    input_schema: dict[str, Any] | None = None
-    output_schema: dict[str, Any] | None = None
+    input_schema: dict[str, object] | None = None  # a JSON Schema document
+    output_schema: dict[str, object] | None = None  # a JSON Schema document
 
 
 class CatalogAnswer(msgspec.Struct, frozen=True):
@@ -50,7 +50,7 @@ class DispatchCall(msgspec.Struct, frozen=True, omit_defaults=True):
 
     agent_id: str
     task: str
-    input: Any = None
+    input: object = None  # a JSON value
     idempotency_key: str | None = None
 
 
@@ -59,7 +59,7 @@ class DispatchAnswer(msgspec.Struct, frozen=True, omit_defaults=True):
 
     invocation_id: str
     state: InvocationState
-    output: Any = None
+    output: object = None  # a JSON value
     reply: str = ""
     error_code: str | None = None
     error_detail: str = ""

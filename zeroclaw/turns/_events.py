@@ -6,8 +6,6 @@ The JSON shape is the one `zeroclaw chat --json` has always printed.
 
 from __future__ import annotations
 
-from typing import Any
-
 import msgspec
 
 
@@ -58,7 +56,7 @@ class TurnDone(_TurnEvent, tag="done", frozen=True):
     cancelled: bool = False
     # A sub-agent runtime's result, as submitted through `subagent_submit_result` (the
     # daemon validates it against the output schema). Never set by an agent's chat turn.
-    result: dict[str, Any] | None = None
+    result: dict[str, object] | None = None
 
 
 TurnEvent = Delta | ToolUsed | ApprovalAsked | TurnDone

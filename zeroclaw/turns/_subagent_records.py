@@ -11,7 +11,7 @@ without loading the sub-agent store or dispatch. Every field is encoded, default
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 import msgspec
 
@@ -74,7 +74,7 @@ class Invocation(msgspec.Struct, frozen=True, kw_only=True):
     caller: str  # the router's (or control socket's) authenticated identity
     source: str  # idempotency scope: "agent:<alias>", "cli", "internal-workflow"
     task: str
-    input: Any = None  # the caller's JSON value, checked against the input schema
+    input: object = None  # the caller's JSON value, checked against the input schema
     parent_run_id: str | None = None
     idempotency_key: str | None = None
     state: InvocationState = "accepted"
@@ -83,7 +83,7 @@ class Invocation(msgspec.Struct, frozen=True, kw_only=True):
     attempt: int = 1
     retry_of: str | None = None  # the interrupted invocation this one re-runs
     retried_by: str | None = None  # the invocation that re-ran this one
-    output: Any = None  # the runtime's JSON result, checked against the output schema
+    output: object = None  # the runtime's JSON result, checked against the output schema
     reply: str = ""  # the runtime's free text (kept, but never the result of a schema)
     error_code: InvocationErrorCode | None = None
     error_detail: str = ""

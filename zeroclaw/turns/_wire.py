@@ -8,7 +8,7 @@ Each side decodes with msgspec; a body that does not decode is dropped and count
 
 from __future__ import annotations
 
-from typing import Any, Literal, get_args
+from typing import Literal, get_args
 
 import msgspec
 
@@ -33,7 +33,7 @@ class TurnInput(msgspec.Struct, frozen=True):
     interactive: bool = False  # someone on the originating channel answers approvals
     # A sub-agent invocation's structured input (JSON), validated by the daemon against the
     # sub-agent's input schema; untrusted data for the runtime. None for a chat turn.
-    input: Any = None
+    input: object = None  # a JSON value
     # The tools this turn may use, decided by the daemon from the turn's origin (ADR
     # 0042): None, the agent's whole toolset (the operator, a dispatch); otherwise only
     # these names, anything else refused as `tool_not_granted`.
