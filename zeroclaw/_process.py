@@ -25,6 +25,7 @@ from typing import Literal, Protocol
 import trio
 
 from ._prctl import set_death_signal
+from ._spawn import open_child
 from .policy import SandboxUnavailable, enforce_ruleset
 
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
@@ -95,7 +96,7 @@ async def run_capped(
     spawn_guard = tracker.spawning() if tracker is not None else _untracked()
     try:
         async with spawn_guard as register:
-            proc = await trio.lowlevel.open_process(
+            proc = await open_child(
                 list(argv),
                 cwd=cwd,
                 env=program_env,

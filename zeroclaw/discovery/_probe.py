@@ -36,6 +36,7 @@ import trio
 
 from .._prctl import PR_SET_NO_NEW_PRIVS, prctl, set_death_signal
 from .._process import CannotStart
+from .._spawn import Child, open_child
 from ..policy import (
     NOT_EXECUTABLE,
     SYSTEM_READ_ONLY,
@@ -187,7 +188,7 @@ async def run_probe(
     status_r, status_w = os.pipe()
     passed = (status_w,) if ruleset_fd < 0 else (status_w, ruleset_fd)
     try:
-        proc = await trio.lowlevel.open_process(
+        proc = await open_child(
             [
                 sys.executable,
                 "-I",
@@ -238,7 +239,7 @@ async def run_probe(
     )
 
 
-async def _stop(proc: trio.Process) -> None:
+async def _stop(proc: Child) -> None:
     """Ask the intermediate to end the probe's tree; kill its group if it does not."""
     if proc.returncode is not None:
         return

@@ -40,6 +40,7 @@ from .._schema_check import (
     answer_decoder,
     encode,
 )
+from .._spawn import Child, open_child
 
 log = logging.getLogger("zeroclaw.subagents")
 
@@ -50,7 +51,7 @@ _READ_CHUNK = 1 << 16
 
 
 class _Worker:
-    def __init__(self, process: trio.Process) -> None:
+    def __init__(self, process: Child) -> None:
         self.process = process
         self.decoder = FrameDecoder(MAX_WORKER_FRAME)
         assert process.stdin is not None
@@ -96,7 +97,7 @@ class ValidatorPool:
         self.killed = 0  # workers killed at their bound
 
     async def _spawn(self) -> _Worker:
-        process = await trio.lowlevel.open_process(
+        process = await open_child(
             [sys.executable, "-m", "zeroclaw._schema_worker", str(os.getpid())],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
