@@ -23,6 +23,7 @@ construction.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import logging
 import os
@@ -245,13 +246,29 @@ class Router:
     # --- the tasks ------------------------------------------------------------------------
 
     async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        # Every socket made here is closed on every way out, a failure before its owner
+        # runs included (a bind refused): the daemon's `ctx.term()` waits for each socket
+        # of the context, so one left open would hang the daemon's exit for good.
+        made: list[zmq.Socket[bytes]] = []
+        try:
+            await self._run(made, task_status)
+        finally:
+            self._nursery = None
+            for sock in made:
+                sock.close(linger=0)  # a no-op for a socket its owner closed already
+            with contextlib.suppress(OSError):  # best effort; never masks why run ended
+                self.endpoint_path.unlink(missing_ok=True)
+
+    async def _run(self, made: list[zmq.Socket[bytes]], task_status: trio.TaskStatus[None]) -> None:
         zap = self.ctx.socket(zmq.REP)
+        made.append(zap)
         zap.linger = 0
         zap.bind(ZAP_ENDPOINT)
         zap_owner = SocketOwner(zap, self._on_zap, name="zap", request_reply=True)
         self._zap_owner = zap_owner
 
         sock = self.ctx.socket(zmq.ROUTER)
+        made.append(sock)
         sock.linger = 0
         sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
         sock.setsockopt(zmq.ROUTER_HANDOVER, 1)
@@ -265,6 +282,7 @@ class Router:
             | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
             | zmq.EVENT_HANDSHAKE_FAILED_AUTH
         )
+        made.insert(0, monitor)  # closed before the socket it monitors
         self.endpoint_path.unlink(missing_ok=True)
         with owner_only_umask():  # the socket file is 0600 from its first instant
             sock.bind(self.endpoint)
@@ -288,10 +306,8 @@ class Router:
                 nursery.start_soon(self._sweep_timeouts)
                 task_status.started()
         finally:
-            self._nursery = None
             if not sock.closed:
                 sock.disable_monitor()
-            self.endpoint_path.unlink(missing_ok=True)
 
     # --- ZAP: who is this key? ------------------------------------------------------------
 
