@@ -23,10 +23,12 @@ construction.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import logging
 import os
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -85,6 +87,7 @@ SUN_PATH_MAX = 107
 REFUSAL_LOG_INTERVAL_SECS = 10.0  # failed handshakes: one line per kind per interval
 SWEEP_SECS = 0.25  # the longest the timeout task sleeps (a reload may shorten a deadline)
 SERVICE_CONCURRENCY = 64  # awaited service calls running at once, per service
+MAX_CALLS_PER_SENDER = 32  # one sender's awaited calls to one service, waiting or running
 
 # A kind of refused handshake, for the log: what, detail (mechanism or event), address.
 RefusalKind = tuple[str, str, str]
@@ -92,7 +95,9 @@ RefusalKind = tuple[str, str, str]
 # A daemon service behind the router (memory, chat). The router calls it at once, in the
 # order requests arrive, with the authenticated sender; it returns the Response to send
 # back, None (no response, or one it gives later by other means), or an awaitable of
-# either, which the router runs in its own nursery, at most SERVICE_CONCURRENCY at once.
+# either, which the router runs in its own nursery, at most SERVICE_CONCURRENCY at once;
+# a sender with MAX_CALLS_PER_SENDER awaited calls to one service still open is answered
+# `busy` at once.
 ServiceResult = Response | None | Awaitable[Response | None]
 ServiceHandler = Callable[[str, Request], ServiceResult]
 # How an injected message ended: (None, "") when acked, else (refusal code, detail).
@@ -179,6 +184,7 @@ class Router:
         # alias -> (pid, sandbox, in force) from its latest Hello, until AgentJoined is acted on
         self._hello_sandbox: dict[str, tuple[int, str, bool]] = {}
         self._limits = {name: trio.CapacityLimiter(SERVICE_CONCURRENCY) for name in self.services}
+        self._calls: Counter[tuple[str, str]] = Counter()  # (service, sender) -> awaited calls
         self._refusal_log = LogThrottle[RefusalKind](
             REFUSAL_LOG_INTERVAL_SECS, overflow_key=("other", "", ""), max_keys=16
         )
@@ -246,13 +252,29 @@ class Router:
     # --- the tasks ------------------------------------------------------------------------
 
     async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        # Every socket made here is closed on every way out, a failure before its owner
+        # runs included (a bind refused): the daemon's `ctx.term()` waits for each socket
+        # of the context, so one left open would hang the daemon's exit for good.
+        made: list[zmq.Socket[bytes]] = []
+        try:
+            await self._run(made, task_status)
+        finally:
+            self._nursery = None
+            for sock in made:
+                sock.close(linger=0)  # a no-op for a socket its owner closed already
+            with contextlib.suppress(OSError):  # best effort; never masks why run ended
+                self.endpoint_path.unlink(missing_ok=True)
+
+    async def _run(self, made: list[zmq.Socket[bytes]], task_status: trio.TaskStatus[None]) -> None:
         zap = self.ctx.socket(zmq.REP)
+        made.append(zap)
         zap.linger = 0
         zap.bind(ZAP_ENDPOINT)
         zap_owner = SocketOwner(zap, self._on_zap, name="zap", request_reply=True)
         self._zap_owner = zap_owner
 
         sock = self.ctx.socket(zmq.ROUTER)
+        made.append(sock)
         sock.linger = 0
         sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
         sock.setsockopt(zmq.ROUTER_HANDOVER, 1)
@@ -266,6 +288,7 @@ class Router:
             | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
             | zmq.EVENT_HANDSHAKE_FAILED_AUTH
         )
+        made.insert(0, monitor)  # closed before the socket it monitors
         self.endpoint_path.unlink(missing_ok=True)
         with owner_only_umask():  # the socket file is 0600 from its first instant
             sock.bind(self.endpoint)
@@ -289,10 +312,8 @@ class Router:
                 nursery.start_soon(self._sweep_timeouts)
                 task_status.started()
         finally:
-            self._nursery = None
             if not sock.closed:
                 sock.disable_monitor()
-            self.endpoint_path.unlink(missing_ok=True)
 
     # --- ZAP: who is this key? ------------------------------------------------------------
 
@@ -562,19 +583,37 @@ class Router:
             callback(action.code, action.detail)
 
     def _call_service(self, action: CallService) -> None:
+        key = (action.name, action.sender)
+        if self._calls[key] >= MAX_CALLS_PER_SENDER:
+            # Answered at once: a sender that does not wait for its calls holds neither a
+            # task and a body per call in the daemon nor every slot of the service.
+            self.core.counters["service_busy"] += 1
+            detail = f"{MAX_CALLS_PER_SENDER} calls to {action.name!r} are waiting already"
+            self._send_response(
+                action.sender,
+                Response(id=action.request.id, ok=False, error="busy", detail=detail),
+            )
+            return
         result = self.services[action.name](action.sender, action.request)
         if isinstance(result, Response):
             self._send_response(action.sender, result)
         elif result is not None:
             assert inspect.isawaitable(result)
             assert self._nursery is not None
+            self._calls[key] += 1
             self._nursery.start_soon(self._await_service, action, result)
 
     async def _await_service(
         self, action: CallService, pending: Awaitable[Response | None]
     ) -> None:
-        async with self._limits[action.name]:
-            response = await pending
+        key = (action.name, action.sender)
+        try:
+            async with self._limits[action.name]:
+                response = await pending
+        finally:
+            self._calls[key] -= 1
+            if not self._calls[key]:
+                del self._calls[key]
         if response is not None:
             self._send_response(action.sender, response)
 

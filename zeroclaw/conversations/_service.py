@@ -132,23 +132,29 @@ class Turn:
         if not self._closed:
             self._send.send_nowait(event)
 
-    def _from_agent(self, event: AgentTurnEvent) -> None:
+    def _over_limit(self) -> bool:
+        """Whether the turn is (now) cut off: the daemon does not hold an unbounded
+        backlog for a reader that does not read (or an agent that does not stop), of
+        events or of approval questions; the turn ends here, visibly."""
         if self._overflowed:
-            return
+            return True
         if self._send.statistics().current_buffer_used >= self._limit:
-            # The daemon does not hold an unbounded backlog for a reader that does not
-            # read (or an agent that does not stop): the turn ends here, visibly.
             self._overflowed = True
             self._push(TurnOverflow(self._limit))
             self._stop_agent()
+            return True
+        return False
+
+    def _from_agent(self, event: AgentTurnEvent) -> None:
+        if self._over_limit():
             return
         if isinstance(event, TurnDone):
             self._agent_working = False
         self._push(event)
 
     def _asked(self, rid: str, what: str, timeout_secs: float | None = None) -> bool:
-        if self._closed or self._overflowed:
-            return False
+        if self._closed or rid in self._pending or self._over_limit():
+            return False  # denied at once (a reused id too: one answer per question)
         self._pending.append(rid)
         self._push(ApprovalAsked(what[:MAX_APPROVAL_TEXT], rid, timeout_secs))
         return True

@@ -93,6 +93,22 @@ async def _serving(service: DaemonService) -> AsyncIterator[None]:
                 yield
             finally:
                 nursery.cancel_scope.cancel()
+    except Exception as exc:
+        if not started:  # the one line that says why the daemon did not come up
+            log.error(
+                "service %s could not start: %s",
+                service.name,
+                _why(exc),
+                extra={"service": service.name},
+            )
+        raise
     finally:
         what = "stopped" if started else "did not start"
         log.debug("service %s %s", service.name, what, extra={"service": service.name})
+
+
+def _why(exc: BaseException) -> str:
+    """The errors inside `exc` (a nursery's group holds the service's own), one line."""
+    if isinstance(exc, BaseExceptionGroup):
+        return "; ".join(_why(inner) for inner in exc.exceptions)
+    return f"{type(exc).__name__}: {exc}"[:500]
