@@ -64,6 +64,6 @@ async def test_hostile_memory_bodies_are_refused_and_the_service_carries_on(
             nursery.cancel_scope.cancel()
     finally:
         ctx.term()
-    assert router.stats()["outcomes"]["malformed"] == 1  # the deep frame
+    assert router.stats().outcomes["malformed"] == 1  # the deep frame
     assert [r.agent for r in store.list_records(memory.scope_for("alpha"))] == ["alpha"]
     store.close()
