@@ -263,8 +263,8 @@ async def test_the_cli_speaks_the_sub_agent_commands_over_the_control_socket(
     from tests.subagents.test_control import SECRET_PROMPT, SECRET_SKILL, make_api
     from zeroclaw.control import CommandTable
     from zeroclaw.subagents import register_subagent_commands
-    from zeroclaw.subagents._records import InvocationEvent, StateEntered, TextDelta
     from zeroclaw.supervisor._control_server import ControlServer, bind_control_socket
+    from zeroclaw.turns import InvocationEvent, StateEntered, TextDelta
 
     api = make_api(tmp_path)
     config = root / "zeroclaw.toml"

@@ -46,6 +46,7 @@ from zeroclaw.control import (
     encode,
 )
 from zeroclaw.subagents import (
+    SCHEMA_VERSION,
     Bundle,
     BundleProblems,
     DispatchRequest,
@@ -57,16 +58,16 @@ from zeroclaw.subagents import (
     subagent_handlers,
 )
 from zeroclaw.subagents._api import LoadedRevision, SubagentsApi
-from zeroclaw.subagents._records import (
-    SCHEMA_VERSION,
+from zeroclaw.turns import (
+    TERMINAL_STATES,
     Invocation,
     InvocationEvent,
+    InvocationState,
     RevisionRecord,
     StateEntered,
     TextDelta,
     ToolCalled,
 )
-from zeroclaw.turns import TERMINAL_STATES, InvocationState
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "etc" / "subagents"
 PROVIDERS = frozenset({"offline.default"})

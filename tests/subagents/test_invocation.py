@@ -18,8 +18,7 @@ from zeroclaw.subagents import (
     retry_of,
 )
 from zeroclaw.subagents._invocation import check_event
-from zeroclaw.subagents._records import Invocation, StateEntered, TextDelta
-from zeroclaw.turns import TERMINAL_STATES, InvocationState
+from zeroclaw.turns import TERMINAL_STATES, Invocation, InvocationState, StateEntered, TextDelta
 
 STATES: tuple[InvocationState, ...] = get_args(InvocationState)
 ALLOWED = {

@@ -30,7 +30,7 @@ from zeroclaw.subagents import (
     retry_of,
 )
 from zeroclaw.subagents._invocation import check_event
-from zeroclaw.subagents._records import (
+from zeroclaw.turns import (
     EventBody,
     Invocation,
     RevisionRecord,
@@ -346,7 +346,7 @@ CHILD = textwrap.dedent(
     import sys
     from pathlib import Path
     from zeroclaw.subagents import SubagentStore
-    from zeroclaw.subagents._records import Invocation, StateEntered, TextDelta
+    from zeroclaw.turns import Invocation, StateEntered, TextDelta
     store = SubagentStore(Path(sys.argv[1]))
     inv = Invocation(id="k9", agent_id="a", digest="d", caller="cli", source="cli",
                      task="t", idempotency_key="once", created_at=1.0, updated_at=1.0)
@@ -473,7 +473,7 @@ FULL_CHILD = textwrap.dedent(
     import resource, signal, sys
     from pathlib import Path
     from zeroclaw.subagents import SubagentStore, SubagentStoreFull
-    from zeroclaw.subagents._records import TextDelta
+    from zeroclaw.turns import TextDelta
     store = SubagentStore(Path(sys.argv[1]))
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails: EFBIG
     size = (Path(sys.argv[1]) / "data.mdb").stat().st_size

@@ -267,7 +267,7 @@ async def test_a_refused_dispatch_passes_the_services_code_on(tmp_path: Path, co
 
 def test_every_dispatch_refusal_and_invocation_code_is_a_tool_error_code() -> None:
     from zeroclaw.subagents import DispatchRefusalCode
-    from zeroclaw.subagents._records import InvocationErrorCode
+    from zeroclaw.turns import InvocationErrorCode
 
     assert set(get_args(DispatchRefusalCode)) <= set(ERROR_CODES)
     assert set(get_args(InvocationErrorCode)) <= set(ERROR_CODES)

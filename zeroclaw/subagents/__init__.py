@@ -12,6 +12,19 @@ from typing import TYPE_CHECKING
 
 from .._lazy import lazy_attributes
 from .._schema_check import VALIDATION_OUTCOMES, Invalid, Outcome, OutOfBound, Unusable, Valid
+from ..turns import (
+    DispatchRefusalCode,
+    EventBody,
+    Invocation,
+    InvocationErrorCode,
+    InvocationEvent,
+    McpBinding,
+    Policy,
+    RevisionRecord,
+    StateEntered,
+    TextDelta,
+    ToolCalled,
+)
 from ._admission import (
     Admission,
     Admitted,
@@ -42,22 +55,7 @@ from ._invocation import (
     recovery_plan,
     retry_of,
 )
-from ._records import (
-    CLI_CALLER,
-    SCHEMA_VERSION,
-    WORKFLOW_CALLER,
-    DispatchRefusalCode,
-    EventBody,
-    Invocation,
-    InvocationErrorCode,
-    InvocationEvent,
-    McpBinding,
-    Policy,
-    RevisionRecord,
-    StateEntered,
-    TextDelta,
-    ToolCalled,
-)
+from ._records import CLI_CALLER, SCHEMA_VERSION, WORKFLOW_CALLER
 from ._registry import SubagentRegistry
 from ._revision import SnapshotDamaged, load_snapshot, materialise, runtime_identity
 from ._store import (

@@ -13,10 +13,9 @@ from typing import Protocol
 
 import trio
 
-from ..turns import InvocationState
+from ..turns import Invocation, InvocationEvent, InvocationState, RevisionRecord
 from ._admission import DispatchRequest, Refused
 from ._bundle import Bundle, BundleProblems
-from ._records import Invocation, InvocationEvent, RevisionRecord
 
 
 @dataclass(frozen=True)

@@ -42,17 +42,17 @@ from ..control import (
     SubagentSummary,
     error_reply,
 )
-from ..turns import TERMINAL_STATES, InvocationState
-from ._admission import DispatchRequest, Refused
-from ._api import SubagentsApi
-from ._records import (
-    CLI_CALLER,
-    SCHEMA_VERSION,
+from ..turns import (
+    TERMINAL_STATES,
     DispatchRefusalCode,
     Invocation,
     InvocationEvent,
+    InvocationState,
     StateEntered,
 )
+from ._admission import DispatchRequest, Refused
+from ._api import SubagentsApi
+from ._records import CLI_CALLER, SCHEMA_VERSION
 
 CLI_SOURCE = "cli"  # the idempotency scope of every operator dispatch
 MAX_LIST_LIMIT = 1000

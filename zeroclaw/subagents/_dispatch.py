@@ -48,7 +48,15 @@ from ..turns import (
     Delta,
     DispatchAnswer,
     DispatchCall,
+    EventBody,
+    Invocation,
+    InvocationErrorCode,
+    InvocationEvent,
     InvocationState,
+    RevisionRecord,
+    StateEntered,
+    TextDelta,
+    ToolCalled,
     ToolUsed,
     TurnDone,
 )
@@ -63,16 +71,6 @@ from ._admission import (
 )
 from ._api import LoadedRevision
 from ._bundle import Bundle, BundleProblems
-from ._records import (
-    EventBody,
-    Invocation,
-    InvocationErrorCode,
-    InvocationEvent,
-    RevisionRecord,
-    StateEntered,
-    TextDelta,
-    ToolCalled,
-)
 from ._registry import SubagentRegistry
 from ._revision import SnapshotDamaged
 from ._schema import SchemaValidator

@@ -17,8 +17,7 @@ from typing import Any
 
 import msgspec
 
-from ..turns import TERMINAL_STATES, InvocationState
-from ._records import EventBody, Invocation, StateEntered
+from ..turns import TERMINAL_STATES, EventBody, Invocation, InvocationState, StateEntered
 
 NEXT: Mapping[InvocationState, frozenset[InvocationState]] = {
     "accepted": frozenset({"running", "failed", "timed_out", "cancelled", "interrupted"}),

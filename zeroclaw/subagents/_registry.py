@@ -21,9 +21,9 @@ from typing import Protocol
 import trio
 
 from ..config import Config, subagents_dir
+from ..turns import RevisionRecord
 from ._api import LoadedRevision
 from ._bundle import RESERVED_IDS, Bundle, BundleProblems, scan_bundles
-from ._records import RevisionRecord
 from ._revision import ensure_snapshot, load_snapshot, remove_leftovers, runtime_identity
 
 log = logging.getLogger("zeroclaw.subagents")

@@ -33,7 +33,15 @@ import msgspec
 
 from .._flock import FileLock, LockHeld
 from .._lmdb import committed_size_problem, data_file_problem, walk_in_child
-from ..turns import TERMINAL_STATES, InvocationState
+from ..turns import (
+    TERMINAL_STATES,
+    EventBody,
+    Invocation,
+    InvocationEvent,
+    InvocationState,
+    RevisionRecord,
+    StateEntered,
+)
 from ._admission import IdempotencyKey
 from ._invocation import (
     UNFINISHED,
@@ -43,7 +51,6 @@ from ._invocation import (
     recovery_plan,
     retry_of,
 )
-from ._records import EventBody, Invocation, InvocationEvent, RevisionRecord, StateEntered
 
 DEFAULT_MAP_SIZE = 1 << 26  # 64 MiB of address space up front; doubles on MapFullError
 MAX_MAP_SIZE = 1 << 40
