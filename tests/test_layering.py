@@ -44,11 +44,18 @@ ROOT = frozenset({"supervisor"})  # the composition root
 OPERATOR = frozenset({"cli", "_error_codes", "_reference"})
 LAYERS = (NEUTRAL, TRANSPORT, AGENT_SIDE | SERVICES, ROOT, OPERATOR)
 
-# A service's wire: its `_wire.py` (one per service, ADR 0049) and these, which memory's
-# wire builds on. They import only neutral units and each other
+# A service's wire: its `_wire.py` (one per service, ADR 0049) and the wire modules of the
+# services whose agents call them, declared in neutral `turns` (ADR 0048) and the operation
+# table they build on. They import only neutral units and each other
 # (test_wire_modules_import_only_neutral_modules).
 WIRE_SUPPORT = frozenset(
-    {"zeroclaw.memory._args", "zeroclaw.memory._errors", "zeroclaw.memory._records"}
+    {
+        "zeroclaw._ops",
+        "zeroclaw.turns._adapter",
+        "zeroclaw.turns._dispatch",
+        "zeroclaw.turns._memory",
+        "zeroclaw.turns._subagent_records",
+    }
 )
 
 # Any unit may import CORE; every other edge is listed, one a line: (importer, imported).
