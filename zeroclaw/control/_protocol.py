@@ -71,10 +71,6 @@ ControlErrorCode = Literal[
 CONTROL_ERROR_CODES: frozenset[str] = frozenset(get_args(ControlErrorCode))
 
 
-def _decode_codes_are_control_codes(code: DecodeErrorCode) -> ControlErrorCode:
-    return code  # mypy fails here if the decoder grows a code this set lacks
-
-
 def is_control_code(code: str) -> TypeGuard[ControlErrorCode]:
     return code in CONTROL_ERROR_CODES
 
