@@ -783,6 +783,7 @@ PUBLIC: dict[str, list[str]] = {
         "AppendTurnsArgs",
         "ApprovalAnswer",
         "ApprovalAsked",
+        "ApprovalLedger",
         "ApprovalQuestion",
         "CatalogAnswer",
         "CatalogCall",
@@ -868,6 +869,7 @@ PUBLIC: dict[str, list[str]] = {
         "TurnInput",
         "TurnServiceErrorCode",
         "WRITE_OPS",
+        "adapter_approval_question",
     ],
 }
 

@@ -112,7 +112,7 @@ async def test_a_tool_that_raises_fails_only_its_call(
             delegate: bool,
             depth: int,
             session: str = "default",
-            granted: tuple[str, ...] | None = None,
+            turn: str | None = None,
         ) -> ToolResult:
             raise RuntimeError("the bus is gone")
 

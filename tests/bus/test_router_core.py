@@ -38,6 +38,7 @@ from zeroclaw.bus._router_core import (
     SendAck,
     Traffic,
 )
+from zeroclaw.bus._wire import SalvagedIds
 from zeroclaw.config import Config, validate_document
 
 ROOT = Path("/nonexistent/zeroclaw-core-test")
@@ -481,10 +482,23 @@ def test_an_injected_message_over_the_frame_limit_is_too_large() -> None:
 
 def test_a_salvaged_id_of_a_bad_frame_is_refused_and_counted_once() -> None:
     core = connected_core("alpha")
-    core.bad_frame("alpha", "malformed", "m1", "broken")
-    core.bad_frame("alpha", "malformed", None, "broken")
+    core.bad_frame("alpha", "malformed", SalvagedIds("m1", None), "broken")
+    core.bad_frame("alpha", "malformed", SalvagedIds(None, None), "broken")
     [refused] = only(core.take(), Refuse)
     assert refused.message_id == "m1" and core.counters["malformed"] == 2
+
+
+def test_a_request_that_cannot_be_read_is_answered_when_its_id_can_be() -> None:
+    # Its caller waits for a response by id: without one it waited out its own timeout.
+    core = connected_core("alpha")
+    core.bad_frame("alpha", "malformed", SalvagedIds(None, "r1"), "nested too deeply")
+    [respond] = only(core.take(), Respond)
+    assert (respond.response.id, respond.response.ok, respond.response.error) == (
+        "r1",
+        False,
+        "malformed",
+    )
+    assert core.counters["malformed"] == 1
 
 
 # --- confined identities: sub-agent runtimes (issue 12) ------------------------------------
@@ -601,3 +615,78 @@ def test_a_replayed_question_is_refused_not_acted_on_twice() -> None:
     core.take()
     core.send("gamma", message("q0", "beta", "ask", {"text": "x"}), 0.0)  # forgotten: the oldest
     assert only(core.take(), Forward)
+
+
+# --- a question's grant: the router's stamp, from the turn the asker holds (ADR 0052) -------
+
+
+def asked_tools(
+    core: RouterCore, sender: str, to: str, qid: str, turn: str | None, *, ack: bool = False
+) -> Any:
+    """`sender` asks `to` from `turn`, claiming every tool there is on the envelope; what
+    the router stamped on the delivered question (`ack`: and `to` acks it)."""
+    sent = msgspec.structs.replace(message(qid, to, "ask", {"text": "x"}), turn=turn, tools=None)
+    core.send(sender, sent, 0.0)
+    [forward] = only(core.take(), Forward)
+    assert forward.frame.message.turn is None  # the asker's turn ids stay its own
+    if ack:
+        core.ack(to, (forward.frame.rid,))
+        core.take()
+    return forward.frame.message.tools
+
+
+def test_a_question_carries_the_grant_of_the_turn_it_comes_from_never_the_askers_word() -> None:
+    core = connected_core("alpha", "beta", "gamma")
+    core.turn_opened("alpha", "chat-op", None)  # the operator's chat: not narrowed
+    core.turn_opened("alpha", "chat-hook", ("send_message_to_peer",))  # an outside sender's
+    assert asked_tools(core, "alpha", "beta", "q1", "chat-op") is None
+    assert asked_tools(core, "alpha", "beta", "q2", "chat-hook") == ("send_message_to_peer",)
+    # no turn, a turn nobody opened, another agent's turn: no tools at all
+    assert asked_tools(core, "alpha", "beta", "q3", None) == ()
+    assert asked_tools(core, "alpha", "beta", "q4", "chat-made-up") == ()
+    core.turn_opened("gamma", "chat-g", None)
+    assert asked_tools(core, "alpha", "beta", "q5", "chat-g") == ()
+    # a closed turn passes nothing on
+    core.turn_closed("alpha", "chat-op")
+    assert asked_tools(core, "alpha", "beta", "q6", "chat-op") == ()
+    assert core.stats().other["question_from_unknown_turn"] == 4
+
+
+def test_a_chain_passes_on_the_grant_of_the_question_each_hop_was_handed() -> None:
+    core = connected_core("alpha", "beta", "gamma")
+    core.turn_opened("alpha", "chat-hook", ("memory_recall",))
+    assert asked_tools(core, "alpha", "beta", "q1", "chat-hook") == ("memory_recall",)
+    # beta asks on from the turn of q1 before acking it
+    assert asked_tools(core, "beta", "gamma", "q2", "q1", ack=True) == ("memory_recall",)
+    core = connected_core("alpha", "beta", "gamma")
+    core.turn_opened("alpha", "chat-hook", ("memory_recall",))
+    assert asked_tools(core, "alpha", "beta", "q1", "chat-hook", ack=True) == ("memory_recall",)
+    # and after
+    assert asked_tools(core, "beta", "gamma", "q2", "q1", ack=True) == ("memory_recall",)
+    assert asked_tools(core, "beta", "gamma", "q3", "q1") == ("memory_recall",)
+    # a turn of the callee, not of the asker: gamma holds q2, beta does not
+    assert asked_tools(core, "beta", "alpha", "q4", "q2") == ()
+    # once beta answered q1, that turn is over
+    core.send("beta", message("r1", "alpha", "reply", {"in_reply_to": "q1"}), 0.0)
+    core.take()
+    assert asked_tools(core, "beta", "gamma", "q5", "q1") == ()
+
+
+def test_an_agents_turns_end_with_it() -> None:
+    core = connected_core("alpha", "beta")
+    core.turn_opened("alpha", "chat-op", None)
+    core.agent_down("alpha")
+    core.hello("alpha", b"alpha", 101, 0.0)
+    core.take()
+    assert asked_tools(core, "alpha", "beta", "q1", "chat-op") == ()
+
+
+def test_a_plain_message_and_a_reply_carry_no_grant_whatever_the_sender_put() -> None:
+    core = connected_core("alpha", "beta")
+    core.turn_opened("alpha", "chat-op", None)
+    sent = msgspec.structs.replace(
+        message("m1", "beta", "message", {"text": "x"}), turn="chat-op", tools=("shell",)
+    )
+    core.send("alpha", sent, 0.0)
+    [forward] = only(core.take(), Forward)
+    assert (forward.frame.message.tools, forward.frame.message.turn) == (None, None)

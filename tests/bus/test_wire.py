@@ -19,13 +19,14 @@ from zeroclaw.bus import (
     Message,
     PeerNote,
     Refusal,
+    Request,
     Send,
     WireError,
     decode_from_agent,
     decode_from_router,
     encode,
 )
-from zeroclaw.bus._wire import PROTOCOL_VERSION, salvage_message_id
+from zeroclaw.bus._wire import PROTOCOL_VERSION, SalvagedIds, salvage_ids, salvage_message_id
 
 _MESSAGE = {"id": "m1", "to": "beta", "channel": "cli", "sent_at": 0.0}
 MSG = Message(
@@ -139,3 +140,13 @@ def test_a_deep_body_is_malformed_in_both_directions_and_keeps_its_id() -> None:
             assert info.value.code == "malformed"
         # The router can still tell the sender which message it refused.
         assert salvage_message_id(spliced(AGENT_FRAMES[0], nested_msgpack(65))) == "m1"
+
+
+def test_a_request_too_deep_to_read_keeps_its_id() -> None:
+    deep = msgspec.Raw(nested_msgpack(10_000, b"\x81\xa1k"))
+    frame = encode(Request(id="r1", service="memory", op="store", body=deep))
+    with pytest.raises(WireError):
+        decode_from_agent(frame)
+    assert salvage_ids(frame) == SalvagedIds(None, "r1")  # answered by it, not left to wait
+    assert salvage_ids(spliced(AGENT_FRAMES[0], nested_msgpack(65))) == SalvagedIds("m1", None)
+    assert salvage_ids(msgspec.msgpack.encode({"t": "request", "id": 7})) == SalvagedIds(None, None)

@@ -828,6 +828,15 @@ def _router_cells() -> list[Cell]:
             "delegate",
             _no("read_only_profile", "router", "C2"),
         ),
+        # A question that claims every tool from a turn the daemon never opened (ADR 0052).
+        Cell(
+            "peer_messaging",
+            "router",
+            "supervised_approve",
+            "ask claiming a grant its turn lacks",
+            "ask_forged_grant",
+            _no("tool_not_granted", "router"),
+        ),
         # A dispatch whose body claims an allowed caller: the router's identity decides.
         Cell(
             "subagent_dispatch",

@@ -73,7 +73,8 @@ def conformance_config(root: Path, port: int = 0) -> dict[str, Any]:
         "ro": agent("readonly", delegates=["owner"]),
         "sup": agent("supervised", delegates=["owner"]),
         "full": agent("full"),
-        "owner": agent("supervised"),
+        # owner trusts its peers with recall: a question may use it only with its turn's grant
+        "owner": agent("supervised", peer_tools=["memory_recall"]),
         "g_read": agent("supervised", workspace={"access": {"owner": "read"}}),
         "g_write": agent("supervised", workspace={"access": {"owner": "write"}}),
         "g_rw": agent("supervised", workspace={"access": {"owner": "read_write"}}),

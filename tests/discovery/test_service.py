@@ -19,7 +19,7 @@ from zeroclaw.bus import Request
 from zeroclaw.config import load_config
 from zeroclaw.discovery import AdapterRun, Debounce, DiscoveryService
 from zeroclaw.events import DiscoveryCompleted, EventSink, RegistrationDecided
-from zeroclaw.turns import AdapterAdmission, AdapterResult
+from zeroclaw.turns import AdapterAdmission, AdapterResult, adapter_approval_question
 
 
 def test_debounce_waits_for_quiet_then_fires_once() -> None:
@@ -141,13 +141,38 @@ async def test_invoke_admits_again_and_runs_the_program_with_the_input_last(
     assert (result.exit_code, result.output) == (0, "ran review main.py")
     [(agent, run)] = runner.runs
     assert agent == "alpha" and run.argv[0].endswith("/codex")
-    unapproved = await svc.serve("alpha", request("invoke", adapter="gen", input="x"))
+    unapproved = await svc.serve("alpha", request("invoke", adapter="gen", input="x", turn="t1"))
     assert unapproved.error == "approval_denied"
-    approved = await svc.serve("alpha", request("invoke", adapter="gen", input="x", approved=True))
-    assert approved.ok
-    readonly = await svc.serve("reader", request("invoke", adapter="gen", input="x", approved=True))
+    readonly = await svc.serve("reader", request("invoke", adapter="gen", input="x", turn="t1"))
     assert readonly.error == "read_only_profile"  # an approval never widens a profile
-    assert len(runner.runs) == 2
+    assert len(runner.runs) == 1
+
+
+async def test_a_run_that_needs_approval_takes_a_yes_the_daemon_saw_given_in_that_turn(
+    project: Project,
+) -> None:
+    # The hole: the agent's `approved: true` was believed, so an agent process that set it
+    # ran a side effect nobody approved. Now only the daemon's own record counts: a yes the
+    # turn service saw given to this question, in this turn of this agent, used once.
+    runner = Runner()
+    svc, _ = service(project, runner)
+    await svc.rescan()
+    asks = await svc.serve("alpha", request("admit", adapter="gen"))
+    question = adapter_approval_question(decode_body(asks.body, AdapterAdmission))
+    call = request("invoke", adapter="gen", input="x", turn="t1")
+    forged = request("invoke", adapter="gen", input="x", turn="t1", approved=True)
+    assert (await svc.serve("alpha", forged)).error in ("approval_denied", "bad_request")
+    svc.approvals.record("alpha", "t1", "run adapter gen for something else")  # not this
+    svc.approvals.record("alpha", "t2", question)  # another turn of alpha's
+    svc.approvals.record("beta", "t1", question)  # another agent's turn of that id
+    assert (await svc.serve("alpha", call)).error == "approval_denied"
+    svc.approvals.record("alpha", "t1", question)
+    assert (await svc.serve("alpha", call)).ok
+    assert (await svc.serve("alpha", call)).error == "approval_denied"  # one yes, one run
+    assert len(runner.runs) == 1
+    svc.approvals.record("alpha", "t1", question)
+    svc.approvals.forget("alpha", "t1")  # the turn ended: its yes with it
+    assert (await svc.serve("alpha", call)).error == "approval_denied"
 
 
 async def test_a_removed_adapter_drains_the_call_in_flight_and_takes_no_new_one(

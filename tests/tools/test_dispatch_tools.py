@@ -90,7 +90,7 @@ class ScriptedSubagents:
         delegate: bool,
         depth: int,
         session: str = "default",
-        granted: tuple[str, ...] | None = None,
+        turn: str | None = None,
     ) -> ToolResult:
         return ToolResult.refused("unavailable", "no peers here")
 

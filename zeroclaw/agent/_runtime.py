@@ -99,7 +99,7 @@ class BusReach:
         delegate: bool,
         depth: int,
         session: str = "default",
-        granted: tuple[str, ...] | None = None,
+        turn: str | None = None,
     ) -> ToolResult:
         """Ask (or delegate to) a peer and wait for its reply. `depth` is this agent's own
         count; the router decides the depth (and whether a delegation is allowed) itself and
@@ -113,8 +113,9 @@ class BusReach:
             outcome = await self.bus.send(
                 to,
                 "",  # the router picks the channel a peer group shares
-                PeerQuestion(text, granted),
+                PeerQuestion(text),
                 session=session,
+                turn=turn,
                 kind="delegate" if delegate else "ask",
                 message_id=message_id,
             )
@@ -322,7 +323,7 @@ class AgentRuntime:
                     approver=approver,
                     # What the daemon granted this turn's origin (ADR 0042).
                     toolset=self.engine.origin_toolset(chat.tools),
-                    granted=chat.tools,
+                    turn_id=turn,
                     on_answer=on_answer,
                 )
             finally:
@@ -356,9 +357,10 @@ class AgentRuntime:
                 session=message.session or session_key(Origin.peer(message.from_), None),
                 depth=max(message.depth, 1),  # the router's count, not the asker's word
                 # A peer gets only what the config grants it (ADR 0015), and of that
-                # only what the origin at the chain's start was granted (ADR 0042).
-                toolset=self.engine.peer_origin_toolset(question.tools),
-                granted=question.tools,
+                # only what the origin at the chain's start was granted (ADR 0042), as
+                # the router stamped it: never the asker's word (ADR 0052).
+                toolset=self.engine.peer_origin_toolset(message.tools),
+                turn_id=message.id,
                 on_answer=on_answer,
             )
 

@@ -179,7 +179,7 @@ class TurnEngine:
         depth: int = 0,
         toolset: Toolset | None = None,
         on_answer: Callable[[TurnResult], None] | None = None,
-        granted: tuple[str, ...] | None = None,
+        turn_id: str | None = None,
     ) -> TurnResult:
         """One turn. `approver` belongs to the channel that started it (None: nobody to ask,
         so supervised medium-risk actions are denied); `depth` counts the asks and
@@ -217,7 +217,7 @@ class TurnEngine:
             delegates=frozenset(self.spec.delegates),
             depth=depth,
             session=session,
-            granted=granted,
+            turn=turn_id,
         )
         calls: list[ToolCallRecord] = []
         iterations = 0

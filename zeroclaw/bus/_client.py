@@ -119,6 +119,7 @@ class AgentBus:
         session: str | None = None,
         kind: MessageKind = "message",
         message_id: str | None = None,
+        turn: str | None = None,
     ) -> str:
         """Queue one message; `on_outcome` is called exactly once with its fate."""
         message = Message(
@@ -129,6 +130,7 @@ class AgentBus:
             sent_at=time.time(),
             session=session,
             kind=kind,
+            turn=turn,
         )
         payload = encode(Send(message=message))
         if len(payload) > self.creds.max_frame:
@@ -152,6 +154,7 @@ class AgentBus:
         session: str | None = None,
         kind: MessageKind = "message",
         message_id: str | None = None,
+        turn: str | None = None,
     ) -> Outcome:
         """Send one message and wait for its outcome."""
         await self.wait_for_room()
@@ -162,7 +165,9 @@ class AgentBus:
             result.append(outcome)
             done.set()
 
-        self.post(to, channel, body, finish, session=session, kind=kind, message_id=message_id)
+        self.post(
+            to, channel, body, finish, session=session, kind=kind, message_id=message_id, turn=turn
+        )
         await done.wait()
         return result[0]
 

@@ -70,13 +70,16 @@ from ._wire import (
     RefusalCode,
     Request,
     Response,
+    SalvagedIds,
     Send,
     WireError,
     decode_from_agent,
     encode,
-    salvage_message_id,
+    salvage_ids,
 )
 from ._zsocket import Frames, SocketOwner
+
+NO_IDS = SalvagedIds(None, None)
 
 log = logging.getLogger("zeroclaw.router")
 
@@ -382,14 +385,13 @@ class Router:
         sender = user.decode()  # the alias the ZAP handler bound to this connection's key
         max_frame = core.max_frame
         if len(payload) > max_frame:
-            message_id = salvage_message_id(payload) if len(payload) <= 4 * max_frame else None
-            core.bad_frame(sender, "too_large", message_id, f"frame exceeds {max_frame} bytes")
+            ids = salvage_ids(payload) if len(payload) <= 4 * max_frame else NO_IDS
+            core.bad_frame(sender, "too_large", ids, f"frame exceeds {max_frame} bytes")
         else:
             try:
                 frame = decode_from_agent(payload)
             except WireError as exc:  # broken, of another version, or nested too deeply
-                message_id = salvage_message_id(payload)
-                core.bad_frame(sender, exc.code, message_id, str(exc)[:200])
+                core.bad_frame(sender, exc.code, salvage_ids(payload), str(exc)[:200])
             else:
                 if isinstance(frame, Send):
                     if frame.message is None:
@@ -422,6 +424,14 @@ class Router:
         self._injected[message.id] = on_outcome
         self.core.inject(message, origin, trio.current_time())
         self._execute()
+
+    def turn_opened(self, agent: str, turn: str, tools: tuple[str, ...] | None) -> None:
+        """The turn service opened chat `turn` on `agent` with this grant: a question the
+        agent sends from it passes that grant on (ADR 0052)."""
+        self.core.turn_opened(agent, turn, tools)
+
+    def turn_closed(self, agent: str, turn: str) -> None:
+        self.core.turn_closed(agent, turn)
 
     def reply(self, alias: str, response: Response) -> None:
         """Send a service response to an agent (a service answering after its handler)."""

@@ -9,6 +9,10 @@ What it owns (ADR 0005, 0013, 0018):
 - acks to batch per sender until the end of a burst (`flush_acks`);
 - messages waiting for an on-demand agent to start (at most PENDING_START_LIMIT per agent);
 - open questions: acked `ask`/`delegate` not answered yet, with the depth the router gave them;
+- the turns each agent holds open and what each was granted (ADR 0052): the chats the daemon
+  opened on it (`turn_opened`/`turn_closed`) and the questions it was handed. A question
+  names the turn it comes from (`Message.turn`); the router stamps that turn's grant as the
+  question's `tools`, so an agent can pass on only a grant it holds;
 - which connection (ROUTER routing id) speaks for which alias, from authenticated Hellos;
 - outcome counters;
 - confined identities (sub-agent runtimes, issue 12): started on demand, reached only by
@@ -42,6 +46,7 @@ from ._wire import (
     RefusalCode,
     Request,
     Response,
+    SalvagedIds,
     answered_question,
     encode,
 )
@@ -171,6 +176,10 @@ Action = (
 )
 
 
+Tools = tuple[str, ...] | None  # a turn's grant: these tool names; None, not narrowed
+NO_TOOLS: tuple[str, ...] = ()
+
+
 @dataclass(slots=True)
 class InFlight:
     sender: str
@@ -180,12 +189,21 @@ class InFlight:
     channel: str
     question: bool = False  # an ask/delegate: once acked, the sender waits for a reply
     depth: int = 0
+    tools: Tools = NO_TOOLS  # a question's grant, as the router stamped it
 
 
 @dataclass(frozen=True, slots=True)
 class OpenQuestion:
     asker: str
     depth: int
+    tools: Tools = NO_TOOLS
+
+
+@dataclass(frozen=True, slots=True)
+class Held:
+    """A turn an agent holds open, and what it was granted."""
+
+    tools: Tools
 
 
 class RouterCore:
@@ -216,6 +234,8 @@ class RouterCore:
         self._asked: dict[str, dict[int, int]] = {}
         # sender -> the ids of its latest questions, oldest first (a set in insertion order)
         self._seen_questions: dict[str, dict[str, None]] = {}
+        # agent -> {turn id: its grant}: the chats the daemon opened on it and not closed
+        self._chats: dict[str, dict[str, Tools]] = {}
         self.update_config(config)
 
     def update_config(self, config: Config) -> None:
@@ -250,14 +270,18 @@ class RouterCore:
 
     # --- frames from agents ---------------------------------------------------------------
 
-    def bad_frame(
-        self, sender: str, code: RefusalCode, message_id: str | None, detail: str
-    ) -> None:
+    def bad_frame(self, sender: str, code: RefusalCode, ids: SalvagedIds, detail: str) -> None:
         """A frame that could not be read (too large, malformed): counted once, and refused
-        to its sender when its message id could be salvaged."""
+        to its sender when its message id could be salvaged, or answered when it was a
+        request whose id could be (its caller would otherwise wait for its timeout)."""
         self.counters[code] += 1
-        if message_id is not None:
-            self._refuse(sender, message_id, code, detail, count=False)
+        if ids.message is not None:
+            self._refuse(sender, ids.message, code, detail, count=False)
+        elif ids.request is not None:
+            conn = self._alias_conn.get(sender)
+            if conn is not None:
+                response = Response(id=ids.request, ok=False, error=code, detail=detail)
+                self.out.append(Respond(conn, response))
 
     def hello(self, alias: str, conn: bytes, pid: int, now: float) -> None:
         old = self._alias_conn.get(alias)
@@ -310,8 +334,12 @@ class RouterCore:
         if dest not in policy.agents:
             self._refuse(sender, message.id, "unknown_agent", f"no agent {dest!r}", dest)
             return
-        if kind in QUESTION_KINDS and self._question_refused(sender, message):
-            return
+        if kind in QUESTION_KINDS:
+            if self._question_refused(sender, message):
+                return
+            # What the callee's turn may use: the grant of the turn the asker names, if it
+            # holds that turn; the asker's own word about tools is never read.
+            message = msgspec.structs.replace(message, tools=self.grant_of(sender, message.turn))
         if message.channel:
             if policy.allowed(sender, dest, message.channel):  # the hot path: a set lookup
                 self._deliver(sender, message, now)
@@ -354,6 +382,46 @@ class RouterCore:
         if len(seen) > SEEN_QUESTIONS_LIMIT:
             del seen[next(iter(seen))]
         return False
+
+    def held(self, alias: str, turn: str) -> Held | None:
+        """The turn `turn` if `alias` holds it open: a chat the daemon opened on it, or a
+        question it was handed (acked or not) and has not answered; None otherwise. (Ids
+        are per sender: two askers' questions of one id are one turn here, with the grant of
+        either, each an asker's own, which that asker could have used by asking itself.)"""
+        chats = self._chats.get(alias)
+        if chats is not None and turn in chats:
+            return Held(chats[turn])
+        question = self._questions.get(alias, {}).get(turn)
+        if question is not None:
+            return Held(question.tools)
+        for rid in self._asked.get(alias, {}):
+            flight = self._inflight.get(rid)
+            if flight is not None and flight.message_id == turn:
+                return Held(flight.tools)
+        return None
+
+    def grant_of(self, alias: str, turn: str | None) -> Tools:
+        """What a question `alias` sends from `turn` passes on: that turn's grant, or no
+        tools when `alias` holds no such turn (deny by default)."""
+        held = None if turn is None else self.held(alias, turn)
+        if held is None:
+            self.counters["question_from_unknown_turn"] += 1
+            return NO_TOOLS
+        return held.tools
+
+    def turn_opened(self, agent: str, turn: str, tools: Tools) -> None:
+        """The daemon opened chat `turn` on `agent` with this grant (the turn service)."""
+        chats = self._chats.setdefault(agent, {})
+        if len(chats) >= OPEN_QUESTIONS_LIMIT:
+            del chats[next(iter(chats))]  # the oldest: its questions get no tools
+        chats[turn] = tools
+
+    def turn_closed(self, agent: str, turn: str) -> None:
+        chats = self._chats.get(agent)
+        if chats is not None:
+            chats.pop(turn, None)
+            if not chats:
+                del self._chats[agent]
 
     def depth_of(self, alias: str) -> int:
         """How deep in a chain of questions `alias` is working: the deepest question it has
@@ -417,14 +485,21 @@ class RouterCore:
             depth = self.depth_of(sender) + 1
             self._asked.setdefault(dest, {})[rid] = depth
             flight = InFlight(
-                sender, message.id, dest, now + self.delivery_timeout, message.channel, True, depth
+                sender,
+                message.id,
+                dest,
+                now + self.delivery_timeout,
+                message.channel,
+                True,
+                depth,
+                message.tools,  # stamped by `send`
             )
             # The daemon names the asker's session in the peer namespace: what the asker
             # put in `session` (its own turn's key) is only a name inside it, so a sender's
             # turn asking a peer never continues the conversation the operator's had.
             peer_session = session_key(Origin.peer(sender), message.session)
             stamped = msgspec.structs.replace(
-                message, from_=sender, depth=depth, session=peer_session
+                message, from_=sender, depth=depth, session=peer_session, turn=None
             )
         else:
             flight = InFlight(
@@ -432,8 +507,12 @@ class RouterCore:
             )
             # Only the router says how deep a message is, and only the daemon names a
             # session: an agent's replies and messages carry none.
-            session = message.session if sender == DAEMON_SENDER else None
-            stamped = msgspec.structs.replace(message, from_=sender, depth=0, session=session)
+            if sender == DAEMON_SENDER:
+                stamped = msgspec.structs.replace(message, from_=sender, depth=0)
+            else:
+                stamped = msgspec.structs.replace(
+                    message, from_=sender, depth=0, session=None, turn=None, tools=None
+                )
         self._inflight[rid] = flight
         self._order.append(rid)
         on_demand = self.on_demand
@@ -474,7 +553,7 @@ class RouterCore:
         questions = self._questions.setdefault(flight.dest, {})
         if len(questions) >= OPEN_QUESTIONS_LIMIT:
             del questions[next(iter(questions))]
-        questions[flight.message_id] = OpenQuestion(flight.sender, flight.depth)
+        questions[flight.message_id] = OpenQuestion(flight.sender, flight.depth, flight.tools)
 
     def _forget_asked(self, dest: str, rid: int) -> None:
         asked = self._asked.get(dest)
@@ -515,6 +594,7 @@ class RouterCore:
             self._conn_alias.pop(conn, None)
             self.out.append(DropParked(conn, "agent exited"))
         self._asked.pop(alias, None)
+        self._chats.pop(alias, None)  # its turns ended with it
         lost = [rid for rid, f in self._inflight.items() if f.dest == alias]
         for rid in lost:
             self._refuse_flight(self._inflight.pop(rid), "unavailable", f"agent {alias!r} exited")

@@ -13,7 +13,7 @@ kind or op names, relayed by the router undecoded and decoded by whoever receive
 
 from __future__ import annotations
 
-from typing import Any, Literal, get_args
+from typing import Any, Literal, NamedTuple, get_args
 
 import msgspec
 
@@ -30,7 +30,8 @@ from .._refusals import REFUSAL_CODES as REFUSAL_CODES  # the bus modules name t
 from .._refusals import RefusalCode as RefusalCode
 
 # 2: bodies are typed structs carried as msgspec.Raw (ADR 0048)
-PROTOCOL_VERSION = 2
+# 3: a question's tools are the router's stamp on the envelope, not the asker's word (ADR 0052)
+PROTOCOL_VERSION = 3
 # A ceiling for decoding whatever a socket hands over; the router's configured
 # max_frame_bytes (at most this) is checked before decoding.
 MAX_WIRE_FRAME = 64 * 1024 * 1024
@@ -47,13 +48,10 @@ QUESTION_KINDS = frozenset({"ask", "delegate"})  # kinds whose sender waits for 
 
 
 class PeerQuestion(msgspec.Struct, frozen=True):
-    """The body of an `ask` or `delegate`. `tools`: what the daemon granted the origin of
-    the turn that asks (None: not narrowed, the operator's or a dispatch's), carried along
-    the chain so that no hop widens it (ADR 0042): the callee's turn gets its peer_tools
-    among those only."""
+    """The body of an `ask` or `delegate`. What the callee's turn may use is not the
+    asker's to say: the router stamps it on the envelope (`Message.tools`, ADR 0052)."""
 
     text: str
-    tools: tuple[str, ...] | None = None
 
 
 class PeerAnswer(msgspec.Struct, frozen=True, omit_defaults=True):
@@ -75,8 +73,15 @@ EMPTY_BODY = msgspec.Raw(b"\x80")
 
 
 class Message(msgspec.Struct, frozen=True, omit_defaults=True):
-    """One agent-to-agent message. The router sets `from` (the authenticated alias) and
-    `depth` (how many questions led to this one, by its own count); a sender's are ignored."""
+    """One agent-to-agent message. The router sets `from` (the authenticated alias),
+    `depth` (how many questions led to this one, by its own count) and, on a question,
+    `tools`; a sender's are ignored.
+
+    `turn`: the asker's word for which of its turns a question comes from (the id of the
+    message that opened it: the daemon's chat, or a question it was asked). The router
+    looks that turn up among the ones it knows this sender holds and stamps its grant as
+    `tools` (None: not narrowed; an unknown turn: no tools), so an agent can claim only a
+    grant it holds (ADR 0052)."""
 
     id: str
     to: str
@@ -87,6 +92,8 @@ class Message(msgspec.Struct, frozen=True, omit_defaults=True):
     session: str | None = None
     kind: MessageKind = "message"
     depth: int = 0
+    turn: str | None = None
+    tools: tuple[str, ...] | None = None
 
 
 class _Wire(msgspec.Struct, frozen=True, tag_field="t"):
@@ -157,16 +164,6 @@ _from_router = msgspec.msgpack.Decoder(RouterFrame)
 _untyped: msgspec.msgpack.Decoder[Any] = msgspec.msgpack.Decoder()
 
 
-class _IdField(msgspec.Struct):
-    # every other field is skipped unread, so a deep body does not count
-    id: msgspec.Raw = msgspec.Raw(b"\xc0")  # nil when absent
-
-
-class _IdOnly(msgspec.Struct):
-    message: _IdField | None = None
-
-
-_id_probe = msgspec.msgpack.Decoder(_IdOnly)
 
 
 class WireError(Exception):
@@ -206,19 +203,108 @@ def decode_from_router(payload: bytes) -> RouterFrame:
     return frame
 
 
+class SalvagedIds(NamedTuple):
+    message: str | None  # a Send's message id: refused to its sender by it
+    request: str | None  # a Request's id: answered, so its caller does not wait it out
+
+
+def salvage_ids(payload: bytes) -> SalvagedIds:
+    """Best effort: the id inside a frame that failed to decode, to refuse it. Read from the
+    frame's leading fields only (msgspec writes `t` and `id` before a body, and a message's
+    `id` first), so a body nested past any depth is never walked."""
+    try:
+        fields = _leading_strings(payload, 0, descend="message")
+    except (IndexError, UnicodeDecodeError):
+        return SalvagedIds(None, None)
+    message, request = fields.get("message.id"), fields.get("id")
+    if fields.get("t") == "send":
+        return SalvagedIds(_short(message), None)
+    if fields.get("t") == "request":
+        return SalvagedIds(None, _short(request))
+    return SalvagedIds(None, None)
+
+
 def salvage_message_id(payload: bytes) -> str | None:
-    """Best effort: the message id inside a frame that failed to decode, to refuse it."""
-    try:
-        probe = decode_msgpack(_id_probe, payload, max_bytes=4 * MAX_WIRE_FRAME)
-    except DecodeFailure:
+    """Best effort: the message id inside a Send that failed to decode."""
+    return salvage_ids(payload).message
+
+
+def _short(value: str | None) -> str | None:
+    return value if value is not None and len(value) <= 128 else None
+
+
+def _leading_strings(data: bytes, pos: int, descend: str = "") -> dict[str, str]:
+    """The string fields of the msgpack map at `pos`, up to its first container (the map
+    under key `descend` is read the same way, its fields prefixed `descend.`)."""
+    found: dict[str, str] = {}
+    header = _map_header(data, pos)
+    if header is None:
+        return found
+    count, pos = header
+    for _ in range(count):
+        key = _string(data, pos)
+        if key is None:
+            break
+        name, pos = key
+        if name == descend and _map_header(data, pos) is not None:
+            inner = _leading_strings(data, pos)
+            found.update({f"{descend}.{k}": v for k, v in inner.items()})
+            break
+        value = _string(data, pos)
+        if value is not None:
+            found[name], pos = value
+            continue
+        after = _after_scalar(data, pos)
+        if after is None:
+            break  # a container: what follows is not read
+        pos = after
+    return found
+
+
+def _map_header(data: bytes, pos: int) -> tuple[int, int] | None:
+    first = data[pos]
+    if 0x80 <= first <= 0x8F:
+        return first & 0x0F, pos + 1
+    if first == 0xDE:
+        return int.from_bytes(data[pos + 1 : pos + 3], "big"), pos + 3
+    if first == 0xDF:
+        return int.from_bytes(data[pos + 1 : pos + 5], "big"), pos + 5
+    return None
+
+
+def _string(data: bytes, pos: int) -> tuple[str, int] | None:
+    first = data[pos]
+    if 0xA0 <= first <= 0xBF:
+        size, start = first & 0x1F, pos + 1
+    elif first in _STR_LENGTH_BYTES:
+        width = _STR_LENGTH_BYTES[first]
+        size, start = int.from_bytes(data[pos + 1 : pos + 1 + width], "big"), pos + 1 + width
+    else:
         return None
-    if probe.message is None:
-        return None
-    try:
-        value = msgspec.msgpack.decode(probe.message.id, type=str)
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        return None
-    return value if len(value) <= 128 else None
+    raw = data[start : start + size]
+    if len(raw) < size:
+        raise IndexError("a string past the frame's end")
+    return raw.decode(), start + size
+
+
+_STR_LENGTH_BYTES = {0xD9: 1, 0xDA: 2, 0xDB: 4}
+# The scalars a leading field may be (msgpack's type byte -> its whole size); a bin's is its
+# header's, plus the length it gives.
+_SCALAR_SIZES = {0xC0: 1, 0xC2: 1, 0xC3: 1, 0xCA: 5, 0xCB: 9, 0xCC: 2, 0xCD: 3, 0xCE: 5}
+_SCALAR_SIZES |= {0xCF: 9, 0xD0: 2, 0xD1: 3, 0xD2: 5, 0xD3: 9}
+_BIN_LENGTH_BYTES = {0xC4: 1, 0xC5: 2, 0xC6: 4}
+
+
+def _after_scalar(data: bytes, pos: int) -> int | None:
+    first = data[pos]
+    if first <= 0x7F or first >= 0xE0:  # a fixint
+        return pos + 1
+    if first in _SCALAR_SIZES:
+        return pos + _SCALAR_SIZES[first]
+    if first in _BIN_LENGTH_BYTES:
+        width = _BIN_LENGTH_BYTES[first]
+        return pos + 1 + width + int.from_bytes(data[pos + 1 : pos + 1 + width], "big")
+    return None
 
 
 # The body of each kind of message; the turn's own (chat: TurnInput, cancel: TurnCancel)

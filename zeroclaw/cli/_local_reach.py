@@ -37,7 +37,7 @@ class LocalReach:
         delegate: bool,
         depth: int,
         session: str = "default",
-        granted: tuple[str, ...] | None = None,
+        turn: str | None = None,
     ) -> ToolResult:
         return ToolResult.refused("unavailable", "running in-process without a daemon: no peers")
 

@@ -38,6 +38,7 @@ from ..turns import (
     AgentTurnEvent,
     ApprovalAnswer,
     ApprovalAsked,
+    ApprovalLedger,
     ApprovalQuestion,
     TurnCancel,
     TurnDone,
@@ -88,7 +89,7 @@ class Turn:
         self._service = service
         self._limit = limit
         self._send, self._incoming = trio.open_memory_channel[ServiceEvent](math.inf)
-        self._pending: list[str] = []  # approval request ids, oldest first
+        self._pending: dict[str, str] = {}  # approval request id -> its question, oldest first
         self._agent_working = False  # the agent may still be running this turn
         self._overflowed = False
         self._finished = False  # the terminal event was read
@@ -110,9 +111,11 @@ class Turn:
 
     def answer_approval(self, rid: str, approved: bool) -> bool:
         """Answer a pending approval; False if `rid` is not one (answered, or never asked)."""
-        if rid not in self._pending:
+        what = self._pending.pop(rid, None)
+        if what is None:
             return False
-        self._pending.remove(rid)
+        if approved:  # the daemon's own record of it, for the services that act on it
+            self._service.approvals.record(self.agent, self.id, what)
         self._service._answer(self.agent, rid, approved)
         return True
 
@@ -155,8 +158,9 @@ class Turn:
     def _asked(self, rid: str, what: str, timeout_secs: float | None = None) -> bool:
         if self._closed or rid in self._pending or self._over_limit():
             return False  # denied at once (a reused id too: one answer per question)
-        self._pending.append(rid)
-        self._push(ApprovalAsked(what[:MAX_APPROVAL_TEXT], rid, timeout_secs))
+        shown = what[:MAX_APPROVAL_TEXT]
+        self._pending[rid] = shown  # what is answered is what was shown
+        self._push(ApprovalAsked(shown, rid, timeout_secs))
         return True
 
     def _delivered(self, code: RefusalCode | None, detail: str) -> None:
@@ -179,6 +183,7 @@ class Turn:
         for rid in self._pending:  # nobody will answer these now
             self._service._answer(self.agent, rid, False)
         self._pending.clear()
+        self._service.approvals.forget(self.agent, self.id)
 
 
 class _Events:
@@ -216,8 +221,12 @@ class TurnService:
         cancel_grace: float = CANCEL_GRACE_SECS,
         max_buffered: int = MAX_BUFFERED_EVENTS,
         events: EventSink | None = None,
+        approvals: ApprovalLedger | None = None,
     ) -> None:
+        """`approvals`: where the yes answers of its turns are recorded (the composition
+        root's one ledger, shared with the services that act on them; ADR 0052)."""
         self.router = router
+        self.approvals = ApprovalLedger() if approvals is None else approvals
         self.events = events  # each finished turn is published here (TurnFinished)
         self.cancel_grace = cancel_grace
         self.max_buffered = max_buffered
@@ -267,6 +276,7 @@ class TurnService:
                 turn._push(refusal)
             else:
                 turn._agent_working = True
+                self.router.turn_opened(agent, turn_id, tools)
                 self.router.inject(
                     Message(
                         id=turn_id,
@@ -284,6 +294,7 @@ class TurnService:
             yield turn
         finally:
             del self.turns[turn_id]
+            self.router.turn_closed(agent, turn_id)
             turn._close()
             if self.events is not None:
                 self.events.publish(

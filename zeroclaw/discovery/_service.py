@@ -36,6 +36,8 @@ from ..turns import (
     AdapterCall,
     AdapterInvoke,
     AdapterResult,
+    ApprovalLedger,
+    adapter_approval_question,
 )
 from ._cache import fingerprints, project_paths
 from ._context import scan_context
@@ -85,7 +87,10 @@ class DiscoveryService:
         events: EventSink,
         env: Mapping[str, str] | None = None,
         runner: AdapterRunner = _no_runner,
+        approvals: ApprovalLedger | None = None,
     ) -> None:
+        """`approvals`: the yes answers the daemon's turn service saw given (the
+        composition root's one ledger); a run that needs approval takes one from it."""
         self.config = config
         self.config_path = config_path
         self.events = events
@@ -93,6 +98,7 @@ class DiscoveryService:
         self.registry = AdapterRegistry()
         self.snapshot: Snapshot | None = None
         self.runner = runner
+        self.approvals = ApprovalLedger() if approvals is None else approvals
         self._lock = trio.Lock()  # one scan at a time
 
     def configure(self, config: Config) -> None:
@@ -255,8 +261,12 @@ class DiscoveryService:
         verdict = self._admit(sender, call.adapter, call.capability)
         if isinstance(verdict, CallRefused):
             return _error(request, verdict.code, verdict.message)
-        if verdict.needs_approval and not call.approved:
-            return _error(request, "approval_denied", "this call needs the operator's approval")
+        if verdict.needs_approval and not self.approvals.take(
+            sender, call.turn, adapter_approval_question(_admission(verdict))
+        ):
+            # Only a yes the daemon itself saw given in that turn of this agent (ADR 0052).
+            detail = "this call needs an approval given in the asking turn, and none was"
+            return _error(request, "approval_denied", detail)
         adapter = self.registry.acquire(call.adapter)
         if adapter is None:
             return _error(request, "adapter_not_found", f"{call.adapter!r} is gone")

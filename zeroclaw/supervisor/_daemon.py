@@ -88,7 +88,7 @@ from ..subagents import (
     SubagentStoreLocked,
     register_subagent_commands,
 )
-from ..turns import ADAPTER_SERVICE, SUBAGENT_SERVICE, TURN_SERVICE
+from ..turns import ADAPTER_SERVICE, SUBAGENT_SERVICE, TURN_SERVICE, ApprovalLedger
 from ._adapters import adapter_runner
 from ._chat import ChatService
 from ._commands import (
@@ -376,8 +376,10 @@ async def _main(parts: DaemonParts) -> int:
             running, fleet, runtimes, router=router, memory=memory, notifier=notifier, events=events
         )
         # One turn service for every way a conversation comes in (the CLI, the channels),
-        # and for the sub-agent runtimes' invocations.
-        turns = TurnService(router, events=events)
+        # and for the sub-agent runtimes' invocations. The approvals its turns were given
+        # are the daemon's own record, which the adapter service takes from (ADR 0052).
+        approval_ledger = ApprovalLedger()
+        turns = TurnService(router, events=events, approvals=approval_ledger)
         dispatch = DispatchService(
             registry,
             parts.subagent_store,
@@ -388,7 +390,12 @@ async def _main(parts: DaemonParts) -> int:
         )
         # Discovered adapters: scanned after start, admitted per call (issue 15).
         discovery = DiscoveryService(
-            config, config_path, events, env, runner=adapter_runner(lambda: running.specs, env)
+            config,
+            config_path,
+            events,
+            env,
+            runner=adapter_runner(lambda: running.specs, env),
+            approvals=approval_ledger,
         )
         hooks.bind(Behind(fleet, runtimes, turns, dispatch, discovery))
         # Webhook and serial channels: inbound messages routed from the config, their turns

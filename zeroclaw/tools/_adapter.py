@@ -2,8 +2,9 @@
 
 The daemon decides whether this agent may (its `[agents.<alias>] adapters`, its risk
 profile, the capability's side effect); when the capability has side effects under a
-supervised profile, the tool asks the operator on the turn's channel first. The daemon then
-admits the call again and runs the program: in this agent's workspace, with a scrubbed
+supervised profile, the tool asks on the turn's channel first, and the daemon runs it only
+if its own turn service saw that question answered yes (ADR 0052). The daemon admits the
+call again and runs the program: in this agent's workspace, with a scrubbed
 environment and a private home, under a Landlock ruleset built from this agent's own path
 rules (`adapter_ruleset`: the program, its loader and its interpreters executable; the
 workspace read-only for a readonly agent), with the adapter's timeout and output cap. The
@@ -17,7 +18,13 @@ from typing import Annotated
 import msgspec
 
 from ..policy import PathRules, program_executables
-from ..turns import AdapterAdmission, AdapterCall, AdapterInvoke, AdapterResult
+from ..turns import (
+    AdapterAdmission,
+    AdapterCall,
+    AdapterInvoke,
+    AdapterResult,
+    adapter_approval_question,
+)
 from ._base import ToolResult
 from ._shell import program_ruleset
 from ._toolset import Tool, ToolContext
@@ -50,17 +57,12 @@ async def invoke_adapter(ctx: ToolContext, args: InvokeAdapterArgs) -> ToolResul
     if not admitted.ok:
         return admitted
     admission = msgspec.convert(admitted.data, AdapterAdmission)
-    approved = False
-    if admission.needs_approval:
-        what = (
-            f"run adapter {admission.adapter} for {admission.capability} "
-            f"(side effect: {admission.side_effect}): {admission.command}"
-        )
-        if not await ctx.approved(what):  # bounded by the profile's approval timeout
-            return ToolResult.refused("approval_denied", "the operator did not approve")
-        approved = True
+    # The daemon runs it only if it saw this turn's question answered yes (ADR 0052); a
+    # no here saves the round trip.
+    if admission.needs_approval and not await ctx.approved(adapter_approval_question(admission)):
+        return ToolResult.refused("approval_denied", "the operator did not approve")
     ran = await ctx.reach.adapter(
-        "invoke", AdapterInvoke(args.adapter, args.input, admission.capability, approved)
+        "invoke", AdapterInvoke(args.adapter, args.input, admission.capability, ctx.turn)
     )
     if not ran.ok:
         return ran

@@ -187,7 +187,7 @@ async def _ask(ctx: ToolContext, args: AskArgs) -> ToolResult:
         delegate=False,
         depth=ctx.depth + 1,
         session=ctx.session,
-        granted=ctx.granted,
+        turn=ctx.turn,
     )
 
 
@@ -204,7 +204,7 @@ async def _delegate(ctx: ToolContext, args: DelegateArgs) -> ToolResult:
         delegate=True,
         depth=ctx.depth + 1,
         session=ctx.session,
-        granted=ctx.granted,
+        turn=ctx.turn,
     )
 
 

@@ -43,11 +43,11 @@ class Reach(Protocol):
         delegate: bool,
         depth: int,
         session: str = "default",
-        granted: tuple[str, ...] | None = None,
+        turn: str | None = None,
     ) -> ToolResult:
         """`session`: the asking turn's session key (the daemon's); the router names the
         callee's session after it, inside the asker's peer namespace (ADR 0041).
-        `granted`: the asking turn's origin grant, sent with the question (ADR 0042)."""
+        `turn`: the asking turn's id; the router passes that turn's grant on (ADR 0052)."""
         ...
 
     async def subagent(
@@ -73,8 +73,10 @@ class ToolContext:
     by the engine's approval timeout (None: nobody to ask, so asking is a denial);
     `depth` counts the asks and delegations that led to this turn; `session` is the turn's
     session key as the daemon named it (a peer ask carries it: one origin's turns never
-    continue the peer conversation of another's); `granted` is what the daemon granted the
-    turn's origin (None: not narrowed), carried by a peer ask so a chain never widens it."""
+    continue the peer conversation of another's); `turn` is the id of the message that
+    opened the turn (the daemon's chat, or a peer's question): a peer ask names it, and the
+    router passes on that turn's grant, so a chain never widens it (ADR 0052); an
+    approval for a daemon service (an adapter's run) is found by it too."""
 
     rules: PathRules
     shell: ShellSettings
@@ -84,7 +86,7 @@ class ToolContext:
     delegates: frozenset[str] = frozenset()
     depth: int = 0
     session: str = "default"
-    granted: tuple[str, ...] | None = None
+    turn: str | None = None
 
     async def approved(self, what: str) -> bool:
         return self.approver is not None and await self.approver(what)

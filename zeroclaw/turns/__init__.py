@@ -18,7 +18,9 @@ from ._adapter import (
     AdapterInvoke,
     AdapterRefusalCode,
     AdapterResult,
+    adapter_approval_question,
 )
+from ._approval_ledger import ApprovalLedger
 from ._dispatch import (
     SUBAGENT_CATALOG,
     SUBAGENT_DISPATCH,
@@ -158,6 +160,7 @@ __all__ = [
     "AppendTurnsArgs",
     "ApprovalAnswer",
     "ApprovalAsked",
+    "ApprovalLedger",
     "ApprovalQuestion",
     "CatalogAnswer",
     "CatalogCall",
@@ -213,4 +216,5 @@ __all__ = [
     "TurnEventPost",
     "TurnInput",
     "TurnServiceErrorCode",
+    "adapter_approval_question",
 ]

@@ -47,10 +47,22 @@ class AdapterAdmission(msgspec.Struct, frozen=True):
 
 
 class AdapterInvoke(msgspec.Struct, frozen=True, omit_defaults=True):
+    """`turn`: the asking turn's id. A capability that needs approval runs only when the
+    daemon's turn service saw that turn's approval question (`adapter_approval_question`)
+    answered yes: the daemon's own record, never a flag of the agent's (ADR 0052)."""
+
     adapter: str
     input: str
     capability: str | None = None
-    approved: bool = False  # the operator said yes on the turn's channel
+    turn: str | None = None
+
+
+def adapter_approval_question(admission: AdapterAdmission) -> str:
+    """The approval question for one run: the tool asks it, the daemon looks it up."""
+    return (
+        f"run adapter {admission.adapter} for {admission.capability} "
+        f"(side effect: {admission.side_effect}): {admission.command}"
+    )
 
 
 class AdapterResult(msgspec.Struct, frozen=True, omit_defaults=True):
