@@ -4,6 +4,7 @@ import copy
 import functools
 import os
 import re
+import signal
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,13 @@ DEMO_CONFIG = REPO / "etc" / "zeroclaw.toml"
 # process gone): only a hang should reach it, never a loaded machine (issue 25: the suite
 # runs green while two CPU-bound processes compete for its two cores).
 PATIENCE = 120.0
+
+# A suite started in the background (`cmd &` in a script, nohup, a CI runner's job) inherits
+# SIGINT ignored, and exec keeps an ignored signal ignored: every CLI the tests start would
+# then ignore the Ctrl-C the tests press (a chat's turn, a follow), and wait its timeout out.
+# Python's own default, restored here, is what a terminal user's process has.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # Hypothesis times each example (200 ms by default) and checks that generating data is not
 # "too slow": both are clocks a loaded machine beats. Property tests pin what holds, not speed.
