@@ -53,6 +53,7 @@ WIRE_SUPPORT = frozenset(
         "zeroclaw._ops",
         "zeroclaw.turns._adapter",
         "zeroclaw.turns._dispatch",
+        "zeroclaw.turns._mcp",
         "zeroclaw.turns._memory",
         "zeroclaw.turns._subagent_records",
     }

@@ -28,7 +28,14 @@ from ._sandbox import (
     command_home_root,
     confine_in_process,
 )
-from ._spec import AgentSpec, RiskSpec, RuntimeSpec, SubagentRuntime, path_rules
+from ._spec import (
+    AgentSpec,
+    McpServerSpec,
+    RiskSpec,
+    RuntimeSpec,
+    SubagentRuntime,
+    path_rules,
+)
 from ._turn import TurnEngine
 
 __all__ = [
@@ -41,6 +48,7 @@ __all__ = [
     "Keys",
     "LinkMessage",
     "LinkSender",
+    "McpServerSpec",
     "Neighbours",
     "Ping",
     "Pong",

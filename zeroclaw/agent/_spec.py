@@ -57,6 +57,24 @@ class SubagentRuntime(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     timeout_secs: float
 
 
+class McpServerSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """One MCP server the agent uses (issue 26), as `[mcp_servers.<name>]` says. A stdio
+    server is the agent's own child, in a sandbox nested in the agent's; its environment is
+    the variables `env` names (their values are in the agent's environment, which the daemon
+    gave it: see `AgentSpec.secret_env`) and nothing else."""
+
+    name: str
+    transport: Literal["stdio", "http"]
+    command: str = ""  # stdio: as configured; resolved on the agent's PATH
+    args: tuple[str, ...] = ()
+    env: tuple[str, ...] = ()  # stdio: variable names
+    url: str = ""  # http
+    headers_env: dict[str, str] = msgspec.field(default_factory=dict)  # header -> variable
+    timeout_secs: float = 30.0
+    max_result_bytes: int = 64 * 1024
+    tools: tuple[str, ...] = ()  # the allowlist, by the server's own names
+
+
 class AgentSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """Everything an agent process needs at start; sent to the zygote as msgpack."""
 
@@ -97,6 +115,8 @@ class AgentSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     # Discovered adapters this agent may call with invoke_adapter (issue 15); the daemon
     # admits each call again.
     adapters: tuple[str, ...] = ()
+    # MCP servers this agent uses (issue 26), in its [agents] mcp order.
+    mcp_servers: tuple[McpServerSpec, ...] = ()
     # Set only for a sub-agent revision's runtime process (its alias is its bus identity).
     subagent: SubagentRuntime | None = None
 

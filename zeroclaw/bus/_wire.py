@@ -164,8 +164,6 @@ _from_router = msgspec.msgpack.Decoder(RouterFrame)
 _untyped: msgspec.msgpack.Decoder[Any] = msgspec.msgpack.Decoder()
 
 
-
-
 class WireError(Exception):
     """A frame that is not a valid message of this protocol version (`malformed`, also
     when it nests too deeply), or too big to decode (`too_large`)."""

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
         validate_document,
     )
     from ._models import (
+        MCP_TOOL_PREFIX,
         AgentConfig,
         AnthropicProvider,
         ChannelConfig,
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
         DiscoveryConfig,
         DiscoveryOverride,
         HttpLimits,
+        McpServerConfig,
         OfflineProvider,
         OpenAIProvider,
         PeerGroup,
@@ -48,6 +50,7 @@ if TYPE_CHECKING:
         SerialChannel,
         SubagentsConfig,
         WebhookChannel,
+        mcp_tool_name,
     )
     from ._resolve import (
         RESERVED_ALIASES,
@@ -95,6 +98,9 @@ _lazily = lazy_attributes(
         "DiscoveryConfig": "._models",
         "DiscoveryOverride": "._models",
         "HttpLimits": "._models",
+        "MCP_TOOL_PREFIX": "._models",
+        "McpServerConfig": "._models",
+        "mcp_tool_name": "._models",
         "EffectiveRiskPolicy": "._resolve",
         "ExternalPeerRule": "._resolve",
         "OfflineProvider": "._models",
@@ -135,6 +141,7 @@ def __getattr__(name: str) -> object:
 
 __all__ = [
     "ALIAS_SYNTAX",
+    "MCP_TOOL_PREFIX",
     "RESERVED_ALIASES",
     "SYSTEM_CONFIG",
     "AgentConfig",
@@ -153,6 +160,7 @@ __all__ = [
     "ExternalPeerRule",
     "HttpLimits",
     "LightConfig",
+    "McpServerConfig",
     "OfflineProvider",
     "OpenAIProvider",
     "PeerGroup",
@@ -179,6 +187,7 @@ __all__ = [
     "load_config",
     "load_config_text",
     "locate_config",
+    "mcp_tool_name",
     "normalize_peer_name",
     "read_light_config",
     "readonly_agents",

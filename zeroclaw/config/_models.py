@@ -568,6 +568,79 @@ def _listed_once(value: tuple[str, ...]) -> tuple[str, ...]:
     return value
 
 
+# --------------------------------------------------------------------------- MCP servers
+
+MCP_SERVER_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
+MCP_TOOL_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+MCP_TOOL_PREFIX = "mcp__"  # an MCP tool as the model sees it: mcp__<server>__<tool>
+
+
+def mcp_tool_name(server: str, tool: str) -> str:
+    """The name an MCP server's tool is offered under (and granted by, in peer_tools and
+    peer groups' tools): `mcp__<server>__<tool>`."""
+    return f"{MCP_TOOL_PREFIX}{server}__{tool}"
+
+
+class McpServerConfig(_Strict):
+    """One MCP server (issue 26): a stdio program the agent starts as its own child, inside
+    its sandbox, or a streamable-HTTP endpoint it reaches if its profile allows the host."""
+
+    command: str | None = Field(
+        default=None,
+        min_length=1,
+        description="stdio: the server's program (a name on the daemon's PATH, or a path).",
+    )
+    args: tuple[str, ...] = Field(default=(), description="stdio: the program's arguments.")
+    env: tuple[EnvVarName, ...] = Field(
+        default=(),
+        description="stdio: names of the daemon's environment variables the server gets (with "
+        "their values); it gets nothing else of the daemon's environment.",
+    )
+    url: HttpUrl | None = Field(
+        default=None,
+        description="Streamable HTTP: the server's endpoint, e.g. http://127.0.0.1:9000/mcp.",
+    )
+    headers_env: dict[str, EnvVarName] = Field(
+        default_factory=dict,
+        description="Streamable HTTP: request headers from the daemon's environment, header "
+        'name = variable name (e.g. Authorization = "GITHUB_AUTH").',
+    )
+    timeout_secs: Seconds = Field(
+        default=30.0, description="Bound on start-up, on each request and on each tool call."
+    )
+    max_result_bytes: Annotated[int, Field(ge=256, le=16 * _MIB)] = Field(
+        default=64 * 1024,
+        description="A tool result larger than this is refused `mcp_result_too_large`.",
+    )
+    tools: tuple[str, ...] = Field(
+        default=(),
+        description="The server's tools agents may be offered, by the server's own names. "
+        "Default: none (a server is granted tool by tool).",
+    )
+
+    @field_validator("tools")
+    @classmethod
+    def _tool_names(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for name in value:
+            if not MCP_TOOL_NAME.match(name):
+                raise ValueError(f"{name!r} is not an MCP tool name ([A-Za-z0-9_.-], 1-64)")
+        return _listed_once(value)
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> McpServerConfig:
+        if (self.command is None) == (self.url is None):
+            raise ValueError("an MCP server has either command (stdio) or url (HTTP), not both")
+        if self.url is None and self.headers_env:
+            raise ValueError("headers_env is for an HTTP server (url)")
+        if self.command is None and (self.args or self.env):
+            raise ValueError("args and env are for a stdio server (command)")
+        return self
+
+    @property
+    def transport(self) -> Literal["stdio", "http"]:
+        return "stdio" if self.command is not None else "http"
+
+
 class AgentConfig(_Strict):
     enabled: bool = Field(default=True, description="A disabled agent is never started.")
     description: str = Field(
@@ -609,6 +682,11 @@ class AgentConfig(_Strict):
         "('zeroclaw discover list --registered'); each call still goes through the agent's "
         "risk profile and the capability's side-effect class. Default: none.",
     )
+    mcp: tuple[str, ...] = Field(
+        default=(),
+        description="MCP servers this agent uses, by [mcp_servers] name: their allowed tools "
+        "are offered as mcp__<server>__<tool>, through the agent's risk profile. Default: none.",
+    )
     facades: dict[str, str] = Field(
         default_factory=dict,
         description="One-purpose tools that dispatch to a fixed sub-agent: tool name = "
@@ -619,6 +697,11 @@ class AgentConfig(_Strict):
     @field_validator("peer_tools")
     @classmethod
     def _distinct_tools(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return _listed_once(value)
+
+    @field_validator("mcp")
+    @classmethod
+    def _mcp_servers(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         return _listed_once(value)
 
     @field_validator("adapters")
@@ -829,6 +912,10 @@ class Config(_Strict):
     subagents: SubagentsConfig = Field(
         default_factory=SubagentsConfig,
         description="File-driven sub-agents that agents may dispatch tasks to.",
+    )
+    mcp_servers: dict[str, McpServerConfig] = Field(
+        default_factory=dict,
+        description="MCP servers agents may use as tools, by name ([a-z][a-z0-9_-]{0,31}).",
     )
     discovery: DiscoveryConfig = Field(
         default_factory=DiscoveryConfig,

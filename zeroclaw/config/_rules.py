@@ -19,11 +19,14 @@ from urllib.parse import urlsplit
 from ._errors import ConfigIssue, did_you_mean
 from ._models import (
     ADAPTER_TOOL_NAME,
+    MCP_SERVER_NAME,
+    AgentConfig,
     ChannelsTable,
     Config,
     DispatchToolName,
     ProvidersTable,
     ToolName,
+    mcp_tool_name,
 )
 from ._resolve import (
     RESERVED_ALIASES,
@@ -259,14 +262,54 @@ def rule_facades(
                 )
 
 
+def agent_mcp_tools(config: Config, agent: AgentConfig) -> frozenset[str]:
+    """The MCP tool names (mcp__<server>__<tool>) an agent can be offered: the allowlists of
+    the servers it uses."""
+    return frozenset(
+        mcp_tool_name(server, tool)
+        for server in agent.mcp
+        if server in config.mcp_servers
+        for tool in config.mcp_servers[server].tools
+    )
+
+
+def rule_mcp_servers(
+    config: Config, declared: Declared, env: Mapping[str, str]
+) -> Iterator[ConfigIssue]:
+    """MCP server names have the tool-name syntax, and an agent uses only servers that are
+    configured (issue 26)."""
+    for name in sorted(config.mcp_servers):
+        if not MCP_SERVER_NAME.match(name):
+            yield ConfigIssue(
+                ("mcp_servers", name),
+                f"{name!r} is not an MCP server name (lowercase [a-z][a-z0-9_-], at most 32)",
+            )
+    known = frozenset(config.mcp_servers)
+    for alias, agent in sorted(config.agents.items()):
+        for i, server in enumerate(agent.mcp):
+            if server not in known:
+                yield ConfigIssue(
+                    ("agents", alias, "mcp", i),
+                    f"unknown MCP server {server!r}{did_you_mean(server, known)}; known: "
+                    f"{', '.join(sorted(known)) or 'none'}",
+                )
+
+
 def rule_peer_tools(
     config: Config, declared: Declared, env: Mapping[str, str]
 ) -> Iterator[ConfigIssue]:
     """peer_tools name tools this agent can have: a built-in one, a sub-agent tool, one of
-    its own facades, or invoke_adapter when it lists adapters."""
+    its own facades, invoke_adapter when it lists adapters, or an allowed tool of an MCP
+    server it uses."""
     for alias, agent in sorted(config.agents.items()):
         adapter_tool = {ADAPTER_TOOL_NAME} if agent.adapters else set()
-        known = BUILTIN_TOOLS | DISPATCH_TOOLS | frozenset(agent.facades) | adapter_tool
+        known = (
+            BUILTIN_TOOLS
+            | DISPATCH_TOOLS
+            | frozenset(agent.facades)
+            | adapter_tool
+            | agent_mcp_tools(config, agent)
+        )
         for i, name in enumerate(agent.peer_tools):
             if name not in known:
                 yield ConfigIssue(
@@ -286,7 +329,7 @@ def rule_peer_group_tools(
         members = [config.agents[a] for a in group.agents if a in config.agents]
         known = set(BUILTIN_TOOLS | DISPATCH_TOOLS)
         for agent in members:
-            known |= set(agent.facades)
+            known |= set(agent.facades) | agent_mcp_tools(config, agent)
             if agent.adapters:
                 known.add(ADAPTER_TOOL_NAME)
         for i, tool in enumerate(group.tools):
@@ -577,6 +620,7 @@ RULES: tuple[Rule, ...] = (
     rule_no_self_references,
     rule_enabled_agent_complete,
     rule_facades,
+    rule_mcp_servers,
     rule_peer_tools,
     rule_peer_group_tools,
     rule_peer_groups,

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import msgspec
 
-from ..agent import AgentSpec, RiskSpec, RuntimeSpec, SubagentRuntime
-from ..config import AnthropicProvider as AnthropicConfig
+from ..agent import AgentSpec, McpServerSpec, RiskSpec, RuntimeSpec, SubagentRuntime
 from ..config import (
+    AgentConfig,
     Config,
     EffectiveRiskPolicy,
     ProviderConfig,
@@ -26,6 +26,7 @@ from ..config import (
     subagents_dir,
     workspace_path,
 )
+from ..config import AnthropicProvider as AnthropicConfig
 from ..config import OpenAIProvider as OpenAIConfig
 from ..discovery import PROJECT_DIRS
 from ..providers import AnthropicSpec, OfflineSpec, OpenAISpec, ProviderSpec
@@ -164,6 +165,7 @@ def build_specs(
         runtime = config.runtime_profiles[agent.runtime_profile]
         policy = effective_risk_policy(config, alias, env, base_dir)
         secret = getattr(provider, "api_key_env", None)
+        servers = mcp_server_specs(config, agent)
         specs[alias] = AgentSpec(
             alias=alias,
             workspace=workspaces[alias],
@@ -181,7 +183,7 @@ def build_specs(
             },
             other_workspaces=tuple(path for other, path in in_order if other != alias),
             read_memory_from=agent.memory.read_memory_from,
-            secret_env=(secret,) if secret else (),
+            secret_env=tuple(dict.fromkeys((*((secret,) if secret else ()), *mcp_env(servers)))),
             state_dir=str(paths.state_dir),
             runtime_dir=str(paths.runtime_dir),
             log_format=config.daemon.log_format,
@@ -192,8 +194,36 @@ def build_specs(
             dispatch_tools=alias in dispatch_callers or bool(agent.facades),
             facades=dict(sorted(agent.facades.items())),
             adapters=agent.adapters,
+            mcp_servers=servers,
         )
     return specs
+
+
+def mcp_server_specs(config: Config, agent: AgentConfig) -> tuple[McpServerSpec, ...]:
+    """The MCP servers an agent uses, as its process needs them (unknown names are the
+    config rules' to report; they are left out here)."""
+    return tuple(
+        McpServerSpec(
+            name=name,
+            transport=server.transport,
+            command=server.command or "",
+            args=server.args,
+            env=server.env,
+            url=server.url or "",
+            headers_env=dict(sorted(server.headers_env.items())),
+            timeout_secs=server.timeout_secs,
+            max_result_bytes=server.max_result_bytes,
+            tools=server.tools,
+        )
+        for name in agent.mcp
+        if (server := config.mcp_servers.get(name)) is not None
+    )
+
+
+def mcp_env(servers: tuple[McpServerSpec, ...]) -> tuple[str, ...]:
+    """The variables the agent's process must have for its MCP servers: what each stdio
+    server gets, and what each HTTP server's headers are made of."""
+    return tuple(dict.fromkeys(name for s in servers for name in (*s.env, *s.headers_env.values())))
 
 
 def scrubbed_environment(daemon_env: Mapping[str, str]) -> dict[str, str]:

@@ -35,6 +35,20 @@ from ._dispatch import (
     InvocationState,
 )
 from ._events import ApprovalAsked, Delta, ToolCallRecord, ToolUsed, TurnDone, TurnEvent
+from ._mcp import (
+    MCP_ERROR_CODES,
+    MCP_OPERATIONS,
+    MCP_PIN,
+    MCP_SERVICE,
+    MCP_STATE,
+    McpErrorCode,
+    McpPinAnswer,
+    McpPinCall,
+    McpServerState,
+    McpServerStatus,
+    McpToolSeen,
+    tool_digest,
+)
 from ._memory import (
     MAX_KEY_BYTES,
     MAX_LIMIT,
@@ -123,6 +137,11 @@ __all__ = [
     "MAX_KEY_BYTES",
     "MAX_LIMIT",
     "MAX_SESSION_BYTES",
+    "MCP_ERROR_CODES",
+    "MCP_OPERATIONS",
+    "MCP_PIN",
+    "MCP_SERVICE",
+    "MCP_STATE",
     "MEMORY_APPEND_TURN",
     "MEMORY_APPEND_TURNS",
     "MEMORY_ERROR_CODES",
@@ -179,6 +198,12 @@ __all__ = [
     "InvocationState",
     "ListArgs",
     "McpBinding",
+    "McpErrorCode",
+    "McpPinAnswer",
+    "McpPinCall",
+    "McpServerState",
+    "McpServerStatus",
+    "McpToolSeen",
     "MemoryAppended",
     "MemoryArgs",
     "MemoryErrorCode",
@@ -217,4 +242,5 @@ __all__ = [
     "TurnInput",
     "TurnServiceErrorCode",
     "adapter_approval_question",
+    "tool_digest",
 ]
