@@ -58,6 +58,7 @@ class Declared:
     providers: frozenset[str]  # "kind.alias"
     channels: frozenset[str]  # "type.alias"
     peer_groups: frozenset[str]
+    mcp_servers: frozenset[str] = frozenset()
 
     @classmethod
     def from_document(cls, doc: Mapping[str, Any]) -> Declared:
@@ -82,6 +83,7 @@ class Declared:
             providers=two_level("providers", ProvidersTable.model_fields),
             channels=two_level("channels", ChannelsTable.model_fields),
             peer_groups=keys(doc.get("peer_groups")),
+            mcp_servers=keys(doc.get("mcp_servers")),
         )
 
 
@@ -287,7 +289,8 @@ def rule_mcp_servers(
     known = frozenset(config.mcp_servers)
     for alias, agent in sorted(config.agents.items()):
         for i, server in enumerate(agent.mcp):
-            if server not in known:
+            # A server declared but broken is reported once, where it is broken.
+            if server not in known and server not in declared.mcp_servers:
                 yield ConfigIssue(
                     ("agents", alias, "mcp", i),
                     f"unknown MCP server {server!r}{did_you_mean(server, known)}; known: "
