@@ -21,10 +21,15 @@ def with_servers(doc: dict[str, Any], **servers: dict[str, Any]) -> dict[str, An
     return doc
 
 
+def allow(doc: dict[str, Any], *endpoints: str) -> dict[str, Any]:
+    profile = doc["agents"]["alpha"]["risk_profile"]
+    doc["risk_profiles"][profile]["allowed_endpoints"] = list(endpoints)
+    return doc
+
+
 def test_a_stdio_and_an_http_server_load_and_reach_the_agents_spec(doc: dict[str, Any]) -> None:
-    config = validate_document(
-        with_servers(doc, time=TIME, remote=REMOTE), base_dir=Path("/srv/zc"), env=ENV
-    )
+    doc = allow(with_servers(doc, time=TIME, remote=REMOTE), "127.0.0.1:9000")
+    config = validate_document(doc, base_dir=Path("/srv/zc"), env=ENV)
     time, remote = config.mcp_servers["time"], config.mcp_servers["remote"]
     assert (time.transport, remote.transport) == ("stdio", "http")
     assert remote.tools == ()  # absent: no tool at all
@@ -85,3 +90,23 @@ def test_peers_and_senders_may_be_granted_an_allowed_mcp_tool_by_its_offered_nam
         doc["agents"]["alpha"]["peer_tools"] = [name]
         key, message = only(doc)
         assert key == "agents.alpha.peer_tools[0]" and f"unknown tool {name!r}" in message
+
+
+def test_an_http_server_is_reached_only_at_an_endpoint_the_agents_profile_allows(
+    doc: dict[str, Any],
+) -> None:
+    doc = with_servers(doc, remote=REMOTE)
+    key, message = only(doc)
+    assert key == "agents.alpha.mcp[0]"
+    assert "127.0.0.1:9000" in message and "allowed_endpoints" in message
+    allow(doc, "127.0.0.1:9001")  # another port of the host is not this endpoint
+    assert only(doc)[0] == "agents.alpha.mcp[0]"
+    doc["mcp_servers"]["remote"]["url"] = "https://mcp.example.org/mcp"
+    allow(doc, "mcp.example.org:443")  # the scheme's port when the URL names none
+    validate_document(doc, base_dir=Path("/srv/zc"), env=ENV)
+
+
+@pytest.mark.parametrize("bad", ["localhost", ":80", "host:", "host:0", "host:65536", "h:x"])
+def test_an_allowed_endpoint_is_host_and_port(doc: dict[str, Any], bad: str) -> None:
+    key, message = only(allow(doc, bad))
+    assert key.endswith("allowed_endpoints") and "is not 'host:port'" in message

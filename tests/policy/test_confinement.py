@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 
 from tests.agent.helpers import agent_spec
 from tests.conftest import REPO
-from zeroclaw.agent import SubagentRuntime
-from zeroclaw.agent._sandbox import agent_confinement, provider_ports
+from zeroclaw.agent import McpServerSpec, SubagentRuntime
+from zeroclaw.agent._sandbox import agent_confinement, connect_ports
 from zeroclaw.policy import (
     PROCESS_KINDS,
     SYSTEM_SECRETS,
@@ -119,13 +119,13 @@ def test_the_port_a_base_url_connects_to(url: str, port: int | None) -> None:
 
 def test_an_agents_ports_come_from_its_provider(tmp_path: Path) -> None:
     offline = agent_spec(tmp_path)
-    assert provider_ports(offline) == ()
+    assert connect_ports(offline) == ()
     networked = msgspec.structs.replace(
         offline,
         provider="openai.local",
         provider_config=OpenAISpec("http://127.0.0.1:8080/v1", "m", None, 30, 1),
     )
-    assert provider_ports(networked) == (8080,)
+    assert connect_ports(networked) == (8080,)
     agent = agent_confinement(networked, 7, 40)
     assert agent.kind == "agent" and agent.connect_ports == (8080,)
     runtime = msgspec.structs.replace(
@@ -134,6 +134,17 @@ def test_an_agents_ports_come_from_its_provider(tmp_path: Path) -> None:
     assert agent_confinement(runtime, 7, 40).kind == "subagent_runtime"
     assert agent_confinement(runtime, 7, 40).connect_ports == (8080,)
     assert agent_confinement(offline, 3, 40).missing == get_args(Gap)
+
+
+def test_an_agents_http_mcp_servers_add_their_ports_and_stdio_ones_none(tmp_path: Path) -> None:
+    servers = (
+        McpServerSpec("remote", "http", url="http://127.0.0.1:9000/mcp"),
+        McpServerSpec("tls", "http", url="https://mcp.example.org/mcp"),
+        McpServerSpec("time", "stdio", command="mcp-server-time"),
+    )
+    agent = msgspec.structs.replace(agent_spec(tmp_path), mcp_servers=servers)
+    assert connect_ports(agent) == (443, 9000)
+    assert agent_confinement(agent, 7, 40).connect_ports == (443, 9000)
 
 
 @pytest.mark.parametrize(

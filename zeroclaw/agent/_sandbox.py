@@ -64,14 +64,14 @@ def agent_plan(spec: AgentSpec) -> SandboxPlan:
     return SandboxPlan((*plan.rules, (command_home_root(spec), NOT_EXECUTABLE)))
 
 
-def provider_ports(spec: AgentSpec) -> tuple[int, ...]:
-    """The TCP ports this agent's provider connects to: none offline, the base_url's port
-    for an HTTP provider (ADR 0043)."""
-    base_url = getattr(spec.provider_config, "base_url", None)
-    if not isinstance(base_url, str):
-        return ()
-    port = url_port(base_url)
-    return () if port is None else (port,)
+def connect_ports(spec: AgentSpec) -> tuple[int, ...]:
+    """The TCP ports this agent connects to: its provider's (none offline, the base_url's
+    port for an HTTP provider, ADR 0043) and its HTTP MCP servers' (each listed in its
+    profile's allowed_endpoints, which the config rules checked; ADR 0053)."""
+    urls = [getattr(spec.provider_config, "base_url", None)]
+    urls += [server.url for server in spec.mcp_servers if server.transport == "http"]
+    ports = (url_port(url) for url in urls if isinstance(url, str) and url)
+    return tuple(sorted({port for port in ports if port is not None}))
 
 
 def agent_confinement(spec: AgentSpec, abi: int, last_cap: int) -> ProcessConfinement:
@@ -79,7 +79,7 @@ def agent_confinement(spec: AgentSpec, abi: int, last_cap: int) -> ProcessConfin
     a kernel with Landlock ABI `abi`: both scopes, TCP connect to its provider's port
     only, no capability (ADR 0043)."""
     kind: ProcessKind = "subagent_runtime" if spec.subagent is not None else "agent"
-    return decide_confinement(kind, abi, cap_last_cap=last_cap, connect_ports=provider_ports(spec))
+    return decide_confinement(kind, abi, cap_last_cap=last_cap, connect_ports=connect_ports(spec))
 
 
 def describe_sandbox(abi: int, rules: int, confinement: ProcessConfinement) -> str:

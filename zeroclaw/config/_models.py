@@ -314,6 +314,21 @@ class RiskProfile(_Strict):
         description="How long a supervised action waits for a yes on the channel that "
         "started the turn; no answer in time is a denial.",
     )
+    allowed_endpoints: tuple[str, ...] = Field(
+        default=(),
+        description="'host:port' endpoints this profile's agents may connect to besides their "
+        "provider: the streamable-HTTP MCP servers they use (each must be listed here). "
+        "Default: none.",
+    )
+
+    @field_validator("allowed_endpoints")
+    @classmethod
+    def _endpoints(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for endpoint in value:
+            host, sep, port = endpoint.rpartition(":")
+            if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+                raise ValueError(f"{endpoint!r} is not 'host:port'")
+        return _listed_once(value)
 
     @field_validator("allowed_commands")
     @classmethod

@@ -298,6 +298,36 @@ def rule_mcp_servers(
                 )
 
 
+def mcp_endpoint(url: str) -> str:
+    """An HTTP MCP server's 'host:port' (the scheme's port when the URL names none)."""
+    parts = urlsplit(url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    return f"{parts.hostname}:{port}"
+
+
+def rule_mcp_endpoints(
+    config: Config, declared: Declared, env: Mapping[str, str]
+) -> Iterator[ConfigIssue]:
+    """An agent reaches an HTTP MCP server only if its risk profile lists the endpoint in
+    `allowed_endpoints`: the agent's sandbox lets it connect to that port and no other
+    (ADRs 0043, 0053)."""
+    for alias, agent in sorted(config.agents.items()):
+        profile = config.risk_profiles.get(agent.risk_profile or "")
+        if profile is None:
+            continue  # reported by the reference rules
+        for i, name in enumerate(agent.mcp):
+            server = config.mcp_servers.get(name)
+            if server is None or server.url is None:
+                continue
+            endpoint = mcp_endpoint(server.url)
+            if endpoint not in profile.allowed_endpoints:
+                yield ConfigIssue(
+                    ("agents", alias, "mcp", i),
+                    f"MCP server {name!r} is at {endpoint}, which risk profile "
+                    f"{agent.risk_profile!r} does not list in allowed_endpoints",
+                )
+
+
 def rule_peer_tools(
     config: Config, declared: Declared, env: Mapping[str, str]
 ) -> Iterator[ConfigIssue]:
@@ -624,6 +654,7 @@ RULES: tuple[Rule, ...] = (
     rule_enabled_agent_complete,
     rule_facades,
     rule_mcp_servers,
+    rule_mcp_endpoints,
     rule_peer_tools,
     rule_peer_group_tools,
     rule_peer_groups,
