@@ -180,6 +180,13 @@ Tools = tuple[str, ...] | None  # a turn's grant: these tool names; None, not na
 NO_TOOLS: tuple[str, ...] = ()
 
 
+def question_turn(asker: str, question_id: str) -> str:
+    """The router's name for the turn a callee runs for one question, stamped on it as
+    `Message.turn`: question ids are the asker's own, so a bare id could name another
+    asker's question or one of the callee's chats (an alias has no "/", a chat id none)."""
+    return f"{asker}/{question_id}"
+
+
 @dataclass(slots=True)
 class InFlight:
     sender: str
@@ -195,6 +202,7 @@ class InFlight:
 @dataclass(frozen=True, slots=True)
 class OpenQuestion:
     asker: str
+    message_id: str
     depth: int
     tools: Tools = NO_TOOLS
 
@@ -228,7 +236,7 @@ class RouterCore:
         self._next_rid = 1
         self._pending_start: dict[str, deque[tuple[float, str, Message]]] = {}
         self._acks_out: dict[str, list[str]] = {}
-        # callee -> {question id: asker and depth}: acked asks not answered yet
+        # callee -> {question_turn(asker, id): the question}: acked asks not answered yet
         self._questions: dict[str, dict[str, OpenQuestion]] = {}
         # callee -> {rid: depth}: questions delivered to it and not acked yet
         self._asked: dict[str, dict[int, int]] = {}
@@ -325,7 +333,7 @@ class RouterCore:
         if kind == "reply":
             answered = answered_question(message)  # the one body the router reads
             if answered is not None:
-                self._questions.get(sender, {}).pop(answered, None)
+                self._questions.get(sender, {}).pop(question_turn(dest, answered), None)
         policy = self.policy
         if sender in self.confined:
             detail = "a sub-agent runtime messages nobody; it answers the daemon only"
@@ -385,18 +393,17 @@ class RouterCore:
 
     def held(self, alias: str, turn: str) -> Held | None:
         """The turn `turn` if `alias` holds it open: a chat the daemon opened on it, or a
-        question it was handed (acked or not) and has not answered; None otherwise. (Ids
-        are per sender: two askers' questions of one id are one turn here, with the grant of
-        either, each an asker's own, which that asker could have used by asking itself.)"""
-        chats = self._chats.get(alias)
-        if chats is not None and turn in chats:
-            return Held(chats[turn])
+        question it was handed (acked or not) and has not answered, by the name the router
+        stamped on it (`question_turn`); None otherwise."""
+        if "/" not in turn:  # a chat's id (the turn service's): never a question's name
+            chats = self._chats.get(alias)
+            return Held(chats[turn]) if chats is not None and turn in chats else None
         question = self._questions.get(alias, {}).get(turn)
         if question is not None:
             return Held(question.tools)
         for rid in self._asked.get(alias, {}):
             flight = self._inflight.get(rid)
-            if flight is not None and flight.message_id == turn:
+            if flight is not None and question_turn(flight.sender, flight.message_id) == turn:
                 return Held(flight.tools)
         return None
 
@@ -498,8 +505,10 @@ class RouterCore:
             # put in `session` (its own turn's key) is only a name inside it, so a sender's
             # turn asking a peer never continues the conversation the operator's had.
             peer_session = session_key(Origin.peer(sender), message.session)
+            # The callee's turn for it goes by the router's name, never by the bare id.
+            turn = question_turn(sender, message.id)
             stamped = msgspec.structs.replace(
-                message, from_=sender, depth=depth, session=peer_session, turn=None
+                message, from_=sender, depth=depth, session=peer_session, turn=turn
             )
         else:
             flight = InFlight(
@@ -553,7 +562,9 @@ class RouterCore:
         questions = self._questions.setdefault(flight.dest, {})
         if len(questions) >= OPEN_QUESTIONS_LIMIT:
             del questions[next(iter(questions))]
-        questions[flight.message_id] = OpenQuestion(flight.sender, flight.depth, flight.tools)
+        questions[question_turn(flight.sender, flight.message_id)] = OpenQuestion(
+            flight.sender, flight.message_id, flight.depth, flight.tools
+        )
 
     def _forget_asked(self, dest: str, rid: int) -> None:
         asked = self._asked.get(dest)
@@ -598,10 +609,10 @@ class RouterCore:
         lost = [rid for rid, f in self._inflight.items() if f.dest == alias]
         for rid in lost:
             self._refuse_flight(self._inflight.pop(rid), "unavailable", f"agent {alias!r} exited")
-        for question, open_question in self._questions.pop(alias, {}).items():
+        for open_question in self._questions.pop(alias, {}).values():
             self._refuse(
                 open_question.asker,
-                question,
+                open_question.message_id,
                 "unavailable",
                 f"agent {alias!r} exited before it answered",
                 alias,

@@ -77,11 +77,12 @@ class Message(msgspec.Struct, frozen=True, omit_defaults=True):
     `depth` (how many questions led to this one, by its own count) and, on a question,
     `tools`; a sender's are ignored.
 
-    `turn`: the asker's word for which of its turns a question comes from (the id of the
-    message that opened it: the daemon's chat, or a question it was asked). The router
+    `turn`: the asker's word for which of its turns a question comes from (the daemon's
+    chat's id, or the `turn` the router stamped on a question it was asked). The router
     looks that turn up among the ones it knows this sender holds and stamps its grant as
     `tools` (None: not narrowed; an unknown turn: no tools), so an agent can claim only a
-    grant it holds (ADR 0052)."""
+    grant it holds (ADR 0052). On a delivered question, `turn` is the router's name for
+    the callee's turn (`asker/id`: an id alone is the asker's to choose)."""
 
     id: str
     to: str

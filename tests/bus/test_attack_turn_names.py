@@ -1,0 +1,98 @@
+"""A hostile peer, with its real keys, against the router's record of the turns each agent
+holds (ADR 0052): a question's id is the asker's to choose, so it must never be the name by
+which the callee's turn claims a grant. The real router core, as the trio router drives it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from tests.bus.test_router_core import connected_core, message, only
+from zeroclaw.bus import Message
+from zeroclaw.bus._router_core import Forward, Refuse, RouterCore
+
+HOOK = ("send_message_to_peer",)  # what an outside sender's turn may use: reach a peer
+
+
+def delivered(core: RouterCore, sender: str, to: str, qid: str, turn: str | None) -> Message:
+    """`sender` asks `to` from `turn` (claiming every tool on the envelope); `to` acks it."""
+    sent = msgspec.structs.replace(message(qid, to, "ask", {"text": "x"}), turn=turn, tools=None)
+    core.send(sender, sent, 0.0)
+    [forward] = only(core.take(), Forward)
+    core.ack(to, (forward.frame.rid,))
+    core.take()
+    question: Message = forward.frame.message
+    return question
+
+
+def callee_turn(question: Message) -> str:
+    """What the callee's runtime names its turn for `question` (`_run_peer_turn`): the
+    router's stamp; before it had one, the question's bare id."""
+    return question.turn if question.turn is not None else question.id
+
+
+def grant(core: RouterCore, sender: str, to: str, qid: str, turn: str) -> Any:
+    return delivered(core, sender, to, qid, turn).tools
+
+
+def test_a_question_with_the_id_of_the_callees_chat_does_not_get_the_chats_grant() -> None:
+    # The hole: chat ids come from one daemon counter (`turn-<pid>-<time>-<n>`), which every
+    # agent sees on its own chats. Mallory (alpha, driven by an outside sender) asked beta
+    # with the id of beta's open operator chat; beta's turn for the question was named by
+    # that id, so when it asked gamma on (as mallory's text said), the router found the
+    # operator's chat under that name and stamped its grant: all of gamma's peer_tools.
+    core = connected_core("alpha", "beta", "gamma")
+    core.turn_opened("beta", "turn-1f-65-8", None)  # the operator's chat with beta
+    core.turn_opened("alpha", "turn-1f-65-7", HOOK)  # the sender's chat with mallory
+    question = delivered(core, "alpha", "beta", "turn-1f-65-8", "turn-1f-65-7")
+    assert question.tools == HOOK
+    assert grant(core, "beta", "gamma", "b1", callee_turn(question)) == HOOK
+    # the operator's chat itself still passes on its grant
+    assert grant(core, "beta", "gamma", "b2", "turn-1f-65-8") is None
+
+
+def test_two_askers_questions_of_one_id_are_two_turns_each_with_its_own_grant() -> None:
+    # The hole: the callee's held questions were keyed by id alone, so mallory (gamma), who
+    # knows alpha's id scheme (`<alias>-<pid>-<ms>-<n>`, sequential, seen on any message of
+    # alpha's), asked beta first with alpha's next id; once alpha's question was acked under
+    # that id too, beta's turn for mallory's text asked on with the operator's grant.
+    core = connected_core("alpha", "beta", "gamma")
+    core.turn_opened("gamma", "chat-hook", HOOK)
+    core.turn_opened("alpha", "chat-op", None)
+    mallory = delivered(core, "gamma", "beta", "alpha-7f-1a2b-9", "chat-hook")
+    honest = delivered(core, "alpha", "beta", "alpha-7f-1a2b-9", "chat-op")
+    assert (mallory.tools, honest.tools) == (HOOK, None)
+    assert grant(core, "beta", "alpha", "b1", callee_turn(mallory)) == HOOK
+    # and the honest chain is not narrowed by the other asker's question
+    assert grant(core, "beta", "alpha", "b2", callee_turn(honest)) is None
+    # beta answers mallory: only that turn ends
+    answer = message("r1", "gamma", "reply", {"in_reply_to": "alpha-7f-1a2b-9"})
+    core.send("beta", answer, 0.0)
+    core.take()
+    assert grant(core, "beta", "alpha", "b3", callee_turn(mallory)) == ()
+    assert grant(core, "beta", "alpha", "b4", callee_turn(honest)) is None
+
+
+def test_an_exited_callee_refuses_both_askers_questions_of_one_id() -> None:
+    # Keyed by id alone, the second ack replaced the first asker's open question: when the
+    # callee exited, that asker was never told, and waited out its own timeout.
+    core = connected_core("alpha", "beta", "gamma")
+    delivered(core, "gamma", "beta", "q-1", None)
+    delivered(core, "alpha", "beta", "q-1", None)
+    core.agent_down("beta")
+    refused = only(core.take(), Refuse)
+    assert sorted((r.sender, r.message_id, r.after_ack) for r in refused) == [
+        ("alpha", "q-1", True),
+        ("gamma", "q-1", True),
+    ]
+
+
+def test_an_agent_cannot_name_a_question_it_was_not_asked() -> None:
+    core = connected_core("alpha", "beta", "gamma")
+    core.turn_opened("alpha", "chat-op", None)
+    question = delivered(core, "alpha", "beta", "q-1", "chat-op")
+    # gamma claims beta's turn by its name, and a name of its own shape
+    assert grant(core, "gamma", "alpha", "g1", callee_turn(question)) == ()
+    assert grant(core, "gamma", "alpha", "g2", "alpha/q-1") == ()
+    assert grant(core, "gamma", "alpha", "g3", "gamma/q-1") == ()
