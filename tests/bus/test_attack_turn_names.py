@@ -96,3 +96,29 @@ def test_an_agent_cannot_name_a_question_it_was_not_asked() -> None:
     assert grant(core, "gamma", "alpha", "g1", callee_turn(question)) == ()
     assert grant(core, "gamma", "alpha", "g2", "alpha/q-1") == ()
     assert grant(core, "gamma", "alpha", "g3", "gamma/q-1") == ()
+
+
+def test_a_question_queued_for_an_on_demand_agent_reaches_it_with_its_turns_grant() -> None:
+    # The hole: the question was checked again when the agent said Hello, and its own id,
+    # remembered by the first check, made it a "replay": no peer could ever ask an on-demand
+    # agent that was not running yet. The grant is the asker's turn's as it is at the start.
+    core = connected_core("alpha")
+    core.turn_opened("alpha", "chat-hook", HOOK)
+    core.turn_opened("alpha", "chat-op", None)
+    for qid, turn in (("q1", "chat-hook"), ("q2", "chat-op")):
+        sent = msgspec.structs.replace(message(qid, "lazy", "ask", {"text": "x"}), turn=turn)
+        core.send("alpha", sent, 0.0)
+    core.take()
+    core.turn_closed("alpha", "chat-op")  # cancelled before lazy started: its rights end
+    core.hello("lazy", b"lazy", 7, 1.0)
+    actions = core.take()
+    assert only(actions, Refuse) == []
+    forwards = {f.frame.message.id: f.frame.message for f in only(actions, Forward)}
+    assert {qid: (m.tools, m.turn) for qid, m in forwards.items()} == {
+        "q1": (HOOK, "alpha/q1"),
+        "q2": ((), "alpha/q2"),
+    }
+    # the id is still remembered: a replay after the start is refused
+    core.send("alpha", message("q1", "lazy", "ask", {"text": "x"}), 2.0)
+    [refused] = only(core.take(), Refuse)
+    assert refused.code == "replayed"

@@ -302,7 +302,10 @@ class RouterCore:
             if sender == DAEMON_SENDER:
                 self._deliver(sender, message, now)  # its origin was admitted when injected
             else:
-                self.send(sender, message, now)  # the peer policy again: a reload may have come
+                # The peer policy again (a reload may have come), and the grant of the turn
+                # the question names as it is now; not a replay of the sender's own send.
+                self._seen_questions.get(sender, {}).pop(message.id, None)
+                self.send(sender, message, now)
         self.out.append(AgentJoined(alias, pid))
 
     def heartbeat(self) -> None:
