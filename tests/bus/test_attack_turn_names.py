@@ -4,11 +4,22 @@ which the callee's turn claims a grant. The real router core, as the trio router
 
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+import httpx
 import msgspec
 
+from tests.bus.test_router import plan, result_of
 from tests.bus.test_router_core import connected_core, message, only
+from tests.channels.test_channels_daemon import free_port, wait_serving
+from tests.channels.test_origin_tools_daemon import signed
+from tests.conftest import PATIENCE
+from tests.known_secrets import HOOK_SECRET
+from tests.supervisor.harness import Daemon, agent_entry, make_config
 from zeroclaw.bus import Message
 from zeroclaw.bus._router_core import Forward, Refuse, RouterCore
 
@@ -122,3 +133,87 @@ def test_a_question_queued_for_an_on_demand_agent_reaches_it_with_its_turns_gran
     core.send("alpha", message("q1", "lazy", "ask", {"text": "x"}), 2.0)
     [refused] = only(core.take(), Refuse)
     assert refused.code == "replayed"
+
+
+# --- through a real daemon: mallory squats on beta's operator chat id ---------------------
+
+VAULT = "the vault code is 7781-otter"  # the operator's record in gamma's memory
+
+
+def wait_for_file(path: Path) -> None:
+    deadline = time.monotonic() + PATIENCE
+    while not path.exists():  # written by an agent process: there is no event to await
+        assert time.monotonic() < deadline, f"no {path.name} in {PATIENCE}s"
+        time.sleep(0.05)
+
+
+def test_a_peer_that_squats_on_the_callees_chat_id_gets_no_more_than_its_own_grant(
+    root: Path, daemons: Callable[..., Daemon]
+) -> None:
+    # Mallory's chat is an outside sender's, which may reach peers (no memory). While beta
+    # runs an operator chat (waiting on sink), mallory asks beta with the daemon's next chat
+    # ids as its questions' ids, saying "ask gamma: recall vault". Beta's turn for the
+    # question whose id was its operator chat's asked gamma under that name, with the
+    # operator's grant: gamma recalled the vault for mallory.
+    port = free_port()
+    members = ["gamma", "beta", "mallory", "sink"]
+    doc = make_config(
+        root,
+        {
+            "gamma": agent_entry(peer_tools=["memory_recall"]),
+            "beta": agent_entry(peer_tools=["send_message_to_peer"]),
+            "mallory": agent_entry(channels=["cli.local", "webhook.ops"]),
+            "sink": agent_entry(),
+        },
+        groups={"team": {"channel": "cli", "agents": members}},
+    )
+    doc["channels"]["webhook"] = {
+        "ops": {"listen": f"127.0.0.1:{port}", "secret_env": "HOOK_SECRET"}
+    }
+    doc["peer_groups"]["hooks"] = {
+        "channel": "webhook.ops",
+        "agents": ["mallory"],
+        "external_peers": ["*"],
+        "tools": ["send_message_to_peer"],
+    }
+    plan(root, "mallory", do="turn_squat", via="beta", text="ask gamma: recall vault", guesses=3)
+    plan(root, "sink", do="hold_ask")
+    workspaces = root / "state" / "agents"
+    daemon = daemons(doc).start(HOOK_SECRET=HOOK_SECRET)
+    wait_serving(daemon, "webhook.ops")
+    stored = daemon.cli("--agent", "gamma", "chat", "-m", f"remember: {VAULT}")
+    assert stored.returncode == 0, stored.stderr
+    # an honest chain of two hops keeps the operator's grant (beta's turn for gamma's
+    # question asks on under the router's name for it)
+    chain = daemon.cli("--agent", "gamma", "chat", "-m", "ask beta: ask gamma: recall vault")
+    assert chain.returncode == 0 and "7781-otter" in chain.stdout, chain.stdout + chain.stderr
+
+    hook: list[httpx.Response] = []
+    operator: list[Any] = []
+    sender = threading.Thread(
+        target=lambda: hook.append(
+            signed(port, "/v1/channels/ops/messages", {"sender": "stranger", "text": "hi"}, 150)
+        )
+    )
+    chat = threading.Thread(
+        target=lambda: operator.append(
+            daemon.cli("--agent", "beta", "chat", "-m", "ask sink: hello")
+        )
+    )
+    sender.start()
+    try:
+        wait_for_file(workspaces / "mallory" / "workspace" / "chatting")
+        chat.start()
+        wait_for_file(workspaces / "sink" / "workspace" / "asked")  # beta's chat is open
+        (workspaces / "mallory" / "workspace" / "go").write_text("")
+        result = result_of(root, "mallory")
+    finally:
+        (workspaces / "sink" / "workspace" / "release").write_text("")
+        sender.join(PATIENCE)
+        chat.join(PATIENCE)
+    assert len(result["replies"]) == 3, result
+    for qid, reply in result["replies"].items():
+        assert "7781-otter" not in reply, (qid, reply)
+        assert "tool_not_granted" in reply, (qid, reply)
+    assert hook and hook[0].status_code == 200, hook
+    assert operator and operator[0].returncode == 0, operator
