@@ -135,6 +135,27 @@ def test_a_question_queued_for_an_on_demand_agent_reaches_it_with_its_turns_gran
     assert refused.code == "replayed"
 
 
+def test_a_question_asked_from_a_turn_that_ended_passes_no_grant_on() -> None:
+    # The hole: a question's hold lived until its callee answered, not while the asking
+    # turn did. The operator cancels a chat that asked beta (or it ends when its ask times
+    # out); beta, driven by someone else by then, never answers, and asked on with the
+    # operator's grant for as long as it liked (until it exited, or 10 000 newer questions).
+    core = connected_core("alpha", "beta", "gamma")
+    core.turn_opened("alpha", "chat-op", None)
+    question = delivered(core, "alpha", "beta", "q1", "chat-op")
+    onward = delivered(core, "beta", "gamma", "b1", callee_turn(question))
+    assert onward.tools is None and core.held("gamma", callee_turn(onward)) is not None
+    core.turn_closed("alpha", "chat-op")
+    assert grant(core, "beta", "gamma", "b2", callee_turn(question)) == ()
+    assert core.held("gamma", callee_turn(onward)) is None  # the whole chain ended with it
+    # and for good: a chat opened later under a name the asker claimed before it held it
+    # gives a question asked then nothing
+    early = delivered(core, "alpha", "beta", "q2", "chat-later")
+    core.turn_opened("alpha", "chat-later", None)
+    assert early.tools == ()
+    assert grant(core, "beta", "gamma", "b3", callee_turn(early)) == ()
+
+
 # --- through a real daemon: mallory squats on beta's operator chat id ---------------------
 
 VAULT = "the vault code is 7781-otter"  # the operator's record in gamma's memory
