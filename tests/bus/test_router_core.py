@@ -628,7 +628,8 @@ def asked_tools(
     sent = msgspec.structs.replace(message(qid, to, "ask", {"text": "x"}), turn=turn, tools=None)
     core.send(sender, sent, 0.0)
     [forward] = only(core.take(), Forward)
-    assert forward.frame.message.turn is None  # the asker's turn ids stay its own
+    # the callee's turn is named by the router: the asker's turn ids stay its own
+    assert forward.frame.message.turn == f"{sender}/{qid}"
     if ack:
         core.ack(to, (forward.frame.rid,))
         core.take()
@@ -657,19 +658,19 @@ def test_a_chain_passes_on_the_grant_of_the_question_each_hop_was_handed() -> No
     core.turn_opened("alpha", "chat-hook", ("memory_recall",))
     assert asked_tools(core, "alpha", "beta", "q1", "chat-hook") == ("memory_recall",)
     # beta asks on from the turn of q1 before acking it
-    assert asked_tools(core, "beta", "gamma", "q2", "q1", ack=True) == ("memory_recall",)
+    assert asked_tools(core, "beta", "gamma", "q2", "alpha/q1", ack=True) == ("memory_recall",)
     core = connected_core("alpha", "beta", "gamma")
     core.turn_opened("alpha", "chat-hook", ("memory_recall",))
     assert asked_tools(core, "alpha", "beta", "q1", "chat-hook", ack=True) == ("memory_recall",)
     # and after
-    assert asked_tools(core, "beta", "gamma", "q2", "q1", ack=True) == ("memory_recall",)
-    assert asked_tools(core, "beta", "gamma", "q3", "q1") == ("memory_recall",)
+    assert asked_tools(core, "beta", "gamma", "q2", "alpha/q1", ack=True) == ("memory_recall",)
+    assert asked_tools(core, "beta", "gamma", "q3", "alpha/q1") == ("memory_recall",)
     # a turn of the callee, not of the asker: gamma holds q2, beta does not
-    assert asked_tools(core, "beta", "alpha", "q4", "q2") == ()
+    assert asked_tools(core, "beta", "alpha", "q4", "beta/q2") == ()
     # once beta answered q1, that turn is over
     core.send("beta", message("r1", "alpha", "reply", {"in_reply_to": "q1"}), 0.0)
     core.take()
-    assert asked_tools(core, "beta", "gamma", "q5", "q1") == ()
+    assert asked_tools(core, "beta", "gamma", "q5", "alpha/q1") == ()
 
 
 def test_an_agents_turns_end_with_it() -> None:

@@ -377,9 +377,69 @@ async def forged_claims(bus: AgentBus, plan: dict[str, Any], workspace: Path) ->
         wire_body({**plan["invoke"], "approved": True, "turn": "turn-made-up-1"}),
         wait_secs=60,
     )
-    write_result(
-        workspace, "result.json", {"replies": replies, "adapter": [ran.ok, ran.error]}
-    )
+    write_result(workspace, "result.json", {"replies": replies, "adapter": [ran.ok, ran.error]})
+
+
+async def turn_squat(bus: AgentBus, plan: dict[str, Any], workspace: Path) -> None:
+    """A peer that chooses its questions' ids (ADR 0052): once it holds a chat (an outside
+    sender's, which may reach peers) and the test writes `go` (`via` is in an operator's
+    chat now), it asks `via` from its own chat, with the daemon's next chat ids as its
+    questions' ids (its own chat's, counted on), saying what `via` should ask next. Then it
+    ends its chat."""
+    chats: list[str] = []
+    replies: dict[str, str] = {}
+    got_chat, answered = trio.Event(), trio.Event()
+
+    def on_message(message: Message) -> None:
+        if message.kind == "chat" and message.from_ == "daemon":
+            chats.append(message.id)
+            got_chat.set()
+        elif message.kind == "reply":
+            body = plain(message.body)
+            replies[body["in_reply_to"]] = body.get("text", "") + str(body.get("error") or "")
+            if len(replies) == plan["guesses"]:
+                answered.set()
+
+    bus.on_message = on_message
+    await got_chat.wait()
+    (workspace / "chatting").write_text(chats[0])
+    await trio.to_thread.run_sync(_wait_for_file, workspace / "go")
+    prefix, _, count = chats[0].rpartition("-")
+    for n in range(int(count) + 1, int(count) + 1 + plan["guesses"]):
+        outcome = await bus.send(
+            plan["via"],
+            "",
+            wire_body({"text": plan["text"]}),
+            kind="ask",
+            message_id=f"{prefix}-{n}",
+            turn=chats[0],
+        )
+        assert outcome.delivered, outcome
+    with trio.move_on_after(90):
+        await answered.wait()
+    write_result(workspace, "result.json", {"replies": replies})
+    done = wire_body({"turn": chats[0], "event": {"event": "done", "reply": "done"}})
+    bus.send_frame(Request(id=bus.new_id(), service="chat", op="event", body=done))
+
+
+async def hold_ask(bus: AgentBus, plan: dict[str, Any], workspace: Path) -> None:
+    """Take an ask and hold it (its asker's turn stays open) until the test writes
+    `release`; then answer it."""
+    asked: list[Message] = []
+    got = trio.Event()
+
+    def on_message(message: Message) -> None:
+        if message.kind == "ask" and not asked:
+            asked.append(message)
+            got.set()
+
+    bus.on_message = on_message
+    await got.wait()
+    (workspace / "asked").write_text("")
+    await trio.to_thread.run_sync(_wait_for_file, workspace / "release")
+    question = asked[0]
+    answer = wire_body({"in_reply_to": question.id, "text": "released"})
+    bus.post(question.from_, question.channel, answer, lambda outcome: None, kind="reply")
 
 
 async def relay(bus: AgentBus, plan: dict[str, Any], workspace: Path) -> None:
@@ -762,6 +822,8 @@ PLANS = {
     "forged_dispatch": forged_dispatch,
     "forged_questions": forged_questions,
     "forged_claims": forged_claims,
+    "turn_squat": turn_squat,
+    "hold_ask": hold_ask,
     "relay": relay,
     "silent_callee": silent_callee,
     "stream": stream,

@@ -360,7 +360,9 @@ class AgentRuntime:
                 # only what the origin at the chain's start was granted (ADR 0042), as
                 # the router stamped it: never the asker's word (ADR 0052).
                 toolset=self.engine.peer_origin_toolset(message.tools),
-                turn_id=message.id,
+                # The router's name for this turn: the bare id is the asker's, and could
+                # name another asker's question or one of this agent's chats (ADR 0052).
+                turn_id=message.turn,
                 on_answer=on_answer,
             )
 

@@ -12,7 +12,9 @@ What it owns (ADR 0005, 0013, 0018):
 - the turns each agent holds open and what each was granted (ADR 0052): the chats the daemon
   opened on it (`turn_opened`/`turn_closed`) and the questions it was handed. A question
   names the turn it comes from (`Message.turn`); the router stamps that turn's grant as the
-  question's `tools`, so an agent can pass on only a grant it holds;
+  question's `tools`, so an agent can pass on only a grant it holds, and names the callee's
+  turn for it `asker/id` (`question_turn`); a question is held while the turn it was asked
+  from is;
 - which connection (ROUTER routing id) speaks for which alias, from authenticated Hellos;
 - outcome counters;
 - confined identities (sub-agent runtimes, issue 12): started on demand, reached only by
@@ -180,6 +182,13 @@ Tools = tuple[str, ...] | None  # a turn's grant: these tool names; None, not na
 NO_TOOLS: tuple[str, ...] = ()
 
 
+def question_turn(asker: str, question_id: str) -> str:
+    """The router's name for the turn a callee runs for one question, stamped on it as
+    `Message.turn`: question ids are the asker's own, so a bare id could name another
+    asker's question or one of the callee's chats (an alias has no "/", a chat id none)."""
+    return f"{asker}/{question_id}"
+
+
 @dataclass(slots=True)
 class InFlight:
     sender: str
@@ -190,13 +199,16 @@ class InFlight:
     question: bool = False  # an ask/delegate: once acked, the sender waits for a reply
     depth: int = 0
     tools: Tools = NO_TOOLS  # a question's grant, as the router stamped it
+    parent: str | None = None  # the asker's turn it was asked from, held when it was sent
 
 
 @dataclass(frozen=True, slots=True)
 class OpenQuestion:
     asker: str
+    message_id: str
     depth: int
     tools: Tools = NO_TOOLS
+    parent: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,7 +240,7 @@ class RouterCore:
         self._next_rid = 1
         self._pending_start: dict[str, deque[tuple[float, str, Message]]] = {}
         self._acks_out: dict[str, list[str]] = {}
-        # callee -> {question id: asker and depth}: acked asks not answered yet
+        # callee -> {question_turn(asker, id): the question}: acked asks not answered yet
         self._questions: dict[str, dict[str, OpenQuestion]] = {}
         # callee -> {rid: depth}: questions delivered to it and not acked yet
         self._asked: dict[str, dict[int, int]] = {}
@@ -294,7 +306,10 @@ class RouterCore:
             if sender == DAEMON_SENDER:
                 self._deliver(sender, message, now)  # its origin was admitted when injected
             else:
-                self.send(sender, message, now)  # the peer policy again: a reload may have come
+                # The peer policy again (a reload may have come), and the grant of the turn
+                # the question names as it is now; not a replay of the sender's own send.
+                self._seen_questions.get(sender, {}).pop(message.id, None)
+                self.send(sender, message, now)
         self.out.append(AgentJoined(alias, pid))
 
     def heartbeat(self) -> None:
@@ -325,7 +340,7 @@ class RouterCore:
         if kind == "reply":
             answered = answered_question(message)  # the one body the router reads
             if answered is not None:
-                self._questions.get(sender, {}).pop(answered, None)
+                self._questions.get(sender, {}).pop(question_turn(dest, answered), None)
         policy = self.policy
         if sender in self.confined:
             detail = "a sub-agent runtime messages nobody; it answers the daemon only"
@@ -338,8 +353,14 @@ class RouterCore:
             if self._question_refused(sender, message):
                 return
             # What the callee's turn may use: the grant of the turn the asker names, if it
-            # holds that turn; the asker's own word about tools is never read.
-            message = msgspec.structs.replace(message, tools=self.grant_of(sender, message.turn))
+            # holds that turn; the asker's own word about tools is never read. The turn is
+            # kept as the question's parent only if it is held.
+            held = None if message.turn is None else self.held(sender, message.turn)
+            if held is None:
+                self.counters["question_from_unknown_turn"] += 1
+                message = msgspec.structs.replace(message, tools=NO_TOOLS, turn=None)
+            else:
+                message = msgspec.structs.replace(message, tools=held.tools)
         if message.channel:
             if policy.allowed(sender, dest, message.channel):  # the hot path: a set lookup
                 self._deliver(sender, message, now)
@@ -383,31 +404,30 @@ class RouterCore:
             del seen[next(iter(seen))]
         return False
 
-    def held(self, alias: str, turn: str) -> Held | None:
+    def held(self, alias: str, turn: str, hops: int = MAX_DELEGATION_DEPTH) -> Held | None:
         """The turn `turn` if `alias` holds it open: a chat the daemon opened on it, or a
-        question it was handed (acked or not) and has not answered; None otherwise. (Ids
-        are per sender: two askers' questions of one id are one turn here, with the grant of
-        either, each an asker's own, which that asker could have used by asking itself.)"""
-        chats = self._chats.get(alias)
-        if chats is not None and turn in chats:
-            return Held(chats[turn])
-        question = self._questions.get(alias, {}).get(turn)
-        if question is not None:
-            return Held(question.tools)
-        for rid in self._asked.get(alias, {}):
-            flight = self._inflight.get(rid)
-            if flight is not None and flight.message_id == turn:
-                return Held(flight.tools)
-        return None
-
-    def grant_of(self, alias: str, turn: str | None) -> Tools:
-        """What a question `alias` sends from `turn` passes on: that turn's grant, or no
-        tools when `alias` holds no such turn (deny by default)."""
-        held = None if turn is None else self.held(alias, turn)
-        if held is None:
-            self.counters["question_from_unknown_turn"] += 1
-            return NO_TOOLS
-        return held.tools
+        question it was handed (acked or not) and has not answered, by the name the router
+        stamped on it (`question_turn`), while the turn it was asked from is held too (a
+        chain's turns end with the turn at its start; `hops` bounds the walk); None
+        otherwise."""
+        if "/" not in turn:  # a chat's id (the turn service's): never a question's name
+            chats = self._chats.get(alias)
+            return Held(chats[turn]) if chats is not None and turn in chats else None
+        found: OpenQuestion | InFlight | None = self._questions.get(alias, {}).get(turn)
+        if found is None:
+            for rid in self._asked.get(alias, {}):
+                flight = self._inflight.get(rid)
+                if flight is not None and question_turn(flight.sender, flight.message_id) == turn:
+                    found = flight
+                    break
+        if found is None:
+            return None
+        asker = found.asker if isinstance(found, OpenQuestion) else found.sender
+        if found.parent is not None and (
+            hops <= 0 or self.held(asker, found.parent, hops - 1) is None
+        ):
+            return None  # the asking turn has ended: so has what it passed on
+        return Held(found.tools)
 
     def turn_opened(self, agent: str, turn: str, tools: Tools) -> None:
         """The daemon opened chat `turn` on `agent` with this grant (the turn service)."""
@@ -493,13 +513,16 @@ class RouterCore:
                 True,
                 depth,
                 message.tools,  # stamped by `send`
+                message.turn,  # kept by `send` when the asker holds it
             )
             # The daemon names the asker's session in the peer namespace: what the asker
             # put in `session` (its own turn's key) is only a name inside it, so a sender's
             # turn asking a peer never continues the conversation the operator's had.
             peer_session = session_key(Origin.peer(sender), message.session)
+            # The callee's turn for it goes by the router's name, never by the bare id.
+            turn = question_turn(sender, message.id)
             stamped = msgspec.structs.replace(
-                message, from_=sender, depth=depth, session=peer_session, turn=None
+                message, from_=sender, depth=depth, session=peer_session, turn=turn
             )
         else:
             flight = InFlight(
@@ -553,7 +576,9 @@ class RouterCore:
         questions = self._questions.setdefault(flight.dest, {})
         if len(questions) >= OPEN_QUESTIONS_LIMIT:
             del questions[next(iter(questions))]
-        questions[flight.message_id] = OpenQuestion(flight.sender, flight.depth, flight.tools)
+        questions[question_turn(flight.sender, flight.message_id)] = OpenQuestion(
+            flight.sender, flight.message_id, flight.depth, flight.tools, flight.parent
+        )
 
     def _forget_asked(self, dest: str, rid: int) -> None:
         asked = self._asked.get(dest)
@@ -598,10 +623,10 @@ class RouterCore:
         lost = [rid for rid, f in self._inflight.items() if f.dest == alias]
         for rid in lost:
             self._refuse_flight(self._inflight.pop(rid), "unavailable", f"agent {alias!r} exited")
-        for question, open_question in self._questions.pop(alias, {}).items():
+        for open_question in self._questions.pop(alias, {}).values():
             self._refuse(
                 open_question.asker,
-                question,
+                open_question.message_id,
                 "unavailable",
                 f"agent {alias!r} exited before it answered",
                 alias,

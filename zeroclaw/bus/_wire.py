@@ -77,11 +77,12 @@ class Message(msgspec.Struct, frozen=True, omit_defaults=True):
     `depth` (how many questions led to this one, by its own count) and, on a question,
     `tools`; a sender's are ignored.
 
-    `turn`: the asker's word for which of its turns a question comes from (the id of the
-    message that opened it: the daemon's chat, or a question it was asked). The router
+    `turn`: the asker's word for which of its turns a question comes from (the daemon's
+    chat's id, or the `turn` the router stamped on a question it was asked). The router
     looks that turn up among the ones it knows this sender holds and stamps its grant as
     `tools` (None: not narrowed; an unknown turn: no tools), so an agent can claim only a
-    grant it holds (ADR 0052)."""
+    grant it holds (ADR 0052). On a delivered question, `turn` is the router's name for
+    the callee's turn (`asker/id`: an id alone is the asker's to choose)."""
 
     id: str
     to: str
@@ -211,10 +212,10 @@ def salvage_ids(payload: bytes) -> SalvagedIds:
     frame's leading fields only (msgspec writes `t` and `id` before a body, and a message's
     `id` first), so a body nested past any depth is never walked."""
     try:
-        fields = _leading_strings(payload, 0, descend="message")
+        fields, inner = _leading_strings(payload, 0, descend="message")
     except (IndexError, UnicodeDecodeError):
         return SalvagedIds(None, None)
-    message, request = fields.get("message.id"), fields.get("id")
+    message, request = inner.get("id"), fields.get("id")
     if fields.get("t") == "send":
         return SalvagedIds(_short(message), None)
     if fields.get("t") == "request":
@@ -231,22 +232,30 @@ def _short(value: str | None) -> str | None:
     return value if value is not None and len(value) <= 128 else None
 
 
-def _leading_strings(data: bytes, pos: int, descend: str = "") -> dict[str, str]:
-    """The string fields of the msgpack map at `pos`, up to its first container (the map
-    under key `descend` is read the same way, its fields prefixed `descend.`)."""
+# A frame's ids are among its first fields (`t`, `v`, `id`; a message's `id` first); a
+# map's header may claim 2**32-1 entries, and each is a step of this loop in Python.
+MAX_LEADING_FIELDS = 8
+
+
+def _leading_strings(
+    data: bytes, pos: int, descend: str | None = None
+) -> tuple[dict[str, str], dict[str, str]]:
+    """The string fields of the msgpack map at `pos`, up to its first container or its
+    MAX_LEADING_FIELDS-th field, and those of the map under key `descend`, read the same
+    way (one level only: a key is never a path, and no nesting is followed)."""
     found: dict[str, str] = {}
+    inner: dict[str, str] = {}
     header = _map_header(data, pos)
     if header is None:
-        return found
+        return found, inner
     count, pos = header
-    for _ in range(count):
+    for _ in range(min(count, MAX_LEADING_FIELDS)):
         key = _string(data, pos)
         if key is None:
             break
         name, pos = key
-        if name == descend and _map_header(data, pos) is not None:
-            inner = _leading_strings(data, pos)
-            found.update({f"{descend}.{k}": v for k, v in inner.items()})
+        if descend is not None and name == descend and _map_header(data, pos) is not None:
+            inner = _leading_strings(data, pos)[0]
             break
         value = _string(data, pos)
         if value is not None:
@@ -256,7 +265,7 @@ def _leading_strings(data: bytes, pos: int, descend: str = "") -> dict[str, str]
         if after is None:
             break  # a container: what follows is not read
         pos = after
-    return found
+    return found, inner
 
 
 def _map_header(data: bytes, pos: int) -> tuple[int, int] | None:

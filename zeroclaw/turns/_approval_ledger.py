@@ -7,13 +7,19 @@ of this agent may now do exactly what the question said, once. A daemon service 
 something on an agent's behalf (an adapter's program) takes that yes from here instead of
 believing an `approved` flag the agent would set itself (ADR 0052).
 
-Pure: the turn service records and forgets, the services take; bounded by the approvals a
-turn may have pending.
+Pure: the turn service records and forgets, the services take; bounded per turn (an agent
+decides when its turn ends, and a yes may come from its own accomplice: a channel whose
+`approvals` is "sender").
 """
 
 from __future__ import annotations
 
 from collections import Counter
+
+# Distinct questions a turn's record keeps; beyond it the oldest is forgotten. A service
+# takes its yes as soon as it is given (the tool asks, then calls), so only a turn that is
+# given yes after yes to questions nobody acts on ever reaches it.
+MAX_APPROVALS_PER_TURN = 64
 
 
 class ApprovalLedger:
@@ -24,7 +30,10 @@ class ApprovalLedger:
 
     def record(self, agent: str, turn: str, what: str) -> None:
         """Whoever answers `turn`'s approvals said yes to `what` (as it was shown)."""
-        self._given.setdefault((agent, turn), Counter())[what] += 1
+        given = self._given.setdefault((agent, turn), Counter())
+        if what not in given and len(given) >= MAX_APPROVALS_PER_TURN:
+            del given[next(iter(given))]
+        given[what] += 1
 
     def take(self, agent: str, turn: str | None, what: str) -> bool:
         """Use one yes to `what` given in `agent`'s `turn`; False when there is none (never
