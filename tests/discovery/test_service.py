@@ -158,7 +158,12 @@ async def test_a_run_that_needs_approval_takes_a_yes_the_daemon_saw_given_in_tha
     svc, _ = service(project, runner)
     await svc.rescan()
     asks = await svc.serve("alpha", request("admit", adapter="gen"))
-    question = adapter_approval_question(decode_body(asks.body, AdapterAdmission))
+    admission = decode_body(asks.body, AdapterAdmission)
+    question = adapter_approval_question(admission, "x")
+    # a yes names the input too: one for another input does not run this one
+    other = adapter_approval_question(admission, "rm -rf the other thing")
+    assert other != question and len(adapter_approval_question(admission, "y" * 10**6)) < 400
+    svc.approvals.record("alpha", "t1", other)
     call = request("invoke", adapter="gen", input="x", turn="t1")
     forged = request("invoke", adapter="gen", input="x", turn="t1", approved=True)
     assert (await svc.serve("alpha", forged)).error in ("approval_denied", "bad_request")

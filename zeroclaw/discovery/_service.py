@@ -262,7 +262,7 @@ class DiscoveryService:
         if isinstance(verdict, CallRefused):
             return _error(request, verdict.code, verdict.message)
         if verdict.needs_approval and not self.approvals.take(
-            sender, call.turn, adapter_approval_question(_admission(verdict))
+            sender, call.turn, adapter_approval_question(_admission(verdict), call.input)
         ):
             # Only a yes the daemon itself saw given in that turn of this agent (ADR 0052).
             detail = "this call needs an approval given in the asking turn, and none was"

@@ -59,7 +59,8 @@ async def invoke_adapter(ctx: ToolContext, args: InvokeAdapterArgs) -> ToolResul
     admission = msgspec.convert(admitted.data, AdapterAdmission)
     # The daemon runs it only if it saw this turn's question answered yes (ADR 0052); a
     # no here saves the round trip.
-    if admission.needs_approval and not await ctx.approved(adapter_approval_question(admission)):
+    question = adapter_approval_question(admission, args.input)
+    if admission.needs_approval and not await ctx.approved(question):
         return ToolResult.refused("approval_denied", "the operator did not approve")
     ran = await ctx.reach.adapter(
         "invoke", AdapterInvoke(args.adapter, args.input, admission.capability, ctx.turn)

@@ -14,6 +14,7 @@ calls in flight are counted where they run.
 
 from __future__ import annotations
 
+import hashlib
 from typing import Literal
 
 import msgspec
@@ -57,11 +58,20 @@ class AdapterInvoke(msgspec.Struct, frozen=True, omit_defaults=True):
     turn: str | None = None
 
 
-def adapter_approval_question(admission: AdapterAdmission) -> str:
-    """The approval question for one run: the tool asks it, the daemon looks it up."""
+APPROVAL_INPUT_CHARS = 120  # of the input, shown in the question; its digest names it all
+
+
+def adapter_approval_question(admission: AdapterAdmission, input: str) -> str:
+    """The approval question for one run with this input: the tool asks it, the daemon
+    looks it up, so a yes covers this program with this input only. Bounded whatever the
+    input's size: its start is shown (as a repr, so no control character reaches the
+    operator's terminal) and its sha256 names all of it."""
+    shown = input if len(input) <= APPROVAL_INPUT_CHARS else input[:APPROVAL_INPUT_CHARS] + "…"
+    digest = hashlib.sha256(input.encode(errors="surrogatepass")).hexdigest()[:16]
     return (
         f"run adapter {admission.adapter} for {admission.capability} "
-        f"(side effect: {admission.side_effect}): {admission.command}"
+        f"(side effect: {admission.side_effect}): {admission.command} "
+        f"with input {shown!r} (sha256 {digest})"
     )
 
 
