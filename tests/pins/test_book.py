@@ -216,7 +216,7 @@ def test_offered_is_exactly_what_matches_the_trusted_pin(
         if op == "trust":
             assert agent is None or isinstance(agent, str)
             book.trust("git", agent=agent, now=float(now))
-            for key, pin in book.select("git", agent=agent):
+            for _key, pin in book.select("git", agent=agent):
                 assert not pin.withheld
             continue
         assert isinstance(agent, str) and isinstance(listing, dict)

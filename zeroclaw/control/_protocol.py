@@ -15,7 +15,7 @@ from typing_extensions import TypeVar
 
 from .._decode import DecodeErrorCode, decode_msgpack
 from .._refusals import RefusalCode
-from ..turns import DispatchRefusalCode, InvocationState, McpErrorCode, MemoryErrorCode
+from ..turns import DispatchRefusalCode, InvocationState, MemoryErrorCode
 from ._replies import (
     AgentsReply,
     AgentStatus,
@@ -66,6 +66,8 @@ ControlOwnErrorCode = Literal[
     "unknown_mcp_server",
     # `mcp trust`: no pinned tool matched the server, tool and agent given
     "nothing_to_trust",
+    # `mcp trust`: the daemon's MCP pin store is unreadable (the message says the fix)
+    "mcp_pins_corrupt",
 ]
 # Every stable code a control reply's `error` may carry. A code outside this set is a type
 # error, not a surprise for scripts.
@@ -75,7 +77,6 @@ ControlErrorCode = Literal[
     MemoryErrorCode,  # the memory service's answers
     DecodeErrorCode,  # an undecodable frame
     DispatchRefusalCode,  # a dispatch the daemon refuses
-    McpErrorCode,  # the MCP pin service's (mcp_pins_corrupt)
 ]
 CONTROL_ERROR_CODES: frozenset[str] = frozenset(get_args(ControlErrorCode))
 

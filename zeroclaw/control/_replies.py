@@ -344,7 +344,7 @@ class MetricsReply(msgspec.Struct, frozen=True):
 # --- MCP servers and their pinned tools (`zeroclaw mcp`, issue 26) -------------------------
 
 
-class McpServerLive(msgspec.Struct, frozen=True, omit_defaults=True):
+class McpServerLive(msgspec.Struct, frozen=True):
     """How one agent's copy of a server is doing, as that agent last reported it."""
 
     agent: str
@@ -355,7 +355,7 @@ class McpServerLive(msgspec.Struct, frozen=True, omit_defaults=True):
     reported_at: float = 0.0  # wall-clock seconds
 
 
-class McpServerInfo(msgspec.Struct, frozen=True, omit_defaults=True):
+class McpServerInfo(msgspec.Struct, frozen=True):
     """A configured server: how it is reached, its allowlist, who uses it, its state."""
 
     name: str
@@ -368,7 +368,7 @@ class McpServerInfo(msgspec.Struct, frozen=True, omit_defaults=True):
     withheld: int = 0  # of those, the ones whose schema changed
 
 
-class McpToolPin(msgspec.Struct, frozen=True, omit_defaults=True):
+class McpToolPin(msgspec.Struct, frozen=True):
     """One tool of one server as one agent saw it, and whether it is offered."""
 
     agent: str
@@ -387,18 +387,18 @@ class McpToolPin(msgspec.Struct, frozen=True, omit_defaults=True):
     trusted_at: float | None = None
 
 
-class McpListReply(msgspec.Struct, frozen=True, omit_defaults=True):
+class McpListReply(msgspec.Struct, frozen=True):
     servers: tuple[McpServerInfo, ...]
     store_problem: str = ""  # the pin store is unreadable: every tool is withheld
 
 
-class McpServerDetail(msgspec.Struct, frozen=True, omit_defaults=True):
+class McpServerDetail(msgspec.Struct, frozen=True):
     server: McpServerInfo
     tools: tuple[McpToolPin, ...]
     store_problem: str = ""
 
 
-class McpToolsReply(msgspec.Struct, frozen=True, omit_defaults=True):
+class McpToolsReply(msgspec.Struct, frozen=True):
     tools: tuple[McpToolPin, ...]
     store_problem: str = ""
 
