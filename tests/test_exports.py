@@ -275,6 +275,7 @@ PUBLIC: dict[str, list[str]] = {
         "McpServerInfo",
         "McpServerLive",
         "McpShow",
+        "McpStatus",
         "McpToolPin",
         "McpTools",
         "McpToolsReply",

@@ -89,11 +89,22 @@ def test_a_changed_schema_is_withheld_until_the_operator_trusts_it(
         "offered": ["log"],
         "withheld": ["status"],
     }
+    # The restart stopped the agent, and the servers it ran as its children with it.
+    live = cli_json(daemon, "mcp", "list")["servers"][0]["live"]
+    assert [(s["agent"], s["status"]) for s in live] == [("alpha", "stopped")]
     tools = {t["tool"]: t for t in cli_json(daemon, "mcp", "tools", "--agent", "alpha")["tools"]}
     assert tools["status"]["state"] == "withheld"
     assert tools["status"]["digest"] == v2[0]["digest"]
     assert tools["status"]["trusted_digest"] == tools["status"]["first_digest"] == v1[0]["digest"]
     assert (tools["log"]["state"], tools["log"]["read_only"]) == ("trusted", True)
+    assert daemon.status()["mcp"] == {
+        "servers": 1,
+        "pinned": 2,
+        "withheld": 1,
+        "store_problem": "",
+    }
+    shown = daemon.cli("status")
+    assert "mcp       1 server; 2 tools pinned, 1 withheld" in shown.stdout, shown.stdout
     text = daemon.cli("mcp", "tools")
     assert text.returncode == 0
     assert f"alpha  git  status  {v2[0]['digest'][:12]}  withheld" in text.stdout
@@ -102,7 +113,7 @@ def test_a_changed_schema_is_withheld_until_the_operator_trusts_it(
     assert events.returncode == 0, events.stderr
     items = [json.loads(line)["event"] for line in events.stdout.splitlines()]
     changed = [e for e in items if e["kind"] == "mcp.schema_changed"]
-    assert [e["kind"] for e in items if e["kind"] != "mcp.schema_changed"] == ["mcp.server"]
+    assert [e["status"] for e in items if e["kind"] == "mcp.server"] == ["ready", "stopped"]
     assert [(e["agent"], e["server"], e["tool"]) for e in changed] == [("alpha", "git", "status")]
 
     # A trust that names nothing pinned fails, and says so.

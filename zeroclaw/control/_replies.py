@@ -125,6 +125,15 @@ class ApprovalDecision(msgspec.Struct, frozen=True):
     approved: bool
 
 
+class McpStatus(msgspec.Struct, frozen=True):
+    """The MCP servers' pins in `zeroclaw status` (issue 26); `zeroclaw mcp` has the rest."""
+
+    servers: int
+    pinned: int
+    withheld: int
+    store_problem: str = ""
+
+
 class StatusReply(msgspec.Struct, frozen=True, omit_defaults=True):
     daemon: DaemonStatus
     counts: dict[str, int]
@@ -138,6 +147,8 @@ class StatusReply(msgspec.Struct, frozen=True, omit_defaults=True):
     discovery: DiscoveryStatus | None = None
     # Approvals waiting for the operator (ADR 0042), oldest first.
     approvals: list[ApprovalInfo] = msgspec.field(default_factory=list)
+    # MCP servers' pinned tools (issue 26); None while no server is configured.
+    mcp: McpStatus | None = None
 
 
 class AgentsReply(msgspec.Struct, frozen=True):

@@ -22,7 +22,7 @@ import trio
 from .._ops import BodyError, Nothing, OpTable
 from ..bus import Request, Response, answer, refusal
 from ..config import Config
-from ..control import McpServerInfo, McpServerLive, McpToolPin
+from ..control import McpServerInfo, McpServerLive, McpStatus, McpToolPin
 from ..events import EventSink, McpSchemaChanged, McpServerChanged, McpToolTrusted
 from ..turns import (
     MCP_OPERATIONS,
@@ -203,6 +203,15 @@ class PinService:
             )
         return answer(request, Nothing())
 
+    def agent_down(self, alias: str) -> None:
+        """The agent's process is gone, and with it the stdio servers it ran as children:
+        each server it last reported as anything else is `stopped` now."""
+        for (agent, server), (state, _) in sorted(self._live.items()):
+            if agent == alias and state.status != "stopped":
+                stopped = McpServerState(server, "stopped", "its agent is not running")
+                self._live[(agent, server)] = (stopped, self._clock())
+                self._publish(McpServerChanged(agent, server, stopped.status, stopped.detail))
+
     def _publish(self, event: McpSchemaChanged | McpServerChanged | McpToolTrusted) -> None:
         if self.events is not None:
             self.events.publish(event)
@@ -219,7 +228,7 @@ class PinService:
             live = tuple(
                 McpServerLive(agent, s.status, s.detail, s.restarts, s.pid, at)
                 for (agent, srv), (s, at) in sorted(self._live.items())
-                if srv == name
+                if srv == name and agent in users  # not one a reload took the server from
             )
             mine = [pin for key, pin in pins if key.server == name]
             target = (
@@ -240,6 +249,15 @@ class PinService:
                 )
             )
         return tuple(out)
+
+    def status(self) -> McpStatus | None:
+        """What `zeroclaw status` shows: None while no MCP server is configured."""
+        servers = len(self._config().mcp_servers)
+        if not servers and self.book is not None:
+            return None
+        pins = self.book.items() if self.book is not None else []
+        withheld = sum(pin.withheld for _, pin in pins)
+        return McpStatus(servers, len(pins), withheld, self.problem)
 
     def server(self, name: str) -> McpServerInfo:
         for info in self.servers():

@@ -403,7 +403,7 @@ async def _main(parts: DaemonParts) -> int:
             runner=adapter_runner(lambda: running.specs, env),
             approvals=approval_ledger,
         )
-        hooks.bind(Behind(fleet, runtimes, turns, dispatch, discovery))
+        hooks.bind(Behind(fleet, runtimes, turns, dispatch, discovery, pins))
         # Webhook and serial channels: inbound messages routed from the config, their turns
         # through the same turn service (issue 13). Approvals of outside origins wait for
         # the operator here (ADR 0042).
@@ -424,7 +424,12 @@ async def _main(parts: DaemonParts) -> int:
         table.register(
             Status,
             StatusCommand(
-                status.status, control.stats, channels.status, discovery.status, approvals
+                status.status,
+                control.stats,
+                channels.status,
+                discovery.status,
+                approvals,
+                pins.status,
             ),
         )
         table.register(AgentsList, AgentsListCommand(fleet))
