@@ -126,6 +126,7 @@ EDGES: dict[tuple[str, str], str] = {
     ("pins", "turns"): "its wire: the MCP ops and bodies (turns/_mcp.py)",
     ("ops", "control"): "doctor asks the daemon's status",
     ("ops", "events"): "reads and filters the daemon's events",
+    ("ops", "pins"): "doctor reads the MCP pin store",
     ("ops", "policy"): "doctor's kernel and root checks",
     ("subagents", "bus"): "dispatch requests arrive over the bus",
     ("subagents", "config"): "sub-agent settings",

@@ -148,3 +148,32 @@ def test_a_write_killed_at_any_moment_leaves_a_whole_book(tmp_path: Path) -> Non
         assert len(book) == 400 and len(digests) == 1
         assert book.get(PinKey("alpha", "git", "t0")) is not None
     assert not list(path.parent.glob(".pins.json.zc-*"))  # the last load cleared any leftover
+
+
+# --- doctor's look at the store ----------------------------------------------------------
+
+
+def test_doctor_reports_the_pin_store_without_touching_it(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from tests.ops.test_doctor import facts
+    from zeroclaw.ops._doctor import McpPinFacts, _mcp_pin_facts, check_mcp_pins
+
+    state = tmp_path / "state"
+    assert _mcp_pin_facts(state) == McpPinFacts(pins_path(state), False)
+    book = book_of(3)
+    book.observe("alpha", "git", [ToolSeen("t1", digest("changed"), False)], now=2.0)
+    store = PinStore(pins_path(state))
+    store.save(book)
+    leftover = store.path.with_name(".pins.json.zc-0123456789ab")
+    leftover.write_text("cut")
+    seen = _mcp_pin_facts(state)
+    assert (seen.pinned, seen.withheld, seen.problem) == (3, 1, "")
+    assert leftover.exists()  # doctor changes nothing it looks at
+    [warned] = check_mcp_pins(replace(facts(), mcp_pins=seen))
+    assert (warned.status, "1 withheld" in warned.message) == ("warn", True)
+    assert "zeroclaw mcp trust" in warned.fix
+    store.path.write_text("{")
+    [failed] = check_mcp_pins(replace(facts(), mcp_pins=_mcp_pin_facts(state)))
+    assert failed.status == "fail" and "unreadable" in failed.message and failed.fix
+    assert check_mcp_pins(facts()) == []  # no agent uses MCP: nothing to say

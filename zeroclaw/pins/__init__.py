@@ -3,8 +3,9 @@
 The pin book (`_book`, pure) records each tool's schema the first time an agent reports
 it; the store (`_store`) keeps it in `<state_dir>/mcp/pins.json`; the service (`_service`)
 answers the agents' `MCP_PIN` and `MCP_STATE` and the operator's `zeroclaw mcp` commands
-(`_control`). The service and its commands load on first use (they need trio and the
-control socket); the book and the store do not, for `config validate`.
+(`_control`). The service, its commands and the validate check load on first use (trio,
+the control socket, the config models); the book and the store are light (msgspec), for
+`doctor` and `config validate`.
 """
 
 from typing import TYPE_CHECKING
@@ -24,11 +25,11 @@ from ._book import (
     TrustOutcome,
 )
 from ._store import PinStore, PinStoreCorrupt, pins_path
-from ._validate import readonly_pin_issues
 
 if TYPE_CHECKING:
     from ._control import register_pin_commands
     from ._service import PinService, PinsUnavailable, UnknownServer
+    from ._validate import readonly_pin_issues
 
 _load = lazy_attributes(
     __name__,
@@ -37,6 +38,7 @@ _load = lazy_attributes(
         "PinsUnavailable": "._service",
         "UnknownServer": "._service",
         "register_pin_commands": "._control",
+        "readonly_pin_issues": "._validate",
     },
 )
 

@@ -126,11 +126,16 @@ class PinStore:
         """The book on disk; an empty one if there is no file yet. PinStoreCorrupt if it
         cannot be read. Leftovers of a write a crash interrupted are removed."""
         self._remove_leftovers()
+        book = self.read()
+        return PinBook() if book is None else book
+
+    def read(self) -> PinBook | None:
+        """The book on disk, None if there is no file; changes nothing (doctor's look)."""
         try:
             with open(self.path, "rb") as f:
                 data = f.read(MAX_FILE_BYTES + 1)
         except FileNotFoundError:
-            return PinBook()
+            return None
         except OSError as exc:
             raise PinStoreCorrupt(self.path, f"cannot be read ({exc.strerror})") from None
         if len(data) > MAX_FILE_BYTES:
