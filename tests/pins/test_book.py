@@ -238,3 +238,31 @@ def test_offered_is_exactly_what_matches_the_trusted_pin(
                 old is not None and not trusted and (d, ro) != (old.latest_digest, old.read_only)
             )
             assert (pin.latest_digest, pin.read_only) == (d, ro)
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["s1", "s2", "s3", "s4"]),
+            st.lists(st.integers(0, 40), max_size=30),
+        ),
+        max_size=20,
+    )
+)
+def test_no_sequence_of_listings_grows_the_book_past_its_bounds(
+    calls: list[tuple[str, list[int]]],
+) -> None:
+    """Whatever an agent lists, in whatever order: at most max_tools a server and
+    max_servers an agent, and a refused listing leaves the book exactly as it was."""
+    book = PinBook(max_tools=16, max_servers=3)
+    for server, numbers in calls:
+        before = book.items()
+        tools = [seen(f"t{n}", A) for n in dict.fromkeys(numbers)]
+        try:
+            book.observe("mallory", server, tools, now=1.0)
+        except PinLimit:
+            assert book.items() == before
+        servers = {k.server for k, _ in book.items()}
+        assert len(servers) <= 3
+        for name in servers:
+            assert len(book.select(name)) <= 16

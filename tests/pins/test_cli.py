@@ -32,7 +32,7 @@ def listed(name: str, description: str, read_only: bool = True) -> dict[str, Any
 
 
 def mcp_doc(root: Path) -> dict[str, Any]:
-    doc = make_config(root, {"alpha": agent_entry(mcp=["git"])})
+    doc = make_config(root, {"alpha": agent_entry(mcp=["git"]), "mallory": agent_entry()})
     doc["mcp_servers"] = {"git": {"command": "mcp-server-git", "tools": ["status", "log"]}}
     return doc
 
@@ -66,10 +66,15 @@ def test_a_changed_schema_is_withheld_until_the_operator_trusts_it(
         states=[{"server": "git", "status": "ready", "pid": 4242}],
         pins=[{"server": "git", "tools": v1}],
     )
+    # An agent that uses no MCP server claims alpha's: the router says who is asking.
+    plan(root, "mallory", do="mcp_pin", pins=[{"server": "git", "tools": v1}])
     daemon = daemons(mcp_doc(root)).start()
     assert result_of(root, "alpha")["pins"] == [
         {"ok": True, "offered": ["status", "log"], "withheld": []}
     ]
+    [refused] = result_of(root, "mallory")["pins"]
+    assert (refused["ok"], refused["error"]) == (False, "mcp_tool_not_allowed")
+    assert cli_json(daemon, "mcp", "tools", "--agent", "mallory")["tools"] == []
     listing = cli_json(daemon, "mcp", "list")
     assert listing["ok"] is True
     [git] = listing["servers"]

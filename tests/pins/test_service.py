@@ -22,7 +22,7 @@ from zeroclaw._ops import CallRefused, Nothing
 from zeroclaw.bus import AgentBus, BusCredentials, Router
 from zeroclaw.config import Config, validate_document
 from zeroclaw.events import EventSink, McpSchemaChanged, McpServerChanged, McpToolTrusted
-from zeroclaw.pins import PinService, PinStore, pins_path
+from zeroclaw.pins import PinService, PinStore, PinsUnavailable, pins_path
 from zeroclaw.turns import (
     MCP_PIN,
     MCP_SERVICE,
@@ -233,6 +233,8 @@ async def test_an_unreadable_store_withholds_every_tool_until_it_is_fixed(tmp_pa
         assert refused.value.code == "mcp_pins_corrupt"
         assert "move it aside" in refused.value.detail
         assert "unreadable" in w.pins.problem
+        with pytest.raises(PinsUnavailable):
+            await w.pins.trust("git")  # nor does the operator's trust write over it
         assert store.path.read_text() == '{"version": 1, "pins": ['  # never overwritten
         # The operator's fix (moved aside), read at the next call without a restart.
         store.path.rename(store.path.with_name("pins.json.damaged"))
