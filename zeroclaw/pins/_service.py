@@ -150,7 +150,9 @@ class PinService:
                 return refusal(request, exc.code, exc.detail)
             if observed.dirty:
                 await self._save(book)
-        allowed = frozenset(self._config().mcp_servers[call.server].tools)
+        # Read again after the write: a reload meanwhile may have changed the allowlist.
+        server = self._config().mcp_servers.get(call.server)
+        allowed = frozenset(server.tools if server is not None else ())
         for change in observed.changes:
             if change.key.tool not in allowed:
                 continue  # pinned and listed, never offered: no event a flood could repeat
