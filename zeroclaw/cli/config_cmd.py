@@ -110,12 +110,12 @@ def _pin_warnings(config: Config) -> list[ConfigIssue]:
 
     store = PinStore(pins_path(daemon_paths(config, os.environ).state_dir))
     try:
-        book = store.load()
+        book = store.read()  # changes nothing, not even a cut write's leftovers
     except PinStoreCorrupt as exc:
         return [ConfigIssue(("mcp_servers",), str(exc))]
     except OSError:
         return []  # the state dir is not ours to read (doctor says so)
-    return readonly_pin_issues(config, book)
+    return [] if book is None else readonly_pin_issues(config, book)
 
 
 def _summary(config: Config) -> dict[str, int]:

@@ -165,6 +165,7 @@ class McpPinFacts:
     pinned: int = 0
     withheld: int = 0
     problem: str = ""
+    unreadable: str | None = None  # not ours to read (doctor as another user)
 
 
 @dataclass(frozen=True)
@@ -792,6 +793,10 @@ def check_mcp_pins(facts: Facts) -> list[CheckResult]:
     p = facts.mcp_pins
     if p is None:
         return []
+    if p.unreadable is not None:
+        return [
+            CheckResult("mcp pins", "warn", f"cannot look at {p.path}: {p.unreadable}", DENIED_FIX)
+        ]
     if p.problem:
         return [
             CheckResult(
@@ -1234,6 +1239,8 @@ def _mcp_pin_facts(state_dir: Path) -> McpPinFacts:
         book = store.read()
     except PinStoreCorrupt as exc:
         return McpPinFacts(store.path, True, problem=str(exc))
+    except OSError as exc:
+        return McpPinFacts(store.path, True, unreadable=exc.strerror or str(exc))
     if book is None:
         return McpPinFacts(store.path, False)
     pins = book.items()

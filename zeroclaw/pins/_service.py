@@ -89,10 +89,11 @@ class PinService:
         try:
             self.book = self.store.load()
             self.problem = ""
-        except PinStoreCorrupt as exc:
-            if str(exc) != self.problem:
-                log.error("%s", exc)
-            self.book, self.problem = None, str(exc)
+        except (PinStoreCorrupt, OSError) as exc:  # withheld, never trusted anew
+            problem = str(exc) if isinstance(exc, PinStoreCorrupt) else f"{self.store.path}: {exc}"
+            if problem != self.problem:
+                log.error("%s", problem)
+            self.book, self.problem = None, problem
 
     def _book(self) -> PinBook:
         """The book; a store found unreadable is read again once its file was replaced or

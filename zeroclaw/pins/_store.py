@@ -130,12 +130,15 @@ class PinStore:
         return PinBook() if book is None else book
 
     def read(self) -> PinBook | None:
-        """The book on disk, None if there is no file; changes nothing (doctor's look)."""
+        """The book on disk, None if there is no file; changes nothing (doctor's and
+        validate's look). PermissionError as it is: not ours to read is not damage."""
         try:
             with open(self.path, "rb") as f:
                 data = f.read(MAX_FILE_BYTES + 1)
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             return None
+        except PermissionError:
+            raise
         except OSError as exc:
             raise PinStoreCorrupt(self.path, f"cannot be read ({exc.strerror})") from None
         if len(data) > MAX_FILE_BYTES:
