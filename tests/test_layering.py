@@ -38,7 +38,7 @@ NEUTRAL = frozenset({CORE, "config", "events", "policy", "providers", "turns"})
 TRANSPORT = frozenset({"bus"})  # the wire and both its ends: the agent's client, the router
 AGENT_SIDE = frozenset({"agent", "tools"})
 SERVICES = frozenset(
-    {"channels", "control", "conversations", "discovery", "memory", "ops", "subagents"}
+    {"channels", "control", "conversations", "discovery", "memory", "ops", "pins", "subagents"}
 )
 ROOT = frozenset({"supervisor"})  # the composition root
 OPERATOR = frozenset({"cli", "_error_codes", "_reference"})
@@ -94,6 +94,7 @@ EDGES: dict[tuple[str, str], str] = {
     ("cli", "events"): "`events` prints the daemon's events",
     ("cli", "memory"): "`memory` commands and the in-process run's store",
     ("cli", "ops"): "`doctor`, `events` and `service`",
+    ("cli", "pins"): "`config validate` reads the MCP pin store",
     ("cli", "policy"): "the in-process run's code paths (ADR 0044)",
     ("cli", "providers"): "the in-process run's provider",
     ("cli", "supervisor"): "`daemon run`, and the agent specs of the in-process run",
@@ -120,7 +121,13 @@ EDGES: dict[tuple[str, str], str] = {
     ("ops", "config"): "doctor loads the config; the unit's paths",
     ("ops", "control"): "doctor asks the daemon's status",
     ("ops", "events"): "reads and filters the daemon's events",
+    ("ops", "pins"): "doctor reads the MCP pin store",
     ("ops", "policy"): "doctor's kernel and root checks",
+    ("pins", "bus"): "MCP_PIN and MCP_STATE arrive over the bus",
+    ("pins", "config"): "who may pin which server; the allowlists; readonly agents",
+    ("pins", "control"): "its control commands and their replies",
+    ("pins", "events"): "publishes schema changes, trusts and server states",
+    ("pins", "turns"): "its wire: the MCP ops and bodies (turns/_mcp.py)",
     ("subagents", "bus"): "dispatch requests arrive over the bus",
     ("subagents", "config"): "sub-agent settings",
     ("subagents", "control"): "its control commands",
@@ -136,6 +143,7 @@ EDGES: dict[tuple[str, str], str] = {
     ("supervisor", "discovery"): "composes discovery and the adapter runner",
     ("supervisor", "events"): "the event sink",
     ("supervisor", "memory"): "composes the memory service",
+    ("supervisor", "pins"): "composes the MCP pin service",
     ("supervisor", "ops"): "metrics and the event filter",
     ("supervisor", "policy"): "the agents' sandboxes and the daemon's code paths",
     ("supervisor", "providers"): "provider specs; the zygote preloads the providers",

@@ -11,8 +11,8 @@ from typing import Any, get_args
 from tests.conftest import REPO
 from zeroclaw import tools
 from zeroclaw.config import ChannelConfig, RiskProfile
-from zeroclaw.control import REQUEST_TYPES, SUBAGENT_REQUEST_TYPES
-from zeroclaw.turns import ADAPTER_SERVICE, SUBAGENT_SERVICE, TURN_SERVICE
+from zeroclaw.control import MCP_REQUEST_TYPES, REQUEST_TYPES, SUBAGENT_REQUEST_TYPES
+from zeroclaw.turns import ADAPTER_SERVICE, MCP_SERVICE, SUBAGENT_SERVICE, TURN_SERVICE
 
 
 def agent_tools() -> frozenset[str]:
@@ -35,7 +35,8 @@ def channel_types() -> frozenset[str]:
 def control_commands() -> frozenset[str]:
     """The control protocol's request tags (the daemon's command table serves each)."""
     return frozenset(
-        str(t.__struct_config__.tag) for t in (*REQUEST_TYPES, *SUBAGENT_REQUEST_TYPES)
+        str(t.__struct_config__.tag)
+        for t in (*REQUEST_TYPES, *SUBAGENT_REQUEST_TYPES, *MCP_REQUEST_TYPES)
     )
 
 
@@ -43,6 +44,7 @@ _SERVICE_NAMES = {
     "TURN_SERVICE": TURN_SERVICE,
     "SUBAGENT_SERVICE": SUBAGENT_SERVICE,
     "ADAPTER_SERVICE": ADAPTER_SERVICE,
+    "MCP_SERVICE": MCP_SERVICE,
 }
 
 

@@ -27,6 +27,7 @@ from zeroclaw.agent import path_rules
 from zeroclaw.bus import PROTOCOL_VERSION
 from zeroclaw.config import load_config
 from zeroclaw.control import (  # noqa: F401  (kept for the reader)
+    MCP_REQUEST_TYPES,
     REQUEST_TYPES,
     SUBAGENT_REQUEST_TYPES,
     Chat,
@@ -319,7 +320,10 @@ def _ask_as(uid: int, address: str, payload: bytes) -> str:
     return answer
 
 
-_REQUESTS = {t.__struct_config__.tag: t for t in (*REQUEST_TYPES, *SUBAGENT_REQUEST_TYPES)}
+_REQUESTS = {
+    t.__struct_config__.tag: t
+    for t in (*REQUEST_TYPES, *SUBAGENT_REQUEST_TYPES, *MCP_REQUEST_TYPES)
+}
 
 
 def _minimal(tag: str) -> bytes:

@@ -12,6 +12,7 @@ from zeroclaw._decode import DECODE_ERROR_CODES
 from zeroclaw.bus import REFUSAL_CODES
 from zeroclaw.control import (
     CONTROL_ERROR_CODES,
+    MCP_REQUEST_TYPES,
     REQUEST_TYPES,
     SUBAGENT_REQUEST_TYPES,
     AgentsList,
@@ -58,8 +59,9 @@ def status_reply() -> StatusReply:
 
 
 def test_every_request_names_its_reply_type() -> None:
-    assert {*REQUEST_TYPES, *SUBAGENT_REQUEST_TYPES} == set(get_args(AnyRequest))
-    for request_type in (*REQUEST_TYPES, *SUBAGENT_REQUEST_TYPES):
+    every = (*REQUEST_TYPES, *SUBAGENT_REQUEST_TYPES, *MCP_REQUEST_TYPES)
+    assert set(every) == set(get_args(AnyRequest))
+    for request_type in every:
         assert "reply_type" in vars(request_type), request_type.__name__
 
 

@@ -133,7 +133,7 @@ def test_every_result_that_is_not_ok_says_how_to_fix_it() -> None:
     results = run_checks(f)
     assert {r.status for r in results} == {"ok", "warn", "fail"}
     assert all(r.fix for r in results if r.status != "ok")
-    assert len(CHECKS) == 12
+    assert len(CHECKS) == 13
 
 
 # --- config --------------------------------------------------------------------------------

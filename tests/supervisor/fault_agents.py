@@ -604,6 +604,27 @@ async def raw_memory(bus: AgentBus, plan: dict[str, Any], workspace: Path) -> No
     write_result(workspace, "result.json", {"responses": out})
 
 
+async def mcp_pin(bus: AgentBus, plan: dict[str, Any], workspace: Path) -> None:
+    """What an agent's MCP client tells the daemon, scripted: MCP_STATE of each of
+    `states`, then MCP_PIN of each of `pins` ({"server", "tools": [{"name", "digest",
+    "read_only"?, "description"?}]}); every answer in result.json."""
+    from zeroclaw._ops import CallRefused
+    from zeroclaw.turns import MCP_PIN, MCP_STATE, McpPinCall, McpServerState, McpToolSeen
+
+    for state in plan.get("states", []):
+        await bus.call(MCP_STATE, msgspec.convert(state, McpServerState), wait_secs=30)
+    out: list[dict[str, Any]] = []
+    for call in plan.get("pins", []):
+        tools = tuple(msgspec.convert(t, McpToolSeen) for t in call["tools"])
+        try:
+            answer = await bus.call(MCP_PIN, McpPinCall(call["server"], tools), wait_secs=30)
+        except CallRefused as exc:
+            out.append({"ok": False, "error": exc.code, "detail": exc.detail})
+        else:
+            out.append({"ok": True, "offered": answer.offered, "withheld": answer.withheld})
+    write_result(workspace, "result.json", {"pins": out})
+
+
 def _try(op: str, target: str) -> str:
     try:
         if op == "read":
@@ -818,6 +839,7 @@ PLANS = {
     **LOAD_PLANS,
     "confinement": confinement,
     "raw_memory": raw_memory,
+    "mcp_pin": mcp_pin,
     "syscalls": syscalls,
     "forged_dispatch": forged_dispatch,
     "forged_questions": forged_questions,

@@ -208,6 +208,10 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
         "subagents_cmd",
         "Sub-agent invocations: their records and timelines; cancel a running one.",
     ),
+    "mcp": (
+        "mcp_cmd",
+        "MCP servers, their state per agent, and their tools' pinned schemas.",
+    ),
     "memory": (
         "memory_cmd",
         "Read and manage agents' memory (through the daemon, or directly without one).",

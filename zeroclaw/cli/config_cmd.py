@@ -16,6 +16,7 @@ from ..config import (
     SYSTEM_CONFIG,
     Config,
     ConfigError,
+    ConfigIssue,
     all_channel_peers,
     channel_owners,
     daemon_paths,
@@ -76,6 +77,7 @@ def validate_cmd(path: str | None, as_json: bool) -> None:
     # Valid, but what the daemon would refuse to run (e.g. no enabled agent) is a warning:
     # a file being built up is still checked, and the operator learns what a start needs.
     warnings = daemon_refusals(config, os.environ, Path(os.path.abspath(target)))
+    pinned = _pin_warnings(config)
     if wants_json(as_json):
         emit_json(
             {
@@ -83,7 +85,7 @@ def validate_cmd(path: str | None, as_json: bool) -> None:
                 "file": str(target),
                 "valid": True,
                 "errors": [],
-                "warnings": [issue.as_json() for issue in warnings],
+                "warnings": [issue.as_json() for issue in (*warnings, *pinned)],
                 "summary": summary,
             }
         )
@@ -94,6 +96,26 @@ def validate_cmd(path: str | None, as_json: bool) -> None:
         click.echo(f"{target}: valid ({counts})")
         for issue in warnings:
             click.echo(f"warning: {issue.format(str(target))} (the daemon refuses this)", err=True)
+        for issue in pinned:
+            click.echo(f"warning: {issue.format(str(target))}", err=True)
+
+
+def _pin_warnings(config: Config) -> list[ConfigIssue]:
+    """What the daemon's MCP pins say about the config: a readonly agent bound to a tool
+    they record as not read-only (issue 26). The config's rules read no state, so this is
+    read here; no pin store (no daemon has run, or no agent has MCP servers) says nothing."""
+    if not any(agent.mcp for agent in config.agents.values()):
+        return []
+    from ..pins import PinStore, PinStoreCorrupt, pins_path, readonly_pin_issues
+
+    store = PinStore(pins_path(daemon_paths(config, os.environ).state_dir))
+    try:
+        book = store.read()  # changes nothing, not even a cut write's leftovers
+    except PinStoreCorrupt as exc:
+        return [ConfigIssue(("mcp_servers",), str(exc))]
+    except OSError:
+        return []  # the state dir is not ours to read (doctor says so)
+    return [] if book is None else readonly_pin_issues(config, book)
 
 
 def _summary(config: Config) -> dict[str, int]:

@@ -267,6 +267,14 @@ def status_cmd(as_json: bool) -> None:
             click.echo(f"discovery scanned {when}; {adapters} registered")
         if found.degraded:
             click.echo(f"degraded  required but not registered: {', '.join(found.degraded)}")
+    if data.mcp is not None:
+        pins = data.mcp
+        text = f"mcp       {plural(pins.servers, 'server')}; {plural(pins.pinned, 'tool')} pinned"
+        if pins.withheld:
+            text += f", {pins.withheld} withheld (changed schema): zeroclaw mcp tools"
+        click.echo(text)
+        if pins.store_problem:
+            click.echo(f"degraded  {terminal_safe(pins.store_problem, one_line=True)}")
     for a in data.approvals:
         who = terminal_safe(f"{a.channel}:{a.sender}", one_line=True)
         what = terminal_safe(a.what, one_line=True)

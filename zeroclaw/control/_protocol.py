@@ -27,6 +27,10 @@ from ._replies import (
     InvocationEventsReply,
     InvocationReply,
     InvocationsReply,
+    McpListReply,
+    McpServerDetail,
+    McpToolsReply,
+    McpTrustReply,
     MetricsReply,
     ProbeReply,
     ReloadReply,
@@ -58,6 +62,12 @@ ControlOwnErrorCode = Literal[
     "slow_reader",
     # `approvals approve|deny`: no pending approval of that id (answered, expired, never)
     "unknown_approval",
+    # `mcp show|trust`: a server the config does not name
+    "unknown_mcp_server",
+    # `mcp trust`: no pinned tool matched the server, tool and agent given
+    "nothing_to_trust",
+    # `mcp trust`: the daemon's MCP pin store is unreadable (the message says the fix)
+    "mcp_pins_corrupt",
 ]
 # Every stable code a control reply's `error` may carry. A code outside this set is a type
 # error, not a surprise for scripts.
@@ -294,6 +304,37 @@ class InvocationCancel(Request[InvocationReply], tag="invocations.cancel", froze
     invocation_id: str
 
 
+# --- MCP servers and their pinned tools (`zeroclaw mcp`, issue 26) -----------------------
+
+
+class McpList(Request[McpListReply], tag="mcp.list", frozen=True):
+    """Every configured MCP server, the agents using it and their live state."""
+
+    reply_type = McpListReply
+
+
+class McpShow(Request[McpServerDetail], tag="mcp.show", frozen=True):
+    reply_type = McpServerDetail
+    server: str
+
+
+class McpTools(Request[McpToolsReply], tag="mcp.tools", frozen=True):
+    """Every pinned tool (of one agent, of one server), sorted by agent, server, tool."""
+
+    reply_type = McpToolsReply
+    agent: str | None = None
+    server: str | None = None
+
+
+class McpTrust(Request[McpTrustReply], tag="mcp.trust", frozen=True):
+    """Trust the latest schema `server` listed (its `tool`, to `agent`; None: all)."""
+
+    reply_type = McpTrustReply
+    server: str
+    tool: str | None = None
+    agent: str | None = None
+
+
 CoreRequest = (
     Status
     | AgentsList
@@ -327,11 +368,14 @@ SubagentRequest = (
     | InvocationEvents
     | InvocationCancel
 )
-AnyRequest = CoreRequest | SubagentRequest
+McpRequest = McpList | McpShow | McpTools | McpTrust
+AnyRequest = CoreRequest | SubagentRequest | McpRequest
 REQUEST_TYPES: tuple[type[Request[Any]], ...] = get_args(CoreRequest)
 # Kept apart until the daemon registers the sub-agent commands: the daemon's table
 # requires every one of REQUEST_TYPES, and these need its sub-agent service.
 SUBAGENT_REQUEST_TYPES: tuple[type[Request[Any]], ...] = get_args(SubagentRequest)
+# Likewise: they need the daemon's MCP pin service (zeroclaw.pins).
+MCP_REQUEST_TYPES: tuple[type[Request[Any]], ...] = get_args(McpRequest)
 
 
 class Reply(msgspec.Struct, Generic[R], frozen=True, omit_defaults=True):

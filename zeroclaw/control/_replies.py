@@ -125,6 +125,15 @@ class ApprovalDecision(msgspec.Struct, frozen=True):
     approved: bool
 
 
+class McpStatus(msgspec.Struct, frozen=True):
+    """The MCP servers' pins in `zeroclaw status` (issue 26); `zeroclaw mcp` has the rest."""
+
+    servers: int
+    pinned: int
+    withheld: int
+    store_problem: str = ""
+
+
 class StatusReply(msgspec.Struct, frozen=True, omit_defaults=True):
     daemon: DaemonStatus
     counts: dict[str, int]
@@ -138,6 +147,8 @@ class StatusReply(msgspec.Struct, frozen=True, omit_defaults=True):
     discovery: DiscoveryStatus | None = None
     # Approvals waiting for the operator (ADR 0042), oldest first.
     approvals: list[ApprovalInfo] = msgspec.field(default_factory=list)
+    # MCP servers' pinned tools (issue 26); None while no server is configured.
+    mcp: McpStatus | None = None
 
 
 class AgentsReply(msgspec.Struct, frozen=True):
@@ -339,3 +350,73 @@ class MetricsReply(msgspec.Struct, frozen=True):
     """The daemon's metrics in the Prometheus text format, exactly as /metrics serves them."""
 
     text: str
+
+
+# --- MCP servers and their pinned tools (`zeroclaw mcp`, issue 26) -------------------------
+
+
+class McpServerLive(msgspec.Struct, frozen=True):
+    """How one agent's copy of a server is doing, as that agent last reported it."""
+
+    agent: str
+    status: str  # a turns.McpServerStatus
+    detail: str = ""
+    restarts: int = 0
+    pid: int | None = None
+    reported_at: float = 0.0  # wall-clock seconds
+
+
+class McpServerInfo(msgspec.Struct, frozen=True):
+    """A configured server: how it is reached, its allowlist, who uses it, its state."""
+
+    name: str
+    transport: Literal["stdio", "http"]
+    target: str  # the command line, or the URL
+    tools: tuple[str, ...]  # the config's allowlist
+    agents: tuple[str, ...]  # the agents whose `mcp` names it
+    live: tuple[McpServerLive, ...] = ()
+    pinned: int = 0  # tools pinned, over every agent
+    withheld: int = 0  # of those, the ones whose schema changed
+
+
+class McpToolPin(msgspec.Struct, frozen=True):
+    """One tool of one server as one agent saw it, and whether it is offered."""
+
+    agent: str
+    server: str
+    tool: str
+    state: Literal["trusted", "withheld"]
+    digest: str  # the latest listing's
+    trusted_digest: str
+    first_digest: str
+    read_only: bool
+    trusted_read_only: bool
+    allowed: bool  # in the server's `tools` allowlist
+    first_seen: float
+    description: str = ""
+    changed_at: float | None = None
+    trusted_at: float | None = None
+
+
+class McpListReply(msgspec.Struct, frozen=True):
+    servers: tuple[McpServerInfo, ...]
+    store_problem: str = ""  # the pin store is unreadable: every tool is withheld
+
+
+class McpServerDetail(msgspec.Struct, frozen=True):
+    server: McpServerInfo
+    tools: tuple[McpToolPin, ...]
+    store_problem: str = ""
+
+
+class McpToolsReply(msgspec.Struct, frozen=True):
+    tools: tuple[McpToolPin, ...]
+    store_problem: str = ""
+
+
+class McpTrustReply(msgspec.Struct, frozen=True):
+    """`trusted`: withheld tools the operator's trust made offered; `already`: the others
+    the selector named, which were offered already."""
+
+    trusted: tuple[McpToolPin, ...]
+    already: tuple[McpToolPin, ...]

@@ -134,6 +134,38 @@ class ApprovalResolved(_Event, tag="approval.resolved", frozen=True):
     outcome: Literal["approved", "denied", "timed_out", "abandoned"]
 
 
+class McpSchemaChanged(_Event, tag="mcp.schema_changed", frozen=True):
+    """An MCP tool an agent was offered listed a different schema (its digest, or its
+    read-only annotation): withheld from the model until `zeroclaw mcp trust`."""
+
+    agent: str
+    server: str
+    tool: str
+    trusted_digest: str
+    digest: str
+    trusted_read_only: bool = False
+    read_only: bool = False
+
+
+class McpToolTrusted(_Event, tag="mcp.trusted", frozen=True):
+    """The operator trusted the latest schema of an MCP tool: offered again."""
+
+    agent: str
+    server: str
+    tool: str
+    digest: str
+
+
+class McpServerChanged(_Event, tag="mcp.server", frozen=True):
+    """An agent reported a new status of one of its MCP servers."""
+
+    agent: str
+    server: str
+    status: str
+    detail: str = ""
+    restarts: int = 0
+
+
 Event = (
     AgentTransition
     | RouteRefused
@@ -146,6 +178,9 @@ Event = (
     | InvocationFinished
     | ApprovalRequested
     | ApprovalResolved
+    | McpSchemaChanged
+    | McpToolTrusted
+    | McpServerChanged
 )
 
 

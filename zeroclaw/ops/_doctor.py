@@ -35,6 +35,7 @@ from ..config import (
     runtime_dir_hint,
 )
 from ..control import ControlClient, DaemonUnreachable, Status, StatusReply, UntrustedDaemon
+from ..pins import PinStore, PinStoreCorrupt, pins_path
 from ..policy import ROOT_FIX, abi_version, root_warning
 
 CheckStatus = Literal["ok", "warn", "fail"]
@@ -155,6 +156,19 @@ class SystemdFacts:
 
 
 @dataclass(frozen=True)
+class McpPinFacts:
+    """The daemon's MCP pin store (issue 26): how many tools it pins, or why it is
+    unreadable (`problem`, with the fix)."""
+
+    path: Path
+    exists: bool
+    pinned: int = 0
+    withheld: int = 0
+    problem: str = ""
+    unreadable: str | None = None  # not ours to read (doctor as another user)
+
+
+@dataclass(frozen=True)
 class Facts:
     """Everything the checks look at."""
 
@@ -171,6 +185,7 @@ class Facts:
     lmdb: tuple[LmdbFacts, ...] = ()
     systemd: SystemdFacts | None = None
     probes: tuple[ProbeFacts, ...] | None = None  # None: --network not given
+    mcp_pins: McpPinFacts | None = None  # None: no agent uses an MCP server
 
 
 # --------------------------------------------------------------------------- checks
@@ -774,6 +789,33 @@ def check_providers_reachable(facts: Facts) -> list[CheckResult]:
     return results
 
 
+def check_mcp_pins(facts: Facts) -> list[CheckResult]:
+    p = facts.mcp_pins
+    if p is None:
+        return []
+    if p.unreadable is not None:
+        return [
+            CheckResult("mcp pins", "warn", f"cannot look at {p.path}: {p.unreadable}", DENIED_FIX)
+        ]
+    if p.problem:
+        return [
+            CheckResult(
+                "mcp pins",
+                "fail",
+                p.problem,
+                f"put back a backup of {p.path}, or move it aside to pin every tool anew",
+            )
+        ]
+    if not p.exists:
+        return [CheckResult("mcp pins", "ok", f"{p.path}: no tool pinned yet")]
+    text = f"{p.path}: {p.pinned} tools pinned"
+    if p.withheld:
+        message = f"{text}, {p.withheld} withheld: their schema changed since it was trusted"
+        fix = "review them ('zeroclaw mcp tools'), then 'zeroclaw mcp trust SERVER'"
+        return [CheckResult("mcp pins", "warn", message, fix)]
+    return [CheckResult("mcp pins", "ok", text)]
+
+
 Check = Callable[[Facts], list[CheckResult]]
 CHECKS: tuple[Check, ...] = (
     check_config,
@@ -788,6 +830,7 @@ CHECKS: tuple[Check, ...] = (
     check_daemon_user,
     check_systemd,
     check_providers_reachable,
+    check_mcp_pins,
 )
 
 
@@ -1183,4 +1226,22 @@ def gather_facts(
             for what, sub, key, version in LMDB_STORES
         ),
         probes=_probes(config, env) if network else None,
+        mcp_pins=_mcp_pin_facts(paths.state_dir)
+        if any(agent.mcp for agent in config.agents.values())
+        else None,
     )
+
+
+def _mcp_pin_facts(state_dir: Path) -> McpPinFacts:
+    store = PinStore(pins_path(state_dir))
+    try:
+        # Read only: `load` removes leftovers of a cut write, which doctor must not.
+        book = store.read()
+    except PinStoreCorrupt as exc:
+        return McpPinFacts(store.path, True, problem=str(exc))
+    except OSError as exc:
+        return McpPinFacts(store.path, True, unreadable=exc.strerror or str(exc))
+    if book is None:
+        return McpPinFacts(store.path, False)
+    pins = book.items()
+    return McpPinFacts(store.path, True, len(pins), sum(pin.withheld for _, pin in pins))

@@ -22,6 +22,9 @@ from ..events import (
     DiscoveryCompleted,
     Event,
     InvocationFinished,
+    McpSchemaChanged,
+    McpServerChanged,
+    McpToolTrusted,
     MemoryOperation,
     Published,
     RegistrationDecided,
@@ -160,6 +163,22 @@ def describe(event: Event) -> str:
         )
     if isinstance(event, ApprovalResolved):
         return f"{event.agent} approval {event.id} ({event.channel}): {event.outcome}"
+    if isinstance(event, McpSchemaChanged):
+        text = (
+            f"{event.agent} {event.server}/{event.tool} changed its schema "
+            f"({event.trusted_digest[:12]} -> {event.digest[:12]}"
+        )
+        if event.read_only != event.trusted_read_only:
+            text += f", read-only {str(event.trusted_read_only).lower()} -> "
+            text += str(event.read_only).lower()
+        return f"{text}): withheld until 'zeroclaw mcp trust {event.server}'"
+    if isinstance(event, McpToolTrusted):
+        return f"{event.agent} {event.server}/{event.tool} trusted at {event.digest[:12]}"
+    if isinstance(event, McpServerChanged):
+        text = f"{event.agent} {event.server} {event.status}"
+        if event.restarts:
+            text += f" (restarts {event.restarts})"
+        return f"{text}: {event.detail}" if event.detail else text
     if isinstance(event, RegistrationDecided):
         text = f"{event.key} {event.action} ({event.reason})"
         return f"{text}, shadowed by {event.shadowed_by}" if event.shadowed_by else text

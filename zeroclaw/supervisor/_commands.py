@@ -38,6 +38,7 @@ from ..control import (
     EventsRecent,
     EventsReply,
     Exchange,
+    McpStatus,
     Metrics,
     MetricsReply,
     Reload,
@@ -79,8 +80,10 @@ class StatusCommand:
         channels: Callable[[], list[ChannelStatus]] = list,
         discovery: Callable[[], DiscoveryStatus | None] = lambda: None,
         approvals: OperatorApprovals | None = None,
+        mcp: Callable[[], McpStatus | None] = lambda: None,
     ) -> None:
         self._status = status
+        self._mcp = mcp
         self._control_stats = control_stats
         self._channels = channels
         self._discovery = discovery
@@ -96,6 +99,7 @@ class StatusCommand:
                 channels=self._channels(),
                 discovery=self._discovery(),
                 approvals=[] if self._approvals is None else approval_infos(self._approvals),
+                mcp=self._mcp(),
             ),
         )
 

@@ -40,6 +40,7 @@ from ..channels import (
 )
 from ..config import Config, ConfigError, DaemonPaths, daemon_paths, daemon_refusals, load_config
 from ..control import (
+    MCP_REQUEST_TYPES,
     REQUEST_TYPES,
     SUBAGENT_REQUEST_TYPES,
     AgentRestart,
@@ -79,6 +80,7 @@ from ..memory import (
     memory_grants,
 )
 from ..ops import Metrics, MetricsListen, MetricsSources, metrics_listen
+from ..pins import PinService, PinStore, pins_path, register_pin_commands
 from ..policy import ROOT_FIX, code_roots, daemon_code_paths, root_warning
 from ..subagents import (
     DispatchService,
@@ -88,7 +90,7 @@ from ..subagents import (
     SubagentStoreLocked,
     register_subagent_commands,
 )
-from ..turns import ADAPTER_SERVICE, SUBAGENT_SERVICE, TURN_SERVICE, ApprovalLedger
+from ..turns import ADAPTER_SERVICE, MCP_SERVICE, SUBAGENT_SERVICE, TURN_SERVICE, ApprovalLedger
 from ._adapters import adapter_runner
 from ._chat import ChatService
 from ._commands import (
@@ -352,6 +354,9 @@ async def _main(parts: DaemonParts) -> int:
             code_paths=parts.code,
         )
         hooks = DaemonHooks()
+        # The agents' MCP tool schemas, pinned (issue 26): the agent is the MCP client, the
+        # daemon keeps what it saw and what the operator trusts.
+        pins = PinService(PinStore(pins_path(paths.state_dir)), lambda: running.config, events)
         router = Router(
             config,
             paths.runtime_dir,
@@ -361,6 +366,7 @@ async def _main(parts: DaemonParts) -> int:
                 TURN_SERVICE: hooks.turn_request,
                 SUBAGENT_SERVICE: hooks.subagent_request,
                 ADAPTER_SERVICE: hooks.adapter_request,
+                MCP_SERVICE: pins.serve,
             },
             hooks=hooks,
             events=events,
@@ -397,7 +403,7 @@ async def _main(parts: DaemonParts) -> int:
             runner=adapter_runner(lambda: running.specs, env),
             approvals=approval_ledger,
         )
-        hooks.bind(Behind(fleet, runtimes, turns, dispatch, discovery))
+        hooks.bind(Behind(fleet, runtimes, turns, dispatch, discovery, pins))
         # Webhook and serial channels: inbound messages routed from the config, their turns
         # through the same turn service (issue 13). Approvals of outside origins wait for
         # the operator here (ADR 0042).
@@ -418,7 +424,12 @@ async def _main(parts: DaemonParts) -> int:
         table.register(
             Status,
             StatusCommand(
-                status.status, control.stats, channels.status, discovery.status, approvals
+                status.status,
+                control.stats,
+                channels.status,
+                discovery.status,
+                approvals,
+                pins.status,
             ),
         )
         table.register(AgentsList, AgentsListCommand(fleet))
@@ -430,7 +441,8 @@ async def _main(parts: DaemonParts) -> int:
         table.register(Shutdown, ShutdownCommand(stop))
         register_commands(table, running, memory, ChatService(turns), events, metrics, approvals)
         register_subagent_commands(table, dispatch)
-        table.require((*REQUEST_TYPES, *SUBAGENT_REQUEST_TYPES))
+        register_pin_commands(table, pins)
+        table.require((*REQUEST_TYPES, *SUBAGENT_REQUEST_TYPES, *MCP_REQUEST_TYPES))
 
         services = Services()
         services.register(Background("zygote", functools.partial(_watch_zygote, zygote, stop)))

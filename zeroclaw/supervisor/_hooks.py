@@ -16,6 +16,7 @@ from ..bus import Request as BusRequest
 from ..bus import Response
 from ..conversations import TurnService
 from ..discovery import DiscoveryService
+from ..pins import PinService
 from ..subagents import DispatchService
 from ._fleet import Fleet
 from ._lifecycle import State
@@ -34,6 +35,7 @@ class Behind:
     turns: TurnService
     dispatch: DispatchService
     discovery: DiscoveryService
+    pins: PinService | None = None
 
 
 class DaemonHooks:
@@ -87,6 +89,8 @@ class DaemonHooks:
 
     def agent_down(self, alias: str) -> None:
         self._to.turns.agent_down(alias)
+        if self._to.pins is not None:
+            self._to.pins.agent_down(alias)  # its MCP servers were its children
 
     def turn_request(self, sender: str, request: BusRequest) -> None:
         self._to.turns.on_request(sender, request)

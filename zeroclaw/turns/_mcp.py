@@ -37,6 +37,11 @@ McpErrorCode = Literal[
     "mcp_result_too_large",  # the result is over the server's max_result_bytes
     "mcp_tool_not_allowed",  # not in the server's `tools`, or not read-only for a readonly agent
     "mcp_schema_changed",  # its pinned schema changed: withheld until the operator trusts it
+    # MCP_PIN refused whole: more tools per server, or servers per agent, than the daemon's
+    # pin book holds (zeroclaw.pins; a hostile agent cannot grow it without bound)
+    "mcp_pin_limit",
+    # MCP_PIN: the daemon's pin store is unreadable; every tool is withheld until it is fixed
+    "mcp_pins_corrupt",
 ]
 MCP_ERROR_CODES: tuple[str, ...] = get_args(McpErrorCode)
 
