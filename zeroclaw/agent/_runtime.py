@@ -289,6 +289,7 @@ class AgentRuntime:
 
     async def _run_chat_turn(self, message: Message, chat: TurnInput) -> None:
         turn = message.id
+        await self.engine.tools_ready()
         emit = turn_event_poster(self.bus, turn)
 
         async def on_event(event: Delta | ToolUsed) -> None:
@@ -350,6 +351,7 @@ class AgentRuntime:
             self._answer(message, PeerAnswer(message.id, result.reply, result.error))
 
         async with self._peer_slots:
+            await self.engine.tools_ready()
             await self.engine.run_turn(
                 question.text,
                 # The router's key in the peer namespace (ADR 0041); the fallback is the

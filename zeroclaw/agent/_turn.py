@@ -148,8 +148,22 @@ class TurnEngine:
             home_root=command_home_root,
         )
         self.set_other_workspaces(spec.other_workspaces)
+        # What a turn waits for before it takes its toolset: the agent's MCP servers' first
+        # start (issue 26), so a message right after the agent's start sees their tools.
+        self.tools_pending: Callable[[], Awaitable[None]] | None = None
         # Sessions whose last turn's transcript append is still on its way (see run_turn).
         self._saving: dict[str, trio.Event] = {}
+
+    def set_toolset(self, toolset: Toolset) -> None:
+        """A new toolset for the turns that start from now on (the agent's MCP servers
+        offered tools, or changed them); a running turn keeps the one it started with."""
+        self.toolset = toolset
+        self.peer_toolset = toolset.only(self.spec.peer_tools, "peer_tools")
+
+    async def tools_ready(self) -> None:
+        """Until the toolset is complete (`tools_pending`, bounded by its owner)."""
+        if self.tools_pending is not None:
+            await self.tools_pending()
 
     def origin_toolset(self, granted: tuple[str, ...] | None) -> Toolset:
         """The toolset of a turn the daemon opened: all of this engine's (None: the
