@@ -165,8 +165,8 @@ class McpHost:
                 elif sleep is not None:
                     await trio.sleep(sleep.secs)
                     actions = life.handle(Woke())
-                else:  # failed for good: its tools answer mcp_unavailable
-                    return
+                else:  # failed for good, until the agent stops: its tools are unavailable
+                    await trio.sleep_forever()
         finally:
             self._report(life.handle(Stop()))
             self._settle(server.name)
