@@ -248,7 +248,7 @@ async def test_a_missing_program_is_unavailable(box: Box) -> None:
 
 async def test_tool_errors_timeouts_and_big_results_are_typed(box: Box) -> None:
     servers = [hostile("h", "ok", max_result_bytes=1024), hostile("slow", "slow-call")]
-    async with hosting(box, servers) as (host, _, offers):
+    async with hosting(box, servers) as (_host, _, offers):
         ctx = context(box)
         broke = await run(ctx, offers.get("mcp__h__fail"), {})
         assert (broke.error_code, broke.detail) == ("mcp_tool_error", "it broke")
