@@ -72,3 +72,10 @@ def test_a_schema_that_is_not_an_object_is_offered_as_an_empty_object() -> None:
     odd = ListedTool("odd", "", {"type": "string"}, read_only=True)
     tool = mcp_tool("s", odd, _call, readonly_agent=False)
     assert tool.spec.parameters == {"type": "object", "properties": {}}
+
+
+def test_the_engine_knows_the_config_s_mcp_tool_prefix() -> None:
+    from zeroclaw.agent._turn import MCP_TOOL_PREFIX
+    from zeroclaw.config import MCP_TOOL_PREFIX as CONFIGURED
+
+    assert MCP_TOOL_PREFIX == CONFIGURED

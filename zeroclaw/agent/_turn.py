@@ -63,6 +63,9 @@ MAX_IDENTITY_BYTES = 64 * 1024
 
 # What a turn reports while it runs; the end (TurnDone) is the caller's to send.
 OnEvent = Callable[[Delta | ToolUsed], Awaitable[None]]
+# zeroclaw.config.MCP_TOOL_PREFIX (the agent does not import the config models): a call of
+# an MCP tool this agent was not offered (issue 26).
+MCP_TOOL_PREFIX = "mcp__"
 HISTORY_TURNS = 40  # earlier turns of the session given to the provider
 STREAM_CHUNK = 48  # characters per delta when a provider did not stream itself
 
@@ -349,6 +352,10 @@ class TurnEngine:
         if tool is None:
             if call.name in self.toolset:
                 return not_granted(call.name, tools)
+            if call.name.startswith(MCP_TOOL_PREFIX):
+                return ToolResult.refused(
+                    "mcp_tool_not_allowed", f"{call.name} is not offered to this agent"
+                )
             return ToolResult(False, "", "bad_arguments", f"no tool {call.name!r}")
         try:
             args = tool.decode(call.args)

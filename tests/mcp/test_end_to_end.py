@@ -1,0 +1,44 @@
+"""An MCP tool through a real daemon: the agent starts `mcp-server-time` inside its sandbox,
+offers its allowed tool, and a chat turn calls it. The daemon may have no pin service yet
+(it refuses MCP_PIN unknown_service): then nothing is withheld."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import PATIENCE
+from tests.supervisor.harness import agent_entry, make_config
+
+TIME_SERVER = shutil.which("mcp-server-time", path=str(Path(sys.executable).parent))
+
+pytestmark = pytest.mark.skipif(TIME_SERVER is None, reason="mcp-server-time is not installed")
+
+
+def test_a_chat_turn_calls_an_mcp_tool_of_the_agents_server(root: Path, daemons) -> None:  # type: ignore[no-untyped-def]
+    doc = make_config(root, {"alpha": agent_entry(mcp=["time"])})
+    doc["mcp_servers"] = {"time": {"command": TIME_SERVER, "tools": ["get_current_time"]}}
+    daemon = daemons(doc, faults=False).start()
+    message = 'mcp time get_current_time {"timezone": "UTC"}'
+    result = daemon.cli("--agent", "alpha", "chat", "-m", message, "--json", timeout=PATIENCE)
+    assert result.returncode == 0, result.stderr + daemon.log()
+    turn = json.loads(result.stdout)
+    assert turn["tool_calls"] == [
+        {
+            "name": "mcp__time__get_current_time",
+            "args": {"timezone": "UTC"},
+            "ok": True,
+            "error_code": None,
+        }
+    ], turn
+    assert '"timezone":"UTC"' in turn["reply"] and "day_of_week" in turn["reply"]
+    # A tool the config does not allow is not offered, and a call of it is refused so.
+    other = daemon.cli(
+        "--agent", "alpha", "chat", "-m", "mcp time convert_time {}", "--json", timeout=PATIENCE
+    )
+    refused = json.loads(other.stdout)["tool_calls"][0]
+    assert (refused["ok"], refused["error_code"]) == (False, "mcp_tool_not_allowed"), refused
