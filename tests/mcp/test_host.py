@@ -92,6 +92,10 @@ class Daemonside:
             (offered if first == tool.digest else withheld).append(tool.name)
         return McpPinAnswer(tuple(offered), tuple(withheld))
 
+    def trust(self, server: str, tool: str) -> None:
+        """The operator's `zeroclaw mcp trust`: the next digest seen is the pin."""
+        del self.pins[(server, tool)]
+
     def post(self, state: McpServerState) -> None:
         self.states.append(state)
         self.state_changed.set()
@@ -282,7 +286,11 @@ async def test_a_supervised_agent_asks_before_a_tool_that_is_not_read_only(box: 
 
 
 async def test_a_changed_schema_is_listed_again_and_pinned_again(box: Box) -> None:
-    async with hosting(box, [hostile("h", "change-schema")], service=True) as (_, _, offers):
+    async with hosting(box, [hostile("h", "change-schema")], service=True) as (
+        host,
+        daemon,
+        offers,
+    ):
         assert "mcp__h__echo" in offers.names()
         changed = offers.changed
         result = await run(context(box), offers.get("mcp__h__echo"), {"text": "x"})
@@ -291,6 +299,11 @@ async def test_a_changed_schema_is_listed_again_and_pinned_again(box: Box) -> No
             await changed.wait()  # list_changed: listed and pinned again
         assert "mcp__h__echo" not in offers.names()  # its digest changed: withheld
         assert "mcp__h__read" in offers.names()
+        await host.wait_settled()  # a turn asks again: still withheld
+        assert "mcp__h__echo" not in offers.names()
+        daemon.trust("h", "echo")
+        await host.wait_settled()  # the next turn gets it back, with its new schema
+        assert "extra" in offers.get("mcp__h__echo").spec.parameters["properties"]
 
 
 @pytest.mark.skipif(not CONFINED, reason="this kernel has no Landlock")
@@ -314,3 +327,11 @@ async def test_the_servers_stop_with_the_host(box: Box) -> None:
         pid = host.connections["h"].pid
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
+
+
+async def test_an_http_server_fails_at_once_until_http_is_supported(box: Box) -> None:
+    http = McpServerSpec(name="web", transport="http", url="http://127.0.0.1:9/mcp")
+    async with hosting(box, [http]) as (host, daemon, _):
+        failed = await daemon.wait_for("web", "failed")
+        assert "not supported" in failed.detail
+        assert (await host.call("web", "x", {})).error_code == "mcp_unavailable"

@@ -99,6 +99,8 @@ class McpHost:
         self.status: dict[str, str] = dict.fromkeys(self.servers, "idle")
         self._tools: dict[str, tuple[Tool[Any], ...]] = {}
         self._no_pin_service_logged = False
+        self._listed: dict[str, tuple[ListedTool, ...]] = {}
+        self._withheld: dict[str, tuple[str, ...]] = {}
 
     @property
     def settle_secs(self) -> float:
@@ -107,8 +109,10 @@ class McpHost:
         return 3 * max((s.timeout_secs for s in self.servers.values()), default=0.0) + 1.0
 
     async def wait_settled(self) -> None:
+        """Before a turn: the servers' first start, then a new pin for withheld tools."""
         with trio.move_on_after(self.settle_secs):
             await self.settled.wait()
+            await self.repin_withheld()
 
     def tools(self) -> tuple[Tool[Any], ...]:
         """Every offered tool, in the spec's server order."""
@@ -151,7 +155,8 @@ class McpHost:
             server.name,
             base_secs=self._backoff[0],
             max_secs=self._backoff[1],
-            max_attempts=self._max_attempts,
+            # An HTTP server cannot be reached yet: failed at once, not retried.
+            max_attempts=self._max_attempts if server.transport == "stdio" else 1,
         )
         try:
             actions = life.handle(Start())
@@ -211,15 +216,28 @@ class McpHost:
             return f"{failure.code}: {failure.detail}"
 
     async def _offer(self, server: McpServerSpec, connection: Connection) -> None:
-        listed = await connection.list_tools()
+        self._listed[server.name] = await connection.list_tools()
+        await self._apply(server)
+
+    async def _apply(self, server: McpServerSpec) -> None:
+        """Pin what the server listed last and hand the agent what may be offered."""
+        listed = self._listed.get(server.name, ())
         pinned = await self._pinned(server.name, listed)
         offered = offered_tools(
             listed, allowlist=server.tools, pinned=pinned, readonly_agent=self.readonly
         )
         self._tools[server.name] = tuple(
-            mcp_tool(server.name, tool, self.call, readonly_agent=self.readonly) for tool in offered
+            mcp_tool(server.name, tool, self.call, readonly_agent=self.readonly)
+            for tool in offered
         )
         self._on_tools(self.tools())
+
+    async def repin_withheld(self) -> None:
+        """Ask the daemon again for the servers with withheld tools (the operator may have
+        trusted them since): before a turn, so the turn sees what was trusted."""
+        for name in [n for n, withheld in self._withheld.items() if withheld]:
+            if name in self.connections:
+                await self._apply(self.servers[name])
 
     async def _pinned(self, name: str, listed: tuple[ListedTool, ...]) -> frozenset[str] | None:
         """What the daemon lets the agent offer; None: it has no pin service."""
@@ -227,10 +245,12 @@ class McpHost:
         try:
             answer = await self._pin(call)
         except CallRefused as refused:
+            self._withheld.pop(name, None)
             if not self._no_pin_service_logged:
                 self._no_pin_service_logged = True
                 log.info("mcp: no pinned schemas (%s %s)", refused.code, refused.detail)
             return None
+        self._withheld[name] = answer.withheld
         if answer.withheld:
             log.warning(
                 "mcp %s: withheld, their schema changed: %s", name, ", ".join(answer.withheld)
