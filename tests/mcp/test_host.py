@@ -26,6 +26,7 @@ from zeroclaw.turns import McpPinAnswer, McpPinCall, McpServerState
 
 HOSTILE = Path(__file__).with_name("hostile_server.py")
 TIME_SERVER = shutil.which("mcp-server-time", path=str(Path(sys.executable).parent))
+GIT_SERVER = shutil.which("mcp-server-git", path=str(Path(sys.executable).parent))
 CONFINED = abi_version() >= 1
 ALL_TOOLS = ("echo", "write", "read", "fail", "big")
 
@@ -135,6 +136,7 @@ async def hosting(
     *,
     readonly: bool = False,
     service: bool = False,
+    commands: tuple[str, ...] = (),
 ) -> AsyncIterator[tuple[McpHost, Daemonside, Offers]]:
     daemon, offers = Daemonside(service), Offers()
     host = McpHost(
@@ -148,6 +150,7 @@ async def hosting(
         post_state=daemon.post,
         on_tools=offers,
         tracker=CommandReaper.instance(),
+        commands=commands,
         backoff=(0.05, 0.2),
         max_attempts=3,
     )
@@ -335,3 +338,27 @@ async def test_an_http_server_fails_at_once_until_http_is_supported(box: Box) ->
         failed = await daemon.wait_for("web", "failed")
         assert "not supported" in failed.detail
         assert (await host.call("web", "x", {})).error_code == "mcp_unavailable"
+
+
+@pytest.mark.skipif(
+    GIT_SERVER is None or shutil.which("git") is None, reason="mcp-server-git or git missing"
+)
+async def test_mcp_server_git_runs_git_only_when_the_agent_may(box: Box) -> None:
+    assert GIT_SERVER is not None
+    await trio.run_process(["git", "init", "-q", str(box.ws)])
+    git = McpServerSpec(
+        name="git",
+        transport="stdio",
+        command=GIT_SERVER,
+        args=("--repository", str(box.ws)),
+        tools=("git_status", "git_log"),
+        timeout_secs=20.0,
+    )
+    async with hosting(box, [git], commands=("git", "ls")) as (_, _, offers):
+        assert offers.names() == ["mcp__git__git_status", "mcp__git__git_log"]
+        status = await run(context(box), offers.get("mcp__git__git_status"), {"repo_path": "."})
+        assert status.ok and "hostile_server.py" in status.output, status
+    if CONFINED:  # git is not among the agent's commands: the kernel refuses to run it
+        async with hosting(box, [git]) as (_, daemon, offers):
+            state = await daemon.wait_for("git", "restarting")
+            assert state.detail.startswith("mcp_unavailable") and offers.names() == []

@@ -134,6 +134,9 @@ def start_mcp(
         post_state=lambda state: bus.post_request(MCP_STATE, state),
         on_tools=on_tools,
         tracker=CommandReaper.instance(),
+        # What its shell may run, its servers may (mcp-server-git runs git); a readonly
+        # agent runs no command, nor do its servers.
+        commands=spec.risk.allowed_commands if spec.risk.may_act else (),
     )
     engine.tools_pending = host.wait_settled
     nursery.start_soon(host.run)

@@ -36,7 +36,14 @@ from mcp.shared.message import SessionMessage
 from .._prctl import set_death_signal
 from .._process import SpawnTracker
 from .._spawn import Child, open_child
-from ..policy import PathRules, SandboxUnavailable, enforce_ruleset, program_executables
+from ..policy import (
+    INTERPRETERS,
+    PathRules,
+    SandboxUnavailable,
+    command_executables,
+    enforce_ruleset,
+    program_executables,
+)
 from ..turns import McpErrorCode
 from ._launch import server_environment, server_ruleset
 from ._tools import ListedTool, render_result
@@ -73,6 +80,9 @@ class Launch:
     confine: bool
     home_root: str | None
     tracker: SpawnTracker | None = None
+    # The agent's allowed shell commands (none for a readonly agent): a server may run
+    # them too (mcp-server-git runs git), as the agent itself may; interpreters never.
+    commands: tuple[str, ...] = ()
 
     @property
     def max_line(self) -> int:
@@ -173,7 +183,11 @@ async def _spawn(launch: Launch, home: str) -> Child:
     workspace = str(launch.rules.workspace)
     ruleset_fd: int | None = None
     if launch.confine:
-        executables = program_executables(program, path)
+        runnable = [c for c in launch.commands if c not in INTERPRETERS]
+        executables = (
+            *program_executables(program, path),
+            *command_executables(runnable, path),
+        )
         try:
             ruleset_fd = await trio.to_thread.run_sync(
                 server_ruleset, launch.rules, program, executables, home

@@ -78,6 +78,7 @@ class McpHost:
         post_state: PostState,
         on_tools: OnTools,
         tracker: SpawnTracker | None = None,
+        commands: Sequence[str] = (),
         backoff: tuple[float, float] = (0.5, 30.0),
         max_attempts: int = 5,
     ) -> None:
@@ -91,6 +92,7 @@ class McpHost:
         self._post_state = post_state
         self._on_tools = on_tools
         self._tracker = tracker
+        self._commands = tuple(commands)
         self._backoff = backoff
         self._max_attempts = max_attempts
         self.settled = trio.Event()
@@ -194,6 +196,7 @@ class McpHost:
             confine=self._confine,
             home_root=self._home_root,
             tracker=self._tracker,
+            commands=self._commands,
         )
         try:
             async with connect(launch) as connection:
