@@ -162,21 +162,23 @@ async def hosting(
         nursery.cancel_scope.cancel()
 
 
-def context(box: Box, *, asks: bool = False, approve: bool = False) -> ToolContext:
+def context(
+    box: Box, *, asks: bool = False, approve: bool = False, asked: list[str] | None = None
+) -> ToolContext:
+    """A turn's context; its approver says `approve` and notes each question in `asked`."""
+
     async def approver(what: str) -> bool:
-        asked.append(what)
+        if asked is not None:
+            asked.append(what)
         return approve
 
-    asked: list[str] = []
-    ctx = ToolContext(
+    return ToolContext(
         rules=box.rules(),
         shell=ShellSettings(frozenset(), True, True, 1.0, {}),
         reach=None,  # type: ignore[arg-type]  # an MCP tool reaches only its server
         asks_approval=asks,
         approver=approver,
     )
-    object.__setattr__(ctx, "asked", asked)
-    return ctx
 
 
 async def run(ctx: ToolContext, tool: Tool[Any], args: dict[str, Any]) -> ToolResult:
@@ -274,15 +276,14 @@ async def test_a_readonly_agent_is_offered_only_read_only_tools(box: Box) -> Non
 
 async def test_a_supervised_agent_asks_before_a_tool_that_is_not_read_only(box: Box) -> None:
     async with hosting(box, [hostile("h", "ok")]) as (_, _, offers):
-        denied = context(box, asks=True, approve=False)
+        asked: list[str] = []
+        denied = context(box, asks=True, approve=False, asked=asked)
         result = await run(denied, offers.get("mcp__h__write"), {"path": "a.txt"})
         assert result.error_code == "approval_denied"
-        assert denied.asked == ['call mcp__h__write {"path": "a.txt"}']  # type: ignore[attr-defined]
+        assert asked == ['call mcp__h__write {"path": "a.txt"}']
         assert not (box.ws / "a.txt").exists()
         echo = await run(denied, offers.get("mcp__h__echo"), {"text": "free"})
-        assert echo.ok and denied.asked == [  # type: ignore[attr-defined]
-            'call mcp__h__write {"path": "a.txt"}'
-        ]
+        assert echo.ok and asked == ['call mcp__h__write {"path": "a.txt"}']  # read-only
         approved = context(box, asks=True, approve=True)
         written = await run(approved, offers.get("mcp__h__write"), {"path": "a.txt"})
         assert written.output == "written" and (box.ws / "a.txt").read_text() == "pwned"
