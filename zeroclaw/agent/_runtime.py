@@ -289,7 +289,6 @@ class AgentRuntime:
 
     async def _run_chat_turn(self, message: Message, chat: TurnInput) -> None:
         turn = message.id
-        await self.engine.tools_ready()
         emit = turn_event_poster(self.bus, turn)
 
         async def on_event(event: Delta | ToolUsed) -> None:
@@ -317,6 +316,7 @@ class AgentRuntime:
         with trio.CancelScope() as scope:
             self.chats[turn] = scope
             try:
+                await self.engine.tools_ready()  # its MCP servers' first start (cancellable)
                 await self.engine.run_turn(
                     chat.text,
                     session=message.session or DEFAULT_SESSION,  # the daemon's key

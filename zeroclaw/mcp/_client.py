@@ -169,6 +169,8 @@ def _typed(launch: Launch, what: str, gone: Callable[[], str]) -> Iterator[None]
         raise McpFailure("mcp_tool_error", f"{launch.name}: {exc.message}"[:500]) from None
     except (anyio.ClosedResourceError, anyio.BrokenResourceError):
         raise McpFailure("mcp_unavailable", f"{launch.name}: {gone()}") from None
+    except RuntimeError as exc:  # the SDK's: an answer it will not hand over (input_required)
+        raise McpFailure("mcp_tool_error", f"{launch.name}: {what}: {exc}"[:500]) from None
     except ValueError as exc:  # pydantic: an answer that is not what the protocol says
         raise McpFailure(
             "mcp_unavailable", f"{launch.name}: bad answer to {what}: {exc}"[:500]

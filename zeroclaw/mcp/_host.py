@@ -32,6 +32,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("zeroclaw.mcp")
 
+LIST_CHANGED_SPACING_SECS = 1.0
+
 Pin = Callable[[McpPinCall], Awaitable[McpPinAnswer]]
 PostState = Callable[[McpServerState], None]
 OnTools = Callable[[tuple[Tool[Any], ...]], None]
@@ -212,11 +214,17 @@ class McpHost:
                             connection.tools_changed = trio.Event()
                             log.info("mcp %s: its tools changed; listing them again", server.name)
                             await self._offer(server, connection)
+                            # A server that says so without end costs a listing and a
+                            # pin a second at most.
+                            await trio.sleep(LIST_CHANGED_SPACING_SECS)
                 finally:
                     self.connections.pop(server.name, None)
                 return f"mcp_unavailable: {connection.why}"
         except McpFailure as failure:
             return f"{failure.code}: {failure.detail}"
+        except Exception as exc:  # the SDK's bug or ours: this server restarts, the agent lives
+            log.exception("mcp %s: the connection failed", server.name)
+            return f"mcp_unavailable: internal error ({type(exc).__name__})"
 
     async def _offer(self, server: McpServerSpec, connection: Connection) -> None:
         self._listed[server.name] = await connection.list_tools()
