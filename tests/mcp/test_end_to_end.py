@@ -20,8 +20,18 @@ pytestmark = pytest.mark.skipif(TIME_SERVER is None, reason="mcp-server-time is 
 
 
 def test_a_chat_turn_calls_an_mcp_tool_of_the_agents_server(root: Path, daemons) -> None:  # type: ignore[no-untyped-def]
-    doc = make_config(root, {"alpha": agent_entry(mcp=["time"])})
-    doc["mcp_servers"] = {"time": {"command": TIME_SERVER, "tools": ["get_current_time"]}}
+    doc = make_config(root, {"alpha": agent_entry(mcp=["time", "dies", "hangs"])})
+    doc["mcp_servers"] = {
+        "time": {"command": TIME_SERVER, "tools": ["get_current_time"]},
+        # Two broken servers beside it: the agent keeps serving with the good one.
+        "dies": {"command": sys.executable, "args": ["-c", "raise SystemExit(3)"]},
+        "hangs": {
+            "command": sys.executable,
+            "args": ["-c", "import time; time.sleep(3600)"],
+            "timeout_secs": 1.0,
+            "tools": ["anything"],
+        },
+    }
     daemon = daemons(doc, faults=False).start()
     message = 'mcp time get_current_time {"timezone": "UTC"}'
     result = daemon.cli("--agent", "alpha", "chat", "-m", message, "--json", timeout=PATIENCE)
@@ -42,3 +52,9 @@ def test_a_chat_turn_calls_an_mcp_tool_of_the_agents_server(root: Path, daemons)
     )
     refused = json.loads(other.stdout)["tool_calls"][0]
     assert (refused["ok"], refused["error_code"]) == (False, "mcp_tool_not_allowed"), refused
+    hung = daemon.cli("--agent", "alpha", "chat", "-m", "mcp hangs anything", "--json")
+    # Allowed, but its server never got ready.
+    assert json.loads(hung.stdout)["tool_calls"][0]["error_code"] == "mcp_unavailable"
+    assert daemon.agent("alpha")["state"] == "running"
+    log = daemon.log_text()
+    assert "no answer to initialize" in log and "exit status 3" in log

@@ -353,9 +353,7 @@ class TurnEngine:
             if call.name in self.toolset:
                 return not_granted(call.name, tools)
             if call.name.startswith(MCP_TOOL_PREFIX):
-                return ToolResult.refused(
-                    "mcp_tool_not_allowed", f"{call.name} is not offered to this agent"
-                )
+                return self._mcp_not_offered(call.name)
             return ToolResult(False, "", "bad_arguments", f"no tool {call.name!r}")
         try:
             args = tool.decode(call.args)
@@ -364,6 +362,20 @@ class TurnEngine:
         if not self.budget.take(self.clock()):
             return ToolResult.refused("rate_limited", "max_actions_per_hour reached")
         return await tool.run(ctx, args)
+
+    def _mcp_not_offered(self, name: str) -> ToolResult:
+        """An MCP tool not in the toolset: allowed by the config but its server is not
+        ready (it never listed it, or withheld it), or not allowed at all."""
+        allowed = {
+            f"{MCP_TOOL_PREFIX}{server.name}__{tool}"
+            for server in self.spec.mcp_servers
+            for tool in server.tools
+        }
+        if name in allowed:
+            return ToolResult.refused(
+                "mcp_unavailable", f"{name}: its server has not offered it (not ready?)"
+            )
+        return ToolResult.refused("mcp_tool_not_allowed", f"{name} is not offered to this agent")
 
     def _bounded(self, approver: Approver | None) -> Approver | None:
         """The approver with this engine's timeout (a timeout is a denial)."""
