@@ -18,12 +18,14 @@ The tools (ok and the modes built on it):
   read {path}     -> the file's first 200 bytes, or "refused: <errno name>"
   fail {}         -> isError with "it broke"
   big {n}         -> n bytes of "x"
+  env {}          -> its environment's variable names, sorted, comma-separated
 """
 
 from __future__ import annotations
 
 import errno
 import json
+import os
 import sys
 import time
 
@@ -56,6 +58,7 @@ def tools(version: int) -> list[dict[str, object]]:
             "annotations": {"readOnlyHint": True},
         },
         {"name": "fail", "description": "Fail.", "inputSchema": {"type": "object"}},
+        {"name": "env", "description": "Its environment.", "inputSchema": {"type": "object"}},
         {
             "name": "big",
             "description": "A big result.",
@@ -90,6 +93,8 @@ def call(name: str, args: dict[str, object]) -> dict[str, object]:
             return text(f"refused: {errno_name(exc)}")
     if name == "fail":
         return text("it broke", error=True)
+    if name == "env":
+        return text(",".join(sorted(os.environ)))
     if name == "big":
         return text("x" * int(str(args.get("n", 0))))
     return text(f"no tool {name}", error=True)

@@ -28,7 +28,7 @@ HOSTILE = Path(__file__).with_name("hostile_server.py")
 TIME_SERVER = shutil.which("mcp-server-time", path=str(Path(sys.executable).parent))
 GIT_SERVER = shutil.which("mcp-server-git", path=str(Path(sys.executable).parent))
 CONFINED = abi_version() >= 1
-ALL_TOOLS = ("echo", "write", "read", "fail", "big")
+ALL_TOOLS = ("echo", "write", "read", "fail", "big", "env")
 
 
 class Box:
@@ -142,7 +142,12 @@ async def hosting(
     host = McpHost(
         servers,
         rules=lambda: box.rules(may_write=not readonly),
-        agent_env={"PATH": os.environ["PATH"], "LANG": "C.UTF-8"},
+        agent_env={
+            "PATH": os.environ["PATH"],
+            "LANG": "C.UTF-8",
+            "SERVER_TOKEN": "for the server",
+            "PROVIDER_KEY": "the agent's own",
+        },
         confine=CONFINED,
         home_root=str(box.root / "homes"),
         readonly=readonly,
@@ -267,6 +272,17 @@ async def test_tool_errors_timeouts_and_big_results_are_typed(box: Box) -> None:
         assert fits.ok and fits.output == "x" * 1000
         slow = await run(ctx, offers.get("mcp__slow__echo"), {"text": "hi"})
         assert slow.error_code == "mcp_timeout"
+
+
+async def test_a_server_gets_only_the_variables_its_config_names(box: Box) -> None:
+    servers = [hostile("named", "ok", env=("SERVER_TOKEN",)), hostile("bare", "ok")]
+    async with hosting(box, servers) as (_, _, offers):
+        ctx = context(box)
+        named = (await run(ctx, offers.get("mcp__named__env"), {})).output.split(",")
+        bare = (await run(ctx, offers.get("mcp__bare__env"), {})).output.split(",")
+    assert "SERVER_TOKEN" in named and "SERVER_TOKEN" not in bare
+    assert "PROVIDER_KEY" not in named and "PROVIDER_KEY" not in bare
+    assert {"PATH", "HOME", "TMPDIR", "LANG"} <= set(bare)
 
 
 async def test_a_readonly_agent_is_offered_only_read_only_tools(box: Box) -> None:
