@@ -58,3 +58,44 @@ def test_a_chat_turn_calls_an_mcp_tool_of_the_agents_server(root: Path, daemons)
     assert daemon.agent("alpha")["state"] == "running"
     log = daemon.log_text()
     assert "no answer to initialize" in log and "exit status 3" in log
+
+
+def test_the_kernel_confines_an_mcp_server_the_daemons_agent_starts(root: Path, daemons) -> None:  # type: ignore[no-untyped-def]
+    from zeroclaw.policy import abi_version
+
+    if abi_version() < 1:
+        pytest.skip("this kernel has no Landlock")
+    ws = root / "ws" / "alpha"
+    ws.mkdir(parents=True)
+    shutil.copy(Path(__file__).with_name("hostile_server.py"), ws / "hostile_server.py")
+    doc = make_config(
+        root, {"alpha": agent_entry(workspace={"path": str(ws)}, mcp=["h"], risk_profile="free")}
+    )
+    doc["risk_profiles"]["free"] = {
+        "level": "supervised",
+        "require_approval_for_medium_risk": False,
+    }
+    doc["mcp_servers"] = {
+        "h": {
+            "command": sys.executable,
+            "args": ["hostile_server.py", "ok"],
+            "tools": ["write", "read"],
+        }
+    }
+    daemon = daemons(doc, faults=False).start()
+
+    def call(tool: str, path: Path | str) -> dict[str, object]:
+        message = f"mcp h {tool} " + json.dumps({"path": str(path)})
+        result = daemon.cli("--agent", "alpha", "chat", "-m", message, "--json")
+        assert result.returncode == 0, result.stderr + daemon.log()
+        turn = json.loads(result.stdout)
+        assert turn["tool_calls"][0]["ok"] is True, turn
+        return turn
+
+    assert call("write", "inside.txt")["reply"] == "written"
+    assert (ws / "inside.txt").read_text() == "pwned"
+    outside = root / "outside.txt"
+    assert call("write", outside)["reply"] == "refused: EACCES"
+    assert not outside.exists()
+    assert call("read", daemon.config_path)["reply"] == "refused: EACCES"  # the daemon's
+    assert call("read", "inside.txt")["reply"] == "pwned"
