@@ -36,7 +36,7 @@ OWN_UNIT = {
 # only its wire (the neutral request and answer types).
 NEUTRAL = frozenset({CORE, "config", "events", "policy", "providers", "turns"})
 TRANSPORT = frozenset({"bus"})  # the wire and both its ends: the agent's client, the router
-AGENT_SIDE = frozenset({"agent", "tools"})
+AGENT_SIDE = frozenset({"agent", "mcp", "tools"})
 SERVICES = frozenset(
     {"channels", "control", "conversations", "discovery", "memory", "ops", "pins", "subagents"}
 )
@@ -78,6 +78,12 @@ EDGES: dict[tuple[str, str], str] = {
     ("agent", "policy"): "its sandbox and path rules",
     ("agent", "providers"): "the model it talks to",
     ("agent", "tools"): "the tools a turn runs",
+    ("agent", "mcp"): "an agent with [agents] mcp runs its MCP servers (issue 26)",
+    ("mcp", "config"): "mcp_tool_name, the name an MCP tool is offered under",
+    ("mcp", "policy"): "an MCP server's nested Landlock ruleset",
+    ("mcp", "providers"): "an MCP tool's spec as the model sees it",
+    ("mcp", "tools"): "MCP tools are Tools; the shell's environment and orphan reaper",
+    ("mcp", "turns"): "MCP_PIN/MCP_STATE bodies, McpErrorCode, tool_digest",
     ("agent", "turns"): "the turn events and bodies it sends",
     ("bus", "config"): "the peer policy and the router are built from the config (lazily)",
     ("bus", "events"): "the router publishes its decisions",

@@ -91,3 +91,15 @@ def test_reply_reports_refusals_with_their_code() -> None:
 def test_any_text_gets_a_step(text: str) -> None:
     step = first_step(text, "alpha")
     assert bool(step.tool_calls) != bool(step.text)
+
+
+def test_mcp_server_tool_json_calls_that_mcp_tool_with_the_object() -> None:
+    from zeroclaw.providers._offline import parse
+
+    call = parse('mcp time get_current_time {"timezone": "UTC"}')
+    assert call is not None
+    assert (call.name, call.args) == ("mcp__time__get_current_time", {"timezone": "UTC"})
+    bare = parse("mcp git git_status")
+    assert bare is not None and (bare.name, bare.args) == ("mcp__git__git_status", {})
+    assert parse("mcp time get_current_time {not json") is None  # plain conversation then
+    assert parse('mcp time get_current_time ["a list"]') is None

@@ -17,6 +17,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
+from typing import Any
 
 import trio
 
@@ -38,7 +39,15 @@ from ..policy import (
     plan_readonly,
 )
 from ..providers import ProviderError, make_provider
-from ..tools import DEFAULT_TOOLSET, Toolset, agent_toolset, become_subreaper
+from ..tools import (
+    DEFAULT_TOOLSET,
+    CommandReaper,
+    Tool,
+    Toolset,
+    agent_toolset,
+    become_subreaper,
+)
+from ..turns import MCP_PIN, MCP_STATE, McpPinAnswer, McpPinCall
 from ._link import (
     MAX_LINK_FRAME,
     Busy,
@@ -99,6 +108,40 @@ def toolset_for(spec: AgentSpec) -> Toolset:
     )
 
 
+def start_mcp(
+    spec: AgentSpec, engine: TurnEngine, bus: AgentBus, nursery: trio.Nursery, env: dict[str, str]
+) -> None:
+    """The agent's MCP servers (issue 26), in its nursery: their allowed tools join the
+    engine's toolset as they become ready, and a turn waits for their first start."""
+    from ..mcp import McpHost  # only an agent with servers loads the MCP code
+
+    base = engine.toolset
+
+    def on_tools(tools: tuple[Tool[Any], ...]) -> None:
+        engine.set_toolset(Toolset(base.name, (*base, *tools)))
+
+    async def pin(call: McpPinCall) -> McpPinAnswer:
+        return await bus.call(MCP_PIN, call)
+
+    host = McpHost(
+        spec.mcp_servers,
+        rules=lambda: engine.rules,
+        agent_env=env,
+        confine=engine.shell.confine,
+        home_root=command_home_root(spec),
+        readonly=not spec.risk.may_act,
+        pin=pin,
+        post_state=lambda state: bus.post_request(MCP_STATE, state),
+        on_tools=on_tools,
+        tracker=CommandReaper.instance(),
+        # What its shell may run, its servers may (mcp-server-git runs git); a readonly
+        # agent runs no command, nor do its servers.
+        commands=spec.risk.allowed_commands if spec.risk.may_act else (),
+    )
+    engine.tools_pending = host.wait_settled
+    nursery.start_soon(host.run)
+
+
 def say_fatal(link_fd: int, reason: str) -> None:
     """Before exiting with EX_CONFIG: the reason, on the link, for the operator's `status`.
     Blocking and best effort (the daemon may be gone); the frame is small."""
@@ -136,6 +179,8 @@ def agent_main(spec: AgentSpec, link_fd: int) -> int:
             command_home_root=command_home_root(spec),
         )
         engines.append(engine)
+        if spec.mcp_servers:
+            start_mcp(spec, engine, bus, nursery, env)
         runtime = AgentRuntime(bus, engine, reach, inbox, on_busy=link.report_busy)
         nursery.start_soon(runtime.run)
 

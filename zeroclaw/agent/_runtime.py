@@ -316,6 +316,7 @@ class AgentRuntime:
         with trio.CancelScope() as scope:
             self.chats[turn] = scope
             try:
+                await self.engine.tools_ready()  # its MCP servers' first start (cancellable)
                 await self.engine.run_turn(
                     chat.text,
                     session=message.session or DEFAULT_SESSION,  # the daemon's key
@@ -350,6 +351,7 @@ class AgentRuntime:
             self._answer(message, PeerAnswer(message.id, result.reply, result.error))
 
         async with self._peer_slots:
+            await self.engine.tools_ready()
             await self.engine.run_turn(
                 question.text,
                 # The router's key in the peer namespace (ADR 0041); the fallback is the

@@ -63,6 +63,9 @@ MAX_IDENTITY_BYTES = 64 * 1024
 
 # What a turn reports while it runs; the end (TurnDone) is the caller's to send.
 OnEvent = Callable[[Delta | ToolUsed], Awaitable[None]]
+# zeroclaw.config.MCP_TOOL_PREFIX (the agent does not import the config models): a call of
+# an MCP tool this agent was not offered (issue 26).
+MCP_TOOL_PREFIX = "mcp__"
 HISTORY_TURNS = 40  # earlier turns of the session given to the provider
 STREAM_CHUNK = 48  # characters per delta when a provider did not stream itself
 
@@ -148,8 +151,22 @@ class TurnEngine:
             home_root=command_home_root,
         )
         self.set_other_workspaces(spec.other_workspaces)
+        # What a turn waits for before it takes its toolset: the agent's MCP servers' first
+        # start (issue 26), so a message right after the agent's start sees their tools.
+        self.tools_pending: Callable[[], Awaitable[None]] | None = None
         # Sessions whose last turn's transcript append is still on its way (see run_turn).
         self._saving: dict[str, trio.Event] = {}
+
+    def set_toolset(self, toolset: Toolset) -> None:
+        """A new toolset for the turns that start from now on (the agent's MCP servers
+        offered tools, or changed them); a running turn keeps the one it started with."""
+        self.toolset = toolset
+        self.peer_toolset = toolset.only(self.spec.peer_tools, "peer_tools")
+
+    async def tools_ready(self) -> None:
+        """Until the toolset is complete (`tools_pending`, bounded by its owner)."""
+        if self.tools_pending is not None:
+            await self.tools_pending()
 
     def origin_toolset(self, granted: tuple[str, ...] | None) -> Toolset:
         """The toolset of a turn the daemon opened: all of this engine's (None: the
@@ -335,6 +352,8 @@ class TurnEngine:
         if tool is None:
             if call.name in self.toolset:
                 return not_granted(call.name, tools)
+            if call.name.startswith(MCP_TOOL_PREFIX):
+                return self._mcp_not_offered(call.name)
             return ToolResult(False, "", "bad_arguments", f"no tool {call.name!r}")
         try:
             args = tool.decode(call.args)
@@ -343,6 +362,20 @@ class TurnEngine:
         if not self.budget.take(self.clock()):
             return ToolResult.refused("rate_limited", "max_actions_per_hour reached")
         return await tool.run(ctx, args)
+
+    def _mcp_not_offered(self, name: str) -> ToolResult:
+        """An MCP tool not in the toolset: allowed by the config but its server is not
+        ready (it never listed it, or withheld it), or not allowed at all."""
+        allowed = {
+            f"{MCP_TOOL_PREFIX}{server.name}__{tool}"
+            for server in self.spec.mcp_servers
+            for tool in server.tools
+        }
+        if name in allowed:
+            return ToolResult.refused(
+                "mcp_unavailable", f"{name}: its server has not offered it (not ready?)"
+            )
+        return ToolResult.refused("mcp_tool_not_allowed", f"{name} is not offered to this agent")
 
     def _bounded(self, approver: Approver | None) -> Approver | None:
         """The approver with this engine's timeout (a timeout is a denial)."""

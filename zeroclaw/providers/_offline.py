@@ -17,6 +17,8 @@ runs without a model; anything else gets a plain answer from a few rules.
     dispatch ID: TEXT       -> agent_dispatch (a sub-agent; issue 12)
     catalog                 -> agent_catalog
     invoke ID [for CAP]: TEXT -> invoke_adapter (a discovered adapter; issue 15)
+    mcp SERVER TOOL [JSON]  -> mcp__SERVER__TOOL with the JSON object as its arguments
+                               (an MCP server's tool; issue 26), {} without one
 
 After the tools ran, `reply()` turns their results into the answer.
 
@@ -94,6 +96,27 @@ _DISPATCH_RULES: tuple[tuple[re.Pattern[str], str, str], ...] = (
     ),
 )
 DISPATCH_TOOLS: tuple[str, ...] = tuple(tool for _, tool, _ in _DISPATCH_RULES)
+# An MCP server's tool (issue 26): the name is zeroclaw.config.mcp_tool_name's.
+_MCP = re.compile(
+    r"^mcp\s+(?P<server>[a-z][a-z0-9_-]{0,31})\s+(?P<tool>[A-Za-z0-9_.-]{1,64})"
+    r"(?:\s+(?P<json>\{.*\}))?\s*$",
+    re.S,
+)
+
+
+def _mcp_call(message: str) -> ToolCall | None:
+    match = _MCP.match(message)
+    if match is None:
+        return None
+    args: object = {}
+    if match["json"]:
+        try:
+            args = json.loads(match["json"])
+        except ValueError:
+            return None
+    if not isinstance(args, dict):
+        return None
+    return ToolCall(f"mcp__{match['server']}__{match['tool']}", args)
 
 
 def grammar_help(offered: Collection[str] | None = None) -> str:
@@ -117,6 +140,8 @@ def memory_key(text: str) -> str:
 def parse(text: str) -> ToolCall | None:
     """The tool call a message asks for, or None for plain conversation."""
     message = text.strip()
+    if (mcp := _mcp_call(message)) is not None:
+        return mcp
     for pattern, tool, _ in _DISPATCH_RULES:
         if (match := pattern.match(message)) is not None:
             if tool == "agent_catalog":

@@ -27,7 +27,7 @@ from ._dispatch import (
     schema_summary,
 )
 from ._files import file_list, file_read, file_write
-from ._orphans import become_subreaper
+from ._orphans import CommandReaper, become_subreaper
 from ._shell import (
     ShellDecision,
     ShellSettings,
@@ -67,6 +67,7 @@ __all__ = [
     "ActionBudget",
     "Approver",
     "BadArguments",
+    "CommandReaper",
     "InvokeAdapterArgs",
     "Reach",
     "ShellDecision",

@@ -12,7 +12,13 @@ import trio
 from .._decode import DecodeErrorCode
 from .._process import StartFailure
 from ..policy import PathRefusal
-from ..turns import AdapterRefusalCode, DispatchRefusalCode, InvocationErrorCode, MemoryErrorCode
+from ..turns import (
+    AdapterRefusalCode,
+    DispatchRefusalCode,
+    InvocationErrorCode,
+    McpErrorCode,
+    MemoryErrorCode,
+)
 
 # Every way a tool call can fail, as the model and the operator see it (ADR 0013). A tool
 # never raises: each failure is one of these, with a detail for people. A family another
@@ -50,6 +56,7 @@ ToolErrorCode = Literal[
     AdapterRefusalCode,  # discovered adapters (issue 15), from the daemon's adapter service
     DispatchRefusalCode,  # sub-agents (issue 12): a dispatch the daemon refused ...
     InvocationErrorCode,  # ... or how an invocation that ran did not succeed
+    McpErrorCode,  # MCP servers' tools (issue 26)
 ]
 ERROR_CODES: tuple[str, ...] = get_args(ToolErrorCode)
 

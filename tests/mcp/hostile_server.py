@@ -1,0 +1,156 @@
+"""A hostile stdio MCP server, raw JSON-RPC (no SDK), for the agent's MCP tests.
+
+    python hostile_server.py MODE
+
+MODE:
+  ok              a well-behaved server: tools echo (read-only), write, read, fail, big
+  hang            reads everything, answers nothing
+  flood           writes one endless line to stdout
+  garbage         prints lines that are not JSON-RPC, then hangs
+  exit            exits at once, status 3
+  change-schema   like ok; after the first tools/call it changes echo's schema and says
+                  notifications/tools/list_changed
+  slow-call       like ok, but a tools/call never answers
+
+The tools (ok and the modes built on it):
+  echo {text}     -> text (annotated readOnlyHint)
+  write {path}    -> writes "pwned" there: "written" or "refused: <errno name>"
+  read {path}     -> the file's first 200 bytes, or "refused: <errno name>"
+  fail {}         -> isError with "it broke"
+  big {n}         -> n bytes of "x"
+  env {}          -> its environment's variable names, sorted, comma-separated
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import sys
+import time
+
+
+def send(message: dict[str, object]) -> None:
+    sys.stdout.write(json.dumps(message) + "\n")
+    sys.stdout.flush()
+
+
+def tools(version: int) -> list[dict[str, object]]:
+    echo_props: dict[str, object] = {"text": {"type": "string"}}
+    if version > 1:
+        echo_props["extra"] = {"type": "string", "description": "changed"}
+    return [
+        {
+            "name": "echo",
+            "description": "Echo the text.",
+            "inputSchema": {"type": "object", "properties": echo_props},
+            "annotations": {"readOnlyHint": True},
+        },
+        {
+            "name": "write",
+            "description": "Write a file.",
+            "inputSchema": {"type": "object", "properties": {"path": {"type": "string"}}},
+        },
+        {
+            "name": "read",
+            "description": "Read a file.",
+            "inputSchema": {"type": "object", "properties": {"path": {"type": "string"}}},
+            "annotations": {"readOnlyHint": True},
+        },
+        {"name": "fail", "description": "Fail.", "inputSchema": {"type": "object"}},
+        {"name": "env", "description": "Its environment.", "inputSchema": {"type": "object"}},
+        {
+            "name": "big",
+            "description": "A big result.",
+            "inputSchema": {"type": "object", "properties": {"n": {"type": "integer"}}},
+        },
+    ]
+
+
+def text(value: str, *, error: bool = False) -> dict[str, object]:
+    return {"content": [{"type": "text", "text": value}], "isError": error}
+
+
+def errno_name(exc: OSError) -> str:
+    return errno.errorcode.get(exc.errno or 0, "?")
+
+
+def call(name: str, args: dict[str, object]) -> dict[str, object]:
+    if name == "echo":
+        return text(str(args.get("text", "")))
+    if name == "write":
+        try:
+            with open(str(args["path"]), "w") as fh:
+                fh.write("pwned")
+        except OSError as exc:
+            return text(f"refused: {errno_name(exc)}")
+        return text("written")
+    if name == "read":
+        try:
+            with open(str(args["path"])) as fh:
+                return text(fh.read(200))
+        except OSError as exc:
+            return text(f"refused: {errno_name(exc)}")
+    if name == "fail":
+        return text("it broke", error=True)
+    if name == "env":
+        return text(",".join(sorted(os.environ)))
+    if name == "big":
+        return text("x" * int(str(args.get("n", 0))))
+    return text(f"no tool {name}", error=True)
+
+
+def main(mode: str) -> None:
+    if mode == "exit":
+        sys.stderr.write("exiting at once\n")
+        sys.exit(3)
+    if mode == "flood":
+        chunk = "y" * 65536
+        while True:
+            sys.stdout.write(chunk)
+            sys.stdout.flush()
+    if mode == "garbage":
+        for i in range(100):
+            sys.stdout.write(f"hello {i}, this is not JSON\n")
+        sys.stdout.flush()
+        time.sleep(3600)
+    version = 1
+    for line in sys.stdin:
+        if mode == "hang":
+            continue
+        message = json.loads(line)
+        method, ident = message.get("method"), message.get("id")
+        if ident is None:
+            continue  # a notification
+        if method == "initialize":
+            result: dict[str, object] = {
+                "protocolVersion": message["params"]["protocolVersion"],
+                "capabilities": {"tools": {"listChanged": True}},
+                "serverInfo": {"name": "hostile", "version": "1"},
+            }
+        elif method == "tools/list":
+            result = {"tools": tools(version)}
+        elif method == "tools/call":
+            if mode == "slow-call":
+                continue
+            params = message["params"]
+            result = call(params["name"], params.get("arguments") or {})
+            if mode == "change-schema" and version == 1:
+                version = 2
+                send(result_message(ident, result))
+                send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+                continue
+        elif method == "ping":
+            result = {}
+        else:
+            send({"jsonrpc": "2.0", "id": ident, "error": {"code": -32601, "message": "no"}})
+            continue
+        send(result_message(ident, result))
+
+
+def result_message(ident: object, result: dict[str, object]) -> dict[str, object]:
+    return {"jsonrpc": "2.0", "id": ident, "result": result}
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

@@ -1,0 +1,101 @@
+"""An MCP tool through a real daemon: the agent starts `mcp-server-time` inside its sandbox,
+offers its allowed tool, and a chat turn calls it. The daemon may have no pin service yet
+(it refuses MCP_PIN unknown_service): then nothing is withheld."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import PATIENCE
+from tests.supervisor.harness import agent_entry, make_config
+
+TIME_SERVER = shutil.which("mcp-server-time", path=str(Path(sys.executable).parent))
+
+pytestmark = pytest.mark.skipif(TIME_SERVER is None, reason="mcp-server-time is not installed")
+
+
+def test_a_chat_turn_calls_an_mcp_tool_of_the_agents_server(root: Path, daemons) -> None:  # type: ignore[no-untyped-def]
+    doc = make_config(root, {"alpha": agent_entry(mcp=["time", "dies", "hangs"])})
+    doc["mcp_servers"] = {
+        "time": {"command": TIME_SERVER, "tools": ["get_current_time"]},
+        # Two broken servers beside it: the agent keeps serving with the good one.
+        "dies": {"command": sys.executable, "args": ["-c", "raise SystemExit(3)"]},
+        "hangs": {
+            "command": sys.executable,
+            "args": ["-c", "import time; time.sleep(3600)"],
+            "timeout_secs": 1.0,
+            "tools": ["anything"],
+        },
+    }
+    daemon = daemons(doc, faults=False).start()
+    message = 'mcp time get_current_time {"timezone": "UTC"}'
+    result = daemon.cli("--agent", "alpha", "chat", "-m", message, "--json", timeout=PATIENCE)
+    assert result.returncode == 0, result.stderr + daemon.log()
+    turn = json.loads(result.stdout)
+    assert turn["tool_calls"] == [
+        {
+            "name": "mcp__time__get_current_time",
+            "args": {"timezone": "UTC"},
+            "ok": True,
+            "error_code": None,
+        }
+    ], turn
+    assert '"timezone":"UTC"' in turn["reply"] and "day_of_week" in turn["reply"]
+    # A tool the config does not allow is not offered, and a call of it is refused so.
+    other = daemon.cli(
+        "--agent", "alpha", "chat", "-m", "mcp time convert_time {}", "--json", timeout=PATIENCE
+    )
+    refused = json.loads(other.stdout)["tool_calls"][0]
+    assert (refused["ok"], refused["error_code"]) == (False, "mcp_tool_not_allowed"), refused
+    hung = daemon.cli("--agent", "alpha", "chat", "-m", "mcp hangs anything", "--json")
+    # Allowed, but its server never got ready.
+    assert json.loads(hung.stdout)["tool_calls"][0]["error_code"] == "mcp_unavailable"
+    assert daemon.agent("alpha")["state"] == "running"
+    log = daemon.log_text()
+    assert "no answer to initialize" in log and "exit status 3" in log
+
+
+def test_the_kernel_confines_an_mcp_server_the_daemons_agent_starts(root: Path, daemons) -> None:  # type: ignore[no-untyped-def]
+    from zeroclaw.policy import abi_version
+
+    if abi_version() < 1:
+        pytest.skip("this kernel has no Landlock")
+    ws = root / "ws" / "alpha"
+    ws.mkdir(parents=True)
+    shutil.copy(Path(__file__).with_name("hostile_server.py"), ws / "hostile_server.py")
+    doc = make_config(
+        root, {"alpha": agent_entry(workspace={"path": str(ws)}, mcp=["h"], risk_profile="free")}
+    )
+    doc["risk_profiles"]["free"] = {
+        "level": "supervised",
+        "require_approval_for_medium_risk": False,
+    }
+    doc["mcp_servers"] = {
+        "h": {
+            "command": sys.executable,
+            "args": ["hostile_server.py", "ok"],
+            "tools": ["write", "read"],
+        }
+    }
+    daemon = daemons(doc, faults=False).start()
+
+    def call(tool: str, path: Path | str) -> dict[str, object]:
+        message = f"mcp h {tool} " + json.dumps({"path": str(path)})
+        result = daemon.cli("--agent", "alpha", "chat", "-m", message, "--json")
+        assert result.returncode == 0, result.stderr + daemon.log()
+        turn = json.loads(result.stdout)
+        assert turn["tool_calls"][0]["ok"] is True, turn
+        return turn
+
+    assert call("write", "inside.txt")["reply"] == "written"
+    assert (ws / "inside.txt").read_text() == "pwned"
+    outside = root / "outside.txt"
+    assert call("write", outside)["reply"] == "refused: EACCES"
+    assert not outside.exists()
+    assert call("read", daemon.config_path)["reply"] == "refused: EACCES"  # the daemon's
+    assert call("read", "inside.txt")["reply"] == "pwned"

@@ -1,0 +1,67 @@
+"""What a stdio MCP server starts with: the installation it may read, its environment."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+from zeroclaw.mcp import installation_paths, server_environment
+from zeroclaw.policy import program_executables
+
+VENV_CFG = "home = /srv/py/3.12/bin\ninclude-system-site-packages = false\n"
+
+
+def reader(files: dict[str, str]):  # type: ignore[no-untyped-def]
+    return files.get
+
+
+def test_a_venv_console_script_reads_its_venv_and_its_interpreters_library() -> None:
+    found = installation_paths(
+        "/srv/tools/.venv/bin/mcp-server-time",
+        ["/srv/tools/.venv/bin/mcp-server-time", "/srv/py/3.12/bin/python3.12", "/lib/ld.so"],
+        read=reader({"/srv/tools/.venv/pyvenv.cfg": VENV_CFG}),
+        loaders=["/lib/ld.so"],
+    )
+    assert found == ("/srv/tools/.venv", "/srv/py/3.12/lib")
+
+
+def test_an_interpreter_outside_the_system_paths_gives_its_prefix_lib() -> None:
+    found = installation_paths(
+        "/home/u/bin/server.js",
+        ["/home/u/bin/server.js", "/home/u/.nvm/v22/bin/node"],
+        read=reader({}),
+    )
+    assert found == ("/home/u/.nvm/v22/lib",)
+
+
+def test_what_the_system_paths_already_give_is_not_listed() -> None:
+    found = installation_paths(
+        "/usr/local/bin/mcp-server-git",
+        ["/usr/local/bin/mcp-server-git", "/usr/bin/python3", "/usr/lib/ld.so"],
+        read=reader({}),
+        loaders=["/usr/lib/ld.so"],
+    )
+    assert found == ()
+
+
+def test_the_real_mcp_server_time_of_this_venv() -> None:
+    program = shutil.which("mcp-server-time", path=str(Path(sys.executable).parent))
+    assert program is not None
+    found = installation_paths(program, program_executables(program, "/usr/bin:/bin"))
+    assert str(Path(sys.prefix)) in found  # its venv holds its package
+
+
+def test_the_environment_is_a_shell_commands_plus_only_the_named_variables() -> None:
+    agent_env = {
+        "PATH": "/usr/bin",
+        "LANG": "C.UTF-8",
+        "ANTHROPIC_API_KEY": "sk-secret",
+        "GIT_TOKEN": "t0k",
+        "HOME": "/root",
+    }
+    env = server_environment(agent_env, ["GIT_TOKEN", "MISSING"], "/ws/alpha", "/run/h")
+    assert env["GIT_TOKEN"] == "t0k" and env["PATH"] == "/usr/bin" and env["LANG"] == "C.UTF-8"
+    assert env["HOME"] == env["TMPDIR"] == "/run/h"
+    assert "ANTHROPIC_API_KEY" not in env and "MISSING" not in env
+    assert "sk-secret" not in env.values()

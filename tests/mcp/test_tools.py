@@ -1,0 +1,81 @@
+"""Which MCP tools are offered, how a result reads, and the Tool each becomes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from zeroclaw.mcp import ListedTool, McpTool, offered_tools, render_result
+from zeroclaw.mcp._tools import mcp_tool
+from zeroclaw.tools import BadArguments, ToolResult
+from zeroclaw.turns import tool_digest
+
+SCHEMA = {"type": "object", "properties": {"timezone": {"type": "string"}}}
+LISTED = (
+    ListedTool("get_current_time", "Now.", SCHEMA, read_only=True),
+    ListedTool("convert_time", "Convert.", SCHEMA, read_only=False),
+    ListedTool("secret", "Not allowed.", SCHEMA, read_only=True),
+)
+
+
+def names(tools: tuple[ListedTool, ...]) -> list[str]:
+    return [t.name for t in tools]
+
+
+def test_offered_is_the_allowlist_and_the_pin_and_for_readonly_the_read_only_ones() -> None:
+    allow = ("get_current_time", "convert_time")
+    assert names(offered_tools(LISTED, allowlist=allow, pinned=None, readonly_agent=False)) == [
+        "get_current_time",
+        "convert_time",
+    ]
+    assert names(offered_tools(LISTED, allowlist=allow, pinned=None, readonly_agent=True)) == [
+        "get_current_time"
+    ]
+    pinned = frozenset({"convert_time", "secret"})
+    assert names(offered_tools(LISTED, allowlist=allow, pinned=pinned, readonly_agent=False)) == [
+        "convert_time"
+    ]
+    assert offered_tools(LISTED, allowlist=(), pinned=None, readonly_agent=False) == ()
+
+
+def test_what_the_daemon_is_told_of_a_tool_is_its_digest() -> None:
+    seen = LISTED[0].seen()
+    assert seen.digest == tool_digest("get_current_time", "Now.", SCHEMA)
+    assert (seen.name, seen.read_only, seen.description) == ("get_current_time", True, "Now.")
+
+
+def test_a_result_is_its_texts_then_its_structured_content_as_json() -> None:
+    assert render_result(["a", "b"], {"k": [1, 2]}, 100) == ('a\nb\n{"k":[1,2]}', False)
+    assert render_result(["a"], None, 100) == ("a", False)
+    assert render_result(["é" * 60], None, 100) == ("é" * 60, True)  # bytes, not characters
+
+
+async def _call(server: str, tool: str, arguments: dict[str, Any]) -> ToolResult:
+    return ToolResult(True, f"{server}/{tool}/{arguments}")
+
+
+def test_the_tool_is_named_after_its_server_and_takes_the_servers_schema() -> None:
+    tool = mcp_tool("time", LISTED[0], _call, readonly_agent=False)
+    assert isinstance(tool, McpTool)
+    assert tool.name == "mcp__time__get_current_time"
+    assert tool.spec.parameters == SCHEMA
+    assert tool.spec.description.startswith("[MCP time] Now.")
+    assert tool.decode({"timezone": "UTC"}).arguments == {"timezone": "UTC"}
+    try:
+        tool.decode(["not", "an", "object"])
+    except BadArguments as exc:
+        assert "object" in str(exc)
+    else:
+        raise AssertionError("a list decoded")
+
+
+def test_a_schema_that_is_not_an_object_is_offered_as_an_empty_object() -> None:
+    odd = ListedTool("odd", "", {"type": "string"}, read_only=True)
+    tool = mcp_tool("s", odd, _call, readonly_agent=False)
+    assert tool.spec.parameters == {"type": "object", "properties": {}}
+
+
+def test_the_engine_knows_the_config_s_mcp_tool_prefix() -> None:
+    from zeroclaw.agent._turn import MCP_TOOL_PREFIX
+    from zeroclaw.config import MCP_TOOL_PREFIX as CONFIGURED
+
+    assert MCP_TOOL_PREFIX == CONFIGURED

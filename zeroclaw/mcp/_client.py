@@ -1,0 +1,380 @@
+"""The MCP SDK's `ClientSession` over a stdio transport of ours: the only module that
+imports the SDK (`mcp`), and only an agent that uses a server imports it.
+
+The server is the agent's child exactly as a shell command is (`zeroclaw._process`): forked
+on the trio thread with a death signal tied to the agent, its own session and process
+group, the agent's orphan reaper told of it (so a sweep after a shell command leaves it
+alone), a Landlock ruleset of its own nested in the agent's (`server_ruleset`), the
+workspace as cwd and only the environment `server_environment` builds. Its stdout carries
+newline-delimited JSON-RPC, each line bounded (`max_line`): a longer line, or more than
+`MAX_GARBAGE` lines that are not JSON-RPC, ends the connection (`mcp_unavailable`); a
+server that says nothing to `initialize` within its timeout is `mcp_timeout`. Its stderr
+goes to the agent's log, at most `STDERR_LOG_BYTES` of it, the rest drained and dropped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import mcp_types as types
+import trio
+from mcp import ClientSession
+from mcp.shared.exceptions import MCPError
+from mcp.shared.message import SessionMessage
+
+from .._prctl import set_death_signal
+from .._process import SpawnTracker
+from .._spawn import Child, open_child
+from ..policy import (
+    INTERPRETERS,
+    PathRules,
+    SandboxUnavailable,
+    command_executables,
+    enforce_ruleset,
+    program_executables,
+)
+from ..turns import McpErrorCode
+from ._launch import server_environment, server_ruleset
+from ._tools import ListedTool, render_result
+
+log = logging.getLogger("zeroclaw.mcp")
+
+MAX_GARBAGE = 16  # lines that are not JSON-RPC a server may print before it is dropped
+STDERR_LOG_BYTES = 16 * 1024  # of a server's stderr, per start, into the agent's log
+STOP_GRACE_SECS = 2.0  # after its stdin closed, before the group is killed
+_READ = 65536
+
+
+class McpFailure(Exception):
+    """A server, or one call to it, that gave no usable answer."""
+
+    def __init__(self, code: McpErrorCode, detail: str) -> None:
+        super().__init__(detail)
+        self.code: McpErrorCode = code
+        self.detail = detail
+
+
+@dataclass(frozen=True)
+class Launch:
+    """How to start one server for one agent. `tracker`: the agent's orphan reaper."""
+
+    name: str
+    command: str
+    args: tuple[str, ...]
+    env_names: tuple[str, ...]
+    timeout_secs: float
+    max_result_bytes: int
+    rules: PathRules
+    agent_env: Mapping[str, str]
+    confine: bool
+    home_root: str | None
+    tracker: SpawnTracker | None = None
+    # The agent's allowed shell commands (none for a readonly agent): a server may run
+    # them too (mcp-server-git runs git), as the agent itself may; interpreters never.
+    commands: tuple[str, ...] = ()
+
+    @property
+    def max_line(self) -> int:
+        # A result line holds the result, JSON-escaped, and its envelope.
+        return max(4 * self.max_result_bytes, 1024 * 1024)
+
+
+def _child_setup(parent_pid: int, ruleset: int | None) -> None:
+    """Between fork and exec, as a shell command's: die with the agent, then confine."""
+    set_death_signal(parent_pid)
+    if ruleset is not None:
+        enforce_ruleset(ruleset)
+
+
+class Connection:
+    """One running server and its initialized session."""
+
+    def __init__(self, launch: Launch, child: Child, session: ClientSession) -> None:
+        self.launch = launch
+        self.child = child
+        self.session = session
+        self.tools_changed = trio.Event()
+        self.closed = trio.Event()
+        self.why = "the server closed its output"
+
+    @property
+    def pid(self) -> int:
+        return self.child.pid
+
+    def gone(self) -> str:
+        """Why the connection ended, with the exit status once the server exited."""
+        status = self.child.returncode
+        return self.why if status is None else f"{self.why} (exit status {status})"
+
+    async def list_tools(self) -> tuple[ListedTool, ...]:
+        found: list[ListedTool] = []
+        cursor: str | None = None
+        with _typed(self.launch, "tools/list", self.gone):
+            for _ in range(64):  # pages; a server that pages forever is cut short
+                params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
+                with trio.fail_after(self.launch.timeout_secs):
+                    page = await self.session.list_tools(params=params)
+                for tool in page.tools:
+                    hint = tool.annotations.read_only_hint if tool.annotations else None
+                    found.append(
+                        ListedTool(
+                            tool.name,
+                            tool.description or "",
+                            dict(tool.input_schema),
+                            bool(hint),
+                        )
+                    )
+                cursor = page.next_cursor
+                if not cursor:
+                    break
+        return tuple(found)
+
+    async def call_tool(self, name: str, arguments: dict[str, Any]) -> tuple[bool, str, bool]:
+        """(is_error, text, too_large) of one call; McpFailure when no answer came."""
+        timeout = self.launch.timeout_secs
+        with _typed(self.launch, f"tools/call {name}", self.gone), trio.fail_after(timeout):
+            result = await self.session.call_tool(name, arguments, read_timeout_seconds=timeout)
+        texts = [c.text for c in result.content if isinstance(c, types.TextContent)]
+        structured = None if result.is_error else result.structured_content
+        text, too_large = render_result(texts, structured, self.launch.max_result_bytes)
+        return bool(result.is_error), text, too_large
+
+
+@contextlib.contextmanager
+def _typed(launch: Launch, what: str, gone: Callable[[], str]) -> Iterator[None]:
+    """The SDK's and trio's ways of failing, as our codes; `gone` says why the server's
+    connection ended."""
+    try:
+        yield
+    except trio.TooSlowError:
+        raise McpFailure(
+            "mcp_timeout", f"{launch.name}: no answer to {what} in {launch.timeout_secs:g}s"
+        ) from None
+    except MCPError as exc:
+        if exc.code == types.REQUEST_TIMEOUT:
+            raise McpFailure("mcp_timeout", f"{launch.name}: {what} timed out") from None
+        if exc.code == types.CONNECTION_CLOSED:
+            raise McpFailure("mcp_unavailable", f"{launch.name}: {gone()}") from None
+        raise McpFailure("mcp_tool_error", f"{launch.name}: {exc.message}"[:500]) from None
+    except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+        raise McpFailure("mcp_unavailable", f"{launch.name}: {gone()}") from None
+    except RuntimeError as exc:  # the SDK's: an answer it will not hand over (input_required)
+        raise McpFailure("mcp_tool_error", f"{launch.name}: {what}: {exc}"[:500]) from None
+    except ValueError as exc:  # pydantic: an answer that is not what the protocol says
+        raise McpFailure(
+            "mcp_unavailable", f"{launch.name}: bad answer to {what}: {exc}"[:500]
+        ) from None
+
+
+async def _spawn(launch: Launch, home: str) -> Child:
+    path = launch.agent_env.get("PATH", "/usr/local/bin:/usr/bin:/bin")
+    program = shutil.which(launch.command, path=path)
+    if program is None:
+        raise McpFailure("mcp_unavailable", f"{launch.name}: {launch.command!r} is not on PATH")
+    workspace = str(launch.rules.workspace)
+    ruleset_fd: int | None = None
+    if launch.confine:
+        runnable = [c for c in launch.commands if c not in INTERPRETERS]
+        executables = (
+            *program_executables(program, path),
+            *command_executables(runnable, path),
+        )
+        try:
+            ruleset_fd = await trio.to_thread.run_sync(
+                server_ruleset, launch.rules, program, executables, home
+            )
+        except (SandboxUnavailable, OSError) as exc:
+            raise McpFailure("mcp_unavailable", f"{launch.name}: sandbox failed: {exc}") from None
+    argv = [program, *launch.args]
+    env = server_environment(launch.agent_env, launch.env_names, workspace, home)
+
+    async def start() -> Child:
+        return await open_child(
+            argv,
+            cwd=workspace,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            preexec_fn=functools.partial(_child_setup, os.getpid(), ruleset_fd),
+        )
+
+    try:
+        if launch.tracker is None:
+            child = await start()
+        else:
+            async with launch.tracker.spawning() as register:
+                child = await start()
+                register(child.pid)
+    except OSError as exc:
+        raise McpFailure(
+            "mcp_unavailable", f"{launch.name}: cannot start {program}: {exc.strerror or exc}"
+        ) from None
+    except (ValueError, subprocess.SubprocessError) as exc:
+        raise McpFailure("mcp_unavailable", f"{launch.name}: cannot start: {exc}"[:300]) from None
+    finally:
+        if ruleset_fd is not None:
+            os.close(ruleset_fd)
+    return child
+
+
+@contextlib.asynccontextmanager
+async def connect(launch: Launch) -> AsyncIterator[Connection]:
+    """Start the server, initialize it, and yield the connection; on exit (or cancel) the
+    server is stopped: stdin closed, a grace period, then its whole group killed.
+    McpFailure when it did not start or did not initialize."""
+    home = await trio.to_thread.run_sync(
+        functools.partial(tempfile.mkdtemp, prefix=f"mcp-{launch.name}-", dir=launch.home_root)
+    )
+    try:
+        child = await _spawn(launch, home)
+        try:
+            async with _session(launch, child) as connection:
+                yield connection
+        except BaseExceptionGroup as group:  # the session's nursery wraps what it raised
+            failure = _only_failure(group)
+            if failure is None:
+                raise
+            raise failure from None
+        finally:
+            with trio.CancelScope(shield=True):
+                await _stop(child, launch)
+    finally:
+        with trio.CancelScope(shield=True):
+            await trio.to_thread.run_sync(
+                functools.partial(shutil.rmtree, home, ignore_errors=True)
+            )
+
+
+def _only_failure(group: BaseExceptionGroup[BaseException]) -> McpFailure | None:
+    """The group's McpFailure when that is all it holds."""
+    matched, rest = group.split(McpFailure)
+    if matched is None or rest is not None:
+        return None
+    leaf: BaseException = matched
+    while isinstance(leaf, BaseExceptionGroup):
+        leaf = leaf.exceptions[0]
+    return leaf if isinstance(leaf, McpFailure) else None
+
+
+async def _stop(child: Child, launch: Launch) -> None:
+    if child.stdin is not None:
+        with contextlib.suppress(trio.ClosedResourceError, trio.BrokenResourceError, OSError):
+            await child.stdin.aclose()
+    with trio.move_on_after(STOP_GRACE_SECS):
+        await child.wait()
+    if child.returncode is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(child.pid, signal.SIGKILL)
+        await child.wait()
+    for stream in (child.stdout, child.stderr):
+        if stream is not None:
+            await stream.aclose()
+    if launch.tracker is not None:
+        await launch.tracker.finished(child.pid)
+
+
+@contextlib.asynccontextmanager
+async def _session(launch: Launch, child: Child) -> AsyncIterator[Connection]:
+    reader_out, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](16)
+    write_stream, writer_in = anyio.create_memory_object_stream[SessionMessage](16)
+    holder: list[Connection] = []
+
+    def close(why: str) -> None:
+        if holder and not holder[0].closed.is_set():
+            holder[0].why = why
+            holder[0].closed.set()
+        reader_out.close()  # pending requests end with CONNECTION_CLOSED
+
+    async def read_stdout() -> None:
+        stdout = child.stdout
+        assert stdout is not None
+        buffer = bytearray()
+        garbage = 0
+        try:
+            while chunk := await stdout.receive_some(_READ):
+                buffer += chunk
+                while (end := buffer.find(b"\n")) >= 0:
+                    line = bytes(buffer[:end])
+                    del buffer[: end + 1]
+                    if not line.strip():
+                        continue
+                    try:
+                        message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+                    except ValueError:
+                        garbage += 1
+                        log.warning("mcp %s: not JSON-RPC on stdout: %r", launch.name, line[:120])
+                        if garbage > MAX_GARBAGE:
+                            close(f"more than {MAX_GARBAGE} lines of garbage on its stdout")
+                            return
+                        continue
+                    with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+                        await reader_out.send(SessionMessage(message))
+                if len(buffer) > launch.max_line:
+                    close(f"a line over {launch.max_line} bytes on its stdout")
+                    return
+        except (trio.ClosedResourceError, trio.BrokenResourceError, OSError):
+            pass
+        close("the server closed its output")
+
+    async def write_stdin() -> None:
+        stdin = child.stdin
+        assert stdin is not None
+        try:
+            async for message in writer_in:
+                data = message.message.model_dump_json(by_alias=True, exclude_unset=True)
+                await stdin.send_all(data.encode() + b"\n")
+        except (trio.ClosedResourceError, trio.BrokenResourceError, OSError):
+            close("the server closed its input")
+
+    async def log_stderr() -> None:
+        stderr = child.stderr
+        assert stderr is not None
+        logged = 0
+        pending = b""
+        with contextlib.suppress(trio.ClosedResourceError, trio.BrokenResourceError, OSError):
+            while chunk := await stderr.receive_some(_READ):
+                if logged >= STDERR_LOG_BYTES:
+                    continue  # drained and dropped
+                pending += chunk[: STDERR_LOG_BYTES - logged]
+                logged += len(chunk)
+                *lines, pending = pending.split(b"\n")
+                for line in lines:
+                    log.info("mcp %s: %s", launch.name, line.decode(errors="replace")[:500])
+                if logged >= STDERR_LOG_BYTES:
+                    log.info("mcp %s: (the rest of its stderr is not logged)", launch.name)
+
+    async def on_message(message: object) -> None:
+        if isinstance(message, types.ToolListChangedNotification) and holder:
+            holder[0].tools_changed.set()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(read_stdout)
+        nursery.start_soon(write_stdin)
+        nursery.start_soon(log_stderr)
+        try:
+            async with ClientSession(
+                read_stream, write_stream, message_handler=on_message
+            ) as session:
+                connection = Connection(launch, child, session)
+                holder.append(connection)
+                timeout = launch.timeout_secs
+                with _typed(launch, "initialize", connection.gone), trio.fail_after(timeout):
+                    await session.initialize()
+                yield connection
+        finally:
+            nursery.cancel_scope.cancel()
+            reader_out.close()
+            write_stream.close()

@@ -1,0 +1,301 @@
+"""The agent's MCP servers, run in its nursery: the thin trio shell around `Lifecycle`.
+
+At the agent's start every server of its spec is started (`_client.connect`), its tools
+listed, their digests sent to the daemon (`MCP_PIN`, through `pin`), and the allowed ones
+handed to the agent (`on_tools`) as `mcp__<server>__<tool>`; `tools/list_changed` lists and
+pins again. Each change of a server's state is posted to the daemon (`post_state`, post
+and forget). A daemon without the pin service refuses the call (`CallRefused`, e.g.
+unknown_service): then nothing is withheld and the allowed tools are offered.
+
+The MCP SDK is imported only here, inside `run`, and only when the agent has servers:
+the daemon and every agent without `mcp` never load it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+import trio
+
+from .._ops import CallRefused
+from .._process import SpawnTracker
+from ..policy import PathRules
+from ..tools import Tool, ToolResult
+from ..turns import McpPinAnswer, McpPinCall, McpServerState
+from ._lifecycle import Exited, Lifecycle, Ready, Report, Sleep, Spawn, Start, Stop, Woke
+from ._tools import MAX_PINNED_TOOLS, ListedTool, mcp_tool, offered_tools
+
+if TYPE_CHECKING:
+    from ._client import Connection
+
+log = logging.getLogger("zeroclaw.mcp")
+
+LIST_CHANGED_SPACING_SECS = 1.0
+
+Pin = Callable[[McpPinCall], Awaitable[McpPinAnswer]]
+PostState = Callable[[McpServerState], None]
+OnTools = Callable[[tuple[Tool[Any], ...]], None]
+
+
+class McpServerSpec(Protocol):
+    """One server as the agent's spec gives it (`zeroclaw.agent.McpServerSpec`), by the
+    fields the host reads: this package does not import the agent's."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def transport(self) -> str: ...
+    @property
+    def command(self) -> str: ...
+    @property
+    def args(self) -> tuple[str, ...]: ...
+    @property
+    def env(self) -> tuple[str, ...]: ...
+    @property
+    def timeout_secs(self) -> float: ...
+    @property
+    def max_result_bytes(self) -> int: ...
+    @property
+    def tools(self) -> tuple[str, ...]: ...
+
+
+class McpHost:
+    """`run()` serves the servers until cancelled (the agent stops); `call` is what the
+    offered tools run; `settled` is set once every server's first start ended (ready or
+    not), and `wait_settled()` waits for it, bounded: a turn waits for it so the first
+    message after the agent's start sees the servers' tools."""
+
+    def __init__(
+        self,
+        servers: Sequence[McpServerSpec],
+        *,
+        rules: Callable[[], PathRules],
+        agent_env: Mapping[str, str],
+        confine: bool,
+        home_root: str | None,
+        readonly: bool,
+        pin: Pin,
+        post_state: PostState,
+        on_tools: OnTools,
+        tracker: SpawnTracker | None = None,
+        commands: Sequence[str] = (),
+        backoff: tuple[float, float] = (0.5, 30.0),
+        max_attempts: int = 5,
+    ) -> None:
+        self.servers = {s.name: s for s in servers}
+        self._rules = rules
+        self._agent_env = agent_env
+        self._confine = confine
+        self._home_root = home_root
+        self.readonly = readonly
+        self._pin = pin
+        self._post_state = post_state
+        self._on_tools = on_tools
+        self._tracker = tracker
+        self._commands = tuple(commands)
+        self._backoff = backoff
+        self._max_attempts = max_attempts
+        self.settled = trio.Event()
+        self._pending = set(self.servers)
+        self.connections: dict[str, Connection] = {}
+        self.status: dict[str, str] = dict.fromkeys(self.servers, "idle")
+        self._tools: dict[str, tuple[Tool[Any], ...]] = {}
+        self._no_pin_service_logged = False
+        self._listed: dict[str, tuple[ListedTool, ...]] = {}
+        self._withheld: dict[str, tuple[str, ...]] = {}
+
+    @property
+    def settle_secs(self) -> float:
+        """How long a turn waits for the first start: initialize, tools/list and the pin,
+        each bounded by the server's timeout."""
+        return 3 * max((s.timeout_secs for s in self.servers.values()), default=0.0) + 1.0
+
+    async def wait_settled(self) -> None:
+        """Before a turn: the servers' first start, then a new pin for withheld tools."""
+        with trio.move_on_after(self.settle_secs):
+            await self.settled.wait()
+            await self.repin_withheld()
+
+    def tools(self) -> tuple[Tool[Any], ...]:
+        """Every offered tool, in the spec's server order."""
+        return tuple(t for name in self.servers for t in self._tools.get(name, ()))
+
+    async def run(self) -> None:
+        if not self.servers:
+            self.settled.set()
+            return
+        async with trio.open_nursery() as nursery:
+            for server in self.servers.values():
+                nursery.start_soon(self._serve, server)
+
+    def _settle(self, name: str) -> None:
+        self._pending.discard(name)
+        if not self._pending:
+            self.settled.set()
+
+    def _report(self, actions: tuple[Any, ...]) -> tuple[Spawn | None, Sleep | None]:
+        spawn: Spawn | None = None
+        sleep: Sleep | None = None
+        for action in actions:
+            if isinstance(action, Report):
+                self.status[action.state.server] = action.state.status
+                self._post(action.state)
+            elif isinstance(action, Spawn):
+                spawn = action
+            elif isinstance(action, Sleep):
+                sleep = action
+        return spawn, sleep
+
+    def _post(self, state: McpServerState) -> None:
+        try:
+            self._post_state(state)
+        except Exception as exc:  # a bus that is going away: the state is only news
+            log.debug("mcp %s: state not posted: %s", state.server, exc)
+
+    async def _serve(self, server: McpServerSpec) -> None:
+        life = Lifecycle(
+            server.name,
+            base_secs=self._backoff[0],
+            max_secs=self._backoff[1],
+            # An HTTP server cannot be reached yet: failed at once, not retried.
+            max_attempts=self._max_attempts if server.transport == "stdio" else 1,
+        )
+        try:
+            actions = life.handle(Start())
+            while True:
+                spawn, sleep = self._report(actions)
+                if spawn is not None:
+                    detail = await self._attempt(server, life)
+                    log.warning("mcp %s: %s", server.name, detail)
+                    actions = life.handle(Exited(detail))
+                    self._settle(server.name)
+                elif sleep is not None:
+                    await trio.sleep(sleep.secs)
+                    actions = life.handle(Woke())
+                else:  # failed for good, until the agent stops: its tools are unavailable
+                    await trio.sleep_forever()
+        finally:
+            self._report(life.handle(Stop()))
+            self._settle(server.name)
+
+    async def _attempt(self, server: McpServerSpec, life: Lifecycle) -> str:
+        """One start of the server, until it ends; why it ended."""
+        if server.transport != "stdio":
+            return "mcp_unavailable: HTTP servers are not supported yet"
+        from ._client import Launch, McpFailure, connect
+
+        launch = Launch(
+            name=server.name,
+            command=server.command,
+            args=server.args,
+            env_names=server.env,
+            timeout_secs=server.timeout_secs,
+            max_result_bytes=server.max_result_bytes,
+            rules=self._rules(),
+            agent_env=self._agent_env,
+            confine=self._confine,
+            home_root=self._home_root,
+            tracker=self._tracker,
+            commands=self._commands,
+        )
+        try:
+            async with connect(launch) as connection:
+                await self._offer(server, connection)
+                self.connections[server.name] = connection
+                try:
+                    self._report(life.handle(Ready(connection.pid)))
+                    self._settle(server.name)
+                    while not connection.closed.is_set():
+                        changed = connection.tools_changed
+                        await _either(connection.closed, changed)
+                        if changed.is_set() and not connection.closed.is_set():
+                            connection.tools_changed = trio.Event()
+                            log.info("mcp %s: its tools changed; listing them again", server.name)
+                            await self._offer(server, connection)
+                            # A server that says so without end costs a listing and a
+                            # pin a second at most.
+                            await trio.sleep(LIST_CHANGED_SPACING_SECS)
+                finally:
+                    self.connections.pop(server.name, None)
+                return f"mcp_unavailable: {connection.why}"
+        except McpFailure as failure:
+            return f"{failure.code}: {failure.detail}"
+        except Exception as exc:  # the SDK's bug or ours: this server restarts, the agent lives
+            log.exception("mcp %s: the connection failed", server.name)
+            return f"mcp_unavailable: internal error ({type(exc).__name__})"
+
+    async def _offer(self, server: McpServerSpec, connection: Connection) -> None:
+        self._listed[server.name] = await connection.list_tools()
+        await self._apply(server)
+
+    async def _apply(self, server: McpServerSpec) -> None:
+        """Pin what the server listed last and hand the agent what may be offered."""
+        listed = self._listed.get(server.name, ())
+        pinned = await self._pinned(server.name, listed)
+        offered = offered_tools(
+            listed, allowlist=server.tools, pinned=pinned, readonly_agent=self.readonly
+        )
+        self._tools[server.name] = tuple(
+            mcp_tool(server.name, tool, self.call, readonly_agent=self.readonly)
+            for tool in offered
+        )
+        self._on_tools(self.tools())
+
+    async def repin_withheld(self) -> None:
+        """Ask the daemon again for the servers with withheld tools (the operator may have
+        trusted them since): before a turn, so the turn sees what was trusted."""
+        for name in [n for n, withheld in self._withheld.items() if withheld]:
+            if name in self.connections:
+                await self._apply(self.servers[name])
+
+    async def _pinned(self, name: str, listed: tuple[ListedTool, ...]) -> frozenset[str] | None:
+        """What the daemon lets the agent offer; None: it has no pin service."""
+        call = McpPinCall(name, tuple(t.seen() for t in listed[:MAX_PINNED_TOOLS]))
+        try:
+            answer = await self._pin(call)
+        except CallRefused as refused:
+            self._withheld.pop(name, None)
+            if not self._no_pin_service_logged:
+                self._no_pin_service_logged = True
+                log.info("mcp: no pinned schemas (%s %s)", refused.code, refused.detail)
+            return None
+        self._withheld[name] = answer.withheld
+        if answer.withheld:
+            log.warning(
+                "mcp %s: withheld, their schema changed: %s", name, ", ".join(answer.withheld)
+            )
+        return frozenset(answer.offered)
+
+    async def call(self, server: str, tool: str, arguments: dict[str, Any]) -> ToolResult:
+        """One call of an offered tool; every failure a typed result."""
+        connection = self.connections.get(server)
+        if connection is None or connection.closed.is_set():
+            status = self.status.get(server, "unknown")
+            return ToolResult.refused("mcp_unavailable", f"the MCP server {server} is {status}")
+        from ._client import McpFailure
+
+        try:
+            is_error, text, too_large = await connection.call_tool(tool, arguments)
+        except McpFailure as failure:
+            return ToolResult.refused(failure.code, failure.detail)
+        limit = connection.launch.max_result_bytes
+        if is_error:
+            return ToolResult.refused("mcp_tool_error", text[:limit])
+        if too_large:
+            return ToolResult.refused(
+                "mcp_result_too_large", f"{tool}'s result is over {limit} bytes"
+            )
+        return ToolResult(True, text)
+
+
+async def _either(first: trio.Event, second: trio.Event) -> None:
+    async with trio.open_nursery() as nursery:
+
+        async def wait(event: trio.Event) -> None:
+            await event.wait()
+            nursery.cancel_scope.cancel()
+
+        nursery.start_soon(wait, first)
+        nursery.start_soon(wait, second)

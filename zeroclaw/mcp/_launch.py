@@ -1,0 +1,111 @@
+"""What a stdio MCP server is started with: its program on the agent's PATH, the paths its
+installation needs read, its whole environment, its Landlock ruleset. Pure but for
+`server_ruleset`, which builds the kernel object.
+
+The ruleset is a shell command's (`zeroclaw.tools` program_ruleset, ADR 0012): nested in
+the agent's domain, so the server never reaches more than the agent; only the program, its
+interpreter (a `#!` line, through `env` too) and their loaders execute; the workspace is
+writable only when the agent may write. On top of it the server's installation is
+readable: a Python console script's virtual environment (the directory holding
+`pyvenv.cfg`) and the standard library of the interpreter it was made from, and for any
+interpreter `<prefix>/bin/NAME` its `<prefix>/lib`. The forbidden paths, other workspaces
+and the daemon's files stay carved out of those trees as out of every other.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Callable, Collection, Mapping
+
+from ..policy import (
+    SYSTEM_READ_ONLY,
+    PathRules,
+    build_ruleset,
+    plan_command_sandbox,
+)
+from ..tools import shell_environment
+
+ReadText = Callable[[str], str | None]
+
+
+def _read_text(path: str) -> str | None:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return fh.read(4096)
+    except OSError:
+        return None
+
+
+def _venv_home(cfg: str) -> str | None:
+    for line in cfg.splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() == "home" and value.strip():
+            return value.strip()
+    return None
+
+
+def installation_paths(
+    program: str,
+    executables: Collection[str],
+    *,
+    read: ReadText = _read_text,
+    loaders: Collection[str] = (),
+) -> tuple[str, ...]:
+    """The trees a server's program needs to read besides the system paths. `program` is
+    the path found on PATH (not resolved: a venv's script sits in the venv), `executables`
+    what the kernel executes for it (`program_executables`), `loaders` those among them
+    that are ELF loaders (they need nothing more). Pure given `read`."""
+    found: list[str] = []
+    bin_dir = posixpath.dirname(program)
+    root = posixpath.dirname(bin_dir)
+    cfg = read(posixpath.join(root, "pyvenv.cfg"))
+    if cfg is not None:
+        found.append(root)
+        home = _venv_home(cfg)
+        if home is not None:
+            found.append(posixpath.join(posixpath.dirname(home.rstrip("/")), "lib"))
+    for executable in executables:
+        if executable in loaders or executable == program:
+            continue
+        where = posixpath.dirname(executable)
+        if posixpath.basename(where) == "bin":
+            prefix = posixpath.dirname(where)
+            if prefix not in ("", "/"):
+                found.append(posixpath.join(prefix, "lib"))
+    system = tuple(p.rstrip("/") for p in SYSTEM_READ_ONLY)
+    # What the system paths already give is not listed again.
+    return tuple(
+        p for p in dict.fromkeys(found) if not any(p == s or p.startswith(s + "/") for s in system)
+    )
+
+
+def server_environment(
+    agent_env: Mapping[str, str], names: Collection[str], workspace: str, home: str
+) -> dict[str, str]:
+    """A shell command's environment (PATH, LANG, private HOME/TMPDIR/XDG dirs, git told to
+    read no user config; `zeroclaw.tools.shell_environment`) plus the variables the
+    server's `env` names, with the agent's values; nothing else of the agent's."""
+    env = shell_environment(agent_env, workspace, home)
+    env.update({name: agent_env[name] for name in names if name in agent_env})
+    return env
+
+
+def server_ruleset(rules: PathRules, program: str, executables: Collection[str], home: str) -> int:
+    """A Landlock ruleset fd for one server of an agent with these rules."""
+    loaders = {e for e in executables if posixpath.basename(e).startswith("ld-")}
+    extra = installation_paths(program, executables, loaders=loaders)
+    plan = plan_command_sandbox(
+        workspace=str(rules.workspace),
+        home=home,
+        executables=executables,
+        grants=[(str(g.path), g.mode) for g in rules.grants],
+        excluded=[str(p) for p in (*rules.forbidden, *rules.other_workspaces)],
+        system=(
+            (*SYSTEM_READ_ONLY, *extra)
+            if rules.workspace_only
+            else (*SYSTEM_READ_ONLY, *extra, "/")
+        ),
+        workspace_writable=rules.may_write,
+        code=[str(p) for p in rules.code],
+    )
+    return build_ruleset(plan)
