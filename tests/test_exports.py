@@ -257,6 +257,7 @@ PUBLIC: dict[str, list[str]] = {
         "Exchange",
         "FrameDecoder",
         "FrameTooLarge",
+        "HandlerEntry",
         "IncompleteCommandTable",
         "InvocationCancel",
         "InvocationEvents",

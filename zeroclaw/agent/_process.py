@@ -17,7 +17,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import trio
 
@@ -42,7 +42,6 @@ from ..providers import ProviderError, make_provider
 from ..tools import (
     DEFAULT_TOOLSET,
     CommandReaper,
-    Tool,
     Toolset,
     agent_toolset,
     become_subreaper,
@@ -63,6 +62,9 @@ from ._link import (
     encode_link,
 )
 from ._runtime import AgentInbox, AgentRuntime, BusReach
+
+if TYPE_CHECKING:
+    from ..mcp import McpTool
 from ._sandbox import agent_confinement, agent_plan, command_home_root, describe_sandbox
 from ._spec import AgentSpec
 from ._turn import TurnEngine
@@ -117,7 +119,7 @@ def start_mcp(
 
     base = engine.toolset
 
-    def on_tools(tools: tuple[Tool[Any], ...]) -> None:
+    def on_tools(tools: tuple[McpTool, ...]) -> None:
         engine.set_toolset(Toolset(base.name, (*base, *tools)))
 
     async def pin(call: McpPinCall) -> McpPinAnswer:

@@ -9,7 +9,7 @@ later is withheld from the model until the operator trusts it here.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import TypeVar
 
 import click
 import msgspec
@@ -36,7 +36,10 @@ def mcp_group() -> None:
     """MCP servers, their state per agent, and their tools' pinned schemas."""
 
 
-def _data(reply: Reply[Any], what: str) -> Any:
+D = TypeVar("D")
+
+
+def _data(reply: Reply[D], what: str) -> D:
     if not reply.ok or reply.data is None:
         raise CliError(f"{what} failed ({reply.error}): {reply.message}", code=reply.error)
     return reply.data

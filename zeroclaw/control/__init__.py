@@ -25,7 +25,13 @@ from ..turns import (
 )
 from ._address import control_address, is_listening, printable
 from ._client import ControlClient, ControlSession, DaemonUnreachable, UntrustedDaemon, trusted_uids
-from ._commands import CommandHandler, CommandTable, Exchange, IncompleteCommandTable
+from ._commands import (
+    CommandHandler,
+    CommandTable,
+    Exchange,
+    HandlerEntry,
+    IncompleteCommandTable,
+)
 from ._protocol import (
     CONTROL_ERROR_CODES,
     MAX_CONTROL_FRAME,
@@ -188,6 +194,7 @@ __all__ = [
     "Exchange",
     "FrameDecoder",
     "FrameTooLarge",
+    "HandlerEntry",
     "IncompleteCommandTable",
     "InvocationCancel",
     "InvocationEvents",

@@ -35,6 +35,11 @@ class CommandHandler(Protocol[Req_contra]):
     async def __call__(self, request: Req_contra, exchange: Exchange, /) -> Reply[Any]: ...
 
 
+# A service's commands as it hands them to the daemon's table: each request type with its
+# handler (the types differ per entry, so the pair is typed loosely here only).
+HandlerEntry = tuple[type[Request[Any]], CommandHandler[Any]]
+
+
 class IncompleteCommandTable(Exception):
     """Some request type has no handler: a daemon built so would answer it `unsupported`."""
 

@@ -370,12 +370,18 @@ SubagentRequest = (
 )
 McpRequest = McpList | McpShow | McpTools | McpTrust
 AnyRequest = CoreRequest | SubagentRequest | McpRequest
-REQUEST_TYPES: tuple[type[Request[Any]], ...] = get_args(CoreRequest)
+
+
+def _members(union: object) -> tuple[type[Request[Any]], ...]:
+    return get_args(union)
+
+
+REQUEST_TYPES = _members(CoreRequest)
 # Kept apart until the daemon registers the sub-agent commands: the daemon's table
 # requires every one of REQUEST_TYPES, and these need its sub-agent service.
-SUBAGENT_REQUEST_TYPES: tuple[type[Request[Any]], ...] = get_args(SubagentRequest)
+SUBAGENT_REQUEST_TYPES = _members(SubagentRequest)
 # Likewise: they need the daemon's MCP pin service (zeroclaw.pins).
-MCP_REQUEST_TYPES: tuple[type[Request[Any]], ...] = get_args(McpRequest)
+MCP_REQUEST_TYPES = _members(McpRequest)
 
 
 class Reply(msgspec.Struct, Generic[R], frozen=True, omit_defaults=True):

@@ -24,7 +24,6 @@ import subprocess
 import tempfile
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import anyio
 import mcp_types as types
@@ -140,7 +139,7 @@ class Connection:
                     break
         return tuple(found)
 
-    async def call_tool(self, name: str, arguments: dict[str, Any]) -> tuple[bool, str, bool]:
+    async def call_tool(self, name: str, arguments: dict[str, object]) -> tuple[bool, str, bool]:
         """(is_error, text, too_large) of one call; McpFailure when no answer came."""
         timeout = self.launch.timeout_secs
         with _typed(self.launch, f"tools/call {name}", self.gone), trio.fail_after(timeout):

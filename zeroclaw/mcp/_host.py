@@ -15,17 +15,17 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import trio
 
 from .._ops import CallRefused
 from .._process import SpawnTracker
 from ..policy import PathRules
-from ..tools import Tool, ToolResult
+from ..tools import ToolResult
 from ..turns import McpPinAnswer, McpPinCall, McpServerState
-from ._lifecycle import Exited, Lifecycle, Ready, Report, Sleep, Spawn, Start, Stop, Woke
-from ._tools import MAX_PINNED_TOOLS, ListedTool, mcp_tool, offered_tools
+from ._lifecycle import Action, Exited, Lifecycle, Ready, Report, Sleep, Spawn, Start, Stop, Woke
+from ._tools import MAX_PINNED_TOOLS, ListedTool, McpTool, mcp_tool, offered_tools
 
 if TYPE_CHECKING:
     from ._client import Connection
@@ -36,7 +36,7 @@ LIST_CHANGED_SPACING_SECS = 1.0
 
 Pin = Callable[[McpPinCall], Awaitable[McpPinAnswer]]
 PostState = Callable[[McpServerState], None]
-OnTools = Callable[[tuple[Tool[Any], ...]], None]
+OnTools = Callable[[tuple[McpTool, ...]], None]
 
 
 class McpServerSpec(Protocol):
@@ -101,7 +101,7 @@ class McpHost:
         self._pending = set(self.servers)
         self.connections: dict[str, Connection] = {}
         self.status: dict[str, str] = dict.fromkeys(self.servers, "idle")
-        self._tools: dict[str, tuple[Tool[Any], ...]] = {}
+        self._tools: dict[str, tuple[McpTool, ...]] = {}
         self._no_pin_service_logged = False
         self._listed: dict[str, tuple[ListedTool, ...]] = {}
         self._withheld: dict[str, tuple[str, ...]] = {}
@@ -118,7 +118,7 @@ class McpHost:
             await self.settled.wait()
             await self.repin_withheld()
 
-    def tools(self) -> tuple[Tool[Any], ...]:
+    def tools(self) -> tuple[McpTool, ...]:
         """Every offered tool, in the spec's server order."""
         return tuple(t for name in self.servers for t in self._tools.get(name, ()))
 
@@ -135,7 +135,7 @@ class McpHost:
         if not self._pending:
             self.settled.set()
 
-    def _report(self, actions: tuple[Any, ...]) -> tuple[Spawn | None, Sleep | None]:
+    def _report(self, actions: tuple[Action, ...]) -> tuple[Spawn | None, Sleep | None]:
         spawn: Spawn | None = None
         sleep: Sleep | None = None
         for action in actions:
@@ -238,8 +238,7 @@ class McpHost:
             listed, allowlist=server.tools, pinned=pinned, readonly_agent=self.readonly
         )
         self._tools[server.name] = tuple(
-            mcp_tool(server.name, tool, self.call, readonly_agent=self.readonly)
-            for tool in offered
+            mcp_tool(server.name, tool, self.call, readonly_agent=self.readonly) for tool in offered
         )
         self._on_tools(self.tools())
 
@@ -268,7 +267,7 @@ class McpHost:
             )
         return frozenset(answer.offered)
 
-    async def call(self, server: str, tool: str, arguments: dict[str, Any]) -> ToolResult:
+    async def call(self, server: str, tool: str, arguments: dict[str, object]) -> ToolResult:
         """One call of an offered tool; every failure a typed result."""
         connection = self.connections.get(server)
         if connection is None or connection.closed.is_set():

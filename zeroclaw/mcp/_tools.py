@@ -8,7 +8,6 @@ import functools
 import json
 from collections.abc import Awaitable, Callable, Collection, Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
 import msgspec
 
@@ -28,7 +27,7 @@ class ListedTool:
 
     name: str
     description: str
-    input_schema: dict[str, Any]
+    input_schema: dict[str, object]
     read_only: bool  # the server's readOnlyHint annotation
 
     def seen(self) -> McpToolSeen:
@@ -68,14 +67,14 @@ def render_result(texts: Iterable[str], structured: object, max_bytes: int) -> t
 class McpArgs(msgspec.Struct, frozen=True):
     """A call's arguments: the object the model sent, checked by the server."""
 
-    arguments: dict[str, Any]
+    arguments: dict[str, object]
 
 
 # Calls one tool of one server: (server, tool, arguments) -> result (the host's call).
-CallTool = Callable[[str, str, dict[str, Any]], Awaitable[ToolResult]]
+CallTool = Callable[[str, str, dict[str, object]], Awaitable[ToolResult]]
 
 
-def _object_schema(schema: dict[str, Any]) -> dict[str, Any]:
+def _object_schema(schema: dict[str, object]) -> dict[str, object]:
     """Providers want an object schema: a server's that is not one is wrapped as one."""
     if schema.get("type") == "object":
         return schema
@@ -89,7 +88,7 @@ class McpTool(Tool[McpArgs]):
 
     server: str = ""
     tool: str = ""
-    parameters: dict[str, Any] = field(default_factory=dict)
+    parameters: dict[str, object] = field(default_factory=dict)
     read_only: bool = False
 
     @functools.cached_property

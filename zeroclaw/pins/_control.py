@@ -8,9 +8,9 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..control import (
-    CommandHandler,
     CommandTable,
     Exchange,
+    HandlerEntry,
     McpList,
     McpListReply,
     McpServerDetail,
@@ -20,7 +20,6 @@ from ..control import (
     McpTrust,
     McpTrustReply,
     Reply,
-    Request,
     error_reply,
 )
 from ._service import PinService, PinsUnavailable, UnknownServer
@@ -82,7 +81,7 @@ class McpTrustCommand:
         return Reply(ok=True, data=McpTrustReply(done.trusted, done.already))
 
 
-def pin_handlers(pins: PinService) -> Iterator[tuple[type[Request[Any]], CommandHandler[Any]]]:
+def pin_handlers(pins: PinService) -> Iterator[HandlerEntry]:
     yield McpList, McpListCommand(pins)
     yield McpShow, McpShowCommand(pins)
     yield McpTools, McpToolsCommand(pins)

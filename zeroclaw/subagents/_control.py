@@ -15,13 +15,13 @@ from typing import Any
 import msgspec
 
 from ..control import (
-    CommandHandler,
     CommandTable,
     ControlErrorCode,
     Dispatch,
     DispatchRefusal,
     DispatchReply,
     Exchange,
+    HandlerEntry,
     InvocationCancel,
     InvocationEvents,
     InvocationEventsReply,
@@ -31,7 +31,6 @@ from ..control import (
     InvocationsReply,
     RefusedBundle,
     Reply,
-    Request,
     RevisionInfo,
     RevisionsReply,
     SubagentDetail,
@@ -277,7 +276,7 @@ class InvocationEventsCommand:
         return Reply(ok=True, data=self._reply(invocation_id, [], end))
 
 
-def subagent_handlers(api: SubagentsApi) -> list[tuple[type[Request[Any]], CommandHandler[Any]]]:
+def subagent_handlers(api: SubagentsApi) -> list[HandlerEntry]:
     """Every sub-agent control command with its handler (control.SUBAGENT_REQUEST_TYPES)."""
     return [
         (SubagentsList, SubagentsListCommand(api)),
