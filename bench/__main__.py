@@ -15,6 +15,7 @@ from . import (
     bench_cli,
     bench_config,
     bench_discovery,
+    bench_mcp,
     bench_memory,
     bench_router,
     bench_scale,
@@ -32,6 +33,7 @@ SUITES = {
     "subagents": bench_subagents.run,
     "channels": bench_channels.run,
     "discovery": bench_discovery.run,
+    "mcp": bench_mcp.run,
     "cli": bench_cli.run,
     "scale": bench_scale.run,
 }

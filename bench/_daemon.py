@@ -10,8 +10,10 @@ import subprocess
 import sys
 import tempfile
 import time
+import tomllib
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 import tomli_w
 
@@ -130,8 +132,10 @@ class ReadyDaemon:
         webhook_port: int | None = None,
         webhook_secret: str | None = None,
         provider: str = "offline",
+        edit: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
-        """`subagents`, if given, fills `<root>/subagents` with bundles before the start and
+        """`edit`, if given, changes the written config document before the start.
+        `subagents`, if given, fills `<root>/subagents` with bundles before the start and
         the config points `[subagents] dir` there. `webhook_port` adds the webhook channel
         (see `write_bench_config`); `webhook_secret` is its signing secret, passed to the
         daemon in $HOOK_SECRET. READY=1 does not wait for the listener: poll its /readyz.
@@ -150,6 +154,10 @@ class ReadyDaemon:
             webhook_port=webhook_port,
             provider=provider,
         )
+        if edit is not None:
+            doc = tomllib.loads(self.config_path.read_text())
+            edit(doc)
+            self.config_path.write_text(tomli_w.dumps(doc))
         self.runtime_dir = self.root / "r"
         notify = self.root / "n.sock"
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
