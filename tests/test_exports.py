@@ -110,6 +110,7 @@ PUBLIC: dict[str, list[str]] = {
         "origin_namespace",
         "refusal",
         "sender_grant",
+        "serve_op",
         "session_key",
         "session_owner",
     ],

@@ -48,6 +48,7 @@ from ._wire import (
     decode_from_router,
     encode,
     refusal,
+    serve_op,
 )
 from ._zsocket import SocketOwner
 
@@ -144,6 +145,7 @@ __all__ = [
     "origin_namespace",
     "refusal",
     "sender_grant",
+    "serve_op",
     "session_key",
     "session_owner",
 ]

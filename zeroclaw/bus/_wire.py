@@ -13,7 +13,9 @@ kind or op names, relayed by the router undecoded and decoded by whoever receive
 
 from __future__ import annotations
 
-from typing import Any, Literal, NamedTuple, get_args
+import logging
+from collections.abc import Awaitable
+from typing import Any, Literal, NamedTuple, TypeVar, get_args
 
 import msgspec
 
@@ -25,7 +27,7 @@ from .._decode import (
     could_nest_deeper,
     decode_msgpack,
 )
-from .._ops import BodyError, Nothing, decode_body, encode_body
+from .._ops import BodyError, Nothing, OpTable, decode_body, encode_body
 from .._refusals import REFUSAL_CODES as REFUSAL_CODES  # the bus modules name them here
 from .._refusals import RefusalCode as RefusalCode
 
@@ -342,3 +344,27 @@ def answer(request: Request, body: msgspec.Struct) -> Response:
 def refusal(request: Request, code: str, detail: str = "") -> Response:
     """A service's refusal of `request`: a code of the op's family."""
     return Response(id=request.id, ok=False, error=code, detail=detail)
+
+
+C = TypeVar("C")
+
+
+async def serve_op(
+    table: OpTable[C, Awaitable[Response]],
+    ctx: C,
+    request: Request,
+    *,
+    log: logging.Logger,
+    service: str,
+    sender: str,
+) -> Response:
+    """A daemon bus service's answer to `request`: its table's handler for the op. A body
+    that does not decode is `bad_request`; a handler's unexpected failure is this request's
+    `internal_error`, logged, never the router's (whose nursery runs it)."""
+    try:
+        return await table.run(ctx, request.op, request.body)
+    except BodyError as exc:
+        return refusal(request, "bad_request", exc.detail)
+    except Exception as exc:
+        log.exception("%s failed a request of %s", service, sender)
+        return refusal(request, "internal_error", repr(exc))

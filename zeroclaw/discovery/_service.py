@@ -21,9 +21,9 @@ from typing import Protocol
 
 import trio
 
-from .._ops import BodyError, OpTable
+from .._ops import OpTable
 from .._process import ProcessOutcome
-from ..bus import Request, Response, answer, refusal
+from ..bus import Request, Response, answer, refusal, serve_op
 from ..config import Config, daemon_paths, effective_risk_policy, subagents_dir
 from ..control import DiscoveryStatus
 from ..events import DiscoveryCompleted, EventSink, RegistrationDecided
@@ -228,13 +228,9 @@ class DiscoveryService:
 
     async def serve(self, sender: str, request: Request) -> Response:
         """`ADAPTER_SERVICE` requests; `sender` is the router's identity of the agent."""
-        try:
-            return await _TABLE.run((self, sender, request), request.op, request.body)
-        except BodyError as exc:
-            return _error(request, "bad_request", exc.detail)
-        except Exception as exc:  # this request's failure, never the router's
-            log.exception("adapter service failed a request of %s", sender)
-            return _error(request, "internal_error", repr(exc))
+        return await serve_op(
+            _TABLE, (self, sender, request), request, log=log, service="adapters", sender=sender
+        )
 
     async def _admit_op(self, sender: str, request: Request, call: AdapterCall) -> Response:
         verdict = self._admit(sender, call.adapter, call.capability)

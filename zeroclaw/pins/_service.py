@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 import trio
 
-from .._ops import BodyError, Nothing, OpTable
-from ..bus import Request, Response, answer, refusal
+from .._ops import Nothing, OpTable
+from ..bus import Request, Response, answer, refusal, serve_op
 from ..config import Config
 from ..control import McpServerInfo, McpServerLive, McpStatus, McpToolPin
 from ..events import EventSink, McpSchemaChanged, McpServerChanged, McpToolTrusted
@@ -112,13 +112,9 @@ class PinService:
 
     async def serve(self, sender: str, request: Request) -> Response:
         """`MCP_SERVICE` requests; `sender` is the router's identity of the agent."""
-        try:
-            return await _TABLE.run((self, sender, request), request.op, request.body)
-        except BodyError as exc:
-            return refusal(request, "bad_request", exc.detail)
-        except Exception as exc:  # this request's failure, never the router's
-            log.exception("the MCP pin service failed a request of %s", sender)
-            return refusal(request, "internal_error", repr(exc))
+        return await serve_op(
+            _TABLE, (self, sender, request), request, log=log, service="MCP pins", sender=sender
+        )
 
     def _refused(self, sender: str, server: str) -> str | None:
         """Why `sender` may not speak of `server`, or None."""

@@ -32,9 +32,9 @@ import msgspec
 import trio
 from jsonschema.exceptions import best_match
 
-from .._ops import BodyError, OpTable
+from .._ops import OpTable
 from .._schema_check import Invalid, Outcome, OutOfBound, Unusable, Valid
-from ..bus import Origin, Request, Response, answer, refusal
+from ..bus import Origin, Request, Response, answer, refusal, serve_op
 from ..conversations import ServiceEvent, Turn, TurnService
 from ..events import EventSink, InvocationFinished
 from ..turns import (
@@ -754,17 +754,9 @@ class DispatchService:
     async def serve(self, sender: str, request: Request) -> Response:
         """`SUBAGENT_SERVICE` requests from an agent; `sender` is the router's identity. A
         failure here is this request's, never the router's (whose nursery runs it)."""
-        try:
-            return await self._serve(sender, request)
-        except Exception as exc:
-            log.exception("sub-agent service failed a request of %s", sender)
-            return Response(id=request.id, ok=False, error="internal_error", detail=repr(exc))
-
-    async def _serve(self, sender: str, request: Request) -> Response:
-        try:
-            return await _TABLE.run((self, sender, request), request.op, request.body)
-        except BodyError as exc:
-            return refusal(request, "bad_request", exc.detail)
+        return await serve_op(
+            _TABLE, (self, sender, request), request, log=log, service="sub-agents", sender=sender
+        )
 
     async def _catalog(self, sender: str, request: Request, call: CatalogCall) -> Response:
         entries = [
