@@ -115,6 +115,7 @@ async def _sdk_calls(samples: list[float]) -> None:
         ClientSession(read, write) as session,
     ):
         await session.initialize()
+        await session.list_tools()  # as the agent does: the SDK then checks outputSchema
         for i in range(TURNS + BLOCK):
             started = time.perf_counter()
             await session.call_tool("get_current_time", {"timezone": "UTC"})
