@@ -49,7 +49,6 @@ from ._tools import ListedTool, render_result
 
 log = logging.getLogger("zeroclaw.mcp")
 
-EXIT_SEEN_SECS = 1.0  # after a server's EOF, how long its exit status is waited for
 MAX_GARBAGE = 16  # lines that are not JSON-RPC a server may print before it is dropped
 STDERR_LOG_BYTES = 16 * 1024  # of a server's stderr, per start, into the agent's log
 STOP_GRACE_SECS = 2.0  # after its stdin closed, before the group is killed
@@ -327,10 +326,6 @@ async def _session(launch: Launch, child: Child) -> AsyncIterator[Connection]:
                     return
         except (trio.ClosedResourceError, trio.BrokenResourceError, OSError):
             pass
-        # A server that exits closes its output first: wait a moment for the exit, so the
-        # error says its status (a server may also close its output and live on).
-        with trio.move_on_after(EXIT_SEEN_SECS):
-            await child.wait()
         close("the server closed its output")
 
     async def write_stdin() -> None:
