@@ -302,15 +302,31 @@ def endpoint_of(url: str) -> str:
     return f"{parts.host}:{port}"
 
 
+def _errno_of(exc: BaseException) -> int | None:
+    """The first errno in what caused `exc`: httpx wraps the OSError of each address it
+    tried (trio's happy eyeballs group them) in errors of its own that have none."""
+    pending: list[BaseException] = [exc]
+    seen: set[int] = set()
+    while pending:
+        current = pending.pop(0)
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, OSError) and current.errno is not None:
+            return current.errno
+        if isinstance(current, BaseExceptionGroup):
+            pending.extend(current.exceptions)
+        pending.extend(e for e in (current.__cause__, current.__context__) if e is not None)
+    return None
+
+
 def _unreachable(launch: HttpLaunch, exc: BaseException) -> McpFailure:
     """A transport's failure to reach the server, as `mcp_unavailable`; the errno when the
     kernel (a Landlock TCP rule: EACCES) or the peer (ECONNREFUSED) said no."""
     where = endpoint_of(launch.url)
-    cause: BaseException | None = exc
-    while cause is not None and not isinstance(cause, OSError):
-        cause = cause.__cause__ or cause.__context__
-    if isinstance(cause, OSError) and cause.errno is not None:
-        reason = f"{os.strerror(cause.errno)} ({errno.errorcode.get(cause.errno, cause.errno)})"
+    cause = _errno_of(exc)
+    if cause is not None:
+        reason = f"{os.strerror(cause)} ({errno.errorcode.get(cause, cause)})"
     else:
         reason = type(exc).__name__ + (f": {exc}" if str(exc) else "")
     return McpFailure("mcp_unavailable", f"{launch.name}: cannot reach {where}: {reason}"[:300])
