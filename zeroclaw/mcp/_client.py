@@ -64,6 +64,7 @@ log = logging.getLogger("zeroclaw.mcp")
 MAX_GARBAGE = 16  # lines that are not JSON-RPC a server may print before it is dropped
 STDERR_LOG_BYTES = 16 * 1024  # of a server's stderr, per start, into the agent's log
 STOP_GRACE_SECS = 2.0  # after its stdin closed, before the group is killed
+EXIT_STATUS_WAIT_SECS = 0.5  # after EOF on its stdout, for the reason to carry its status
 _READ = 65536
 
 
@@ -464,6 +465,10 @@ async def _session(launch: Launch, child: Child) -> AsyncIterator[Connection]:
                     return
         except (trio.ClosedResourceError, trio.BrokenResourceError, OSError):
             pass
+        # Its output ends most often because it exited: a moment for its exit status, so
+        # the reason says it (`gone`).
+        with trio.move_on_after(EXIT_STATUS_WAIT_SECS):
+            await child.wait()
         close("the server closed its output")
 
     async def write_stdin() -> None:
