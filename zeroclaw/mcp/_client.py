@@ -204,6 +204,10 @@ def _typed(launch: Launch | HttpLaunch, what: str, gone: Callable[[], str]) -> I
             raise McpFailure("mcp_timeout", f"{launch.name}: {what} timed out") from None
         if exc.code == types.CONNECTION_CLOSED:
             raise McpFailure("mcp_unavailable", f"{launch.name}: {gone()}") from None
+        if exc.code == types.PARSE_ERROR and TOO_LARGE in exc.message:
+            raise McpFailure(
+                "mcp_result_too_large", f"{launch.name}: {what}: {TOO_LARGE} {launch.max_line}"
+            ) from None
         raise McpFailure("mcp_tool_error", f"{launch.name}: {exc.message}"[:500]) from None
     except (anyio.ClosedResourceError, anyio.BrokenResourceError):
         raise McpFailure("mcp_unavailable", f"{launch.name}: {gone()}") from None
@@ -350,6 +354,60 @@ def _http_failure(
     return leaf if isinstance(leaf, McpFailure) else _unreachable(launch, leaf)
 
 
+TOO_LARGE = "a response over"  # how a JSON response cut short by `BoundedTransport` reads
+
+
+class ResponseTooLarge(httpx2.StreamError):
+    """A JSON response (not an event stream) over the bound: the SDK answers its request
+    with a parse error carrying this text, which `_typed` reads as mcp_result_too_large."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"{TOO_LARGE} {limit} bytes")
+
+
+class _BoundedStream(httpx2.AsyncByteStream):
+    def __init__(self, stream: httpx2.AsyncByteStream, limit: int) -> None:
+        self._stream = stream
+        self._limit = limit
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        total = 0
+        async for chunk in self._stream:
+            total += len(chunk)
+            if total > self._limit:
+                raise ResponseTooLarge(self._limit)
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+
+class BoundedTransport(httpx2.AsyncBaseTransport):
+    """`inner`, with every response body that is not an event stream bounded by `limit`
+    bytes, as a stdio server's lines are (the SDK bounds each event of a stream itself)."""
+
+    def __init__(self, inner: httpx2.AsyncBaseTransport, limit: int) -> None:
+        self._inner = inner
+        self._limit = limit
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        response = await self._inner.handle_async_request(request)
+        kind = response.headers.get("content-type", "").lower()
+        if kind.startswith("text/event-stream") or not isinstance(
+            response.stream, httpx2.AsyncByteStream
+        ):
+            return response
+        return httpx2.Response(
+            response.status_code,
+            headers=response.headers,
+            stream=_BoundedStream(response.stream, self._limit),
+            extensions=response.extensions,
+        )
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
 @contextlib.asynccontextmanager
 async def connect_http(launch: HttpLaunch) -> AsyncIterator[Connection]:
     """Open a session with a streamable-HTTP server, initialize it, and yield the
@@ -369,7 +427,12 @@ async def connect_http(launch: HttpLaunch) -> AsyncIterator[Connection]:
     try:
         async with (
             httpx2.AsyncClient(
-                headers=dict(launch.headers), timeout=limits, trust_env=False
+                headers=dict(launch.headers),
+                timeout=limits,
+                trust_env=False,
+                transport=BoundedTransport(
+                    httpx2.AsyncHTTPTransport(trust_env=False), launch.max_line
+                ),
             ) as client,
             streamable_http_client(
                 launch.url, http_client=client, max_sse_event_size=launch.max_line
