@@ -18,7 +18,21 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-install: $(STAMP)
+# The npm MCP server the tests start for the protocol's corners (issue 26), project-local in
+# $(VENV)/npm; without node/npm it is skipped (its tests skip, saying so).
+SERVER_EVERYTHING = @modelcontextprotocol/server-everything@2026.8.31
+NPM_STAMP = $(VENV)/npm/.installed-stamp
+
+$(NPM_STAMP): Makefile | $(BIN)/python
+	@if command -v npm >/dev/null 2>&1 && command -v node >/dev/null 2>&1; then \
+		mkdir -p $(VENV)/npm && \
+		npm install --prefix $(VENV)/npm --no-audit --no-fund --no-save --loglevel=error \
+			$(SERVER_EVERYTHING) && touch $@; \
+	else \
+		echo "node/npm not found: $(SERVER_EVERYTHING) not installed (its MCP tests skip)"; \
+	fi
+
+install: $(STAMP) $(NPM_STAMP)
 
 run: install etc/env
 	set -a && . ./etc/env && set +a && exec $(BIN)/zeroclaw --config $(CONFIG) daemon

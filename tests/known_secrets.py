@@ -15,8 +15,16 @@ OPENAI_KEY = "sk-zc-test-openai-key-2b8d05"  # the fake OpenAI-compatible server
 HOOK_SECRET = "zc-test-webhook-signing-secret-9a3f"  # a webhook channel's secret_env value
 UNBOUND_SECRET = "zc-test-secret-bound-to-nobody-51d2"  # in the daemon's env, for no agent
 METRICS_TOKEN = "zc-test-metrics-bearer-token-e60b"  # the metrics_token_env value
+MCP_HEADER = "Bearer zc-test-mcp-header-value-3e7a"  # an HTTP MCP server's headers_env value
 
-TEST_SECRETS = (PROVIDER_KEY, OPENAI_KEY, HOOK_SECRET, UNBOUND_SECRET, METRICS_TOKEN)
+TEST_SECRETS = (
+    PROVIDER_KEY,
+    OPENAI_KEY,
+    HOOK_SECRET,
+    UNBOUND_SECRET,
+    METRICS_TOKEN,
+    MCP_HEADER,
+)
 
 
 def secrets_in(text: str, secrets: tuple[str, ...] = TEST_SECRETS) -> list[str]:

@@ -1,24 +1,30 @@
 """An MCP tool through a real daemon: the agent starts `mcp-server-time` inside its sandbox,
-offers its allowed tool, and a chat turn calls it. The daemon may have no pin service yet
-(it refuses MCP_PIN unknown_service): then nothing is withheld."""
+offers its allowed tool, and a chat turn calls it; an agent whose profile allows the
+endpoint reaches server-everything over streamable HTTP. The daemon may have no pin service
+yet (it refuses MCP_PIN unknown_service): then nothing is withheld."""
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import PATIENCE
+from tests.conftest import PATIENCE, REPO
+from tests.known_secrets import MCP_HEADER
 from tests.supervisor.harness import agent_entry, make_config
 
 TIME_SERVER = shutil.which("mcp-server-time", path=str(Path(sys.executable).parent))
 
-pytestmark = pytest.mark.skipif(TIME_SERVER is None, reason="mcp-server-time is not installed")
+EVERYTHING = REPO / ".venv" / "npm" / "node_modules" / ".bin" / "mcp-server-everything"
+needs_time = pytest.mark.skipif(TIME_SERVER is None, reason="mcp-server-time is not installed")
 
 
+@needs_time
 def test_a_chat_turn_calls_an_mcp_tool_of_the_agents_server(root: Path, daemons) -> None:  # type: ignore[no-untyped-def]
     doc = make_config(root, {"alpha": agent_entry(mcp=["time", "dies", "hangs"])})
     doc["mcp_servers"] = {
@@ -60,6 +66,7 @@ def test_a_chat_turn_calls_an_mcp_tool_of_the_agents_server(root: Path, daemons)
     assert "no answer to initialize" in log and "exit status 3" in log
 
 
+@needs_time
 def test_the_kernel_confines_an_mcp_server_the_daemons_agent_starts(root: Path, daemons) -> None:  # type: ignore[no-untyped-def]
     from zeroclaw.policy import abi_version
 
@@ -99,3 +106,47 @@ def test_the_kernel_confines_an_mcp_server_the_daemons_agent_starts(root: Path, 
     assert not outside.exists()
     assert call("read", daemon.config_path)["reply"] == "refused: EACCES"  # the daemon's
     assert call("read", "inside.txt")["reply"] == "pwned"
+
+
+@pytest.mark.skipif(
+    shutil.which("node") is None or not EVERYTHING.exists(),
+    reason="node or server-everything (make install) is missing",
+)
+def test_the_daemons_agent_reaches_an_http_server_its_profile_allows(root: Path, daemons) -> None:  # type: ignore[no-untyped-def]
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    server = subprocess.Popen(
+        [str(EVERYTHING), "streamableHttp"],
+        env={"PATH": os.environ["PATH"], "PORT": str(port), "HOME": str(root)},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        assert server.stderr is not None
+        assert "listening on port" in server.stderr.readline().decode()
+        doc = make_config(root, {"alpha": agent_entry(mcp=["ev"])})
+        doc["risk_profiles"]["sup"]["allowed_endpoints"] = [f"127.0.0.1:{port}"]
+        doc["mcp_servers"] = {
+            "ev": {
+                "url": f"http://127.0.0.1:{port}/mcp",
+                "headers_env": {"Authorization": "MCP_AUTH"},
+                "tools": ["echo"],
+            }
+        }
+        # The header's value is a known secret: the fixture fails if any log holds it.
+        daemon = daemons(doc, faults=False).start(MCP_AUTH=MCP_HEADER)
+        message = 'mcp ev echo {"message": "over http"}'
+        result = daemon.cli("--agent", "alpha", "chat", "-m", message, "--json", timeout=PATIENCE)
+        assert result.returncode == 0, result.stderr + daemon.log()
+        turn = json.loads(result.stdout)
+        assert turn["tool_calls"][0]["ok"] is True, turn
+        assert "over http" in turn["reply"]
+    finally:
+        server.kill()
+        server.wait()
+        if server.stderr is not None:
+            server.stderr.close()

@@ -1,12 +1,14 @@
 """The agent's MCP host against real servers started inside the sandbox: the registry's
 `mcp-server-time`, and a hostile server of ours (tests/mcp/hostile_server.py) that hangs,
 floods, speaks garbage, exits at once, changes its schema and tries the kernel. Each gives
-its typed error and the host keeps serving the other servers."""
+its typed error and the host keeps serving the other servers. (HTTP servers against the
+registry's server-everything: tests/mcp/test_everything.py.)"""
 
 from __future__ import annotations
 
 import os
 import shutil
+import socket
 import sys
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -349,12 +351,21 @@ async def test_the_servers_stop_with_the_host(box: Box) -> None:
         os.kill(pid, 0)
 
 
-async def test_an_http_server_fails_at_once_until_http_is_supported(box: Box) -> None:
-    http = McpServerSpec(name="web", transport="http", url="http://127.0.0.1:9/mcp")
-    async with hosting(box, [http]) as (host, daemon, _):
-        failed = await daemon.wait_for("web", "failed")
-        assert "not supported" in failed.detail
-        assert (await host.call("web", "x", {})).error_code == "mcp_unavailable"
+async def test_an_http_server_that_is_not_listening_is_unavailable_and_retried(
+    box: Box,
+) -> None:
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    down = McpServerSpec(
+        name="down", transport="http", url=f"http://127.0.0.1:{port}/mcp", tools=("x",)
+    )
+    async with hosting(box, [down]) as (host, daemon, _):
+        state = await daemon.wait_for("down", "restarting")
+        assert state.detail.startswith(f"mcp_unavailable: down: cannot reach 127.0.0.1:{port}")
+        assert "ECONNREFUSED" in state.detail, state
+        assert (await daemon.wait_for("down", "failed")).restarts == 2  # with backoff
+        assert (await host.call("down", "x", {})).error_code == "mcp_unavailable"
 
 
 @pytest.mark.skipif(

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from zeroclaw.mcp import installation_paths, server_environment
+from zeroclaw.mcp._launch import http_headers
 from zeroclaw.policy import program_executables
 
 VENV_CFG = "home = /srv/py/3.12/bin\ninclude-system-site-packages = false\n"
@@ -33,6 +34,35 @@ def test_an_interpreter_outside_the_system_paths_gives_its_prefix_lib() -> None:
         read=reader({}),
     )
     assert found == ("/home/u/.nvm/v22/lib",)
+
+
+def test_an_npm_package_reads_its_outermost_node_modules() -> None:
+    """`npm install --prefix P` links P/node_modules/.bin/NAME to the package's script; its
+    dependencies sit beside the package, hoisted into the same node_modules."""
+    script = "/home/u/npm/node_modules/@mcp/server-everything/dist/index.js"
+    found = installation_paths(
+        "/home/u/npm/node_modules/.bin/mcp-server-everything",
+        [script, "/usr/bin/env", "/usr/bin/node"],
+        read=reader({}),
+    )
+    assert found == ("/home/u/npm/node_modules",)
+    # a global install: the link is in <prefix>/bin, the package in <prefix>/lib/node_modules
+    found = installation_paths(
+        "/home/u/node/bin/mcp-server-x",
+        [
+            "/home/u/node/lib/node_modules/mcp-server-x/node_modules/dep/cli.js",
+            "/home/u/node/bin/node",
+        ],
+        read=reader({}),
+    )
+    assert found == ("/home/u/node/lib/node_modules", "/home/u/node/lib")
+
+
+def test_http_headers_come_from_the_agents_environment_by_name() -> None:
+    agent_env = {"MCP_AUTH": "Bearer s3cret", "OTHER": "x"}
+    headers, missing = http_headers({"Authorization": "MCP_AUTH", "X-Key": "NOPE"}, agent_env)
+    assert headers == {"Authorization": "Bearer s3cret"} and missing == ("NOPE",)
+    assert http_headers({}, agent_env) == ({}, ())
 
 
 def test_what_the_system_paths_already_give_is_not_listed() -> None:

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
 
 from zeroclaw.mcp import ListedTool, McpTool, offered_tools, render_result
 from zeroclaw.mcp._tools import mcp_tool
@@ -47,6 +51,41 @@ def test_a_result_is_its_texts_then_its_structured_content_as_json() -> None:
     assert render_result(["a", "b"], {"k": [1, 2]}, 100) == ('a\nb\n{"k":[1,2]}', False)
     assert render_result(["a"], None, 100) == ("a", False)
     assert render_result(["é" * 60], None, 100) == ("é" * 60, True)  # bytes, not characters
+
+
+def test_a_text_that_restates_the_structured_content_is_read_once() -> None:
+    weather = {"temperature": 36, "conditions": "drizzle", "humidity": 82}
+    # server-everything's get-structured-content: the same object as text, and structured
+    restated = '{"temperature":36,"conditions":"drizzle","humidity":82}'
+    assert render_result([restated], weather, 1000) == (restated, False)
+    # other spacing or key order restates it too; a text that says more stays
+    spaced = '{ "humidity": 82, "temperature": 36,\n "conditions": "drizzle" }'
+    assert render_result(["Chicago:", spaced], weather, 1000) == (f"Chicago:\n{restated}", False)
+    other = '{"temperature": 37}'
+    assert render_result([other], weather, 1000)[0] == f"{other}\n{restated}"
+    assert render_result(["[1, 2]"], [1, 2], 100) == ("[1,2]", False)
+    assert render_result(["{not json"], {}, 100) == ("{not json\n{}", False)
+
+
+@given(
+    structured=st.dictionaries(
+        st.text(max_size=5),
+        st.one_of(st.integers(), st.text(max_size=5), st.booleans(), st.none()),
+        max_size=4,
+    ),
+    texts=st.lists(st.text(max_size=8), max_size=3),
+    indent=st.sampled_from([None, 1, 2]),
+)
+def test_the_structured_content_is_never_returned_twice(
+    structured: dict[str, object], texts: list[str], indent: int | None
+) -> None:
+    compact = json.dumps(structured, separators=(",", ":"), ensure_ascii=False)
+    again = json.dumps(structured, indent=indent, sort_keys=True)
+    out, _ = render_result([*texts, again], structured, 1 << 20)
+    assert out.endswith(compact)
+    kept = [t for t in texts if t.lstrip()[:1] not in ("{", "[")]
+    assert out == "\n".join([*kept, compact]) or len(kept) < len(texts)
+    assert out.split("\n").count(compact) == 1 + texts.count(compact)
 
 
 async def _call(server: str, tool: str, arguments: dict[str, Any]) -> ToolResult:

@@ -1,5 +1,6 @@
-"""The MCP SDK's `ClientSession` over a stdio transport of ours: the only module that
-imports the SDK (`mcp`), and only an agent that uses a server imports it.
+"""The MCP SDK's `ClientSession` over a stdio transport of ours, or over the SDK's
+streamable HTTP client (`connect_http`): the only module that imports the SDK (`mcp`), and
+only an agent that uses a server imports it.
 
 The server is the agent's child exactly as a shell command is (`zeroclaw._process`): forked
 on the trio thread with a death signal tied to the agent, its own session and process
@@ -10,11 +11,20 @@ newline-delimited JSON-RPC, each line bounded (`max_line`): a longer line, or mo
 `MAX_GARBAGE` lines that are not JSON-RPC, ends the connection (`mcp_unavailable`); a
 server that says nothing to `initialize` within its timeout is `mcp_timeout`. Its stderr
 goes to the agent's log, at most `STDERR_LOG_BYTES` of it, the rest drained and dropped.
+
+An HTTP server is reached by the agent process itself, whose Landlock TCP rules admit only
+the ports of its provider and of its HTTP servers (each in its profile's
+`allowed_endpoints`, which the config rules checked): the client uses no proxy and no
+netrc of the environment (`trust_env=False`), follows redirects only within the endpoint's
+origin (the SDK's rule), sends the headers `headers_env` names with the agent's values (never
+logged), and bounds each SSE event by `max_line`. A connect the kernel or the server refuses,
+or a connection that breaks, is `mcp_unavailable`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import logging
 import os
@@ -26,9 +36,11 @@ from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass
 
 import anyio
+import httpx2
 import mcp_types as types
 import trio
 from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 
@@ -52,6 +64,7 @@ log = logging.getLogger("zeroclaw.mcp")
 MAX_GARBAGE = 16  # lines that are not JSON-RPC a server may print before it is dropped
 STDERR_LOG_BYTES = 16 * 1024  # of a server's stderr, per start, into the agent's log
 STOP_GRACE_SECS = 2.0  # after its stdin closed, before the group is killed
+EXIT_STATUS_WAIT_SECS = 0.5  # after EOF on its stdout, for the reason to carry its status
 _READ = 65536
 
 
@@ -66,7 +79,7 @@ class McpFailure(Exception):
 
 @dataclass(frozen=True)
 class Launch:
-    """How to start one server for one agent. `tracker`: the agent's orphan reaper."""
+    """How to start one stdio server for one agent. `tracker`: the agent's orphan reaper."""
 
     name: str
     command: str
@@ -89,6 +102,22 @@ class Launch:
         return max(4 * self.max_result_bytes, 1024 * 1024)
 
 
+@dataclass(frozen=True)
+class HttpLaunch:
+    """How to reach one streamable-HTTP server. `headers`: the values already read from the
+    agent's environment (`http_headers`)."""
+
+    name: str
+    url: str
+    headers: Mapping[str, str]
+    timeout_secs: float
+    max_result_bytes: int
+
+    @property
+    def max_line(self) -> int:
+        return max(4 * self.max_result_bytes, 1024 * 1024)
+
+
 def _child_setup(parent_pid: int, ruleset: int | None) -> None:
     """Between fork and exec, as a shell command's: die with the agent, then confine."""
     set_death_signal(parent_pid)
@@ -97,23 +126,25 @@ def _child_setup(parent_pid: int, ruleset: int | None) -> None:
 
 
 class Connection:
-    """One running server and its initialized session."""
+    """One running server and its initialized session; `child` is None for an HTTP one."""
 
-    def __init__(self, launch: Launch, child: Child, session: ClientSession) -> None:
+    def __init__(
+        self, launch: Launch | HttpLaunch, child: Child | None, session: ClientSession
+    ) -> None:
         self.launch = launch
         self.child = child
         self.session = session
         self.tools_changed = trio.Event()
         self.closed = trio.Event()
-        self.why = "the server closed its output"
+        self.why = "the server closed its output" if child is not None else "the connection ended"
 
     @property
-    def pid(self) -> int:
-        return self.child.pid
+    def pid(self) -> int | None:
+        return None if self.child is None else self.child.pid
 
     def gone(self) -> str:
         """Why the connection ended, with the exit status once the server exited."""
-        status = self.child.returncode
+        status = None if self.child is None else self.child.returncode
         return self.why if status is None else f"{self.why} (exit status {status})"
 
     async def list_tools(self) -> tuple[ListedTool, ...]:
@@ -143,15 +174,23 @@ class Connection:
         """(is_error, text, too_large) of one call; McpFailure when no answer came."""
         timeout = self.launch.timeout_secs
         with _typed(self.launch, f"tools/call {name}", self.gone), trio.fail_after(timeout):
-            result = await self.session.call_tool(name, arguments, read_timeout_seconds=timeout)
+            result = await self.session.call_tool(
+                name, arguments, read_timeout_seconds=timeout, progress_callback=_progress
+            )
         texts = [c.text for c in result.content if isinstance(c, types.TextContent)]
         structured = None if result.is_error else result.structured_content
         text, too_large = render_result(texts, structured, self.launch.max_result_bytes)
         return bool(result.is_error), text, too_large
 
 
+async def _progress(progress: float, total: float | None, message: str | None) -> None:
+    """A call's progress notifications: asking for them (a progress token) is what makes
+    a server send them; they are tolerated and logged, the call's timeout stays."""
+    log.debug("mcp progress %s/%s %s", progress, total, (message or "")[:120])
+
+
 @contextlib.contextmanager
-def _typed(launch: Launch, what: str, gone: Callable[[], str]) -> Iterator[None]:
+def _typed(launch: Launch | HttpLaunch, what: str, gone: Callable[[], str]) -> Iterator[None]:
     """The SDK's and trio's ways of failing, as our codes; `gone` says why the server's
     connection ended."""
     try:
@@ -165,6 +204,10 @@ def _typed(launch: Launch, what: str, gone: Callable[[], str]) -> Iterator[None]
             raise McpFailure("mcp_timeout", f"{launch.name}: {what} timed out") from None
         if exc.code == types.CONNECTION_CLOSED:
             raise McpFailure("mcp_unavailable", f"{launch.name}: {gone()}") from None
+        if exc.code == types.PARSE_ERROR and TOO_LARGE in exc.message:
+            raise McpFailure(
+                "mcp_result_too_large", f"{launch.name}: {what}: {TOO_LARGE} {launch.max_line}"
+            ) from None
         raise McpFailure("mcp_tool_error", f"{launch.name}: {exc.message}"[:500]) from None
     except (anyio.ClosedResourceError, anyio.BrokenResourceError):
         raise McpFailure("mcp_unavailable", f"{launch.name}: {gone()}") from None
@@ -257,6 +300,165 @@ async def connect(launch: Launch) -> AsyncIterator[Connection]:
             )
 
 
+def endpoint_of(url: str) -> str:
+    """'host:port' of an HTTP server's URL, for messages (never its path or query)."""
+    parts = httpx2.URL(url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    return f"{parts.host}:{port}"
+
+
+def _errno_of(exc: BaseException) -> int | None:
+    """The first errno in what caused `exc`: httpx wraps the OSError of each address it
+    tried (trio's happy eyeballs group them) in errors of its own that have none."""
+    pending: list[BaseException] = [exc]
+    seen: set[int] = set()
+    while pending:
+        current = pending.pop(0)
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, OSError) and current.errno is not None:
+            return current.errno
+        if isinstance(current, BaseExceptionGroup):
+            pending.extend(current.exceptions)
+        pending.extend(e for e in (current.__cause__, current.__context__) if e is not None)
+    return None
+
+
+def _unreachable(launch: HttpLaunch, exc: BaseException) -> McpFailure:
+    """A transport's failure to reach the server, as `mcp_unavailable`; the errno when the
+    kernel (a Landlock TCP rule: EACCES) or the peer (ECONNREFUSED) said no."""
+    where = endpoint_of(launch.url)
+    cause = _errno_of(exc)
+    if cause is not None:
+        reason = f"{os.strerror(cause)} ({errno.errorcode.get(cause, cause)})"
+    else:
+        reason = type(exc).__name__ + (f": {exc}" if str(exc) else "")
+    return McpFailure("mcp_unavailable", f"{launch.name}: cannot reach {where}: {reason}"[:300])
+
+
+def _http_failure(
+    launch: HttpLaunch, group: BaseExceptionGroup[BaseException]
+) -> McpFailure | None:
+    """The McpFailure a transport's group stands for: ours when it holds one, else its
+    first HTTP or OS error as `mcp_unavailable`; None when it holds something else."""
+    failure = _only_failure(group)
+    if failure is not None:
+        return failure
+    matched, rest = group.split((httpx2.HTTPError, OSError, McpFailure))
+    if matched is None or rest is not None:
+        return None
+    leaf: BaseException = matched
+    while isinstance(leaf, BaseExceptionGroup):
+        leaf = leaf.exceptions[0]
+    return leaf if isinstance(leaf, McpFailure) else _unreachable(launch, leaf)
+
+
+TOO_LARGE = "a response over"  # how a JSON response cut short by `BoundedTransport` reads
+
+
+class ResponseTooLarge(httpx2.StreamError):
+    """A JSON response (not an event stream) over the bound: the SDK answers its request
+    with a parse error carrying this text, which `_typed` reads as mcp_result_too_large."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"{TOO_LARGE} {limit} bytes")
+
+
+class _BoundedStream(httpx2.AsyncByteStream):
+    def __init__(self, stream: httpx2.AsyncByteStream, limit: int) -> None:
+        self._stream = stream
+        self._limit = limit
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        total = 0
+        async for chunk in self._stream:
+            total += len(chunk)
+            if total > self._limit:
+                raise ResponseTooLarge(self._limit)
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+
+class BoundedTransport(httpx2.AsyncBaseTransport):
+    """`inner`, with every response body that is not an event stream bounded by `limit`
+    bytes, as a stdio server's lines are (the SDK bounds each event of a stream itself)."""
+
+    def __init__(self, inner: httpx2.AsyncBaseTransport, limit: int) -> None:
+        self._inner = inner
+        self._limit = limit
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        response = await self._inner.handle_async_request(request)
+        kind = response.headers.get("content-type", "").lower()
+        if kind.startswith("text/event-stream") or not isinstance(
+            response.stream, httpx2.AsyncByteStream
+        ):
+            return response
+        return httpx2.Response(
+            response.status_code,
+            headers=response.headers,
+            stream=_BoundedStream(response.stream, self._limit),
+            extensions=response.extensions,
+        )
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+@contextlib.asynccontextmanager
+async def connect_http(launch: HttpLaunch) -> AsyncIterator[Connection]:
+    """Open a session with a streamable-HTTP server, initialize it, and yield the
+    connection; on exit (or cancel) the session is ended (DELETE) and the client closed.
+    McpFailure when it could not be reached or did not initialize, or when the
+    connection broke while it served."""
+    timeout = launch.timeout_secs
+    # The read timeout is ours (each request is bounded by timeout_secs); the server's
+    # stream of notifications may stay quiet for as long as it likes.
+    limits = httpx2.Timeout(timeout, read=None)
+    holder: list[Connection] = []
+
+    async def on_message(message: object) -> None:
+        if isinstance(message, types.ToolListChangedNotification) and holder:
+            holder[0].tools_changed.set()
+
+    try:
+        async with (
+            httpx2.AsyncClient(
+                headers=dict(launch.headers),
+                timeout=limits,
+                trust_env=False,
+                transport=BoundedTransport(
+                    httpx2.AsyncHTTPTransport(trust_env=False), launch.max_line
+                ),
+            ) as client,
+            streamable_http_client(
+                launch.url, http_client=client, max_sse_event_size=launch.max_line
+            ) as (read_stream, write_stream),
+            ClientSession(read_stream, write_stream, message_handler=on_message) as session,
+        ):
+            connection = Connection(launch, None, session)
+            holder.append(connection)
+            try:
+                with _typed(launch, "initialize", connection.gone), trio.fail_after(timeout):
+                    await session.initialize()
+                yield connection
+            finally:
+                connection.closed.set()
+    except BaseExceptionGroup as group:  # the transport's task group wraps what it raised
+        failure = _http_failure(launch, group)
+        if failure is None:
+            raise
+        raise failure from None
+    except (httpx2.HTTPError, OSError) as exc:
+        raise _unreachable(launch, exc) from None
+    finally:
+        if holder:
+            holder[0].closed.set()
+
+
 def _only_failure(group: BaseExceptionGroup[BaseException]) -> McpFailure | None:
     """The group's McpFailure when that is all it holds."""
     matched, rest = group.split(McpFailure)
@@ -326,6 +528,10 @@ async def _session(launch: Launch, child: Child) -> AsyncIterator[Connection]:
                     return
         except (trio.ClosedResourceError, trio.BrokenResourceError, OSError):
             pass
+        # Its output ends most often because it exited: a moment for its exit status, so
+        # the reason says it (`gone`).
+        with trio.move_on_after(EXIT_STATUS_WAIT_SECS):
+            await child.wait()
         close("the server closed its output")
 
     async def write_stdin() -> None:

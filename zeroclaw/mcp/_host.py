@@ -7,7 +7,11 @@ pins again. Each change of a server's state is posted to the daemon (`post_state
 and forget). A daemon without the pin service refuses the call (`CallRefused`, e.g.
 unknown_service): then nothing is withheld and the allowed tools are offered.
 
-The MCP SDK is imported only here, inside `run`, and only when the agent has servers:
+A streamable-HTTP server (`url`) is reached with the headers its `headers_env` names, their
+values from the agent's environment; it has the same lifecycle, backoff, timeouts and typed
+errors as a stdio one.
+
+The MCP SDK is imported only by `_client`, which the host imports when a server starts:
 the daemon and every agent without `mcp` never load it.
 """
 
@@ -15,6 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Protocol
 
 import trio
@@ -24,6 +29,7 @@ from .._process import SpawnTracker
 from ..policy import PathRules
 from ..tools import ToolResult
 from ..turns import McpPinAnswer, McpPinCall, McpServerState
+from ._launch import http_headers
 from ._lifecycle import Action, Exited, Lifecycle, Ready, Report, Sleep, Spawn, Start, Stop, Woke
 from ._tools import MAX_PINNED_TOOLS, ListedTool, McpTool, mcp_tool, offered_tools
 
@@ -53,6 +59,10 @@ class McpServerSpec(Protocol):
     def args(self) -> tuple[str, ...]: ...
     @property
     def env(self) -> tuple[str, ...]: ...
+    @property
+    def url(self) -> str: ...
+    @property
+    def headers_env(self) -> Mapping[str, str]: ...
     @property
     def timeout_secs(self) -> float: ...
     @property
@@ -159,8 +169,7 @@ class McpHost:
             server.name,
             base_secs=self._backoff[0],
             max_secs=self._backoff[1],
-            # An HTTP server cannot be reached yet: failed at once, not retried.
-            max_attempts=self._max_attempts if server.transport == "stdio" else 1,
+            max_attempts=self._max_attempts,
         )
         try:
             actions = life.handle(Start())
@@ -180,28 +189,50 @@ class McpHost:
             self._report(life.handle(Stop()))
             self._settle(server.name)
 
+    def _connect(self, server: McpServerSpec) -> AbstractAsyncContextManager[Connection]:
+        """The connection to one server: its stdio child started, or its URL reached."""
+        from ._client import HttpLaunch, Launch, McpFailure, connect, connect_http
+
+        if server.transport == "http":
+            headers, missing = http_headers(server.headers_env, self._agent_env)
+            if missing:
+                raise McpFailure(
+                    "mcp_unavailable",
+                    f"{server.name}: headers_env names variables the agent does not have: "
+                    + ", ".join(missing),
+                )
+            return connect_http(
+                HttpLaunch(
+                    name=server.name,
+                    url=server.url,
+                    headers=headers,
+                    timeout_secs=server.timeout_secs,
+                    max_result_bytes=server.max_result_bytes,
+                )
+            )
+        return connect(
+            Launch(
+                name=server.name,
+                command=server.command,
+                args=server.args,
+                env_names=server.env,
+                timeout_secs=server.timeout_secs,
+                max_result_bytes=server.max_result_bytes,
+                rules=self._rules(),
+                agent_env=self._agent_env,
+                confine=self._confine,
+                home_root=self._home_root,
+                tracker=self._tracker,
+                commands=self._commands,
+            )
+        )
+
     async def _attempt(self, server: McpServerSpec, life: Lifecycle) -> str:
         """One start of the server, until it ends; why it ended."""
-        if server.transport != "stdio":
-            return "mcp_unavailable: HTTP servers are not supported yet"
-        from ._client import Launch, McpFailure, connect
+        from ._client import McpFailure
 
-        launch = Launch(
-            name=server.name,
-            command=server.command,
-            args=server.args,
-            env_names=server.env,
-            timeout_secs=server.timeout_secs,
-            max_result_bytes=server.max_result_bytes,
-            rules=self._rules(),
-            agent_env=self._agent_env,
-            confine=self._confine,
-            home_root=self._home_root,
-            tracker=self._tracker,
-            commands=self._commands,
-        )
         try:
-            async with connect(launch) as connection:
+            async with self._connect(server) as connection:
                 await self._offer(server, connection)
                 self.connections[server.name] = connection
                 try:

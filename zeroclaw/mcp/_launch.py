@@ -8,7 +8,10 @@ interpreter (a `#!` line, through `env` too) and their loaders execute; the work
 writable only when the agent may write. On top of it the server's installation is
 readable: a Python console script's virtual environment (the directory holding
 `pyvenv.cfg`) and the standard library of the interpreter it was made from, and for any
-interpreter `<prefix>/bin/NAME` its `<prefix>/lib`. The forbidden paths, other workspaces
+interpreter `<prefix>/bin/NAME` its `<prefix>/lib`, and for a program in an npm
+installation (its path, or its real path, in a `node_modules` directory: `npm install
+--prefix P` links `P/node_modules/.bin/NAME` to the package's script) the outermost
+`node_modules`. The forbidden paths, other workspaces
 and the daemon's files stay carved out of those trees as out of every other.
 """
 
@@ -44,6 +47,15 @@ def _venv_home(cfg: str) -> str | None:
     return None
 
 
+def _node_modules(path: str) -> str | None:
+    """The outermost `node_modules` directory `path` lies in (an npm installation: the
+    package and the dependencies npm hoisted beside it), or None."""
+    parts = path.split("/")
+    if "node_modules" not in parts[:-1]:
+        return None
+    return "/".join(parts[: parts.index("node_modules") + 1])
+
+
 def installation_paths(
     program: str,
     executables: Collection[str],
@@ -64,6 +76,10 @@ def installation_paths(
         home = _venv_home(cfg)
         if home is not None:
             found.append(posixpath.join(posixpath.dirname(home.rstrip("/")), "lib"))
+    for candidate in (program, *executables):
+        modules = _node_modules(candidate)
+        if modules is not None:
+            found.append(modules)
     for executable in executables:
         if executable in loaders or executable == program:
             continue
@@ -88,6 +104,17 @@ def server_environment(
     env = shell_environment(agent_env, workspace, home)
     env.update({name: agent_env[name] for name in names if name in agent_env})
     return env
+
+
+def http_headers(
+    headers_env: Mapping[str, str], agent_env: Mapping[str, str]
+) -> tuple[dict[str, str], tuple[str, ...]]:
+    """An HTTP server's request headers (header name -> the value of the variable
+    `headers_env` names, from the agent's environment), and the variables it names that the
+    agent does not have. Values are secrets: nothing here logs them."""
+    headers = {h: agent_env[v] for h, v in headers_env.items() if v in agent_env}
+    missing = tuple(sorted({v for v in headers_env.values() if v not in agent_env}))
+    return headers, missing
 
 
 def server_ruleset(rules: PathRules, program: str, executables: Collection[str], home: str) -> int:

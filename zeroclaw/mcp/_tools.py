@@ -54,11 +54,30 @@ def offered_tools(
     )
 
 
+def _canonical(value: object) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _restates(text: str, structured: str) -> bool:
+    """Whether a text content is the structured content serialised again (servers send
+    it so for clients that read only text), whatever its spacing or key order."""
+    if not text.lstrip().startswith(("{", "[")):
+        return False
+    try:
+        return _canonical(json.loads(text)) == structured
+    except ValueError:
+        return False
+
+
 def render_result(texts: Iterable[str], structured: object, max_bytes: int) -> tuple[str, bool]:
     """A call's result as the model reads it: its text contents joined by newlines, then
-    its structured content as compact JSON; and whether that is over `max_bytes`."""
+    its structured content as compact JSON, and whether that is over `max_bytes`. A text
+    content that only restates the structured content as JSON is left out: the model
+    reads it once."""
     parts = list(texts)
     if structured is not None:
+        canonical = _canonical(structured)
+        parts = [text for text in parts if not _restates(text, canonical)]
         parts.append(json.dumps(structured, separators=(",", ":"), ensure_ascii=False))
     out = "\n".join(parts)
     return out, len(out.encode()) > max_bytes

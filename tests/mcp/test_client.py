@@ -1,0 +1,42 @@
+"""The HTTP client's own parts: a JSON response bounded as a stdio line is, event streams
+left to the SDK's per-event bound; what a refused connect says."""
+
+from __future__ import annotations
+
+import errno
+
+import httpx2
+import pytest
+
+from zeroclaw.mcp._client import BoundedTransport, ResponseTooLarge, _errno_of, endpoint_of
+
+
+def answer(request: httpx2.Request) -> httpx2.Response:
+    kind = "text/event-stream" if request.url.path == "/sse" else "application/json"
+    return httpx2.Response(200, headers={"content-type": kind}, content=b"x" * 5000)
+
+
+async def test_a_json_response_over_the_bound_is_cut_short_and_a_stream_is_not() -> None:
+    transport = BoundedTransport(httpx2.MockTransport(answer), 4096)
+    async with httpx2.AsyncClient(transport=transport) as client:
+        with pytest.raises(ResponseTooLarge, match="a response over 4096 bytes"):
+            await client.get("http://mcp.test/json")
+        assert len((await client.get("http://mcp.test/sse")).content) == 5000
+    roomy = BoundedTransport(httpx2.MockTransport(answer), 5000)
+    async with httpx2.AsyncClient(transport=roomy) as client:
+        assert len((await client.get("http://mcp.test/json")).content) == 5000
+
+
+def test_a_refused_connect_says_its_errno_through_the_wrappers() -> None:
+    refused = ConnectionRefusedError(errno.ECONNREFUSED, "Connection refused")
+    attempts = OSError("all attempts to connect failed")
+    attempts.__cause__ = ExceptionGroup("all attempts", [refused])
+    wrapped = httpx2.ConnectError("all attempts to connect failed")
+    wrapped.__cause__ = attempts
+    assert _errno_of(wrapped) == errno.ECONNREFUSED
+    assert _errno_of(httpx2.ConnectError("no cause")) is None
+
+
+def test_an_endpoint_is_host_and_port_never_the_path() -> None:
+    assert endpoint_of("http://127.0.0.1:9000/mcp?token=secret") == "127.0.0.1:9000"
+    assert endpoint_of("https://mcp.example.org/mcp") == "mcp.example.org:443"
