@@ -39,7 +39,7 @@ from ..turns import (
     ApprovalLedger,
     adapter_approval_question,
 )
-from ._cache import fingerprints, project_paths
+from ._cache import fingerprints, project_paths, tool_hashes
 from ._context import scan_context
 from ._redact import RedactingFilter, redact_text
 from ._registry import AdapterRegistry, CallAllowed, CallRefused, RegistryChange, admit_call
@@ -116,7 +116,13 @@ class DiscoveryService:
             ctx = scan_context(config, self.config_path, self.env)
             data = await trio.to_thread.run_sync(self.config_path.read_bytes)
             outcome = await discover(
-                ctx, data, daemon_paths(config, self.env).state_dir, refresh=refresh
+                ctx,
+                data,
+                daemon_paths(config, self.env).state_dir,
+                refresh=refresh,
+                # what this daemon last probed: a cache another writer left with other
+                # tool schemas is stale
+                tools=tool_hashes(self.snapshot) if self.snapshot is not None else None,
             )
             previous = self.snapshot
             change = self.registry.apply(outcome.snapshot)
