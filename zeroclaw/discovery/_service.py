@@ -12,10 +12,11 @@ it runs, so a removed adapter drains instead of vanishing under a running call.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from collections.abc import Awaitable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
@@ -38,6 +39,7 @@ from ..turns import (
     AdapterResult,
     ApprovalLedger,
     adapter_approval_question,
+    adapter_retryable,
 )
 from ._cache import fingerprints, project_paths, tool_hashes
 from ._context import scan_context
@@ -57,22 +59,38 @@ DEFAULT_TIMEOUT_MS = 30_000
 @dataclass(frozen=True)
 class AdapterRun:
     """One adapter program to run for an agent: the whole argv (the input last), the
-    environment variable names its manifest declares, its bounds."""
+    environment variable names its manifest declares, its bounds. With a `tool`, argv
+    starts an MCP server (no input appended) and `arguments` are that tool's call."""
 
     argv: tuple[str, ...]
     env_names: tuple[str, ...]
     timeout_secs: float
     output_cap: int
+    tool: str = ""
+    arguments: dict[str, object] = field(default_factory=dict)
+    server: str = ""  # the MCP server's id, for its log lines
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    """How an MCP tool call ended: `error` an McpErrorCode ("" when the server answered
+    without isError), `text` its result or its error text."""
+
+    text: str
+    error: str = ""
+    detail: str = ""
 
 
 class AdapterRunner(Protocol):
     """Runs `run` in `agent`'s workspace under that agent's sandbox (the daemon gives one
     built from the agent's spec); the outcome, or why it never started."""
 
-    async def __call__(self, agent: str, run: AdapterRun, /) -> ProcessOutcome | str: ...
+    async def __call__(
+        self, agent: str, run: AdapterRun, /
+    ) -> ProcessOutcome | ToolOutcome | str: ...
 
 
-async def _no_runner(agent: str, run: AdapterRun, /) -> ProcessOutcome | str:
+async def _no_runner(agent: str, run: AdapterRun, /) -> ProcessOutcome | ToolOutcome | str:
     return "no adapter runner in this process"
 
 
@@ -243,13 +261,13 @@ class DiscoveryService:
             return _error(request, "internal_error", repr(exc))
 
     async def _admit_op(self, sender: str, request: Request, call: AdapterCall) -> Response:
-        verdict = self._admit(sender, call.adapter, call.capability)
+        verdict = self._admit(sender, call.adapter, call.capability, call.tool)
         if isinstance(verdict, CallRefused):
             return _error(request, verdict.code, verdict.message)
         return answer(request, _admission(verdict))
 
     def _admit(
-        self, sender: str, adapter: str, capability: str | None
+        self, sender: str, adapter: str, capability: str | None, tool: str | None = None
     ) -> CallAllowed | CallRefused:
         agent = self.config.agents.get(sender)
         if agent is None or agent.risk_profile is None:
@@ -261,12 +279,19 @@ class DiscoveryService:
             level=effective_risk_policy(self.config, sender, self.env).level,
             adapter_id=adapter,
             capability=capability,
+            tool=tool,
         )
 
     async def _invoke(self, sender: str, request: Request, call: AdapterInvoke) -> Response:
-        verdict = self._admit(sender, call.adapter, call.capability)
+        verdict = self._admit(sender, call.adapter, call.capability, call.tool)
         if isinstance(verdict, CallRefused):
             return _error(request, verdict.code, verdict.message)
+        arguments: dict[str, object] = {}
+        if verdict.tool:
+            parsed = _arguments(call.input)
+            if isinstance(parsed, str):
+                return _error(request, "bad_arguments", parsed)
+            arguments = parsed
         if verdict.needs_approval and not self.approvals.take(
             sender, call.turn, adapter_approval_question(_admission(verdict), call.input)
         ):
@@ -282,19 +307,45 @@ class DiscoveryService:
             timeout_ms = item.timeout_ms or (
                 descriptor.default_timeout_ms if descriptor else DEFAULT_TIMEOUT_MS
             )
+            argv = (
+                (item.command, *item.args)
+                if verdict.tool
+                else (
+                    item.command,
+                    *item.args,
+                    call.input,
+                )
+            )
             outcome = await self.runner(
                 sender,
                 AdapterRun(
-                    argv=(item.command, *item.args, call.input),
+                    argv=argv,
                     env_names=item.env,
                     timeout_secs=timeout_ms / 1000,
                     output_cap=item.max_output_bytes or DEFAULT_OUTPUT_BYTES,
+                    tool=verdict.tool,
+                    arguments=arguments,
+                    server=item.id,
                 ),
             )
         finally:
             self.registry.release(call.adapter)
         if isinstance(outcome, str):  # it never ran: why
             return _error(request, "exec_refused", outcome)
+        if isinstance(outcome, ToolOutcome):
+            return answer(
+                request,
+                AdapterResult(
+                    adapter=call.adapter,
+                    capability=verdict.capability,
+                    exit_code=None if outcome.error else 0,
+                    output=outcome.text,
+                    truncated=outcome.error == "mcp_result_too_large",
+                    timed_out=outcome.error == "mcp_timeout",
+                    error=outcome.error,
+                    retryable=adapter_retryable(outcome.error or None),
+                ),
+            )
         return answer(
             request,
             AdapterResult(
@@ -319,7 +370,26 @@ def _admission(verdict: CallAllowed) -> AdapterAdmission:
         side_effect=verdict.side_effect,
         needs_approval=verdict.needs_approval,
         command=verdict.adapter.item.command,
+        tool=verdict.tool,
     )
+
+
+MAX_ARGUMENTS_BYTES = 256 * 1024
+
+
+def _arguments(text: str) -> dict[str, object] | str:
+    """An MCP tool call's input: a JSON object (empty input: no arguments); else why not."""
+    if not text.strip():
+        return {}
+    if len(text) > MAX_ARGUMENTS_BYTES:
+        return f"arguments over {MAX_ARGUMENTS_BYTES} characters"
+    try:
+        value: object = json.loads(text)
+    except ValueError as exc:
+        return f"an MCP tool's input is its arguments as a JSON object: {exc}"[:300]
+    if not isinstance(value, dict):
+        return "an MCP tool's input is its arguments as a JSON object"
+    return {str(k): v for k, v in value.items()}
 
 
 def _error(request: Request, code: str, detail: str) -> Response:
