@@ -45,6 +45,7 @@ from ._cache import fingerprints, project_paths, tool_hashes
 from ._context import scan_context
 from ._redact import RedactingFilter, redact_text
 from ._registry import AdapterRegistry, CallAllowed, CallRefused, RegistryChange, admit_call
+from ._route import Alias, route
 from ._run import Outcome, discover
 from ._scan import Snapshot
 from ._watch import Debounce
@@ -272,6 +273,19 @@ class DiscoveryService:
         agent = self.config.agents.get(sender)
         if agent is None or agent.risk_profile is None:
             return CallRefused("adapter_not_granted", f"{sender} may call no adapter")
+        if not adapter:  # `invoke for CAPABILITY`: an alias, or routed by source priority
+            routed = route(
+                self.registry,
+                capability=capability,
+                granted=agent.adapters,
+                aliases={
+                    name: Alias(a.adapter, a.capability, a.tool)
+                    for name, a in self.config.discovery.aliases.items()
+                },
+            )
+            if isinstance(routed, CallRefused):
+                return routed
+            adapter, capability, tool = routed.adapter, routed.capability, routed.tool
         return admit_call(
             self.registry,
             agent=sender,
@@ -298,9 +312,10 @@ class DiscoveryService:
             # Only a yes the daemon itself saw given in that turn of this agent (ADR 0052).
             detail = "this call needs an approval given in the asking turn, and none was"
             return _error(request, "approval_denied", detail)
-        adapter = self.registry.acquire(call.adapter)
+        ident = verdict.adapter.id  # the routed one when the call named none
+        adapter = self.registry.acquire(ident)
         if adapter is None:
-            return _error(request, "adapter_not_found", f"{call.adapter!r} is gone")
+            return _error(request, "adapter_not_found", f"{ident!r} is gone")
         try:
             descriptor = self.registry.capabilities.get(verdict.capability)
             item = adapter.item
@@ -329,14 +344,14 @@ class DiscoveryService:
                 ),
             )
         finally:
-            self.registry.release(call.adapter)
+            self.registry.release(ident)
         if isinstance(outcome, str):  # it never ran: why
             return _error(request, "exec_refused", outcome)
         if isinstance(outcome, ToolOutcome):
             return answer(
                 request,
                 AdapterResult(
-                    adapter=call.adapter,
+                    adapter=ident,
                     capability=verdict.capability,
                     exit_code=None if outcome.error else 0,
                     output=outcome.text,
@@ -349,7 +364,7 @@ class DiscoveryService:
         return answer(
             request,
             AdapterResult(
-                adapter=call.adapter,
+                adapter=ident,
                 capability=verdict.capability,
                 exit_code=outcome.exit_code,
                 output=outcome.output,

@@ -35,7 +35,13 @@ MAX_INPUT_CHARS = 32 * 1024
 
 
 class InvokeAdapterArgs(msgspec.Struct, frozen=True):
-    adapter: Annotated[str, msgspec.Meta(description="The adapter's id.")]
+    adapter: Annotated[
+        str,
+        msgspec.Meta(
+            description="The adapter's id; empty to let the daemon pick one for `capability` "
+            "(a business alias such as github.issue.create, or a side-effect-free capability)."
+        ),
+    ]
     input: Annotated[str, msgspec.Meta(description="What to ask it: passed as its last argument.")]
     capability: Annotated[
         str | None,
@@ -75,7 +81,7 @@ async def invoke_adapter(ctx: ToolContext, args: InvokeAdapterArgs) -> ToolResul
     ran = await ctx.reach.adapter(
         "invoke",
         AdapterInvoke(
-            args.adapter, args.input, admission.capability, ctx.turn, admission.tool or None
+            admission.adapter, args.input, admission.capability, ctx.turn, admission.tool or None
         ),
     )
     if not ran.ok:

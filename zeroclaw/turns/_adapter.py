@@ -27,15 +27,19 @@ ADAPTER_SERVICE = "adapter"
 AdapterRefusalCode = Literal[
     "adapter_not_found",  # nothing registered under that id (or it is draining)
     "adapter_not_granted",  # the agent's [agents.<alias>] adapters does not list it
-    "adapter_unsupported",  # only CLI adapters are executed by this version
+    "adapter_unsupported",  # HTTP adapters are registered, not executed, by this version
     "capability_not_offered",  # the adapter does not offer the capability asked for
     "read_only_profile",  # a readonly agent and a capability with side effects
     "bad_arguments",  # several capabilities and none named
+    "capability_not_routable",  # no adapter named, and the capability may not be auto-routed
+    "no_adapter_for_capability",  # no adapter named, and none the agent may call offers it
 ]
 
 
 class AdapterCall(msgspec.Struct, frozen=True, omit_defaults=True):
-    """`tool`: for a registered MCP server, the tool to call (capability mcp.tool.call)."""
+    """`tool`: for a registered MCP server, the tool to call (capability mcp.tool.call).
+    `adapter` empty: the daemon picks one for `capability` (a business alias, or a
+    side-effect-free capability routed by source priority)."""
 
     adapter: str
     capability: str | None = None
