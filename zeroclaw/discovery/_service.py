@@ -27,7 +27,16 @@ from .._process import ProcessOutcome
 from ..bus import Request, Response, answer, refusal
 from ..config import Config, daemon_paths, effective_risk_policy, subagents_dir
 from ..control import DiscoveryStatus
-from ..events import DiscoveryCompleted, EventSink, RegistrationDecided
+from ..events import (
+    DiscoveryCompleted,
+    DiscoveryFailed,
+    DiscoveryHealthChecked,
+    DiscoveryItemFound,
+    DiscoveryItemInvalid,
+    DiscoveryStarted,
+    EventSink,
+    RegistrationDecided,
+)
 from ..turns import (
     ADAPTER_ADMIT,
     ADAPTER_INVOKE,
@@ -42,7 +51,9 @@ from ..turns import (
     adapter_retryable,
 )
 from ._cache import fingerprints, project_paths, tool_hashes
-from ._context import scan_context
+from ._context import ScanContext, scan_context
+from ._diff import facts
+from ._model import DiscoveredItem
 from ._redact import RedactingFilter, redact_text
 from ._registry import AdapterRegistry, CallAllowed, CallRefused, RegistryChange, admit_call
 from ._route import Alias, route
@@ -133,21 +144,31 @@ class DiscoveryService:
         async with self._lock:
             config = self.config
             ctx = scan_context(config, self.config_path, self.env)
-            data = await trio.to_thread.run_sync(self.config_path.read_bytes)
-            outcome = await discover(
-                ctx,
-                data,
-                daemon_paths(config, self.env).state_dir,
-                refresh=refresh,
-                # what this daemon last probed: a cache another writer left with other
-                # tool schemas is stale
-                tools=tool_hashes(self.snapshot) if self.snapshot is not None else None,
-            )
+            self.events.publish(DiscoveryStarted(refresh=refresh))
+            try:
+                outcome = await self._discover(ctx, config, refresh)
+            except Exception as exc:
+                self.events.publish(
+                    DiscoveryFailed(redact_text(f"{type(exc).__name__}: {exc}")[:300])
+                )
+                raise
             previous = self.snapshot
             change = self.registry.apply(outcome.snapshot)
             self.snapshot = outcome.snapshot
             self._publish(outcome, previous, change)
             return change
+
+    async def _discover(self, ctx: ScanContext, config: Config, refresh: bool) -> Outcome:
+        data = await trio.to_thread.run_sync(self.config_path.read_bytes)
+        return await discover(
+            ctx,
+            data,
+            daemon_paths(config, self.env).state_dir,
+            refresh=refresh,
+            # what this daemon last probed: a cache another writer left with other tool
+            # schemas is stale
+            tools=tool_hashes(self.snapshot) if self.snapshot is not None else None,
+        )
 
     def _publish(self, outcome: Outcome, previous: Snapshot | None, change: RegistryChange) -> None:
         snap = outcome.snapshot
@@ -155,6 +176,7 @@ class DiscoveryService:
             (e.item.key, e.item.source.kind): e.decision
             for e in (previous.entries if previous else ())
         }
+        self._publish_items(snap, previous)
         for entry in snap.entries:
             if entry.item.source.kind == "builtin_template":
                 continue
@@ -201,6 +223,45 @@ class DiscoveryService:
             log.warning("discovery: required but not registered: %s", ", ".join(snap.degraded))
         for name in timed_out:
             log.warning("discovery: source %s timed out (global_scan_timeout_ms)", name)
+
+    def _publish_items(self, snap: Snapshot, previous: Snapshot | None) -> None:
+        """found / invalid / health_checked for each item that is new or changed since the
+        last scan (a scan that changed nothing says only `completed`)."""
+        before = {
+            (e.item.key, e.item.source.kind): e.item for e in (previous.entries if previous else ())
+        }
+        for entry in snap.entries:
+            item = entry.item
+            if item.source.kind == "builtin_template":
+                continue
+            old = before.get((item.key, item.source.kind))
+            key = redact_text(item.key)
+            if old is None or facts(old) != facts(item):
+                self.events.publish(DiscoveryItemFound(key, item.source.kind, item.capabilities))
+                errors = [d for d in item.diagnostics if d.level == "error"]
+                if errors:
+                    self.events.publish(
+                        DiscoveryItemInvalid(
+                            key,
+                            item.source.kind,
+                            tuple(dict.fromkeys(d.kind for d in errors)),
+                            redact_text(errors[0].message)[:300],
+                        )
+                    )
+            health = item.health
+            checked = health.status != "not_checked"
+            if checked and (
+                old is None or old.health.status != health.status or _tools(old) != _tools(item)
+            ):
+                self.events.publish(
+                    DiscoveryHealthChecked(
+                        key,
+                        health.status,
+                        redact_text(health.version),
+                        redact_text(health.message)[:300],
+                        _tools(item),
+                    )
+                )
 
     @property
     def degraded(self) -> tuple[str, ...]:
@@ -372,6 +433,10 @@ class DiscoveryService:
                 timed_out=outcome.timed_out,
             ),
         )
+
+
+def _tools(item: DiscoveredItem) -> str:
+    return item.mcp.tools_hash if item.mcp is not None else ""
 
 
 def _keys(keys: tuple[str, ...] | list[str]) -> tuple[str, ...]:
