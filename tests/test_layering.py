@@ -148,6 +148,7 @@ EDGES: dict[tuple[str, str], str] = {
     ("supervisor", "conversations"): "composes the turn service and the approval queue",
     ("supervisor", "discovery"): "composes discovery and the adapter runner",
     ("supervisor", "events"): "the event sink",
+    ("supervisor", "mcp"): "runs a registered MCP adapter's tool for an agent (call_once)",
     ("supervisor", "memory"): "composes the memory service",
     ("supervisor", "pins"): "composes the MCP pin service",
     ("supervisor", "ops"): "metrics and the event filter",

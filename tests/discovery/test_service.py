@@ -18,7 +18,15 @@ from zeroclaw._process import ProcessOutcome
 from zeroclaw.bus import Request
 from zeroclaw.config import load_config
 from zeroclaw.discovery import AdapterRun, Debounce, DiscoveryService
-from zeroclaw.events import DiscoveryCompleted, EventSink, RegistrationDecided
+from zeroclaw.events import (
+    DiscoveryCompleted,
+    DiscoveryHealthChecked,
+    DiscoveryItemFound,
+    DiscoveryItemInvalid,
+    DiscoveryStarted,
+    EventSink,
+    RegistrationDecided,
+)
 from zeroclaw.turns import AdapterAdmission, AdapterResult, adapter_approval_question
 
 
@@ -106,8 +114,11 @@ async def test_a_rescan_swaps_the_registry_and_publishes_what_changed(project: P
     assert {"cli_adapter:rev", "agent:alpha"} <= decided
     assert not any(k.startswith("capability:chat") for k in decided)  # builtins stay quiet
     seq = events.last_seq
-    await svc.rescan()  # nothing changed: only the summary
-    assert [type(p.event) for p in events.recent() if p.seq > seq] == [DiscoveryCompleted]
+    await svc.rescan()  # nothing changed: only the start and the summary
+    assert [type(p.event) for p in events.recent() if p.seq > seq] == [
+        DiscoveryStarted,
+        DiscoveryCompleted,
+    ]
 
 
 async def test_admission_goes_by_grant_profile_and_side_effect(project: Project) -> None:
@@ -231,3 +242,23 @@ async def test_the_watch_rescans_after_a_change_in_adapters(project: Project) ->
                         break
         nursery.cancel_scope.cancel()
     assert "new" in svc.registry.active
+
+
+async def test_a_scan_publishes_started_found_invalid_health_checked_decided_completed(
+    project: Project,
+) -> None:
+    project.file("adapters/broken.yaml", "id: broken\ntransport: cli\n")  # no command
+    svc, events = service(project)
+    await svc.rescan()
+    published = [p.event for p in events.recent()]
+    assert isinstance(published[0], DiscoveryStarted)
+    assert isinstance(published[-1], DiscoveryCompleted)
+    found = {e.key for e in published if isinstance(e, DiscoveryItemFound)}
+    assert {"cli_adapter:rev", "cli_adapter:broken"} <= found
+    invalid = [e for e in published if isinstance(e, DiscoveryItemInvalid)]
+    assert [e.key for e in invalid] == ["cli_adapter:broken"]
+    assert "schema_invalid" in invalid[0].kinds
+    checked = {e.key: e.status for e in published if isinstance(e, DiscoveryHealthChecked)}
+    assert checked["cli_adapter:rev"] == "available"
+    decided = [e.key for e in published if isinstance(e, RegistrationDecided)]
+    assert len(decided) == len(set(decided)) and found <= set(decided)  # one per item

@@ -810,6 +810,25 @@ class DiscoveryOverride(_Strict):
     )
 
 
+class DiscoveryAlias(_Strict):
+    adapter: str = Field(
+        min_length=1,
+        max_length=64,
+        description="The registered adapter (or MCP server) id the alias runs.",
+    )
+    capability: str | None = Field(
+        default=None,
+        max_length=128,
+        description="The adapter's capability it runs (default: its only one).",
+    )
+    tool: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=128,
+        description="For an MCP server: the tool it calls (capability mcp.tool.call).",
+    )
+
+
 class DiscoveryConfig(_Strict):
     enabled: bool = Field(
         default=True, description="Scan for capabilities at all ('zeroclaw discover ...')."
@@ -865,6 +884,12 @@ class DiscoveryConfig(_Strict):
     )
     overrides: dict[str, DiscoveryOverride] = Field(
         default_factory=dict, description="Pins by id: prefer_source, command_path."
+    )
+    aliases: dict[str, DiscoveryAlias] = Field(
+        default_factory=dict,
+        description="Business aliases, the one table: 'invoke for github.issue.create' runs "
+        "the adapter + capability (or MCP server + tool) named here, admitted like a call "
+        "that names it.",
     )
 
     @field_validator("commands")

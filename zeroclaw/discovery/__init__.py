@@ -112,6 +112,7 @@ if TYPE_CHECKING:
         AdapterRun,
         AdapterRunner,
         DiscoveryService,
+        ToolOutcome,
     )
     from ._watch import (
         Debounce,
@@ -176,6 +177,7 @@ _load = lazy_attributes(
         "SourceReport": "._scan",
         "Summary": "._model",
         "TARGETS": "._decide",
+        "ToolOutcome": "._service",
         "TrustLevel": "._model",
         "admit_call": "._registry",
         "audit_rows": "._report",
@@ -266,6 +268,7 @@ __all__ = [
     "SourceKind",
     "SourceReport",
     "Summary",
+    "ToolOutcome",
     "TrustLevel",
     "admit_call",
     "audit_rows",

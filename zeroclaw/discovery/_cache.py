@@ -3,7 +3,8 @@
 A cache only speeds up showing; it never registers anything by itself. It is trusted
 only while everything it was built from is unchanged: its schema version, the program
 version, the config file, the capability registry, every source file (mtime, size,
-inode), the programs on $PATH and the health TTL. `verdict` decides that as a pure
+inode), the programs on $PATH, the health TTL and, once a probe has seen them, the tool
+schemas of MCP servers (`tools_changed`). `verdict` decides that as a pure
 function. Writers hold an exclusive lock (`discovery-cache.lock`): a second writer gets
 `cache_locked` and may only read or dry-run. A file that does not parse is moved aside to
 `.bad-<timestamp>` and rebuilt; one of another schema version is ignored and replaced.
@@ -15,7 +16,7 @@ import contextlib
 import hashlib
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -69,11 +70,25 @@ Verdict = Literal[
     "registry_changed",
     "sources_changed",
     "health_expired",
+    "tools_changed",
 ]
 
 
-def verdict(cached: CacheFile | None, inputs: Inputs, now: float, ttl_secs: float) -> Verdict:
-    """Whether `cached` may be shown as the current scan (pure)."""
+def tool_hashes(snapshot: Snapshot) -> dict[str, str]:
+    """Each probed MCP server's tool-schema hash (`McpMetadata.tools_hash`), by key."""
+    return {e.item.key: e.item.mcp.tools_hash for e in snapshot.entries if e.item.mcp is not None}
+
+
+def verdict(
+    cached: CacheFile | None,
+    inputs: Inputs,
+    now: float,
+    ttl_secs: float,
+    tools: Mapping[str, str] | None = None,
+) -> Verdict:
+    """Whether `cached` may be shown as the current scan (pure). `tools`: the tool-schema
+    hashes of MCP servers as a probe (or an agent's listing) saw them since; one that
+    differs from what the cache holds, or a server the cache never probed, makes it stale."""
     if cached is None:
         return "missing"
     if cached.schema_version != SCHEMA_VERSION:
@@ -88,6 +103,10 @@ def verdict(cached: CacheFile | None, inputs: Inputs, now: float, ttl_secs: floa
         return "sources_changed"
     if now - cached.written_at > ttl_secs:
         return "health_expired"
+    if tools:
+        held = tool_hashes(cached.snapshot)
+        if any(held.get(key) != digest for key, digest in tools.items()):
+            return "tools_changed"
     return "fresh"
 
 

@@ -35,7 +35,7 @@ def _shadowed_keys(snapshot: Snapshot) -> set[str]:
     }
 
 
-def _facts(item: DiscoveredItem) -> bytes:
+def facts(item: DiscoveredItem) -> bytes:
     """The item without its health (and the probe's notes), for 'changed'."""
     document = msgspec.to_builtins(item)
     document.pop("health", None)
@@ -53,7 +53,7 @@ def diff(before: Snapshot, after: Snapshot) -> ScanDiff:
     changed, health, policy = [], [], []
     for key in sorted(old.keys() & new.keys()):
         a, b = old[key], new[key]
-        if _facts(a.item) != _facts(b.item):
+        if facts(a.item) != facts(b.item):
             changed.append(key)
         elif a.decision != b.decision:
             policy.append(key)

@@ -1,5 +1,6 @@
-"""The only things discovery ever runs: an allowlisted program with `--version`, and one
-bounded GET of a loopback model server's model list.
+"""The only things discovery ever runs: an allowlisted program with `--version`, an
+explicit manifest's stdio MCP server for a metadata probe (`_mcp_probe`), and one bounded
+GET of a loopback model server's model list.
 
 A probe runs under the command sandbox with a scrubbed environment (PATH, C locale, an
 empty private HOME it cannot write), the scan's timeout and output cap, and everything it
@@ -24,6 +25,7 @@ from .._process import CannotStart
 from ..config import daemon_paths
 from ..policy import abi_version, build_ruleset, cap_last_cap, decide_confinement
 from ._context import ScanContext
+from ._mcp_probe import McpDialogue, McpProbeEnd, merge_probe, should_probe
 from ._model import Diagnostic, DiscoveredItem, Health, HealthStatus, Source
 from ._probe import probe_plan, run_probe
 from ._redact import probe_message, redact_text, version_token
@@ -167,14 +169,66 @@ def _with(item: DiscoveredItem, health: Health, *notes: Diagnostic) -> Discovere
     return msgspec.structs.replace(item, health=health, diagnostics=(*item.diagnostics, *notes))
 
 
+def mcp_timeout(item: DiscoveredItem, ctx: ScanContext) -> float:
+    """A metadata probe's bound: the manifest's `timeout_ms`, else the scan's
+    command_check_timeout_ms, never past the global scan timeout."""
+    wanted = item.timeout_ms / 1000 if item.timeout_ms else ctx.limits.command_check_timeout
+    return min(wanted, ctx.limits.global_timeout)
+
+
+async def probe_mcp(item: DiscoveredItem, ctx: ScanContext) -> DiscoveredItem:
+    """Start an explicit manifest's stdio MCP server under the probe sandbox, ask it for
+    its metadata (`_mcp_probe.McpDialogue`), stop it; the item with what it learnt. Its
+    arguments are the manifest's; its environment the probe's (the variables the manifest
+    names are not passed: a metadata probe needs no credential)."""
+    limits = ctx.limits
+    timeout = mcp_timeout(item, ctx)
+    confined = abi_version() >= 1
+    dialogue = McpDialogue(max_line=limits.max_command_output_bytes)
+    end: McpProbeEnd
+    with tempfile.TemporaryDirectory(prefix="zeroclaw-probe-") as home:
+        os.chmod(home, 0o700)
+        path = ctx.env.get("PATH", "")
+        try:
+            outcome = await run_probe(
+                [item.command, *item.args],
+                timeout_secs=timeout,
+                env=_probe_env(ctx, home),
+                cwd=home,
+                output_cap=limits.max_command_output_bytes,
+                ruleset=functools.partial(_ruleset, item.command, path, home, _excluded(ctx))
+                if confined
+                else None,
+                dialogue=dialogue,
+            )
+            end = McpProbeEnd(outcome.status, outcome.truncated)
+        except CannotStart as exc:
+            end = McpProbeEnd(cannot_start=_summary(exc.detail))
+    merged = merge_probe(
+        item,
+        dialogue,
+        end,
+        now=ctx.now,
+        timeout_secs=timeout,
+        output_cap=limits.max_command_output_bytes,
+    )
+    return merged if confined else _with(merged, merged.health, _UNCONFINED)
+
+
+MAX_CONCURRENT_HEALTH_CHECKS = 4
+
+
 async def check_health(items: list[DiscoveredItem], ctx: ScanContext) -> None:
-    """Probe, in place, every item that has a program to probe: each program once (many
-    adapters may run the same one), four at a time."""
+    """Probe, in place, every item that has a program to probe: each CLI program once (many
+    adapters may run the same one), each explicit stdio MCP server once, four at a time.
+    Every probe has its own timeout: one that hangs holds one slot for that long, never
+    the scan's other sources."""
     by_command: dict[str, list[int]] = {}
     for index, item in enumerate(items):
         if item.kind == "cli_adapter" and item.command:
             by_command.setdefault(item.command, []).append(index)
-    limiter = trio.CapacityLimiter(4)
+    servers = [index for index, item in enumerate(items) if should_probe(item)]
+    limiter = trio.CapacityLimiter(MAX_CONCURRENT_HEALTH_CHECKS)
 
     async def one(indices: list[int]) -> None:
         async with limiter:
@@ -183,9 +237,15 @@ async def check_health(items: list[DiscoveredItem], ctx: ScanContext) -> None:
         for index in indices:
             items[index] = _with(items[index], probed.health, *added)
 
+    async def server(index: int) -> None:
+        async with limiter:
+            items[index] = await probe_mcp(items[index], ctx)
+
     async with trio.open_nursery() as nursery:
         for indices in by_command.values():
             nursery.start_soon(one, indices)
+        for index in servers:
+            nursery.start_soon(server, index)
 
 
 # --- loopback model servers ----------------------------------------------------------------

@@ -165,6 +165,31 @@ class CapabilityDescriptor(msgspec.Struct, frozen=True, omit_defaults=True):
         return self.allow_auto_route and self.side_effect in ("none", "read_only_external")
 
 
+class McpToolInfo(msgspec.Struct, frozen=True, omit_defaults=True):
+    """One tool an MCP server listed to a metadata probe: its schema as the server gave it
+    (bounded by the probe's output cap) and its pin digest (`zeroclaw.turns.tool_digest`)."""
+
+    name: str
+    digest: str
+    description: str = ""  # its first 200 characters
+    input_schema: dict[str, object] = {}
+    read_only: bool = False  # the server's readOnlyHint
+    allowed: bool = False  # named by the manifest's tools allowlist
+
+
+class McpMetadata(msgspec.Struct, frozen=True, omit_defaults=True):
+    """What a metadata probe of an explicit stdio MCP manifest learnt (`initialize`,
+    `tools/list`, `resources/list`, `prompts/list`). `tools_hash` covers every tool's
+    digest: when it changes, a cached scan of this server is stale."""
+
+    server: str = ""  # serverInfo.name and version, as the server says
+    protocol: str = ""
+    tools: tuple[McpToolInfo, ...] = ()
+    resources: tuple[str, ...] = ()  # resource URIs (names when a URI is missing)
+    prompts: tuple[str, ...] = ()
+    tools_hash: str = ""
+
+
 class DiscoveredItem(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """Something a scanner found, normalised: facts only, no decision."""
 
@@ -197,6 +222,7 @@ class DiscoveredItem(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tr
     effects: str = ""  # a sub-agent's declared effects
     descriptor: CapabilityDescriptor | None = None  # kind "capability" only
     allowlists: dict[str, tuple[str, ...]] = {}  # an MCP server's tools/resources/prompts
+    mcp: McpMetadata | None = None  # an explicit stdio MCP manifest's metadata probe
     diagnostics: tuple[Diagnostic, ...] = ()
 
     @property

@@ -31,6 +31,7 @@ import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import trio
 
@@ -124,13 +125,44 @@ class ProbeOutcome:
         return int(value) if word == "exit" and value.isdigit() else None
 
 
-def probe_reads(program: str, exists: Callable[[str], bool] = os.path.exists) -> tuple[str, ...]:
+def _read_head(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return fh.read(4096)
+    except OSError:
+        return ""
+
+
+def _venv_home(cfg: str) -> str:
+    for line in cfg.splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() == "home" and value.strip().startswith("/"):
+            return value.strip().rstrip("/")
+    return ""
+
+
+def probe_reads(
+    program: str,
+    exists: Callable[[str], bool] = os.path.exists,
+    read: Callable[[str], str] = _read_head,
+) -> tuple[str, ...]:
     """The directories a probed program may read besides the system's: its own real
     directory, and the package it belongs to (the nearest of its next PACKAGE_LEVELS
     parents holding a package.json: an npm CLI's `<package>/bin/cli.js` reads the package
-    around it). A plain `~/bin` opens nothing of the home around it."""
+    around it), and a Python console script's virtual environment (the directory above its
+    `bin/` holding `pyvenv.cfg`: an MCP server such as mcp-server-time imports from it). A
+    plain `~/bin` opens nothing of the home around it. The stdlib of the venv's base
+    interpreter too, when it is not in the system paths (`zeroclaw.mcp.installation_paths`
+    does the same for an agent's server)."""
     real = Path(os.path.realpath(program)).parent
     reads = [str(real)]
+    for bin_dir in dict.fromkeys((Path(program).parent, real)):
+        cfg = bin_dir.parent / "pyvenv.cfg"
+        if exists(str(cfg)):
+            reads.append(str(bin_dir.parent))
+            home = _venv_home(read(str(cfg)))
+            if home:  # the standard library of the interpreter the venv was made from
+                reads.append(str(Path(home).parent / "lib"))
     for parent in list(real.parents)[:PACKAGE_LEVELS]:
         if parent == parent.parent:
             break
@@ -168,6 +200,19 @@ def confine_probe_process(parent_pid: int, last_cap: int) -> None:
     forbid_user_namespaces()
 
 
+class Dialogue(Protocol):
+    """A sans-IO conversation with a probed program over its stdin and stdout (the MCP
+    metadata probe's `McpDialogue`): what to write first, what to write after each chunk
+    it printed, and whether it is over (the probe then stops the program)."""
+
+    def opening(self) -> bytes: ...
+
+    def receive(self, chunk: bytes) -> bytes: ...
+
+    @property
+    def finished(self) -> bool: ...
+
+
 async def run_probe(
     argv: Sequence[str],
     *,
@@ -176,9 +221,14 @@ async def run_probe(
     cwd: str,
     output_cap: int,
     ruleset: Callable[[], int] | None,
+    dialogue: Dialogue | None = None,
 ) -> ProbeOutcome:
     """Run `argv` (argv[0] an absolute path) under the intermediate. Raises `CannotStart`
-    when not even the intermediate could start (or the ruleset not be built)."""
+    when not even the intermediate could start (or the ruleset not be built).
+
+    With a `dialogue`, the program's stdin is a pipe the dialogue writes, its stdout goes
+    to the dialogue (the cap counts it; `output` stays empty), its stderr nowhere; the
+    program is stopped once the dialogue is finished."""
     ruleset_fd = -1
     if ruleset is not None:
         try:
@@ -203,9 +253,9 @@ async def run_probe(
             ],
             cwd=cwd,
             env=dict(env),
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL if dialogue is None else subprocess.PIPE,
             stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
+            stderr=subprocess.STDOUT if dialogue is None else subprocess.DEVNULL,
             start_new_session=True,
             pass_fds=passed,
             preexec_fn=functools.partial(confine_probe_process, os.getpid(), cap_last_cap()),
@@ -220,23 +270,52 @@ async def run_probe(
     stdout = proc.stdout
     assert stdout is not None
     output = bytearray()
+    seen = 0
     try:
         # The intermediate keeps the timeout; this bound only covers it failing to.
         with trio.move_on_after(timeout_secs + STOP_GRACE_SECS):
-            while chunk := await stdout.receive_some(_READ_CHUNK):
-                if len(output) < output_cap:
-                    output += chunk[: output_cap - len(output)]
-            await proc.wait()
+            if dialogue is None:
+                while chunk := await stdout.receive_some(_READ_CHUNK):
+                    if len(output) < output_cap:
+                        output += chunk[: output_cap - len(output)]
+                seen = len(output)
+            else:
+                seen = await _converse(proc, dialogue, output_cap)
+            if dialogue is None or not dialogue.finished:
+                await proc.wait()
     finally:
         with trio.CancelScope(shield=True):
             await _stop(proc)
+            if proc.stdin is not None:
+                await proc.stdin.aclose()
             await stdout.aclose()
             status = _read_status(status_r)
     return ProbeOutcome(
         status=status or "stopped",
         output=output.decode("utf-8", errors="replace"),
-        truncated=len(output) >= output_cap,
+        truncated=seen >= output_cap,
     )
+
+
+async def _converse(proc: Child, dialogue: Dialogue, output_cap: int) -> int:
+    """Feed `dialogue` what the program prints and write back what it says, until it is
+    finished, the program's output ends, or `output_cap` bytes came; the bytes read."""
+    stdin, stdout = proc.stdin, proc.stdout
+    assert stdin is not None
+    assert stdout is not None
+    seen = 0
+    with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+        await stdin.send_all(dialogue.opening())
+        while not dialogue.finished and seen < output_cap:
+            chunk = await stdout.receive_some(_READ_CHUNK)
+            if not chunk:
+                break
+            chunk = chunk[: output_cap - seen]
+            seen += len(chunk)
+            reply = dialogue.receive(chunk)
+            if reply:
+                await stdin.send_all(reply)
+    return seen
 
 
 async def _stop(proc: Child) -> None:

@@ -328,6 +328,13 @@ def scan_mcp_dir(
         if any(n.level == "error" for n in read_notes) or not isinstance(document, dict):
             items.append(invalid_item("mcp_server", ident, source, trust, read_notes))
             continue
+        # A stdio server of an explicit manifest may be started for a metadata probe
+        # (`_mcp_probe`): its program is resolved as an adapter's is.
+        probed = bool(document.get("command")) and source_kind == "project_manifest"
+        _, resolution_notes, resolved = (
+            _program(ctx, document["command"]) if probed else ("", [], {})
+        )
+        read_notes = [*read_notes, *resolution_notes]
         items.append(
             DiscoveredItem(
                 kind="mcp_server",
@@ -341,8 +348,10 @@ def scan_mcp_dir(
                 args=tuple(document.get("args", ())),
                 endpoint=document.get("endpoint", ""),
                 env=tuple(document.get("env", ())),
+                timeout_ms=document.get("timeout_ms", 0),
                 allowlists=_allowlists(document),
                 diagnostics=tuple(read_notes),
+                **resolved,
             )
         )
     return Found(items, notes)

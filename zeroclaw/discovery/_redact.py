@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from ._model import Diagnostic, DiscoveredItem, RegistrationDecision
+from ._model import Diagnostic, DiscoveredItem, McpMetadata, RegistrationDecision
 
 REDACTED = "<redacted>"
 
@@ -56,6 +56,7 @@ REDACTED_FIELDS: dict[str, tuple[SecretKind, ...]] = {
     "effects": ("key_shaped",),
     "runtime_gate": ("key_shaped",),
     "diagnostics": ("probe_output", "url_parameter", "key_shaped"),
+    "mcp": ("probe_output", "key_shaped"),
 }
 # Text fields that hold no outside value: closed sets, resolved paths, names checked
 # against an allowlist or a registry.
@@ -406,6 +407,43 @@ def redact_item(item: DiscoveredItem) -> DiscoveredItem:
             for c in item.candidates
         ),
         diagnostics=notes,
+        mcp=None if item.mcp is None else redact_mcp(item.mcp),
+    )
+
+
+def _redact_value(value: object) -> object:
+    """Every string inside a JSON value redacted, its shape kept."""
+    if isinstance(value, str):
+        return redact_text(strip_controls(value))
+    if isinstance(value, list):
+        return [_redact_value(v) for v in value]
+    if isinstance(value, dict):
+        return {redact_text(strip_controls(str(k))): _redact_value(v) for k, v in value.items()}
+    return value
+
+
+def redact_mcp(found: McpMetadata) -> McpMetadata:
+    """What a metadata probe's server said, as text we show: redacted, without control
+    characters. The tools' digests stay those of what the server sent (the pins' identity)."""
+
+    def text(value: str) -> str:
+        return redact_text(strip_controls(value))
+
+    return msgspec.structs.replace(
+        found,
+        server=text(found.server),
+        protocol=text(found.protocol),
+        tools=tuple(
+            msgspec.structs.replace(
+                t,
+                name=text(t.name),
+                description=text(t.description),
+                input_schema={text(k): _redact_value(v) for k, v in t.input_schema.items()},
+            )
+            for t in found.tools
+        ),
+        resources=tuple(text(r) for r in found.resources),
+        prompts=tuple(text(p) for p in found.prompts),
     )
 
 

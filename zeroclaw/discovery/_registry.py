@@ -21,7 +21,7 @@ from typing import Literal
 
 import msgspec
 
-from ..turns import AdapterRefusalCode
+from ..turns import AdapterRefusalCode, McpErrorCode
 from ._model import CapabilityDescriptor, DiscoveredItem, SideEffect
 from ._scan import Snapshot
 
@@ -133,17 +133,24 @@ RiskLevelName = Literal["readonly", "supervised", "full"]
 _HARMLESS: tuple[SideEffect, ...] = ("none", "read_only_external")
 
 
+# The kinds an agent's call runs: a local program, or a tool of an MCP server started for
+# the call inside the agent's sandbox. HTTP adapters are registered but not called yet.
+CALLABLE_KINDS = ("cli_adapter", "mcp_server")
+MCP_TOOL_CALL = "mcp.tool.call"
+
+
 @dataclass(frozen=True)
 class CallAllowed:
     adapter: RegisteredAdapter
     capability: str
     side_effect: SideEffect
     needs_approval: bool
+    tool: str = ""  # an MCP server's tool
 
 
 @dataclass(frozen=True)
 class CallRefused:
-    code: AdapterRefusalCode
+    code: AdapterRefusalCode | McpErrorCode
     message: str
 
 
@@ -155,8 +162,10 @@ def admit_call(
     level: RiskLevelName,
     adapter_id: str,
     capability: str | None,
+    tool: str | None = None,
 ) -> CallAllowed | CallRefused:
-    """Whether `agent` may call `adapter_id` for `capability` (pure; no counting)."""
+    """Whether `agent` may call `adapter_id` for `capability` (pure; no counting). For an
+    MCP server, `tool` names the tool (capability mcp.tool.call)."""
     if adapter_id not in granted:
         return CallRefused(
             "adapter_not_granted",
@@ -168,10 +177,15 @@ def admit_call(
             "adapter_not_found",
             f"no registered adapter {adapter_id!r} (zeroclaw discover explain {adapter_id})",
         )
-    if adapter.item.kind != "cli_adapter":
+    if adapter.item.kind not in CALLABLE_KINDS:
         return CallRefused(
-            "adapter_unsupported", f"{adapter_id!r} is a {adapter.item.kind}; only CLI adapters run"
+            "adapter_unsupported",
+            f"{adapter_id!r} is a {adapter.item.kind}; only CLI adapters and MCP servers run",
         )
+    if adapter.item.kind == "mcp_server":
+        return _admit_tool(adapter, level, capability, tool)
+    if tool:
+        return CallRefused("bad_arguments", f"{adapter_id!r} is a program: it has no tools")
     offered = adapter.side_effects
     if capability is None:
         if len(offered) != 1:
@@ -194,4 +208,52 @@ def admit_call(
         )
     return CallAllowed(
         adapter, capability, effect, level == "supervised" and effect not in _HARMLESS
+    )
+
+
+def _admit_tool(
+    adapter: RegisteredAdapter, level: RiskLevelName, capability: str | None, tool: str | None
+) -> CallAllowed | CallRefused:
+    """An MCP server's tool: in its manifest's `tools` allowlist and, once a metadata probe
+    listed the server's tools, one it offers. Its side effect is mcp.tool.call's, unless
+    the server annotates it read-only (then `read_only_external`: a readonly agent may call
+    it, a supervised one is not asked)."""
+    ident = adapter.id
+    if capability not in (None, MCP_TOOL_CALL):
+        return CallRefused(
+            "capability_not_offered",
+            f"{ident!r} is an MCP server: its tools are called as {MCP_TOOL_CALL}, "
+            f"not {capability!r}",
+        )
+    if MCP_TOOL_CALL not in adapter.side_effects:
+        return CallRefused("capability_not_offered", f"{ident!r} does not declare {MCP_TOOL_CALL}")
+    if not tool:
+        return CallRefused("bad_arguments", f"{ident!r} is an MCP server: name the tool")
+    allowed = adapter.item.allowlists.get("tools", ())
+    if tool not in allowed:
+        return CallRefused(
+            "mcp_tool_not_allowed",
+            f"{tool!r} is not in {ident!r}'s tools allowlist ({', '.join(allowed) or 'none'})",
+        )
+    probed = adapter.item.mcp
+    listed = {t.name: t for t in probed.tools} if probed is not None else {}
+    if probed is not None and tool not in listed:
+        return CallRefused(
+            "mcp_tool_not_allowed", f"{ident!r} did not list {tool!r} to its metadata probe"
+        )
+    effect: SideEffect = adapter.side_effects[MCP_TOOL_CALL]
+    if tool in listed and listed[tool].read_only:
+        effect = "read_only_external"
+    if level == "readonly" and effect not in _HARMLESS:
+        return CallRefused(
+            "mcp_tool_not_allowed",
+            f"{tool!r} is not annotated read-only by {ident!r}; a readonly agent may only "
+            "call read-only tools",
+        )
+    return CallAllowed(
+        adapter,
+        MCP_TOOL_CALL,
+        effect,
+        level == "supervised" and effect not in _HARMLESS,
+        tool,
     )

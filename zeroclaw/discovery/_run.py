@@ -4,7 +4,7 @@ may write. The only place that combines the scan with the cache."""
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,9 +46,11 @@ async def discover(
     refresh: bool = False,
     dry_run: bool = False,
     must_write: bool = False,
+    tools: Mapping[str, str] | None = None,
 ) -> Outcome:
     """`must_write`: a writer that finds the lock held fails with CacheLocked (an explicit
-    `scan --refresh`); otherwise it only skips the write."""
+    `scan --refresh`); otherwise it only skips the write. `tools`: MCP servers' tool-schema
+    hashes seen since the cache was written (the daemon's last scan): a change rescans."""
     cache = DiscoveryCache(state_dir)
     lock: FileLock | None = None
     locked_by: int | None = None
@@ -67,7 +69,7 @@ async def discover(
         inputs = await trio.to_thread.run_sync(current_inputs, ctx, config_bytes)
         previous = read.cache.snapshot if read.cache is not None else None
         why: str = read.problem or verdict(
-            read.cache, inputs, ctx.now, ctx.settings.health_ttl_secs
+            read.cache, inputs, ctx.now, ctx.settings.health_ttl_secs, tools
         )
         if read.moved_to is not None:
             why = f"corrupt (moved aside to {read.moved_to.name})"

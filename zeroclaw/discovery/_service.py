@@ -12,10 +12,11 @@ it runs, so a removed adapter drains instead of vanishing under a running call.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from collections.abc import Awaitable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
@@ -26,7 +27,16 @@ from .._process import ProcessOutcome
 from ..bus import Request, Response, answer, refusal, serve_op
 from ..config import Config, daemon_paths, effective_risk_policy, subagents_dir
 from ..control import DiscoveryStatus
-from ..events import DiscoveryCompleted, EventSink, RegistrationDecided
+from ..events import (
+    DiscoveryCompleted,
+    DiscoveryFailed,
+    DiscoveryHealthChecked,
+    DiscoveryItemFound,
+    DiscoveryItemInvalid,
+    DiscoveryStarted,
+    EventSink,
+    RegistrationDecided,
+)
 from ..turns import (
     ADAPTER_ADMIT,
     ADAPTER_INVOKE,
@@ -38,11 +48,15 @@ from ..turns import (
     AdapterResult,
     ApprovalLedger,
     adapter_approval_question,
+    adapter_retryable,
 )
-from ._cache import fingerprints, project_paths
-from ._context import scan_context
+from ._cache import fingerprints, project_paths, tool_hashes
+from ._context import ScanContext, scan_context
+from ._diff import facts
+from ._model import DiscoveredItem
 from ._redact import RedactingFilter, redact_text
 from ._registry import AdapterRegistry, CallAllowed, CallRefused, RegistryChange, admit_call
+from ._route import Alias, route
 from ._run import Outcome, discover
 from ._scan import Snapshot
 from ._watch import Debounce
@@ -57,22 +71,38 @@ DEFAULT_TIMEOUT_MS = 30_000
 @dataclass(frozen=True)
 class AdapterRun:
     """One adapter program to run for an agent: the whole argv (the input last), the
-    environment variable names its manifest declares, its bounds."""
+    environment variable names its manifest declares, its bounds. With a `tool`, argv
+    starts an MCP server (no input appended) and `arguments` are that tool's call."""
 
     argv: tuple[str, ...]
     env_names: tuple[str, ...]
     timeout_secs: float
     output_cap: int
+    tool: str = ""
+    arguments: dict[str, object] = field(default_factory=dict)
+    server: str = ""  # the MCP server's id, for its log lines
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    """How an MCP tool call ended: `error` an McpErrorCode ("" when the server answered
+    without isError), `text` its result or its error text."""
+
+    text: str
+    error: str = ""
+    detail: str = ""
 
 
 class AdapterRunner(Protocol):
     """Runs `run` in `agent`'s workspace under that agent's sandbox (the daemon gives one
     built from the agent's spec); the outcome, or why it never started."""
 
-    async def __call__(self, agent: str, run: AdapterRun, /) -> ProcessOutcome | str: ...
+    async def __call__(
+        self, agent: str, run: AdapterRun, /
+    ) -> ProcessOutcome | ToolOutcome | str: ...
 
 
-async def _no_runner(agent: str, run: AdapterRun, /) -> ProcessOutcome | str:
+async def _no_runner(agent: str, run: AdapterRun, /) -> ProcessOutcome | ToolOutcome | str:
     return "no adapter runner in this process"
 
 
@@ -114,15 +144,31 @@ class DiscoveryService:
         async with self._lock:
             config = self.config
             ctx = scan_context(config, self.config_path, self.env)
-            data = await trio.to_thread.run_sync(self.config_path.read_bytes)
-            outcome = await discover(
-                ctx, data, daemon_paths(config, self.env).state_dir, refresh=refresh
-            )
+            self.events.publish(DiscoveryStarted(refresh=refresh))
+            try:
+                outcome = await self._discover(ctx, config, refresh)
+            except Exception as exc:
+                self.events.publish(
+                    DiscoveryFailed(redact_text(f"{type(exc).__name__}: {exc}")[:300])
+                )
+                raise
             previous = self.snapshot
             change = self.registry.apply(outcome.snapshot)
             self.snapshot = outcome.snapshot
             self._publish(outcome, previous, change)
             return change
+
+    async def _discover(self, ctx: ScanContext, config: Config, refresh: bool) -> Outcome:
+        data = await trio.to_thread.run_sync(self.config_path.read_bytes)
+        return await discover(
+            ctx,
+            data,
+            daemon_paths(config, self.env).state_dir,
+            refresh=refresh,
+            # what this daemon last probed: a cache another writer left with other tool
+            # schemas is stale
+            tools=tool_hashes(self.snapshot) if self.snapshot is not None else None,
+        )
 
     def _publish(self, outcome: Outcome, previous: Snapshot | None, change: RegistryChange) -> None:
         snap = outcome.snapshot
@@ -130,6 +176,7 @@ class DiscoveryService:
             (e.item.key, e.item.source.kind): e.decision
             for e in (previous.entries if previous else ())
         }
+        self._publish_items(snap, previous)
         for entry in snap.entries:
             if entry.item.source.kind == "builtin_template":
                 continue
@@ -176,6 +223,45 @@ class DiscoveryService:
             log.warning("discovery: required but not registered: %s", ", ".join(snap.degraded))
         for name in timed_out:
             log.warning("discovery: source %s timed out (global_scan_timeout_ms)", name)
+
+    def _publish_items(self, snap: Snapshot, previous: Snapshot | None) -> None:
+        """found / invalid / health_checked for each item that is new or changed since the
+        last scan (a scan that changed nothing says only `completed`)."""
+        before = {
+            (e.item.key, e.item.source.kind): e.item for e in (previous.entries if previous else ())
+        }
+        for entry in snap.entries:
+            item = entry.item
+            if item.source.kind == "builtin_template":
+                continue
+            old = before.get((item.key, item.source.kind))
+            key = redact_text(item.key)
+            if old is None or facts(old) != facts(item):
+                self.events.publish(DiscoveryItemFound(key, item.source.kind, item.capabilities))
+                errors = [d for d in item.diagnostics if d.level == "error"]
+                if errors:
+                    self.events.publish(
+                        DiscoveryItemInvalid(
+                            key,
+                            item.source.kind,
+                            tuple(dict.fromkeys(d.kind for d in errors)),
+                            redact_text(errors[0].message)[:300],
+                        )
+                    )
+            health = item.health
+            checked = health.status != "not_checked"
+            if checked and (
+                old is None or old.health.status != health.status or _tools(old) != _tools(item)
+            ):
+                self.events.publish(
+                    DiscoveryHealthChecked(
+                        key,
+                        health.status,
+                        redact_text(health.version),
+                        redact_text(health.message)[:300],
+                        _tools(item),
+                    )
+                )
 
     @property
     def degraded(self) -> tuple[str, ...]:
@@ -233,17 +319,30 @@ class DiscoveryService:
         )
 
     async def _admit_op(self, sender: str, request: Request, call: AdapterCall) -> Response:
-        verdict = self._admit(sender, call.adapter, call.capability)
+        verdict = self._admit(sender, call.adapter, call.capability, call.tool)
         if isinstance(verdict, CallRefused):
             return _error(request, verdict.code, verdict.message)
         return answer(request, _admission(verdict))
 
     def _admit(
-        self, sender: str, adapter: str, capability: str | None
+        self, sender: str, adapter: str, capability: str | None, tool: str | None = None
     ) -> CallAllowed | CallRefused:
         agent = self.config.agents.get(sender)
         if agent is None or agent.risk_profile is None:
             return CallRefused("adapter_not_granted", f"{sender} may call no adapter")
+        if not adapter:  # `invoke for CAPABILITY`: an alias, or routed by source priority
+            routed = route(
+                self.registry,
+                capability=capability,
+                granted=agent.adapters,
+                aliases={
+                    name: Alias(a.adapter, a.capability, a.tool)
+                    for name, a in self.config.discovery.aliases.items()
+                },
+            )
+            if isinstance(routed, CallRefused):
+                return routed
+            adapter, capability, tool = routed.adapter, routed.capability, routed.tool
         return admit_call(
             self.registry,
             agent=sender,
@@ -251,44 +350,78 @@ class DiscoveryService:
             level=effective_risk_policy(self.config, sender, self.env).level,
             adapter_id=adapter,
             capability=capability,
+            tool=tool,
         )
 
     async def _invoke(self, sender: str, request: Request, call: AdapterInvoke) -> Response:
-        verdict = self._admit(sender, call.adapter, call.capability)
+        verdict = self._admit(sender, call.adapter, call.capability, call.tool)
         if isinstance(verdict, CallRefused):
             return _error(request, verdict.code, verdict.message)
+        arguments: dict[str, object] = {}
+        if verdict.tool:
+            parsed = _arguments(call.input)
+            if isinstance(parsed, str):
+                return _error(request, "bad_arguments", parsed)
+            arguments = parsed
         if verdict.needs_approval and not self.approvals.take(
             sender, call.turn, adapter_approval_question(_admission(verdict), call.input)
         ):
             # Only a yes the daemon itself saw given in that turn of this agent (ADR 0052).
             detail = "this call needs an approval given in the asking turn, and none was"
             return _error(request, "approval_denied", detail)
-        adapter = self.registry.acquire(call.adapter)
+        ident = verdict.adapter.id  # the routed one when the call named none
+        adapter = self.registry.acquire(ident)
         if adapter is None:
-            return _error(request, "adapter_not_found", f"{call.adapter!r} is gone")
+            return _error(request, "adapter_not_found", f"{ident!r} is gone")
         try:
             descriptor = self.registry.capabilities.get(verdict.capability)
             item = adapter.item
             timeout_ms = item.timeout_ms or (
                 descriptor.default_timeout_ms if descriptor else DEFAULT_TIMEOUT_MS
             )
+            argv = (
+                (item.command, *item.args)
+                if verdict.tool
+                else (
+                    item.command,
+                    *item.args,
+                    call.input,
+                )
+            )
             outcome = await self.runner(
                 sender,
                 AdapterRun(
-                    argv=(item.command, *item.args, call.input),
+                    argv=argv,
                     env_names=item.env,
                     timeout_secs=timeout_ms / 1000,
                     output_cap=item.max_output_bytes or DEFAULT_OUTPUT_BYTES,
+                    tool=verdict.tool,
+                    arguments=arguments,
+                    server=item.id,
                 ),
             )
         finally:
-            self.registry.release(call.adapter)
+            self.registry.release(ident)
         if isinstance(outcome, str):  # it never ran: why
             return _error(request, "exec_refused", outcome)
+        if isinstance(outcome, ToolOutcome):
+            return answer(
+                request,
+                AdapterResult(
+                    adapter=ident,
+                    capability=verdict.capability,
+                    exit_code=None if outcome.error else 0,
+                    output=outcome.text,
+                    truncated=outcome.error == "mcp_result_too_large",
+                    timed_out=outcome.error == "mcp_timeout",
+                    error=outcome.error,
+                    retryable=adapter_retryable(outcome.error or None),
+                ),
+            )
         return answer(
             request,
             AdapterResult(
-                adapter=call.adapter,
+                adapter=ident,
                 capability=verdict.capability,
                 exit_code=outcome.exit_code,
                 output=outcome.output,
@@ -296,6 +429,10 @@ class DiscoveryService:
                 timed_out=outcome.timed_out,
             ),
         )
+
+
+def _tools(item: DiscoveredItem) -> str:
+    return item.mcp.tools_hash if item.mcp is not None else ""
 
 
 def _keys(keys: tuple[str, ...] | list[str]) -> tuple[str, ...]:
@@ -309,7 +446,26 @@ def _admission(verdict: CallAllowed) -> AdapterAdmission:
         side_effect=verdict.side_effect,
         needs_approval=verdict.needs_approval,
         command=verdict.adapter.item.command,
+        tool=verdict.tool,
     )
+
+
+MAX_ARGUMENTS_BYTES = 256 * 1024
+
+
+def _arguments(text: str) -> dict[str, object] | str:
+    """An MCP tool call's input: a JSON object (empty input: no arguments); else why not."""
+    if not text.strip():
+        return {}
+    if len(text) > MAX_ARGUMENTS_BYTES:
+        return f"arguments over {MAX_ARGUMENTS_BYTES} characters"
+    try:
+        value: object = json.loads(text)
+    except ValueError as exc:
+        return f"an MCP tool's input is its arguments as a JSON object: {exc}"[:300]
+    if not isinstance(value, dict):
+        return "an MCP tool's input is its arguments as a JSON object"
+    return {str(k): v for k, v in value.items()}
 
 
 def _error(request: Request, code: str, detail: str) -> Response:

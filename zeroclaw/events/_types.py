@@ -72,6 +72,47 @@ class DiscoveryCompleted(_Event, tag="discovery.completed", frozen=True):
     timed_out: tuple[str, ...] = ()  # sources cut off by the global timeout
 
 
+class DiscoveryStarted(_Event, tag="discovery.started", frozen=True):
+    """A discovery run began (the cache may still answer it: see its `completed`)."""
+
+    refresh: bool = False
+
+
+class DiscoveryFailed(_Event, tag="discovery.failed", frozen=True):
+    """A discovery run failed as a whole; the registry it had stays."""
+
+    detail: str
+
+
+class DiscoveryItemFound(_Event, tag="discovery.found", frozen=True):
+    """An item a scan found, when it is new or its facts changed since the last scan."""
+
+    key: str
+    source: str  # the source kind: project_manifest, config, path, user_dir, ...
+    capabilities: tuple[str, ...] = ()
+
+
+class DiscoveryItemInvalid(_Event, tag="discovery.invalid", frozen=True):
+    """A found item with errors (a broken manifest, a refused path), when new or changed;
+    `kinds` are its diagnostics' DiscoveryErrorKind, `message` the first, redacted."""
+
+    key: str
+    source: str
+    kinds: tuple[str, ...]
+    message: str = ""
+
+
+class DiscoveryHealthChecked(_Event, tag="discovery.health_checked", frozen=True):
+    """An item's probe (`--version`, an MCP metadata probe, a model server) gave a health
+    other than the last scan's. `tools_hash`: a probed MCP server's tool-schema hash."""
+
+    key: str
+    status: str
+    version: str = ""
+    message: str = ""
+    tools_hash: str = ""
+
+
 class RegistrationDecided(_Event, tag="discovery.decided", frozen=True):
     """One item's registration decision, when it is new or changed since the last scan."""
 
@@ -171,6 +212,11 @@ Event = (
     | RouteRefused
     | ReloadApplied
     | MemoryOperation
+    | DiscoveryStarted
+    | DiscoveryFailed
+    | DiscoveryItemFound
+    | DiscoveryItemInvalid
+    | DiscoveryHealthChecked
     | DiscoveryCompleted
     | RegistrationDecided
     | AgentExited

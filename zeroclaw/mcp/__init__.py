@@ -10,6 +10,7 @@ importing this package does not load it.
 from ._host import McpHost
 from ._launch import installation_paths, server_environment
 from ._lifecycle import Lifecycle, LifecycleError
+from ._once import OneCall, OneCallResult, call_once
 from ._tools import ListedTool, McpTool, offered_tools, render_result
 
 __all__ = [
@@ -18,6 +19,9 @@ __all__ = [
     "ListedTool",
     "McpHost",
     "McpTool",
+    "OneCall",
+    "OneCallResult",
+    "call_once",
     "installation_paths",
     "offered_tools",
     "render_result",

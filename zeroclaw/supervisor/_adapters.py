@@ -16,8 +16,9 @@ import trio
 
 from .._process import DEFAULT_PATH, CannotStart, ProcessOutcome, run_capped
 from ..agent import AgentSpec, command_home_root, path_rules
-from ..discovery import AdapterRun, AdapterRunner
-from ..policy import abi_version
+from ..discovery import AdapterRun, AdapterRunner, ToolOutcome
+from ..mcp import OneCall, call_once
+from ..policy import PathRules, abi_version
 from ..tools import adapter_ruleset, shell_environment
 from ._spec import scrubbed_environment
 
@@ -28,13 +29,15 @@ def adapter_runner(
     """A runner over the daemon's current specs (`specs()` is read at each call: a reload
     may have changed the agent)."""
 
-    async def run(agent: str, job: AdapterRun, /) -> ProcessOutcome | str:
+    async def run(agent: str, job: AdapterRun, /) -> ProcessOutcome | ToolOutcome | str:
         spec = specs().get(agent)
         if spec is None or spec.subagent is not None:
             return f"{agent} is not an agent that runs adapters"
         rules = path_rules(spec)
         workspace = str(rules.workspace)
         root = command_home_root(spec)
+        if job.tool:
+            return await _call_tool(job, spec, rules, root, daemon_env)
         try:
             home = await trio.to_thread.run_sync(functools.partial(_private_home, root))
         except OSError as exc:
@@ -64,6 +67,40 @@ def adapter_runner(
                 )
 
     return run
+
+
+async def _call_tool(
+    job: AdapterRun,
+    spec: AgentSpec,
+    rules: PathRules,
+    root: str,
+    daemon_env: Mapping[str, str],
+) -> ToolOutcome | str:
+    """A registered MCP server's tool, the server started for this call as one of the
+    agent's own would be (`zeroclaw.mcp.call_once`) and stopped after it."""
+    try:
+        await trio.to_thread.run_sync(functools.partial(os.makedirs, root, 0o700, True))
+    except OSError as exc:
+        return f"no private home for the MCP server: {exc}"
+    agent_env = scrubbed_environment(daemon_env)
+    agent_env.update({name: daemon_env[name] for name in job.env_names if name in daemon_env})
+    result = await call_once(
+        OneCall(
+            name=job.server or "adapter",
+            command=job.argv[0],
+            args=job.argv[1:],
+            env_names=job.env_names,
+            timeout_secs=job.timeout_secs,
+            max_result_bytes=job.output_cap,
+            rules=rules,
+            agent_env=agent_env,
+            confine=spec.risk.sandbox != "none" and abi_version() >= 1,
+            home_root=root,
+            tool=job.tool,
+            arguments=job.arguments,
+        )
+    )
+    return ToolOutcome(result.text, result.error or "", result.detail)
 
 
 def _private_home(root: str) -> str:

@@ -24,8 +24,9 @@ from ..turns import (
     AdapterInvoke,
     AdapterResult,
     adapter_approval_question,
+    adapter_retryable,
 )
-from ._base import ToolResult
+from ._base import ToolResult, as_tool_error
 from ._shell import program_ruleset
 from ._toolset import Tool, ToolContext
 
@@ -34,11 +35,24 @@ MAX_INPUT_CHARS = 32 * 1024
 
 
 class InvokeAdapterArgs(msgspec.Struct, frozen=True):
-    adapter: Annotated[str, msgspec.Meta(description="The adapter's id.")]
+    adapter: Annotated[
+        str,
+        msgspec.Meta(
+            description="The adapter's id; empty to let the daemon pick one for `capability` "
+            "(a business alias such as github.issue.create, or a side-effect-free capability)."
+        ),
+    ]
     input: Annotated[str, msgspec.Meta(description="What to ask it: passed as its last argument.")]
     capability: Annotated[
         str | None,
         msgspec.Meta(description="Which of its capabilities (needed when it has several)."),
+    ] = None
+    tool: Annotated[
+        str | None,
+        msgspec.Meta(
+            description="For an MCP server adapter: the tool to call; `input` is then its "
+            "arguments as a JSON object."
+        ),
     ] = None
 
 
@@ -53,9 +67,11 @@ async def invoke_adapter(ctx: ToolContext, args: InvokeAdapterArgs) -> ToolResul
         return ToolResult.refused("bad_arguments", f"input over {MAX_INPUT_CHARS} characters")
     if "\x00" in args.input:
         return ToolResult.refused("bad_arguments", "input contains a NUL character")
-    admitted = await ctx.reach.adapter("admit", AdapterCall(args.adapter, args.capability))
+    admitted = await ctx.reach.adapter(
+        "admit", AdapterCall(args.adapter, args.capability, args.tool)
+    )
     if not admitted.ok:
-        return admitted
+        return _with_retryable(admitted)
     admission = msgspec.convert(admitted.data, AdapterAdmission)
     # The daemon runs it only if it saw this turn's question answered yes (ADR 0052); a
     # no here saves the round trip.
@@ -63,10 +79,13 @@ async def invoke_adapter(ctx: ToolContext, args: InvokeAdapterArgs) -> ToolResul
     if admission.needs_approval and not await ctx.approved(question):
         return ToolResult.refused("approval_denied", "the operator did not approve")
     ran = await ctx.reach.adapter(
-        "invoke", AdapterInvoke(args.adapter, args.input, admission.capability, ctx.turn)
+        "invoke",
+        AdapterInvoke(
+            admission.adapter, args.input, admission.capability, ctx.turn, admission.tool or None
+        ),
     )
     if not ran.ok:
-        return ran
+        return _with_retryable(ran)
     result = msgspec.convert(ran.data, AdapterResult)
     data: dict[str, object] = {
         "adapter": result.adapter,
@@ -74,22 +93,43 @@ async def invoke_adapter(ctx: ToolContext, args: InvokeAdapterArgs) -> ToolResul
         "exit_code": result.exit_code,
         "truncated": result.truncated,
     }
+    if admission.tool:
+        data["tool"] = admission.tool
+    if result.error:
+        data["retryable"] = result.retryable
+        code = as_tool_error(result.error, "mcp_tool_error")
+        return ToolResult(False, result.output, code, result.output[:500] or code, data)
     if result.timed_out:
+        data["retryable"] = True
         return ToolResult(
             False, result.output, "timeout", "the adapter was killed on its timeout", data
         )
     if result.exit_code != 0:
+        data["retryable"] = False
         return ToolResult(
             False, result.output, "exit_status", f"exit code {result.exit_code}", data
         )
     return ToolResult(True, result.output, data=data)
 
 
+def _with_retryable(result: ToolResult) -> ToolResult:
+    """A refusal or failure of the daemon's, with whether asking again may help."""
+    return ToolResult(
+        result.ok,
+        result.output,
+        result.error_code,
+        result.detail,
+        {**result.data, "retryable": adapter_retryable(result.error_code)},
+    )
+
+
 INVOKE_ADAPTER: Tool[InvokeAdapterArgs] = Tool(
     ADAPTER_TOOL,
     "Run a discovered adapter (a local program such as codex) for one of its capabilities, "
-    "with your text as its input. Only adapters your config lists; the daemon may refuse, "
-    "and side effects may need the operator's approval.",
+    "with your text as its input, or call a tool of a registered MCP server (name the tool; "
+    "the input is its arguments as a JSON object). Only adapters your config lists; the "
+    "daemon may refuse, and side effects may need the operator's approval. A failure says "
+    "whether it is retryable.",
     InvokeAdapterArgs,
     invoke_adapter,
 )

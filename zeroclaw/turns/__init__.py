@@ -19,6 +19,7 @@ from ._adapter import (
     AdapterRefusalCode,
     AdapterResult,
     adapter_approval_question,
+    adapter_retryable,
 )
 from ._approval_ledger import ApprovalLedger
 from ._dispatch import (
@@ -242,5 +243,6 @@ __all__ = [
     "TurnInput",
     "TurnServiceErrorCode",
     "adapter_approval_question",
+    "adapter_retryable",
     "tool_digest",
 ]

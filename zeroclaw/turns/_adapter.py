@@ -27,16 +27,23 @@ ADAPTER_SERVICE = "adapter"
 AdapterRefusalCode = Literal[
     "adapter_not_found",  # nothing registered under that id (or it is draining)
     "adapter_not_granted",  # the agent's [agents.<alias>] adapters does not list it
-    "adapter_unsupported",  # only CLI adapters are executed by this version
+    "adapter_unsupported",  # HTTP adapters are registered, not executed, by this version
     "capability_not_offered",  # the adapter does not offer the capability asked for
     "read_only_profile",  # a readonly agent and a capability with side effects
     "bad_arguments",  # several capabilities and none named
+    "capability_not_routable",  # no adapter named, and the capability may not be auto-routed
+    "no_adapter_for_capability",  # no adapter named, and none the agent may call offers it
 ]
 
 
 class AdapterCall(msgspec.Struct, frozen=True, omit_defaults=True):
+    """`tool`: for a registered MCP server, the tool to call (capability mcp.tool.call).
+    `adapter` empty: the daemon picks one for `capability` (a business alias, or a
+    side-effect-free capability routed by source priority)."""
+
     adapter: str
     capability: str | None = None
+    tool: str | None = None
 
 
 class AdapterAdmission(msgspec.Struct, frozen=True):
@@ -45,6 +52,7 @@ class AdapterAdmission(msgspec.Struct, frozen=True):
     side_effect: str
     needs_approval: bool
     command: str  # the canonical program, for the approval question
+    tool: str = ""  # an MCP server's tool
 
 
 class AdapterInvoke(msgspec.Struct, frozen=True, omit_defaults=True):
@@ -53,9 +61,10 @@ class AdapterInvoke(msgspec.Struct, frozen=True, omit_defaults=True):
     answered yes: the daemon's own record, never a flag of the agent's (ADR 0052)."""
 
     adapter: str
-    input: str
+    input: str  # a CLI adapter's last argument; an MCP tool's arguments as a JSON object
     capability: str | None = None
     turn: str | None = None
+    tool: str | None = None
 
 
 APPROVAL_INPUT_CHARS = 120  # of the input, shown in the question; its digest names it all
@@ -68,20 +77,37 @@ def adapter_approval_question(admission: AdapterAdmission, input: str) -> str:
     operator's terminal) and its sha256 names all of it."""
     shown = input if len(input) <= APPROVAL_INPUT_CHARS else input[:APPROVAL_INPUT_CHARS] + "…"
     digest = hashlib.sha256(input.encode(errors="surrogatepass")).hexdigest()[:16]
+    what = f" tool {admission.tool}" if admission.tool else ""
     return (
-        f"run adapter {admission.adapter} for {admission.capability} "
+        f"run adapter {admission.adapter}{what} for {admission.capability} "
         f"(side effect: {admission.side_effect}): {admission.command} "
         f"with input {shown!r} (sha256 {digest})"
     )
 
 
 class AdapterResult(msgspec.Struct, frozen=True, omit_defaults=True):
+    """How a run ended. A CLI adapter's: its exit code. An MCP tool's: `exit_code` 0 when
+    the server answered, `error` an McpErrorCode when it did not (or answered isError)."""
+
     adapter: str
     capability: str
     exit_code: int | None  # None: killed on its timeout
     output: str = ""
     truncated: bool = False
     timed_out: bool = False
+    error: str = ""
+    retryable: bool = False
+
+
+# The codes of a failed or refused adapter call worth trying again unchanged: the program
+# or server was slow or not there at that moment. Everything else (policy, arguments, the
+# tool's own error) fails the same way again.
+RETRYABLE_CODES = frozenset({"timeout", "mcp_timeout", "mcp_unavailable", "internal_error"})
+
+
+def adapter_retryable(code: str | None) -> bool:
+    """Whether an adapter call that failed with `code` may succeed if asked again."""
+    return code in RETRYABLE_CODES
 
 
 # The adapter service's operations. Refusal codes: the registry's
