@@ -91,3 +91,25 @@ def test_a_binding_to_an_unknown_server_or_a_tool_outside_the_allowlist_refuses_
     problems = {Path(r["path"]).name: " ".join(r["problems"]) for r in listing["refused"]}
     assert "'nope' is not in [mcp_servers]" in problems["ghost"]
     assert "'set_time' not in [mcp_servers.time] tools" in problems["greedy"]
+
+
+def test_config_validate_warns_of_a_bundle_bound_outside_the_configs_servers(
+    tmp_path: Path,
+) -> None:
+    import tomli_w
+
+    from tests.pins.test_cli import validate
+
+    doc = _config(tmp_path)
+    subagents = tmp_path / "subagents"
+    write_bundle(subagents, "ghost", mcp=[{"server": "nope", "tools": ["x"]}])
+    write_bundle(subagents, "greedy", mcp=[{"server": "time", "tools": ["set_time"]}])
+    write_bundle(subagents, "fine", mcp=[{"server": "time", "tools": ["get_current_time"]}])
+    config_path = tmp_path / "zeroclaw.toml"
+    config_path.write_text(tomli_w.dumps(doc))
+    result = validate(config_path)
+    assert result.returncode == 0, result.stderr
+    warnings = {w["path"]: w["message"] for w in json.loads(result.stdout)["warnings"]}
+    assert set(warnings) == {"subagents.ghost", "subagents.greedy"}, warnings
+    assert "'nope' is not in [mcp_servers]" in warnings["subagents.ghost"]
+    assert "'set_time' not in [mcp_servers.time] tools" in warnings["subagents.greedy"]
