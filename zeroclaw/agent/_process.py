@@ -146,6 +146,7 @@ def start_mcp(
         commands=spec.risk.allowed_commands if spec.risk.may_act else (),
     )
     engine.tools_pending = host.wait_settled
+    engine.mcp_explain = host.explain
     nursery.start_soon(host.run)
 
 
