@@ -103,6 +103,7 @@ EDGES: dict[tuple[str, str], str] = {
     ("cli", "pins"): "`config validate` reads the MCP pin store",
     ("cli", "policy"): "the in-process run's code paths (ADR 0044)",
     ("cli", "providers"): "the in-process run's provider",
+    ("cli", "subagents"): "`config validate` checks the bundles' MCP bindings (issue 26)",
     ("cli", "supervisor"): "`daemon run`, and the agent specs of the in-process run",
     ("cli", "tools"): "the in-process reach answers with tool results",
     ("cli", "turns"): "the turn events it prints",

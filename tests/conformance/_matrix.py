@@ -34,6 +34,7 @@ Layer = Literal[
     "listener",  # an HTTP listener's own bounds and credential (ADR 0045)
     "turn_service",  # the daemon names a turn's session from its origin (ADR 0041)
     "validator",  # the schema-validation worker pool (killed at its bound, ADR 0046)
+    "mcp_host",  # what the agent's MCP host starts a server with (its environment)
 ]
 
 BOUNDARIES = (
@@ -55,6 +56,10 @@ BOUNDARIES = (
     "approvals",  # who answers a supervised approval, by origin kind (ADR 0042)
     "validation_bounds",  # a schema check ends at its bound, whatever the schema and instance
     "memory_quotas",  # an agent's memory stays within its caps, whatever is written
+    # ADR 0053: an agent's MCP server, a child process inside the agent's sandbox, and the
+    # MCP tools a turn gets by the agent's risk profile
+    "mcp_server",
+    "mcp_tools",
     # ADR 0043: what a process the daemon starts can reach as a process
     "process_signals",
     "capabilities",
@@ -80,6 +85,7 @@ PATHS = (
     "validator",  # the validation worker pool (real processes), then admit / verdict
     "memory_store",  # the memory service over a real LMDB store, with an agent's quota
     "discovery_probe",  # a program run under the probe sandbox (policy.decide_confinement)
+    "mcp_server",  # an agent of a real daemon calls its real stdio MCP server's tools
 )
 # profile -> the agent of the conformance daemon that plays it (and how approvals go).
 PROFILES: dict[str, tuple[str, bool | None]] = {
@@ -1338,6 +1344,9 @@ def _listener_cells() -> list[Cell]:
 
 
 # ----------------------------------------------------------- origin x tool (ADR 0042)
+ORIGIN_MCP_TOOL = "mcp__h__echo"  # an allowed tool of a server the origin cells' agent uses
+
+
 def _origin_cells() -> list[Cell]:
     """Every origin kind x every agent tool, both read from the product: with the default
     config (no peer_tools, no group tools) only the operator's turn may use an agent tool;
@@ -1348,7 +1357,8 @@ def _origin_cells() -> list[Cell]:
 
     cells = []
     for kind in sorted(origin_kinds()):
-        for tool in sorted(agent_tools()):
+        # An MCP server's tool (ADR 0053) is granted by its name like any agent tool.
+        for tool in (*sorted(agent_tools()), ORIGIN_MCP_TOOL):
             default = {
                 "operator": _ok("engine"),
                 # the runtime has no agent tool at all: not a grant it lacks, a tool it
@@ -1488,8 +1498,126 @@ def _bounds_quota_cells() -> list[Cell]:
     return cells
 
 
+# ----------------------------------------------------------- MCP servers and tools (ADR 0053)
+# The conformance daemon's MCP agents (one per risk level) use the hostile server `h`
+# (tests/mcp/hostile_server.py, mode ok) with tools echo and read (annotated read-only), write
+# and env (not), and a second server `h2` whose `env` names another variable. The server's
+# own replies say what the kernel let it do ("refused: EACCES").
+MCP_AGENTS = {
+    "readonly": ("m_ro", None),
+    "supervised_approve": ("m_sup", True),
+    "supervised_deny": ("m_sup", False),
+    "full": ("m_full", None),
+}
+MCP_NAMED = "ZC_MCP_NAMED"  # named by h's env
+MCP_OTHER = "ZC_MCP_OTHER"  # named by h2's env only: in the agent's environment, not h's
+# (case, tool, action, {profile: expect}); action is an offline-grammar message template.
+MCP_SERVER_CASES: list[tuple[str, str, str, dict[str, Expect]]] = [
+    (
+        "server writes own workspace",
+        "write",
+        'mcp h write {{"path": "{ws}/m-made.txt"}}',
+        {
+            "readonly": _no("mcp_tool_not_allowed", "engine"),
+            "supervised_approve": _ok("kernel"),
+            "full": _ok("kernel"),
+        },
+    ),
+    (
+        "server writes outside the workspace",
+        "write",
+        'mcp h write {{"path": "{outside}/m-out-{alias}.txt"}}',
+        {
+            "readonly": _no("mcp_tool_not_allowed", "engine"),
+            "supervised_approve": _eacces(),
+            "full": _eacces(),
+        },
+    ),
+    (
+        "server reads daemon config",
+        "read",
+        'mcp h read {{"path": "{config}"}}',
+        {p: _eacces() for p in ("readonly", "supervised_approve", "full")},
+    ),
+    (
+        "server reads daemon memory file",
+        "read",
+        'mcp h read {{"path": "{state}/memory/data.mdb"}}',
+        {p: _eacces() for p in ("readonly", "supervised_approve", "full")},
+    ),
+    (
+        "server reads sibling workspace",
+        "read",
+        'mcp h read {{"path": "{owner_ws}/shared.txt"}}',
+        {p: _eacces() for p in ("readonly", "supervised_approve", "full")},
+    ),
+    (
+        "server environment holds only named variables",
+        "env",
+        "mcp h env",
+        {
+            "readonly": _no("mcp_tool_not_allowed", "engine"),
+            "supervised_approve": _ok("mcp_host"),
+            "full": _ok("mcp_host"),
+        },
+    ),
+]
+MCP_TOOL_CASES: list[tuple[str, str, str, dict[str, Expect]]] = [
+    (
+        "read-only tool",
+        "echo",
+        'mcp h echo {{"text": "hello"}}',
+        {
+            "readonly": _ok("engine"),
+            "supervised_approve": _ok("engine"),
+            "supervised_deny": _ok("engine"),  # asks nobody: no approval to deny
+            "full": _ok("engine"),
+        },
+    ),
+    (
+        "tool not read-only",
+        "write",
+        'mcp h write {{"path": "m-asked.txt"}}',
+        {
+            "readonly": _no("mcp_tool_not_allowed", "engine"),
+            "supervised_approve": _ok("engine"),
+            "supervised_deny": _no("approval_denied", "engine"),
+            "full": _ok("engine"),
+        },
+    ),
+    (
+        "tool outside the config's allowlist",
+        "fail",
+        "mcp h fail",
+        {
+            p: _no("mcp_tool_not_allowed", "engine")
+            for p in ("readonly", "supervised_approve", "full")
+        },
+    ),
+]
+
+
+def _mcp_cells() -> list[Cell]:
+    return [
+        Cell(
+            boundary,
+            "mcp_server",
+            profile,
+            case,
+            action,
+            expect,
+            f"mcp__h__{tool}",
+            extra={"mcp_case": case},
+        )
+        for boundary, table in (("mcp_server", MCP_SERVER_CASES), ("mcp_tools", MCP_TOOL_CASES))
+        for case, tool, action, by_profile in table
+        for profile, expect in by_profile.items()
+    ]
+
+
 def all_cells() -> list[Cell]:
     cells = [
+        *_mcp_cells(),
         *_discovery_cells(),
         *_origin_cells(),
         *_grammar_cells(),

@@ -25,6 +25,8 @@ from zeroclaw.control import Chat, ChatApproval, ControlClient, ControlSession, 
 from ._matrix import (
     KERNEL_AGENTS,
     KERNEL_PROBES,
+    MCP_NAMED,
+    MCP_OTHER,
     PLANTED,
     PROFILES,
     Cell,
@@ -35,6 +37,10 @@ from ._matrix import (
 ENTRYPOINT = "tests.conformance._agent:main"
 COMMANDS = ["ls", "cat"]
 SESSION_MARKER = "owner-session-marker-5150"  # said in owner's "default" session
+
+
+# The hostile MCP server's source, passed inline: every agent's server can run it so.
+HOSTILE_MCP_SERVER = (Path(__file__).parents[1] / "mcp" / "hostile_server.py").read_text()
 
 
 def free_port() -> int:
@@ -85,6 +91,20 @@ def conformance_config(root: Path, port: int = 0) -> dict[str, Any]:
         "k_gr": agent("supervised", workspace={"access": {"owner": "read"}}),
         "k_gw": agent("supervised", workspace={"access": {"owner": "write"}}),
         "k_grw": agent("supervised", workspace={"access": {"owner": "read_write"}}),
+    }
+    # The MCP agents (ADR 0053), one per risk level, each using the hostile server h and
+    # h2 (a program that is not there: it never starts, but its `env` puts a variable in
+    # the agent's environment that h must not get).
+    for alias, profile in (("m_ro", "readonly"), ("m_sup", "supervised"), ("m_full", "full")):
+        doc["agents"][alias] = agent(profile, mcp=["h", "h2"])
+    doc["mcp_servers"] = {
+        "h": {
+            "command": sys.executable,
+            "args": ["-c", HOSTILE_MCP_SERVER, "ok"],
+            "env": [MCP_NAMED],
+            "tools": ["echo", "read", "write", "env"],
+        },
+        "h2": {"command": "zc-conformance-no-such-server", "env": [MCP_OTHER], "tools": []},
     }
     doc["peer_groups"] = {
         "conf": {"channel": "cli", "agents": ["ro", "sup", "owner", "k_ro", "k_sup"]}
@@ -293,10 +313,13 @@ class World:
 
     # --- driving a turn ---------------------------------------------------------------
 
-    def chat(self, profile: str, text: str) -> dict[str, Any]:
+    def chat(
+        self, profile: str, text: str, agents: dict[str, tuple[str, bool | None]] = PROFILES
+    ) -> dict[str, Any]:
         """One turn through the control socket, as `chat` does; approvals answered as the
-        profile says (no answer at all: nobody is there)."""
-        alias, approve = PROFILES[profile]
+        profile says (no answer at all: nobody is there). `agents`: who plays which
+        profile (the MCP cells have agents of their own)."""
+        alias, approve = agents[profile]
         with ControlSession(self.run_dir, timeout=60) as session:
             session.send(
                 Chat(agent=alias, text=text, session="conformance", interactive=approve is not None)

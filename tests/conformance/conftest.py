@@ -19,7 +19,7 @@ from zeroclaw.control import Chat, ControlClient
 from zeroclaw.memory import MemoryStore, Scope, WriteOp
 
 from . import _table
-from ._matrix import all_cells
+from ._matrix import MCP_NAMED, MCP_OTHER, all_cells
 from ._world import (
     ENTRYPOINT,
     SESSION_MARKER,
@@ -54,6 +54,9 @@ def world() -> Iterator[World]:
         "HOOK_SECRET": HOOK_SECRET,
         "PATH": path,
         "PYTHONUSERBASE": str(userbase),
+        # What the MCP agents' servers name (ADR 0053): h gets the first, only h2 the other.
+        MCP_NAMED: "named-value",
+        MCP_OTHER: "other-value",
     }
     site = subprocess.run(
         [sys.executable, "-c", "import site; print(site.getusersitepackages())"],

@@ -146,3 +146,57 @@ def test_every_process_kind_has_signal_capability_and_network_cells() -> None:
         cases = {c.action for c in cells if c.extra["kind"] == kind}
         wanted = {f"signal {t}" for t in SIGNAL_TARGETS} | {"capabilities", "tcp connect"}
         assert wanted <= cases, (kind, sorted(wanted - cases))
+
+
+# What an agent's MCP server, a child process inside its sandbox, must be shown not to do
+# (ADR 0053), for every risk level; a missing row fails here.
+MCP_SERVER_ROWS = {
+    "server writes outside the workspace": "kernel_denied",
+    "server reads daemon config": "kernel_denied",
+    "server reads daemon memory file": "kernel_denied",
+    "server environment holds only named variables": "allowed",
+}
+
+
+def test_every_risk_level_has_the_mcp_server_rows() -> None:
+    cells = {(c.case, c.profile): c for c in all_cells() if c.boundary == "mcp_server"}
+    for case, kind in MCP_SERVER_ROWS.items():
+        for level, profile in LEVEL_PROFILES.items():
+            cell = cells.get((case, profile))
+            assert cell is not None, f"MCP server row {case!r}: no cell for {level}"
+            assert cell.path == "mcp_server", cell.key
+            # A readonly agent is never offered a tool that is not read-only: the engine
+            # refuses it before the server is asked.
+            held = (kind, "refused") if level == "readonly" else (kind,)
+            assert cell.expect.kind in held, cell.key
+
+
+def test_every_risk_level_has_mcp_tool_rows_and_approvals_are_asked() -> None:
+    """A read-only MCP tool for every level; one that is not read-only never reaches a
+    readonly agent, and waits for the operator's yes under a supervised one."""
+    cells = {(c.case, c.profile): c.expect for c in all_cells() if c.boundary == "mcp_tools"}
+    for profile in LEVEL_PROFILES.values():
+        assert cells[("read-only tool", profile)].kind == "allowed", profile
+        assert ("tool not read-only", profile) in cells, profile
+        assert ("tool outside the config's allowlist", profile) in cells, profile
+    assert cells[("tool not read-only", "readonly")].code == "mcp_tool_not_allowed"
+    assert cells[("tool not read-only", "supervised_deny")].code == "approval_denied"
+    assert cells[("read-only tool", "supervised_deny")].kind == "allowed"  # nothing asked
+
+
+def test_every_origin_kind_has_mcp_tool_cells() -> None:
+    """An MCP tool by origin: the operator's turn gets it, an outside origin (a peer, a
+    channel's sender) only when its grant lists it, a sub-agent turn never an agent's."""
+    cells = [
+        c
+        for c in all_cells()
+        if c.path == "origin"
+        and c.boundary == "origin_tools"
+        and (c.tool or "").startswith("mcp__")
+    ]
+    by = {(c.extra["kind"], c.extra["grant"] != ()): c.expect.kind for c in cells}
+    for kind in registries.origin_kinds():
+        assert (kind, False) in by, f"origin {kind!r}: no MCP tool cell"
+    assert by[("operator", False)] == "allowed"
+    for outside in ("peer", "channel"):
+        assert (by[(outside, False)], by[(outside, True)]) == ("refused", "allowed"), outside

@@ -10,25 +10,45 @@ from typing import Any
 
 import pytest
 
-from tests.conformance._matrix import Cell, Observed, cells_on
+from tests.conformance._matrix import ORIGIN_MCP_TOOL, Cell, Observed, cells_on
 from tests.conformance._table import record
 from tests.supervisor.harness import agent_entry, make_config
 from zeroclaw import tools
 from zeroclaw.agent._turn import not_granted
 from zeroclaw.bus import Origin, PeerPolicy
 from zeroclaw.config import AgentConfig, validate_document
-from zeroclaw.tools import SKILL_READ, Toolset
+from zeroclaw.tools import SKILL_READ, Tool, ToolResult, Toolset
 from zeroclaw.tools._snapshot import SUBMIT_RESULT
 
 CELLS = cells_on("origin")
 
-# Every agent tool, as the toolset of an agent that has them all (facades aside).
-FULL = tools.agent_toolset(tools.DEFAULT_TOOLSET, dispatch_tools=True, facades={}, adapters=True)
+
+def _mcp_tool() -> Tool[Any]:
+    """An MCP server's tool as the agent's host offers it (ADR 0053): server h, tool echo."""
+    from zeroclaw.mcp._tools import ListedTool, mcp_tool
+
+    async def call(server: str, tool: str, arguments: dict[str, object]) -> ToolResult:
+        return ToolResult(True, "")
+
+    listed = ListedTool("echo", "Echo.", {"type": "object"}, read_only=True)
+    made = mcp_tool("h", listed, call, readonly_agent=False)
+    assert made.name == ORIGIN_MCP_TOOL
+    return made
+
+
+# Every agent tool, as the toolset of an agent that has them all (facades aside), and one
+# tool of an MCP server it uses.
+_BUILT_IN = tools.agent_toolset(
+    tools.DEFAULT_TOOLSET, dispatch_tools=True, facades={}, adapters=True
+)
+FULL = Toolset("full", (*(_BUILT_IN.get(n) for n in _BUILT_IN.names()), _mcp_tool()))
 
 
 def policy(tmp_path: Path, group_tools: tuple[str, ...], approvals: str) -> PeerPolicy:
     doc = make_config(tmp_path, {"alpha": agent_entry(channels=["cli.local", "webhook.ops"])})
     doc["agents"]["alpha"]["adapters"] = ["some-adapter"]  # invoke_adapter is a known tool
+    doc["agents"]["alpha"]["mcp"] = ["h"]  # and so is an allowed tool of its MCP server
+    doc["mcp_servers"] = {"h": {"command": "mcp-server-h", "tools": ["echo"]}}
     doc["channels"]["webhook"] = {"ops": {"listen": "127.0.0.1:8787", "secret_env": "K"}}
     doc["peer_groups"]["hooks"] = {
         "channel": "webhook.ops",

@@ -150,3 +150,45 @@ def test_the_daemons_agent_reaches_an_http_server_its_profile_allows(root: Path,
         server.wait()
         if server.stderr is not None:
             server.stderr.close()
+
+
+def test_an_in_process_chat_starts_no_mcp_server_and_says_so(tmp_path: Path) -> None:
+    """Without a daemon nobody holds the pins (the rug-pull defence), so the in-process chat
+    deliberately runs without the agent's MCP servers: it says so, on stderr and in the JSON
+    `fallback`, and their tools answer mcp_unavailable; the rest of the turn works."""
+    import tomli_w
+
+    from tests.cli.helpers import run_cli
+
+    marker = tmp_path / "started"
+    doc = make_config(tmp_path, {"alpha": agent_entry(mcp=["time", "probe"])})
+    doc["mcp_servers"] = {
+        "time": {"command": TIME_SERVER, "tools": ["get_current_time"]},
+        # Would leave a mark if anything started it.
+        "probe": {
+            "command": sys.executable,
+            "args": ["-c", f"open({str(marker)!r}, 'w').close()"],
+            "tools": ["x"],
+        },
+    }
+    config = tmp_path / "zeroclaw.toml"
+    config.write_text(tomli_w.dumps(doc))
+    message = 'mcp time get_current_time {"timezone": "UTC"}'
+    result = run_cli("--config", config, "-a", "alpha", "chat", "-m", message, "--json")
+    assert result.returncode == 0, result.stderr
+    said = "its MCP servers (time, probe) are not started without the daemon"
+    assert said in result.stderr, result.stderr
+    data = json.loads(result.stdout)
+    assert data["fallback"]["mcp_not_started"] == "time,probe"
+    [call] = data["tool_calls"]
+    assert (call["name"], call["ok"], call["error_code"]) == (
+        "mcp__time__get_current_time",
+        False,
+        "mcp_unavailable",
+    )
+    assert not marker.exists()
+    # An agent without servers is told nothing of MCP.
+    doc["agents"]["alpha"]["mcp"] = []
+    config.write_text(tomli_w.dumps(doc))
+    plain = run_cli("--config", config, "-a", "alpha", "chat", "-m", "hello")
+    assert plain.returncode == 0 and "MCP" not in plain.stderr, plain.stderr

@@ -288,8 +288,17 @@ async def test_a_server_gets_only_the_variables_its_config_names(box: Box) -> No
 
 
 async def test_a_readonly_agent_is_offered_only_read_only_tools(box: Box) -> None:
-    async with hosting(box, [hostile("h", "ok")], readonly=True) as (_, _, offers):
+    async with hosting(box, [hostile("h", "ok")], readonly=True) as (host, _, offers):
         assert offers.names() == ["mcp__h__echo", "mcp__h__read"]
+        # Why the others are not offered: the agent's profile (a listed, allowed tool that
+        # is not read-only), said as such; anything else is the engine's to say.
+        refused = host.explain("mcp__h__write")
+        assert refused is not None and refused.error_code == "mcp_tool_not_allowed"
+        assert "not read-only" in refused.detail
+        for name in ("mcp__h__echo", "mcp__h__nope", "mcp__other__write"):
+            assert host.explain(name) is None, name
+    async with hosting(box, [hostile("h", "ok")]) as (host, _, _):
+        assert host.explain("mcp__h__write") is None  # offered: nothing to explain
 
 
 async def test_a_supervised_agent_asks_before_a_tool_that_is_not_read_only(box: Box) -> None:

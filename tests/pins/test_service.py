@@ -241,3 +241,32 @@ async def test_an_unreadable_store_withholds_every_tool_until_it_is_fixed(tmp_pa
         assert (await pin(alpha, "git", tool("status"))).offered == ("status",)
         assert w.pins.problem == ""
         assert json.loads(store.path.read_text())["pins"][0]["tool"] == "status"
+
+
+async def test_a_sub_agent_runtime_pins_only_servers_its_bundle_binds_under_its_sub_agent(
+    tmp_path: Path,
+) -> None:
+    from zeroclaw._ops import decode_body, encode_body
+    from zeroclaw.bus import Request
+
+    config = mcp_config(tmp_path)
+    bound = {"sub:clock@0123456789ab": frozenset({"time"})}
+    pins = PinService(
+        PinStore(pins_path(tmp_path / "state")),
+        lambda: config,
+        bound=lambda identity: bound.get(identity, frozenset()),
+    )
+
+    async def call(sender: str, server: str) -> Any:
+        body = encode_body(McpPinCall(server, (tool("now"),)))
+        return await pins.serve(
+            sender, Request(id="1", service=MCP_SERVICE, op=MCP_PIN.name, body=body)
+        )
+
+    served = await call("sub:clock@0123456789ab", "time")
+    assert served.ok and decode_body(served.body, McpPinAnswer).offered == ("now",)
+    for sender, server in (("sub:clock@0123456789ab", "git"), ("sub:other@ffffffffffff", "time")):
+        refused = await call(sender, server)
+        assert (refused.ok, refused.error) == (False, "mcp_tool_not_allowed")
+    # Pinned under the sub-agent, whatever its revision.
+    assert [(t.agent, t.server, t.tool) for t in pins.tools()] == [("sub:clock", "time", "now")]

@@ -318,3 +318,31 @@ def test_local_pointer_refs_resolve_as_the_validator_resolves_them(tmp_path: Pat
     validator = Draft202012Validator(schema)
     assert validator.is_valid({"x": "s", "y": 1, "z": None, "tree": [{"tree": []}]})
     assert not validator.is_valid({"x": 1})
+
+
+def test_mcp_bindings_must_name_a_configured_server_and_tools_of_its_allowlist() -> None:
+    from zeroclaw.subagents._bundle import mcp_binding_problems
+    from zeroclaw.turns import McpBinding
+
+    servers = {"time": ("get_current_time", "convert_time"), "git": ()}
+    assert mcp_binding_problems([McpBinding("time", ("get_current_time",))], servers) == []
+    assert mcp_binding_problems([McpBinding("git")], servers) == []  # binds, grants nothing
+    [unknown] = mcp_binding_problems([McpBinding("nope", ("x",))], servers)
+    assert "'nope' is not in [mcp_servers] (git, time)" in unknown
+    [outside] = mcp_binding_problems([McpBinding("time", ("convert_time", "set_time"))], servers)
+    assert "'set_time' not in [mcp_servers.time] tools" in outside
+    [twice] = mcp_binding_problems([McpBinding("git"), McpBinding("git")], servers)
+    assert "bound twice" in twice
+
+
+def test_a_bundle_bound_outside_the_configs_servers_is_refused_only_when_checked(
+    tmp_path: Path,
+) -> None:
+    bundle = copy_example(tmp_path)
+    data = manifest(bundle)
+    data["mcp"] = [{"server": "time", "tools": ["set_time"]}]
+    (bundle / "agent.yaml").write_text(yaml.safe_dump(data))
+    assert isinstance(load_bundle(bundle, providers=PROVIDERS), Bundle)
+    refused = load_bundle(bundle, providers=PROVIDERS, mcp_servers={"time": ("get_current_time",)})
+    assert isinstance(refused, BundleProblems)
+    assert any("'set_time'" in p for p in refused.problems)

@@ -48,3 +48,23 @@ def test_a_change_of_callers_restarts_exactly_the_agents_it_concerns() -> None:
     after = specs(doc, frozenset({"beta"}))
     diff = diff_specs(before, after)
     assert diff.changed == ("beta",) and diff.unchanged == ("alpha",)
+
+
+def test_a_bundles_mcp_binding_gives_its_runtime_the_bound_tools_the_server_allows() -> None:
+    from zeroclaw.supervisor._spec import bound_server_specs
+    from zeroclaw.turns import McpBinding
+
+    doc = copy.deepcopy(VALID_DOC)
+    doc["mcp_servers"] = {
+        "time": {"command": "mcp-server-time", "tools": ["convert_time", "get_current_time"]},
+        "keyed": {"command": "srv", "env": ["SRV_TOKEN"], "tools": ["a"]},
+    }
+    config = validate_document(doc, base_dir=Path("/srv"), env=ENV)
+    bindings = [
+        McpBinding("time", ("get_current_time", "set_time")),
+        McpBinding("keyed", ()),
+        McpBinding("gone", ("x",)),  # the loader refuses such a bundle; never started
+    ]
+    time, keyed = bound_server_specs(config, bindings)
+    assert (time.name, time.tools) == ("time", ("get_current_time",))
+    assert (keyed.name, keyed.tools, keyed.env) == ("keyed", (), ("SRV_TOKEN",))

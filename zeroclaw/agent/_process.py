@@ -36,7 +36,6 @@ from ..policy import (
     cap_last_cap,
     drop_capabilities,
     forbid_user_namespaces,
-    plan_readonly,
 )
 from ..providers import ProviderError, make_provider
 from ..tools import (
@@ -65,7 +64,13 @@ from ._runtime import AgentInbox, AgentRuntime, BusReach
 
 if TYPE_CHECKING:
     from ..mcp import McpTool
-from ._sandbox import agent_confinement, agent_plan, command_home_root, describe_sandbox
+from ._sandbox import (
+    agent_confinement,
+    agent_plan,
+    command_home_root,
+    describe_sandbox,
+    subagent_plan,
+)
 from ._spec import AgentSpec
 from ._turn import TurnEngine
 
@@ -141,6 +146,7 @@ def start_mcp(
         commands=spec.risk.allowed_commands if spec.risk.may_act else (),
     )
     engine.tools_pending = host.wait_settled
+    engine.mcp_explain = host.explain
     nursery.start_soon(host.run)
 
 
@@ -301,10 +307,9 @@ def _apply_landlock(spec: AgentSpec, confinement: ProcessConfinement) -> Confine
             log.warning("agent %s: no process scopes: %s", spec.alias, exc)
         log.info("agent %s: %s; tool checks still apply", spec.alias, summary)
         return Confinement(summary, False)
-    if spec.subagent is not None:  # read its snapshot and the system; write nothing
-        plan = plan_readonly(spec.subagent.snapshot, spec.protected_paths, spec.code_paths)
-    else:  # the same builder as the in-process chat's (ADR 0039)
-        plan = agent_plan(spec)
+    # A sub-agent reads its snapshot and the system and writes nothing (but its MCP servers'
+    # private homes); an agent's is the same builder as the in-process chat's (ADR 0039).
+    plan = subagent_plan(spec) if spec.subagent is not None else agent_plan(spec)
     try:
         abi = apply_sandbox(plan, confinement)
     except SandboxUnavailable as exc:
@@ -332,8 +337,8 @@ def _apply_landlock(spec: AgentSpec, confinement: ProcessConfinement) -> Confine
 
 def prepare_command_homes(spec: AgentSpec) -> None:
     """Create the homes' root (0700), emptied of what a killed predecessor left."""
-    if spec.subagent is not None:
-        return  # a sub-agent runtime runs no shell command
+    if spec.subagent is not None and not spec.mcp_servers:
+        return  # a sub-agent runtime runs no shell command, and here no MCP server
     root = command_home_root(spec)
     try:
         os.makedirs(root, mode=0o700, exist_ok=True)

@@ -28,6 +28,7 @@ from ..policy import (
     cap_last_cap,
     decide_confinement,
     plan_for,
+    plan_readonly,
     url_port,
 )
 from ._spec import AgentSpec
@@ -42,6 +43,17 @@ def command_home_root(spec: AgentSpec) -> str:
     """Where this agent's shell commands get their private homes: in the daemon's runtime
     dir, outside every workspace, so no file tool of any agent reaches it."""
     return os.path.join(spec.runtime_dir, "homes", spec.alias)
+
+
+def subagent_plan(spec: AgentSpec) -> SandboxPlan:
+    """The ruleset of a sub-agent revision's runtime (issue 12): its snapshot and the
+    system read, nothing written; with bound MCP servers (issue 26), the root of their
+    private homes writable (not executable), as an agent's commands' homes are."""
+    assert spec.subagent is not None
+    plan = plan_readonly(spec.subagent.snapshot, spec.protected_paths, spec.code_paths)
+    if not spec.mcp_servers:
+        return plan
+    return SandboxPlan((*plan.rules, (command_home_root(spec), NOT_EXECUTABLE)))
 
 
 def agent_plan(spec: AgentSpec) -> SandboxPlan:

@@ -9,8 +9,11 @@ router: only the daemon reaches it, and it may post only to the turn service. It
   system and Python (`plan_readonly`), and write nothing at all;
 - exactly two tools: `skill_read` (a file of the snapshot) and `subagent_submit_result`
   (whose parameters are the output schema);
-- no memory, no session history, no built-in tools, no peers, no approvals (nobody to ask)
-  and no MCP (manifest bindings are a later item of issue 12; they are ignored here).
+- no memory, no session history, no built-in tools, no peers, no approvals (nobody to ask);
+- the tools of the MCP servers its bundle binds (issue 26), as an agent's: the servers are
+  its children, nested in its read-only sandbox, and it is offered the bound tools the
+  daemon allows (`AgentSpec.mcp_servers`: binding ∩ the server's allowlist) that the
+  server annotates read-only (it is readonly: nothing else, since nobody could approve).
 
 A "chat" message from the daemon is one invocation: its `TurnInput.text` is the task and
 `TurnInput.input` the structured input, both untrusted data. The turn's events go back to
@@ -32,7 +35,7 @@ import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 import trio
@@ -70,7 +73,12 @@ from ..turns import (
 )
 from ._process import EX_CONFIG, LinkSender, say_fatal, serve_agent
 from ._runtime import AgentInbox, BusyTurns, nobody_told, turn_event_poster
-from ._spec import AgentSpec
+from ._sandbox import command_home_root
+from ._spec import AgentSpec, path_rules
+
+if TYPE_CHECKING:
+    from ..mcp import McpTool
+    from ..tools import ToolResult
 
 log = logging.getLogger("zeroclaw.agent")
 
@@ -198,9 +206,21 @@ class SubagentEngine:
         self.provider = provider
         self.max_tool_calls = max_tool_calls
         self.system = system_text(revision)
-        self.tools = revision.tools
+        self.mcp: dict[str, McpTool] = {}  # offered MCP tools by name (issue 26)
+        self.mcp_call: Callable[[str, str, dict[str, object]], Awaitable[ToolResult]] | None = None
+        self.tools_pending: Callable[[], Awaitable[None]] | None = None
+
+    @property
+    def tools(self) -> tuple[ToolSpec, ...]:
+        return (*self.revision.tools, *(t.spec for t in self.mcp.values()))
+
+    def set_mcp_tools(self, tools: tuple[McpTool, ...]) -> None:
+        """The MCP host's offer, between turns (a running turn keeps its own list)."""
+        self.mcp = {t.name: t for t in tools}
 
     async def run(self, task: str, data: Any, on_event: OnEvent = _no_event) -> InvocationResult:
+        if self.tools_pending is not None:  # the first start of its MCP servers
+            await self.tools_pending()
         conversation = Conversation(
             self.alias, self.system, (), user_text(task, data), tools=self.tools
         )
@@ -253,6 +273,8 @@ class SubagentEngine:
                 return await trio.to_thread.run_sync(skill_read, self.revision.root, path)
             if call.name == SUBMIT_RESULT:
                 return submit_result(self.revision.output_schema, call.args)
+            if call.name.startswith("mcp__"):
+                return await self.call_mcp(call)
         except Exception as exc:
             log.exception("sub-agent %s: tool %s raised", self.alias, call.name)
             return SnapshotResult(False, "", "internal_error", f"{call.name}: {type(exc).__name__}")
@@ -262,6 +284,27 @@ class SubagentEngine:
             "bad_arguments",
             f"no tool {call.name!r}; a sub-agent has {SKILL_READ} and {SUBMIT_RESULT}",
         )
+
+    async def call_mcp(self, call: ToolCall) -> SnapshotResult:
+        """An MCP tool: only one offered (bound, allowed, read-only, pinned), else refused
+        as an agent's engine refuses it."""
+        tool = self.mcp.get(call.name)
+        if tool is None or self.mcp_call is None:
+            return SnapshotResult(
+                False,
+                "",
+                "mcp_tool_not_allowed",
+                f"{call.name} is not offered to this sub-agent (its bundle's mcp bindings, "
+                "the server's allowlist, read-only tools only)",
+            )
+        if not tool.read_only:  # never offered so; the check stands on its own anyway
+            return SnapshotResult(
+                False, "", "mcp_tool_not_allowed", f"{call.name} is not read-only"
+            )
+        if not isinstance(call.args, dict):
+            return SnapshotResult(False, "", "bad_arguments", f"{call.name}: not an object")
+        result = await self.mcp_call(tool.server, tool.tool, dict(call.args))
+        return SnapshotResult(result.ok, result.output, result.error_code, result.detail)
 
 
 def _deltas(on_event: OnEvent) -> OnDelta:
@@ -363,6 +406,38 @@ class RevisionRuntime:
                 )
 
 
+def start_subagent_mcp(
+    spec: AgentSpec, engine: SubagentEngine, bus: AgentBus, nursery: trio.Nursery
+) -> None:
+    """The bound MCP servers (issue 26), in the runtime's nursery, as `start_mcp` starts an
+    agent's: readonly, no commands, pinned by the daemon."""
+    from ..mcp import McpHost  # only a runtime with bound servers loads the MCP code
+    from ..policy import abi_version
+    from ..tools import CommandReaper
+    from ..turns import MCP_PIN, MCP_STATE, McpPinAnswer, McpPinCall
+
+    async def pin(call: McpPinCall) -> McpPinAnswer:
+        return await bus.call(MCP_PIN, call)
+
+    rules = path_rules(spec)
+    host = McpHost(
+        spec.mcp_servers,
+        rules=lambda: rules,
+        agent_env=dict(os.environ),  # the zygote scrubbed it to what this runtime is bound to
+        confine=spec.risk.sandbox != "none" and abi_version() >= 1,
+        home_root=command_home_root(spec),
+        readonly=True,
+        pin=pin,
+        post_state=lambda state: bus.post_request(MCP_STATE, state),
+        on_tools=engine.set_mcp_tools,
+        tracker=CommandReaper.instance(),
+        commands=(),
+    )
+    engine.mcp_call = host.call
+    engine.tools_pending = host.wait_settled
+    nursery.start_soon(host.run)
+
+
 def subagent_main(spec: AgentSpec, link_fd: int) -> int:
     """The forked runtime's main (from `agent_main`): the revision, then `serve_agent`,
     which confines the process with the read-only plan before it joins the bus."""
@@ -386,6 +461,8 @@ def subagent_main(spec: AgentSpec, link_fd: int) -> int:
 
     def start_runtime(bus: AgentBus, nursery: trio.Nursery, link: LinkSender) -> None:
         engine = SubagentEngine(spec.alias, revision, provider, sub.max_tool_calls)
+        if spec.mcp_servers:
+            start_subagent_mcp(spec, engine, bus, nursery)
         runtime = RevisionRuntime(bus, engine, inbox, on_busy=link.report_busy)
         nursery.start_soon(runtime.run)
 

@@ -154,6 +154,9 @@ class TurnEngine:
         # What a turn waits for before it takes its toolset: the agent's MCP servers' first
         # start (issue 26), so a message right after the agent's start sees their tools.
         self.tools_pending: Callable[[], Awaitable[None]] | None = None
+        # Why the MCP host does not offer a tool it knows (a readonly agent and a tool not
+        # read-only): the refusal, else None (zeroclaw.mcp.McpHost.explain).
+        self.mcp_explain: Callable[[str], ToolResult | None] | None = None
         # Sessions whose last turn's transcript append is still on its way (see run_turn).
         self._saving: dict[str, trio.Event] = {}
 
@@ -366,6 +369,8 @@ class TurnEngine:
     def _mcp_not_offered(self, name: str) -> ToolResult:
         """An MCP tool not in the toolset: allowed by the config but its server is not
         ready (it never listed it, or withheld it), or not allowed at all."""
+        if self.mcp_explain is not None and (why := self.mcp_explain(name)) is not None:
+            return why
         allowed = {
             f"{MCP_TOOL_PREFIX}{server.name}__{tool}"
             for server in self.spec.mcp_servers

@@ -154,13 +154,24 @@ def chat_cmd(message: str | None, session: str, as_json: bool) -> None:
             store = daemon_paths(config, os.environ).state_dir / "memory"
             runner, confined = _in_process(config, path, alias, session)
             how = "under Landlock" if confined else "without a sandbox"
+            # Deliberately no MCP server here: their tool schemas are pinned by the daemon
+            # (the rug-pull defence, ADR 0053), which is not running; their tools answer
+            # mcp_unavailable, as a server that is not ready does.
+            servers = config.agents[alias].mcp
+            unstarted = (
+                f"; its MCP servers ({', '.join(servers)}) are not started without the "
+                "daemon, which pins their tool schemas: their tools answer mcp_unavailable"
+                if servers
+                else ""
+            )
             fallback(
                 "in_process",
                 f"no daemon answers on {runtime_dir}",
                 f"no daemon answers on {runtime_dir}; running {alias} in-process {how} with "
-                f"the store at {store} (peers and sub-agents unavailable)",
+                f"the store at {store} (peers and sub-agents unavailable){unstarted}",
                 store=str(store),
                 runtime_dir=str(runtime_dir),
+                **({"mcp_not_started": ",".join(servers)} if servers else {}),
             )
         if message is not None:
             printer = Printer(quiet=json_out, interactive=tty)

@@ -77,7 +77,7 @@ def validate_cmd(path: str | None, as_json: bool) -> None:
     # Valid, but what the daemon would refuse to run (e.g. no enabled agent) is a warning:
     # a file being built up is still checked, and the operator learns what a start needs.
     warnings = daemon_refusals(config, os.environ, Path(os.path.abspath(target)))
-    pinned = _pin_warnings(config)
+    pinned = [*_pin_warnings(config), *_binding_warnings(config, target)]
     if wants_json(as_json):
         emit_json(
             {
@@ -116,6 +116,27 @@ def _pin_warnings(config: Config) -> list[ConfigIssue]:
     except OSError:
         return []  # the state dir is not ours to read (doctor says so)
     return [] if book is None else readonly_pin_issues(config, book)
+
+
+def _binding_warnings(config: Config, target: Path) -> list[ConfigIssue]:
+    """The sub-agent bundles whose `mcp` bindings the config cannot honour (issue 26): a
+    server not in `[mcp_servers]`, a tool outside its allowlist. The daemon refuses such a
+    bundle (and loads the others), so each is a warning here, keyed by the bundle."""
+    from ..subagents import RESERVED_IDS, scan_bundles
+
+    directory = subagents_dir(config, Path(os.path.abspath(target)))
+    _, refused = scan_bundles(
+        directory,
+        providers=frozenset(config.provider_ids()),
+        reserved=RESERVED_IDS | frozenset(config.agents),
+        mcp_servers={name: s.tools for name, s in config.mcp_servers.items()},
+    )
+    return [
+        ConfigIssue(("subagents", bundle.path.name), f"{problem} (the daemon refuses this bundle)")
+        for bundle in refused
+        for problem in bundle.problems
+        if problem.startswith("mcp: ")
+    ]
 
 
 def _summary(config: Config) -> dict[str, int]:

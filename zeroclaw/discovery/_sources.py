@@ -55,6 +55,7 @@ def scan_subagents(ctx: ScanContext) -> Found:
         ctx.subagents_dir,
         providers=frozenset(ctx.config.provider_ids()),
         reserved=RESERVED_IDS | frozenset(ctx.config.agents),
+        mcp_servers={name: s.tools for name, s in ctx.config.mcp_servers.items()},
     )
     items: list[DiscoveredItem] = []
     base = ctx.subagents_dir

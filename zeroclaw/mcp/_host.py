@@ -26,6 +26,7 @@ import trio
 
 from .._ops import CallRefused
 from .._process import SpawnTracker
+from ..config import mcp_tool_name
 from ..policy import PathRules
 from ..tools import ToolResult
 from ..turns import McpPinAnswer, McpPinCall, McpServerState
@@ -297,6 +298,25 @@ class McpHost:
                 "mcp %s: withheld, their schema changed: %s", name, ", ".join(answer.withheld)
             )
         return frozenset(answer.offered)
+
+    def explain(self, name: str) -> ToolResult | None:
+        """Why `name` (mcp__<server>__<tool>) is not offered, when it is the agent's
+        profile: the server listed it, the config allows it, it is not read-only, and this
+        agent is readonly (`mcp_tool_not_allowed`). None otherwise (not ready, withheld,
+        not allowed: the engine says so)."""
+        if not self.readonly:
+            return None
+        for server in self.servers.values():
+            for tool in self._listed.get(server.name, ()):
+                if mcp_tool_name(server.name, tool.name) != name:
+                    continue
+                if tool.name in server.tools and not tool.read_only:
+                    return ToolResult.refused(
+                        "mcp_tool_not_allowed",
+                        f"{name} is not read-only (its server does not annotate it so) "
+                        "and this agent is readonly",
+                    )
+        return None
 
     async def call(self, server: str, tool: str, arguments: dict[str, object]) -> ToolResult:
         """One call of an offered tool; every failure a typed result."""

@@ -71,10 +71,13 @@ class PinService:
         config: Callable[[], Config],
         events: EventSink | None = None,
         clock: Callable[[], float] = time.time,
+        bound: Callable[[str], frozenset[str]] = lambda identity: frozenset(),
     ) -> None:
-        """`config`: the running config (a reload changes who may pin what)."""
+        """`config`: the running config (a reload changes who may pin what); `bound`: the
+        MCP servers a sub-agent runtime's revision binds, by its bus identity (issue 26)."""
         self.store = store
         self._config = config
+        self._bound = bound
         self.events = events
         self._clock = clock
         self.book: PinBook | None = None  # None: the store is unreadable
@@ -119,6 +122,10 @@ class PinService:
     def _refused(self, sender: str, server: str) -> str | None:
         """Why `sender` may not speak of `server`, or None."""
         config = self._config()
+        if sender.startswith(SUBAGENT_PREFIX):
+            if server not in self._bound(sender) or server not in config.mcp_servers:
+                return f"{sender[:80]}: its bundle binds no MCP server {server[:64]!r}"
+            return None
         agent = config.agents.get(sender)
         if agent is None or server not in agent.mcp or server not in config.mcp_servers:
             return f"[agents.{sender[:64]}] mcp does not list MCP server {server[:64]!r}"
@@ -140,7 +147,7 @@ class PinService:
             except PinsUnavailable as exc:
                 return refusal(request, "mcp_pins_corrupt", str(exc))
             try:
-                observed = book.observe(sender, call.server, seen, self._clock())
+                observed = book.observe(pin_owner(sender), call.server, seen, self._clock())
             except BadListing as exc:
                 return refusal(request, "bad_request", str(exc))
             except PinLimit as exc:
@@ -300,6 +307,18 @@ class PinService:
             )
             self._publish(McpToolTrusted(key.agent, key.server, key.tool, pin.trusted_digest))
         return Trusted(tuple(trusted), tuple(already))
+
+
+SUBAGENT_PREFIX = "sub:"  # a sub-agent runtime's identity: sub:<id>@<digest12>
+
+
+def pin_owner(sender: str) -> str:
+    """Whose pins a sender's listing is judged against: an agent's own; a sub-agent
+    runtime's are its sub-agent's (`sub:<id>`), whatever the revision, so a new revision
+    of a bundle does not see a changed schema as new."""
+    if sender.startswith(SUBAGENT_PREFIX):
+        return sender.partition("@")[0]
+    return sender
 
 
 def tool_pin(config: Config, key: PinKey, pin: Pin) -> McpToolPin:

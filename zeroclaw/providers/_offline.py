@@ -28,6 +28,9 @@ grammar of its own, read from the task (the user message before the runtime's in
     submit: JSON            -> subagent_submit_result with exactly that JSON object
     say: TEXT               -> (no tool) TEXT, nothing submitted
     read PATH               -> skill_read, then the outcome as text
+    mcp SERVER TOOL [JSON]  -> mcp__SERVER__TOOL (a bound MCP server's tool; issue 26), then
+                               subagent_submit_result with `minimal_instance` of its
+                               parameters filled from the tool's output (or refusal)
     anything else           -> subagent_submit_result with `minimal_instance` of its
                                parameters (the output schema), filled from the task
 
@@ -344,6 +347,8 @@ def subagent_step(task: str, submit_parameters: Mapping[str, Any]) -> Step:
         return Step(text=match["text"].strip())
     if (match := _READ.match(task)) is not None:
         return Step(tool_calls=(ToolCall(SKILL_READ, {"path": match["path"]}),))
+    if (mcp := _mcp_call(task)) is not None:
+        return Step(tool_calls=(mcp,))
     if (match := _SUBMIT.match(task)) is not None:
         try:
             value, _ = json.JSONDecoder().raw_decode(match["json"].strip())
@@ -355,16 +360,27 @@ def subagent_step(task: str, submit_parameters: Mapping[str, Any]) -> Step:
     return Step(tool_calls=(ToolCall(SUBMIT_RESULT, minimal_instance(submit_parameters, task)),))
 
 
+def _mcp_round(outcomes: list[ToolOutcome]) -> bool:
+    return bool(outcomes) and all(o.call.name.startswith("mcp__") for o in outcomes)
+
+
 class OfflineProvider:
     """The provider interface over the grammar above."""
 
     name = "offline"
 
     async def complete(self, conversation: Conversation, on_delta: OnDelta) -> Step:
-        if conversation.rounds:
-            return reply(list(conversation.rounds[-1].outcomes))
         c = conversation
         submit = next((t for t in c.tools if t.name == SUBMIT_RESULT), None)
+        if c.rounds:
+            outcomes = list(c.rounds[-1].outcomes)
+            if submit is not None and len(c.rounds) == 1 and _mcp_round(outcomes):
+                # A sub-agent's MCP call: its result, submitted as the output schema asks.
+                said = reply(outcomes).text or ""
+                return Step(
+                    tool_calls=(ToolCall(SUBMIT_RESULT, minimal_instance(submit.parameters, said)),)
+                )
+            return reply(outcomes)
         if submit is not None:
             return subagent_step(task_of(c.user), submit.parameters)
         return first_step(c.user, c.alias, c.system, c.history, {t.name for t in c.tools})

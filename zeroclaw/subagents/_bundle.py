@@ -18,6 +18,7 @@ import json
 import os
 import re
 import stat
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -310,13 +311,47 @@ def digest_of(bundle: Bundle) -> str:
     return hashlib.sha256(encoded.encode()).hexdigest()
 
 
+McpAllowlists = Mapping[str, Collection[str]]  # [mcp_servers] name -> its `tools` allowlist
+
+
+def mcp_binding_problems(bindings: Collection[McpBinding], servers: McpAllowlists) -> list[str]:
+    """Why a bundle's `mcp` bindings cannot be honoured (issue 26): a server that is not
+    in `[mcp_servers]`, one bound twice, a tool outside the server's `tools` allowlist.
+    Pure."""
+    problems: list[str] = []
+    seen: set[str] = set()
+    for binding in bindings:
+        if binding.server in seen:
+            problems.append(f"mcp: server {binding.server!r} is bound twice")
+            continue
+        seen.add(binding.server)
+        allowed = servers.get(binding.server)
+        if allowed is None:
+            known = ", ".join(sorted(servers)) or "none"
+            problems.append(f"mcp: server {binding.server!r} is not in [mcp_servers] ({known})")
+            continue
+        outside = [t for t in binding.tools if t not in allowed]
+        if outside:
+            problems.append(
+                f"mcp: {binding.server}: {', '.join(repr(t) for t in outside)} not in "
+                f"[mcp_servers.{binding.server}] tools"
+            )
+    return problems
+
+
 def load_bundle(
-    path: Path, *, providers: frozenset[str], reserved: frozenset[str] = frozenset()
+    path: Path,
+    *,
+    providers: frozenset[str],
+    reserved: frozenset[str] = frozenset(),
+    mcp_servers: McpAllowlists | None = None,
 ) -> Bundle | BundleProblems:
     """Read and judge one bundle directory. `providers`: the config's `kind.alias` names;
-    `reserved`: ids no bundle may take (the configured agent aliases)."""
+    `reserved`: ids no bundle may take (the configured agent aliases); `mcp_servers`: the
+    config's servers and their allowlists, which the bundle's `mcp` bindings must stay in
+    (None: not checked)."""
     try:
-        return _load(path, providers, reserved)
+        return _load(path, providers, reserved, mcp_servers)
     except RecursionError:
         # Each parser's own catch names the file; this one keeps any other deep structure
         # from stopping the scan of the other bundles.
@@ -324,7 +359,10 @@ def load_bundle(
 
 
 def _load(
-    path: Path, providers: frozenset[str], reserved: frozenset[str]
+    path: Path,
+    providers: frozenset[str],
+    reserved: frozenset[str],
+    mcp_servers: McpAllowlists | None,
 ) -> Bundle | BundleProblems:
     reader = _Reader(path)
     try:
@@ -352,6 +390,8 @@ def _load(
     policy = manifest.policy
     if policy.maxConcurrency < 1 or policy.maxToolCalls < 0 or not policy.timeoutSeconds > 0:
         problems.append("policy: maxConcurrency >= 1, maxToolCalls >= 0, timeoutSeconds > 0")
+    if mcp_servers is not None:
+        problems.extend(mcp_binding_problems(manifest.mcp, mcp_servers))
     system = ""
     skills: dict[str, str] = {}
     schemas: dict[str, dict[str, object] | None] = {"input": None, "output": None}
@@ -386,7 +426,11 @@ def _load(
 
 
 def scan_bundles(
-    directory: Path, *, providers: frozenset[str], reserved: frozenset[str] = frozenset()
+    directory: Path,
+    *,
+    providers: frozenset[str],
+    reserved: frozenset[str] = frozenset(),
+    mcp_servers: McpAllowlists | None = None,
 ) -> tuple[list[Bundle], list[BundleProblems]]:
     """Every bundle directory under `directory`, in name order: those that load, and the
     problems of those that do not. A missing directory holds no bundles."""
@@ -397,7 +441,7 @@ def scan_bundles(
     except FileNotFoundError:
         return loaded, refused
     for entry in entries:
-        result = load_bundle(entry, providers=providers, reserved=reserved)
+        result = load_bundle(entry, providers=providers, reserved=reserved, mcp_servers=mcp_servers)
         if isinstance(result, Bundle):
             loaded.append(result)
         else:

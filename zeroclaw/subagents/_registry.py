@@ -78,6 +78,7 @@ class SubagentRegistry:
                     directory,
                     providers=frozenset(config.provider_ids()),
                     reserved=RESERVED_IDS | frozenset(config.agents),
+                    mcp_servers={name: s.tools for name, s in config.mcp_servers.items()},
                 )
             )
             current: dict[str, LoadedRevision] = {}
@@ -148,6 +149,14 @@ class SubagentRegistry:
         new dispatch can never reach them, so they may stop now instead of idling."""
         current = {revision.identity for revision in self._current.values()}
         return [i for i in identities if i not in current and i not in self._in_use]
+
+    def bound_servers(self, identity: str) -> frozenset[str]:
+        """The MCP servers the revision running as `identity` binds (issue 26): what its
+        runtime may pin and report on; none for an identity this daemon did not record."""
+        for revision in self._by_digest.values():
+            if revision.identity == identity:
+                return frozenset(b.server for b in revision.bundle.manifest.mcp)
+        return frozenset()
 
     def by_digest(self, digest: str) -> LoadedRevision:
         """Any revision this daemon recorded, read back from its snapshot when it is not

@@ -356,7 +356,12 @@ async def _main(parts: DaemonParts) -> int:
         hooks = DaemonHooks()
         # The agents' MCP tool schemas, pinned (issue 26): the agent is the MCP client, the
         # daemon keeps what it saw and what the operator trusts.
-        pins = PinService(PinStore(pins_path(paths.state_dir)), lambda: running.config, events)
+        pins = PinService(
+            PinStore(pins_path(paths.state_dir)),
+            lambda: running.config,
+            events,
+            bound=registry.bound_servers,
+        )
         router = Router(
             config,
             paths.runtime_dir,
@@ -370,8 +375,9 @@ async def _main(parts: DaemonParts) -> int:
             },
             hooks=hooks,
             events=events,
-            # A sub-agent runtime posts its turn's events and nothing else (issue 12).
-            confined_services=frozenset({TURN_SERVICE}),
+            # A sub-agent runtime posts its turn's events and nothing else (issue 12), but
+            # for the pins and states of the MCP servers its bundle binds (issue 26).
+            confined_services=frozenset({TURN_SERVICE, MCP_SERVICE}),
         )
         report = TransitionReport(router, events)
         factory = RunnerFactory(running, zygote, exits, router.mint_keys)

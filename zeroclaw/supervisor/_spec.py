@@ -19,6 +19,7 @@ from ..config import (
     AgentConfig,
     Config,
     EffectiveRiskPolicy,
+    McpServerConfig,
     ProviderConfig,
     RuntimeProfile,
     daemon_paths,
@@ -31,6 +32,7 @@ from ..config import OpenAIProvider as OpenAIConfig
 from ..discovery import PROJECT_DIRS
 from ..providers import AnthropicSpec, OfflineSpec, OpenAISpec, ProviderSpec
 from ..subagents import LoadedRevision
+from ..turns import McpBinding
 from ._notify import SYSTEMD_VARIABLES
 
 # Variables an agent process may inherit from the daemon. Everything else is dropped:
@@ -203,20 +205,35 @@ def mcp_server_specs(config: Config, agent: AgentConfig) -> tuple[McpServerSpec,
     """The MCP servers an agent uses, as its process needs them (unknown names are the
     config rules' to report; they are left out here)."""
     return tuple(
-        McpServerSpec(
-            name=name,
-            transport=server.transport,
-            command=server.command or "",
-            args=server.args,
-            env=server.env,
-            url=server.url or "",
-            headers_env=dict(sorted(server.headers_env.items())),
-            timeout_secs=server.timeout_secs,
-            max_result_bytes=server.max_result_bytes,
-            tools=server.tools,
-        )
+        _server_spec(name, server, server.tools)
         for name in agent.mcp
         if (server := config.mcp_servers.get(name)) is not None
+    )
+
+
+def bound_server_specs(config: Config, bindings: Sequence[McpBinding]) -> tuple[McpServerSpec, ...]:
+    """The MCP servers a sub-agent bundle binds (issue 26), each with the tools its binding
+    names that the server's `tools` allowlist also names, in the server's order; a binding
+    the bundle loader refused (unknown server) is left out here too."""
+    return tuple(
+        _server_spec(b.server, server, tuple(t for t in server.tools if t in b.tools))
+        for b in bindings
+        if (server := config.mcp_servers.get(b.server)) is not None
+    )
+
+
+def _server_spec(name: str, server: McpServerConfig, tools: tuple[str, ...]) -> McpServerSpec:
+    return McpServerSpec(
+        name=name,
+        transport=server.transport,
+        command=server.command or "",
+        args=server.args,
+        env=server.env,
+        url=server.url or "",
+        headers_env=dict(sorted(server.headers_env.items())),
+        timeout_secs=server.timeout_secs,
+        max_result_bytes=server.max_result_bytes,
+        tools=tools,
     )
 
 
@@ -305,13 +322,17 @@ def subagent_runtime_spec(
 
     It is started on demand under its revision's identity, sees its read-only snapshot as
     its workspace and nothing of any agent's, holds no memory, sessions, peers, channels or
-    shell, and is bound only to its own provider's key variable."""
+    shell, and is bound only to its own provider's key variable and the variables its bound
+    MCP servers get (issue 26). Those servers are its children, nested in its read-only
+    sandbox; being readonly, it is offered only the bound tools the server annotates
+    read-only, which every caller's risk profile allows without approval."""
     paths = daemon_paths(config, env)
     manifest = revision.bundle.manifest
     provider = config.provider(manifest.model_provider)
     if provider is None:
         raise ValueError(f"provider {manifest.model_provider!r} is not configured any more")
     secret = getattr(provider, "api_key_env", None)
+    servers = bound_server_specs(config, manifest.mcp)
     return AgentSpec(
         alias=revision.identity,
         workspace=str(revision.snapshot),
@@ -341,13 +362,14 @@ def subagent_runtime_spec(
             str(workspace_path(config, alias, paths)) for alias in sorted(config.agents)
         ),
         read_memory_from=(),
-        secret_env=(secret,) if secret else (),
+        secret_env=tuple(dict.fromkeys((*((secret,) if secret else ()), *mcp_env(servers)))),
         state_dir=str(paths.state_dir),
         runtime_dir=str(paths.runtime_dir),
         log_format=config.daemon.log_format,
         log_level=config.daemon.log_level,
         protected_paths=protected_paths(config, env, config_path, daemon_pids),
         code_paths=tuple(code_paths),
+        mcp_servers=servers,
         subagent=SubagentRuntime(
             agent_id=manifest.id,
             digest=revision.bundle.digest,
