@@ -80,8 +80,9 @@ class Daemonside:
     another package's); `pins`: the first digest seen of each tool, as MCP_PIN keeps them.
     `service=False`: a daemon without the service (it refuses unknown_service)."""
 
-    def __init__(self, service: bool) -> None:
+    def __init__(self, service: bool, refuse: str | None = None) -> None:
         self.service = service
+        self.refuse = refuse  # a code the service refuses every pin with
         self.pins: dict[tuple[str, str], str] = {}
         self.states: list[McpServerState] = []
         self.state_changed = trio.Event()
@@ -89,6 +90,8 @@ class Daemonside:
     async def pin(self, call: McpPinCall) -> McpPinAnswer:
         if not self.service:
             raise CallRefused("unknown_service", "no service 'mcp'")
+        if self.refuse is not None:
+            raise CallRefused(self.refuse, "refused by the pin service")
         offered, withheld = [], []
         for tool in call.tools:
             first = self.pins.setdefault((call.server, tool.name), tool.digest)
@@ -139,8 +142,9 @@ async def hosting(
     readonly: bool = False,
     service: bool = False,
     commands: tuple[str, ...] = (),
+    refuse: str | None = None,
 ) -> AsyncIterator[tuple[McpHost, Daemonside, Offers]]:
-    daemon, offers = Daemonside(service), Offers()
+    daemon, offers = Daemonside(service, refuse), Offers()
     host = McpHost(
         servers,
         rules=lambda: box.rules(may_write=not readonly),
@@ -215,6 +219,24 @@ async def test_a_daemon_without_the_pin_service_withholds_nothing(box: Box) -> N
         assert offers.names() == ["mcp__h__echo", "mcp__h__fail"]
         result = await run(context(box), offers.get("mcp__h__echo"), {"text": "hi"})
         assert (result.ok, result.output) == (True, "hi")
+
+
+@pytest.mark.parametrize(
+    "code", ["mcp_pins_corrupt", "mcp_pin_limit", "bad_request", "mcp_tool_not_allowed", "timeout"]
+)
+async def test_a_pin_service_that_refuses_the_listing_withholds_every_tool(
+    box: Box, code: str
+) -> None:
+    # Attack pass (issue 26): only a daemon without the service (unknown_service) means
+    # "nothing is pinned". A damaged store, a listing the book refuses (a tool named twice,
+    # a server that filled its pins with new names) or a lost call must not turn into
+    # "offer every allowed tool unreviewed": that is the rug pull the pins exist to stop.
+    async with hosting(
+        box, [hostile("h", "ok", tools=("echo", "fail"))], service=True, refuse=code
+    ) as (host, _, offers):
+        assert offers.names() == []
+        await host.wait_settled()  # a turn asks again: still refused, still withheld
+        assert offers.names() == []
 
 
 @pytest.mark.parametrize(

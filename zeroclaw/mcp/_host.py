@@ -4,8 +4,10 @@ At the agent's start every server of its spec is started (`_client.connect`), it
 listed, their digests sent to the daemon (`MCP_PIN`, through `pin`), and the allowed ones
 handed to the agent (`on_tools`) as `mcp__<server>__<tool>`; `tools/list_changed` lists and
 pins again. Each change of a server's state is posted to the daemon (`post_state`, post
-and forget). A daemon without the pin service refuses the call (`CallRefused`, e.g.
-unknown_service): then nothing is withheld and the allowed tools are offered.
+and forget). A daemon without the pin service refuses the call with unknown_service:
+then nothing is withheld and the allowed tools are offered. Any other refusal (a damaged
+store, a listing the book refuses, a lost call) withholds every tool of that server until
+a later pin is answered: a hostile server must not list its way to "no pins".
 
 A streamable-HTTP server (`url`) is reached with the headers its `headers_env` names, their
 values from the agent's environment; it has the same lifecycle, backoff, timeouts and typed
@@ -287,6 +289,18 @@ class McpHost:
         try:
             answer = await self._pin(call)
         except CallRefused as refused:
+            if refused.code != "unknown_service":
+                # The service is there and refused (a damaged store, a listing the book
+                # will not take, a lost call): withheld, asked again before each turn.
+                # Never "no pins": a hostile server could list its way to that.
+                self._withheld[name] = tuple(t.name for t in listed)
+                log.warning(
+                    "mcp %s: every tool withheld, the pin was refused: %s %s",
+                    name,
+                    refused.code,
+                    refused.detail,
+                )
+                return frozenset()
             self._withheld.pop(name, None)
             if not self._no_pin_service_logged:
                 self._no_pin_service_logged = True
