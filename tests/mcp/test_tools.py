@@ -118,3 +118,25 @@ def test_the_engine_knows_the_config_s_mcp_tool_prefix() -> None:
     from zeroclaw.config import MCP_TOOL_PREFIX as CONFIGURED
 
     assert MCP_TOOL_PREFIX == CONFIGURED
+
+
+def test_an_approval_question_shows_that_long_arguments_were_cut_and_their_digest() -> None:
+    """Attack pass (issue 26): a model padding the start of its arguments must not push the
+    dangerous part out of the operator's view unseen."""
+    import hashlib
+    import json
+
+    from zeroclaw.mcp._tools import APPROVAL_ARGS_CHARS, approval_question
+
+    short = approval_question("mcp__git__commit", {"message": "hi"})
+    assert short == 'call mcp__git__commit {"message": "hi"}'
+    padded = {"a_padding": "x" * 500, "z_command": "rm -rf /"}
+    question = approval_question("mcp__sh__run", padded)
+    whole = json.dumps(padded, ensure_ascii=True, sort_keys=True)
+    assert "rm -rf" not in question  # cut off, and therefore said to be
+    assert f"cut: {len(whole)} characters" in question
+    assert hashlib.sha256(whole.encode()).hexdigest() in question
+    assert len(question) < APPROVAL_ARGS_CHARS + 200
+    # Bidi and control characters reach the operator escaped, never raw.
+    sneaky = approval_question("mcp__t__x", {"p": "\u202eevil\x1b[2J"})
+    assert "\u202e" not in sneaky and "\x1b" not in sneaky

@@ -5,6 +5,7 @@ schema as its parameters. No MCP SDK here: the host hands over plain values."""
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 from collections.abc import Awaitable, Callable, Collection, Iterable
 from dataclasses import dataclass, field
@@ -83,6 +84,20 @@ def render_result(texts: Iterable[str], structured: object, max_bytes: int) -> t
     return out, len(out.encode()) > max_bytes
 
 
+def approval_question(name: str, arguments: dict[str, object]) -> str:
+    """What the operator is asked before a call: the arguments' start, ASCII-escaped (no
+    bidi or control characters), and, when cut, their length and sha256, so padding cannot
+    push what matters out of view unseen."""
+    whole = json.dumps(arguments, ensure_ascii=True, sort_keys=True)
+    if len(whole) <= APPROVAL_ARGS_CHARS:
+        return f"call {name} {whole}"
+    digest = hashlib.sha256(whole.encode()).hexdigest()
+    return (
+        f"call {name} {whole[:APPROVAL_ARGS_CHARS]}... (cut: {len(whole)} characters in all,"
+        f" sha256 {digest})"
+    )
+
+
 class McpArgs(msgspec.Struct, frozen=True):
     """A call's arguments: the object the model sent, checked by the server."""
 
@@ -130,10 +145,10 @@ def mcp_tool(server: str, listed: ListedTool, call: CallTool, *, readonly_agent:
                 return ToolResult.refused(
                     "mcp_tool_not_allowed", f"{name} is not read-only and this agent is"
                 )
-            if ctx.asks_approval:
-                shown = json.dumps(args.arguments, ensure_ascii=False)[:APPROVAL_ARGS_CHARS]
-                if not await ctx.approved(f"call {name} {shown}"):
-                    return ToolResult.refused("approval_denied", "the operator did not approve")
+            if ctx.asks_approval and not await ctx.approved(
+                approval_question(name, args.arguments)
+            ):
+                return ToolResult.refused("approval_denied", "the operator did not approve")
         return await call(server, listed.name, args.arguments)
 
     description = listed.description or f"{listed.name} of the MCP server {server}"
