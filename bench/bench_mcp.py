@@ -71,7 +71,8 @@ def _turn_latency() -> dict[str, dict[str, float]]:
 
 
 async def _start_ours(root: str) -> None:
-    from zeroclaw.mcp._client import Launch, connect
+    from zeroclaw.mcp import Launch
+    from zeroclaw.mcp._client import connect
     from zeroclaw.policy import abi_version, rules_for
 
     assert TIME_SERVER is not None

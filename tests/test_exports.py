@@ -471,6 +471,7 @@ PUBLIC: dict[str, list[str]] = {
         "TurnFinished",
     ],
     "zeroclaw.mcp": [
+        "Launch",
         "Lifecycle",
         "LifecycleError",
         "ListedTool",

@@ -8,12 +8,13 @@ importing this package does not load it.
 """
 
 from ._host import McpHost
-from ._launch import installation_paths, server_environment
+from ._launch import Launch, installation_paths, server_environment
 from ._lifecycle import Lifecycle, LifecycleError
 from ._once import OneCall, OneCallResult, call_once
 from ._tools import ListedTool, McpTool, offered_tools, render_result
 
 __all__ = [
+    "Launch",
     "Lifecycle",
     "LifecycleError",
     "ListedTool",

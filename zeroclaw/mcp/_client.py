@@ -45,18 +45,16 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 
 from .._prctl import set_death_signal
-from .._process import SpawnTracker
 from .._spawn import Child, open_child
 from ..policy import (
     INTERPRETERS,
-    PathRules,
     SandboxUnavailable,
     command_executables,
     enforce_ruleset,
     program_executables,
 )
 from ..turns import McpErrorCode
-from ._launch import server_environment, server_ruleset
+from ._launch import Launch, server_environment, server_ruleset
 from ._tools import ListedTool, render_result
 
 log = logging.getLogger("zeroclaw.mcp")
@@ -75,31 +73,6 @@ class McpFailure(Exception):
         super().__init__(detail)
         self.code: McpErrorCode = code
         self.detail = detail
-
-
-@dataclass(frozen=True)
-class Launch:
-    """How to start one stdio server for one agent. `tracker`: the agent's orphan reaper."""
-
-    name: str
-    command: str
-    args: tuple[str, ...]
-    env_names: tuple[str, ...]
-    timeout_secs: float
-    max_result_bytes: int
-    rules: PathRules
-    agent_env: Mapping[str, str]
-    confine: bool
-    home_root: str | None
-    tracker: SpawnTracker | None = None
-    # The agent's allowed shell commands (none for a readonly agent): a server may run
-    # them too (mcp-server-git runs git), as the agent itself may; interpreters never.
-    commands: tuple[str, ...] = ()
-
-    @property
-    def max_line(self) -> int:
-        # A result line holds the result, JSON-escaped, and its envelope.
-        return max(4 * self.max_result_bytes, 1024 * 1024)
 
 
 @dataclass(frozen=True)

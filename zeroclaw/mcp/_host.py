@@ -32,7 +32,7 @@ from ..config import mcp_tool_name
 from ..policy import PathRules
 from ..tools import ToolResult
 from ..turns import McpPinAnswer, McpPinCall, McpServerState
-from ._launch import http_headers
+from ._launch import Launch, http_headers
 from ._lifecycle import Action, Exited, Lifecycle, Ready, Report, Sleep, Spawn, Start, Stop, Woke
 from ._tools import MAX_PINNED_TOOLS, ListedTool, McpTool, mcp_tool, offered_tools
 
@@ -194,7 +194,7 @@ class McpHost:
 
     def _connect(self, server: McpServerSpec) -> AbstractAsyncContextManager[Connection]:
         """The connection to one server: its stdio child started, or its URL reached."""
-        from ._client import HttpLaunch, Launch, McpFailure, connect, connect_http
+        from ._client import HttpLaunch, McpFailure, connect, connect_http
 
         if server.transport == "http":
             headers, missing = http_headers(server.headers_env, self._agent_env)

@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import posixpath
 from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
 
+from .._process import SpawnTracker
 from ..policy import (
     SYSTEM_READ_ONLY,
     PathRules,
@@ -136,3 +138,28 @@ def server_ruleset(rules: PathRules, program: str, executables: Collection[str],
         code=[str(p) for p in rules.code],
     )
     return build_ruleset(plan)
+
+
+@dataclass(frozen=True)
+class Launch:
+    """How to start one stdio server for one agent. `tracker`: the agent's orphan reaper."""
+
+    name: str
+    command: str
+    args: tuple[str, ...]
+    env_names: tuple[str, ...]
+    timeout_secs: float
+    max_result_bytes: int
+    rules: PathRules
+    agent_env: Mapping[str, str]
+    confine: bool
+    home_root: str | None
+    tracker: SpawnTracker | None = None
+    # The agent's allowed shell commands (none for a readonly agent): a server may run
+    # them too (mcp-server-git runs git), as the agent itself may; interpreters never.
+    commands: tuple[str, ...] = ()
+
+    @property
+    def max_line(self) -> int:
+        # A result line holds the result, JSON-escaped, and its envelope.
+        return max(4 * self.max_result_bytes, 1024 * 1024)

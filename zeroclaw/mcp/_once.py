@@ -7,28 +7,17 @@ only."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ..policy import PathRules
 from ..turns import McpErrorCode
+from ._launch import Launch
 
 
 @dataclass(frozen=True)
 class OneCall:
-    """What to start and what to call. `agent_env`: the environment the agent's commands
-    get, with the values of the variables `env_names` lists."""
+    """The server to start (as an agent's own: `launch`) and the one call to make of it."""
 
-    name: str
-    command: str
-    args: tuple[str, ...]
-    env_names: tuple[str, ...]
-    timeout_secs: float
-    max_result_bytes: int
-    rules: PathRules
-    agent_env: Mapping[str, str]
-    confine: bool
-    home_root: str
+    launch: Launch
     tool: str
     arguments: dict[str, object]
 
@@ -44,28 +33,16 @@ class OneCallResult:
 
 
 async def call_once(call: OneCall) -> OneCallResult:
-    from ._client import Launch, McpFailure, connect
+    from ._client import McpFailure, connect
 
-    launch = Launch(
-        name=call.name,
-        command=call.command,
-        args=call.args,
-        env_names=call.env_names,
-        timeout_secs=call.timeout_secs,
-        max_result_bytes=call.max_result_bytes,
-        rules=call.rules,
-        agent_env=call.agent_env,
-        confine=call.confine,
-        home_root=call.home_root,
-    )
     try:
-        async with connect(launch) as connection:
+        async with connect(call.launch) as connection:
             is_error, text, too_large = await connection.call_tool(call.tool, call.arguments)
     except McpFailure as exc:
         return OneCallResult("", exc.code, exc.detail)
     if too_large:
         return OneCallResult(
-            text, "mcp_result_too_large", f"result over {call.max_result_bytes} bytes"
+            text, "mcp_result_too_large", f"result over {call.launch.max_result_bytes} bytes"
         )
     if is_error:
         return OneCallResult(text, "mcp_tool_error", text[:500])

@@ -17,7 +17,7 @@ import trio
 from .._process import DEFAULT_PATH, CannotStart, ProcessOutcome, run_capped
 from ..agent import AgentSpec, command_home_root, path_rules
 from ..discovery import AdapterRun, AdapterRunner, ToolOutcome
-from ..mcp import OneCall, call_once
+from ..mcp import Launch, OneCall, call_once
 from ..policy import PathRules, abi_version
 from ..tools import adapter_ruleset, shell_environment
 from ._spec import scrubbed_environment
@@ -86,16 +86,18 @@ async def _call_tool(
     agent_env.update({name: daemon_env[name] for name in job.env_names if name in daemon_env})
     result = await call_once(
         OneCall(
-            name=job.server or "adapter",
-            command=job.argv[0],
-            args=job.argv[1:],
-            env_names=job.env_names,
-            timeout_secs=job.timeout_secs,
-            max_result_bytes=job.output_cap,
-            rules=rules,
-            agent_env=agent_env,
-            confine=spec.risk.sandbox != "none" and abi_version() >= 1,
-            home_root=root,
+            Launch(
+                name=job.server or "adapter",
+                command=job.argv[0],
+                args=job.argv[1:],
+                env_names=job.env_names,
+                timeout_secs=job.timeout_secs,
+                max_result_bytes=job.output_cap,
+                rules=rules,
+                agent_env=agent_env,
+                confine=spec.risk.sandbox != "none" and abi_version() >= 1,
+                home_root=root,
+            ),
             tool=job.tool,
             arguments=job.arguments,
         )
