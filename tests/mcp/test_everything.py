@@ -9,8 +9,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
-import subprocess
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -20,6 +18,7 @@ import pytest
 import trio
 
 from tests.conftest import PATIENCE, REPO
+from tests.mcp._servers import free_port, start_listening
 from tests.mcp.test_host import Box, context, hosting, run
 from zeroclaw.agent import McpServerSpec
 
@@ -43,13 +42,6 @@ TOOLS = (
 )
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 class Served:
     """A server-everything process in its streamableHttp mode, listening on `port`."""
 
@@ -63,21 +55,11 @@ async def serve_everything() -> Served:
     """Start it on a free port (it takes PORT from its environment) and wait for it to say
     it listens."""
     port = free_port()
-    process = await trio.lowlevel.open_process(
+    process = await start_listening(
         [str(EVERYTHING), "streamableHttp"],
+        b"listening on port",
         env={"PATH": os.environ["PATH"], "PORT": str(port), "HOME": str(REPO)},
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
     )
-    assert process.stderr is not None
-    said = b""
-    with trio.fail_after(PATIENCE):
-        while b"listening on port" not in said:
-            chunk = await process.stderr.receive_some(4096)
-            assert chunk, f"server-everything exited: {said!r}"
-            said += chunk
     return Served(process, port)
 
 

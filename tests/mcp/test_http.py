@@ -5,8 +5,6 @@ may not be open yet."""
 
 from __future__ import annotations
 
-import socket
-import subprocess
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -15,6 +13,7 @@ import pytest
 import trio
 
 from tests.conftest import PATIENCE
+from tests.mcp._servers import free_port, start_listening
 from tests.mcp.test_host import Box, context, hosting, run
 from zeroclaw.agent import McpServerSpec
 
@@ -28,22 +27,9 @@ def box(tmp_path: Path) -> Box:
 
 @pytest.fixture
 async def url() -> AsyncIterator[str]:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    process = await trio.lowlevel.open_process(
-        [sys.executable, str(SERVER), str(port)],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
+    port = free_port()
+    process = await start_listening([sys.executable, str(SERVER), str(port)], b"Uvicorn running on")
     assert process.stderr is not None
-    said = b""
-    with trio.fail_after(PATIENCE):
-        while b"Uvicorn running on" not in said:
-            chunk = await process.stderr.receive_some(4096)
-            assert chunk, f"the server exited: {said!r}"
-            said += chunk
 
     async def drain() -> None:  # its access log, so it never blocks on a full pipe
         assert process.stderr is not None
