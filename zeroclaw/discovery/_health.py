@@ -27,7 +27,7 @@ from ..policy import abi_version, build_ruleset, cap_last_cap, decide_confinemen
 from ._context import ScanContext
 from ._mcp_probe import McpDialogue, McpProbeEnd, merge_probe, should_probe
 from ._model import Diagnostic, DiscoveredItem, Health, HealthStatus, Source
-from ._probe import probe_plan, run_probe
+from ._probe import ProbeOutcome, probe_plan, run_probe
 from ._redact import probe_message, redact_text, version_token
 
 if TYPE_CHECKING:
@@ -73,30 +73,20 @@ async def probe_version(item: DiscoveredItem, ctx: ScanContext) -> DiscoveredIte
     now = ctx.now
     limits = ctx.limits
     confined = abi_version() >= 1
-    with tempfile.TemporaryDirectory(prefix="zeroclaw-probe-") as home:
-        os.chmod(home, 0o700)
-        path = ctx.env.get("PATH", "")
-        try:
-            outcome = await run_probe(
-                [item.command, "--version"],
-                timeout_secs=limits.command_check_timeout,
-                env=_probe_env(ctx, home),
-                cwd=home,
-                output_cap=limits.max_command_output_bytes,
-                ruleset=functools.partial(_ruleset, item.command, path, home, _excluded(ctx))
-                if confined
-                else None,
-            )
-        except CannotStart as exc:
-            return _with(
-                item,
-                Health("unavailable", now, message=_summary(exc.detail)),
-                Diagnostic(
-                    "error",
-                    "health_check_failed",
-                    f"{item.program} --version could not run: {_summary(exc.detail)}",
-                ),
-            )
+    try:
+        outcome = await _run_confined(
+            ctx, [item.command, "--version"], timeout_secs=limits.command_check_timeout
+        )
+    except CannotStart as exc:
+        return _with(
+            item,
+            Health("unavailable", now, message=_summary(exc.detail)),
+            Diagnostic(
+                "error",
+                "health_check_failed",
+                f"{item.program} --version could not run: {_summary(exc.detail)}",
+            ),
+        )
     unconfined = () if confined else (_UNCONFINED,)
     word, _, why = outcome.status.partition(" ")
     if word in ("exec_refused", "exec_failed"):
@@ -159,6 +149,32 @@ _UNCONFINED = Diagnostic(
 )
 
 
+async def _run_confined(
+    ctx: ScanContext,
+    argv: list[str],
+    *,
+    timeout_secs: float,
+    dialogue: McpDialogue | None = None,
+) -> ProbeOutcome:
+    """`argv` under the probe sandbox (where the kernel has Landlock), bounded by the scan's
+    output cap, in a private home of its own that is gone after. CannotStart as
+    `run_probe` raises it."""
+    with tempfile.TemporaryDirectory(prefix="zeroclaw-probe-") as home:
+        os.chmod(home, 0o700)
+        path = ctx.env.get("PATH", "")
+        return await run_probe(
+            argv,
+            timeout_secs=timeout_secs,
+            env=_probe_env(ctx, home),
+            cwd=home,
+            output_cap=ctx.limits.max_command_output_bytes,
+            ruleset=functools.partial(_ruleset, argv[0], path, home, _excluded(ctx))
+            if abi_version() >= 1
+            else None,
+            dialogue=dialogue,
+        )
+
+
 def _ruleset(program: str, path: str, home: str, excluded: tuple[str, ...]) -> int:
     # A probe may connect nowhere and bind nothing (TCP rules from Landlock ABI 4, ADR 0043).
     confinement = decide_confinement("probe", abi_version(), cap_last_cap=cap_last_cap())
@@ -186,24 +202,13 @@ async def probe_mcp(item: DiscoveredItem, ctx: ScanContext) -> DiscoveredItem:
     confined = abi_version() >= 1
     dialogue = McpDialogue(max_line=limits.max_command_output_bytes)
     end: McpProbeEnd
-    with tempfile.TemporaryDirectory(prefix="zeroclaw-probe-") as home:
-        os.chmod(home, 0o700)
-        path = ctx.env.get("PATH", "")
-        try:
-            outcome = await run_probe(
-                [item.command, *item.args],
-                timeout_secs=timeout,
-                env=_probe_env(ctx, home),
-                cwd=home,
-                output_cap=limits.max_command_output_bytes,
-                ruleset=functools.partial(_ruleset, item.command, path, home, _excluded(ctx))
-                if confined
-                else None,
-                dialogue=dialogue,
-            )
-            end = McpProbeEnd(outcome.status, outcome.truncated)
-        except CannotStart as exc:
-            end = McpProbeEnd(cannot_start=_summary(exc.detail))
+    try:
+        outcome = await _run_confined(
+            ctx, [item.command, *item.args], timeout_secs=timeout, dialogue=dialogue
+        )
+        end = McpProbeEnd(outcome.status, outcome.truncated)
+    except CannotStart as exc:
+        end = McpProbeEnd(cannot_start=_summary(exc.detail))
     merged = merge_probe(
         item,
         dialogue,
