@@ -54,7 +54,7 @@ from ..policy import (
     program_executables,
 )
 from ..turns import McpErrorCode
-from ._launch import Launch, server_environment, server_ruleset
+from ._launch import Launch, line_bound, server_environment, server_ruleset
 from ._tools import ListedTool, render_result
 
 log = logging.getLogger("zeroclaw.mcp")
@@ -88,7 +88,7 @@ class HttpLaunch:
 
     @property
     def max_line(self) -> int:
-        return max(4 * self.max_result_bytes, 1024 * 1024)
+        return line_bound(self.max_result_bytes)
 
 
 def _child_setup(parent_pid: int, ruleset: int | None) -> None:

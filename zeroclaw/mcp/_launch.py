@@ -161,5 +161,10 @@ class Launch:
 
     @property
     def max_line(self) -> int:
-        # A result line holds the result, JSON-escaped, and its envelope.
-        return max(4 * self.max_result_bytes, 1024 * 1024)
+        return line_bound(self.max_result_bytes)
+
+
+def line_bound(max_result_bytes: int) -> int:
+    """The bound of one message from a server (a stdio line, an HTTP body or SSE event): it
+    holds the result, JSON-escaped, and its envelope."""
+    return max(4 * max_result_bytes, 1024 * 1024)
