@@ -115,7 +115,8 @@ def test_a_bundle_file_swapped_for_a_fifo_never_blocks_the_loader(root: Path) ->
             load_bundle(bundle, providers=frozenset({"offline.default"}))
             loads[0] += 1
 
-    threading.Thread(target=swap, daemon=True).start()
+    swapper = threading.Thread(target=swap, daemon=True)
+    swapper.start()
     loader = threading.Thread(target=load, daemon=True)  # may stay blocked: daemon thread
     loader.start()
     last, since = -1, time.monotonic()
@@ -127,4 +128,5 @@ def test_a_bundle_file_swapped_for_a_fifo_never_blocks_the_loader(root: Path) ->
                 last, since = loads[0], time.monotonic()
     finally:
         stop.set()
+        swapper.join()  # before the directory goes: a swap after it fails in its thread
     assert not loader.is_alive(), f"load_bundle blocked for 30 s after {loads[0]} loads"

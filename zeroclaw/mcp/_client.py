@@ -465,10 +465,15 @@ async def _session(launch: Launch, child: Child) -> AsyncIterator[Connection]:
     reader_out, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](16)
     write_stream, writer_in = anyio.create_memory_object_stream[SessionMessage](16)
     holder: list[Connection] = []
+    # The first reason the connection ended, kept even when it ended before the session
+    # existed (a server that floods garbage before `initialize` is answered).
+    reasons: list[str] = []
 
     def close(why: str) -> None:
+        if not reasons:
+            reasons.append(why)
         if holder and not holder[0].closed.is_set():
-            holder[0].why = why
+            holder[0].why = reasons[0]
             holder[0].closed.set()
         reader_out.close()  # pending requests end with CONNECTION_CLOSED
 
@@ -548,6 +553,9 @@ async def _session(launch: Launch, child: Child) -> AsyncIterator[Connection]:
             ) as session:
                 connection = Connection(launch, child, session)
                 holder.append(connection)
+                if reasons:  # it ended while the session was being made
+                    connection.why = reasons[0]
+                    connection.closed.set()
                 timeout = launch.timeout_secs
                 with _typed(launch, "initialize", connection.gone), trio.fail_after(timeout):
                     await session.initialize()
