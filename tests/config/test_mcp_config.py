@@ -110,3 +110,21 @@ def test_an_http_server_is_reached_only_at_an_endpoint_the_agents_profile_allows
 def test_an_allowed_endpoint_is_host_and_port(doc: dict[str, Any], bad: str) -> None:
     key, message = only(allow(doc, bad))
     assert key.endswith("allowed_endpoints") and "is not 'host:port'" in message
+
+
+@pytest.mark.parametrize(
+    ("command", "resolved"),
+    [
+        ("mcp-server-time", "mcp-server-time"),  # a name: looked up on PATH at start
+        ("../.venv/bin/mcp-server-time", "/srv/.venv/bin/mcp-server-time"),
+        ("bin/server", "/srv/zc/bin/server"),
+        ("/opt/mcp/server", "/opt/mcp/server"),
+        ("~/bin/server", str(Path("~/bin/server").expanduser())),
+    ],
+)
+def test_a_relative_server_path_is_relative_to_the_config_files_directory(
+    doc: dict[str, Any], command: str, resolved: str
+) -> None:
+    doc = with_servers(doc, time={**TIME, "command": command})
+    config = validate_document(doc, base_dir=Path("/srv/zc"), env=ENV)
+    assert config.mcp_servers["time"].command == resolved

@@ -178,3 +178,31 @@ def test_every_request_type_reaches_its_handler(root: Path, daemons: DaemonFacto
         reply = client.request(request)
         assert reply.error == code, (request, reply)
     assert daemon.wait_exit() == 0
+
+
+def test_an_agent_a_reload_adds_or_changes_is_running_when_the_reload_answers(
+    root: Path, daemons: DaemonFactory
+) -> None:
+    # `zeroclaw reload` and then a chat with the new agent: the reload answers once what it
+    # started has come up, as the daemon's start sends READY only then (a chat right after
+    # it found the new agent `unavailable` while it was still starting).
+    daemon = daemons(make_config(root, {"alpha": agent_entry()})).start()
+    daemon.write_config(
+        make_config(root, {"alpha": agent_entry(peer_tools=["file_read"]), "beta": agent_entry()})
+    )
+    result = daemon.cli("reload", "--json")
+    assert result.returncode == 0, result.stderr
+    diff = json.loads(result.stdout)["diff"]
+    assert (diff["added"], diff["changed"]) == (["beta"], ["alpha"])
+    # Told by the daemon's own event order, not by how fast a CLI process starts.
+    events = daemon.cli("events", "--json")
+    seen = [json.loads(line)["event"] for line in events.stdout.splitlines()]
+    applied = max(i for i, e in enumerate(seen) if e["kind"] == "reload")
+    up = [
+        e["alias"]
+        for e in seen[:applied]
+        if e["kind"] == "agent.transition" and e["to_state"] == "running"
+    ]
+    assert up.count("alpha") == 2 and up.count("beta") == 1, seen
+    chat = daemon.cli("--agent", "beta", "chat", "-m", "hello")
+    assert chat.returncode == 0, chat.stderr

@@ -603,7 +603,8 @@ class McpServerConfig(_Strict):
     command: str | None = Field(
         default=None,
         min_length=1,
-        description="stdio: the server's program (a name on the daemon's PATH, or a path).",
+        description="stdio: the server's program: a name on the daemon's PATH, or a path "
+        "(relative to this file's directory).",
     )
     args: tuple[str, ...] = Field(default=(), description="stdio: the program's arguments.")
     env: tuple[EnvVarName, ...] = Field(
@@ -632,6 +633,15 @@ class McpServerConfig(_Strict):
         description="The server's tools agents may be offered, by the server's own names. "
         "Default: none (a server is granted tool by tool).",
     )
+
+    @field_validator("command")
+    @classmethod
+    def _command_path(cls, value: str | None, info: ValidationInfo) -> str | None:
+        # A name is looked up on PATH when the server starts; a path is a path of this
+        # file's, so a relative one is relative to the file's directory like every other.
+        if value is None or "/" not in value:
+            return value
+        return str(_resolve_path(Path(value), info))
 
     @field_validator("tools")
     @classmethod

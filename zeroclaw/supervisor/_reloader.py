@@ -17,6 +17,7 @@ from ..config import ConfigError, load_config
 from ..events import EventSink, ReloadApplied
 from ..memory import MemoryService, memory_grants
 from ._fleet import Fleet
+from ._lifecycle import Lifecycle, State
 from ._notify import Notifier
 from ._reload import (
     RELOAD_CONCURRENCY,
@@ -31,6 +32,10 @@ from ._running import Running
 from ._runtimes import Runtimes
 
 log = logging.getLogger("zeroclaw.supervisor")
+
+
+def _first_start_settled(lifecycle: Lifecycle) -> bool:
+    return lifecycle.starts > 0 and lifecycle.state != State.STARTING
 
 
 class Reloader:
@@ -146,7 +151,16 @@ class Reloader:
         with trio.move_on_at(deadline):
             for done in waits.values():
                 await done.wait()
-        return sorted(alias for alias, done in waits.items() if not done.is_set()), bound
+        unsettled = sorted(alias for alias, done in waits.items() if not done.is_set())
+        # What the reload started is up (or its first start has failed) before the reload
+        # answers, as at the daemon's start before READY: `zeroclaw reload` and then a chat
+        # with an added agent finds it running.
+        for alias in (*plan.add, *plan.restart):
+            runner = fleet.runners.get(alias)
+            if runner is None or runner.spec.activation != "always" or alias in unsettled:
+                continue
+            await runner.wait_until(_first_start_settled, max(0.0, deadline - trio.current_time()))
+        return unsettled, bound
 
     def _publish(self, state: ReloadState) -> None:
         if state.state == "never":
