@@ -133,3 +133,29 @@ def test_a_bound_webhook_without_its_secret_variable_is_exit_2_naming_it(
     assert "HOOK_SECRET is not set" in started.stderr
     checked = daemon.cli("config", "validate")
     assert checked.returncode == 0  # the file itself is valid: the daemon's environment is not
+
+
+def test_a_legacy_install_with_no_binding_answers_its_outside_senders_through_the_fallback(
+    root: Path, daemons: DaemonFactory
+) -> None:
+    # No agent binds any channel (a single-agent install from before bindings): the
+    # fallback owner, `default`, owns the webhook, and a peer group naming it admits ci-bot.
+    port = free_port()
+    agents = {"default": agent_entry(), "spare": agent_entry()}
+    for agent in agents.values():
+        del agent["channels"]
+    doc = make_config(root, agents)
+    doc["channels"]["webhook"] = {
+        "ops": {"listen": f"127.0.0.1:{port}", "secret_env": "HOOK_SECRET"}
+    }
+    doc["peer_groups"] = {
+        "hooks": {"channel": "webhook.ops", "agents": ["default"], "external_peers": ["ci-bot"]}
+    }
+    daemon = daemons(doc, faults=False)
+    daemon.start(HOOK_SECRET=SECRET)
+    wait_serving(daemon, "webhook.ops")
+    answer = post(port, "ops", {"sender": "CI-Bot", "text": "hello"})
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["agent"] == "default" and "default" in answer.json()["reply"]
+    stranger = post(port, "ops", {"sender": "mallory", "text": "hello"})
+    assert stranger.status_code == 403, stranger.text

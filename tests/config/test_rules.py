@@ -211,6 +211,24 @@ def test_peer_group_member_must_bind_channel(doc: dict[str, Any]) -> None:
     assert "'beta' does not bind channel 'webhook.ops'" in message
 
 
+def test_with_no_binding_anywhere_the_fallback_owner_may_be_in_a_group_on_any_channel(
+    doc: dict[str, Any],
+) -> None:
+    # A legacy install: no agent binds a channel, so the fallback owner (the smallest
+    # enabled alias, alpha) owns every channel, and a group admitting outside senders on
+    # the webhook may name it. Another agent still needs a binding of its own.
+    for agent in doc["agents"].values():
+        agent.pop("channels", None)
+    doc["peer_groups"] = {
+        "hooks": {"channel": "webhook.ops", "agents": ["alpha"], "external_peers": ["ci-bot"]}
+    }
+    validate_document(doc, base_dir=Path("/srv/zc"), env=ENV)
+    doc["peer_groups"]["hooks"]["agents"] = ["alpha", "beta"]
+    key, message = only(doc)
+    assert key == "peer_groups.hooks.agents[1]"
+    assert "'beta' does not bind channel 'webhook.ops'" in message
+
+
 def test_bare_type_group_accepts_any_channel_of_that_type(doc: dict[str, Any]) -> None:
     doc["peer_groups"]["hooks"] = {"channel": "webhook", "agents": ["alpha"]}
     validate_document(doc, base_dir=Path("/srv/zc"), env=ENV)

@@ -33,6 +33,7 @@ from ._resolve import (
     channel_matches,
     channel_owners,
     daemon_paths,
+    default_owner,
     expand_path,
     workspace_path,
 )
@@ -380,8 +381,16 @@ def rule_peer_group_tools(
 def rule_peer_groups(
     config: Config, declared: Declared, env: Mapping[str, str]
 ) -> Iterator[ConfigIssue]:
-    """The group's channel exists; members exist and each binds the group's channel."""
+    """The group's channel exists; members exist and each binds the group's channel. When no
+    agent binds any channel, the fallback owner owns every channel (`channel_owners`), so
+    it may be a member of a group on any: that is how a legacy install, bindings never
+    written, admits its outside senders (ADR-011's compatibility fallback)."""
     channel_types = set(ChannelsTable.model_fields)
+    fallback_owner = (
+        default_owner(config)
+        if not any(agent.channels for agent in config.agents.values())
+        else None
+    )
     for name, group in sorted(config.peer_groups.items()):
         base = ("peer_groups", name)
         channel = group.channel
@@ -412,8 +421,8 @@ def rule_peer_groups(
                 yield ConfigIssue((*base, "agents", i), _unknown("agent", member, declared.agents))
                 continue
             agent = config.agents.get(member)
-            if agent is None or not channel_ok:
-                continue  # the agent itself is broken, or the channel error was already said
+            if agent is None or not channel_ok or member == fallback_owner:
+                continue  # broken itself, the channel error said, or it owns every channel
             if not any(channel_matches(channel, bound) for bound in agent.channels):
                 yield ConfigIssue(
                     (*base, "agents", i),
