@@ -23,6 +23,7 @@ def test_every_family_is_a_nonempty_set_of_snake_case_codes() -> None:
         "webhook",
         "discovery",
         "discovery_diagnostic",
+        "skill",
         "cli",
         "decode",
     }

@@ -38,7 +38,17 @@ NEUTRAL = frozenset({CORE, "config", "events", "policy", "providers", "turns"})
 TRANSPORT = frozenset({"bus"})  # the wire and both its ends: the agent's client, the router
 AGENT_SIDE = frozenset({"agent", "mcp", "tools"})
 SERVICES = frozenset(
-    {"channels", "control", "conversations", "discovery", "memory", "ops", "pins", "subagents"}
+    {
+        "channels",
+        "control",
+        "conversations",
+        "discovery",
+        "memory",
+        "ops",
+        "pins",
+        "skills",
+        "subagents",
+    }
 )
 ROOT = frozenset({"supervisor"})  # the composition root
 OPERATOR = frozenset({"cli", "_error_codes", "_reference"})
@@ -72,6 +82,7 @@ EDGES: dict[tuple[str, str], str] = {
     ("_error_codes", "control"): "the control socket's error codes",
     ("_error_codes", "discovery"): "the discovery error kinds and registration reasons",
     ("_error_codes", "memory"): "the memory error codes",
+    ("_error_codes", "skills"): "the skill refusal codes",
     ("_error_codes", "subagents"): "the dispatch refusal codes",
     ("_error_codes", "tools"): "the tool and snapshot error codes",
     ("agent", "bus"): "the agent's bus client",
@@ -103,6 +114,7 @@ EDGES: dict[tuple[str, str], str] = {
     ("cli", "pins"): "`config validate` reads the MCP pin store",
     ("cli", "policy"): "the in-process run's code paths (ADR 0044)",
     ("cli", "providers"): "the in-process run's provider",
+    ("cli", "skills"): "`config validate` and the in-process run load the agents' skills",
     ("cli", "subagents"): "`config validate` checks the bundles' MCP bindings (issue 26)",
     ("cli", "supervisor"): "`daemon run`, and the agent specs of the in-process run",
     ("cli", "tools"): "the in-process reach answers with tool results",
@@ -135,6 +147,7 @@ EDGES: dict[tuple[str, str], str] = {
     ("pins", "control"): "its control commands and their replies",
     ("pins", "events"): "publishes schema changes, trusts and server states",
     ("pins", "turns"): "its wire: the MCP ops and bodies (turns/_mcp.py)",
+    ("skills", "config"): "where skills live, which agent lists which, their risk profiles",
     ("subagents", "bus"): "dispatch requests arrive over the bus",
     ("subagents", "config"): "sub-agent settings",
     ("subagents", "control"): "its control commands",
@@ -155,6 +168,7 @@ EDGES: dict[tuple[str, str], str] = {
     ("supervisor", "ops"): "metrics and the event filter",
     ("supervisor", "policy"): "the agents' sandboxes and the daemon's code paths",
     ("supervisor", "providers"): "provider specs; the zygote preloads the providers",
+    ("supervisor", "skills"): "loads the agents' skills at start and reload (ADR 0056)",
     ("supervisor", "subagents"): "composes dispatch",
     ("supervisor", "tools"): "the adapters' sandbox and shell environment",
     ("supervisor", "turns"): "the chat's events and the services' names on the bus",

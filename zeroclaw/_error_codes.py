@@ -26,6 +26,7 @@ def families() -> dict[str, Family]:
     from .control import ControlErrorCode
     from .discovery import DiscoveryErrorKind, RegistrationReason
     from .memory import MemoryErrorCode
+    from .skills import SkillRefusal
     from .subagents import DispatchRefusalCode
     from .tools import SnapshotErrorCode, ToolErrorCode
 
@@ -87,6 +88,12 @@ def families() -> dict[str, Family]:
             "`zeroclaw discover ...`: a diagnostic's `kind`, and `cache_locked` (exit 1) when "
             "another scan writes the cache",
             get_args(DiscoveryErrorKind),
+        ),
+        "skill": Family(
+            "Skill refusals",
+            "`config validate` (a warning per refused skill, its `code`), and the daemon's "
+            "start or reload, which a refused skill refuses (exit 2)",
+            get_args(SkillRefusal),
         ),
         "cli": Family(
             "Command line",

@@ -19,3 +19,13 @@ def safe_load(text: str | bytes) -> Any:
         if "maximum nesting depth" in str(exc):
             raise RecursionError("nested too deeply") from None
         raise
+
+
+def front_matter_text(text: str) -> str | None:
+    """The YAML between the leading `---` line of a Markdown file (a SKILL.md) and the next
+    `---` line, or None when the text does not start so."""
+    lines = text.splitlines()
+    if not lines or lines[0].strip() != "---":
+        return None
+    end = next((i for i, line in enumerate(lines[1:], 1) if line.strip() == "---"), None)
+    return None if end is None else "\n".join(lines[1:end])

@@ -33,6 +33,7 @@ from ._spec import (
     McpServerSpec,
     RiskSpec,
     RuntimeSpec,
+    SkillSpec,
     SubagentRuntime,
     path_rules,
 )
@@ -56,6 +57,7 @@ __all__ = [
     "ProbeResult",
     "RiskSpec",
     "RuntimeSpec",
+    "SkillSpec",
     "SubagentRuntime",
     "TurnEngine",
     "agent_main",

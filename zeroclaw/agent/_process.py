@@ -101,10 +101,10 @@ BusHook = Callable[[AgentBus, trio.Nursery, LinkSender], None]
 
 def toolset_for(spec: AgentSpec) -> Toolset:
     """The tools of this agent's chat: every built-in one, `agent_catalog`/`agent_dispatch`
-    when some sub-agent lets it call (or it has facades), one tool per facade, and
-    `invoke_adapter` when its config lists adapters. A peer's
-    turn gets the part of it named in `peer_tools` (the engine does that). A sub-agent
-    runtime never dispatches (issue 12: no nesting), whatever its spec says."""
+    when some sub-agent lets it call (or it has facades), one tool per facade,
+    `invoke_adapter` when its config lists adapters, and `skill_read` when it has skills.
+    A peer's turn gets the part of it named in `peer_tools` (the engine does that). A
+    sub-agent runtime never dispatches (issue 12: no nesting), whatever its spec says."""
     if spec.subagent is not None:
         return DEFAULT_TOOLSET
     return agent_toolset(
@@ -112,6 +112,7 @@ def toolset_for(spec: AgentSpec) -> Toolset:
         dispatch_tools=spec.dispatch_tools,
         facades=spec.facades,
         adapters=bool(spec.adapters),
+        skills=[(skill.name, skill.folder) for skill in spec.skills],
     )
 
 

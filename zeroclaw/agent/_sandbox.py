@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from ..policy import (
     NOT_EXECUTABLE,
+    READ,
     ProcessConfinement,
     ProcessKind,
     SandboxPlan,
@@ -61,7 +62,8 @@ def agent_plan(spec: AgentSpec) -> SandboxPlan:
     Python paths and the daemon's code (read only, ADR 0044), and with `full` /
     `unrestricted_filesystem` the whole filesystem around
     the protected paths, its forbidden paths and every other agent's workspace; plus the
-    root of its commands' private homes (ADR 0012)."""
+    root of its commands' private homes (ADR 0012), and its skills' folders read only
+    (ADR 0056: the skills dirs are protected, so only these few are reachable)."""
     grants = [(path, mode) for path, mode in spec.access.values()]
     others = {*spec.other_workspaces, *(path for path, _ in spec.access.values())}
     plan = plan_for(
@@ -73,7 +75,8 @@ def agent_plan(spec: AgentSpec) -> SandboxPlan:
         excluded=sorted({*spec.risk.forbidden_paths, *others} - {spec.workspace}),
         code=spec.code_paths,
     )
-    return SandboxPlan((*plan.rules, (command_home_root(spec), NOT_EXECUTABLE)))
+    skills = tuple((skill.folder, READ) for skill in spec.skills)
+    return SandboxPlan((*plan.rules, (command_home_root(spec), NOT_EXECUTABLE), *skills))
 
 
 def connect_ports(spec: AgentSpec) -> tuple[int, ...]:

@@ -75,6 +75,17 @@ class McpServerSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     tools: tuple[str, ...] = ()  # the allowlist, by the server's own names
 
 
+class SkillSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """One skill the daemon loaded for this agent (ADR 0056): its name and one-line
+    description are listed in the agent's system prompt, its files read with skill_read
+    under `folder` (a real path), which the agent's Landlock domain may read and not
+    write."""
+
+    name: str
+    description: str
+    folder: str
+
+
 class AgentSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """Everything an agent process needs at start; sent to the zygote as msgpack."""
 
@@ -117,6 +128,8 @@ class AgentSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     adapters: tuple[str, ...] = ()
     # MCP servers this agent uses (issue 26), in its [agents] mcp order.
     mcp_servers: tuple[McpServerSpec, ...] = ()
+    # Skills the daemon loaded for it (ADR 0056), in its [agents] skills order.
+    skills: tuple[SkillSpec, ...] = ()
     # Set only for a sub-agent revision's runtime process (its alias is its bus identity).
     subagent: SubagentRuntime | None = None
 

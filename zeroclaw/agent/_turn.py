@@ -34,6 +34,7 @@ from ..providers import (
 )
 from ..tools import (
     DEFAULT_TOOLSET,
+    SKILL_READ,
     ActionBudget,
     Approver,
     BadArguments,
@@ -54,6 +55,7 @@ from ..turns import (
     ToolUsed,
     TurnArg,
 )
+from ._skills import skills_section, with_skills
 from ._spec import AgentSpec, path_rules
 
 log = logging.getLogger("zeroclaw.agent")
@@ -159,6 +161,8 @@ class TurnEngine:
         self.mcp_explain: Callable[[str], ToolResult | None] | None = None
         # Sessions whose last turn's transcript append is still on its way (see run_turn).
         self._saving: dict[str, trio.Event] = {}
+        # The skills listing (ADR 0056), told to a turn that may read them with skill_read.
+        self.skills_prompt = skills_section(spec.skills)
 
     def set_toolset(self, toolset: Toolset) -> None:
         """A new toolset for the turns that start from now on (the agent's MCP servers
@@ -227,6 +231,8 @@ class TurnEngine:
             nursery.start_soon(read_identity)
             history = await self._history(session)
         spans.mark("setup")
+        if SKILL_READ in tools:
+            identity = with_skills(identity, self.skills_prompt)
         conversation = Conversation(self.spec.alias, identity, history, text, tools=tools.specs)
         ctx = ToolContext(
             rules=self.rules,

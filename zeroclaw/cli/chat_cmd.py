@@ -356,7 +356,9 @@ def _in_process(config: Config, path: Path, alias: str, session: str) -> tuple[T
     from ..memory import MemoryService
     from ..policy import code_roots, daemon_code_paths, inside_code
     from ..providers import ProviderError, make_provider
+    from ..skills import load_catalogue
     from ..supervisor import agent_environment, build_specs
+    from ..tools import DEFAULT_TOOLSET, agent_toolset
     from ._local_reach import LocalReach
     from .memory_cmd import with_memory
 
@@ -364,9 +366,17 @@ def _in_process(config: Config, path: Path, alias: str, session: str) -> tuple[T
     # This process's own code, wherever the finder of an editable install maps it: readable
     # by the late imports after the sandbox, writable by no tool (ADR 0044).
     code = code_roots(daemon_code_paths())
-    spec: AgentSpec = build_specs(config, env, path.parent, config_path=path, code_paths=code)[
-        alias
-    ]
+    skills = load_catalogue(config, path)
+    refused = [r.issue() for r in skills.refused if r.alias == alias]
+    if refused:  # what the daemon refuses at its start, said before anything runs
+        raise CliError(
+            "\n".join(issue.format(str(path)) for issue in refused),
+            EXIT_USAGE,
+            code="config_invalid",
+        )
+    spec: AgentSpec = build_specs(
+        config, env, path.parent, config_path=path, code_paths=code, skills=skills
+    )[alias]
     held = inside_code(os.path.realpath(spec.workspace), code)
     if held is not None:  # what the daemon refuses at its start, said before anything runs
         raise CliError(
@@ -397,6 +407,13 @@ def _in_process(config: Config, path: Path, alias: str, session: str) -> tuple[T
                 LocalReach(service, alias),
                 provider,
                 agent_env=agent_env,
+                # Its skills, as the daemon's agent has them (ADR 0056).
+                toolset=agent_toolset(
+                    DEFAULT_TOOLSET,
+                    dispatch_tools=False,
+                    facades={},
+                    skills=[(skill.name, skill.folder) for skill in spec.skills],
+                ),
             )
 
             async def on_event(event: TurnEvent) -> None:

@@ -77,6 +77,7 @@ def validate_cmd(path: str | None, as_json: bool) -> None:
     # Valid, but what the daemon would refuse to run (e.g. no enabled agent) is a warning:
     # a file being built up is still checked, and the operator learns what a start needs.
     warnings = daemon_refusals(config, os.environ, Path(os.path.abspath(target)))
+    warnings += _skill_refusals(config, target)
     pinned = [*_pin_warnings(config), *_binding_warnings(config, target)]
     if wants_json(as_json):
         emit_json(
@@ -98,6 +99,16 @@ def validate_cmd(path: str | None, as_json: bool) -> None:
             click.echo(f"warning: {issue.format(str(target))} (the daemon refuses this)", err=True)
         for issue in pinned:
             click.echo(f"warning: {issue.format(str(target))}", err=True)
+
+
+def _skill_refusals(config: Config, target: Path) -> list[ConfigIssue]:
+    """Each agent's skills refused, with its reason code (ADR 0056): the daemon refuses to
+    start, or reload, with one."""
+    if not any(agent.skills for agent in config.agents.values()):
+        return []  # the skills code is not even loaded
+    from ..skills import load_catalogue
+
+    return load_catalogue(config, Path(os.path.abspath(target))).issues()
 
 
 def _pin_warnings(config: Config) -> list[ConfigIssue]:

@@ -39,6 +39,7 @@ class ConfigIssue:
     message: str
     line: int | None = None
     column: int | None = None
+    code: str | None = None  # a stable reason code, where the check has one (a skill's)
 
     @property
     def key(self) -> str:
@@ -54,6 +55,8 @@ class ConfigIssue:
         if self.line is not None:
             data["line"] = self.line
             data["column"] = self.column
+        if self.code is not None:
+            data["code"] = self.code
         return data
 
 

@@ -572,6 +572,11 @@ DispatchToolName = Literal["agent_catalog", "agent_dispatch"]
 # The discovered-adapter tool (zeroclaw.tools.ADAPTER_TOOL): an agent has it when its
 # `adapters` lists any (issue 15).
 ADAPTER_TOOL_NAME = "invoke_adapter"
+# The skill tool (zeroclaw.tools.SKILL_READ): an agent has it when its `skills` lists any.
+SKILL_TOOL_NAME = "skill_read"
+# A skill's folder name, as `skills` lists it (the same as zeroclaw.skills.SKILL_NAME; a
+# test keeps them equal).
+SKILL_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,63}$")
 ADAPTER_ID_SYNTAX = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 
 
@@ -718,6 +723,13 @@ class AgentConfig(_Strict):
         'sub-agent id, e.g. summarize = "summarizer". A tool name is lowercase '
         "[a-z][a-z0-9_]{0,63} and not a built-in tool, agent_catalog or agent_dispatch.",
     )
+    skills: tuple[str, ...] = Field(
+        default=(),
+        description="Skills this agent uses, by folder name under [skills] dirs "
+        "(<dir>/<name>/SKILL.md): their names and descriptions are listed in its system "
+        "prompt, their files read with skill_read. A skill whose declared permissions exceed "
+        "this agent's risk profile is refused. Default: none.",
+    )
 
     @field_validator("peer_tools")
     @classmethod
@@ -727,6 +739,17 @@ class AgentConfig(_Strict):
     @field_validator("mcp")
     @classmethod
     def _mcp_servers(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return _listed_once(value)
+
+    @field_validator("skills")
+    @classmethod
+    def _skill_names(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for name in value:
+            if not SKILL_NAME.match(name):
+                raise ValueError(
+                    f"{name!r} is not a skill name (a folder name: lowercase letters, digits, "
+                    "'-' and '_', a letter first, at most 64)"
+                )
         return _listed_once(value)
 
     @field_validator("adapters")
@@ -789,6 +812,16 @@ class SubagentsConfig(_Strict):
         default=None,
         description="Directory of sub-agent bundles (<dir>/<id>/agent.yaml, ...), relative to "
         "the config file; default: subagents/ beside the config file.",
+    )
+
+
+class SkillsConfig(_Strict):
+    dirs: tuple[ConfigPath, ...] | None = Field(
+        default=None,
+        description="Directories holding skill folders (<dir>/<name>/SKILL.md), searched in "
+        "order (the first holding a name wins), relative to the config file; default: "
+        "skills/ beside the config file. No agent may write them; an agent reads only its own "
+        "skills, through skill_read.",
     )
 
 
@@ -962,6 +995,10 @@ class Config(_Strict):
     subagents: SubagentsConfig = Field(
         default_factory=SubagentsConfig,
         description="File-driven sub-agents that agents may dispatch tasks to.",
+    )
+    skills: SkillsConfig = Field(
+        default_factory=SkillsConfig,
+        description="Where the skills agents name live (a SKILL.md with front matter per folder).",
     )
     mcp_servers: dict[str, McpServerConfig] = Field(
         default_factory=dict,

@@ -47,6 +47,17 @@ def subagents_dir(config: Config, config_path: Path) -> Path:
     return Path(os.path.normpath(Path(os.path.abspath(config_path)).parent / "subagents"))
 
 
+def skills_dirs(config: Config, config_path: Path) -> tuple[Path, ...]:
+    """Where skill folders live, in search order: `[skills] dirs`, else `skills/` beside
+    the file. Empty when no enabled agent lists a skill: then they are nobody's business
+    (neither protected nor checked, ADR 0056)."""
+    if not any(agent.enabled and agent.skills for agent in config.agents.values()):
+        return ()
+    if config.skills.dirs is not None:
+        return config.skills.dirs
+    return (Path(os.path.normpath(Path(os.path.abspath(config_path)).parent / "skills")),)
+
+
 def workspace_path(config: Config, alias: str, paths: DaemonPaths) -> Path:
     """The agent's workspace root: its own setting, else `<state_dir>/agents/<alias>/workspace`."""
     configured = config.agents[alias].workspace.path

@@ -20,6 +20,7 @@ from ._errors import ConfigIssue, did_you_mean
 from ._models import (
     ADAPTER_TOOL_NAME,
     MCP_SERVER_NAME,
+    SKILL_TOOL_NAME,
     AgentConfig,
     ChannelsTable,
     Config,
@@ -35,6 +36,7 @@ from ._resolve import (
     daemon_paths,
     default_owner,
     expand_path,
+    skills_dirs,
     workspace_path,
 )
 
@@ -236,7 +238,7 @@ def rule_facades(
     """A facade is a tool name no other tool has, naming a well-formed sub-agent id. Whether
     that sub-agent exists is the bundles' business (not config): a dispatch to an unknown
     id is refused as `subagent_not_found` when it is made."""
-    taken = BUILTIN_TOOLS | DISPATCH_TOOLS | {ADAPTER_TOOL_NAME}
+    taken = BUILTIN_TOOLS | DISPATCH_TOOLS | {ADAPTER_TOOL_NAME, SKILL_TOOL_NAME}
     for alias, agent in sorted(config.agents.items()):
         for name, target in sorted(agent.facades.items()):
             key = ("agents", alias, "facades", name)
@@ -252,6 +254,8 @@ def rule_facades(
                     if name in DISPATCH_TOOLS
                     else "the adapter tool"
                     if name == ADAPTER_TOOL_NAME
+                    else "the skill tool"
+                    if name == SKILL_TOOL_NAME
                     else "a built-in tool"
                 )
                 yield ConfigIssue(
@@ -329,19 +333,28 @@ def rule_mcp_endpoints(
                 )
 
 
+def listed_tools(agent: AgentConfig) -> frozenset[str]:
+    """The tools an agent has because its config lists what they reach: invoke_adapter
+    for `adapters`, skill_read for `skills`."""
+    return frozenset(
+        name
+        for name, listed in ((ADAPTER_TOOL_NAME, agent.adapters), (SKILL_TOOL_NAME, agent.skills))
+        if listed
+    )
+
+
 def rule_peer_tools(
     config: Config, declared: Declared, env: Mapping[str, str]
 ) -> Iterator[ConfigIssue]:
     """peer_tools name tools this agent can have: a built-in one, a sub-agent tool, one of
-    its own facades, invoke_adapter when it lists adapters, or an allowed tool of an MCP
-    server it uses."""
+    its own facades, invoke_adapter when it lists adapters, skill_read when it lists
+    skills, or an allowed tool of an MCP server it uses."""
     for alias, agent in sorted(config.agents.items()):
-        adapter_tool = {ADAPTER_TOOL_NAME} if agent.adapters else set()
         known = (
             BUILTIN_TOOLS
             | DISPATCH_TOOLS
             | frozenset(agent.facades)
-            | adapter_tool
+            | listed_tools(agent)
             | agent_mcp_tools(config, agent)
         )
         for i, name in enumerate(agent.peer_tools):
@@ -358,14 +371,12 @@ def rule_peer_group_tools(
 ) -> Iterator[ConfigIssue]:
     """A peer group's tools name tools one of its agents can have (the peer_tools
     vocabulary: built-in, sub-agent, a member's facade, invoke_adapter when a member lists
-    adapters)."""
+    adapters, skill_read when a member lists skills)."""
     for name, group in sorted(config.peer_groups.items()):
         members = [config.agents[a] for a in group.agents if a in config.agents]
         known = set(BUILTIN_TOOLS | DISPATCH_TOOLS)
         for agent in members:
-            known |= set(agent.facades) | agent_mcp_tools(config, agent)
-            if agent.adapters:
-                known.add(ADAPTER_TOOL_NAME)
+            known |= set(agent.facades) | agent_mcp_tools(config, agent) | listed_tools(agent)
         for i, tool in enumerate(group.tools):
             if tool not in known:
                 yield ConfigIssue(
@@ -652,7 +663,47 @@ def daemon_refusals(
                     )
                 )
                 break
+    issues.extend(_skills_dirs_apart(config, env, config_path, resolve))
     return issues
+
+
+def _skills_dirs_apart(
+    config: Config, env: Mapping[str, str], config_path: Path, resolve: Callable[[str], str]
+) -> Iterator[ConfigIssue]:
+    """A skills dir shares no tree with a workspace, nor holds the daemon's state or
+    runtime dir or the config file: it is protected from every agent (which reads its own
+    skills there through skill_read only), so it can be neither granted whole as a
+    workspace nor cover the daemon's files. Real paths: a symlinked dir is judged by where
+    it leads. Only when some enabled agent lists skills (`skills_dirs` is empty else)."""
+    paths = daemon_paths(config, env)
+    daemon = [
+        ("state_dir", paths.state_dir),
+        ("runtime_dir", paths.runtime_dir),
+        ("config file", config_path),
+    ]
+    workspaces = [(a, workspace_path(config, a, paths)) for a in sorted(config.agents)]
+    for i, directory in enumerate(skills_dirs(config, config_path)):
+        key: tuple[str | int, ...] = ("skills", "dirs", i) if config.skills.dirs else ("skills",)
+        real = PurePosixPath(resolve(str(directory)))
+        for what, inner in daemon:
+            if _beneath(PurePosixPath(resolve(str(inner))), real):
+                yield ConfigIssue(
+                    key,
+                    f"skills dir {directory} contains the daemon's {what} ({inner}); keep "
+                    "skills in a directory of their own",
+                )
+        for alias, workspace in workspaces:
+            other = PurePosixPath(resolve(str(workspace)))
+            if _beneath(other, real) or _beneath(real, other):
+                yield ConfigIssue(
+                    key,
+                    f"skills dir {directory} and agents.{alias}'s workspace {workspace} share "
+                    "a tree; an agent could rewrite a skill, so keep them apart",
+                )
+
+
+def _beneath(path: PurePosixPath, root: PurePosixPath) -> bool:
+    return path == root or root in path.parents
 
 
 RULES: tuple[Rule, ...] = (

@@ -26,6 +26,7 @@ from ._confine import (
 from ._interpreters import program_executables
 from ._landlock import (
     NOT_EXECUTABLE,
+    READ,
     SYSTEM_READ_ONLY,
     SYSTEM_SECRETS,
     SandboxPlan,
@@ -60,6 +61,7 @@ __all__ = [
     "INTERPRETERS",
     "NOT_EXECUTABLE",
     "PROCESS_KINDS",
+    "READ",
     "ROOT_FIX",
     "SYSTEM_READ_ONLY",
     "SYSTEM_SECRETS",

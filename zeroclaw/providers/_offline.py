@@ -17,6 +17,8 @@ runs without a model; anything else gets a plain answer from a few rules.
     dispatch ID: TEXT       -> agent_dispatch (a sub-agent; issue 12)
     catalog                 -> agent_catalog
     invoke ID [for CAP]: TEXT -> invoke_adapter (a discovered adapter; issue 15)
+    skill NAME [PATH]       -> skill_read: the agent's skill NAME, its SKILL.md or PATH
+                               inside it (ADR 0056)
     mcp SERVER TOOL [JSON]  -> mcp__SERVER__TOOL with the JSON object as its arguments
                                (an MCP server's tool; issue 26), {} without one
 
@@ -79,8 +81,9 @@ _RULES: tuple[tuple[re.Pattern[str], str, str], ...] = (
     (re.compile(r"^run\s+(?P<command>.+)$", re.S | re.I), "shell", "run COMMAND"),
 )
 GRAMMAR_TOOLS: tuple[str, ...] = tuple(dict.fromkeys(tool for _, tool, _ in _RULES))
-# An agent's sub-agent tools (issue 12): offered only when some sub-agent lets it call, so
-# they are not among the built-in tools above and `help` lists them only when offered.
+# An agent's sub-agent tools (issue 12), its adapter tool (issue 15) and its skill tool
+# (ADR 0056): offered only when its config gives them, so they are not among the built-in
+# tools above and `help` lists them only when offered.
 _DISPATCH_RULES: tuple[tuple[re.Pattern[str], str, str], ...] = (
     (
         re.compile(r"^dispatch\s+(?P<id>[a-z][a-z0-9_-]{0,63})\s*:\s*(?P<text>.+)$", re.S | re.I),
@@ -97,8 +100,14 @@ _DISPATCH_RULES: tuple[tuple[re.Pattern[str], str, str], ...] = (
         "invoke_adapter",
         "invoke ADAPTER [for CAPABILITY]: TEXT",
     ),
+    (
+        re.compile(r"^skill\s+(?P<id>[a-z][a-z0-9_-]{0,63})(?:\s+(?P<path>\S+))?\s*$", re.I),
+        "skill_read",
+        "skill NAME [PATH]",
+    ),
 )
 DISPATCH_TOOLS: tuple[str, ...] = tuple(tool for _, tool, _ in _DISPATCH_RULES)
+SKILL = "SKILL.md"  # what `skill NAME` reads
 # An MCP server's tool (issue 26): the name is zeroclaw.config.mcp_tool_name's.
 _MCP = re.compile(
     r"^mcp\s+(?P<server>[a-z][a-z0-9_-]{0,31})\s+(?P<tool>[A-Za-z0-9_.-]{1,64})"
@@ -149,6 +158,10 @@ def parse(text: str) -> ToolCall | None:
         if (match := pattern.match(message)) is not None:
             if tool == "agent_catalog":
                 return ToolCall(tool, {})
+            if tool == "skill_read":
+                return ToolCall(
+                    tool, {"skill": match["id"].lower(), "path": match["path"] or SKILL}
+                )
             if tool == "invoke_adapter":
                 args = {"adapter": match["id"].lower(), "input": match["text"].strip()}
                 if match["cap"]:

@@ -29,7 +29,7 @@ import yaml
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
-from .._yaml import safe_load
+from .._yaml import front_matter_text, safe_load
 from ..turns import McpBinding, Policy
 from ._schema import pattern_problems
 
@@ -176,15 +176,11 @@ def front_matter(text: str) -> dict[str, Any] | None:
 def _front_matter(text: str) -> dict[str, Any] | str:
     """The front matter mapping, or why there is none."""
     missing = "SKILL.md needs YAML front matter between '---' lines"
-    lines = text.splitlines()
-    if not lines or lines[0].strip() != "---":
+    block = front_matter_text(text)
+    if block is None:
         return missing
     try:
-        end = next(i for i, line in enumerate(lines[1:], 1) if line.strip() == "---")
-    except StopIteration:
-        return missing
-    try:
-        data = safe_load("\n".join(lines[1:end]))
+        data = safe_load(block)
     except yaml.YAMLError:
         return missing
     except RecursionError:

@@ -82,6 +82,7 @@ from ..memory import (
 from ..ops import Metrics, MetricsListen, MetricsSources, metrics_listen
 from ..pins import PinService, PinStore, pins_path, register_pin_commands
 from ..policy import ROOT_FIX, code_roots, daemon_code_paths, root_warning
+from ..skills import SkillCatalogue, load_catalogue
 from ..subagents import (
     DispatchService,
     SubagentRegistry,
@@ -177,6 +178,7 @@ class DaemonParts:
     idle_timeout: float
     log_level: str | None
     code: tuple[str, ...]
+    skills: SkillCatalogue  # the agents' skills, loaded and checked before anything started
 
 
 def run_daemon(
@@ -192,6 +194,9 @@ def run_daemon(
     code = code_roots(daemon_code_paths())
     absolute = Path(os.path.abspath(config_path))
     refusals = daemon_refusals(config, env, absolute, code)
+    # Each agent's skills (ADR 0056): a refused one refuses the start, like a bad key.
+    skills = load_catalogue(config, absolute)
+    refusals += skills.issues()
     if refusals:
         raise ConfigError(str(config_path), refusals)
     setup_logging(
@@ -225,6 +230,7 @@ def run_daemon(
             idle_timeout=idle_timeout,
             log_level=log_level,
             code=code,
+            skills=skills,
         )
         return trio.run(_main, parts)
 
@@ -239,6 +245,7 @@ def _acquire(
     idle_timeout: float,
     log_level: str | None,
     code: tuple[str, ...],
+    skills: SkillCatalogue,
 ) -> DaemonParts:
     """The pid lock, the control socket, the notifier, the memory lock, the zygote, the
     memory store and the sub-agent store, in this order, each onto `held`."""
@@ -307,6 +314,7 @@ def _acquire(
         idle_timeout=idle_timeout,
         log_level=log_level,
         code=code,
+        skills=skills,
     )
 
 
@@ -352,6 +360,7 @@ async def _main(parts: DaemonParts) -> int:
             zygote_pid=zygote.pid,
             log_level=parts.log_level,
             code_paths=parts.code,
+            skills=parts.skills,
         )
         hooks = DaemonHooks()
         # The agents' MCP tool schemas, pinned (issue 26): the agent is the MCP client, the

@@ -196,7 +196,7 @@ class Fleet:
         running = self._running
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
-            running.replace(running.config, await running.scan(running.config))
+            running.replace(running.config, await running.scan(running.config, running.skills))
             for spec in running.specs.values():
                 self.add(spec)
             self.update_status()

@@ -16,6 +16,7 @@ from ..bus import Router
 from ..config import ConfigError, load_config
 from ..events import EventSink, ReloadApplied
 from ..memory import MemoryService, memory_grants
+from ..skills import load_catalogue
 from ._fleet import Fleet
 from ._lifecycle import Lifecycle, State
 from ._notify import Notifier
@@ -87,18 +88,21 @@ class Reloader:
             refusals = reload_refusals(
                 running.config, new, running.env, running.config_path, running.code_paths
             )
+            # Each agent's skills, looked at again: a refused one refuses the reload.
+            skills = await trio.to_thread.run_sync(load_catalogue, new, running.config_path)
+            refusals += skills.issues()
             if refusals:
                 raise ConfigError(str(running.config_path), refusals)
         except ConfigError as exc:
             for line in exc.lines():
                 log.error("reload refused: %s", line)
             return ReloadState("reload_failed", time.time(), exc.lines(), self.state.diff)
-        new_specs = await running.scan(new)
+        new_specs = await running.scan(new, skills)
         self._router.update_config(new)
         self._memory.update_grants(memory_grants(new))
         states = {alias: r.lifecycle.state for alias, r in self._fleet.runners.items()}
         plan = plan_reload(running.specs, new_specs, states)
-        running.replace(new, new_specs)
+        running.replace(new, new_specs, skills)
         unsettled, bound = await self._apply(plan)
         self._runtimes.retire_stale_runtimes()
         diff = {

@@ -18,6 +18,7 @@ import msgspec
 from .._logging import resolve_format
 from ..agent import AgentSpec
 from ..config import Config, DaemonPaths, RestartPolicy, daemon_paths
+from ..skills import SkillCatalogue
 from ..subagents import LoadedRevision, SubagentRegistry
 from ._spec import build_specs, subagent_runtime_spec
 
@@ -33,8 +34,11 @@ class Running:
         zygote_pid: int,
         log_level: str | None = None,
         code_paths: tuple[str, ...] = (),
+        skills: SkillCatalogue | None = None,
     ) -> None:
         self.config = config
+        # The agents' skills as loaded from `config` (ADR 0056); a reload loads them anew.
+        self.skills = skills or SkillCatalogue()
         self.config_path = config_path
         self.env = env
         # The state and runtime dirs: a reload that would move them is refused.
@@ -47,17 +51,21 @@ class Running:
         # The daemon's own code (ADR 0044), gathered once at its start: read-only to agents.
         self.code_paths = code_paths
 
-    def replace(self, config: Config, specs: dict[str, AgentSpec]) -> None:
+    def replace(
+        self, config: Config, specs: dict[str, AgentSpec], skills: SkillCatalogue | None = None
+    ) -> None:
         self.config = config
         self.specs = specs
+        if skills is not None:
+            self.skills = skills
 
-    async def scan(self, config: Config) -> dict[str, AgentSpec]:
+    async def scan(self, config: Config, skills: SkillCatalogue) -> dict[str, AgentSpec]:
         """The sub-agent bundles scanned again (which agents may dispatch depends on them),
-        then the specs of `config`'s agents."""
+        then the specs of `config`'s agents with `skills` (loaded from `config`)."""
         await self._subagents.rescan(config, self.config_path)
-        return self.specs_of(config)
+        return self.specs_of(config, skills)
 
-    def specs_of(self, config: Config) -> dict[str, AgentSpec]:
+    def specs_of(self, config: Config, skills: SkillCatalogue) -> dict[str, AgentSpec]:
         specs = build_specs(
             config,
             self.env,
@@ -67,6 +75,7 @@ class Running:
             # Agents some loaded sub-agent allows get agent_catalog/agent_dispatch.
             dispatch_callers=self._subagents.callers(),
             code_paths=self.code_paths,
+            skills=skills,
         )
         return {alias: self._logging_of(spec) for alias, spec in specs.items()}
 

@@ -14,7 +14,14 @@ from pathlib import Path
 
 import msgspec
 
-from ..agent import AgentSpec, McpServerSpec, RiskSpec, RuntimeSpec, SubagentRuntime
+from ..agent import (
+    AgentSpec,
+    McpServerSpec,
+    RiskSpec,
+    RuntimeSpec,
+    SkillSpec,
+    SubagentRuntime,
+)
 from ..config import (
     AgentConfig,
     Config,
@@ -24,6 +31,7 @@ from ..config import (
     RuntimeProfile,
     daemon_paths,
     effective_risk_policy,
+    skills_dirs,
     subagents_dir,
     workspace_path,
 )
@@ -31,6 +39,7 @@ from ..config import AnthropicProvider as AnthropicConfig
 from ..config import OpenAIProvider as OpenAIConfig
 from ..discovery import PROJECT_DIRS
 from ..providers import AnthropicSpec, OfflineSpec, OpenAISpec, ProviderSpec
+from ..skills import SkillCatalogue
 from ..subagents import LoadedRevision
 from ..turns import McpBinding
 from ._notify import SYSTEMD_VARIABLES
@@ -71,6 +80,8 @@ def protected_paths(
     policy), the runtime dir (sockets, lock), the config file, what beside it decides what
     runs with which variables (the sub-agent bundles; adapters/, capabilities/ and mcp/,
     issue 15: an agent that rewrote a manifest could hand an adapter a provider key), the
+    skills dirs (ADR 0056: a rewritten skill would instruct every agent that uses it; each
+    agent reads its own skills through skill_read, which its sandbox allows), the
     `env` file beside it (the unit's EnvironmentFile=, holding the keys), and
     the /proc entries of the daemon and the zygote (their environment holds every key)."""
     paths = daemon_paths(config, env)
@@ -80,6 +91,7 @@ def protected_paths(
         found.append(str(subagents_dir(config, config_path)))
         beside = Path(os.path.abspath(config_path)).parent
         found.extend(str(beside / name) for name in PROJECT_DIRS)
+        found.extend(str(directory) for directory in skills_dirs(config, config_path))
         # The README's EnvironmentFile= (/etc/zeroclaw/env): every provider key and the
         # metrics token; a root daemon's `full` agent read it (the attack pass).
         found.append(str(beside / ENV_FILE))
@@ -140,6 +152,7 @@ def build_specs(
     daemon_pids: Sequence[int] = (),
     dispatch_callers: frozenset[str] = frozenset(),
     code_paths: Sequence[str] = (),
+    skills: SkillCatalogue | None = None,
 ) -> dict[str, AgentSpec]:
     """Specs of every enabled agent, keyed by alias. `config_path` and `daemon_pids` (the
     daemon's and the zygote's) name what every agent is kept away from. `dispatch_callers`
@@ -147,7 +160,8 @@ def build_specs(
     any agent with facades) get `agent_catalog`/`agent_dispatch` (issue 12). The daemon's
     dispatch service still decides each call; the tools only spare the others a tool that
     could never work. `code_paths`: the daemon's own code (ADR 0044), gathered once at its
-    start, read-only to every agent."""
+    start, read-only to every agent. `skills`: what each agent loads (ADR 0056; the
+    caller loaded them and refused the config if any was refused)."""
     paths = daemon_paths(config, env)
     code = tuple(code_paths)
     protected = protected_paths(config, env, config_path, daemon_pids)
@@ -197,8 +211,18 @@ def build_specs(
             facades=dict(sorted(agent.facades.items())),
             adapters=agent.adapters,
             mcp_servers=servers,
+            skills=skill_specs(skills, alias),
         )
     return specs
+
+
+def skill_specs(catalogue: SkillCatalogue | None, alias: str) -> tuple[SkillSpec, ...]:
+    """The skills `alias` loaded, as its process is told them."""
+    if catalogue is None:
+        return ()
+    return tuple(
+        SkillSpec(s.name, s.description, s.folder) for s in catalogue.loaded.get(alias, ())
+    )
 
 
 def mcp_server_specs(config: Config, agent: AgentConfig) -> tuple[McpServerSpec, ...]:

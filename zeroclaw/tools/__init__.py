@@ -2,7 +2,8 @@
 
 A tool is one `Tool` (spec, argument struct, `run(ctx, args)`); a `Toolset` is the value a
 runtime is given (`DEFAULT_TOOLSET`: every built-in tool; `agent_toolset` adds the
-sub-agent tools an agent's spec grants: `agent_catalog`, `agent_dispatch`, facades).
+sub-agent tools an agent's spec grants: `agent_catalog`, `agent_dispatch`, facades, and
+`skill_read` over its loaded skills).
 """
 
 from ._adapter import ADAPTER_TOOL, INVOKE_ADAPTER, InvokeAdapterArgs, adapter_ruleset
@@ -36,6 +37,7 @@ from ._shell import (
     run_shell,
     shell_environment,
 )
+from ._skills import SkillReadArgs, read_skill_file, skill_tool
 from ._snapshot import (
     MAX_SKILL_READ_BYTES,
     SKILL_READ,
@@ -73,6 +75,7 @@ __all__ = [
     "ShellDecision",
     "ShellSettings",
     "ShellVerdict",
+    "SkillReadArgs",
     "SnapshotErrorCode",
     "SnapshotResult",
     "Tool",
@@ -91,11 +94,13 @@ __all__ = [
     "file_list",
     "file_read",
     "file_write",
+    "read_skill_file",
     "render_catalog",
     "run_shell",
     "schema_summary",
     "shell_environment",
     "skill_read",
+    "skill_tool",
     "submit_result",
     "submit_spec",
     "wraps_result",

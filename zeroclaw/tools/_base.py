@@ -46,6 +46,9 @@ ToolOwnErrorCode = Literal[
     # a bug: the call raised; logged once with its traceback, the agent carries on
     "internal_error",
     "tool_not_granted",  # a peer's turn: not in the callee's peer_tools
+    # skill_read (ADR 0056): not one of this agent's skills; a path leading out of it
+    "skill_not_found",
+    "skill_path_not_allowed",
 ]
 ToolErrorCode = Literal[
     PathRefusal,

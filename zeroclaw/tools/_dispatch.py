@@ -10,7 +10,7 @@ sub-agent that did not succeed as a refusal with the invocation's error code.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Annotated, Any
 
 import msgspec
@@ -25,6 +25,7 @@ from ..turns import (
 )
 from ._adapter import INVOKE_ADAPTER
 from ._base import ToolErrorCode, ToolResult, as_tool_error
+from ._skills import skill_tool
 from ._toolset import Tool, ToolContext, Toolset
 
 CATALOG_TOOL = "agent_catalog"
@@ -209,16 +210,20 @@ def agent_toolset(
     dispatch_tools: bool,
     facades: Mapping[str, str],
     adapters: bool = False,
+    skills: Sequence[tuple[str, str]] = (),
     name: str = "agent",
 ) -> Toolset:
     """`base`, then `agent_catalog`/`agent_dispatch` when the agent may dispatch, then one
-    facade tool per entry (by name), then `invoke_adapter` when it lists adapters. A
-    facade's name is never a tool of `base`, a dispatch tool or invoke_adapter: the config
-    refuses that, and `Toolset` raises if it happened anyway."""
+    facade tool per entry (by name), then `invoke_adapter` when it lists adapters, then
+    `skill_read` over its loaded `skills` ((name, folder) pairs) when it has any. A
+    facade's name is never a tool of `base`, a dispatch tool, invoke_adapter or
+    skill_read: the config refuses that, and `Toolset` raises if it happened anyway."""
     extra: list[Tool[Any]] = [AGENT_CATALOG, AGENT_DISPATCH] if dispatch_tools else []
     extra.extend(facade_tool(tool, target) for tool, target in sorted(facades.items()))
     if adapters:
         extra.append(INVOKE_ADAPTER)
+    if skills:
+        extra.append(skill_tool(skills))
     if not extra:
         return base
     return Toolset(name, (*base, *extra))

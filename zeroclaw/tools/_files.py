@@ -45,7 +45,9 @@ _ERRNO_CODES: dict[int, ToolErrorCode] = {
 }
 
 
-class _Refused(Exception):
+class Refused(Exception):
+    """A typed refusal raised from inside an open (the file tools' and skill_read's)."""
+
     def __init__(self, result: ToolResult) -> None:
         self.result = result
 
@@ -68,7 +70,7 @@ def _allowed(
     """The decision, the tree it allowed the path under, and the path relative to it."""
     decision = check_path(rules, path, access)
     if not decision.allowed or decision.path is None or decision.root is None:
-        raise _Refused(ToolResult.refused(decision.code or "path_not_allowed", decision.reason))
+        raise Refused(ToolResult.refused(decision.code or "path_not_allowed", decision.reason))
     return decision, decision.root, decision.path.relative_to(decision.root)
 
 
@@ -87,13 +89,13 @@ def _not_regular(st: os.stat_result, shown: str) -> ToolResult:
     return ToolResult(False, "", "not_a_regular_file", f"{shown} is {kind}; only regular files")
 
 
-def _open_regular(target: int, flags: int, again: Callable[[], int], shown: str) -> int:
+def open_regular(target: int, flags: int, again: Callable[[], int], shown: str) -> int:
     """Open the O_PATH `target` for real, after checking it is a regular file."""
     st = os.fstat(target)
     if stat.S_ISLNK(st.st_mode):  # O_PATH | O_NOFOLLOW gives the link itself
         raise OSError(errno.ELOOP, "a symlink", shown)
     if not stat.S_ISREG(st.st_mode):
-        raise _Refused(_not_regular(st, shown))
+        raise Refused(_not_regular(st, shown))
     flags |= os.O_NONBLOCK | os.O_NOCTTY  # nothing blocks, even a file that becomes odd
     try:
         return reopen(target, flags)
@@ -123,7 +125,7 @@ def file_read(
 
             target = open_beneath(root, rel, os.O_PATH, use_openat2=use_openat2)
             try:
-                fd = _open_regular(target, os.O_RDONLY, again, shown)
+                fd = open_regular(target, os.O_RDONLY, again, shown)
             finally:
                 os.close(target)
         finally:
@@ -136,7 +138,7 @@ def file_read(
                 size += len(chunk)
         finally:
             os.close(fd)
-    except _Refused as refused:
+    except Refused as refused:
         return refused.result
     except OSError as exc:
         return failure(exc, shown)
@@ -169,7 +171,7 @@ def file_write(
             _write_beside(parent, rel.name, encoded, shown)
         finally:
             os.close(parent)
-    except _Refused as refused:
+    except Refused as refused:
         return refused.result
     except OSError as exc:
         return failure(exc, shown)
@@ -186,7 +188,7 @@ def _write_beside(parent: int, name: str, encoded: bytes, shown: str) -> None:
     if st is not None and stat.S_ISLNK(st.st_mode):
         raise OSError(errno.ELOOP, "a symlink", name)
     if st is not None and not stat.S_ISREG(st.st_mode):
-        raise _Refused(_not_regular(st, shown))
+        raise Refused(_not_regular(st, shown))
     # Not fsynced: a tool's write is as durable as any write of the agent's own.
     mode = stat.S_IMODE(st.st_mode) if st is not None else 0o600
     atomic_write(name, encoded, mode=mode, dir_fd=parent, fsync=False)
@@ -212,7 +214,7 @@ def file_list(rules: PathRules, path: str = ".", *, use_openat2: bool = True) ->
                         break
         finally:
             os.close(fd)
-    except _Refused as refused:
+    except Refused as refused:
         return refused.result
     except OSError as exc:
         return failure(exc, shown)
