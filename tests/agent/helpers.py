@@ -64,10 +64,12 @@ async def local_engine(
     tmp_path: Path,
     *,
     runtime: dict[str, Any] | None = None,
+    spec_changes: dict[str, Any] | None = None,
     **options: Any,
 ) -> AsyncIterator[tuple[TurnEngine, LocalReach]]:
     """alpha's turn engine in this process: a workspace holding notes.txt, a real memory
-    store with its committer running. The provider is closed on the way out."""
+    store with its committer running. The provider is closed on the way out.
+    `spec_changes`: fields of alpha's spec that differ."""
     workspace = tmp_path / "ws"
     workspace.mkdir(exist_ok=True)
     (workspace / "notes.txt").write_text("the plan is to ship")
@@ -77,7 +79,9 @@ async def local_engine(
         async with trio.open_nursery() as nursery:
             nursery.start_soon(service.run_committer)
             reach = LocalReach(service, "alpha")
-            spec = agent_spec(workspace, runtime=runtime)
+            spec = msgspec.structs.replace(
+                agent_spec(workspace, runtime=runtime), **(spec_changes or {})
+            )
             yield TurnEngine(spec, reach, provider, agent_env={}, **options), reach
             nursery.cancel_scope.cancel()
     finally:
