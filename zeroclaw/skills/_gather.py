@@ -2,7 +2,8 @@
 
 The folder is found by name in each skills dir in turn; its real path is recorded, and
 only a folder inside its dir's real path is listed. The listing never follows a symlink:
-each directory is opened with O_NOFOLLOW relative to its parent's descriptor, each entry
+the folder is reached from the dir's real path and each directory below it opened with
+O_NOFOLLOW relative to its parent's descriptor, each entry
 lstat'ed, and it stops one entry past the cap and at the depth cap, so a huge or deep tree
 costs a bounded walk. SKILL.md is read through the descriptor that listed it, at most one
 byte past its cap; each other file's first two bytes are read to see a `#!`.
@@ -52,8 +53,8 @@ def _listed(facts: SkillFacts) -> SkillFacts:
     found: dict[str, bytes] = {}  # SKILL.md's bytes, once read
     too_deep = False
     try:
-        top = os.open(facts.folder, _DIR)
-    except OSError:
+        top = _open_folder(facts.root, facts.folder)
+    except OSError:  # gone, unreadable, or a symlink swapped in since realpath()
         return SkillFacts(facts.name, facts.root, facts.folder, is_dir=False)
     todo: list[tuple[int, str, int]] = [(top, "", 0)]  # (dir fd, relative path, depth)
     try:
@@ -75,6 +76,21 @@ def _listed(facts: SkillFacts) -> SkillFacts:
         too_deep=too_deep,
         skill_md=found.get(SKILL_FILE),
     )
+
+
+def _open_folder(root: str, folder: str) -> int:
+    """The folder, reached from its skills dir's real path one component at a time, none
+    a symlink: what is listed lies inside the dir even if a component is swapped now."""
+    fd = os.open(root, _DIR & ~os.O_NOFOLLOW)  # the operator's dir, already real
+    try:
+        for part in PurePosixPath(folder).relative_to(root).parts:
+            step = os.open(part, _DIR, dir_fd=fd)
+            os.close(fd)
+            fd = step
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def _list_one(
