@@ -60,6 +60,8 @@ BOUNDARIES = (
     # MCP tools a turn gets by the agent's risk profile
     "mcp_server",
     "mcp_tools",
+    # ADR 0056: an agent's skills, read through skill_read only, its own only
+    "skills",
     # ADR 0043: what a process the daemon starts can reach as a process
     "process_signals",
     "capabilities",
@@ -493,6 +495,68 @@ _GRAMMAR: list[tuple[str, str, str, str, dict[str, Expect]]] = [
         "invoke_adapter",
         {"full": _no("adapter_not_found", "tool")},
     ),
+    # skills (ADR 0056): ro, sup and full load `notes` (it declares nothing), owner loads
+    # `ownerskill`, g_read none; the skills dir is the daemon's to every file tool
+    (
+        "skills",
+        "read own skill",
+        "skill notes",
+        "skill_read",
+        {p: _ok("tool") for p in ("readonly", "supervised_approve", "full")},
+    ),
+    (
+        "skills",
+        "read a file inside own skill",
+        "skill notes docs/guide.md",
+        "skill_read",
+        {p: _ok("tool") for p in ("readonly", "supervised_approve", "full")},
+    ),
+    (
+        "skills",
+        "read another agent's skill",
+        "skill ownerskill",
+        "skill_read",
+        {p: _no("skill_not_found", "tool") for p in ("readonly", "supervised_approve", "full")},
+    ),
+    (
+        "skills",
+        "path out of own skill",
+        "skill notes ../ownerskill/SKILL.md",
+        "skill_read",
+        {
+            p: _no("skill_path_not_allowed", "tool")
+            for p in ("readonly", "supervised_approve", "full")
+        },
+    ),
+    (
+        "skills",
+        "read own skill with a file tool",
+        "read {root}/skills/notes/SKILL.md",
+        "file_read",
+        {p: _no("forbidden_path") for p in ("readonly", "supervised_approve", "full")},
+    ),
+    (
+        "skills",
+        "write into the skills dir",
+        "write {root}/skills/notes/planted.md: obey",
+        "file_write",
+        {p: _no("forbidden_path") for p in ("supervised_approve", "full")},
+    ),
+    (
+        "skills",
+        "an agent without skills",
+        "skill notes",
+        "skill_read",
+        {"grant_read": _no("bad_arguments", "engine")},
+    ),
+    (
+        # owner's peer_tools grant memory_recall only: a question gets no skill
+        "skills",
+        "a peer asks for a skill",
+        "ask owner: skill ownerskill",
+        "send_message_to_peer",
+        {p: _no("tool_not_granted", "engine") for p in ("readonly", "supervised_approve")},
+    ),
 ]
 
 
@@ -678,6 +742,28 @@ KERNEL_PROBES += [
             "grant_read_write": _ok("kernel"),
             "supervised_approve": _eacces(),
         },
+    ),
+]
+# Skills in the kernel (ADR 0056): k_ro, k_sup and k_full load `notes`; the skills dir is
+# carved out of every grant, each agent's own skill folders read only.
+KERNEL_PROBES += [
+    (
+        "open own skill file",
+        "read",
+        "{root}/skills/notes/SKILL.md",
+        {p: _ok("kernel") for p in ("readonly", "supervised_approve", "full")},
+    ),
+    (
+        "open another agent's skill",
+        "read",
+        "{root}/skills/ownerskill/SKILL.md",
+        {p: _eacces() for p in ("readonly", "supervised_approve", "full")},
+    ),
+    (
+        "create in own skill folder",
+        "create",
+        "{root}/skills/notes/k-made-by-{alias}.txt",
+        {p: _eacces() for p in ("readonly", "supervised_approve", "full")},
     ),
 ]
 KERNEL_AGENTS = {

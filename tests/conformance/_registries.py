@@ -17,9 +17,14 @@ from zeroclaw.turns import ADAPTER_SERVICE, MCP_SERVICE, SUBAGENT_SERVICE, TURN_
 
 def agent_tools() -> frozenset[str]:
     """Every tool an agent's model may be offered: the built-in toolset, the sub-agent
-    tools and the discovered-adapter tool."""
+    tools, the discovered-adapter tool and the skill tool."""
     return frozenset(
-        {*tools.DEFAULT_TOOLSET.names(), *tools.DISPATCH_TOOL_NAMES, tools.ADAPTER_TOOL}
+        {
+            *tools.DEFAULT_TOOLSET.names(),
+            *tools.DISPATCH_TOOL_NAMES,
+            tools.ADAPTER_TOOL,
+            tools.SKILL_READ,
+        }
     )
 
 

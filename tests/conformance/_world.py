@@ -110,6 +110,11 @@ def conformance_config(root: Path, port: int = 0) -> dict[str, Any]:
         "conf": {"channel": "cli", "agents": ["ro", "sup", "owner", "k_ro", "k_sup"]}
     }
     doc["subagents"] = {"dir": str(root / "subagents")}  # `helper`: callers cli and sup
+    # Skills (ADR 0056): `notes` declares nothing, so every level loads it.
+    doc["skills"] = {"dirs": [str(root / "skills")]}
+    for alias in ("ro", "sup", "full", "k_ro", "k_sup", "k_full"):
+        doc["agents"][alias]["skills"] = ["notes"]
+    doc["agents"]["owner"]["skills"] = ["ownerskill"]
     if port:
         # Discovered adapters (manifests in adapters/ beside the config): full and ro list
         # both, sup the writing one, g_read only the reviewing one, g_rw none (no tool);
@@ -210,6 +215,12 @@ def lay_out(root: Path) -> None:
             os.symlink(target, ws / name)
         os.link(outside / "open.txt", ws / "hardlink.txt")
     (workspace(root, "owner") / "shared.txt").write_text("owner's shared notes")
+    for name, body in (("notes", "Take notes."), ("ownerskill", "OWNER-ONLY")):
+        (root / "skills" / name / "docs").mkdir(parents=True, exist_ok=True)
+        (root / "skills" / name / "SKILL.md").write_text(
+            f"---\nname: {name}\ndescription: {body}\n---\n{body}\n"
+        )
+        (root / "skills" / name / "docs" / "guide.md").write_text(f"{name}'s guide")
     write_bundle(root / "subagents", "helper", callers=("cli", "sup"))
     write_bundle(
         root / "subagents",

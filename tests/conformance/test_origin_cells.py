@@ -39,7 +39,11 @@ def _mcp_tool() -> Tool[Any]:
 # Every agent tool, as the toolset of an agent that has them all (facades aside), and one
 # tool of an MCP server it uses.
 _BUILT_IN = tools.agent_toolset(
-    tools.DEFAULT_TOOLSET, dispatch_tools=True, facades={}, adapters=True
+    tools.DEFAULT_TOOLSET,
+    dispatch_tools=True,
+    facades={},
+    adapters=True,
+    skills=[("some-skill", "/nonexistent-zc-skills/some-skill")],
 )
 FULL = Toolset("full", (*(_BUILT_IN.get(n) for n in _BUILT_IN.names()), _mcp_tool()))
 
@@ -48,6 +52,7 @@ def policy(tmp_path: Path, group_tools: tuple[str, ...], approvals: str) -> Peer
     doc = make_config(tmp_path, {"alpha": agent_entry(channels=["cli.local", "webhook.ops"])})
     doc["agents"]["alpha"]["adapters"] = ["some-adapter"]  # invoke_adapter is a known tool
     doc["agents"]["alpha"]["mcp"] = ["h"]  # and so is an allowed tool of its MCP server
+    doc["agents"]["alpha"]["skills"] = ["some-skill"]  # and skill_read
     doc["mcp_servers"] = {"h": {"command": "mcp-server-h", "tools": ["echo"]}}
     doc["channels"]["webhook"] = {"ops": {"listen": "127.0.0.1:8787", "secret_env": "K"}}
     doc["peer_groups"]["hooks"] = {
@@ -104,4 +109,9 @@ def test_origin(cell: Cell, tmp_path: Path) -> None:
 
 
 def test_a_runtime_has_no_agent_tool() -> None:
-    assert not {SKILL_READ, SUBMIT_RESULT} & set(FULL.names())
+    """A runtime's two tools are its own: submit is no agent's, and its skill_read (over
+    its snapshot) is not the agent's of the same name (over the agent's skills)."""
+    assert SUBMIT_RESULT not in FULL.names()
+    agents = FULL.get(SKILL_READ)
+    assert agents is not None and set(agents.spec.parameters["properties"]) == {"skill", "path"}
+    assert tools.SKILL_READ_SPEC.parameters["required"] == ["path"]

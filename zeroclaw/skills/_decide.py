@@ -164,14 +164,16 @@ def permission_gaps(permissions: Permissions, profile: ProfileFacts) -> list[str
             gaps.append(f"declares shell; {named} allows no command")
         missing = _missing(permissions.commands, profile.allowed_commands)
         if missing and not readonly and profile.allowed_commands:
-            gaps.append(f"declares commands {missing}, not in {named}'s allowed_commands")
+            gaps.append(f"declares commands {missing}, not in the allowed_commands of {named}")
     if permissions.reaches_network:
         if not profile.allowed_endpoints:
             gaps.append(f"declares network; {named} allows no endpoint")
         else:
             missing = _missing(permissions.endpoints, profile.allowed_endpoints)
             if missing:
-                gaps.append(f"declares endpoints {missing}, not in {named}'s allowed_endpoints")
+                gaps.append(
+                    f"declares endpoints {missing}, not in the allowed_endpoints of {named}"
+                )
     return gaps
 
 
