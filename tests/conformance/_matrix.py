@@ -746,7 +746,7 @@ KERNEL_PROBES += [
 ]
 # Skills in the kernel (ADR 0056): k_ro, k_sup and k_full load `notes`; the skills dir is
 # carved out of every grant, each agent's own skill folders read only.
-KERNEL_PROBES += [
+SKILL_PROBES: list[tuple[str, str, str, dict[str, Expect]]] = [
     (
         "open own skill file",
         "read",
@@ -766,6 +766,7 @@ KERNEL_PROBES += [
         {p: _eacces() for p in ("readonly", "supervised_approve", "full")},
     ),
 ]
+KERNEL_PROBES += SKILL_PROBES
 KERNEL_AGENTS = {
     "readonly": "k_ro",
     "supervised_approve": "k_sup",
@@ -778,9 +779,10 @@ KERNEL_AGENTS = {
 
 def _kernel_cells() -> list[Cell]:
     cells = []
+    skill_cases = {case for case, _, _, _ in SKILL_PROBES}
     for case, op, path, by_profile in KERNEL_PROBES:
         for profile, expect in by_profile.items():
-            boundary = "workspace_files"
+            boundary = "skills" if case in skill_cases else "workspace_files"
             cells.append(Cell(boundary, "kernel", profile, case, f"{op} {path}", expect))
     return cells
 

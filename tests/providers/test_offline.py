@@ -53,6 +53,12 @@ from zeroclaw.providers import (
         ("list", ToolCall("file_list", {"path": "."})),
         ("list sub", ToolCall("file_list", {"path": "sub"})),
         ("run ls -la", ToolCall("shell", {"command": "ls -la"})),
+        (
+            "skill release-notes",
+            ToolCall("skill_read", {"skill": "release-notes", "path": "SKILL.md"}),
+        ),
+        ("Skill Notes docs/a.md", ToolCall("skill_read", {"skill": "notes", "path": "docs/a.md"})),
+        ("skill notes ../x", ToolCall("skill_read", {"skill": "notes", "path": "../x"})),
     ],
 )
 def test_grammar(text: str, call: ToolCall) -> None:
@@ -61,7 +67,8 @@ def test_grammar(text: str, call: ToolCall) -> None:
 
 
 @pytest.mark.parametrize(
-    "text", ["hello there", "what is 2+2", "read", "ask beta", "remember", "run", ""]
+    "text",
+    ["hello there", "what is 2+2", "read", "ask beta", "remember", "run", "", "skill", "skills"],
 )
 def test_plain_answers(text: str) -> None:
     step = first_step(text, "alpha", "I am Alpha, the ops assistant.")
@@ -103,3 +110,10 @@ def test_mcp_server_tool_json_calls_that_mcp_tool_with_the_object() -> None:
     assert bare is not None and (bare.name, bare.args) == ("mcp__git__git_status", {})
     assert parse("mcp time get_current_time {not json") is None  # plain conversation then
     assert parse('mcp time get_current_time ["a list"]') is None
+
+
+def test_help_names_the_skill_form_only_when_skill_read_is_offered() -> None:
+    from zeroclaw.providers import grammar_help
+
+    assert "skill NAME [PATH]" not in GRAMMAR_HELP
+    assert "'skill NAME [PATH]'" in grammar_help({"file_read", "skill_read"})
