@@ -112,7 +112,7 @@ def toolset_for(spec: AgentSpec) -> Toolset:
         dispatch_tools=spec.dispatch_tools,
         facades=spec.facades,
         adapters=bool(spec.adapters),
-        skills=[(skill.name, skill.folder) for skill in spec.skills],
+        skills=spec.skill_folders,
     )
 
 

@@ -133,6 +133,11 @@ class AgentSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     # Set only for a sub-agent revision's runtime process (its alias is its bus identity).
     subagent: SubagentRuntime | None = None
 
+    @property
+    def skill_folders(self) -> tuple[tuple[str, str], ...]:
+        """(name, folder) of each of its skills, as its skill_read tool takes them."""
+        return tuple((skill.name, skill.folder) for skill in self.skills)
+
 
 def path_rules(spec: AgentSpec, other_workspaces: tuple[str, ...] | None = None) -> PathRules:
     """The agent's path rules, as its tools apply them (and as the daemon builds the sandbox

@@ -412,7 +412,7 @@ def _in_process(config: Config, path: Path, alias: str, session: str) -> tuple[T
                     DEFAULT_TOOLSET,
                     dispatch_tools=False,
                     facades={},
-                    skills=[(skill.name, skill.folder) for skill in spec.skills],
+                    skills=spec.skill_folders,
                 ),
             )
 

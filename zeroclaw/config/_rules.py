@@ -618,7 +618,9 @@ def daemon_refusals(
 
     `code_paths` (resolved): the daemon's own code, read-only to every agent (ADR 0044). A
     workspace inside it could never be written, so it is refused here rather than found
-    out at the agent's first write; a code path inside a workspace is carved out instead."""
+    out at the agent's first write; a code path inside a workspace is carved out instead.
+    The skills dirs are kept apart from workspaces and the daemon's files (ADR 0056); the
+    skills themselves are judged by `zeroclaw.skills.load_catalogue`, which reads them."""
     issues: list[ConfigIssue] = []
     if not any(agent.enabled for agent in config.agents.values()):
         issues.append(

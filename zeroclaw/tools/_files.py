@@ -111,6 +111,19 @@ def open_regular(target: int, flags: int, again: Callable[[], int], shown: str) 
     return fd
 
 
+def read_closing(fd: int, cap: int) -> bytes:
+    """At most `cap` + 1 bytes of `fd` (one more tells a longer file), then `fd` closed."""
+    try:
+        chunks: list[bytes] = []
+        size = 0
+        while size <= cap and (chunk := os.read(fd, cap + 1 - size)):
+            chunks.append(chunk)
+            size += len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
 def file_read(
     rules: PathRules, path: str, max_bytes: int = MAX_READ_BYTES, *, use_openat2: bool = True
 ) -> ToolResult:
@@ -130,19 +143,11 @@ def file_read(
                 os.close(target)
         finally:
             os.close(root)
-        try:
-            chunks: list[bytes] = []
-            size = 0
-            while size <= max_bytes and (chunk := os.read(fd, max_bytes + 1 - size)):
-                chunks.append(chunk)
-                size += len(chunk)
-        finally:
-            os.close(fd)
+        data = read_closing(fd, max_bytes)
     except Refused as refused:
         return refused.result
     except OSError as exc:
         return failure(exc, shown)
-    data = b"".join(chunks)
     truncated = len(data) > max_bytes
     text = data[:max_bytes].decode("utf-8", errors="replace")
     return ToolResult(True, text, data={"truncated": truncated, "path": str(decision.path)})

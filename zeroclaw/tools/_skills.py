@@ -26,7 +26,7 @@ import trio
 
 from ._base import ToolResult
 from ._beneath import open_beneath, open_root
-from ._files import Refused, open_regular
+from ._files import Refused, open_regular, read_closing
 from ._snapshot import MAX_LISTED_ENTRIES, MAX_SKILL_READ_BYTES, SKILL_READ
 from ._toolset import Tool, ToolContext
 
@@ -113,15 +113,7 @@ def _read(
         fd = open_regular(target, os.O_RDONLY, again, repr(shown))
     finally:
         os.close(target)
-    try:
-        chunks: list[bytes] = []
-        size = 0
-        while size <= limit and (chunk := os.read(fd, limit + 1 - size)):
-            chunks.append(chunk)
-            size += len(chunk)
-    finally:
-        os.close(fd)
-    body = b"".join(chunks)
+    body = read_closing(fd, limit)
     truncated = len(body) > limit
     text = body[:limit].decode("utf-8", errors="replace")
     if truncated:
