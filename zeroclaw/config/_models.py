@@ -701,7 +701,8 @@ class AgentConfig(_Strict):
         description="Tools this agent may use in a turn another agent started (ask or "
         "delegate): built-in tools (file_read, file_write, file_list, shell, memory_store, "
         "memory_recall, memory_forget, send_message_to_peer, delegate), agent_catalog, "
-        "agent_dispatch, or one of this agent's facades; any other tool is refused as "
+        "agent_dispatch, one of this agent's facades, invoke_adapter when it lists adapters, "
+        "skill_read when it lists skills; any other tool is refused as "
         "'tool_not_granted'. Default: none, so a peer never gets this agent's files, shell, "
         "memory, peers or sub-agents without a grant. The operator's own chat always has "
         "every tool.",
