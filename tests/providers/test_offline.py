@@ -117,3 +117,10 @@ def test_help_names_the_skill_form_only_when_skill_read_is_offered() -> None:
 
     assert "skill NAME [PATH]" not in GRAMMAR_HELP
     assert "'skill NAME [PATH]'" in grammar_help({"file_read", "skill_read"})
+
+
+def test_who_are_you_is_answered_from_the_identity_files_not_the_skills_listing() -> None:
+    listing = "# Skills\nSkills you can use.\n<skills>\n</skills>"
+    assert first_step("who are you?", "alpha", listing).text == "I am alpha."
+    prompt = "# IDENTITY.md\nI keep the lights on.\n\n" + listing
+    assert first_step("who are you?", "alpha", prompt).text == "I keep the lights on."

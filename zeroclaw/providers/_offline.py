@@ -108,6 +108,7 @@ _DISPATCH_RULES: tuple[tuple[re.Pattern[str], str, str], ...] = (
 )
 DISPATCH_TOOLS: tuple[str, ...] = tuple(tool for _, tool, _ in _DISPATCH_RULES)
 SKILL = "SKILL.md"  # what `skill NAME` reads
+_SKILLS_HEADING = re.compile(r"^# Skills$", re.M)
 # An MCP server's tool (issue 26): the name is zeroclaw.config.mcp_tool_name's.
 _MCP = re.compile(
     r"^mcp\s+(?P<server>[a-z][a-z0-9_-]{0,31})\s+(?P<tool>[A-Za-z0-9_.-]{1,64})"
@@ -217,8 +218,10 @@ def plain_answer(
     if re.match(r"^(hi|hello|hey)\b", lowered):
         return f"Hello, I am {alias}. {help_text}"
     if "who are you" in lowered:
-        # The first line of prose in the identity files (their headings are skipped).
-        lines = (ln.strip() for ln in identity.splitlines())
+        # The first line of prose in the identity files (their headings are skipped), not
+        # in the skills listing after them (zeroclaw.agent's "# Skills" section).
+        files = _SKILLS_HEADING.split(identity, maxsplit=1)[0]
+        lines = (ln.strip() for ln in files.splitlines())
         return next((ln for ln in lines if ln and not ln.startswith("#")), f"I am {alias}.")
     return f"{alias} (offline) heard: {text.strip()}"
 
