@@ -56,6 +56,7 @@ WIRE_SUPPORT = frozenset(
         "zeroclaw.turns._mcp",
         "zeroclaw.turns._memory",
         "zeroclaw.turns._subagent_records",
+        "zeroclaw.turns._usage",
     }
 )
 
@@ -135,6 +136,7 @@ EDGES: dict[tuple[str, str], str] = {
     ("pins", "control"): "its control commands and their replies",
     ("pins", "events"): "publishes schema changes, trusts and server states",
     ("pins", "turns"): "its wire: the MCP ops and bodies (turns/_mcp.py)",
+    ("providers", "turns"): "a step's TokenUsage is the usage wire's (turns/_usage.py)",
     ("subagents", "bus"): "dispatch requests arrive over the bus",
     ("subagents", "config"): "sub-agent settings",
     ("subagents", "control"): "its control commands",

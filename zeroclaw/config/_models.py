@@ -230,6 +230,12 @@ class OpenAIProvider(_ProviderBase):
         description="Name of the environment variable holding the API key; omit for local "
         "servers that need none. The key itself never goes in this file.",
     )
+    stream_usage: bool = Field(
+        default=True,
+        description="Ask for the token usage of a streamed answer (stream_options."
+        "include_usage: the server sends it in a last chunk). Turn off for a server that "
+        "refuses the field; the turn then estimates its tokens (four characters to one).",
+    )
 
 
 class AnthropicProvider(_ProviderBase):

@@ -36,7 +36,7 @@ def make_provider(reference: str, config: ProviderSpec, env: Mapping[str, str]) 
     """The provider `kind.alias` built from its settings; keys come from `env` only."""
     _, _, alias = reference.partition(".")
     if isinstance(config, OfflineSpec):
-        return OfflineProvider()
+        return OfflineProvider(reference)
     if isinstance(config, OpenAISpec):
         from ._openai import OpenAIProvider
 

@@ -23,6 +23,7 @@ class OpenAISpec(_ProviderSpec, tag="openai", frozen=True):
     api_key_env: str | None
     timeout_secs: float
     max_retries: int
+    stream_usage: bool = True  # ask for usage in a streamed answer (stream_options)
 
 
 class AnthropicSpec(_ProviderSpec, tag="anthropic", frozen=True):

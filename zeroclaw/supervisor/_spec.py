@@ -96,6 +96,7 @@ def provider_spec(provider: ProviderConfig) -> ProviderSpec:
             api_key_env=provider.api_key_env,
             timeout_secs=provider.timeout_secs,
             max_retries=provider.max_retries,
+            stream_usage=provider.stream_usage,
         )
     if isinstance(provider, AnthropicConfig):
         return AnthropicSpec(
