@@ -37,7 +37,7 @@ from ..policy import (
     drop_capabilities,
     forbid_user_namespaces,
 )
-from ..providers import ProviderError, make_provider
+from ..providers import ProviderError, make_chain
 from ..tools import (
     DEFAULT_TOOLSET,
     CommandReaper,
@@ -166,7 +166,7 @@ def agent_main(spec: AgentSpec, link_fd: int) -> int:
     setup_logging(spec.log_format, spec.log_level)
     env = dict(os.environ)  # the zygote already scrubbed it to what this agent is bound to
     try:
-        provider = make_provider(spec.provider, spec.provider_config, env)
+        provider = make_chain(spec.provider_chain(), env)
     except ProviderError as exc:
         log.error("agent %s cannot start: %s", spec.alias, exc)
         say_fatal(link_fd, str(exc))

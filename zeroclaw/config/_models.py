@@ -212,6 +212,17 @@ class _ProviderBase(_Strict):
     max_retries: Annotated[int, Field(ge=0, le=20)] = Field(
         default=3, description="Retries, with exponential backoff, on HTTP 429 and 5xx answers."
     )
+    breaker_failures: Annotated[int, Field(ge=1, le=1000)] = Field(
+        default=3,
+        description="In a fallback chain (model_provider as a list): consecutive failures "
+        "(connection, timeout, HTTP 429 or 5xx, each after its retries) after which the chain "
+        "skips this provider for breaker_open_secs; then one call tries it again.",
+    )
+    breaker_open_secs: Annotated[float, Field(gt=0, le=86_400)] = Field(
+        default=30.0,
+        description="How long a chain skips this provider once its breaker opened; each "
+        "failed trial doubles it, up to ten times this.",
+    )
 
 
 class OfflineProvider(_Strict):
@@ -672,13 +683,19 @@ class McpServerConfig(_Strict):
         return "stdio" if self.command is not None else "http"
 
 
+MAX_PROVIDER_CHAIN = 8
+
+
 class AgentConfig(_Strict):
     enabled: bool = Field(default=True, description="A disabled agent is never started.")
     description: str = Field(
         default="", max_length=1024, description="One line telling operators what the agent does."
     )
-    model_provider: str | None = Field(
-        default=None, description="Provider as '<kind>.<alias>', e.g. 'offline.default'."
+    model_provider: str | tuple[str, ...] | None = Field(
+        default=None,
+        description="Provider as '<kind>.<alias>', e.g. 'offline.default'; or a fallback "
+        "chain, a list of them tried in order: on a connection error, a timeout, HTTP 429 or "
+        "5xx the next one answers (at most 8, each once).",
     )
     risk_profile: str | None = Field(default=None, description="Name of a [risk_profiles] entry.")
     runtime_profile: str | None = Field(
@@ -724,6 +741,24 @@ class AgentConfig(_Strict):
         'sub-agent id, e.g. summarize = "summarizer". A tool name is lowercase '
         "[a-z][a-z0-9_]{0,63} and not a built-in tool, agent_catalog or agent_dispatch.",
     )
+
+    @field_validator("model_provider")
+    @classmethod
+    def _provider_chain(cls, value: str | tuple[str, ...] | None) -> str | tuple[str, ...] | None:
+        if isinstance(value, tuple):
+            if not 1 <= len(value) <= MAX_PROVIDER_CHAIN:
+                raise ValueError(f"a chain names 1 to {MAX_PROVIDER_CHAIN} providers")
+            return _listed_once(value)
+        return value
+
+    @property
+    def provider_chain(self) -> tuple[str, ...]:
+        """The providers it names, in order (one, unless a fallback chain)."""
+        if self.model_provider is None:
+            return ()
+        if isinstance(self.model_provider, str):
+            return (self.model_provider,)
+        return self.model_provider
 
     @field_validator("peer_tools")
     @classmethod

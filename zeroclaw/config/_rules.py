@@ -140,8 +140,9 @@ def rule_agent_references(
 ) -> Iterator[ConfigIssue]:
     for alias, agent in sorted(config.agents.items()):
         base = ("agents", alias)
-        if agent.model_provider is not None:
-            ref = agent.model_provider
+        chained = isinstance(agent.model_provider, tuple)
+        for i, ref in enumerate(agent.provider_chain):
+            key = (*base, "model_provider", i) if chained else (*base, "model_provider")
             if "." not in ref:
                 same_kind = sorted(p for p in declared.providers if p.startswith(ref + "."))
                 hint = (
@@ -149,14 +150,9 @@ def rule_agent_references(
                     if same_kind
                     else did_you_mean(ref, declared.providers)
                 )
-                yield ConfigIssue(
-                    (*base, "model_provider"),
-                    f"must be '<kind>.<alias>', e.g. 'offline.default'{hint}",
-                )
+                yield ConfigIssue(key, f"must be '<kind>.<alias>', e.g. 'offline.default'{hint}")
             elif ref not in declared.providers:
-                yield ConfigIssue(
-                    (*base, "model_provider"), _unknown("provider", ref, declared.providers)
-                )
+                yield ConfigIssue(key, _unknown("provider", ref, declared.providers))
         if agent.risk_profile is not None and agent.risk_profile not in declared.risk_profiles:
             yield ConfigIssue(
                 (*base, "risk_profile"),
