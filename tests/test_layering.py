@@ -38,7 +38,17 @@ NEUTRAL = frozenset({CORE, "config", "events", "policy", "providers", "turns"})
 TRANSPORT = frozenset({"bus"})  # the wire and both its ends: the agent's client, the router
 AGENT_SIDE = frozenset({"agent", "mcp", "tools"})
 SERVICES = frozenset(
-    {"channels", "control", "conversations", "discovery", "memory", "ops", "pins", "subagents"}
+    {
+        "channels",
+        "control",
+        "conversations",
+        "discovery",
+        "memory",
+        "ops",
+        "pins",
+        "subagents",
+        "usage",
+    }
 )
 ROOT = frozenset({"supervisor"})  # the composition root
 OPERATOR = frozenset({"cli", "_error_codes", "_reference"})
@@ -160,6 +170,12 @@ EDGES: dict[tuple[str, str], str] = {
     ("supervisor", "subagents"): "composes dispatch",
     ("supervisor", "tools"): "the adapters' sandbox and shell environment",
     ("supervisor", "turns"): "the chat's events and the services' names on the bus",
+    ("supervisor", "usage"): "composes the usage service (ledger, budgets, metrics)",
+    ("usage", "bus"): "usage reports arrive over the bus; origins name whose budget",
+    ("usage", "config"): "budgets and prices",
+    ("usage", "control"): "`zeroclaw usage` and its status replies",
+    ("usage", "events"): "publishes what turns spent, budget refusals, breaker changes",
+    ("usage", "turns"): "its wire: TokenUsage, the report and providers ops (turns/_usage.py)",
     ("tools", "policy"): "path and command policy",
     ("tools", "providers"): "tool specs as the model sees them",
     ("tools", "turns"): "the sub-agent and adapter bodies",

@@ -11,6 +11,7 @@ import codecs
 import ipaddress
 import os
 import re
+from decimal import Decimal
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -204,8 +205,40 @@ class DaemonConfig(_Strict):
 
 # --------------------------------------------------------------------------- providers
 
+# An amount of money (a price per million tokens, a daily budget) in the unit the operator
+# prices in: at most six decimals, so every cost is an exact integer (ADR 0054).
+Money = Annotated[Decimal, Field(ge=0, le=1_000_000, decimal_places=6)]
 
-class _ProviderBase(_Strict):
+
+class Price(_Strict):
+    input_per_mtok: Money = Field(
+        default=Decimal(0), description="Price of one million input tokens (not cached)."
+    )
+    output_per_mtok: Money = Field(
+        default=Decimal(0), description="Price of one million output tokens."
+    )
+    cached_input_per_mtok: Money | None = Field(
+        default=None,
+        description="Price of one million input tokens read from the provider's prompt cache "
+        "(OpenAI cached_tokens, Anthropic cache_read_input_tokens); default: the input price.",
+    )
+    cache_write_per_mtok: Money | None = Field(
+        default=None,
+        description="Price of one million input tokens written to the prompt cache "
+        "(Anthropic cache_creation_input_tokens); default: the input price.",
+    )
+
+
+class _Priced(_Strict):
+    price: Price | None = Field(
+        default=None,
+        description="What its tokens cost, per million, in the currency of your choice (one "
+        "for every provider): the daemon's usage ledger and cost_per_day budgets count with "
+        "it. Default: free (tokens are still counted).",
+    )
+
+
+class _ProviderBase(_Priced):
     timeout_secs: Seconds = Field(
         default=60.0, description="Seconds to wait for one model request before giving up."
     )
@@ -225,8 +258,8 @@ class _ProviderBase(_Strict):
     )
 
 
-class OfflineProvider(_Strict):
-    """The built-in deterministic provider: no network, no settings."""
+class OfflineProvider(_Priced):
+    """The built-in deterministic provider: no network; a price only to rehearse budgets."""
 
 
 class OpenAIProvider(_ProviderBase):
@@ -686,6 +719,37 @@ class McpServerConfig(_Strict):
 MAX_PROVIDER_CHAIN = 8
 
 
+class BudgetLimits(_Strict):
+    tokens_per_day: Annotated[int, Field(ge=1, le=10**15)] | None = Field(
+        default=None,
+        description="Tokens (every kind: input, cached, cache writes, output) per UTC day; "
+        "a turn that would start with them spent is refused 'budget_exceeded', a turn that "
+        "spends them ends after its current step. Default: no limit.",
+    )
+    cost_per_day: Money | None = Field(
+        default=None,
+        description="Cost per UTC day, at the providers' prices ([providers.<kind>.<alias>] "
+        "price); refused and ended as tokens_per_day. Default: no limit.",
+    )
+    turns_per_hour: Annotated[int, Field(ge=1, le=1_000_000)] | None = Field(
+        default=None,
+        description="Turns started in any rolling hour; one more is refused 'budget_exceeded' "
+        "before any provider call. Default: no limit.",
+    )
+
+
+class AgentBudget(BudgetLimits):
+    origins: dict[str, BudgetLimits] = Field(
+        default_factory=dict,
+        description="Budgets of outside origins on this agent, by key: '<channel>:<sender>' "
+        "one sender (e.g. 'webhook.ops:ci-bot'); '<channel>:*' each sender of the channel on "
+        "its own; '<channel>' every sender of the channel together; 'peer:<alias>', 'peer:*', "
+        "'peer' the same for agents that ask or delegate; '*' each outside origin on its own "
+        "(when no key of its own or its channel's '*' is set). The agent's own limits apply "
+        "to every turn besides.",
+    )
+
+
 class AgentConfig(_Strict):
     enabled: bool = Field(default=True, description="A disabled agent is never started.")
     description: str = Field(
@@ -734,6 +798,11 @@ class AgentConfig(_Strict):
         default=(),
         description="MCP servers this agent uses, by [mcp_servers] name: their allowed tools "
         "are offered as mcp__<server>__<tool>, through the agent's risk profile. Default: none.",
+    )
+    budget: AgentBudget = Field(
+        default_factory=AgentBudget,
+        description="What this agent may spend, enforced by the daemon: its own limits "
+        "(every origin together) and per outside origin ('origins'). Default: none.",
     )
     facades: dict[str, str] = Field(
         default_factory=dict,

@@ -16,6 +16,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, get_args
 from urllib.parse import urlsplit
 
+from ._budgets import EVERY, PEER, BudgetKey, parse_budget_key
 from ._errors import ConfigIssue, did_you_mean
 from ._models import (
     ADAPTER_TOOL_NAME,
@@ -321,6 +322,49 @@ def rule_mcp_endpoints(
                     ("agents", alias, "mcp", i),
                     f"MCP server {name!r} is at {endpoint}, which risk profile "
                     f"{agent.risk_profile!r} does not list in allowed_endpoints",
+                )
+
+
+def rule_budget_origins(
+    config: Config, declared: Declared, env: Mapping[str, str]
+) -> Iterator[ConfigIssue]:
+    """Each key of `budget.origins` names outside origins that can reach the agent: a
+    channel it binds (not a `cli` one: the operator's turns count against the agent's own
+    limits), or peers (a known agent other than itself); each origin is named once."""
+    owners = channel_owners(config) if any(a.budget.origins for a in config.agents.values()) else {}
+    for alias, agent in sorted(config.agents.items()):
+        seen: dict[BudgetKey, str] = {}
+        for key in sorted(agent.budget.origins):
+            path = ("agents", alias, "budget", "origins", key)
+            parsed = parse_budget_key(key)
+            if isinstance(parsed, str):
+                yield ConfigIssue(path, parsed)
+                continue
+            if parsed in seen:
+                yield ConfigIssue(path, f"names the same origins as {seen[parsed]!r}")
+                continue
+            seen[parsed] = key
+            channel = parsed.channel
+            if channel == EVERY:
+                continue
+            if channel == PEER:
+                if parsed.form == "one" and parsed.sender not in declared.agents - {alias}:
+                    yield ConfigIssue(
+                        path, _unknown("agent", parsed.sender, declared.agents - {alias})
+                    )
+                continue
+            if channel.partition(".")[0] == "cli":
+                yield ConfigIssue(
+                    path,
+                    "the operator's turns on a cli channel have no origin budget; the "
+                    "agent's own limits (tokens_per_day, ...) apply to them",
+                )
+            elif channel not in agent.channels and alias not in owners.get(channel, ()):
+                bound = ", ".join(agent.channels) or "none"
+                yield ConfigIssue(
+                    path,
+                    f"agent {alias} does not bind channel {channel!r} (it binds: {bound}); "
+                    "no sender of it reaches this agent",
                 )
 
 
@@ -651,6 +695,7 @@ RULES: tuple[Rule, ...] = (
     rule_facades,
     rule_mcp_servers,
     rule_mcp_endpoints,
+    rule_budget_origins,
     rule_peer_tools,
     rule_peer_group_tools,
     rule_peer_groups,

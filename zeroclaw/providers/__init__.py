@@ -35,6 +35,7 @@ from ._types import (
     ToolOutcome,
     ToolSpec,
 )
+from ._usage import estimate as estimate_usage
 
 
 def make_provider(reference: str, config: ProviderSpec, env: Mapping[str, str]) -> Provider:
@@ -120,6 +121,7 @@ __all__ = [
     "ToolCall",
     "ToolOutcome",
     "ToolSpec",
+    "estimate_usage",
     "first_step",
     "grammar_help",
     "make_chain",

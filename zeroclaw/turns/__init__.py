@@ -35,7 +35,15 @@ from ._dispatch import (
     DispatchCall,
     InvocationState,
 )
-from ._events import ApprovalAsked, Delta, ToolCallRecord, ToolUsed, TurnDone, TurnEvent
+from ._events import (
+    ApprovalAsked,
+    Delta,
+    ToolCallRecord,
+    ToolUsed,
+    TurnDone,
+    TurnEvent,
+    TurnStop,
+)
 from ._mcp import (
     MCP_ERROR_CODES,
     MCP_OPERATIONS,
@@ -275,6 +283,7 @@ __all__ = [
     "TurnEventPost",
     "TurnInput",
     "TurnServiceErrorCode",
+    "TurnStop",
     "UsageErrorCode",
     "UsageReport",
     "UsageVerdict",

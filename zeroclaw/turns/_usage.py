@@ -77,11 +77,10 @@ class StepUsage(msgspec.Struct, frozen=True, omit_defaults=True):
 
 class UsageReport(msgspec.Struct, frozen=True):
     """One step, reported by the agent that ran it. `turn`: the daemon's id of the turn
-    (a chat's, or the router's name of a question, `asker/id`); `session`: the turn's
-    session key (the daemon keeps its own for the turns it opened)."""
+    (a chat's, or the router's name of a question, `asker/id`): the daemon knows its
+    origin and session from when it admitted it, and takes neither from the agent."""
 
     turn: str
-    session: str
     step: StepUsage
     last: bool = False  # the turn's last step (posted: nobody waits for the verdict)
 
@@ -117,7 +116,7 @@ class ProvidersReport(msgspec.Struct, frozen=True):
 
 # How the usage service refuses a request (the agent reads a refusal as "go on"; the next
 # turn's admission is the daemon's own).
-UsageErrorCode = Literal["bad_request"]
+UsageErrorCode = Literal["bad_request", "internal_error"]
 USAGE_ERROR_CODES: tuple[str, ...] = get_args(UsageErrorCode)
 
 USAGE_REPORT = Operation(USAGE_SERVICE, "report", UsageReport, UsageVerdict, USAGE_ERROR_CODES)
