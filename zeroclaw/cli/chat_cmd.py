@@ -414,7 +414,13 @@ def _in_process(config: Config, path: Path, alias: str, session: str) -> tuple[T
             finally:
                 await provider.aclose()
             calls = tuple(result.tool_calls)
-            return ChatResult(result.reply, calls, result.error, sandbox_in_force=confined)
+            return ChatResult(
+                result.reply,
+                calls,
+                result.error,
+                sandbox_in_force=confined,
+                usage=tuple(result.usage),
+            )
 
         outcome = with_memory(config, turn)
         if isinstance(outcome, ProviderError):

@@ -21,7 +21,9 @@ from ..turns import (
     McpBinding,
     MemoryReply,
     Policy,
+    StepUsage,
     ToolCallRecord,
+    TurnStop,
 )
 
 ReloadOutcome = Literal["never", "ok", "reload_failed", "incomplete"]
@@ -140,7 +142,7 @@ class ProviderStatus(msgspec.Struct, frozen=True, omit_defaults=True):
 
     agent: str
     provider: str
-    state: Literal["closed", "open", "half_open"] = "closed"
+    state: Literal["closed", "open", "half_open"]
     failures: int = 0
     retry_in_secs: float = 0.0
     last_error: str = ""
@@ -241,6 +243,9 @@ class ChatResult(msgspec.Struct, frozen=True, omit_defaults=True):
     error: str | None = None
     cancelled: bool = False
     sandbox_in_force: bool | None = None  # only a turn run in-process (no daemon) says
+    # Each provider step: who answered, what it used (issue 27); why a budget ended it.
+    usage: tuple[StepUsage, ...] = ()
+    stopped: TurnStop | None = None
 
 
 class ShutdownReply(msgspec.Struct, frozen=True):

@@ -238,7 +238,7 @@ class BudgetExceeded(_Event, tag="budget.exceeded", frozen=True):
     limit: Literal["tokens_per_day", "cost_per_day", "turns_per_hour"]
     scope: str
     detail: str
-    at: Literal["start", "step"] = "start"
+    at: Literal["start", "step"]
 
 
 class ProviderBreakerChanged(_Event, tag="provider.breaker", frozen=True):

@@ -244,7 +244,7 @@ class UsageLedger:
         assert not self.readonly, "a read-only ledger is never written"
         self._check_fork()
 
-        def apply(txn: "lmdb.Transaction[bytes]") -> None:
+        def apply(txn: lmdb.Transaction[bytes]) -> None:
             for key, tally in batch.items():
                 raw_key = key.encode()
                 raw = txn.get(raw_key, db=self._db)
@@ -282,7 +282,7 @@ class UsageLedger:
         return self._read(lambda txn: list(self._scan(txn, since, agent, until)))
 
     def _scan(
-        self, txn: "lmdb.Transaction[bytes]", since: str, agent: str | None, until: str | None
+        self, txn: lmdb.Transaction[bytes], since: str, agent: str | None, until: str | None
     ) -> Iterator[tuple[LedgerKey, Tally]]:
         cursor = txn.cursor(db=self._db)
         if not cursor.set_range(since.encode()):
@@ -296,7 +296,7 @@ class UsageLedger:
             if agent is None or key.agent == agent:
                 yield key, _tally.decode(raw)
 
-    def _read(self, fn: Callable[["lmdb.Transaction[bytes]"], list[T]]) -> list[T]:
+    def _read(self, fn: Callable[[lmdb.Transaction[bytes]], list[T]]) -> list[T]:
         self._check_fork()
         if self.env is None or self._db is None:
             return []  # read-only, and nothing was ever written

@@ -195,7 +195,9 @@ class UsageService:
         if over is not None:
             self.counts.refusals[(agent, over.limit)] += 1
             self._publish(
-                BudgetExceeded(agent, origin.who, over.limit, over.scope.describe(), over.detail)
+                BudgetExceeded(
+                    agent, origin.who, over.limit, over.scope.describe(), over.detail, "start"
+                )
             )
             return over
         owner = TurnOwner(agent, origin, session)
@@ -439,7 +441,7 @@ class UsageService:
                 health = known.get(provider)
                 ago = None if at is None else round(now - at, 3)
                 if health is None:
-                    out.append(ProviderStatus(agent, provider, reported_secs_ago=ago))
+                    out.append(ProviderStatus(agent, provider, "closed", reported_secs_ago=ago))
                 else:
                     out.append(
                         ProviderStatus(
