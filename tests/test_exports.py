@@ -1007,7 +1007,7 @@ PUBLIC: dict[str, list[str]] = {
         "LedgerKey",
         "LedgerLocked",
         "Limits",
-        "MAX_ORIGINS_PER_DAY",
+        "MAX_KEYS_PER_DAY",
         "MAX_SCOPES",
         "OTHER_PROVIDER",
         "OverBudget",

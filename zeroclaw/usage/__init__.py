@@ -39,7 +39,7 @@ if TYPE_CHECKING:
         UsageLedger,
     )
     from ._service import (
-        MAX_ORIGINS_PER_DAY,
+        MAX_KEYS_PER_DAY,
         OTHER_PROVIDER,
         UNKNOWN_ORIGIN,
         TurnOwner,
@@ -80,7 +80,7 @@ _WHERE = {
     ),
     **dict.fromkeys(
         (
-            "MAX_ORIGINS_PER_DAY",
+            "MAX_KEYS_PER_DAY",
             "OTHER_PROVIDER",
             "UNKNOWN_ORIGIN",
             "TurnOwner",
@@ -101,7 +101,7 @@ def __getattr__(name: str) -> object:
 
 __all__ = [
     "FREE",
-    "MAX_ORIGINS_PER_DAY",
+    "MAX_KEYS_PER_DAY",
     "MAX_SCOPES",
     "OTHER_PROVIDER",
     "PICO",

@@ -83,14 +83,24 @@ class LedgerKey(NamedTuple):
     provider: str  # "" for a turn's start (no provider yet)
 
     def encode(self) -> bytes:
-        return _SEP.join(part.encode("utf-8", "surrogatepass") for part in self)
+        """Each part with `%` and NUL escaped, so a part (an outside sender's name) can
+        never hold the separator and shift the others."""
+        return _SEP.join(_escape(part).encode("utf-8", "surrogatepass") for part in self)
 
     @classmethod
     def decode(cls, raw: bytes) -> LedgerKey | None:
         parts = raw.split(_SEP)
         if len(parts) != len(cls._fields):
             return None
-        return cls(*(part.decode("utf-8", "surrogatepass") for part in parts))
+        return cls(*(_unescape(part.decode("utf-8", "surrogatepass")) for part in parts))
+
+
+def _escape(part: str) -> str:
+    return part.replace("%", "%25").replace("\x00", "%00")
+
+
+def _unescape(part: str) -> str:
+    return part.replace("%00", "\x00").replace("%25", "%")
 
 
 _enc = msgspec.msgpack.Encoder()

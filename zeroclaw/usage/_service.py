@@ -57,7 +57,8 @@ log = logging.getLogger("zeroclaw.usage")
 
 FLUSH_SECS = 1.0  # how long steps gather in memory before one ledger commit
 MAX_TURNS = 10_000  # turns remembered with their origin (the oldest forgotten first)
-MAX_ORIGINS_PER_DAY = 10_000  # origins one agent's ledger rows name in one day
+MAX_KEYS_PER_DAY = 10_000  # (origin, session) pairs one agent's ledger rows name in a day
+OVERFLOW = "~"  # the session (or a channel's origin) of what came beyond that
 OTHER_PROVIDER = "other"  # a provider the agent's chain does not name
 UNKNOWN_ORIGIN = "unknown"  # a turn the daemon did not admit to the reporting agent
 MAX_ERROR = 300
@@ -163,7 +164,8 @@ class UsageService:
         self._turns: OrderedDict[tuple[str, str], TurnOwner] = OrderedDict()
         self._tallies: dict[tuple[str, str], _TurnTally] = {}
         self._pending: dict[LedgerKey, Tally] = {}
-        self._origins: dict[tuple[str, str], set[str]] = {}  # (day, agent) -> origins named
+        # (day, agent) -> the (origin, session) pairs its ledger rows name
+        self._keys: dict[tuple[str, str], set[tuple[str, str]]] = {}
         self._health: dict[str, tuple[tuple[ProviderHealth, ...], float]] = {}
         self._flushed = trio.Event()
         self._seed()
@@ -182,7 +184,7 @@ class UsageService:
         day = utc_day(self.wall())
         for key, tally in self.ledger.rows(since=day, until=day):
             self.book.charge(scopes_of(key.agent, key.origin), tally.tokens, tally.cost, day)
-            self._origins.setdefault((day, key.agent), set()).add(key.origin)
+            self._keys.setdefault((day, key.agent), set()).add((key.origin, key.session))
 
     # --- admission ------------------------------------------------------------------------
 
@@ -206,10 +208,7 @@ class UsageService:
         while len(self._turns) > self.max_turns:
             forgotten, _ = self._turns.popitem(last=False)
             self._tallies.pop(forgotten, None)
-        self._add(
-            LedgerKey(day, agent, self._origin_of(day, agent, owner.who), session, ""),
-            Tally(turns=1),
-        )
+        self._add(self._key(day, agent, owner.who, session, ""), Tally(turns=1))
         return None
 
     def admit_question(self, callee: str, origin: Origin, session: str, turn: str) -> str | None:
@@ -252,9 +251,8 @@ class UsageService:
         spent = cost(tokens, price)
         day = utc_day(self.wall())
         self.book.charge(scopes_of(sender, owner.who), tokens.total, spent, day)
-        origin = self._origin_of(day, sender, owner.who)
         self._add(
-            LedgerKey(day, sender, origin, owner.session, provider),
+            self._key(day, sender, owner.who, owner.session, provider),
             Tally(
                 steps=1,
                 input_tokens=tokens.input_tokens,
@@ -346,20 +344,22 @@ class UsageService:
         for name in failed:
             counts.failovers[(agent, name)] += 1
 
-    def _origin_of(self, day: str, agent: str, who: str) -> str:
-        """`who`, unless the agent's rows of the day already name MAX_ORIGINS_PER_DAY
-        origins: then its channel's overflow (`webhook.ops:~`), so outside senders that
-        rotate names cannot grow the ledger without bound."""
-        named = self._origins.setdefault((day, agent), set())
-        if who in named:
-            return who
-        if len(named) >= MAX_ORIGINS_PER_DAY:
-            channel, colon, _ = who.partition(":")
-            return f"{channel}:~" if colon else who
-        if len(self._origins) > 4 * MAX_TURNS:  # days gone by: forget them
-            self._origins = {k: v for k, v in self._origins.items() if k[0] == day}
-        named.add(who)
-        return who
+    def _key(self, day: str, agent: str, who: str, session: str, provider: str) -> LedgerKey:
+        """The ledger row of a step or a turn's start. Once an agent's rows of the day name
+        MAX_KEYS_PER_DAY origins and sessions, a new one is recorded under its origin's
+        overflow session (`~`), or its channel's overflow origin (`webhook.ops:~`): outside
+        senders that rotate names or sessions cannot grow the ledger without bound."""
+        seen = self._keys.setdefault((day, agent), set())
+        if (who, session) not in seen:
+            if len(seen) >= MAX_KEYS_PER_DAY:
+                channel, colon, _ = who.partition(":")
+                if colon and not any(w == who for w, _ in seen):
+                    who = f"{channel}:~"
+                return LedgerKey(day, agent, who, OVERFLOW, provider)
+            if len(self._keys) > 4 * MAX_TURNS:  # days gone by: forget them
+                self._keys = {k: v for k, v in self._keys.items() if k[0] == day}
+            seen.add((who, session))
+        return LedgerKey(day, agent, who, session, provider)
 
     def _providers(self, sender: str, request: Request, report: ProvidersReport) -> Response:
         chain = self._now_settings().chains.get(sender, ())
