@@ -186,7 +186,7 @@ class BusReach:
 class BusMeter:
     """A turn's usage, reported to the daemon's usage service; the router stamps who
     reports. A refusal or no answer is read as "go on": the daemon still admits (or
-    refuses) every next turn itself (ADR 0054)."""
+    refuses) every next turn itself (ADR 0057)."""
 
     def __init__(self, bus: AgentBus) -> None:
         self.bus = bus

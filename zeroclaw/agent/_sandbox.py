@@ -78,7 +78,7 @@ def agent_plan(spec: AgentSpec) -> SandboxPlan:
 
 def connect_ports(spec: AgentSpec) -> tuple[int, ...]:
     """The TCP ports this agent connects to: its providers' (none offline, the base_url's
-    port for an HTTP provider, ADR 0043; each of a fallback chain, ADR 0055) and its HTTP
+    port for an HTTP provider, ADR 0043; each of a fallback chain, ADR 0058) and its HTTP
     MCP servers' (each listed in its profile's allowed_endpoints, which the config rules
     checked; ADR 0053)."""
     urls = [getattr(member.config, "base_url", None) for member in spec.provider_chain()]

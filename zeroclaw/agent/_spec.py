@@ -119,7 +119,7 @@ class AgentSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     mcp_servers: tuple[McpServerSpec, ...] = ()
     # Set only for a sub-agent revision's runtime process (its alias is its bus identity).
     subagent: SubagentRuntime | None = None
-    # The rest of its fallback chain after `provider` (ADR 0055), in order.
+    # The rest of its fallback chain after `provider` (ADR 0058), in order.
     fallbacks: tuple[NamedProvider, ...] = ()
 
     def provider_chain(self) -> tuple[NamedProvider, ...]:

@@ -105,7 +105,7 @@ class TurnResult:
 
 class UsageMeter(Protocol):
     """Where a turn reports what each provider step used: the daemon's usage service
-    (ADR 0054), which answers whether the turn may go on."""
+    (ADR 0057), which answers whether the turn may go on."""
 
     async def step(self, report: UsageReport) -> UsageVerdict:
         """A step after which the turn goes on (its tools ran): the daemon's verdict."""

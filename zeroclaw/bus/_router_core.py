@@ -238,7 +238,7 @@ class RouterCore:
         admission: QuestionAdmission = admit_every_question,
     ) -> None:
         self.services = services
-        # The daemon's budgets (ADR 0054): whether the callee's turn for a question may start.
+        # The daemon's budgets (ADR 0057): whether the callee's turn for a question may start.
         self.admission = admission
         self.confined_services = confined_services & services
         self.confined: set[str] = set()

@@ -49,7 +49,7 @@ class ChannelAnswer(msgspec.Struct, frozen=True):
     tool_calls: tuple[ToolCallRecord, ...] = ()
     error: str | None = None  # the provider failed; `reply` says so
     cancelled: bool = False
-    stopped: TurnStop | None = None  # a budget ended the turn after a step (ADR 0054)
+    stopped: TurnStop | None = None  # a budget ended the turn after a step (ADR 0057)
 
 
 ChannelFailureCode = Literal[
@@ -58,7 +58,7 @@ ChannelFailureCode = Literal[
     "too_large",
     "cancelled",
     "refused",
-    "budget_exceeded",  # a budget of the agent or of the sender refused the turn (ADR 0054)
+    "budget_exceeded",  # a budget of the agent or of the sender refused the turn (ADR 0057)
 ]
 
 

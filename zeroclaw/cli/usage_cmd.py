@@ -1,5 +1,5 @@
 """`zeroclaw usage [--agent A] [--since DATE|DURATION] [--by day|session|provider] [--json]`:
-what the agents spent, from the daemon's usage ledger (ADR 0054).
+what the agents spent, from the daemon's usage ledger (ADR 0057).
 
 Through the daemon when one runs (what it gathered in the last second included); otherwise
 the ledger is read straight from the state dir, read-only. The ledger keeps UTC days: a

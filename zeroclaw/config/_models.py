@@ -206,7 +206,7 @@ class DaemonConfig(_Strict):
 # --------------------------------------------------------------------------- providers
 
 # An amount of money (a price per million tokens, a daily budget) in the unit the operator
-# prices in: at most six decimals, so every cost is an exact integer (ADR 0054).
+# prices in: at most six decimals, so every cost is an exact integer (ADR 0057).
 Money = Annotated[Decimal, Field(ge=0, le=1_000_000, decimal_places=6)]
 
 

@@ -137,7 +137,7 @@ class McpStatus(msgspec.Struct, frozen=True):
 
 
 class ProviderStatus(msgspec.Struct, frozen=True, omit_defaults=True):
-    """One provider of an agent's fallback chain and its circuit breaker (ADR 0055), as
+    """One provider of an agent's fallback chain and its circuit breaker (ADR 0058), as
     the agent last reported it; `closed` until it reports otherwise."""
 
     agent: str
@@ -150,7 +150,7 @@ class ProviderStatus(msgspec.Struct, frozen=True, omit_defaults=True):
 
 
 class BudgetStatus(msgspec.Struct, frozen=True, omit_defaults=True):
-    """One budget and what it has spent (ADR 0054): today's (UTC) tokens and cost, and the
+    """One budget and what it has spent (ADR 0057): today's (UTC) tokens and cost, and the
     turns of the last hour. A limit left out is no limit."""
 
     agent: str

@@ -70,7 +70,7 @@ class Refusal(Protocol):
 
 
 class TurnAdmission(Protocol):
-    """Whether a turn may start, and its end: the daemon's budgets (ADR 0054)."""
+    """Whether a turn may start, and its end: the daemon's budgets (ADR 0057)."""
 
     def admit(self, agent: str, origin: Origin, session: str, turn: str) -> Refusal | None:
         """None: the turn starts (and is counted); otherwise why it is refused."""

@@ -208,7 +208,7 @@ class McpServerChanged(_Event, tag="mcp.server", frozen=True):
 
 
 class TurnSpent(_Event, tag="usage.turn", frozen=True):
-    """What a turn's provider steps used, as its agent reported them (ADR 0054): tokens by
+    """What a turn's provider steps used, as its agent reported them (ADR 0057): tokens by
     kind, the cost at the config's prices (six decimals), who answered, who failed before.
     `origin` is the daemon's word (`operator`, `webhook.ops:ci-bot`, `peer:beta`), never
     the agent's; `unknown` for a turn the daemon did not open to that agent."""

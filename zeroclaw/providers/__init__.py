@@ -58,7 +58,7 @@ def make_chain(
     *,
     on_health: OnHealth | None = None,
 ) -> Provider:
-    """An agent's provider: the one it names, or its fallback chain (ADR 0055) when it
+    """An agent's provider: the one it names, or its fallback chain (ADR 0058) when it
     names several, each behind a circuit breaker of its own settings."""
     if len(members) == 1:
         return make_provider(members[0].name, members[0].config, env)

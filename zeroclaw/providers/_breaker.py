@@ -1,4 +1,4 @@
-"""A circuit breaker per provider of a fallback chain (ADR 0055). Pure: it owns its state,
+"""A circuit breaker per provider of a fallback chain (ADR 0058). Pure: it owns its state,
 the caller passes the time.
 
     closed --`failures` consecutive failures--> open (for `open_secs`)

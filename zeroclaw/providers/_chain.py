@@ -1,5 +1,5 @@
 """A fallback chain: `model_provider = ["openai.main", "anthropic.backup", "offline.default"]`
-(ADR 0055).
+(ADR 0058).
 
 Each step goes to the first provider of the chain whose circuit breaker lets it through.
 On its passing trouble (connection error, timeout, HTTP 429, 5xx: `ProviderError.fails_over`)

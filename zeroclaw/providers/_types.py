@@ -32,7 +32,7 @@ class Step:
 
     `streamed` says the text already went out as deltas while it arrived. `usage`: what
     the step used as the server reported it (None: it reported nothing); `provider`: who
-    answered (`kind.alias`), and `failed` who of its chain failed before (ADR 0055).
+    answered (`kind.alias`), and `failed` who of its chain failed before (ADR 0058).
     """
 
     tool_calls: tuple[ToolCall, ...] = ()
@@ -97,7 +97,7 @@ class Provider(Protocol):
 
 
 # How a model request failed. The first four are the provider's passing trouble, on which a
-# fallback chain asks the next provider (ADR 0055); the others would fail the same anywhere
+# fallback chain asks the next provider (ADR 0058); the others would fail the same anywhere
 # (a request the server refuses, an answer nobody can read, a provider that cannot start).
 FailureKind = Literal[
     "connect",  # the server could not be reached (refused, reset, DNS, TLS)

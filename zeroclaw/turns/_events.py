@@ -12,7 +12,7 @@ import msgspec
 
 from ._usage import StepUsage
 
-# Why a turn ended before its model said its last word (the daemon's budgets, ADR 0054).
+# Why a turn ended before its model said its last word (the daemon's budgets, ADR 0057).
 TurnStop = Literal["budget_exceeded"]
 
 

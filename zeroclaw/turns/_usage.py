@@ -1,4 +1,4 @@
-"""What a turn spent, as agent and daemon say it to each other (issue 27, ADR 0054).
+"""What a turn spent, as agent and daemon say it to each other (issue 27, ADR 0057).
 
 A provider answers each step with its token usage (`TokenUsage`, in four disjoint kinds);
 the turn reports every step to the daemon's `USAGE_SERVICE` (the caller is the router's

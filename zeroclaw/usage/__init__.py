@@ -1,4 +1,4 @@
-"""What agents spend, and what they may (issue 27, ADR 0054): the usage ledger (LMDB in the
+"""What agents spend, and what they may (issue 27, ADR 0057): the usage ledger (LMDB in the
 daemon's state dir), prices from the config, budgets that admit and end turns, and the
 daemon's usage service that agents report their steps to.
 

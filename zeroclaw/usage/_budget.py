@@ -1,5 +1,5 @@
 """Budgets: which scopes a turn spends from, what each may spend, and whether a turn may
-start or go on. Pure (ADR 0054): the day and the time are given, nothing is read.
+start or go on. Pure (ADR 0057): the day and the time are given, nothing is read.
 
 A turn of agent A from origin O spends from up to three scopes:
 

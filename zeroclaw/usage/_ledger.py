@@ -1,6 +1,6 @@
 """The daemon's usage ledger: what every agent spent, per day, origin, session and provider.
 
-One LMDB environment in its own directory (`<state_dir>/usage`, ADR 0054), opened for
+One LMDB environment in its own directory (`<state_dir>/usage`, ADR 0057), opened for
 writing by the daemon alone (an exclusive lock file says so to a second opener); `zeroclaw
 usage` with no daemon running opens it read-only. Written in batches (the usage service
 gathers a second of steps and commits them in one durable transaction, on a worker

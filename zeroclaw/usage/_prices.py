@@ -3,7 +3,7 @@
 A price is given per million tokens, with at most six decimals (`2.5`, `0.075`,
 `0.000125`). Costs are integers in pico-units (10^-12 of the price's currency): one token
 at a price of P per million costs P x 10^6 pico-units exactly, so a cost is an integer
-product and a sum of costs never drifts, however many steps add up (ADR 0054). Shown with
+product and a sum of costs never drifts, however many steps add up (ADR 0057). Shown with
 six decimals.
 """
 

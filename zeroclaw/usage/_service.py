@@ -1,4 +1,4 @@
-"""The daemon's usage service (`USAGE_SERVICE`, ADR 0054): what every turn spends, recorded
+"""The daemon's usage service (`USAGE_SERVICE`, ADR 0057): what every turn spends, recorded
 against whom the daemon knows started it, and the budgets that admit and end turns.
 
 Ways in, each with its own authority:
