@@ -299,14 +299,17 @@ class TurnService:
         # Decided here, from the config, for every way in: a caller cannot forget it, and
         # an origin the grant does not know gets nothing (ADR 0042).
         tools = self.router.policy.origin_grant(agent, origin).tool_names()
-        admitted = False
+        admitted = False  # counted by the budgets: closed with them at the end
         try:
-            if (refusal := self.check_agent(agent)) is not None:
+            refusal = self.check_agent(agent)
+            budgeted = refusal is None and self._budgeted(agent, origin)
+            over = self.admission.admit(agent, origin, key, turn_id) if budgeted else None
+            if refusal is not None:
                 turn._push(refusal)
-            elif (over := self._over_budget(agent, origin, key, turn_id)) is not None:
+            elif over is not None:  # before the agent hears of it: no provider call
                 turn._push(TurnRefused("budget_exceeded", over.detail))
             else:
-                admitted = True
+                admitted = budgeted
                 turn._agent_working = True
                 self.router.turn_opened(agent, turn_id, tools)
                 self.router.inject(
@@ -340,15 +343,11 @@ class TurnService:
                     )
                 )
 
-    def _over_budget(
-        self, agent: str, origin: Origin, session: str, turn_id: str
-    ) -> Refusal | None:
-        """The budget that refuses this turn, before the agent hears of it; an origin the
-        router would refuse anyway is left to it (it must not spend a budget)."""
+    def _budgeted(self, agent: str, origin: Origin) -> bool:
+        """Whether the budgets hear of this turn: not when the router will refuse its
+        origin anyway (a refused sender must not spend anyone's budget)."""
         refused = self.router.policy.origin_refusal(agent, origin)
-        if refused is not None and not self.router.is_confined(agent):
-            return None
-        return self.admission.admit(agent, origin, session, turn_id)
+        return refused is None or self.router.is_confined(agent)
 
     def cancel_turn(self, agent: str, turn_id: str) -> None:
         """Cancel `agent`'s turn `turn_id`, if it is open (the daemon's budgets ending a
