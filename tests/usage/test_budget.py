@@ -151,13 +151,33 @@ def test_a_refusal_by_one_scope_counts_the_turn_in_none() -> None:
     assert book.turns(ALPHA, 1) == 1  # the refused turn took nothing from the agent
 
 
-def test_the_book_forgets_the_least_recently_charged_scope_beyond_its_bound() -> None:
+def test_the_book_forgets_the_least_recently_charged_sender_beyond_its_bound() -> None:
     book = BudgetBook(max_scopes=3)
     for n in range(5):
         book.charge([Scope("alpha", "origin", f"webhook.ops:s{n}")], 10, 1, DAY)
     assert book.spent(Scope("alpha", "origin", "webhook.ops:s0"), DAY).tokens == 0
     assert book.spent(Scope("alpha", "origin", "webhook.ops:s4"), DAY).tokens == 10
     assert len(book._spent) == 3
+
+
+def test_attack_a_flood_of_sender_names_never_resets_an_agents_or_a_channels_day() -> None:
+    book = BudgetBook(max_scopes=10)
+    beta, channel = Scope("beta"), Scope("alpha", "channel", "webhook.ops")
+    book.charge([beta, channel], 500, 5, DAY)  # then beta stays idle
+    limits = (Budgeted(beta, Limits(tokens_per_day=500)),)
+    window = (Budgeted(channel, Limits(turns_per_hour=1)),)
+    assert book.admit(window, now=0, day=DAY) is None
+    for n in range(1000):  # alpha's webhook, a new name each time
+        book.charge([Scope("alpha", "origin", f"webhook.ops:x{n}")], 1, 0, DAY)
+        book.admit(
+            (Budgeted(Scope("alpha", "origin", f"webhook.ops:x{n}"), Limits(turns_per_hour=9)),),
+            now=1,
+            day=DAY,
+        )
+    assert book.exhausted(limits, DAY) is not None  # beta's day is still spent
+    assert book.spent(channel, DAY).tokens == 500
+    assert book.admit(window, now=2, day=DAY) is not None  # and the channel's hour
+    assert len(book._spent) <= 10 and len(book._turns) <= 10
 
 
 limits_strategy = st.builds(

@@ -14,10 +14,10 @@ its tokens or cost of the day (a UTC day), or started `turns_per_hour` turns in 
 hour; otherwise the turn counts as started in each scope with a turn limit.
 `BudgetBook.exhausted` says whether a running turn must end after its current step.
 
-The book is bounded: at most `max_scopes` scopes are remembered (least recently charged
-first out), so outside senders that rotate names cannot grow the daemon's memory; a sender
-forgotten so starts its day anew, which is why a channel's senders together (`'<ch>'`) is
-the budget that holds against a flood.
+The book is bounded: beyond `max_scopes` scopes the least recently charged outside origin
+is forgotten (never an agent or a channel), so outside senders that rotate names cannot grow
+the daemon's memory; a sender forgotten so starts its day anew, which is why a channel's
+senders together (`'<ch>'`) is the budget that holds against a flood.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections import OrderedDict, deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, TypeVar
 
 from ..bus import SUBAGENT_ORIGIN_CHANNEL, Origin
 from ..config import AgentConfig, BudgetKey, BudgetLimits, parse_budget_key
@@ -34,6 +34,7 @@ from ._prices import saturated, shown, units
 
 HOUR = 3600.0
 MAX_SCOPES = 10_000
+T = TypeVar("T")
 
 ScopeKind = Literal["agent", "origin", "channel"]
 
@@ -210,8 +211,7 @@ class BudgetBook:
             spent.tokens = saturated(spent.tokens + tokens)
             spent.cost = saturated(spent.cost + cost)
             self._spent[scope] = spent  # the most recently charged last
-            if len(self._spent) > self.max_scopes:
-                self._spent.popitem(last=False)
+            _bound(self._spent, self.max_scopes)
 
     def _started(self, scope: Scope, limit: int, now: float) -> None:
         window = self._turns.pop(scope, None)
@@ -219,5 +219,16 @@ class BudgetBook:
             window = deque(window or (), maxlen=limit)
         window.append(now)
         self._turns[scope] = window
-        if len(self._turns) > self.max_scopes:
-            self._turns.popitem(last=False)
+        _bound(self._turns, self.max_scopes)
+
+
+def _bound(scopes: OrderedDict[Scope, T], most: int) -> None:
+    """Forget the least recently used outside origins beyond `most` scopes. Agents and
+    channels are never forgotten (the config bounds them): senders that rotate names can
+    make a sender's day start anew, never an agent's or a channel's."""
+    if len(scopes) <= most:
+        return
+    for scope in scopes:
+        if scope.kind == "origin":
+            del scopes[scope]
+            return

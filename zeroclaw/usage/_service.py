@@ -92,6 +92,12 @@ class _TurnTally:
     stopped: bool = False  # told to stop: a further step is the agent ignoring it
 
 
+@dataclass(slots=True)
+class _Named:
+    pairs: set[tuple[str, str]] = field(default_factory=set)  # (origin, session)
+    origins: set[str] = field(default_factory=set)
+
+
 @dataclass(frozen=True)
 class _Settings:
     """What the service takes from one config: budgets, prices, each agent's chain."""
@@ -164,10 +170,10 @@ class UsageService:
         self._turns: OrderedDict[tuple[str, str], TurnOwner] = OrderedDict()
         self._tallies: dict[tuple[str, str], _TurnTally] = {}
         self._pending: dict[LedgerKey, Tally] = {}
-        # (day, agent) -> the (origin, session) pairs its ledger rows name
-        self._keys: dict[tuple[str, str], set[tuple[str, str]]] = {}
+        # agent -> the origins and sessions its ledger rows of `_keys_day` name
+        self._keys_day = ""
+        self._keys: dict[str, _Named] = {}
         self._health: dict[str, tuple[tuple[ProviderHealth, ...], float]] = {}
-        self._flushed = trio.Event()
         self._seed()
 
     # --- the running config ---------------------------------------------------------------
@@ -184,7 +190,7 @@ class UsageService:
         day = utc_day(self.wall())
         for key, tally in self.ledger.rows(since=day, until=day):
             self.book.charge(scopes_of(key.agent, key.origin), tally.tokens, tally.cost, day)
-            self._keys.setdefault((day, key.agent), set()).add((key.origin, key.session))
+            self._key(day, key.agent, key.origin, key.session, key.provider)
 
     # --- admission ------------------------------------------------------------------------
 
@@ -349,16 +355,19 @@ class UsageService:
         MAX_KEYS_PER_DAY origins and sessions, a new one is recorded under its origin's
         overflow session (`~`), or its channel's overflow origin (`webhook.ops:~`): outside
         senders that rotate names or sessions cannot grow the ledger without bound."""
-        seen = self._keys.setdefault((day, agent), set())
-        if (who, session) not in seen:
-            if len(seen) >= MAX_KEYS_PER_DAY:
+        if day != self._keys_day:  # a new day: yesterday's names are no bound of today's
+            self._keys_day, self._keys = day, {}
+        named = self._keys.get(agent)
+        if named is None:
+            named = self._keys[agent] = _Named()
+        if (who, session) not in named.pairs:
+            if len(named.pairs) >= MAX_KEYS_PER_DAY:
                 channel, colon, _ = who.partition(":")
-                if colon and not any(w == who for w, _ in seen):
-                    who = f"{channel}:~"
+                if colon and who not in named.origins:
+                    who = f"{channel}:{OVERFLOW}"
                 return LedgerKey(day, agent, who, OVERFLOW, provider)
-            if len(self._keys) > 4 * MAX_TURNS:  # days gone by: forget them
-                self._keys = {k: v for k, v in self._keys.items() if k[0] == day}
-            seen.add((who, session))
+            named.pairs.add((who, session))
+            named.origins.add(who)
         return LedgerKey(day, agent, who, session, provider)
 
     def _providers(self, sender: str, request: Request, report: ProvidersReport) -> Response:
@@ -417,8 +426,6 @@ class UsageService:
                 log.error("usage not written, kept for the next try: %s", exc)
                 for key, tally in batch.items():
                     self._add(key, tally)
-        self._flushed.set()
-        self._flushed = trio.Event()
 
     # --- the operator ---------------------------------------------------------------------
 
