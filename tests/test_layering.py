@@ -118,6 +118,7 @@ EDGES: dict[tuple[str, str], str] = {
     ("cli", "supervisor"): "`daemon run`, and the agent specs of the in-process run",
     ("cli", "tools"): "the in-process reach answers with tool results",
     ("cli", "turns"): "the turn events it prints",
+    ("cli", "usage"): "`usage` shows costs, and reads the ledger when no daemon runs",
     ("control", "events"): "`events follow` replies carry the daemon's events",
     ("control", "policy"): "sandbox gaps in status replies",
     ("control", "turns"): "the sub-agent records and refusal codes its replies carry as they are",
