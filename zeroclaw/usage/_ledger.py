@@ -15,7 +15,6 @@ costs saturate at 2^63-1 (they never wrap, and no budget comes near).
 
 from __future__ import annotations
 
-import errno
 import os
 import struct
 import threading
@@ -27,7 +26,7 @@ import lmdb
 import msgspec
 
 from .._flock import FileLock, LockHeld
-from .._lmdb import committed_size_problem, data_file_problem, walk_in_child
+from .._lmdb import committed_size_problem, data_file_problem, disk_full, walk_in_child
 from ._prices import saturated
 
 DEFAULT_MAP_SIZE = 1 << 26  # 64 MiB of address space up front; doubles on MapFullError
@@ -37,7 +36,6 @@ _FORMAT_KEY = b"zeroclaw-usage-format"
 _DBS = ("ledger",)
 _SEP = b"\x00"
 _U32 = struct.Struct("<I")
-_FULL_MESSAGES = tuple(os.strerror(code) for code in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT))
 VERIFY_TIMEOUT_SECS = 600.0
 T = TypeVar("T")
 
@@ -136,11 +134,6 @@ class LedgerFull(LedgerError):
         super().__init__(f"usage ledger {path} cannot grow ({detail}); free disk space")
 
 
-def _is_full(exc: lmdb.Error) -> bool:
-    text = str(exc)
-    return isinstance(exc, lmdb.DiskError) or any(text.endswith(m) for m in _FULL_MESSAGES)
-
-
 class UsageLedger:
     def __init__(
         self, path: Path, *, readonly: bool = False, map_size: int = DEFAULT_MAP_SIZE
@@ -220,7 +213,7 @@ class UsageLedger:
                         txn.put(_FORMAT_KEY, _U32.pack(FORMAT_VERSION))
         except lmdb.Error as exc:
             env.close()
-            if _is_full(exc):
+            if disk_full(exc):
                 raise LedgerFull(self.path, str(exc)) from None
             raise LedgerCorrupt(self.path, f"a page cannot be read ({exc})") from None
         except BaseException:
@@ -276,7 +269,7 @@ class UsageLedger:
                         raise LedgerFull(self.path, f"the map is at {size} bytes") from None
                     env.set_mapsize(size * 2)
                 except lmdb.Error as exc:
-                    if _is_full(exc):
+                    if disk_full(exc):
                         raise LedgerFull(self.path, str(exc)) from None
                     raise LedgerError(f"usage ledger {self.path}: {exc}") from exc
                 except msgspec.DecodeError as exc:
