@@ -17,7 +17,8 @@ from tests.channels.test_channels_daemon import (
     wait_serving,
     webhook_config,
 )
-from tests.subagents.helpers import model_server
+from tests.subagents.helpers import invocation, model_server, write_bundle
+from tests.subagents.helpers import start as start_subagents
 from tests.supervisor.harness import Daemon, agent_entry, make_config
 
 DaemonFactory = Callable[..., Daemon]
@@ -249,3 +250,20 @@ def test_without_a_daemon_usage_reads_the_ledger(root: Path, daemons: DaemonFact
     assert (group["agent"], group["turns"], group["steps"]) == ("alpha", 1, 1)
     bad = daemon.cli("usage", "--since", "last tuesday")
     assert bad.returncode == 2 and "--since" in bad.stderr
+
+
+def test_a_sub_agents_steps_are_its_own_account_from_the_dispatch_origin(
+    root: Path, daemons: DaemonFactory
+) -> None:
+    write_bundle(root / "subagents", "summarizer")
+    daemon = start_subagents(daemons, root)
+    record = invocation(daemon, "summarizer", "The sky was grey. Then it rained.")
+    assert record["state"] == "succeeded", (record, daemon.log())
+    groups = {(g["agent"], g["origin"]): g for g in usage(daemon)["groups"]}
+    spent = groups[("sub:summarizer", "subagent:cli")]
+    assert spent["turns"] == 1 and spent["steps"] >= 1 and spent["input_tokens"] > 0
+    metrics = daemon.cli("metrics").stdout
+    assert (
+        'zeroclaw_tokens_total{agent="sub:summarizer",kind="input",provider="offline.default"}'
+        in (metrics)
+    )

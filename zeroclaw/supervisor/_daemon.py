@@ -402,8 +402,9 @@ async def _main(parts: DaemonParts) -> int:
             events=events,
             admission=usage.admit_question,
             # A sub-agent runtime posts its turn's events and nothing else (issue 12), but
-            # for the pins and states of the MCP servers its bundle binds (issue 26).
-            confined_services=frozenset({TURN_SERVICE, MCP_SERVICE}),
+            # for the pins and states of the MCP servers its bundle binds (issue 26) and
+            # what its provider steps used (issue 27).
+            confined_services=frozenset({TURN_SERVICE, MCP_SERVICE, USAGE_SERVICE}),
         )
         report = TransitionReport(router, events)
         factory = RunnerFactory(running, zygote, exits, router.mint_keys)

@@ -214,7 +214,7 @@ class UsageService:
         while len(self._turns) > self.max_turns:
             forgotten, _ = self._turns.popitem(last=False)
             self._tallies.pop(forgotten, None)
-        self._add(self._key(day, agent, owner.who, session, ""), Tally(turns=1))
+        self._add(self._key(day, named(agent), owner.who, session, ""), Tally(turns=1))
         return None
 
     def admit_question(self, callee: str, origin: Origin, session: str, turn: str) -> str | None:
@@ -249,7 +249,7 @@ class UsageService:
         if owner is None:
             self.counts.spoofed += 1
             owner = TurnOwner(sender, None, "")
-        chain = settings.chains.get(sender, ())
+        chain = _chain_of(settings, sender)
         step = report.step
         provider = step.provider if step.provider in chain else OTHER_PROVIDER
         tokens = step.tokens
@@ -258,7 +258,7 @@ class UsageService:
         day = utc_day(self.wall())
         self.book.charge(scopes_of(sender, owner.who), tokens.total, spent, day)
         self._add(
-            self._key(day, sender, owner.who, owner.session, provider),
+            self._key(day, named(sender), owner.who, owner.session, provider),
             Tally(
                 steps=1,
                 input_tokens=tokens.input_tokens,
@@ -341,8 +341,10 @@ class UsageService:
         self, agent: str, provider: str, tokens: TokenUsage, spent: int, failed: tuple[str, ...]
     ) -> None:
         counts = self.counts
-        if agent not in self._now_settings().chains:
-            agent = "other"  # a sub-agent runtime or a removed agent: one series
+        if agent.startswith(SUBAGENT_PREFIX):
+            agent = named(agent)  # one series per sub-agent, whatever its revision
+        elif agent not in self._now_settings().chains:
+            agent = "other"  # a removed agent: one series
         for kind in TOKEN_KINDS:
             if n := tokens.of(kind):
                 counts.tokens[(agent, provider, kind)] += n
@@ -496,6 +498,23 @@ class UsageService:
     def _publish(self, event: TurnSpent | BudgetExceeded | ProviderBreakerChanged) -> None:
         if self.events is not None:
             self.events.publish(event)
+
+
+SUBAGENT_PREFIX = "sub:"  # a sub-agent runtime's identity: sub:<id>@<digest12>
+
+
+def named(identity: str) -> str:
+    """Whose spend it is in the ledger and the metrics: an agent's alias, or a sub-agent
+    runtime's `sub:<id>` (its revision's digest dropped: one account per sub-agent)."""
+    return identity.partition("@")[0] if identity.startswith(SUBAGENT_PREFIX) else identity
+
+
+def _chain_of(settings: _Settings, sender: str) -> tuple[str, ...]:
+    """The providers a sender may have been answered by: an agent's chain; for a sub-agent
+    runtime any configured provider (its bundle names one, which the loader checked)."""
+    if sender.startswith(SUBAGENT_PREFIX):
+        return tuple(settings.prices)
+    return settings.chains.get(sender, ())
 
 
 def _dearest(settings: _Settings, chain: tuple[str, ...]) -> Price:
