@@ -12,7 +12,13 @@ from tests.conftest import REPO
 from zeroclaw import tools
 from zeroclaw.config import ChannelConfig, RiskProfile
 from zeroclaw.control import MCP_REQUEST_TYPES, REQUEST_TYPES, SUBAGENT_REQUEST_TYPES
-from zeroclaw.turns import ADAPTER_SERVICE, MCP_SERVICE, SUBAGENT_SERVICE, TURN_SERVICE
+from zeroclaw.turns import (
+    ADAPTER_SERVICE,
+    MCP_SERVICE,
+    SUBAGENT_SERVICE,
+    TURN_SERVICE,
+    USAGE_SERVICE,
+)
 
 
 def agent_tools() -> frozenset[str]:
@@ -50,6 +56,7 @@ _SERVICE_NAMES = {
     "SUBAGENT_SERVICE": SUBAGENT_SERVICE,
     "ADAPTER_SERVICE": ADAPTER_SERVICE,
     "MCP_SERVICE": MCP_SERVICE,
+    "USAGE_SERVICE": USAGE_SERVICE,
 }
 
 

@@ -8,7 +8,10 @@ forever, for daemon-level tests:  python -m tests.providers.protocol_server KIND
 every request and never answers (a model that never finishes); "stall-once" stalls on the
 first request and answers the others as "openai" does; "slow" answers as "openai" does,
 two seconds late; "gated PATH" answers as "openai" does once the file PATH exists (a test
-holds every model call open as long as it needs, whatever the machine's load).
+holds every model call open as long as it needs, whatever the machine's load); "counted
+PATH" answers as "openai" does and appends a line to PATH for each request it read (a
+daemon test counts the model calls its turns made); "status CODE" answers every request
+with that HTTP status (a provider that fails, for fallback chains).
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ class ScriptedServer:
     seen: list[Seen] = field(default_factory=list)
     port: int = 0
     default: Answer | None = None  # when the script is used up
+    log: str | None = None  # a file that gets one line per request read
 
     async def serve(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
@@ -68,6 +72,9 @@ class ScriptedServer:
                 body += await stream.receive_some(65536)
             seen = Seen(lines[0].split()[1], headers, json.loads(body or b"null"))
             self.seen.append(seen)
+            if self.log is not None:
+                with open(self.log, "a") as fh:  # noqa: ASYNC230 (a test's few bytes)
+                    fh.write(seen.path + "\n")
             if self.answers:
                 answer = self.answers.pop(0)
             else:
@@ -344,7 +351,9 @@ async def _serve_forever(kind: str, *args: str) -> None:
     default = {"stall": stall, "slow": late(fixed, 2.0)}.get(kind, fixed)
     if kind == "gated":
         default = gated(fixed, args[0])
-    server = ScriptedServer(script, default=default)
+    if kind == "status":
+        default = status(int(args[0]), "failing on purpose")
+    server = ScriptedServer(script, default=default, log=args[0] if kind == "counted" else None)
     async with trio.open_nursery() as nursery:
         await nursery.start(server.serve)
         print(server.port, flush=True)

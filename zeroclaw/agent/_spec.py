@@ -11,7 +11,7 @@ from typing import Literal
 import msgspec
 
 from ..policy import GrantMode, PathRules, rules_for
-from ..providers import ProviderSpec
+from ..providers import NamedProvider, ProviderSpec
 
 
 class RiskSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -132,6 +132,12 @@ class AgentSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     skills: tuple[SkillSpec, ...] = ()
     # Set only for a sub-agent revision's runtime process (its alias is its bus identity).
     subagent: SubagentRuntime | None = None
+    # The rest of its fallback chain after `provider` (ADR 0058), in order.
+    fallbacks: tuple[NamedProvider, ...] = ()
+
+    def provider_chain(self) -> tuple[NamedProvider, ...]:
+        """Every provider it may ask, in order: `provider`, then its fallbacks."""
+        return (NamedProvider(self.provider, self.provider_config), *self.fallbacks)
 
     @property
     def skill_folders(self) -> tuple[tuple[str, str], ...]:

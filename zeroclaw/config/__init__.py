@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .._lazy import lazy_attributes
+from ._budgets import BudgetForm, BudgetKey, parse_budget_key
 from ._errors import ConfigError, ConfigIssue, did_you_mean, dotted
 from ._locate import (
     SYSTEM_CONFIG,
@@ -30,8 +31,10 @@ if TYPE_CHECKING:
     )
     from ._models import (
         MCP_TOOL_PREFIX,
+        AgentBudget,
         AgentConfig,
         AnthropicProvider,
+        BudgetLimits,
         ChannelConfig,
         CliChannel,
         Config,
@@ -43,6 +46,7 @@ if TYPE_CHECKING:
         OfflineProvider,
         OpenAIProvider,
         PeerGroup,
+        Price,
         ProviderConfig,
         RestartPolicy,
         RiskProfile,
@@ -85,7 +89,10 @@ _lazily = lazy_attributes(
     __name__,
     {
         "ALIAS_SYNTAX": "._rules",
+        "AgentBudget": "._models",
         "AgentConfig": "._models",
+        "BudgetLimits": "._models",
+        "Price": "._models",
         "LightConfig": "._light",
         "daemon_dirs": "._light",
         "light_config": "._light",
@@ -148,8 +155,12 @@ __all__ = [
     "MCP_TOOL_PREFIX",
     "RESERVED_ALIASES",
     "SYSTEM_CONFIG",
+    "AgentBudget",
     "AgentConfig",
     "AnthropicProvider",
+    "BudgetForm",
+    "BudgetKey",
+    "BudgetLimits",
     "ChannelConfig",
     "ChannelPeers",
     "CliChannel",
@@ -168,6 +179,7 @@ __all__ = [
     "OfflineProvider",
     "OpenAIProvider",
     "PeerGroup",
+    "Price",
     "ProviderConfig",
     "RestartPolicy",
     "RiskProfile",
@@ -194,6 +206,7 @@ __all__ = [
     "locate_config",
     "mcp_tool_name",
     "normalize_peer_name",
+    "parse_budget_key",
     "read_light_config",
     "readonly_agents",
     "runtime_dir_hint",

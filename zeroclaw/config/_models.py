@@ -11,6 +11,7 @@ import codecs
 import ipaddress
 import os
 import re
+from decimal import Decimal
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -204,18 +205,61 @@ class DaemonConfig(_Strict):
 
 # --------------------------------------------------------------------------- providers
 
+# An amount of money (a price per million tokens, a daily budget) in the unit the operator
+# prices in: at most six decimals, so every cost is an exact integer (ADR 0057).
+Money = Annotated[Decimal, Field(ge=0, le=1_000_000, decimal_places=6)]
 
-class _ProviderBase(_Strict):
+
+class Price(_Strict):
+    input_per_mtok: Money = Field(
+        default=Decimal(0), description="Price of one million input tokens (not cached)."
+    )
+    output_per_mtok: Money = Field(
+        default=Decimal(0), description="Price of one million output tokens."
+    )
+    cached_input_per_mtok: Money | None = Field(
+        default=None,
+        description="Price of one million input tokens read from the provider's prompt cache "
+        "(OpenAI cached_tokens, Anthropic cache_read_input_tokens); default: the input price.",
+    )
+    cache_write_per_mtok: Money | None = Field(
+        default=None,
+        description="Price of one million input tokens written to the prompt cache "
+        "(Anthropic cache_creation_input_tokens); default: the input price.",
+    )
+
+
+class _Priced(_Strict):
+    price: Price | None = Field(
+        default=None,
+        description="What its tokens cost, per million, in the currency of your choice (one "
+        "for every provider): the daemon's usage ledger and cost_per_day budgets count with "
+        "it. Default: free (tokens are still counted).",
+    )
+
+
+class _ProviderBase(_Priced):
     timeout_secs: Seconds = Field(
         default=60.0, description="Seconds to wait for one model request before giving up."
     )
     max_retries: Annotated[int, Field(ge=0, le=20)] = Field(
         default=3, description="Retries, with exponential backoff, on HTTP 429 and 5xx answers."
     )
+    breaker_failures: Annotated[int, Field(ge=1, le=1000)] = Field(
+        default=3,
+        description="In a fallback chain (model_provider as a list): consecutive failures "
+        "(connection, timeout, HTTP 429 or 5xx, each after its retries) after which the chain "
+        "skips this provider for breaker_open_secs; then one call tries it again.",
+    )
+    breaker_open_secs: Annotated[float, Field(gt=0, le=86_400)] = Field(
+        default=30.0,
+        description="How long a chain skips this provider once its breaker opened; each "
+        "failed trial doubles it, up to ten times this.",
+    )
 
 
-class OfflineProvider(_Strict):
-    """The built-in deterministic provider: no network, no settings."""
+class OfflineProvider(_Priced):
+    """The built-in deterministic provider: no network; a price only to rehearse budgets."""
 
 
 class OpenAIProvider(_ProviderBase):
@@ -229,6 +273,12 @@ class OpenAIProvider(_ProviderBase):
         default=None,
         description="Name of the environment variable holding the API key; omit for local "
         "servers that need none. The key itself never goes in this file.",
+    )
+    stream_usage: bool = Field(
+        default=True,
+        description="Ask for the token usage of a streamed answer (stream_options."
+        "include_usage: the server sends it in a last chunk). Turn off for a server that "
+        "refuses the field; the turn then estimates its tokens (four characters to one).",
     )
 
 
@@ -671,13 +721,50 @@ class McpServerConfig(_Strict):
         return "stdio" if self.command is not None else "http"
 
 
+MAX_PROVIDER_CHAIN = 8
+
+
+class BudgetLimits(_Strict):
+    tokens_per_day: Annotated[int, Field(ge=1, le=10**15)] | None = Field(
+        default=None,
+        description="Tokens (every kind: input, cached, cache writes, output) per UTC day; "
+        "a turn that would start with them spent is refused 'budget_exceeded', a turn that "
+        "spends them ends after its current step. Default: no limit.",
+    )
+    cost_per_day: Money | None = Field(
+        default=None,
+        description="Cost per UTC day, at the providers' prices ([providers.<kind>.<alias>] "
+        "price); refused and ended as tokens_per_day. Default: no limit.",
+    )
+    turns_per_hour: Annotated[int, Field(ge=1, le=1_000_000)] | None = Field(
+        default=None,
+        description="Turns started in any rolling hour; one more is refused 'budget_exceeded' "
+        "before any provider call. Default: no limit.",
+    )
+
+
+class AgentBudget(BudgetLimits):
+    origins: dict[str, BudgetLimits] = Field(
+        default_factory=dict,
+        description="Budgets of outside origins on this agent, by key: '<channel>:<sender>' "
+        "one sender (e.g. 'webhook.ops:ci-bot'); '<channel>:*' each sender of the channel on "
+        "its own; '<channel>' every sender of the channel together; 'peer:<alias>', 'peer:*', "
+        "'peer' the same for agents that ask or delegate; '*' each outside origin on its own "
+        "(when no key of its own or its channel's '*' is set). The agent's own limits apply "
+        "to every turn besides.",
+    )
+
+
 class AgentConfig(_Strict):
     enabled: bool = Field(default=True, description="A disabled agent is never started.")
     description: str = Field(
         default="", max_length=1024, description="One line telling operators what the agent does."
     )
-    model_provider: str | None = Field(
-        default=None, description="Provider as '<kind>.<alias>', e.g. 'offline.default'."
+    model_provider: str | tuple[str, ...] | None = Field(
+        default=None,
+        description="Provider as '<kind>.<alias>', e.g. 'offline.default'; or a fallback "
+        "chain, a list of them tried in order: on a connection error, a timeout, HTTP 429 or "
+        "5xx the next one answers (at most 8, each once).",
     )
     risk_profile: str | None = Field(default=None, description="Name of a [risk_profiles] entry.")
     runtime_profile: str | None = Field(
@@ -718,6 +805,11 @@ class AgentConfig(_Strict):
         description="MCP servers this agent uses, by [mcp_servers] name: their allowed tools "
         "are offered as mcp__<server>__<tool>, through the agent's risk profile. Default: none.",
     )
+    budget: AgentBudget = Field(
+        default_factory=AgentBudget,
+        description="What this agent may spend, enforced by the daemon: its own limits "
+        "(every origin together) and per outside origin ('origins'). Default: none.",
+    )
     facades: dict[str, str] = Field(
         default_factory=dict,
         description="One-purpose tools that dispatch to a fixed sub-agent: tool name = "
@@ -731,6 +823,24 @@ class AgentConfig(_Strict):
         "prompt, their files read with skill_read. A skill whose declared permissions exceed "
         "this agent's risk profile is refused. Default: none.",
     )
+
+    @field_validator("model_provider")
+    @classmethod
+    def _provider_chain(cls, value: str | tuple[str, ...] | None) -> str | tuple[str, ...] | None:
+        if isinstance(value, tuple):
+            if not 1 <= len(value) <= MAX_PROVIDER_CHAIN:
+                raise ValueError(f"a chain names 1 to {MAX_PROVIDER_CHAIN} providers")
+            return _listed_once(value)
+        return value
+
+    @property
+    def provider_chain(self) -> tuple[str, ...]:
+        """The providers it names, in order (one, unless a fallback chain)."""
+        if self.model_provider is None:
+            return ()
+        if isinstance(self.model_provider, str):
+            return (self.model_provider,)
+        return self.model_provider
 
     @field_validator("peer_tools")
     @classmethod

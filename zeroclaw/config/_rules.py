@@ -16,6 +16,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, get_args
 from urllib.parse import urlsplit
 
+from ._budgets import EVERY, PEER, BudgetKey, parse_budget_key
 from ._errors import ConfigIssue, did_you_mean
 from ._models import (
     ADAPTER_TOOL_NAME,
@@ -143,8 +144,9 @@ def rule_agent_references(
 ) -> Iterator[ConfigIssue]:
     for alias, agent in sorted(config.agents.items()):
         base = ("agents", alias)
-        if agent.model_provider is not None:
-            ref = agent.model_provider
+        chained = isinstance(agent.model_provider, tuple)
+        for i, ref in enumerate(agent.provider_chain):
+            key = (*base, "model_provider", i) if chained else (*base, "model_provider")
             if "." not in ref:
                 same_kind = sorted(p for p in declared.providers if p.startswith(ref + "."))
                 hint = (
@@ -152,14 +154,9 @@ def rule_agent_references(
                     if same_kind
                     else did_you_mean(ref, declared.providers)
                 )
-                yield ConfigIssue(
-                    (*base, "model_provider"),
-                    f"must be '<kind>.<alias>', e.g. 'offline.default'{hint}",
-                )
+                yield ConfigIssue(key, f"must be '<kind>.<alias>', e.g. 'offline.default'{hint}")
             elif ref not in declared.providers:
-                yield ConfigIssue(
-                    (*base, "model_provider"), _unknown("provider", ref, declared.providers)
-                )
+                yield ConfigIssue(key, _unknown("provider", ref, declared.providers))
         if agent.risk_profile is not None and agent.risk_profile not in declared.risk_profiles:
             yield ConfigIssue(
                 (*base, "risk_profile"),
@@ -341,6 +338,47 @@ def listed_tools(agent: AgentConfig) -> frozenset[str]:
         for name, listed in ((ADAPTER_TOOL_NAME, agent.adapters), (SKILL_TOOL_NAME, agent.skills))
         if listed
     )
+def rule_budget_origins(
+    config: Config, declared: Declared, env: Mapping[str, str]
+) -> Iterator[ConfigIssue]:
+    """Each key of `budget.origins` names outside origins that can reach the agent: a
+    channel it binds (not a `cli` one: the operator's turns count against the agent's own
+    limits), or peers (a known agent other than itself); each origin is named once."""
+    owners = channel_owners(config) if any(a.budget.origins for a in config.agents.values()) else {}
+    for alias, agent in sorted(config.agents.items()):
+        seen: dict[BudgetKey, str] = {}
+        for key in sorted(agent.budget.origins):
+            path = ("agents", alias, "budget", "origins", key)
+            parsed = parse_budget_key(key)
+            if isinstance(parsed, str):
+                yield ConfigIssue(path, parsed)
+                continue
+            if parsed in seen:
+                yield ConfigIssue(path, f"names the same origins as {seen[parsed]!r}")
+                continue
+            seen[parsed] = key
+            channel = parsed.channel
+            if channel == EVERY:
+                continue
+            if channel == PEER:
+                if parsed.form == "one" and parsed.sender not in declared.agents - {alias}:
+                    yield ConfigIssue(
+                        path, _unknown("agent", parsed.sender, declared.agents - {alias})
+                    )
+                continue
+            if channel.partition(".")[0] == "cli":
+                yield ConfigIssue(
+                    path,
+                    "the operator's turns on a cli channel have no origin budget; the "
+                    "agent's own limits (tokens_per_day, ...) apply to them",
+                )
+            elif channel not in agent.channels and alias not in owners.get(channel, ()):
+                bound = ", ".join(agent.channels) or "none"
+                yield ConfigIssue(
+                    path,
+                    f"agent {alias} does not bind channel {channel!r} (it binds: {bound}); "
+                    "no sender of it reaches this agent",
+                )
 
 
 def rule_peer_tools(
@@ -717,6 +755,7 @@ RULES: tuple[Rule, ...] = (
     rule_facades,
     rule_mcp_servers,
     rule_mcp_endpoints,
+    rule_budget_origins,
     rule_peer_tools,
     rule_peer_group_tools,
     rule_peer_groups,

@@ -41,6 +41,7 @@ from ._replies import (
     StatusReply,
     SubagentDetail,
     SubagentsReply,
+    UsageReply,
 )
 
 PROTOCOL_VERSION = 1
@@ -228,6 +229,14 @@ class Metrics(Request[MetricsReply], tag="metrics", frozen=True):
 # --- the operator's approval queue (`zeroclaw approvals`, ADR 0042) -----------------------
 
 
+class UsageQuery(Request[UsageReply], tag="usage", frozen=True):
+    """The usage ledger's rows from UTC day `since` (YYYY-MM-DD) on, of one agent or all."""
+
+    reply_type = UsageReply
+    since: str
+    agent: str | None = None
+
+
 class ApprovalsList(Request[ApprovalsReply], tag="approvals.list", frozen=True):
     """Approvals of outside origins waiting for the operator, oldest first."""
 
@@ -357,6 +366,7 @@ CoreRequest = (
     | ApprovalsList
     | ApprovalApprove
     | ApprovalDeny
+    | UsageQuery
 )
 SubagentRequest = (
     SubagentsList

@@ -12,6 +12,7 @@ from ._types import (
     AgentTransition,
     ApprovalRequested,
     ApprovalResolved,
+    BudgetExceeded,
     DiscoveryCompleted,
     DiscoveryFailed,
     DiscoveryHealthChecked,
@@ -24,11 +25,13 @@ from ._types import (
     McpServerChanged,
     McpToolTrusted,
     MemoryOperation,
+    ProviderBreakerChanged,
     Published,
     RegistrationDecided,
     ReloadApplied,
     RouteRefused,
     TurnFinished,
+    TurnSpent,
 )
 
 if TYPE_CHECKING:
@@ -46,6 +49,7 @@ __all__ = [
     "AgentTransition",
     "ApprovalRequested",
     "ApprovalResolved",
+    "BudgetExceeded",
     "DiscoveryCompleted",
     "DiscoveryFailed",
     "DiscoveryHealthChecked",
@@ -59,10 +63,12 @@ __all__ = [
     "McpServerChanged",
     "McpToolTrusted",
     "MemoryOperation",
+    "ProviderBreakerChanged",
     "Published",
     "RegistrationDecided",
     "ReloadApplied",
     "RouteRefused",
     "Subscription",
     "TurnFinished",
+    "TurnSpent",
 ]

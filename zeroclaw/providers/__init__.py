@@ -5,8 +5,10 @@ httpx only when built, so an offline agent never loads it. Providers know tools 
 the `ToolSpec`s a turn's conversation carries (its toolset), never a global list.
 """
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
+from ._breaker import BreakerSettings, CircuitBreaker
+from ._chain import OnHealth, ProviderChain
 from ._offline import (
     GRAMMAR_HELP,
     GRAMMAR_TOOLS,
@@ -17,9 +19,12 @@ from ._offline import (
     parse,
     reply,
 )
-from ._spec import AnthropicSpec, OfflineSpec, OpenAISpec, ProviderSpec
+from ._spec import AnthropicSpec, NamedProvider, OfflineSpec, OpenAISpec, ProviderSpec
 from ._types import (
+    FAILOVER_KINDS,
+    FAILURE_KINDS,
     Conversation,
+    FailureKind,
     HistoryTurn,
     OnDelta,
     Provider,
@@ -30,13 +35,14 @@ from ._types import (
     ToolOutcome,
     ToolSpec,
 )
+from ._usage import estimate as estimate_usage
 
 
 def make_provider(reference: str, config: ProviderSpec, env: Mapping[str, str]) -> Provider:
     """The provider `kind.alias` built from its settings; keys come from `env` only."""
     _, _, alias = reference.partition(".")
     if isinstance(config, OfflineSpec):
-        return OfflineProvider()
+        return OfflineProvider(reference)
     if isinstance(config, OpenAISpec):
         from ._openai import OpenAIProvider
 
@@ -44,6 +50,33 @@ def make_provider(reference: str, config: ProviderSpec, env: Mapping[str, str]) 
     from ._anthropic import AnthropicProvider
 
     return AnthropicProvider(alias, config, env)
+
+
+def make_chain(
+    members: Sequence[NamedProvider],
+    env: Mapping[str, str],
+    *,
+    on_health: OnHealth | None = None,
+) -> Provider:
+    """An agent's provider: the one it names, or its fallback chain (ADR 0058) when it
+    names several, each behind a circuit breaker of its own settings."""
+    if len(members) == 1:
+        return make_provider(members[0].name, members[0].config, env)
+    built: list[tuple[Provider, CircuitBreaker]] = []
+    for member in members:
+        config = member.config
+        settings = (
+            BreakerSettings()
+            if isinstance(config, OfflineSpec)
+            else BreakerSettings(config.breaker_failures, config.breaker_open_secs)
+        )
+        built.append(
+            (make_provider(member.name, config, env), CircuitBreaker(member.name, settings))
+        )
+    chain = ProviderChain(built)
+    if on_health is not None:
+        chain.on_health = on_health
+    return chain
 
 
 NETWORK_KINDS = frozenset({"openai", "anthropic"})
@@ -63,16 +96,24 @@ def preload_providers(kinds: Iterable[str]) -> None:
 
 
 __all__ = [
+    "FAILOVER_KINDS",
+    "FAILURE_KINDS",
     "GRAMMAR_HELP",
     "GRAMMAR_TOOLS",
     "AnthropicSpec",
+    "BreakerSettings",
+    "CircuitBreaker",
     "Conversation",
+    "FailureKind",
     "HistoryTurn",
+    "NamedProvider",
     "OfflineProvider",
     "OfflineSpec",
     "OnDelta",
+    "OnHealth",
     "OpenAISpec",
     "Provider",
+    "ProviderChain",
     "ProviderError",
     "ProviderSpec",
     "Round",
@@ -80,8 +121,10 @@ __all__ = [
     "ToolCall",
     "ToolOutcome",
     "ToolSpec",
+    "estimate_usage",
     "first_step",
     "grammar_help",
+    "make_chain",
     "make_provider",
     "memory_key",
     "parse",

@@ -41,6 +41,7 @@ After a submit the answer is "submitted" (or the refusal).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -49,6 +50,7 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from ._types import Conversation, HistoryTurn, OnDelta, Step, ToolCall, ToolOutcome
+from ._usage import estimate
 
 _ALIAS = r"@?([a-z][a-z0-9_-]{0,31})"
 # Each form of the grammar, the tool it calls, and how `help` spells it.
@@ -381,11 +383,18 @@ def _mcp_round(outcomes: list[ToolOutcome]) -> bool:
 
 
 class OfflineProvider:
-    """The provider interface over the grammar above."""
+    """The provider interface over the grammar above. Each step reports a deterministic
+    count of tokens: four characters to a token, of what it was sent and what it said."""
 
-    name = "offline"
+    def __init__(self, name: str = "offline") -> None:
+        self.name = name  # its reference, `offline.<alias>`, when the config built it
 
     async def complete(self, conversation: Conversation, on_delta: OnDelta) -> Step:
+        step = self._step(conversation)
+        usage = estimate(conversation, step, estimated=False)
+        return dataclasses.replace(step, usage=usage, provider=self.name)
+
+    def _step(self, conversation: Conversation) -> Step:
         c = conversation
         submit = next((t for t in c.tools if t.name == SUBMIT_RESULT), None)
         if c.rounds:

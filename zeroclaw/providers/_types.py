@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol, get_args
+
+from ..turns import TokenUsage
 
 
 @dataclass(frozen=True)
@@ -28,12 +30,17 @@ class ToolCall:
 class Step:
     """What the provider wants next: tool calls to run, or the final text.
 
-    `streamed` says the text already went out as deltas while it arrived.
+    `streamed` says the text already went out as deltas while it arrived. `usage`: what
+    the step used as the server reported it (None: it reported nothing); `provider`: who
+    answered (`kind.alias`), and `failed` who of its chain failed before (ADR 0058).
     """
 
     tool_calls: tuple[ToolCall, ...] = ()
     text: str | None = None
     streamed: bool = False
+    usage: TokenUsage | None = None
+    provider: str = ""
+    failed: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -89,10 +96,46 @@ class Provider(Protocol):
     async def aclose(self) -> None: ...
 
 
-class ProviderError(Exception):
-    """A model request failed; the message names the provider and the cause."""
+# How a model request failed. The first four are the provider's passing trouble, on which a
+# fallback chain asks the next provider (ADR 0058); the others would fail the same anywhere
+# (a request the server refuses, an answer nobody can read, a provider that cannot start).
+FailureKind = Literal[
+    "connect",  # the server could not be reached (refused, reset, DNS, TLS)
+    "timeout",  # no answer in timeout_secs (or HTTP 408)
+    "rate_limited",  # HTTP 429
+    "server",  # HTTP 5xx (529 included), or an error the server sent inside its stream
+    "refused",  # any other HTTP 4xx: the request itself is wrong (a model name, a key)
+    "malformed",  # an answer that is not the protocol
+    "setup",  # the provider cannot be built (its key's variable is not set)
+]
+FAILURE_KINDS: tuple[FailureKind, ...] = get_args(FailureKind)
+FAILOVER_KINDS: frozenset[FailureKind] = frozenset({"connect", "timeout", "rate_limited", "server"})
 
-    def __init__(self, provider: str, cause: str) -> None:
+
+class ProviderError(Exception):
+    """A model request failed; the message names the provider and the cause, `kind` how."""
+
+    def __init__(
+        self, provider: str, cause: str, kind: FailureKind = "malformed", status: int | None = None
+    ) -> None:
         super().__init__(f"provider {provider}: {cause}")
         self.provider = provider
         self.cause = cause
+        self.kind: FailureKind = kind
+        self.status = status  # the HTTP status, when the server answered with one
+
+    @property
+    def fails_over(self) -> bool:
+        """The provider's passing trouble: the next provider of a chain may answer."""
+        return self.kind in FAILOVER_KINDS
+
+
+def status_failure(status: int) -> FailureKind:
+    """What an HTTP error status says about the provider. Pure."""
+    if status == 429:
+        return "rate_limited"
+    if status == 408:
+        return "timeout"
+    if status >= 500:
+        return "server"
+    return "refused"

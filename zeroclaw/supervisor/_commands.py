@@ -27,6 +27,7 @@ from ..control import (
     ApprovalInfo,
     ApprovalsList,
     ApprovalsReply,
+    BudgetStatus,
     ChannelStatus,
     ChatApproval,
     ChatCancel,
@@ -41,6 +42,7 @@ from ..control import (
     McpStatus,
     Metrics,
     MetricsReply,
+    ProviderStatus,
     Reload,
     ReloadReply,
     Reply,
@@ -81,9 +83,13 @@ class StatusCommand:
         discovery: Callable[[], DiscoveryStatus | None] = lambda: None,
         approvals: OperatorApprovals | None = None,
         mcp: Callable[[], McpStatus | None] = lambda: None,
+        providers: Callable[[], list[ProviderStatus]] = list,
+        budgets: Callable[[], list[BudgetStatus]] = list,
     ) -> None:
         self._status = status
         self._mcp = mcp
+        self._providers = providers
+        self._budgets = budgets
         self._control_stats = control_stats
         self._channels = channels
         self._discovery = discovery
@@ -100,6 +106,8 @@ class StatusCommand:
                 discovery=self._discovery(),
                 approvals=[] if self._approvals is None else approval_infos(self._approvals),
                 mcp=self._mcp(),
+                providers=self._providers(),
+                budgets=self._budgets(),
             ),
         )
 

@@ -64,6 +64,7 @@ from ..control import (
     SessionsList,
     Shutdown,
     Status,
+    UsageQuery,
 )
 from ..control import Metrics as MetricsRequest
 from ..conversations import OperatorApprovals, TurnService
@@ -91,7 +92,15 @@ from ..subagents import (
     SubagentStoreLocked,
     register_subagent_commands,
 )
-from ..turns import ADAPTER_SERVICE, MCP_SERVICE, SUBAGENT_SERVICE, TURN_SERVICE, ApprovalLedger
+from ..turns import (
+    ADAPTER_SERVICE,
+    MCP_SERVICE,
+    SUBAGENT_SERVICE,
+    TURN_SERVICE,
+    USAGE_SERVICE,
+    ApprovalLedger,
+)
+from ..usage import LedgerError, UsageLedger, UsageQueryCommand, UsageService
 from ._adapters import adapter_runner
 from ._chat import ChatService
 from ._commands import (
@@ -174,6 +183,7 @@ class DaemonParts:
     notifier: Notifier
     store: MemoryStore
     subagent_store: SubagentStore
+    ledger: UsageLedger
     control_listener: socket.socket
     idle_timeout: float
     log_level: str | None
@@ -248,7 +258,8 @@ def _acquire(
     skills: SkillCatalogue,
 ) -> DaemonParts:
     """The pid lock, the control socket, the notifier, the memory lock, the zygote, the
-    memory store and the sub-agent store, in this order, each onto `held`."""
+    memory store, the sub-agent store and the usage ledger, in this order, each onto
+    `held`."""
     lock = PidLock(paths.runtime_dir / "zeroclaw.lock")
     try:
         lock.acquire()
@@ -293,6 +304,11 @@ def _acquire(
     except (SubagentStoreCorrupt, SubagentStoreLocked) as exc:
         raise DaemonError(str(exc), 1) from None
     held.callback(subagent_store.close)
+    try:
+        ledger = UsageLedger.open_verified(paths.state_dir / "usage")
+    except LedgerError as exc:
+        raise DaemonError(str(exc), 1) from None
+    held.callback(ledger.close)
     if store.reindexed:
         log.warning(
             "memory store upgraded to the current format: reindexed %d namespaces", store.reindexed
@@ -310,6 +326,7 @@ def _acquire(
         notifier=notifier,
         store=store,
         subagent_store=subagent_store,
+        ledger=ledger,
         control_listener=control_listener,
         idle_timeout=idle_timeout,
         log_level=log_level,
@@ -362,6 +379,13 @@ async def _main(parts: DaemonParts) -> int:
             code_paths=parts.code,
             skills=parts.skills,
         )
+        # What agents spend, and the budgets that admit and end their turns (issue 27).
+        usage = UsageService(
+            parts.ledger,
+            lambda: running.config,
+            events,
+            cancel_turn=lambda agent, turn: turns.cancel_turn(agent, turn),
+        )
         hooks = DaemonHooks()
         # The agents' MCP tool schemas, pinned (issue 26): the agent is the MCP client, the
         # daemon keeps what it saw and what the operator trusts.
@@ -381,12 +405,15 @@ async def _main(parts: DaemonParts) -> int:
                 SUBAGENT_SERVICE: hooks.subagent_request,
                 ADAPTER_SERVICE: hooks.adapter_request,
                 MCP_SERVICE: pins.serve,
+                USAGE_SERVICE: usage.serve,
             },
             hooks=hooks,
             events=events,
+            admission=usage.admit_question,
             # A sub-agent runtime posts its turn's events and nothing else (issue 12), but
-            # for the pins and states of the MCP servers its bundle binds (issue 26).
-            confined_services=frozenset({TURN_SERVICE, MCP_SERVICE}),
+            # for the pins and states of the MCP servers its bundle binds (issue 26) and
+            # what its provider steps used (issue 27).
+            confined_services=frozenset({TURN_SERVICE, MCP_SERVICE, USAGE_SERVICE}),
         )
         report = TransitionReport(router, events)
         factory = RunnerFactory(running, zygote, exits, router.mint_keys)
@@ -400,7 +427,7 @@ async def _main(parts: DaemonParts) -> int:
         # and for the sub-agent runtimes' invocations. The approvals its turns were given
         # are the daemon's own record, which the adapter service takes from (ADR 0052).
         approval_ledger = ApprovalLedger()
-        turns = TurnService(router, events=events, approvals=approval_ledger)
+        turns = TurnService(router, events=events, approvals=approval_ledger, admission=usage)
         dispatch = DispatchService(
             registry,
             parts.subagent_store,
@@ -418,7 +445,7 @@ async def _main(parts: DaemonParts) -> int:
             runner=adapter_runner(lambda: running.specs, env),
             approvals=approval_ledger,
         )
-        hooks.bind(Behind(fleet, runtimes, turns, dispatch, discovery, pins))
+        hooks.bind(Behind(fleet, runtimes, turns, dispatch, discovery, pins, usage))
         # Webhook and serial channels: inbound messages routed from the config, their turns
         # through the same turn service (issue 13). Approvals of outside origins wait for
         # the operator here (ADR 0042).
@@ -426,7 +453,7 @@ async def _main(parts: DaemonParts) -> int:
         host = ChannelHost(turns, lambda: router.policy, approvals=approvals)
         channels = ChannelSupervisor(host)
         # Subscribed to the sink from here on: every event of the daemon's life is counted.
-        metrics = Metrics(daemon_metrics_sources(fleet, router, host, memory), events)
+        metrics = Metrics(daemon_metrics_sources(fleet, router, host, memory, usage), events)
         # The table is filled, and checked complete, before the server serves a request.
         table = CommandTable()
         control = ControlServer(
@@ -445,6 +472,8 @@ async def _main(parts: DaemonParts) -> int:
                 discovery.status,
                 approvals,
                 pins.status,
+                usage.provider_status,
+                usage.budget_status,
             ),
         )
         table.register(AgentsList, AgentsListCommand(fleet))
@@ -457,6 +486,7 @@ async def _main(parts: DaemonParts) -> int:
         register_commands(table, running, memory, ChatService(turns), events, metrics, approvals)
         register_subagent_commands(table, dispatch)
         register_pin_commands(table, pins)
+        table.register(UsageQuery, UsageQueryCommand(usage))
         table.require((*REQUEST_TYPES, *SUBAGENT_REQUEST_TYPES, *MCP_REQUEST_TYPES))
 
         services = Services()
@@ -479,6 +509,7 @@ async def _main(parts: DaemonParts) -> int:
         )
         services.register(Started("router", router.run))
         services.register(Background("memory", memory.run_committer))
+        services.register(Started("usage", usage.run))
         if notifier.watchdog_interval:
             interval = notifier.watchdog_interval
             services.register(
@@ -574,7 +605,7 @@ async def _serve_control(
 
 
 def daemon_metrics_sources(
-    fleet: Fleet, router: Router, host: ChannelHost, memory: MemoryService
+    fleet: Fleet, router: Router, host: ChannelHost, memory: MemoryService, usage: UsageService
 ) -> MetricsSources:
     """The counters the daemon's components keep, read when metrics are scraped."""
     return MetricsSources(
@@ -586,6 +617,11 @@ def daemon_metrics_sources(
         memory_growths=lambda: memory.growths,
         memory_quota_refusals=lambda: memory.quota_refusals,
         memory_turns_dropped=lambda: memory.turns_dropped,
+        tokens=lambda: usage.counts.tokens,
+        cost=lambda: usage.counts.cost,
+        budget_refusals=lambda: usage.counts.refusals,
+        budget_stops=lambda: usage.counts.stopped,
+        provider_failovers=lambda: usage.counts.failovers,
     )
 
 

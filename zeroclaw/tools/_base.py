@@ -34,6 +34,7 @@ ToolOwnErrorCode = Literal[
     "unavailable",
     "delegation_not_allowed",
     "depth_exceeded",
+    "budget_exceeded",  # the peer's budget (or the asker's origin's on it) is spent
     # failures of the action itself (besides _process.StartFailure)
     "not_found",
     "not_a_regular_file",
