@@ -156,10 +156,11 @@ class Reloader:
         # answers, as at the daemon's start before READY: `zeroclaw reload` and then a chat
         # with an added agent finds it running.
         for alias in (*plan.add, *plan.restart):
-            runner = fleet.runners.get(alias)
-            if runner is None or runner.spec.activation != "always" or alias in unsettled:
+            started = fleet.runners.get(alias)
+            if started is None or started.spec.activation != "always" or alias in unsettled:
                 continue
-            await runner.wait_until(_first_start_settled, max(0.0, deadline - trio.current_time()))
+            left = max(0.0, deadline - trio.current_time())
+            await started.wait_until(_first_start_settled, left)
         return unsettled, bound
 
     def _publish(self, state: ReloadState) -> None:
