@@ -35,6 +35,7 @@ PUBLIC: dict[str, list[str]] = {
         "LinkSender",
         "MAX_LINK_FRAME",
         "McpServerSpec",
+        "MemorySpec",
         "Neighbours",
         "Ping",
         "Pong",

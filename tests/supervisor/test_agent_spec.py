@@ -90,3 +90,21 @@ def test_an_agent_process_decodes_its_spec_without_the_config_models() -> None:
         check=True,
     )
     assert result.stdout.decode().splitlines() == ["supervised 3 m", "[]"]
+
+
+def test_memory_context_settings_reach_the_spec_and_defaults_match() -> None:
+    from zeroclaw.agent import MemorySpec
+    from zeroclaw.config import AgentConfig
+    from zeroclaw.supervisor._spec import memory_spec
+
+    assert memory_spec(AgentConfig()) == MemorySpec()  # one set of defaults
+    doc = networked_doc()
+    doc["agents"]["alpha"]["memory"] = {
+        "recall": False,
+        "recall_k": 3,
+        "recall_budget_tokens": 200,
+        "history_budget_tokens": 900,
+        "compact": False,
+    }
+    assert specs(doc)["alpha"].memory == MemorySpec(False, 3, 200, 900, False)
+    assert specs(doc)["beta"].memory == MemorySpec()

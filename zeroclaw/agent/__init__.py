@@ -31,6 +31,7 @@ from ._sandbox import (
 from ._spec import (
     AgentSpec,
     McpServerSpec,
+    MemorySpec,
     RiskSpec,
     RuntimeSpec,
     SubagentRuntime,
@@ -49,6 +50,7 @@ __all__ = [
     "LinkMessage",
     "LinkSender",
     "McpServerSpec",
+    "MemorySpec",
     "Neighbours",
     "Ping",
     "Pong",

@@ -45,6 +45,16 @@ class RuntimeSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     shell_timeout_secs: float
 
 
+class MemorySpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """What a turn is given from memory (`[agents.<a>.memory]`, ADR 0054)."""
+
+    recall: bool = True
+    recall_k: int = 5
+    recall_budget_tokens: int = 1000
+    history_budget_tokens: int = 8000
+    compact: bool = True
+
+
 class SubagentRuntime(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """What makes a process a sub-agent runtime instead of an agent (issue 12): the one
     revision it serves. Its prompt, skills and schemas are read from `snapshot`, the
@@ -119,6 +129,8 @@ class AgentSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     mcp_servers: tuple[McpServerSpec, ...] = ()
     # Set only for a sub-agent revision's runtime process (its alias is its bus identity).
     subagent: SubagentRuntime | None = None
+    # Recall into its turns, its sessions' history budget and compaction (ADR 0054).
+    memory: MemorySpec = msgspec.field(default_factory=MemorySpec)
 
 
 def path_rules(spec: AgentSpec, other_workspaces: tuple[str, ...] | None = None) -> PathRules:

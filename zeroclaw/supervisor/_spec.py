@@ -14,7 +14,14 @@ from pathlib import Path
 
 import msgspec
 
-from ..agent import AgentSpec, McpServerSpec, RiskSpec, RuntimeSpec, SubagentRuntime
+from ..agent import (
+    AgentSpec,
+    McpServerSpec,
+    MemorySpec,
+    RiskSpec,
+    RuntimeSpec,
+    SubagentRuntime,
+)
 from ..config import (
     AgentConfig,
     Config,
@@ -197,8 +204,21 @@ def build_specs(
             facades=dict(sorted(agent.facades.items())),
             adapters=agent.adapters,
             mcp_servers=servers,
+            memory=memory_spec(agent),
         )
     return specs
+
+
+def memory_spec(agent: AgentConfig) -> MemorySpec:
+    """An agent's `[agents.<a>.memory]` context settings, as its process takes them."""
+    memory = agent.memory
+    return MemorySpec(
+        recall=memory.recall,
+        recall_k=memory.recall_k,
+        recall_budget_tokens=memory.recall_budget_tokens,
+        history_budget_tokens=memory.history_budget_tokens,
+        compact=memory.compact,
+    )
 
 
 def mcp_server_specs(config: Config, agent: AgentConfig) -> tuple[McpServerSpec, ...]:
