@@ -7,6 +7,7 @@ the `ToolSpec`s a turn's conversation carries (its toolset), never a global list
 
 from collections.abc import Iterable, Mapping
 
+from ._context import CONTEXT_PREAMBLE, render_context
 from ._offline import (
     GRAMMAR_HELP,
     GRAMMAR_TOOLS,
@@ -18,12 +19,15 @@ from ._offline import (
     reply,
 )
 from ._spec import AnthropicSpec, OfflineSpec, OpenAISpec, ProviderSpec
+from ._summary import SUMMARY_INSTRUCTIONS, SUMMARY_REQUEST, Summarised, parse_summary
 from ._types import (
     Conversation,
     HistoryTurn,
     OnDelta,
     Provider,
     ProviderError,
+    Recalled,
+    Recap,
     Round,
     Step,
     ToolCall,
@@ -63,8 +67,11 @@ def preload_providers(kinds: Iterable[str]) -> None:
 
 
 __all__ = [
+    "CONTEXT_PREAMBLE",
     "GRAMMAR_HELP",
     "GRAMMAR_TOOLS",
+    "SUMMARY_INSTRUCTIONS",
+    "SUMMARY_REQUEST",
     "AnthropicSpec",
     "Conversation",
     "HistoryTurn",
@@ -75,8 +82,11 @@ __all__ = [
     "Provider",
     "ProviderError",
     "ProviderSpec",
+    "Recalled",
+    "Recap",
     "Round",
     "Step",
+    "Summarised",
     "ToolCall",
     "ToolOutcome",
     "ToolSpec",
@@ -85,6 +95,8 @@ __all__ = [
     "make_provider",
     "memory_key",
     "parse",
+    "parse_summary",
     "preload_providers",
+    "render_context",
     "reply",
 ]
