@@ -295,3 +295,15 @@ def test_turns_after_a_compaction_of_every_turn_number_on(store: MemoryStore) ->
     assert [seq for seq, _ in window.turns] == [2, 3]
     later = write(store, "compact", session="s", from_seq=2, through_seq=2, summary="and more")
     assert (later.dropped, later.digest.turns) == (1, 3)
+
+
+def test_a_long_text_is_recalled_for_by_its_rarest_terms(store: MemoryStore) -> None:
+    from zeroclaw.memory._store import CONTEXT_TERMS
+
+    common = [f"common{i}" for i in range(CONTEXT_TERMS + 8)]
+    for i in range(30):
+        write(store, "store", key=f"c{i}", content=" ".join(common))
+    write(store, "store", key="rare", content="zanzibar " + common[0])
+    text = " ".join([*common, "zanzibar"])
+    _, hits = store.context(ALPHA, "s", history_tokens=100, query=text, limit=1)
+    assert [h.record.key for h in hits] == ["rare"]

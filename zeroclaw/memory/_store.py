@@ -116,6 +116,9 @@ _OUTSIDE_BYTES = b"obytes"
 _FORMAT_KEY = b"zeroclaw-memory-format"
 
 _RANKING_KINDS = ("records", "terms", "df", "meta")  # what ranking reads of a namespace
+# A turn's recall ranks by the rarest terms of its text only, so that a long message costs
+# no more than this many terms' postings (the common ones weigh next to nothing in BM25).
+CONTEXT_TERMS = 16
 
 _open_paths: set[str] = set()
 _open_lock = threading.Lock()
@@ -921,8 +924,10 @@ class MemoryStore:
         terms: list[str],
         limit: int,
         now: float | None,
+        max_terms: int | None = None,
     ) -> list[RecallHit]:
-        """The `limit` best records for `terms` over the namespaces of `handles`."""
+        """The `limit` best records for `terms` over the namespaces of `handles`; with
+        `max_terms`, by each namespace's `max_terms` rarest of them."""
         now = time.time() if now is None else now
         hits: list[RecallHit] = []
         for dbs in handles.values():
@@ -935,12 +940,16 @@ class MemoryStore:
             partial: dict[bytes, float] = {}  # record id -> summed BM25 of matched terms
             updated: dict[bytes, int] = {}  # record id -> updated_at in ms
             cursor = txn.cursor(db=dbs["terms"])
+            found = []  # (df, term) of the terms this namespace has
             for term in terms:
+                df_raw = txn.get(term.encode(), db=dbs["df"])
+                if df_raw is not None:
+                    found.append((_U32.unpack(df_raw)[0], term))
+            if max_terms is not None:
+                found = sorted(found)[:max_terms]
+            for df, term in found:
                 t = term.encode()
-                df_raw = txn.get(t, db=dbs["df"])
-                if df_raw is None:
-                    continue
-                term_idf = idf(docs, _U32.unpack(df_raw)[0])
+                term_idf = idf(docs, df)
                 prefix = t + b"\x00"
                 if not cursor.set_range(prefix):
                     continue
@@ -1000,7 +1009,7 @@ class MemoryStore:
             window = SessionWindow([], digest)
             if turns_db is not None:
                 window = _window(txn, turns_db, session, digest, history_tokens, compact)
-            hits = self._ranked(txn, handles, terms, limit, now) if terms else []
+            hits = self._ranked(txn, handles, terms, limit, now, CONTEXT_TERMS) if terms else []
         return window, hits
 
     def session(self, scope: Scope, session: str, *, limit: int = 200) -> list[Turn]:
