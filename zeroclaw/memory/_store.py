@@ -1030,6 +1030,16 @@ class MemoryStore:
         turns.reverse()
         return turns
 
+    def digest(self, scope: Scope, session: str) -> SessionDigest | None:
+        """The summary compactions kept of one of the caller's sessions, if any."""
+        self._check_fork()
+        db = self._db(scope.caller, "summaries", create=False)
+        if db is None:
+            return None
+        with self.env.begin() as txn:
+            raw = txn.get(session.encode(), db=db)
+        return None if raw is None else _digest_dec.decode(raw)
+
     def sessions(
         self, scope: Scope | OperatorScope, namespace: str | None = None
     ) -> list[SessionSummary]:
