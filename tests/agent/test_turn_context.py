@@ -137,7 +137,8 @@ async def test_history_is_cut_by_tokens_and_compaction_keeps_the_facts(tmp_path:
     assert all(r.session == "s" and r.key.startswith("compacted/s/") for r in facts.records)
     summary = found.summary
     assert summary is not None and summary.first_seq == 0
-    assert "- user: note: the deploy key lives in vault" in summary.summary
+    # The offline rule's lines, the newest kept within a quarter of the budget.
+    assert summary.summary.startswith("- assistant: alpha (offline) heard: ")
     # Every turn is held or summarised, none both: the summary's range ends where the
     # transcript starts.
     assert summary.through_seq + 1 + len(held.turns) == 2 * len(texts)
@@ -152,7 +153,7 @@ async def test_the_next_turn_sees_the_summary_as_data(tmp_path: Path) -> None:
         for i in range(8):
             await engine.run_turn(f"message number {i}", session="s")
         reply = (await engine.run_turn("context", session="s")).reply
-    assert '<session-summary turns="0-' in reply and "- user: message number 0" in reply
+    assert '<session-summary turns="0-' in reply and "heard: message number" in reply
 
 
 async def test_a_failed_summary_keeps_the_turns_and_says_so(

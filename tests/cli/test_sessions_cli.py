@@ -45,14 +45,14 @@ def test_a_compacted_session_shows_its_summary_and_the_range_it_covers(tmp_path:
     doc = make_config(tmp_path, {"alpha": agent_entry()})
     doc["agents"]["alpha"]["memory"] = {"history_budget_tokens": 64}
     config.write_text(tomli_w.dumps(doc))
-    for text in ["note: the bell \x07 rings at noon", *(f"message {i}" for i in range(6))]:
+    for text in ["note: the bell \x07 rings at noon", *(f"message {i} \x07" for i in range(6))]:
         said = run_cli("--config", config, "-a", "alpha", "chat", "-m", text, "--session", "s")
         assert said.returncode == 0, said.stderr
     shown = run_cli("--config", config, "sessions", "show", "s", "-a", "alpha", "--json")
     assert shown.returncode == 0, shown.stderr
     summary = json.loads(shown.stdout)["summary"]
     assert summary["first_seq"] == 0 and summary["turns"] == summary["through_seq"] + 1
-    assert "- user: note: the bell \x07 rings at noon" in summary["summary"]
+    assert "\x07" in summary["summary"]  # as the turns said it
     text = run_cli("--config", config, "sessions", "show", "s", "-a", "alpha")
     assert f"summary of turns 0-{summary['through_seq']}" in text.stdout
     assert "\x07" not in text.stdout and "\\x07" in text.stdout

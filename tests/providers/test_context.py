@@ -91,6 +91,10 @@ def test_a_summary_answer_is_read_the_same_from_any_model() -> None:
     assert parse_summary("", **limits) is None
     long = parse_summary("y" * 1000, **limits)
     assert long is not None and len(long.summary) == 400
+    lines = parse_summary("\n".join(f"line {i:03}" + "z" * 30 for i in range(40)), **limits)
+    assert lines is not None and lines.summary.splitlines()[-1].startswith("line 039")
+    assert lines.summary.splitlines()[0].startswith("line 0")  # whole lines dropped
+    assert len(lines.summary) <= 400
 
 
 def test_the_offline_summary_follows_its_rule() -> None:

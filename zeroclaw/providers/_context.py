@@ -9,7 +9,8 @@ preamble that says so, with everything that could end a block or pose as markup 
   `<`/`>` (fullwidth, single guillemets, mathematical and CJK angle brackets) as numeric
   references, so no record can write `</memory>` and go on as if outside the block;
 - control characters (C0 but newline and tab, DEL, C1) as numeric references;
-- in attributes also `"` and newlines, so a key or an agent stays one attribute.
+- in attributes also `"`, tabs and line breaks (U+2028 and U+2029 too), so a key or an
+  agent stays one attribute on one line.
 
 Each record carries its owning agent, key, category and last change (UTC); the summary the
 range of turns it covers.
@@ -35,7 +36,8 @@ _LOOKALIKES = "\uff1c\uff1e\u2039\u203a\u27e8\u27e9\u3008\u3009\ufe64\ufe65\u232
 _TEXT = {ord("&"): "&amp;", ord("<"): "&lt;", ord(">"): "&gt;"}
 _TEXT |= {ord(c): f"&#x{ord(c):X};" for c in _LOOKALIKES}
 _TEXT |= {c: f"&#x{c:X};" for c in (*range(0x20), 0x7F, *range(0x80, 0xA0)) if c not in (9, 10)}
-_ATTRIBUTE = _TEXT | {ord('"'): "&quot;", 9: "&#x9;", 10: "&#xA;"}
+# Unicode's line and paragraph separators end a line as much as a newline does.
+_ATTRIBUTE = _TEXT | {ord('"'): "&quot;"} | {ord(c): f"&#x{ord(c):X};" for c in "\t\n\u2028\u2029"}
 
 
 def escape_data(text: str) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .._tokens import cut_to_tokens
+from .._tokens import cut_to_tokens, estimate_tokens
 
 SUMMARY_INSTRUCTIONS = (
     "You keep the memory of a conversation. The older turns of a session are about to be "
@@ -44,8 +44,9 @@ def parse_summary(
 ) -> Summarised | None:
     """The summary and facts of a model's answer (None when it holds no summary). Without
     a `SUMMARY:` line the text before `FACTS:` is the summary; without `FACTS:`, there are
-    no facts. The summary is cut to `max_tokens`; facts are the non-empty lines under
-    `FACTS:`, bullets dropped, at most `max_facts`, each at most `max_fact_bytes`."""
+    no facts. The summary keeps its end within `max_tokens` (`keep_end`); facts are the
+    non-empty lines under `FACTS:`, bullets dropped, at most `max_facts`, each at most
+    `max_fact_bytes`."""
     facts_at = _FACTS.search(text)
     head = text if facts_at is None else text[: facts_at.start()]
     tail = "" if facts_at is None else text[facts_at.end() :]
@@ -58,4 +59,15 @@ def parse_summary(
         fact = " ".join(_BULLET.sub("", line, count=1).split())
         if fact and fact.lower() not in ("none", "(none)", "-"):
             facts.append(fact.encode()[:max_fact_bytes].decode(errors="ignore"))
-    return Summarised(cut_to_tokens(summary, max_tokens), tuple(facts[:max_facts]))
+    return Summarised(keep_end(summary, max_tokens), tuple(facts[:max_facts]))
+
+
+def keep_end(summary: str, max_tokens: int) -> str:
+    """A summary over its share loses its oldest part first (a summary merged again and
+    again grows at its end): whole leading lines while more than one is left, then the
+    start of the one left."""
+    lines = summary.splitlines()
+    while len(lines) > 1 and estimate_tokens("\n".join(lines)) > max_tokens:
+        lines.pop(0)
+    kept = "\n".join(lines)
+    return cut_to_tokens(kept[::-1], max_tokens)[::-1]  # the estimate is per character
