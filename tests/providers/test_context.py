@@ -5,6 +5,7 @@ summary by its documented rule."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -72,7 +73,8 @@ def test_network_providers_send_the_context_after_the_identity() -> None:
     assert system["content"].startswith("# IDENTITY.md\nI am alpha.\n\n" + CONTEXT_PREAMBLE)
     assert conversation.system_text() == system["content"]
     # Anthropic's `system` is the same text (the payload is built in `complete`).
-    assert "system_text()" in open(AnthropicProvider.complete.__code__.co_filename).read()
+    source = Path(AnthropicProvider.complete.__code__.co_filename).read_text()
+    assert "system_text()" in source
 
 
 def test_a_summary_answer_is_read_the_same_from_any_model() -> None:
