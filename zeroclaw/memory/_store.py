@@ -659,11 +659,7 @@ class MemoryStore:
         h = self._handles(op.scope.caller)
         db, meta = h["sessions"], h["meta"]
         prefix = session.encode() + b"\x00"
-        usage_key = b"s\x00" + session.encode()
-        raw = txn.get(usage_key, db=meta)
-        held, held_bytes = _SESSION_USAGE.unpack(raw) if raw else (0, 0)
-        share = sender_share(session)
-        share_key = None if share is None else b"p\x00" + share.encode()
+        usage = _session_usage(txn, meta, session)
         sizes = [turn_bytes(content) for _, content in turns]
 
         def oldest() -> Iterator[int]:
@@ -675,12 +671,12 @@ class MemoryStore:
 
         decision = transcript_decision(
             op.quota,
-            turns=held,
-            session_bytes=held_bytes,
+            turns=usage.turns,
+            session_bytes=usage.size,
             oldest=oldest(),
             new=sizes,
             transcript_bytes=self._meta_u64(txn, h, b"tbytes"),
-            share_bytes=None if share_key is None else self._meta_u64(txn, h, share_key),
+            share_bytes=None if usage.share is None else self._meta_u64(txn, h, usage.share),
             outside_bytes=self._meta_u64(txn, h, _OUTSIDE_BYTES),
         )
         if isinstance(decision, OverQuota):
@@ -707,17 +703,7 @@ class MemoryStore:
             txn.put(
                 prefix + _U64BE.pack(seq + offset), _enc.encode(Turn(role, content, now)), db=db
             )
-        delta = sum(sizes) - decision.dropped_bytes
-        txn.put(
-            usage_key,
-            _SESSION_USAGE.pack(held - dropped + len(turns), held_bytes + delta),
-            db=meta,
-        )
-        self._add_u64(txn, meta, b"tbytes", delta)
-        if share_key is not None:
-            self._add_u64(txn, meta, share_key, delta)
-            self._add_u64(txn, meta, _OUTSIDE_BYTES, delta)
-        txn.put(_USAGE_MARK, _USAGE_KEPT, db=meta)
+        self._moved(txn, meta, usage, len(turns) - dropped, sum(sizes) - decision.dropped_bytes)
         return seq + len(turns) - 1, dropped
 
     def _compact(self, txn: Txn, op: WriteOp, args: CompactArgs, now: float) -> Compacted:
@@ -764,40 +750,32 @@ class MemoryStore:
             )
             old_bytes = 0 if old is None else turn_bytes(old.summary)
             growth = turn_bytes(args.summary) - old_bytes - dropped_bytes
-            self._count_session(child, h, args.session, op.quota, -dropped, growth)
+            usage = _session_usage(child, h["meta"], args.session)
+            decision = compaction_decision(
+                op.quota,
+                session_bytes=usage.size,
+                growth=growth,
+                transcript_bytes=self._meta_u64(child, h, b"tbytes"),
+                share_bytes=None if usage.share is None else self._meta_u64(child, h, usage.share),
+                outside_bytes=self._meta_u64(child, h, _OUTSIDE_BYTES),
+            )
+            if isinstance(decision, OverQuota):
+                raise QuotaExceeded(decision)
+            self._moved(child, h["meta"], usage, -dropped, growth)
             child.put(session, _enc.encode(digest), db=h["summaries"])
         return Compacted(digest, dropped, keys)
 
-    def _count_session(
-        self, txn: Txn, h: Dbs, session: str, quota: MemoryQuota, turns: int, growth: int
-    ) -> None:
-        """A session's turns and bytes change by `turns` and `growth` (and its agent's,
-        sender's and outside senders' totals by `growth`), within the caps a compaction
-        is held to."""
-        meta = h["meta"]
-        usage_key = b"s\x00" + session.encode()
-        raw = txn.get(usage_key, db=meta)
-        held, held_bytes = _SESSION_USAGE.unpack(raw) if raw else (0, 0)
-        share = sender_share(session)
-        share_key = None if share is None else b"p\x00" + share.encode()
-        decision = compaction_decision(
-            quota,
-            session_bytes=held_bytes,
-            growth=growth,
-            transcript_bytes=self._meta_u64(txn, h, b"tbytes"),
-            share_bytes=None if share_key is None else self._meta_u64(txn, h, share_key),
-            outside_bytes=self._meta_u64(txn, h, _OUTSIDE_BYTES),
-        )
-        if isinstance(decision, OverQuota):
-            raise QuotaExceeded(decision)
+    def _moved(self, txn: Txn, meta: Db, usage: _SessionUsage, turns: int, growth: int) -> None:
+        """A session's turns and bytes change by `turns` and `growth`, and its agent's (and
+        its sender's, and all outside senders') transcript bytes by `growth`."""
         txn.put(
-            usage_key,
-            _SESSION_USAGE.pack(max(held + turns, 0), max(held_bytes + growth, 0)),
+            usage.key,
+            _SESSION_USAGE.pack(max(usage.turns + turns, 0), max(usage.size + growth, 0)),
             db=meta,
         )
         self._add_u64(txn, meta, b"tbytes", growth)
-        if share_key is not None:
-            self._add_u64(txn, meta, share_key, growth)
+        if usage.share is not None:
+            self._add_u64(txn, meta, usage.share, growth)
             self._add_u64(txn, meta, _OUTSIDE_BYTES, growth)
         txn.put(_USAGE_MARK, _USAGE_KEPT, db=meta)
 
@@ -1177,6 +1155,22 @@ class MemoryStore:
             for kind in _KINDS:
                 self._dbs.pop((namespace, kind), None)
         return int(count)
+
+
+@dataclass(frozen=True)
+class _SessionUsage:
+    key: bytes  # its counters' key in the meta db
+    turns: int
+    size: int  # bytes
+    share: bytes | None  # its outside sender's counter key, if it has one
+
+
+def _session_usage(txn: Txn, meta: Db, session: str) -> _SessionUsage:
+    key = b"s\x00" + session.encode()
+    raw = txn.get(key, db=meta)
+    turns, size = _SESSION_USAGE.unpack(raw) if raw else (0, 0)
+    share = sender_share(session)
+    return _SessionUsage(key, turns, size, None if share is None else b"p\x00" + share.encode())
 
 
 def _check_session(session: str) -> None:
