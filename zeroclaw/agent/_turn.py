@@ -217,7 +217,6 @@ class TurnEngine:
         tools = self.toolset if toolset is None else toolset
         spans = _Spans()
         identity = ""
-        context = TurnContext()
         saving = self._saving.get(session)
         if saving is not None:
             await saving.wait()
