@@ -3,7 +3,7 @@ and the agent process, beside its baseline: with the offline provider the raw re
 trip; with an OpenAI-compatible loopback model that answers at once (bench/_echo_server.py
 `chat`), the bare httpx request to that model; a turn with one `memory_store` call
 beside the same turn without it; and a turn given the records recalled for its text from
-100k beside the same turn of an agent that recalls nothing (ADR 0054)."""
+100k beside the same turn of an agent that recalls nothing (ADR 0059)."""
 
 from __future__ import annotations
 

@@ -64,7 +64,7 @@ def _raw_store_rate() -> float:
 def _recall_latency() -> tuple[float, float, float, float, float]:
     """p50/p99 of recall over 100k records, the p50 of a brute-force scan baseline, and,
     for a turn's text (12 words), the p50 of recall alone and of the turn's whole context
-    read (ADR 0054: a 40-turn session by an 8000-token budget and the 5 best records within
+    read (ADR 0059: a 40-turn session by an 8000-token budget and the 5 best records within
     1000 tokens, in one read) over the same records."""
     rng = random.Random(5)
     vocab = [f"w{i}" for i in range(5000)]

@@ -1,7 +1,7 @@
 """How many tokens a text costs a model, estimated the same way everywhere. Pure.
 
 One estimate for every budget that counts tokens without a tokenizer (the history and
-recall budgets of a turn, ADR 0054; usage accounting may reuse it for a provider that
+recall budgets of a turn, ADR 0059; usage accounting may reuse it for a provider that
 reports none): exact counts need the model's own tokenizer, which zeroclaw does not ship
 and a provider may not name. The rule errs on the high side, so a budget it fills is
 rarely over-run by the model's real count:

@@ -1,4 +1,4 @@
-"""A session's compaction through a real daemon (ADR 0054), with a loopback model that holds
+"""A session's compaction through a real daemon (ADR 0059), with a loopback model that holds
 the summary request as long as the test needs: kill -9 of the daemon while the summary is
 asked loses no turn and stores nothing; after the restart the next turns compact the
 session once, facts and summary together."""

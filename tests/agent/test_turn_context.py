@@ -1,4 +1,4 @@
-"""What a turn is given from memory and how its session is compacted (ADR 0054), through
+"""What a turn is given from memory and how its session is compacted (ADR 0059), through
 the real engine, the offline provider and a real store: recall by the turn's grant, data
 that cannot pose as instructions, history by tokens, compaction that keeps the facts, and a
 summary that fails keeping the turns."""

@@ -111,7 +111,7 @@ NOTHING = "This turn was given nothing from memory."
 
 
 def test_a_senders_turn_is_given_none_of_the_agents_memory(world: World) -> None:
-    """ADR 0054: recall into a turn follows the turn's grant of memory_recall. The hooks
+    """ADR 0059: recall into a turn follows the turn's grant of memory_recall. The hooks
     group grants its senders the ask only, so a sender's turn on beta is given none of
     beta's records, however its text is worded."""
     stored = world.daemon.cli("memory", "store", "plan", VAULT, "--agent", "beta")

@@ -38,7 +38,7 @@ def test_without_a_daemon_sessions_read_the_store(tmp_path: Path) -> None:
 
 
 def test_a_compacted_session_shows_its_summary_and_the_range_it_covers(tmp_path: Path) -> None:
-    """In-process chat (ADR 0054): the session outgrows alpha's history budget, alpha's
+    """In-process chat (ADR 0059): the session outgrows alpha's history budget, alpha's
     offline provider summarises the older turns, `sessions show` prints the summary (escaped)
     with the turns it covers, and the `note:` turn is a record of category compacted."""
     config = tmp_path / "zeroclaw.toml"

@@ -56,7 +56,7 @@ BOUNDARIES = (
     "approvals",  # who answers a supervised approval, by origin kind (ADR 0042)
     "validation_bounds",  # a schema check ends at its bound, whatever the schema and instance
     "memory_quotas",  # an agent's memory stays within its caps, whatever is written
-    # ADR 0054: what a turn of each origin is given from memory, and keeps at compaction
+    # ADR 0059: what a turn of each origin is given from memory, and keeps at compaction
     "recalled_memory",
     # ADR 0053: an agent's MCP server, a child process inside the agent's sandbox, and the
     # MCP tools a turn gets by the agent's risk profile
@@ -1618,7 +1618,7 @@ def _mcp_cells() -> list[Cell]:
     ]
 
 
-# ----------------------------------------------------------- a turn's context (ADR 0054)
+# ----------------------------------------------------------- a turn's context (ADR 0059)
 # What a turn of each origin is given from memory: the agent's own records, those of a
 # namespace it may read (`read_memory_from`), those of one it may not, and the facts a
 # compaction of its session keeps. A turn is given what its toolset's memory_recall would

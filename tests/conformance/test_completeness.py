@@ -204,7 +204,7 @@ def test_every_origin_kind_has_mcp_tool_cells() -> None:
 
 
 def test_every_origin_kind_has_a_cell_for_every_kind_of_context() -> None:
-    """ADR 0054: what a turn of each origin is given from memory and keeps at compaction;
+    """ADR 0059: what a turn of each origin is given from memory and keeps at compaction;
     the operator's turn is given its own and granted records, an outside origin's only
     when its grant names memory_recall (memory_store for facts), an ungranted namespace
     never."""

@@ -1,4 +1,4 @@
-"""The context cells (ADR 0054), driven through the product: a turn of each origin kind
+"""The context cells (ADR 0059), driven through the product: a turn of each origin kind
 runs in the real engine with the toolset the daemon's grant gives that origin
 (`test_origin_cells.turn_toolset`: PeerPolicy.origin_grant over a real config, the peer
 toolset, a runtime's), over a real memory service and store, with the offline provider,

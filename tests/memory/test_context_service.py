@@ -1,4 +1,4 @@
-"""The memory service's `context` and `compact` (ADR 0054) as an agent's request reaches
+"""The memory service's `context` and `compact` (ADR 0059) as an agent's request reaches
 it: scoped by the caller (never by the body), recall within its token budget, compaction
 refused to a readonly agent's facts but not its summary."""
 

@@ -1,4 +1,4 @@
-"""A turn's context in the store (ADR 0054): the session window by tokens, recall over the
+"""A turn's context in the store (ADR 0059): the session window by tokens, recall over the
 caller's and its granted namespaces in the same read, and compaction: facts, the dropped
 turns and the summary in one transaction, once."""
 

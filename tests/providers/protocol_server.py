@@ -344,7 +344,7 @@ SUMMARY_ANSWER = "SUMMARY:\nwhat was said\nFACTS:\n- the one fact"
 
 
 def summary_gated(turn: Answer, mark: str, gate: str) -> Answer:
-    """Turns answered as `turn`; a compaction's summary request (ADR 0054) creates the
+    """Turns answered as `turn`; a compaction's summary request (ADR 0059) creates the
     file `mark`, then is answered SUMMARY_ANSWER once the file `gate` exists."""
     from zeroclaw.providers import SUMMARY_INSTRUCTIONS
 

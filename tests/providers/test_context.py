@@ -1,4 +1,4 @@
-"""What a turn was given from memory, as every provider renders it (ADR 0054): data blocks
+"""What a turn was given from memory, as every provider renders it (ADR 0059): data blocks
 no content can close, a summary answer read the same way from any model, the offline
 summary by its documented rule."""
 

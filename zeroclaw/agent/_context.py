@@ -1,4 +1,4 @@
-"""What a turn is given from memory, and the compaction of its session (ADR 0054).
+"""What a turn is given from memory, and the compaction of its session (ADR 0059).
 
 Before the first model call, one memory request (`MEMORY_CONTEXT`) brings the session's
 newest turns within the agent's history budget, the session's summary, the turns a

@@ -46,7 +46,7 @@ class RuntimeSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 
 class MemorySpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """What a turn is given from memory (`[agents.<a>.memory]`, ADR 0054)."""
+    """What a turn is given from memory (`[agents.<a>.memory]`, ADR 0059)."""
 
     recall: bool = True
     recall_k: int = 5
@@ -129,7 +129,7 @@ class AgentSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     mcp_servers: tuple[McpServerSpec, ...] = ()
     # Set only for a sub-agent revision's runtime process (its alias is its bus identity).
     subagent: SubagentRuntime | None = None
-    # Recall into its turns, its sessions' history budget and compaction (ADR 0054).
+    # Recall into its turns, its sessions' history budget and compaction (ADR 0059).
     memory: MemorySpec = msgspec.field(default_factory=MemorySpec)
 
 

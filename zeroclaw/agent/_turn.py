@@ -213,7 +213,7 @@ class TurnEngine:
         What the turn is given from memory (the session's history by the agent's token
         budget, its summary, recalled records) comes in one request before the first model
         call; a compaction the session is due for runs after the transcript append, before
-        the session's next turn (ADR 0054)."""
+        the session's next turn (ADR 0059)."""
         tools = self.toolset if toolset is None else toolset
         spans = _Spans()
         identity = ""

@@ -551,7 +551,7 @@ class MemoryConfig(_Strict):
         description="Bytes of all the sessions of one outside sender (`<channel>:<sender>/...` "
         "session keys); an append past it is refused `quota_exceeded`.",
     )
-    # A turn's context (ADR 0054; the defaults are zeroclaw.agent.MemorySpec's, a test
+    # A turn's context (ADR 0059; the defaults are zeroclaw.agent.MemorySpec's, a test
     # keeps them in step).
     recall: bool = Field(
         default=True,

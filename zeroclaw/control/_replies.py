@@ -241,7 +241,7 @@ class TranscriptTurn(msgspec.Struct, frozen=True):
 class SessionReply(msgspec.Struct, frozen=True):
     session: SessionInfo
     turns: list[TranscriptTurn]
-    # What compactions kept of the turns they dropped, and which (ADR 0054).
+    # What compactions kept of the turns they dropped, and which (ADR 0059).
     summary: MemorySummary | None = None
 
 

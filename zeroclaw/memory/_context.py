@@ -1,4 +1,4 @@
-"""What a turn is given from memory (ADR 0054), decided without I/O: the records recalled
+"""What a turn is given from memory (ADR 0059), decided without I/O: the records recalled
 for it, within its token budget, as the memory wire carries them."""
 
 from __future__ import annotations

@@ -214,7 +214,7 @@ def compaction_decision(
     outside_bytes: int = 0,
 ) -> Allowed | OverQuota:
     """A compaction replaces a session's oldest turns (and its earlier summary) by a new
-    summary, which counts in the session's bytes like a turn (ADR 0054); `growth` is what
+    summary, which counts in the session's bytes like a turn (ADR 0059); `growth` is what
     that changes them by. One that shrinks the session is always allowed; one that grows
     it (a summary larger than what it replaces) is held to the same caps as an append."""
     if growth <= 0:

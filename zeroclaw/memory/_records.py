@@ -34,7 +34,7 @@ class Turn(msgspec.Struct, frozen=True):
 
 
 class SessionDigest(msgspec.Struct, frozen=True):
-    """What a session's compaction kept of the turns it dropped (ADR 0054): the summary its
+    """What a session's compaction kept of the turns it dropped (ADR 0059): the summary its
     agent's provider wrote, and the range of turns it covers (sequence numbers, inclusive;
     `turns` of them were still held when they were dropped)."""
 

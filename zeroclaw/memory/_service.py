@@ -375,7 +375,7 @@ class MemoryService:
         return MemorySession([SessionTurn(t.role, t.content, t.at) for t in turns])
 
     async def _context_op(self, scope: AnyScope, args: ContextArgs) -> MemoryReply:
-        """A turn's history and recall in one read (ADR 0054). The namespaces recalled
+        """A turn's history and recall in one read (ADR 0059). The namespaces recalled
         from are the scope's (the caller's and its `read_memory_from`), never the body's."""
         if not isinstance(scope, Scope):
             raise MemoryServiceError("bad_request", "a turn's context belongs to an agent scope")

@@ -25,7 +25,7 @@ Per namespace `<a>` (named databases, created on first write):
                  b"usage" -> b"2" once those counters are kept (ADR 0046)
   m/<a>/sessions session 0x00 seq (u64 BE) -> Turn (msgpack)
   m/<a>/summaries session -> SessionDigest (msgpack): what compactions kept of the turns
-                 they dropped (ADR 0054); its bytes count in its session's usage
+                 they dropped (ADR 0059); its bytes count in its session's usage
 
 Usage counters change in the write transaction that changes what they count, so a crash
 (kill -9 included) leaves them exact; a namespace without them is recounted at open.
@@ -183,7 +183,7 @@ def turn_bytes(content: str) -> int:
 def fact_key(session: str, through_seq: int, index: int) -> str:
     """The key of the `index`-th fact (from 1) a compaction of `session` through
     `through_seq` stores: the same for a compaction sent again, so it never stores a fact
-    twice (ADR 0054)."""
+    twice (ADR 0059)."""
     return f"{COMPACTED_CATEGORY}/{session}/{through_seq}/{index}"
 
 
@@ -243,7 +243,7 @@ class RecallHit:
 
 @dataclass(frozen=True)
 class SessionWindow:
-    """A session as a turn is given it (ADR 0054): the newest turns that fit the history
+    """A session as a turn is given it (ADR 0059): the newest turns that fit the history
     budget with the session's summary (oldest first, with their sequence numbers);
     whether older turns no summary covers were left out (`cut`); and, when a compaction
     was asked for and is due, the turns it should summarise (`overflow`, oldest first)."""
@@ -710,7 +710,7 @@ class MemoryStore:
         """Store the facts, drop the session's turns up to `through_seq` and keep the
         summary in their place, in one nested transaction: all of it or, when a part is
         refused (a quota, a bad fact), nothing. A range an earlier compaction covered
-        changes nothing (a compaction sent again after a lost answer, ADR 0054)."""
+        changes nothing (a compaction sent again after a lost answer, ADR 0059)."""
         _check_session(args.session)
         h = self._handles(op.scope.caller)
         session = args.session.encode()
@@ -972,7 +972,7 @@ class MemoryStore:
         limit: int = 0,
         now: float | None = None,
     ) -> tuple[SessionWindow, list[RecallHit]]:
-        """What a turn is given (ADR 0054), in one read transaction: the session's window
+        """What a turn is given (ADR 0059), in one read transaction: the session's window
         (`SessionWindow`) within `history_tokens`, and the `limit` records of the caller's
         namespace and of every namespace it may read that rank best against `query`."""
         self._check_fork()
@@ -1187,7 +1187,7 @@ def _window(
     compact: bool,
 ) -> SessionWindow:
     """A session's window, read newest first only as far as the budget goes; the rule is
-    ADR 0054's. Left for the summary: the budget less the summary's own tokens. Shown:
+    ADR 0059's. Left for the summary: the budget less the summary's own tokens. Shown:
     the newest turns that fit in what is left. When some do not fit and a compaction is
     asked for, the turns to summarise: the oldest (no more than `history_tokens` of them
     at once), up to the newest turns that fit in half of what is left (at least the last

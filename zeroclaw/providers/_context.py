@@ -1,4 +1,4 @@
-"""What a turn was given from memory, as a model reads it (ADR 0054). Pure.
+"""What a turn was given from memory, as a model reads it (ADR 0059). Pure.
 
 Recalled records and the session's summary are data, never instructions: they come from
 what the agent, the operator or (for a summary) the conversation wrote, and any of those

@@ -40,7 +40,7 @@ grammar of its own, read from the task (the user message before the runtime's in
 
 After a submit the answer is "submitted" (or the refusal).
 
-A compaction's summary request (purpose "summary", ADR 0054) is answered by a fixed rule,
+A compaction's summary request (purpose "summary", ADR 0059) is answered by a fixed rule,
 in the form `parse_summary` reads:
 
     SUMMARY:

@@ -1,4 +1,4 @@
-"""How a compaction asks a model for a session's summary and reads its answer (ADR 0054).
+"""How a compaction asks a model for a session's summary and reads its answer (ADR 0059).
 Pure.
 
 The request is a conversation of purpose "summary": `SUMMARY_INSTRUCTIONS` as its system

@@ -68,7 +68,7 @@ class Round:
 
 @dataclass(frozen=True)
 class Recalled:
-    """A record of some agent's memory recalled into this turn (ADR 0054): data."""
+    """A record of some agent's memory recalled into this turn (ADR 0059): data."""
 
     agent: str  # whose memory it is
     key: str
@@ -81,7 +81,7 @@ class Recalled:
 @dataclass(frozen=True)
 class Recap:
     """The session's summary of its earlier turns, `first`..`through` (sequence numbers;
-    `turns` of them), which compactions dropped (ADR 0054): data."""
+    `turns` of them), which compactions dropped (ADR 0059): data."""
 
     text: str
     first: int
@@ -98,7 +98,7 @@ class Conversation:
     user: str  # this turn's message
     rounds: list[Round] = field(default_factory=list)
     tools: tuple[ToolSpec, ...] = ()  # what this turn may call, as the model is told
-    # What the turn was given from memory (ADR 0054), rendered as data by `system_text`.
+    # What the turn was given from memory (ADR 0059), rendered as data by `system_text`.
     memories: tuple[Recalled, ...] = ()
     recap: Recap | None = None
     cut: bool = False  # older turns of the session that no recap covers are left out

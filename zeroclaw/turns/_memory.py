@@ -22,7 +22,7 @@ MAX_SESSION_BYTES = 128
 
 MAX_LIMIT = 1000  # records or hits one list/recall returns
 MAX_TURNS = 16  # turns in one append_turns (a user message and its answer, with tool turns)
-# A turn's context (ADR 0054): what one context may ask for and one compaction may write.
+# A turn's context (ADR 0059): what one context may ask for and one compaction may write.
 MAX_CONTEXT_TOKENS = 1_000_000  # a history or recall budget
 MAX_RECALL_K = 50  # records recalled into one turn
 MAX_QUERY_BYTES = 16 * 1024  # the recall query (the turn's text, cut by the engine)
@@ -180,7 +180,7 @@ Seq = Annotated[int, msgspec.Meta(ge=0, le=2**63 - 1)]
 
 
 class ContextArgs(_Args, frozen=True):
-    """What a turn is given before its first model call, in one request (ADR 0054): the
+    """What a turn is given before its first model call, in one request (ADR 0059): the
     newest turns of `session` that fit in `history_tokens` together with the session's
     summary; with `compact`, the older turns a compaction should summarise when some no
     longer fit; with `recall_k`, the caller's records (and those of the namespaces it may
