@@ -307,3 +307,10 @@ def test_a_long_text_is_recalled_for_by_its_rarest_terms(store: MemoryStore) -> 
     text = " ".join([*common, "zanzibar"])
     _, hits = store.context(ALPHA, "s", history_tokens=100, query=text, limit=1)
     assert [h.record.key for h in hits] == ["rare"]
+
+
+def test_a_cut_window_opens_with_a_user_turn(store: MemoryStore) -> None:
+    talk(store, 3)  # user 0, assistant 1, ... assistant 5: 10 tokens each
+    window, _ = store.context(ALPHA, "s", history_tokens=35)  # 3 turns fit: 3, 4, 5
+    assert [(seq, turn.role) for seq, turn in window.turns] == [(4, "user"), (5, "assistant")]
+    assert window.cut

@@ -1188,10 +1188,10 @@ def _window(
 ) -> SessionWindow:
     """A session's window, read newest first only as far as the budget goes; the rule is
     ADR 0059's. Left for the summary: the budget less the summary's own tokens. Shown:
-    the newest turns that fit in what is left. When some do not fit and a compaction is
-    asked for, the turns to summarise: the oldest (no more than `history_tokens` of them
-    at once), up to the newest turns that fit in half of what is left (at least the last
-    two, and from the user turn that opened them)."""
+    the newest turns that fit in what is left, from a user turn. When some do not fit and
+    a compaction is asked for, the turns to summarise: the oldest (no more than
+    `history_tokens` of them at once), up to the newest turns that fit in half of what is
+    left (at least the last two, and from the user turn that opened them)."""
     left = history_tokens - (message_tokens(digest.summary) if digest is not None else 0)
     prefix = session.encode() + b"\x00"
     cursor = txn.cursor(db=db)
@@ -1211,6 +1211,9 @@ def _window(
         ok = cursor.prev()
     shown = [(seq, turn) for seq, turn, _ in (seen[:-1] if cut else seen)]
     shown.reverse()
+    if cut:  # a model's history opens with a user turn (Anthropic's API requires it)
+        while shown and shown[0][1].role != "user":
+            shown.pop(0)
     if not (cut and compact):
         return SessionWindow(shown, digest, cut)
     kept = keep_tokens = 0
