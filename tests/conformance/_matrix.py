@@ -56,6 +56,8 @@ BOUNDARIES = (
     "approvals",  # who answers a supervised approval, by origin kind (ADR 0042)
     "validation_bounds",  # a schema check ends at its bound, whatever the schema and instance
     "memory_quotas",  # an agent's memory stays within its caps, whatever is written
+    # ADR 0059: what a turn of each origin is given from memory, and keeps at compaction
+    "recalled_memory",
     # ADR 0053: an agent's MCP server, a child process inside the agent's sandbox, and the
     # MCP tools a turn gets by the agent's risk profile
     "mcp_server",
@@ -88,6 +90,7 @@ PATHS = (
     "memory_store",  # the memory service over a real LMDB store, with an agent's quota
     "discovery_probe",  # a program run under the probe sandbox (policy.decide_confinement)
     "mcp_server",  # an agent of a real daemon calls its real stdio MCP server's tools
+    "context",  # a turn of each origin kind through the engine, its memory and provider
 )
 # profile -> the agent of the conformance daemon that plays it (and how approvals go).
 PROFILES: dict[str, tuple[str, bool | None]] = {
@@ -1703,8 +1706,56 @@ def _mcp_cells() -> list[Cell]:
     ]
 
 
+# ----------------------------------------------------------- a turn's context (ADR 0059)
+# What a turn of each origin is given from memory: the agent's own records, those of a
+# namespace it may read (`read_memory_from`), those of one it may not, and the facts a
+# compaction of its session keeps. A turn is given what its toolset's memory_recall would
+# give it, and keeps the facts its memory_store could have stored.
+CONTEXT_CASES = (
+    "own records",
+    "a granted namespace",
+    "an ungranted namespace",
+    "facts at compaction",
+)
+CONTEXT_GRANT = ("memory_recall", "memory_store")  # what a peer or sender may be granted
+
+
+def _context_expect(case: str, given: bool) -> Expect:
+    if case == "an ungranted namespace":
+        return _no("forbidden", "memory_service") if given else _no("tool_not_granted", "engine")
+    if not given:
+        return _no("tool_not_granted", "engine")
+    return _ok("memory_service" if case == "a granted namespace" else "engine")
+
+
+def _context_cells() -> list[Cell]:
+    from tests.conformance._registries import origin_kinds
+
+    cells = []
+    for kind in sorted(origin_kinds()):
+        grants: list[tuple[str, ...]] = [()]
+        if kind in ("peer", "channel"):
+            grants.append(CONTEXT_GRANT)
+        for grant in grants:
+            given = kind == "operator" or bool(grant)
+            for case in CONTEXT_CASES:
+                cells.append(
+                    Cell(
+                        "recalled_memory",
+                        "context",
+                        f"origin_{kind}",
+                        f"{case} {'when granted' if grant else 'by default'}",
+                        case,
+                        _context_expect(case, given),
+                        extra={"kind": kind, "grant": grant},
+                    )
+                )
+    return cells
+
+
 def all_cells() -> list[Cell]:
     cells = [
+        *_context_cells(),
         *_mcp_cells(),
         *_discovery_cells(),
         *_origin_cells(),

@@ -8,6 +8,7 @@ from tests.conformance import _registries as registries
 from tests.conformance._matrix import (
     BOUNDARIES,
     CHANNEL_PATHS,
+    CONTEXT_CASES,
     GRANT_PROFILES,
     LEVEL_PROFILES,
     PATHS,
@@ -200,3 +201,20 @@ def test_every_origin_kind_has_mcp_tool_cells() -> None:
     assert by[("operator", False)] == "allowed"
     for outside in ("peer", "channel"):
         assert (by[(outside, False)], by[(outside, True)]) == ("refused", "allowed"), outside
+
+
+def test_every_origin_kind_has_a_cell_for_every_kind_of_context() -> None:
+    """ADR 0059: what a turn of each origin is given from memory and keeps at compaction;
+    the operator's turn is given its own and granted records, an outside origin's only
+    when its grant names memory_recall (memory_store for facts), an ungranted namespace
+    never."""
+    cells = [c for c in all_cells() if c.boundary == "recalled_memory"]
+    have = {(c.extra["kind"], c.action) for c in cells}
+    for kind in registries.origin_kinds():
+        for case in CONTEXT_CASES:
+            assert (kind, case) in have, f"origin {kind!r} x {case!r}: no context cell"
+    for cell in cells:
+        if cell.action == "an ungranted namespace":
+            assert cell.expect.kind == "refused", cell.key
+        if not cell.extra["grant"] and cell.extra["kind"] != "operator":
+            assert cell.expect.kind == "refused", cell.key

@@ -601,6 +601,35 @@ class MemoryConfig(_Strict):
         description="Bytes of all the sessions of one outside sender (`<channel>:<sender>/...` "
         "session keys); an append past it is refused `quota_exceeded`.",
     )
+    # A turn's context (ADR 0059; the defaults are zeroclaw.agent.MemorySpec's, a test
+    # keeps them in step).
+    recall: bool = Field(
+        default=True,
+        description="Before each model call, put this agent's records (and those of "
+        "`read_memory_from`) that rank best against the turn's text into the prompt, marked "
+        "as data. Only in turns whose origin is granted `memory_recall` (the operator's; a "
+        "peer or an outside sender only when `peer_tools` or its peer group's `tools` name it).",
+    )
+    recall_k: Annotated[int, Field(ge=1, le=50)] = Field(
+        default=5, description="Records recalled into a turn at most."
+    )
+    recall_budget_tokens: Annotated[int, Field(ge=16, le=1_000_000)] = Field(
+        default=1000,
+        description="Tokens (estimated) the recalled records may take in a turn's prompt; a "
+        "record that does not fit whole is cut, and ends the recall.",
+    )
+    history_budget_tokens: Annotated[int, Field(ge=64, le=1_000_000)] = Field(
+        default=8000,
+        description="Tokens (estimated) of a session's earlier turns, its summary included, "
+        "given to the model in each turn: the newest turns that fit.",
+    )
+    compact: bool = Field(
+        default=True,
+        description="When a session's turns outgrow `history_budget_tokens`, have this agent's "
+        "provider summarise the older ones into the session's summary (and keep the durable "
+        "facts it finds as records of category `compacted`) before they are dropped. Off: "
+        "older turns are only left out of the prompt.",
+    )
 
 
 # The agent tools by name (zeroclaw.tools.DEFAULT_TOOLSET describes them to models; a test

@@ -20,6 +20,7 @@ from ..turns import (
     InvocationState,
     McpBinding,
     MemoryReply,
+    MemorySummary,
     Policy,
     StepUsage,
     ToolCallRecord,
@@ -300,6 +301,8 @@ class TranscriptTurn(msgspec.Struct, frozen=True):
 class SessionReply(msgspec.Struct, frozen=True):
     session: SessionInfo
     turns: list[TranscriptTurn]
+    # What compactions kept of the turns they dropped, and which (ADR 0059).
+    summary: MemorySummary | None = None
 
 
 # --- sub-agents: what `subagents`, `dispatch` and `invocations` answer ----------------------
