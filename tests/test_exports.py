@@ -706,8 +706,8 @@ PUBLIC: dict[str, list[str]] = {
     "zeroclaw.providers": [
         "AnthropicSpec",
         "BreakerSettings",
-        "CircuitBreaker",
         "CONTEXT_PREAMBLE",
+        "CircuitBreaker",
         "Conversation",
         "FAILOVER_KINDS",
         "FAILURE_KINDS",

@@ -37,6 +37,7 @@ class Recording(OfflineProvider):
     `fail_summaries` makes a summary request fail as a provider's error would."""
 
     def __init__(self, fail_summaries: bool = False, summary: str | None = None) -> None:
+        super().__init__()
         self.asked: list[Conversation] = []
         self.fail_summaries = fail_summaries
         self.summary = summary
