@@ -588,6 +588,7 @@ def _listed_once(value: tuple[str, ...]) -> tuple[str, ...]:
 MCP_SERVER_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
 MCP_TOOL_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 MCP_TOOL_PREFIX = "mcp__"  # an MCP tool as the model sees it: mcp__<server>__<tool>
+HTTP_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}")  # an RFC 9110 token
 
 
 def mcp_tool_name(server: str, tool: str) -> str:
@@ -640,6 +641,14 @@ class McpServerConfig(_Strict):
             if not MCP_TOOL_NAME.match(name):
                 raise ValueError(f"{name!r} is not an MCP tool name ([A-Za-z0-9_.-], 1-64)")
         return _listed_once(value)
+
+    @field_validator("headers_env")
+    @classmethod
+    def _header_names(cls, value: dict[str, str]) -> dict[str, str]:
+        for name in value:
+            if not HTTP_HEADER_NAME.fullmatch(name):
+                raise ValueError(f"{name[:64]!r} is not an HTTP header name (an RFC 9110 token)")
+        return value
 
     @model_validator(mode="after")
     def _one_transport(self) -> McpServerConfig:

@@ -63,6 +63,7 @@ MAX_GARBAGE = 16  # lines that are not JSON-RPC a server may print before it is 
 STDERR_LOG_BYTES = 16 * 1024  # of a server's stderr, per start, into the agent's log
 STOP_GRACE_SECS = 2.0  # after its stdin closed, before the group is killed
 EXIT_STATUS_WAIT_SECS = 0.5  # after EOF on its stdout, for the reason to carry its status
+MIN_SCRUBBED = 4  # a header value shorter than this is not looked for in messages
 _READ = 65536
 
 
@@ -162,8 +163,34 @@ async def _progress(progress: float, total: float | None, message: str | None) -
     log.debug("mcp progress %s/%s %s", progress, total, (message or "")[:120])
 
 
+def _scrubbed(launch: Launch | HttpLaunch, text: str) -> str:
+    """`text` without the values of an HTTP server's headers: they are secrets, and a
+    library's message may quote what it refused or was sent."""
+    if isinstance(launch, HttpLaunch):
+        for value in launch.headers.values():
+            if len(value) < MIN_SCRUBBED:
+                continue
+            text = text.replace(value, "<a headers_env value>")
+            # and a value a message was cut in
+            for n in range(len(value) - 1, MIN_SCRUBBED - 1, -1):
+                if text.endswith(value[:n]):
+                    text = text[:-n] + "<a headers_env value>"
+                    break
+    return text
+
+
 @contextlib.contextmanager
 def _typed(launch: Launch | HttpLaunch, what: str, gone: Callable[[], str]) -> Iterator[None]:
+    """`_codes`, and no detail tells a header's value (`_scrubbed`)."""
+    try:
+        with _codes(launch, what, gone):
+            yield
+    except McpFailure as failure:
+        raise McpFailure(failure.code, _scrubbed(launch, failure.detail)) from None
+
+
+@contextlib.contextmanager
+def _codes(launch: Launch | HttpLaunch, what: str, gone: Callable[[], str]) -> Iterator[None]:
     """The SDK's and trio's ways of failing, as our codes; `gone` says why the server's
     connection ended."""
     try:
@@ -307,7 +334,8 @@ def _unreachable(launch: HttpLaunch, exc: BaseException) -> McpFailure:
         reason = f"{os.strerror(cause)} ({errno.errorcode.get(cause, cause)})"
     else:
         reason = type(exc).__name__ + (f": {exc}" if str(exc) else "")
-    return McpFailure("mcp_unavailable", f"{launch.name}: cannot reach {where}: {reason}"[:300])
+    detail = _scrubbed(launch, f"{launch.name}: cannot reach {where}: {reason}")
+    return McpFailure("mcp_unavailable", detail[:300])
 
 
 def _http_failure(

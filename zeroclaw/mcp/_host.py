@@ -197,13 +197,9 @@ class McpHost:
         from ._client import HttpLaunch, McpFailure, connect, connect_http
 
         if server.transport == "http":
-            headers, missing = http_headers(server.headers_env, self._agent_env)
-            if missing:
-                raise McpFailure(
-                    "mcp_unavailable",
-                    f"{server.name}: headers_env names variables the agent does not have: "
-                    + ", ".join(missing),
-                )
+            headers, problem = http_headers(server.headers_env, self._agent_env)
+            if problem:
+                raise McpFailure("mcp_unavailable", f"{server.name}: {problem}")
             return connect_http(
                 HttpLaunch(
                     name=server.name,
