@@ -34,7 +34,7 @@ Layer = Literal[
     "listener",  # an HTTP listener's own bounds and credential (ADR 0045)
     "turn_service",  # the daemon names a turn's session from its origin (ADR 0041)
     "validator",  # the schema-validation worker pool (killed at its bound, ADR 0046)
-    "mcp_host",  # what the agent's MCP host starts a server with (its environment)
+    "mcp_host",  # the agent's MCP host: a server's environment, which tools it offers
 ]
 
 BOUNDARIES = (
@@ -1583,6 +1583,17 @@ MCP_TOOL_CASES: list[tuple[str, str, str, dict[str, Expect]]] = [
             "supervised_approve": _ok("engine"),
             "supervised_deny": _no("approval_denied", "engine"),
             "full": _ok("engine"),
+        },
+    ),
+    (
+        # allowed and read-only, but its description is over zeroclaw.mcp.MAX_TOOL_SPEC_BYTES:
+        # the model would read it at every turn, so it is never offered
+        "tool too large to offer",
+        "bloat",
+        "mcp h bloat",
+        {
+            p: _no("mcp_schema_too_large", "mcp_host")
+            for p in ("readonly", "supervised_approve", "full")
         },
     ),
     (

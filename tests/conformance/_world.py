@@ -102,7 +102,7 @@ def conformance_config(root: Path, port: int = 0) -> dict[str, Any]:
             "command": sys.executable,
             "args": ["-c", HOSTILE_MCP_SERVER, "ok"],
             "env": [MCP_NAMED],
-            "tools": ["echo", "read", "write", "env"],
+            "tools": ["echo", "read", "write", "env", "bloat"],
         },
         "h2": {"command": "zc-conformance-no-such-server", "env": [MCP_OTHER], "tools": []},
     }

@@ -34,7 +34,15 @@ from ..tools import ToolResult
 from ..turns import McpPinAnswer, McpPinCall, McpServerState
 from ._launch import Launch, http_headers
 from ._lifecycle import Action, Exited, Lifecycle, Ready, Report, Sleep, Spawn, Start, Stop, Woke
-from ._tools import MAX_PINNED_TOOLS, ListedTool, McpTool, mcp_tool, offered_tools
+from ._tools import (
+    MAX_TOOL_SPEC_BYTES,
+    ListedTool,
+    McpTool,
+    mcp_tool,
+    offered_tools,
+    oversized,
+    pin_order,
+)
 
 if TYPE_CHECKING:
     from ._client import Connection
@@ -257,13 +265,22 @@ class McpHost:
             return f"mcp_unavailable: internal error ({type(exc).__name__})"
 
     async def _offer(self, server: McpServerSpec, connection: Connection) -> None:
-        self._listed[server.name] = await connection.list_tools()
+        listed = self._listed[server.name] = await connection.list_tools()
+        for tool, size in oversized(listed, server.tools).items():
+            log.warning(
+                "mcp %s: %s not offered: its description and input schema are %d bytes, "
+                "over %d (mcp_schema_too_large)",
+                server.name,
+                tool,
+                size,
+                MAX_TOOL_SPEC_BYTES,
+            )
         await self._apply(server)
 
     async def _apply(self, server: McpServerSpec) -> None:
         """Pin what the server listed last and hand the agent what may be offered."""
         listed = self._listed.get(server.name, ())
-        pinned = await self._pinned(server.name, listed)
+        pinned = await self._pinned(server.name, pin_order(listed, server.tools))
         offered = offered_tools(
             listed, allowlist=server.tools, pinned=pinned, readonly_agent=self.readonly
         )
@@ -281,7 +298,7 @@ class McpHost:
 
     async def _pinned(self, name: str, listed: tuple[ListedTool, ...]) -> frozenset[str] | None:
         """What the daemon lets the agent offer; None: it has no pin service."""
-        call = McpPinCall(name, tuple(t.seen() for t in listed[:MAX_PINNED_TOOLS]))
+        call = McpPinCall(name, tuple(t.seen() for t in listed))
         try:
             answer = await self._pin(call)
         except CallRefused as refused:
@@ -310,17 +327,23 @@ class McpHost:
         return frozenset(answer.offered)
 
     def explain(self, name: str) -> ToolResult | None:
-        """Why `name` (mcp__<server>__<tool>) is not offered, when it is the agent's
-        profile: the server listed it, the config allows it, it is not read-only, and this
-        agent is readonly (`mcp_tool_not_allowed`). None otherwise (not ready, withheld,
-        not allowed: the engine says so)."""
-        if not self.readonly:
-            return None
+        """Why `name` (mcp__<server>__<tool>) is not offered, when the server listed it and
+        the config allows it: too large to offer (`mcp_schema_too_large`), or not read-only
+        and this agent is readonly (`mcp_tool_not_allowed`). None otherwise (not ready,
+        withheld, not allowed: the engine says so)."""
         for server in self.servers.values():
-            for tool in self._listed.get(server.name, ()):
-                if mcp_tool_name(server.name, tool.name) != name:
+            listed = self._listed.get(server.name, ())
+            for tool in listed:
+                if mcp_tool_name(server.name, tool.name) != name or tool.name not in server.tools:
                     continue
-                if tool.name in server.tools and not tool.read_only:
+                size = oversized([tool], server.tools).get(tool.name)
+                if size is not None:
+                    return ToolResult.refused(
+                        "mcp_schema_too_large",
+                        f"{name} is not offered: its description and input schema are "
+                        f"{size} bytes, over {MAX_TOOL_SPEC_BYTES}",
+                    )
+                if self.readonly and not tool.read_only:
                     return ToolResult.refused(
                         "mcp_tool_not_allowed",
                         f"{name} is not read-only (its server does not annotate it so) "
