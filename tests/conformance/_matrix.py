@@ -473,6 +473,20 @@ _GRAMMAR: list[tuple[str, str, str, str, dict[str, Expect]]] = [
         },
     ),
     (
+        # `spy`, a program the daemon runs for the agent, asks the control socket to stop
+        # another agent: the kernel scopes the abstract socket (ABI >= 6), else the control
+        # server refuses what the daemon started (ADR 0011)
+        "control_socket",
+        "adapter the daemon runs connects to control",
+        "invoke spy: x",
+        "invoke_adapter",
+        {
+            "full": Expect("kernel_denied", "EPERM", "kernel")
+            if _abi() >= 6
+            else _no("forbidden", "control")
+        },
+    ),
+    (
         "discovery_adapters",
         "invalid manifest not registered",
         "invoke broken: x",
@@ -505,6 +519,8 @@ def _grammar_cells() -> list[Cell]:
             extra = {"reply_has": "launch code"} if finds else {}
             if tool == "invoke_adapter" and expect.kind == "allowed":
                 extra = {"reply_has": "codex in "}  # the adapter's program really ran
+            if action.startswith("invoke spy"):
+                extra = {"control_probe": True}
             cells.append(
                 Cell(boundary, "grammar/daemon", profile, case, action, expect, tool, extra)
             )
