@@ -7,17 +7,30 @@ daemon's uid whose ancestry reaches the zygote was an agent, any other the opera
 program the daemon ran for an agent was the operator: where the kernel does not scope
 abstract sockets (Landlock before ABI 6, or a profile with `sandbox = "none"`) it could
 stop agents, approve approvals, trust MCP pins. The adapter here is `spy`, a Python script
-that connects to the control socket and asks it to stop another agent."""
+that connects to the control socket and asks it to stop another agent.
+
+And what such a process leaves behind: the daemon is no child subreaper, so a descendant
+that left the server's session outlived the call (re-parented to init), where an agent's
+own servers are swept by the agent and by the zygote."""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 from pathlib import Path
 from typing import Any
 
+from tests.conftest import PATIENCE
+from tests.discovery.helpers import Project
 from tests.discovery.test_discovery_daemon import chat, follow_discovery
-from tests.supervisor.harness import Daemon, agent_entry, make_config
+from tests.discovery.test_mcp_adapter import request, service
+from tests.supervisor.harness import Daemon, agent_entry, make_config, process_alive, wait_gone
+from zeroclaw._ops import decode_body
 from zeroclaw.control import control_address
+from zeroclaw.turns import AdapterResult
+
+STUBBORN = Path(__file__).parents[1] / "mcp" / "stubborn_server.py"
 
 SPY = """#!/usr/bin/python3
 import socket, struct, sys
@@ -89,3 +102,44 @@ def test_attack_a_program_the_daemon_runs_for_an_agent_is_not_the_operator(
         and "stop" in json.loads(line)["event"]["kind"]
     ]
     assert stopped == [], stopped
+
+
+async def test_attack_an_mcp_adapters_server_leaves_nothing_running_after_its_call(
+    tmp_path: Path,
+) -> None:
+    project = Project(tmp_path)
+    program = project.python_program("stubborn-mcp", STUBBORN.read_text())
+    project.file(
+        "mcp/stubborn.yaml",
+        f"id: stubborn\ntransport: stdio\ncommand: {program}\ntimeout_ms: 20000\n"
+        "tools: [echo]\n",
+    )
+    ws = tmp_path / "ws-alpha"
+    ws.mkdir()
+    project.extra["agents"] = {
+        "alpha": {
+            "model_provider": "offline.default",
+            "risk_profile": "sup",
+            "runtime_profile": "default",
+            "channels": ["cli.local"],
+            "adapters": ["stubborn"],
+            "workspace": {"path": str(ws)},
+        }
+    }
+    project.write_config()
+    svc = service(project)
+    await svc.rescan(refresh=True)
+    done = await svc.serve(
+        "alpha", request("invoke", adapter="stubborn", tool="echo", input='{"text": "hi"}')
+    )
+    assert done.ok, done
+    assert decode_body(done.body, AdapterResult).output.strip() == "hi"
+    [written] = ws.glob("stubborn-*.pids")
+    server = int(written.name.split("-")[1].split(".")[0])
+    left = [int(pid) for pid in written.read_text().split()]
+    try:
+        assert wait_gone([server, *left], timeout=PATIENCE) == []
+    finally:
+        for pid in left:
+            if process_alive(pid):
+                os.kill(pid, signal.SIGKILL)

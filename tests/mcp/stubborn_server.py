@@ -6,7 +6,7 @@ At its start it ignores SIGTERM, starts a child that leaves its session (setsid)
 grandchild that leaves it too through a double fork (its parent exits at once, so it is
 re-parented away from the server), both ignoring SIGTERM, keeping the server's stdout open
 and sleeping until killed. It writes their pids, one a line, to `stubborn-<its pid>.pids`
-in its working directory, then serves one tool, echo {text} (read-only).
+in its working directory (where it may), then serves one tool, echo {text} (read-only).
 """
 
 from __future__ import annotations
@@ -62,9 +62,12 @@ def main() -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     pids = spawn()
     name = f"stubborn-{os.getpid()}.pids"
-    with open(name + ".tmp", "w") as fh:
-        fh.write("".join(f"{pid}\n" for pid in pids))
-    os.rename(name + ".tmp", name)
+    try:
+        with open(name + ".tmp", "w") as fh:
+            fh.write("".join(f"{pid}\n" for pid in pids))
+        os.rename(name + ".tmp", name)
+    except OSError:  # a discovery probe may write nothing: it serves all the same
+        pass
     for line in sys.stdin:
         message = json.loads(line)
         method, ident = message.get("method"), message.get("id")

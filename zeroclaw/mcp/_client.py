@@ -45,10 +45,12 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 
 from .._prctl import set_death_signal
+from .._process import confine_intermediate, reaped_argv
 from .._spawn import Child, open_child
 from ..policy import (
     INTERPRETERS,
     SandboxUnavailable,
+    cap_last_cap,
     command_executables,
     enforce_ruleset,
     program_executables,
@@ -240,6 +242,20 @@ async def _spawn(launch: Launch, home: str) -> Child:
             raise McpFailure("mcp_unavailable", f"{launch.name}: sandbox failed: {exc}") from None
     argv = [program, *launch.args]
     env = server_environment(launch.agent_env, launch.env_names, workspace, home)
+    setup: Callable[[], None] = functools.partial(_child_setup, os.getpid(), ruleset_fd)
+    passed: tuple[int, ...] = ()
+    if launch.lifetime_secs is not None:
+        # Under the intermediate, which enters the ruleset for the server; how the server
+        # ended is not read (its connection says it), so its status goes nowhere.
+        status = os.open(os.devnull, os.O_WRONLY)
+        passed = (status,) if ruleset_fd is None else (status, ruleset_fd)
+        argv = reaped_argv(
+            argv,
+            timeout_secs=launch.lifetime_secs,
+            ruleset_fd=-1 if ruleset_fd is None else ruleset_fd,
+            status_fd=status,
+        )
+        setup = functools.partial(confine_intermediate, os.getpid(), cap_last_cap())
 
     async def start() -> Child:
         return await open_child(
@@ -250,7 +266,8 @@ async def _spawn(launch: Launch, home: str) -> Child:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,
-            preexec_fn=functools.partial(_child_setup, os.getpid(), ruleset_fd),
+            pass_fds=passed,
+            preexec_fn=setup,
         )
 
     try:
@@ -267,8 +284,8 @@ async def _spawn(launch: Launch, home: str) -> Child:
     except (ValueError, subprocess.SubprocessError) as exc:
         raise McpFailure("mcp_unavailable", f"{launch.name}: cannot start: {exc}"[:300]) from None
     finally:
-        if ruleset_fd is not None:
-            os.close(ruleset_fd)
+        for fd in {*passed, *(() if ruleset_fd is None else (ruleset_fd,))}:
+            os.close(fd)
     return child
 
 
@@ -477,6 +494,13 @@ async def _stop(child: Child, launch: Launch) -> None:
             await child.stdin.aclose()
     with trio.move_on_after(STOP_GRACE_SECS):
         await child.wait()
+    if child.returncode is None and launch.lifetime_secs is not None:
+        # The intermediate: asked to kill the server's whole tree, which it can reach and a
+        # kill of the group cannot (a descendant in a session of its own).
+        with contextlib.suppress(ProcessLookupError):
+            child.send_signal(signal.SIGTERM)
+        with trio.move_on_after(STOP_GRACE_SECS):
+            await child.wait()
     if child.returncode is None:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(child.pid, signal.SIGKILL)

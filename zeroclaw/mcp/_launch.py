@@ -186,6 +186,12 @@ class Launch:
     # The agent's allowed shell commands (none for a readonly agent): a server may run
     # them too (mcp-server-git runs git), as the agent itself may; interpreters never.
     commands: tuple[str, ...] = ()
+    # Set: the server runs under the intermediate (`zeroclaw._process.REAPER`, a child
+    # subreaper), which kills it and everything it left behind when it ends, when it is
+    # stopped, or after this many seconds. For a server started by a process that is no
+    # subreaper itself (the daemon's one call for an MCP adapter); an agent is one, and
+    # sweeps what its servers leave (`tracker`).
+    lifetime_secs: float | None = None
 
     @property
     def max_line(self) -> int:
