@@ -111,8 +111,7 @@ async def test_attack_an_mcp_adapters_server_leaves_nothing_running_after_its_ca
     program = project.python_program("stubborn-mcp", STUBBORN.read_text())
     project.file(
         "mcp/stubborn.yaml",
-        f"id: stubborn\ntransport: stdio\ncommand: {program}\ntimeout_ms: 20000\n"
-        "tools: [echo]\n",
+        f"id: stubborn\ntransport: stdio\ncommand: {program}\ntimeout_ms: 20000\ntools: [echo]\n",
     )
     ws = tmp_path / "ws-alpha"
     ws.mkdir()

@@ -1,9 +1,11 @@
-"""The attack pass on MCP over streamable HTTP through a real daemon (issue 26): what a
-`headers_env` value, a redirect or a server's stream can make the agent do or say.
+"""The attack pass on MCP over streamable HTTP (issue 26): what a `headers_env` value, a
+redirect or a server's stream can make the agent do or say.
 
-The server is the SDK's own (tests/mcp/http_server.py) or a raw socket of ours
-(`RawServer`) that answers what a hostile server would; the header's value is a known test
-secret, so the `daemons` fixture fails if any log holds it."""
+Through a real daemon, the server is the SDK's own (tests/mcp/http_server.py) and the
+header's value a known test secret, so the `daemons` fixture fails if any log holds it.
+Against the agent's MCP host itself (outside the agent's Landlock, whose TCP rules would
+refuse another port before the client's own rule is tried), the server is a raw one of ours
+(tests/mcp/raw_http_server.py) that redirects elsewhere or streams without end."""
 
 from __future__ import annotations
 
@@ -11,18 +13,24 @@ import json
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
+import trio
 
 from tests.conftest import PATIENCE
 from tests.known_secrets import MCP_HEADER
-from tests.mcp._servers import free_port
+from tests.mcp._servers import free_port, start_listening
+from tests.mcp.test_host import Box, context, hosting, run
 from tests.supervisor.harness import Daemon, agent_entry, make_config
+from zeroclaw.agent import McpServerSpec
 
 SERVER = Path(__file__).with_name("http_server.py")
+RAW = Path(__file__).with_name("raw_http_server.py")
 
 
 @pytest.fixture
@@ -125,3 +133,116 @@ def test_attack_a_header_value_a_request_cannot_carry_is_refused_by_name_never_s
         json.dumps(turn),
     ):
         assert secret not in shown, shown
+
+
+class Raw:
+    """A raw server of ours, and every request line it printed."""
+
+    def __init__(self, process: trio.Process, port: int) -> None:
+        self.process = process
+        self.port = port
+        self.url = f"http://127.0.0.1:{port}/mcp"
+        self.lines: list[str] = []
+        self.heard = trio.Event()
+
+    async def drain(self) -> None:
+        assert self.process.stderr is not None
+        pending = b""
+        while chunk := await self.process.stderr.receive_some(65536):
+            *lines, pending = (pending + chunk).split(b"\n")
+            self.lines += [line.decode() for line in lines]
+            self.heard.set()
+            self.heard = trio.Event()
+
+    async def requests(self) -> list[str]:
+        """What it was asked until now: a request of ours marks the end."""
+        marker = f"/marker-{len(self.lines)}"
+        async with httpx.AsyncClient() as client:
+            await client.get(f"http://127.0.0.1:{self.port}{marker}")
+        with trio.fail_after(PATIENCE):
+            while not any(marker in line for line in self.lines):
+                await self.heard.wait()
+        end = next(i for i, line in enumerate(self.lines) if marker in line)
+        return self.lines[:end]
+
+
+@asynccontextmanager
+async def raw(mode: str, port: int, other: int = 0) -> AsyncIterator[Raw]:
+    argv = [sys.executable, str(RAW), str(port), mode, str(other)]
+    process = await start_listening(argv, b"listening on")
+    server = Raw(process, port)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(server.drain)
+        try:
+            yield server
+        finally:
+            process.kill()
+            await process.wait()
+            nursery.cancel_scope.cancel()
+
+
+def over_raw(server: Raw, **kw: Any) -> McpServerSpec:
+    return McpServerSpec(
+        name="h",
+        transport="http",
+        url=server.url,
+        headers_env={"Authorization": "SERVER_TOKEN"},
+        tools=("echo",),
+        timeout_secs=kw.pop("timeout_secs", 10.0),
+        **kw,
+    )
+
+
+@pytest.fixture
+def box(tmp_path: Path) -> Box:
+    return Box(tmp_path)
+
+
+@pytest.mark.parametrize("mode", ["redirect", "redirect-host"])
+async def test_attack_a_redirect_elsewhere_is_not_followed_and_takes_no_header_along(
+    box: Box, mode: str
+) -> None:
+    # "redirect": to another port of the host, where a second server listens and says what
+    # it was sent; "redirect-host": to the same port under another name (localhost).
+    other = free_port()
+    async with raw("trickle", other) as elsewhere:
+        port = free_port()
+        async with (
+            raw(mode, port, other) as server,
+            hosting(box, [over_raw(server)]) as (_, daemon, offers),
+        ):
+            state = await daemon.wait_for("h", "restarting")
+            assert offers.names() == []
+            assert state.detail.startswith("mcp_unavailable: h: Redirect to "), state
+            assert "not followed" in state.detail
+            asked = await server.requests()
+            assert asked and all("authorization=for the server" in line for line in asked)
+        assert await elsewhere.requests() == []
+
+
+async def test_attack_an_event_that_never_ends_is_cut_at_the_line_bound(box: Box) -> None:
+    async with (
+        raw("endless-event", free_port()) as server,
+        hosting(box, [over_raw(server, timeout_secs=PATIENCE)]) as (host, _, offers),
+    ):
+        # The call fails at the event's bound (1 MiB), long before its timeout, and only
+        # that call: the session serves the next one
+        echo = offers.get("mcp__h__echo")
+        with trio.fail_after(PATIENCE / 2):
+            result = await run(context(box), echo, {"text": "x"})
+        assert result.error_code == "mcp_unavailable", result
+        again = await run(context(box), echo, {"text": "again"})
+        assert (again.ok, again.output) == (True, "again"), again
+        assert host.status["h"] == "ready"
+
+
+async def test_attack_a_stream_of_comments_without_an_answer_is_the_calls_timeout(
+    box: Box,
+) -> None:
+    async with (
+        raw("trickle", free_port()) as server,
+        hosting(box, [over_raw(server, timeout_secs=2.0)]) as (host, _, offers),
+    ):
+        result = await run(context(box), offers.get("mcp__h__echo"), {"text": "x"})
+        assert result.error_code == "mcp_timeout", result
+        assert host.status["h"] == "ready"  # the session itself is fine

@@ -210,7 +210,12 @@ def _codes(launch: Launch | HttpLaunch, what: str, gone: Callable[[], str]) -> I
             raise McpFailure(
                 "mcp_result_too_large", f"{launch.name}: {what}: {TOO_LARGE} {launch.max_line}"
             ) from None
-        raise McpFailure("mcp_tool_error", f"{launch.name}: {exc.message}"[:500]) from None
+        # An error answer to a call is the tool's; to initialize or tools/list (or the
+        # SDK's own, such as a redirect it did not follow) the server is not usable.
+        code: McpErrorCode = (
+            "mcp_tool_error" if what.startswith("tools/call") else "mcp_unavailable"
+        )
+        raise McpFailure(code, f"{launch.name}: {exc.message}"[:500]) from None
     except (anyio.ClosedResourceError, anyio.BrokenResourceError):
         raise McpFailure("mcp_unavailable", f"{launch.name}: {gone()}") from None
     except RuntimeError as exc:  # the SDK's: an answer it will not hand over (input_required)
