@@ -157,7 +157,7 @@ class Raw:
     async def requests(self) -> list[str]:
         """What it was asked until now: a request of ours marks the end."""
         marker = f"/marker-{len(self.lines)}"
-        async with httpx.AsyncClient() as client:
+        async with httpx.AsyncClient(timeout=PATIENCE) as client:
             await client.get(f"http://127.0.0.1:{self.port}{marker}")
         with trio.fail_after(PATIENCE):
             while not any(marker in line for line in self.lines):
