@@ -31,7 +31,7 @@ from .._process import SpawnTracker
 from ..config import mcp_tool_name
 from ..policy import PathRules
 from ..tools import ToolResult
-from ..turns import McpPinAnswer, McpPinCall, McpServerState
+from ..turns import McpErrorCode, McpPinAnswer, McpPinCall, McpServerState
 from ._launch import Launch, http_headers
 from ._lifecycle import Action, Exited, Lifecycle, Ready, Report, Sleep, Spawn, Start, Stop, Woke
 from ._tools import (
@@ -126,6 +126,10 @@ class McpHost:
         self._no_pin_service_logged = False
         self._listed: dict[str, tuple[ListedTool, ...]] = {}
         self._withheld: dict[str, tuple[str, ...]] = {}
+        # Why the daemon withheld a server's tools, for the model: the tools whose schema
+        # changed (`mcp_schema_changed`), or the code it refused the whole pin with.
+        self._changed: dict[str, frozenset[str]] = {}
+        self._pin_refused: dict[str, tuple[str, str]] = {}
 
     @property
     def settle_secs(self) -> float:
@@ -302,11 +306,13 @@ class McpHost:
         try:
             answer = await self._pin(call)
         except CallRefused as refused:
+            self._changed.pop(name, None)
             if refused.code != "unknown_service":
                 # The service is there and refused (a damaged store, a listing the book
                 # will not take, a lost call): withheld, asked again before each turn.
                 # Never "no pins": a hostile server could list its way to that.
                 self._withheld[name] = tuple(t.name for t in listed)
+                self._pin_refused[name] = (refused.code, refused.detail)
                 log.warning(
                     "mcp %s: every tool withheld, the pin was refused: %s %s",
                     name,
@@ -315,11 +321,14 @@ class McpHost:
                 )
                 return frozenset()
             self._withheld.pop(name, None)
+            self._pin_refused.pop(name, None)
             if not self._no_pin_service_logged:
                 self._no_pin_service_logged = True
                 log.info("mcp: no pinned schemas (%s %s)", refused.code, refused.detail)
             return None
         self._withheld[name] = answer.withheld
+        self._changed[name] = frozenset(answer.withheld)
+        self._pin_refused.pop(name, None)
         if answer.withheld:
             log.warning(
                 "mcp %s: withheld, their schema changed: %s", name, ", ".join(answer.withheld)
@@ -328,14 +337,27 @@ class McpHost:
 
     def explain(self, name: str) -> ToolResult | None:
         """Why `name` (mcp__<server>__<tool>) is not offered, when the server listed it and
-        the config allows it: too large to offer (`mcp_schema_too_large`), or not read-only
-        and this agent is readonly (`mcp_tool_not_allowed`). None otherwise (not ready,
-        withheld, not allowed: the engine says so)."""
+        the config allows it: its schema changed since the operator trusted it
+        (`mcp_schema_changed`), the daemon refused the server's pin (its code), too large to
+        offer (`mcp_schema_too_large`), or not read-only and this agent is readonly
+        (`mcp_tool_not_allowed`). None otherwise (not ready, not allowed: the engine says
+        so)."""
         for server in self.servers.values():
             listed = self._listed.get(server.name, ())
             for tool in listed:
                 if mcp_tool_name(server.name, tool.name) != name or tool.name not in server.tools:
                     continue
+                if tool.name in self._changed.get(server.name, ()):
+                    return ToolResult.refused(
+                        "mcp_schema_changed",
+                        f"{name} changed its schema since the operator trusted it: withheld "
+                        f"until 'zeroclaw mcp trust {server.name} --tool {tool.name}'",
+                    )
+                refused = self._pin_refused.get(server.name)
+                if refused is not None:
+                    code, detail = refused
+                    why = f"{name} is withheld, its server's pin refused: {code} {detail}"
+                    return ToolResult.refused(_pin_code(code), why[:500])
                 size = oversized([tool], server.tools).get(tool.name)
                 if size is not None:
                     return ToolResult.refused(
@@ -371,6 +393,16 @@ class McpHost:
                 "mcp_result_too_large", f"{tool}'s result is over {limit} bytes"
             )
         return ToolResult(True, text)
+
+
+def _pin_code(code: str) -> McpErrorCode:
+    """A refused pin as the model is told it: the pin service's own codes, else that the
+    server's tools are unavailable."""
+    if code == "mcp_pins_corrupt":
+        return "mcp_pins_corrupt"
+    if code == "mcp_pin_limit":
+        return "mcp_pin_limit"
+    return "mcp_unavailable"
 
 
 async def _either(first: trio.Event, second: trio.Event) -> None:
