@@ -141,9 +141,12 @@ class ControlServer:
         handler: Handler,
         *,
         zygote_pid: int,
+        daemon_pid: int | None = None,
         idle_timeout: float = IDLE_TIMEOUT_SECS,
         table: ConnectionTable | None = None,
     ) -> None:
+        """`daemon_pid`: the process whose descendants are never the operator (None: this
+        one, the daemon; a test serving its own children says -1)."""
         self.handler = handler
         self.zygote_pid = zygote_pid
         self.idle_timeout = idle_timeout
@@ -155,7 +158,8 @@ class ControlServer:
         self.bad_requests = 0
         self._listener = listener
         self._uid = os.geteuid()  # also the agents' uid
-        self._pid = os.getpid()  # the daemon: what it starts is never the operator
+        # the daemon: what it starts is never the operator
+        self._pid = os.getpid() if daemon_pid is None else daemon_pid
         self._allowed_uids = frozenset({self._uid, 0})
         self._ids = itertools.count(1)
         self._scopes: dict[int, trio.CancelScope] = {}
