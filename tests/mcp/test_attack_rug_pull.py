@@ -27,33 +27,40 @@ def echo(daemon: Daemon, text: str) -> dict[str, Any]:
     return call  # type: ignore[no-any-return]
 
 
-def echo_state(daemon: Daemon) -> str:
-    state: list[str] = []
+def echo_pin(daemon: Daemon) -> dict[str, Any]:
+    """echo's pin in `mcp tools`, once it is withheld."""
+    found: list[dict[str, Any]] = []
 
-    def pinned(_: dict[str, Any]) -> bool:
+    def withheld(_: dict[str, Any]) -> bool:
         tools = json.loads(daemon.cli("mcp", "tools", "--agent", "alpha", "--json").stdout)
-        state[:] = [t["state"] for t in tools["tools"] if t["tool"] == "echo"]
-        return state == ["withheld"]
+        found[:] = [t for t in tools["tools"] if t["tool"] == "echo" and t["state"] == "withheld"]
+        return bool(found)
 
-    daemon.wait_for(pinned)
-    return state[0]
+    daemon.wait_for(withheld)
+    return found[0]
 
 
-def test_attack_a_changed_tool_is_withheld_said_so_and_back_once_trusted(
-    root: Path, daemons: Any
-) -> None:
+def echo_state(daemon: Daemon) -> str:
+    state: str = echo_pin(daemon)["state"]
+    return state
+
+
+def start(root: Path, daemons: Any, mode: str) -> Daemon:
     ws = root / "ws" / "alpha"
     ws.mkdir(parents=True)
     shutil.copy(HOSTILE, ws / "hostile_server.py")
     doc = make_config(root, {"alpha": agent_entry(workspace={"path": str(ws)}, mcp=["h"])})
     doc["mcp_servers"] = {
-        "h": {
-            "command": sys.executable,
-            "args": ["hostile_server.py", "change-schema"],
-            "tools": ["echo"],
-        }
+        "h": {"command": sys.executable, "args": ["hostile_server.py", mode], "tools": ["echo"]}
     }
     daemon: Daemon = daemons(doc, faults=False).start()
+    return daemon
+
+
+def test_attack_a_changed_tool_is_withheld_said_so_and_back_once_trusted(
+    root: Path, daemons: Any
+) -> None:
+    daemon = start(root, daemons, "change-schema")
     first = echo(daemon, "harmless")
     assert (first["ok"], first["error_code"]) == (True, None), first
     assert echo_state(daemon) == "withheld"
@@ -65,3 +72,27 @@ def test_attack_a_changed_tool_is_withheld_said_so_and_back_once_trusted(
     assert trusted.returncode == 0, trusted.stdout + trusted.stderr
     back = echo(daemon, "trusted")
     assert (back["ok"], back["error_code"]) == (True, None), back
+
+
+def test_attack_a_server_flipping_its_schema_cannot_get_an_unreviewed_one_trusted(
+    root: Path, daemons: Any
+) -> None:
+    # The hole: `mcp trust` trusted whatever the server listed last. A server alternating
+    # between a harmless and a harmful description every second won the race against the
+    # operator's review about half the time. With --digest, the trust takes only the
+    # schema the operator read, or nothing (digest_changed).
+    daemon = start(root, daemons, "flip")
+    assert echo(daemon, "harmless")["ok"]
+    outcomes = set()
+    for _ in range(4):
+        reviewed = echo_pin(daemon)["digest"]
+        result = daemon.cli("mcp", "trust", "h", "--tool", "echo", "--digest", reviewed[:12])
+        if result.returncode == 0:
+            outcomes.add("trusted")
+            tools = json.loads(daemon.cli("mcp", "tools", "--agent", "alpha", "--json").stdout)
+            [pin] = [t for t in tools["tools"] if t["tool"] == "echo"]
+            assert pin["trusted_digest"] == reviewed, (pin, reviewed)
+        else:
+            outcomes.add("refused")
+            assert "digest_changed" in result.stderr, result.stderr
+    assert outcomes  # either way, never a schema nobody read
