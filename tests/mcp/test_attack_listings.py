@@ -17,7 +17,7 @@ from typing import Any
 from tests.conftest import PATIENCE
 from tests.mcp import hostile_server
 from tests.supervisor.harness import Daemon, agent_entry, make_config
-from zeroclaw.mcp import MAX_TOOL_SPEC_BYTES
+from zeroclaw.mcp._tools import MAX_TOOL_SPEC_BYTES
 from zeroclaw.turns import tool_digest
 
 HOSTILE = Path(__file__).with_name("hostile_server.py")

@@ -11,10 +11,9 @@ from ._host import McpHost
 from ._launch import Launch, installation_paths, server_environment
 from ._lifecycle import Lifecycle, LifecycleError
 from ._once import OneCall, OneCallResult, call_once
-from ._tools import MAX_TOOL_SPEC_BYTES, ListedTool, McpTool, offered_tools, render_result
+from ._tools import ListedTool, McpTool, offered_tools, render_result
 
 __all__ = [
-    "MAX_TOOL_SPEC_BYTES",
     "Launch",
     "Lifecycle",
     "LifecycleError",
