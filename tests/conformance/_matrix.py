@@ -34,7 +34,7 @@ Layer = Literal[
     "listener",  # an HTTP listener's own bounds and credential (ADR 0045)
     "turn_service",  # the daemon names a turn's session from its origin (ADR 0041)
     "validator",  # the schema-validation worker pool (killed at its bound, ADR 0046)
-    "mcp_host",  # what the agent's MCP host starts a server with (its environment)
+    "mcp_host",  # the agent's MCP host: a server's environment, which tools it offers
 ]
 
 BOUNDARIES = (
@@ -478,6 +478,20 @@ _GRAMMAR: list[tuple[str, str, str, str, dict[str, Expect]]] = [
         },
     ),
     (
+        # `spy`, a program the daemon runs for the agent, asks the control socket to stop
+        # another agent: the kernel scopes the abstract socket (ABI >= 6), else the control
+        # server refuses what the daemon started (ADR 0011)
+        "control_socket",
+        "adapter the daemon runs connects to control",
+        "invoke spy: x",
+        "invoke_adapter",
+        {
+            "full": Expect("kernel_denied", "EPERM", "kernel")
+            if _abi() >= 6
+            else _no("forbidden", "control")
+        },
+    ),
+    (
         "discovery_adapters",
         "invalid manifest not registered",
         "invoke broken: x",
@@ -572,6 +586,8 @@ def _grammar_cells() -> list[Cell]:
             extra = {"reply_has": "launch code"} if finds else {}
             if tool == "invoke_adapter" and expect.kind == "allowed":
                 extra = {"reply_has": "codex in "}  # the adapter's program really ran
+            if action.startswith("invoke spy"):
+                extra = {"control_probe": True}
             cells.append(
                 Cell(boundary, "grammar/daemon", profile, case, action, expect, tool, extra)
             )
@@ -1674,6 +1690,17 @@ MCP_TOOL_CASES: list[tuple[str, str, str, dict[str, Expect]]] = [
             "supervised_approve": _ok("engine"),
             "supervised_deny": _no("approval_denied", "engine"),
             "full": _ok("engine"),
+        },
+    ),
+    (
+        # allowed and read-only, but its description is over zeroclaw.mcp.MAX_TOOL_SPEC_BYTES:
+        # the model would read it at every turn, so it is never offered
+        "tool too large to offer",
+        "bloat",
+        "mcp h bloat",
+        {
+            p: _no("mcp_schema_too_large", "mcp_host")
+            for p in ("readonly", "supervised_approve", "full")
         },
     ),
     (

@@ -237,6 +237,14 @@ async def test_a_pin_service_that_refuses_the_listing_withholds_every_tool(
         assert offers.names() == []
         await host.wait_settled()  # a turn asks again: still refused, still withheld
         assert offers.names() == []
+        # and the model is told why, typed by the service's own code where it has one
+        why = host.explain("mcp__h__echo")
+        assert why is not None and why.error_code == _told(code), why
+        assert code in why.detail
+
+
+def _told(code: str) -> str:
+    return code if code in ("mcp_pins_corrupt", "mcp_pin_limit") else "mcp_unavailable"
 
 
 @pytest.mark.parametrize(

@@ -669,9 +669,15 @@ def _listed_once(value: tuple[str, ...]) -> tuple[str, ...]:
 
 # --------------------------------------------------------------------------- MCP servers
 
-MCP_SERVER_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
+# No `__` and no final `_`: the server's name in mcp__<server>__<tool> ends at the first
+# `__`, so one flat name is one tool of one server (a tool name may hold `__`).
+MCP_SERVER_NAME = re.compile(r"^(?!.*__)[a-z][a-z0-9_-]{0,31}(?<!_)$")
 MCP_TOOL_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 MCP_TOOL_PREFIX = "mcp__"  # an MCP tool as the model sees it: mcp__<server>__<tool>
+# A tool name every provider takes (OpenAI's function names; Anthropic's were the same):
+# an allowed MCP tool's flat name must be one, or every request that offers it is refused.
+PROVIDER_TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+HTTP_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}")  # an RFC 9110 token
 
 
 def mcp_tool_name(server: str, tool: str) -> str:
@@ -714,8 +720,9 @@ class McpServerConfig(_Strict):
     )
     tools: tuple[str, ...] = Field(
         default=(),
-        description="The server's tools agents may be offered, by the server's own names. "
-        "Default: none (a server is granted tool by tool).",
+        description="The server's tools agents may be offered, by the server's own names; "
+        "mcp__<server>__<tool> must be a name model providers take ([A-Za-z0-9_-], at most "
+        "64 characters). Default: none (a server is granted tool by tool).",
     )
 
     @field_validator("command")
@@ -734,6 +741,14 @@ class McpServerConfig(_Strict):
             if not MCP_TOOL_NAME.match(name):
                 raise ValueError(f"{name!r} is not an MCP tool name ([A-Za-z0-9_.-], 1-64)")
         return _listed_once(value)
+
+    @field_validator("headers_env")
+    @classmethod
+    def _header_names(cls, value: dict[str, str]) -> dict[str, str]:
+        for name in value:
+            if not HTTP_HEADER_NAME.fullmatch(name):
+                raise ValueError(f"{name[:64]!r} is not an HTTP header name (an RFC 9110 token)")
+        return value
 
     @model_validator(mode="after")
     def _one_transport(self) -> McpServerConfig:
@@ -1142,7 +1157,8 @@ class Config(_Strict):
     )
     mcp_servers: dict[str, McpServerConfig] = Field(
         default_factory=dict,
-        description="MCP servers agents may use as tools, by name ([a-z][a-z0-9_-]{0,31}).",
+        description="MCP servers agents may use as tools, by name ([a-z][a-z0-9_-]{0,31}, no "
+        "'__' and no final '_': a tool is offered as mcp__<server>__<tool>).",
     )
     discovery: DiscoveryConfig = Field(
         default_factory=DiscoveryConfig,

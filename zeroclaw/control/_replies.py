@@ -479,7 +479,9 @@ class McpToolsReply(msgspec.Struct, frozen=True):
 
 class McpTrustReply(msgspec.Struct, frozen=True):
     """`trusted`: withheld tools the operator's trust made offered; `already`: the others
-    the selector named, which were offered already."""
+    the selector named, which were offered already; `stale`: those whose latest schema is
+    not the digest given (not trusted)."""
 
     trusted: tuple[McpToolPin, ...]
     already: tuple[McpToolPin, ...]
+    stale: tuple[McpToolPin, ...] = ()

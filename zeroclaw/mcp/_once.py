@@ -7,6 +7,7 @@ only."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from ..turns import McpErrorCode
@@ -32,17 +33,30 @@ class OneCallResult:
     detail: str = ""
 
 
+def lifetime(timeout_secs: float) -> float:
+    """How long a server started for one call may live: its initialize and the call, each
+    bounded by `timeout_secs`, and its stop."""
+    return 2 * timeout_secs + STOP_ALLOWANCE_SECS
+
+
+STOP_ALLOWANCE_SECS = 10.0
+
+
 async def call_once(call: OneCall) -> OneCallResult:
+    """The call, the server started under the intermediate (`Launch.lifetime_secs`): the
+    daemon is no subreaper, so what the server leaves behind (a double fork, a `setsid()`)
+    would outlive the call."""
     from ._client import McpFailure, connect
 
+    launch = dataclasses.replace(call.launch, lifetime_secs=lifetime(call.launch.timeout_secs))
     try:
-        async with connect(call.launch) as connection:
+        async with connect(launch) as connection:
             is_error, text, too_large = await connection.call_tool(call.tool, call.arguments)
     except McpFailure as exc:
         return OneCallResult("", exc.code, exc.detail)
     if too_large:
         return OneCallResult(
-            text, "mcp_result_too_large", f"result over {call.launch.max_result_bytes} bytes"
+            text, "mcp_result_too_large", f"result over {launch.max_result_bytes} bytes"
         )
     if is_error:
         return OneCallResult(text, "mcp_tool_error", text[:500])
