@@ -18,8 +18,10 @@ from ._adapter import (
     AdapterInvoke,
     AdapterRefusalCode,
     AdapterResult,
+    HttpAdapterErrorCode,
     adapter_approval_question,
     adapter_retryable,
+    http_status_retryable,
 )
 from ._approval_ledger import ApprovalLedger
 from ._dispatch import (
@@ -193,6 +195,7 @@ __all__ = [
     "ExportArgs",
     "ForgetArgs",
     "GetArgs",
+    "HttpAdapterErrorCode",
     "Invocation",
     "InvocationErrorCode",
     "InvocationEvent",
@@ -244,5 +247,6 @@ __all__ = [
     "TurnServiceErrorCode",
     "adapter_approval_question",
     "adapter_retryable",
+    "http_status_retryable",
     "tool_digest",
 ]
