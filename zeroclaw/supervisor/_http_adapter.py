@@ -23,7 +23,15 @@ import trio
 
 from .._version import __version__
 from ..config import endpoint_key
-from ..discovery import AdapterRun, HttpOutcome, http_reply, no_reply, read_limit, scrub_text
+from ..discovery import (
+    AdapterRun,
+    HttpOutcome,
+    http_reply,
+    no_reply,
+    read_limit,
+    redact_text,
+    scrub_text,
+)
 
 log = logging.getLogger("zeroclaw.adapters")
 
@@ -31,36 +39,49 @@ USER_AGENT = f"zeroclaw/{__version__}"
 
 
 class _ScrubTokens(logging.Filter):
-    """On the HTTP client's loggers (httpcore logs a reply's headers at debug): every
-    token of a request in flight is cut out of each record."""
+    """On the HTTP client's loggers (httpx logs each request's URL at info, httpcore a
+    reply's headers at debug): every token of a request in flight is cut out of each
+    record, and what looks secret in a URL (`?api_key=`) is redacted."""
 
     def __init__(self) -> None:
         super().__init__()
         self.tokens: Counter[str] = Counter()
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if self.tokens:
-            message = record.getMessage()
-            scrubbed = message
-            for token in self.tokens:
-                scrubbed = scrub_text(scrubbed, token)
-            if scrubbed != message:
-                record.msg, record.args = scrubbed, ()
+        message = record.getMessage()
+        scrubbed = message
+        for token in self.tokens:
+            scrubbed = scrub_text(scrubbed, token)
+        scrubbed = redact_text(scrubbed)
+        if scrubbed != message:
+            record.msg, record.args = scrubbed, ()
         return True
 
 
 _SCRUB = _ScrubTokens()
-_CLIENT_LOGGERS = ("httpx", "httpcore")
+# A logger's filters see only the records logged on it, not its children's: each one.
+CLIENT_LOGGERS = (
+    "httpx",
+    "httpcore.connection",
+    "httpcore.http11",
+    "httpcore.http2",
+    "httpcore.proxy",
+    "httpcore.socks",
+)
 
 
 def _watch_logs(token: str) -> None:
-    if not _SCRUB.tokens:
-        for name in _CLIENT_LOGGERS:
-            logging.getLogger(name).addFilter(_SCRUB)
-    _SCRUB.tokens[token] += 1
+    for name in CLIENT_LOGGERS:
+        logger = logging.getLogger(name)
+        if _SCRUB not in logger.filters:
+            logger.addFilter(_SCRUB)
+    if token:
+        _SCRUB.tokens[token] += 1
 
 
 def _unwatch_logs(token: str) -> None:
+    if not token:
+        return
     _SCRUB.tokens[token] -= 1
     if _SCRUB.tokens[token] <= 0:
         del _SCRUB.tokens[token]
@@ -106,8 +127,7 @@ async def post(job: AdapterRun, daemon_env: Mapping[str, str]) -> HttpOutcome:
         headers["authorization"] = f"Bearer {token}"
     where = endpoint_key(job.endpoint) or "its endpoint"
     limit = read_limit(job.output_cap, token)
-    if token:
-        _watch_logs(token)
+    _watch_logs(token)
     try:
         with trio.fail_after(job.timeout_secs):
             async with (
@@ -144,5 +164,4 @@ async def post(job: AdapterRun, daemon_env: Mapping[str, str]) -> HttpOutcome:
         log.info("adapter %s: cannot reach %s: %s", job.server, where, _why(exc))
         return no_reply("http_unavailable", f"cannot reach {where}: {_why(exc)}", token)
     finally:
-        if token:
-            _unwatch_logs(token)
+        _unwatch_logs(token)
