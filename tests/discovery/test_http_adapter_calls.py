@@ -216,6 +216,7 @@ async def test_a_status_other_than_2xx_is_typed_with_retryable(
         None,
     )
     assert json.loads(got.output) == {"error": f"status {code}"}
+    assert got.detail == f'HTTP {code}: {{"error":"status {code}"}}'
 
 
 async def test_a_redirect_to_another_origin_is_not_followed(world: World) -> None:
@@ -227,6 +228,7 @@ async def test_a_redirect_to_another_origin_is_not_followed(world: World) -> Non
 async def test_a_connection_refused_is_retryable_unavailable(world: World) -> None:
     got = result(await invoke(world, "alpha", "gone"))
     assert (got.error, got.retryable, got.status) == ("http_unavailable", True, 0)
+    assert got.detail == "cannot reach 127.0.0.1:1: Connection refused (ECONNREFUSED)"
 
 
 async def test_a_reply_in_an_encoding_not_asked_for_is_not_read(world: World) -> None:

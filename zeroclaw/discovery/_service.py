@@ -476,6 +476,7 @@ def _result(
             error=outcome.error or "",
             retryable=outcome.retryable,
             status=outcome.status,
+            detail=outcome.detail,
         )
     if isinstance(outcome, ToolOutcome):
         return AdapterResult(
@@ -487,6 +488,7 @@ def _result(
             timed_out=outcome.error == "mcp_timeout",
             error=outcome.error,
             retryable=adapter_retryable(outcome.error or None),
+            detail=outcome.detail if outcome.error else "",
         )
     return AdapterResult(
         adapter=ident,

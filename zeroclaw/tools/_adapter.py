@@ -109,9 +109,7 @@ async def invoke_adapter(ctx: ToolContext, args: InvokeAdapterArgs) -> ToolResul
     if result.error:
         data["retryable"] = result.retryable
         code = as_tool_error(result.error, "mcp_tool_error")
-        detail = result.output[:500] or code
-        if result.status and result.error == "http_status":
-            detail = f"HTTP {result.status}" + (f": {detail}" if result.output else "")
+        detail = result.detail[:500] or result.output[:500] or code
         return ToolResult(False, result.output, code, detail, data)
     if result.timed_out:
         data["retryable"] = True

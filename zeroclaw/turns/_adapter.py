@@ -117,6 +117,7 @@ class AdapterResult(msgspec.Struct, frozen=True, omit_defaults=True):
     error: str = ""
     retryable: bool = False
     status: int = 0  # an HTTP adapter's reply status (0: no reply, or not HTTP)
+    detail: str = ""  # a failure's words for people (never a credential)
 
 
 # The codes of a failed or refused adapter call worth trying again unchanged: the program
