@@ -103,3 +103,23 @@ def test_mcp_server_tool_json_calls_that_mcp_tool_with_the_object() -> None:
     assert bare is not None and (bare.name, bare.args) == ("mcp__git__git_status", {})
     assert parse("mcp time get_current_time {not json") is None  # plain conversation then
     assert parse('mcp time get_current_time ["a list"]') is None
+
+
+@pytest.mark.parametrize(
+    ("text", "args"),
+    [
+        ("invoke api: hello", {"adapter": "api", "input": "hello"}),
+        (
+            "invoke Tickets for ticket.create: open one",
+            {"adapter": "tickets", "input": "open one", "capability": "ticket.create"},
+        ),
+        # no adapter: the daemon routes it (a business alias, or an auto-routed capability)
+        (
+            'invoke for remote.echo: {"text": "hi"}',
+            {"adapter": "", "capability": "remote.echo", "input": '{"text": "hi"}'},
+        ),
+        ("invoke for: x", {"adapter": "for", "input": "x"}),  # an adapter called `for`
+    ],
+)
+def test_invoke_names_an_adapter_or_routes_a_capability(text: str, args: dict[str, str]) -> None:
+    assert parse(text) == ToolCall("invoke_adapter", args)

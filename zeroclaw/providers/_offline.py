@@ -17,6 +17,8 @@ runs without a model; anything else gets a plain answer from a few rules.
     dispatch ID: TEXT       -> agent_dispatch (a sub-agent; issue 12)
     catalog                 -> agent_catalog
     invoke ID [for CAP]: TEXT -> invoke_adapter (a discovered adapter; issue 15)
+    invoke for CAP: TEXT    -> invoke_adapter naming no adapter: a business alias
+                               ([discovery.aliases]) or a routed capability
     mcp SERVER TOOL [JSON]  -> mcp__SERVER__TOOL with the JSON object as its arguments
                                (an MCP server's tool; issue 26), {} without one
 
@@ -97,8 +99,15 @@ _DISPATCH_RULES: tuple[tuple[re.Pattern[str], str, str], ...] = (
         "invoke_adapter",
         "invoke ADAPTER [for CAPABILITY]: TEXT",
     ),
+    (
+        re.compile(
+            r"^invoke\s+for\s+(?P<routed>[a-z][a-z0-9_.-]{0,127})\s*:\s*(?P<text>.+)$", re.S | re.I
+        ),
+        "invoke_adapter",
+        "invoke for CAPABILITY: TEXT",
+    ),
 )
-DISPATCH_TOOLS: tuple[str, ...] = tuple(tool for _, tool, _ in _DISPATCH_RULES)
+DISPATCH_TOOLS: tuple[str, ...] = tuple(dict.fromkeys(tool for _, tool, _ in _DISPATCH_RULES))
 # An MCP server's tool (issue 26): the name is zeroclaw.config.mcp_tool_name's.
 _MCP = re.compile(
     r"^mcp\s+(?P<server>[a-z][a-z0-9_-]{0,31})\s+(?P<tool>[A-Za-z0-9_.-]{1,64})"
@@ -150,6 +159,9 @@ def parse(text: str) -> ToolCall | None:
             if tool == "agent_catalog":
                 return ToolCall(tool, {})
             if tool == "invoke_adapter":
+                if match.groupdict().get("routed"):  # no adapter: an alias, or routed
+                    routed = {"adapter": "", "capability": match["routed"]}
+                    return ToolCall(tool, {**routed, "input": match["text"].strip()})
                 args = {"adapter": match["id"].lower(), "input": match["text"].strip()}
                 if match["cap"]:
                     args["capability"] = match["cap"]
