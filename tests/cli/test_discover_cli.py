@@ -302,3 +302,12 @@ def test_explain_doctor_and_audit_say_who_may_reach_an_http_adapter(project: Pro
     assert api["paths"] == [] and api["commands"] == []  # no file, no program of the agent's
     alpha = next(r for r in rows if r["kind"] == "agent" and r["id"] == "alpha")
     assert alpha["endpoints"] == ["127.0.0.1:9"]
+    # config validate reads no manifest: what the last scan found (the cache) says it
+    assert discover(project, "scan").returncode == 0
+    validated = run_cli("--config", project.config_path, "config", "validate", env=project.env())
+    assert validated.returncode == 0, validated.stderr
+    assert (
+        "agents.beta.adapters[0]: adapter 'api' is at 127.0.0.1:9 (as the last discovery scan "
+        "found it), which risk profile 'sup' does not list in allowed_endpoints"
+    ) in validated.stderr
+    assert "agents.alpha" not in validated.stderr
