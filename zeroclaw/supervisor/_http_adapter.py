@@ -50,7 +50,7 @@ class _ScrubTokens(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
         scrubbed = message
-        for token in self.tokens:
+        for token in tuple(self.tokens):  # a record may come from another thread
             scrubbed = scrub_text(scrubbed, token)
         scrubbed = redact_text(scrubbed)
         if scrubbed != message:
