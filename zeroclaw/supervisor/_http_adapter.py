@@ -13,14 +13,13 @@ and cut out of the reply and of whatever the HTTP client logs while it runs.
 
 from __future__ import annotations
 
-import errno
 import logging
-import os
 from collections import Counter
 from collections.abc import Mapping
 
 import trio
 
+from .._errno import errno_reason, first_errno
 from .._version import __version__
 from ..config import endpoint_key
 from ..discovery import (
@@ -87,28 +86,9 @@ def _unwatch_logs(token: str) -> None:
         del _SCRUB.tokens[token]
 
 
-def _errno_of(exc: BaseException) -> int | None:
-    """The first errno in what caused `exc` (httpx wraps the OSError of a connect)."""
-    pending: list[BaseException] = [exc]
-    seen: set[int] = set()
-    while pending:
-        current = pending.pop(0)
-        if id(current) in seen:
-            continue
-        seen.add(id(current))
-        if isinstance(current, OSError) and current.errno is not None:
-            return current.errno
-        if isinstance(current, BaseExceptionGroup):
-            pending.extend(current.exceptions)
-        pending.extend(e for e in (current.__cause__, current.__context__) if e is not None)
-    return None
-
-
 def _why(exc: BaseException) -> str:
-    cause = _errno_of(exc)
-    if cause is not None:
-        return f"{os.strerror(cause)} ({errno.errorcode.get(cause, cause)})"
-    return type(exc).__name__
+    cause = first_errno(exc)
+    return errno_reason(cause) if cause is not None else type(exc).__name__
 
 
 async def post(job: AdapterRun, daemon_env: Mapping[str, str]) -> HttpOutcome:
@@ -159,7 +139,8 @@ async def post(job: AdapterRun, daemon_env: Mapping[str, str]) -> HttpOutcome:
             "http_timeout", f"{where}: no whole reply within {job.timeout_secs:g}s", token
         )
     except httpx.InvalidURL as exc:  # checked before; httpx's parser is the stricter one
-        return no_reply("http_unavailable", f"{where}: {exc}", token, retryable=False)
+        reason = redact_text(str(exc))
+        return no_reply("http_unavailable", f"{where}: {reason}", token, retryable=False)
     except (httpx.HTTPError, OSError) as exc:
         log.info("adapter %s: cannot reach %s: %s", job.server, where, _why(exc))
         return no_reply("http_unavailable", f"cannot reach {where}: {_why(exc)}", token)
