@@ -6,8 +6,10 @@ A scan never delays the daemon: it runs in the daemon's nursery after READY, and
 failing source only shows in the events and the log. Registered is not authorised: every
 call is admitted against the caller's `[agents.<alias>] adapters`, its risk profile and the
 capability's side effect (twice: when the agent asks, and again when it invokes after the
-operator's approval), and runs under the agent's own sandbox. It is counted in flight while
-it runs, so a removed adapter drains instead of vanishing under a running call.
+operator's approval), and runs under the agent's own sandbox — or, for an adapter reached
+over HTTP, is made by the daemon only to an endpoint the agent's risk profile lists (ADR
+0054). It is counted in flight while it runs, so a removed adapter drains instead of
+vanishing under a running call.
 """
 
 from __future__ import annotations
