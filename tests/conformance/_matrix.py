@@ -35,6 +35,7 @@ Layer = Literal[
     "turn_service",  # the daemon names a turn's session from its origin (ADR 0041)
     "validator",  # the schema-validation worker pool (killed at its bound, ADR 0046)
     "mcp_host",  # the agent's MCP host: a server's environment, which tools it offers
+    "adapter_service",  # the daemon's adapter service: admission, the endpoint rule (ADR 0054)
 ]
 
 BOUNDARIES = (
@@ -64,6 +65,9 @@ BOUNDARIES = (
     "mcp_tools",
     # ADR 0056: an agent's skills, read through skill_read only, its own only
     "skills",
+    # ADR 0054: what the daemon reaches over HTTP for an agent (an HTTP adapter, an MCP
+    # server at an endpoint), and the credential it holds for it
+    "http_adapters",
     # ADR 0043: what a process the daemon starts can reach as a process
     "process_signals",
     "capabilities",
@@ -91,6 +95,7 @@ PATHS = (
     "discovery_probe",  # a program run under the probe sandbox (policy.decide_confinement)
     "mcp_server",  # an agent of a real daemon calls its real stdio MCP server's tools
     "context",  # a turn of each origin kind through the engine, its memory and provider
+    "http_adapter",  # an agent of a real daemon invokes adapters the daemon reaches over HTTP
 )
 # profile -> the agent of the conformance daemon that plays it (and how approvals go).
 PROFILES: dict[str, tuple[str, bool | None]] = {
@@ -1780,10 +1785,101 @@ def _context_cells() -> list[Cell]:
     return cells
 
 
+# ----------------------------------------------------------- adapters over HTTP (ADR 0054)
+# The HTTP adapter daemon's agents (one per risk level) list `api` (chat.reply, with the
+# bearer token of HTTP_ADAPTER_KEY_ENV, at a real service whose reply says whether the token
+# came), `tickets` (ticket.create: writes_external), `far` (an endpoint no profile lists: a
+# loopback listener nothing accepts, so any connect would sit in its backlog) and the MCP
+# server `remote` over streamable HTTP (its tool `echo` through the alias remote.echo).
+HTTP_ADAPTER_AGENTS = {
+    "readonly": ("h_ro", None),
+    "supervised_approve": ("h_sup", True),
+    "supervised_deny": ("h_sup", False),
+    "full": ("h_full", None),
+}
+HTTP_ADAPTER_KEY_ENV = "ZC_CONFORMANCE_ADAPTER_KEY"
+_LEVELS = ("readonly", "supervised_approve", "full")
+# (case, adapter kind, action, {profile: expect}); action "environ": the agents' own report.
+HTTP_ADAPTER_CASES: list[tuple[str, str, str, dict[str, Expect]]] = [
+    (
+        "listed endpoint, capability without side effect",
+        "http_adapter",
+        "invoke api: hello",
+        {
+            p: _ok("adapter_service")
+            for p in ("readonly", "supervised_approve", "supervised_deny", "full")
+        },
+    ),
+    (
+        "endpoint not in the profile",
+        "http_adapter",
+        "invoke far: hello",
+        {p: _no("endpoint_not_allowed", "adapter_service") for p in _LEVELS},
+    ),
+    (
+        "adapter key in the agent's environment",
+        "http_adapter",
+        "environ",
+        {p: _no("not_in_environment", "zygote") for p in _LEVELS},
+    ),
+    (
+        "writes_external capability",
+        "http_adapter",
+        "invoke tickets: open one",
+        {
+            "readonly": _no("read_only_profile", "adapter_service"),
+            "supervised_approve": _ok("engine"),
+            "supervised_deny": _no("approval_denied", "engine"),
+            "full": _ok("adapter_service"),
+        },
+    ),
+    (
+        "MCP server over HTTP: a tool not annotated read-only",
+        "mcp_server",
+        'invoke for remote.echo: {{"text": "over http"}}',
+        {
+            "readonly": _no("mcp_tool_not_allowed", "adapter_service"),
+            "supervised_approve": _ok("engine"),
+            "supervised_deny": _no("approval_denied", "engine"),
+            "full": _ok("adapter_service"),
+        },
+    ),
+    (
+        "MCP server over HTTP: endpoint not in the profile",
+        "mcp_server",
+        'invoke for faraway.echo: {{"text": "x"}}',
+        {
+            # a readonly agent is refused first: no tool it cannot call is reached for
+            "readonly": _no("mcp_tool_not_allowed", "adapter_service"),
+            "supervised_approve": _no("endpoint_not_allowed", "adapter_service"),
+            "full": _no("endpoint_not_allowed", "adapter_service"),
+        },
+    ),
+]
+
+
+def _http_adapter_cells() -> list[Cell]:
+    return [
+        Cell(
+            "http_adapters",
+            "http_adapter",
+            profile,
+            case,
+            action,
+            expect,
+            None if action == "environ" else "invoke_adapter",
+            extra={"adapter_kind": kind},
+        )
+        for case, kind, action, by_profile in HTTP_ADAPTER_CASES
+        for profile, expect in by_profile.items()
+    ]
+
+
 def all_cells() -> list[Cell]:
     cells = [
         *_context_cells(),
         *_mcp_cells(),
+        *_http_adapter_cells(),
         *_discovery_cells(),
         *_origin_cells(),
         *_grammar_cells(),

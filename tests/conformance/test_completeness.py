@@ -218,3 +218,40 @@ def test_every_origin_kind_has_a_cell_for_every_kind_of_context() -> None:
             assert cell.expect.kind == "refused", cell.key
         if not cell.extra["grant"] and cell.extra["kind"] != "operator":
             assert cell.expect.kind == "refused", cell.key
+
+
+# What the daemon reaching an endpoint for an agent must be shown not to do (ADR 0054), for
+# every risk level: reach an endpoint the agent's profile does not list, or give the agent
+# the adapter's key; and a readonly agent never runs a capability that writes outside.
+HTTP_ADAPTER_ROWS = {
+    "endpoint not in the profile": "endpoint_not_allowed",
+    "adapter key in the agent's environment": "not_in_environment",
+    "MCP server over HTTP: endpoint not in the profile": None,  # readonly: refused earlier
+}
+
+
+def test_every_risk_level_has_the_http_adapter_rows() -> None:
+    cells = {(c.case, c.profile): c.expect for c in all_cells() if c.path == "http_adapter"}
+    for case, code in HTTP_ADAPTER_ROWS.items():
+        for level, profile in LEVEL_PROFILES.items():
+            expect = cells.get((case, profile))
+            assert expect is not None, f"HTTP adapter row {case!r}: no cell for {level}"
+            assert expect.kind == "refused", (case, profile)
+            if code is not None:
+                assert expect.code == code, (case, profile)
+    writes = "writes_external capability"
+    assert cells[(writes, "readonly")].code == "read_only_profile"
+    assert cells[(writes, "supervised_deny")].code == "approval_denied"
+    assert cells[(writes, "full")].kind == "allowed"
+
+
+def test_every_kind_of_adapter_an_agent_invokes_has_cells() -> None:
+    """A kind `invoke_adapter` runs (zeroclaw.discovery.CALLABLE_KINDS) with no cells fails
+    here: CLI adapters in the grammar cells, what the daemon reaches over HTTP in its own."""
+    kinds = {
+        c.extra.get("adapter_kind", "cli_adapter")
+        for c in all_cells()
+        if c.tool == "invoke_adapter" and c.path in ("grammar/daemon", "http_adapter")
+    }
+    missing = registries.callable_adapter_kinds() - kinds
+    assert not missing, f"adapter kinds without a conformance cell: {sorted(missing)}"

@@ -8,11 +8,11 @@ import errno
 import httpx2
 import pytest
 
+from zeroclaw._errno import first_errno
 from zeroclaw.mcp._client import (
     BoundedTransport,
     HttpLaunch,
     ResponseTooLarge,
-    _errno_of,
     _unreachable,
     endpoint_of,
 )
@@ -40,8 +40,8 @@ def test_a_refused_connect_says_its_errno_through_the_wrappers() -> None:
     attempts.__cause__ = ExceptionGroup("all attempts", [refused])
     wrapped = httpx2.ConnectError("all attempts to connect failed")
     wrapped.__cause__ = attempts
-    assert _errno_of(wrapped) == errno.ECONNREFUSED
-    assert _errno_of(httpx2.ConnectError("no cause")) is None
+    assert first_errno(wrapped) == errno.ECONNREFUSED
+    assert first_errno(httpx2.ConnectError("no cause")) is None
 
 
 def test_an_endpoint_is_host_and_port_never_the_path() -> None:

@@ -366,8 +366,9 @@ class RiskProfile(_Strict):
     )
     allowed_endpoints: tuple[str, ...] = Field(
         default=(),
-        description="'host:port' endpoints this profile's agents may connect to besides their "
-        "provider: the streamable-HTTP MCP servers they use (each must be listed here). "
+        description="'host:port' endpoints this profile's agents may reach besides their "
+        "provider: the streamable-HTTP MCP servers they use, and the HTTP adapters (and MCP "
+        "servers over HTTP) the daemon calls for them (each must be listed here). "
         "Default: none.",
     )
 

@@ -17,6 +17,7 @@ from typing import Any, get_args
 from urllib.parse import urlsplit
 
 from ._budgets import EVERY, PEER, BudgetKey, parse_budget_key
+from ._endpoints import endpoint_allowed, endpoint_key
 from ._errors import ConfigIssue, did_you_mean
 from ._models import (
     ADAPTER_TOOL_NAME,
@@ -320,13 +321,6 @@ def rule_mcp_servers(
                 )
 
 
-def mcp_endpoint(url: str) -> str:
-    """An HTTP MCP server's 'host:port' (the scheme's port when the URL names none)."""
-    parts = urlsplit(url)
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    return f"{parts.hostname}:{port}"
-
-
 def rule_mcp_endpoints(
     config: Config, declared: Declared, env: Mapping[str, str]
 ) -> Iterator[ConfigIssue]:
@@ -341,11 +335,10 @@ def rule_mcp_endpoints(
             server = config.mcp_servers.get(name)
             if server is None or server.url is None:
                 continue
-            endpoint = mcp_endpoint(server.url)
-            if endpoint not in profile.allowed_endpoints:
+            if not endpoint_allowed(server.url, profile.allowed_endpoints):
                 yield ConfigIssue(
                     ("agents", alias, "mcp", i),
-                    f"MCP server {name!r} is at {endpoint}, which risk profile "
+                    f"MCP server {name!r} is at {endpoint_key(server.url)}, which risk profile "
                     f"{agent.risk_profile!r} does not list in allowed_endpoints",
                 )
 

@@ -24,7 +24,6 @@ or a connection that breaks, is `mcp_unavailable`.
 from __future__ import annotations
 
 import contextlib
-import errno
 import functools
 import logging
 import os
@@ -44,6 +43,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 
+from .._errno import errno_reason, first_errno
 from .._prctl import set_death_signal
 from .._process import confine_intermediate, reaped_argv
 from .._spawn import Child, open_child
@@ -329,31 +329,13 @@ def endpoint_of(url: str) -> str:
     return f"{parts.host}:{port}"
 
 
-def _errno_of(exc: BaseException) -> int | None:
-    """The first errno in what caused `exc`: httpx wraps the OSError of each address it
-    tried (trio's happy eyeballs group them) in errors of its own that have none."""
-    pending: list[BaseException] = [exc]
-    seen: set[int] = set()
-    while pending:
-        current = pending.pop(0)
-        if id(current) in seen:
-            continue
-        seen.add(id(current))
-        if isinstance(current, OSError) and current.errno is not None:
-            return current.errno
-        if isinstance(current, BaseExceptionGroup):
-            pending.extend(current.exceptions)
-        pending.extend(e for e in (current.__cause__, current.__context__) if e is not None)
-    return None
-
-
 def _unreachable(launch: HttpLaunch, exc: BaseException) -> McpFailure:
     """A transport's failure to reach the server, as `mcp_unavailable`; the errno when the
     kernel (a Landlock TCP rule: EACCES) or the peer (ECONNREFUSED) said no."""
     where = endpoint_of(launch.url)
-    cause = _errno_of(exc)
+    cause = first_errno(exc)
     if cause is not None:
-        reason = f"{os.strerror(cause)} ({errno.errorcode.get(cause, cause)})"
+        reason = errno_reason(cause)
     else:
         reason = type(exc).__name__ + (f": {exc}" if str(exc) else "")
     detail = _scrubbed(launch, f"{launch.name}: cannot reach {where}: {reason}")

@@ -21,6 +21,8 @@ runs without a model; anything else gets a plain answer from a few rules.
     dispatch ID: TEXT       -> agent_dispatch (a sub-agent; issue 12)
     catalog                 -> agent_catalog
     invoke ID [for CAP]: TEXT -> invoke_adapter (a discovered adapter; issue 15)
+    invoke for CAP: TEXT    -> invoke_adapter naming no adapter: a business alias
+                               ([discovery.aliases]) or a routed capability
     skill NAME [PATH]       -> skill_read: the agent's skill NAME, its SKILL.md or PATH
                                inside it (ADR 0056)
     mcp SERVER TOOL [JSON]  -> mcp__SERVER__TOOL with the JSON object as its arguments
@@ -120,12 +122,19 @@ _DISPATCH_RULES: tuple[tuple[re.Pattern[str], str, str], ...] = (
         "invoke ADAPTER [for CAPABILITY]: TEXT",
     ),
     (
+        re.compile(
+            r"^invoke\s+for\s+(?P<routed>[a-z][a-z0-9_.-]{0,127})\s*:\s*(?P<text>.+)$", re.S | re.I
+        ),
+        "invoke_adapter",
+        "invoke for CAPABILITY: TEXT",
+    ),
+    (
         re.compile(r"^skill\s+(?P<id>[a-z][a-z0-9_-]{0,63})(?:\s+(?P<path>\S+))?\s*$", re.I),
         "skill_read",
         "skill NAME [PATH]",
     ),
 )
-DISPATCH_TOOLS: tuple[str, ...] = tuple(tool for _, tool, _ in _DISPATCH_RULES)
+DISPATCH_TOOLS: tuple[str, ...] = tuple(dict.fromkeys(tool for _, tool, _ in _DISPATCH_RULES))
 SKILL = "SKILL.md"  # what `skill NAME` reads
 _SKILLS_HEADING = re.compile(r"^# Skills$", re.M)
 # An MCP server's tool (issue 26): the name is zeroclaw.config.mcp_tool_name's.
@@ -183,6 +192,9 @@ def parse(text: str) -> ToolCall | None:
                     tool, {"skill": match["id"].lower(), "path": match["path"] or SKILL}
                 )
             if tool == "invoke_adapter":
+                if match.groupdict().get("routed"):  # no adapter: an alias, or routed
+                    routed = {"adapter": "", "capability": match["routed"]}
+                    return ToolCall(tool, {**routed, "input": match["text"].strip()})
                 args = {"adapter": match["id"].lower(), "input": match["text"].strip()}
                 if match["cap"]:
                     args["capability"] = match["cap"]

@@ -18,8 +18,10 @@ from ._adapter import (
     AdapterInvoke,
     AdapterRefusalCode,
     AdapterResult,
+    HttpAdapterErrorCode,
     adapter_approval_question,
     adapter_retryable,
+    http_status_retryable,
 )
 from ._approval_ledger import ApprovalLedger
 from ._dispatch import (
@@ -257,6 +259,7 @@ __all__ = [
     "ExportArgs",
     "ForgetArgs",
     "GetArgs",
+    "HttpAdapterErrorCode",
     "Invocation",
     "InvocationErrorCode",
     "InvocationEvent",
@@ -321,5 +324,6 @@ __all__ = [
     "UsageVerdict",
     "adapter_approval_question",
     "adapter_retryable",
+    "http_status_retryable",
     "tool_digest",
 ]
