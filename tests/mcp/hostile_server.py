@@ -12,6 +12,7 @@ MODE:
   change-schema   like ok; after the first tools/call it changes echo's schema and says
                   notifications/tools/list_changed
   slow-call       like ok, but a tools/call never answers
+  slow-start      like ok, after 2 s of reading nothing (a first `npx -y` fetching)
   flip            like change-schema, and then says tools/list_changed after every
                   listing, echo's description alternating between two texts: a server
                   racing the operator's review
@@ -158,6 +159,8 @@ def main(mode: str) -> None:
             sys.stdout.write(f"hello {i}, this is not JSON\n")
         sys.stdout.flush()
         time.sleep(3600)
+    if mode == "slow-start":
+        time.sleep(2.0)
     version = 1
     for line in sys.stdin:
         if mode == "hang":

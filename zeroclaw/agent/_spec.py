@@ -83,6 +83,7 @@ class McpServerSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     timeout_secs: float = 30.0
     max_result_bytes: int = 64 * 1024
     tools: tuple[str, ...] = ()  # the allowlist, by the server's own names
+    startup_timeout_secs: float = 30.0  # spawn (or connect) to an answered initialize
 
 
 class SkillSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

@@ -713,7 +713,13 @@ class McpServerConfig(_Strict):
         'name = variable name (e.g. Authorization = "GITHUB_AUTH").',
     )
     timeout_secs: Seconds = Field(
-        default=30.0, description="Bound on start-up, on each request and on each tool call."
+        default=30.0, description="Bound on each request to the server and on each tool call."
+    )
+    startup_timeout_secs: Seconds = Field(
+        default=30.0,
+        description="Bound on the server's start: spawned (or reached) to an answered "
+        "initialize. Raise it for a server whose first start is slow (an `npx -y` or `uvx` "
+        "one downloads its package).",
     )
     max_result_bytes: Annotated[int, Field(ge=256, le=16 * _MIB)] = Field(
         default=64 * 1024,

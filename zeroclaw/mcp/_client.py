@@ -88,10 +88,15 @@ class HttpLaunch:
     headers: Mapping[str, str]
     timeout_secs: float
     max_result_bytes: int
+    startup_timeout_secs: float | None = None  # initialize's bound; None: timeout_secs
 
     @property
     def max_line(self) -> int:
         return line_bound(self.max_result_bytes)
+
+    @property
+    def start_bound(self) -> float:
+        return self.timeout_secs if self.startup_timeout_secs is None else self.startup_timeout_secs
 
 
 def _child_setup(parent_pid: int, ruleset: int | None) -> None:
@@ -182,24 +187,30 @@ def _scrubbed(launch: Launch | HttpLaunch, text: str) -> str:
 
 
 @contextlib.contextmanager
-def _typed(launch: Launch | HttpLaunch, what: str, gone: Callable[[], str]) -> Iterator[None]:
-    """`_codes`, and no detail tells a header's value (`_scrubbed`)."""
+def _typed(
+    launch: Launch | HttpLaunch, what: str, gone: Callable[[], str], secs: float | None = None
+) -> Iterator[None]:
+    """`_codes`, and no detail tells a header's value (`_scrubbed`). `secs`: the bound a
+    timeout names, when it is not the launch's `timeout_secs`."""
     try:
-        with _codes(launch, what, gone):
+        with _codes(launch, what, gone, secs):
             yield
     except McpFailure as failure:
         raise McpFailure(failure.code, _scrubbed(launch, failure.detail)) from None
 
 
 @contextlib.contextmanager
-def _codes(launch: Launch | HttpLaunch, what: str, gone: Callable[[], str]) -> Iterator[None]:
+def _codes(
+    launch: Launch | HttpLaunch, what: str, gone: Callable[[], str], secs: float | None = None
+) -> Iterator[None]:
     """The SDK's and trio's ways of failing, as our codes; `gone` says why the server's
     connection ended."""
     try:
         yield
     except trio.TooSlowError:
+        bound = launch.timeout_secs if secs is None else secs
         raise McpFailure(
-            "mcp_timeout", f"{launch.name}: no answer to {what} in {launch.timeout_secs:g}s"
+            "mcp_timeout", f"{launch.name}: no answer to {what} in {bound:g}s"
         ) from None
     except MCPError as exc:
         if exc.code == types.REQUEST_TIMEOUT:
@@ -447,7 +458,10 @@ async def connect_http(launch: HttpLaunch) -> AsyncIterator[Connection]:
             connection = Connection(launch, None, session)
             holder.append(connection)
             try:
-                with _typed(launch, "initialize", connection.gone), trio.fail_after(timeout):
+                with (
+                    _typed(launch, "initialize", connection.gone, launch.start_bound),
+                    trio.fail_after(launch.start_bound),
+                ):
                     await session.initialize()
                 yield connection
             finally:
@@ -595,8 +609,10 @@ async def _session(launch: Launch, child: Child) -> AsyncIterator[Connection]:
                 if reasons:  # it ended while the session was being made
                     connection.why = reasons[0]
                     connection.closed.set()
-                timeout = launch.timeout_secs
-                with _typed(launch, "initialize", connection.gone), trio.fail_after(timeout):
+                with (
+                    _typed(launch, "initialize", connection.gone, launch.start_bound),
+                    trio.fail_after(launch.start_bound),
+                ):
                     await session.initialize()
                 yield connection
         finally:

@@ -77,6 +77,8 @@ class McpServerSpec(Protocol):
     @property
     def timeout_secs(self) -> float: ...
     @property
+    def startup_timeout_secs(self) -> float: ...
+    @property
     def max_result_bytes(self) -> int: ...
     @property
     def tools(self) -> tuple[str, ...]: ...
@@ -133,9 +135,10 @@ class McpHost:
 
     @property
     def settle_secs(self) -> float:
-        """How long a turn waits for the first start: initialize, tools/list and the pin,
-        each bounded by the server's timeout."""
-        return 3 * max((s.timeout_secs for s in self.servers.values()), default=0.0) + 1.0
+        """How long a turn waits for the first start: initialize (its startup bound), then
+        tools/list and the pin (each bounded by the server's timeout)."""
+        bounds = (s.startup_timeout_secs + 2 * s.timeout_secs for s in self.servers.values())
+        return max(bounds, default=0.0) + 1.0
 
     async def wait_settled(self) -> None:
         """Before a turn: the servers' first start, then a new pin for withheld tools."""
@@ -219,6 +222,7 @@ class McpHost:
                     headers=headers,
                     timeout_secs=server.timeout_secs,
                     max_result_bytes=server.max_result_bytes,
+                    startup_timeout_secs=server.startup_timeout_secs,
                 )
             )
         return connect(
@@ -235,6 +239,7 @@ class McpHost:
                 home_root=self._home_root,
                 tracker=self._tracker,
                 commands=self._commands,
+                startup_timeout_secs=server.startup_timeout_secs,
             )
         )
 

@@ -192,10 +192,17 @@ class Launch:
     # subreaper itself (the daemon's one call for an MCP adapter); an agent is one, and
     # sweeps what its servers leave (`tracker`).
     lifetime_secs: float | None = None
+    # Its start's bound: spawn to an answered initialize (a first `npx`/`uvx` run may
+    # download); None: timeout_secs, which bounds every request after it.
+    startup_timeout_secs: float | None = None
 
     @property
     def max_line(self) -> int:
         return line_bound(self.max_result_bytes)
+
+    @property
+    def start_bound(self) -> float:
+        return self.timeout_secs if self.startup_timeout_secs is None else self.startup_timeout_secs
 
 
 def line_bound(max_result_bytes: int) -> int:

@@ -291,6 +291,7 @@ def _server_spec(name: str, server: McpServerConfig, tools: tuple[str, ...]) -> 
         timeout_secs=server.timeout_secs,
         max_result_bytes=server.max_result_bytes,
         tools=tools,
+        startup_timeout_secs=server.startup_timeout_secs,
     )
 
 
