@@ -14,12 +14,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from zeroclaw.config import check_cron
 from zeroclaw.schedules import (
     Cron,
     Every,
     Once,
     TriggerError,
-    check_cron,
     count_slots,
     jitter_of,
     next_slot,
@@ -139,7 +139,13 @@ hours = st.one_of(
     st.integers(0, 23).map(str),
     st.sampled_from(["0,1,2,3", "1-3", "*/2", "2", "0", "23"]),
 )
-crons = st.tuples(field, hours, st.sampled_from(["*", "*", "1-15"]), st.just("*"), st.sampled_from(["*", "*", "0,6", "1-5"])).map(" ".join)
+crons = st.tuples(
+    field,
+    hours,
+    st.sampled_from(["*", "*", "1-15"]),
+    st.just("*"),
+    st.sampled_from(["*", "*", "0,6", "1-5"]),
+).map(" ".join)
 
 
 @settings(max_examples=40, deadline=None)
@@ -198,15 +204,18 @@ def test_a_repeated_wall_time_fires_once_at_its_first_occurrence() -> None:
 
 def test_wall_instant_of_ordinary_repeated_and_skipped_times() -> None:
     tz = ZoneInfo("Europe/London")
-    assert wall_instant(datetime(2026, 7, 1, 12, 0), tz) == datetime(
-        2026, 7, 1, 11, 0, tzinfo=UTC
-    ).timestamp()
-    assert wall_instant(datetime(2026, 10, 25, 1, 30), tz) == datetime(
-        2026, 10, 25, 0, 30, tzinfo=UTC
-    ).timestamp()
-    assert wall_instant(datetime(2026, 3, 29, 1, 30), tz) == datetime(
-        2026, 3, 29, 1, 0, tzinfo=UTC
-    ).timestamp()
+    assert (
+        wall_instant(datetime(2026, 7, 1, 12, 0), tz)
+        == datetime(2026, 7, 1, 11, 0, tzinfo=UTC).timestamp()
+    )
+    assert (
+        wall_instant(datetime(2026, 10, 25, 1, 30), tz)
+        == datetime(2026, 10, 25, 0, 30, tzinfo=UTC).timestamp()
+    )
+    assert (
+        wall_instant(datetime(2026, 3, 29, 1, 30), tz)
+        == datetime(2026, 3, 29, 1, 0, tzinfo=UTC).timestamp()
+    )
 
 
 @given(
@@ -214,7 +223,9 @@ def test_wall_instant_of_ordinary_repeated_and_skipped_times() -> None:
     anchor=st.floats(0, 1e9),
     after=st.floats(0, 2e9),
 )
-def test_every_slots_are_anchor_plus_multiples(interval: float, anchor: float, after: float) -> None:
+def test_every_slots_are_anchor_plus_multiples(
+    interval: float, anchor: float, after: float
+) -> None:
     trigger = Every(interval, anchor)
     slot = next_slot(trigger, after)
     assert slot is not None and slot > after

@@ -277,13 +277,11 @@ class Scheduler:
     def _reloaded(self, specs: Iterable[ScheduleSpec], now: float) -> list[Action]:
         actions: list[Action] = []
         wanted = {spec.key: spec for spec in specs}
-        for key, entry in list(self._entries.items()):
+        for key, gone in list(self._entries.items()):
             if key not in wanted:
-                actions += self._remove(entry)
+                actions += self._remove(gone)
         for key, spec in wanted.items():
-            entry = self._entries.get(key)
-            if entry is None:
-                entry = self._entries[key] = _Entry(key)
+            entry = self._entries.setdefault(key, _Entry(key))
             old, entry.spec = entry.spec, spec
             if old is None:
                 if entry.queued is not None:
@@ -334,7 +332,8 @@ class Scheduler:
     def _due(self, entry: _Entry, now: float) -> list[Action]:
         spec = entry.spec
         first = entry.next_slot
-        assert spec is not None and first is not None
+        assert spec is not None
+        assert first is not None
         trigger = spec.trigger
         latest = self._latest_due(entry.key, spec, first, now)
         earlier = _between(trigger, first, latest) - 1
@@ -390,9 +389,10 @@ class Scheduler:
 
     def _fire_ended(self, run_id: str, now: float) -> list[Action]:
         key = self._runs.pop(run_id, None)
-        entry = None if key is None else self._entries.get(key)
-        if entry is None or entry.running is None or entry.running.run_id != run_id:
+        found = None if key is None else self._entries.get(key)
+        if found is None or found.running is None or found.running.run_id != run_id:
             return []
+        entry = found
         entry.running = None
         actions: list[Action] = [Ended(entry.key, run_id, entry.mark())]
         if entry.spec is None:  # removed while it ran

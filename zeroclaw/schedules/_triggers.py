@@ -20,10 +20,13 @@ slot after t" well defined across every transition.
 from __future__ import annotations
 
 import hashlib
-import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
+
+if TYPE_CHECKING:
+    from croniter import croniter
 
 # No zone shifts its clocks by more than this at once; a search around a wall time looks
 # this far on each side.
@@ -31,8 +34,6 @@ MAX_SHIFT = timedelta(hours=4)
 # Matches looked at for one answer before giving up (a per-minute cron through a
 # repeated hour needs ~60; an expression that never matches raises much earlier).
 MAX_STEPS = 10_000
-# croniter's "H" (hashed) fields are Jenkins' syntax, not cron's: refused.
-_HASHED = re.compile(r"(^|,)[Hh](\(|/|,|$)")
 
 
 class TriggerError(ValueError):
@@ -92,20 +93,19 @@ def _wall(at: float, zone: ZoneInfo) -> datetime:
     return datetime.fromtimestamp(at, zone).replace(tzinfo=None)
 
 
-def _croniter(expr: str, start: datetime) -> object:
-    from croniter import croniter  # only a daemon (or check) with a cron schedule loads it
+def _matches(expr: str, start: datetime) -> croniter:
+    from croniter import croniter  # only a daemon with a cron schedule loads it
 
     return croniter(expr, start)
 
 
-def _step(it: object, backwards: bool) -> datetime:
+def _step(it: croniter, backwards: bool) -> datetime:
     from croniter import CroniterBadDateError
 
     try:
-        found: datetime = it.get_prev(datetime) if backwards else it.get_next(datetime)  # type: ignore[attr-defined]
+        return it.get_prev(datetime) if backwards else it.get_next(datetime)
     except CroniterBadDateError:
         raise TriggerError("the cron expression matches no date") from None
-    return found
 
 
 def next_slot(trigger: Trigger, after: float) -> float | None:
@@ -122,7 +122,7 @@ def next_slot(trigger: Trigger, after: float) -> float | None:
     zone = _zone(trigger.timezone)
     # Matches at or before wall(after) map at or before `after` (instants never go back as
     # wall times go forward), so the search starts right after it.
-    it = _croniter(trigger.expr, _wall(after, zone))
+    it = _matches(trigger.expr, _wall(after, zone))
     for _ in range(MAX_STEPS):
         slot = wall_instant(_step(it, False), zone)
         if slot > after:
@@ -144,7 +144,7 @@ def previous_slot(trigger: Trigger, at: float) -> float | None:
     zone = _zone(trigger.timezone)
     # A wall time up to MAX_SHIFT after wall(at) may still map at or before `at` (the
     # first occurrence of a repeated hour while `at` is in its second): start beyond.
-    it = _croniter(trigger.expr, _wall(at, zone) + MAX_SHIFT)
+    it = _matches(trigger.expr, _wall(at, zone) + MAX_SHIFT)
     for _ in range(MAX_STEPS):
         slot = wall_instant(_step(it, True), zone)
         if slot <= at:
@@ -176,24 +176,3 @@ def jitter_of(key: str, slot: float, jitter: float) -> float:
         return 0.0
     digest = hashlib.blake2b(f"{key}@{slot!r}".encode(), digest_size=8).digest()
     return (int.from_bytes(digest, "big") / 2**64) * jitter
-
-
-def check_cron(expr: str, timezone: str) -> str | None:
-    """Why a cron trigger cannot be used (None: it can): five fields croniter reads, a
-    zone this machine knows, and at least one match."""
-    fields = expr.split()
-    if len(fields) != 5:
-        return f"a cron expression has five fields (minute hour day month weekday), not {len(fields)}"
-    from croniter import croniter
-
-    if not croniter.is_valid(expr) or any(_HASHED.search(f) for f in fields):
-        return f"{expr!r} is not a valid cron expression"
-    try:
-        zone = _zone(timezone)
-    except (ValueError, KeyError, OSError):
-        return f"unknown timezone {timezone!r} (an IANA name such as Europe/Berlin)"
-    try:
-        next_slot(Cron(expr, timezone), datetime(2026, 1, 1, tzinfo=zone).timestamp())
-    except TriggerError:
-        return f"{expr!r} matches no date"
-    return None
