@@ -83,6 +83,7 @@ if TYPE_CHECKING:
     from ._rules import (
         ALIAS_SYNTAX,
         daemon_refusals,
+        delivery_problem,
     )
     from ._starter import (
         starter_document,
@@ -139,6 +140,7 @@ _lazily = lazy_attributes(
         "channel_peers": "._resolve",
         "daemon_paths": "._resolve",
         "daemon_refusals": "._rules",
+        "delivery_problem": "._rules",
         "default_owner": "._resolve",
         "effective_risk_policy": "._resolve",
         "load_config": "._load",
@@ -208,6 +210,7 @@ __all__ = [
     "daemon_paths",
     "daemon_refusals",
     "default_owner",
+    "delivery_problem",
     "did_you_mean",
     "dotted",
     "effective_risk_policy",

@@ -134,6 +134,61 @@ class McpStatus(msgspec.Struct, frozen=True):
     store_problem: str = ""
 
 
+class NextFire(msgspec.Struct, frozen=True):
+    """An agent's schedule due first, in `zeroclaw status` (issue 28)."""
+
+    agent: str
+    schedule: str
+    at: float  # wall clock
+
+
+class ScheduleRunInfo(msgspec.Struct, frozen=True, omit_defaults=True):
+    """How a schedule's last run ended: `delivered`, or the failure's code."""
+
+    run_id: str
+    outcome: str
+    ended_at: float
+    detail: str = ""
+    slot: float | None = None
+
+
+class ScheduleInfo(msgspec.Struct, frozen=True, omit_defaults=True):
+    """One schedule (`zeroclaw schedules list|show`): configured, a heartbeat, or an agent's
+    own reminder."""
+
+    agent: str
+    name: str
+    kind: str  # config | heartbeat | reminder
+    trigger: str  # "cron 0 8 * * 1-5 in Europe/Berlin", "every 900s", "once at 1767254400"
+    deliver_to: str
+    enabled: bool
+    paused: bool
+    next_fire: float | None = None
+    running: str | None = None  # the run in progress
+    queued: float | None = None  # a slot waiting for it
+    last_run: ScheduleRunInfo | None = None
+    # `show` only
+    text: str | None = None
+    session: str | None = None
+    tools: list[str] | None = None
+    overlap: str | None = None
+    catch_up: str | None = None
+    jitter_secs: float | None = None
+    timeout_secs: float | None = None
+    created_by: str | None = None
+
+
+class SchedulesReply(msgspec.Struct, frozen=True):
+    schedules: list[ScheduleInfo]
+
+
+class ScheduleRunReply(msgspec.Struct, frozen=True):
+    """`schedules run`: the run started (its outcome comes as events)."""
+
+    schedule: str
+    run_id: str
+
+
 class StatusReply(msgspec.Struct, frozen=True, omit_defaults=True):
     daemon: DaemonStatus
     counts: dict[str, int]
@@ -149,6 +204,8 @@ class StatusReply(msgspec.Struct, frozen=True, omit_defaults=True):
     approvals: list[ApprovalInfo] = msgspec.field(default_factory=list)
     # MCP servers' pinned tools (issue 26); None while no server is configured.
     mcp: McpStatus | None = None
+    # Each agent's next scheduled run (issue 28), by agent.
+    schedules: list[NextFire] = msgspec.field(default_factory=list)
 
 
 class AgentsReply(msgspec.Struct, frozen=True):

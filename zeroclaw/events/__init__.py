@@ -28,6 +28,11 @@ from ._types import (
     RegistrationDecided,
     ReloadApplied,
     RouteRefused,
+    ScheduleDelivered,
+    ScheduleFailed,
+    ScheduleFired,
+    ScheduleMissed,
+    ScheduleSkipped,
     TurnFinished,
 )
 
@@ -63,6 +68,11 @@ __all__ = [
     "RegistrationDecided",
     "ReloadApplied",
     "RouteRefused",
+    "ScheduleDelivered",
+    "ScheduleFailed",
+    "ScheduleFired",
+    "ScheduleMissed",
+    "ScheduleSkipped",
     "Subscription",
     "TurnFinished",
 ]

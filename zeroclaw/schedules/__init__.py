@@ -9,6 +9,8 @@ the cron fields). The daemon's service is its thin trio shell.
 
 from __future__ import annotations
 
+from ._control import register_schedule_commands, schedule_info
+from ._heartbeat import HEARTBEAT_FILE, open_items
 from ._machine import (
     GRACE_SECS,
     Action,
@@ -33,6 +35,7 @@ from ._machine import (
     Tick,
     run_id_of,
 )
+from ._service import ScheduleService, config_specs
 from ._spec import (
     HEARTBEAT_NAME,
     REMINDER_PREFIX,
@@ -45,6 +48,7 @@ from ._spec import (
     ScheduleSpec,
     ScheduleView,
 )
+from ._store import ScheduleStore, ScheduleStoreCorrupt, ScheduleStoreError, ScheduleStoreLocked
 from ._triggers import (
     Cron,
     Every,
@@ -60,6 +64,7 @@ from ._triggers import (
 
 __all__ = [
     "GRACE_SECS",
+    "HEARTBEAT_FILE",
     "HEARTBEAT_NAME",
     "REMINDER_PREFIX",
     "Action",
@@ -87,7 +92,12 @@ __all__ = [
     "RunSummary",
     "Running",
     "ScheduleKind",
+    "ScheduleService",
     "ScheduleSpec",
+    "ScheduleStore",
+    "ScheduleStoreCorrupt",
+    "ScheduleStoreError",
+    "ScheduleStoreLocked",
     "ScheduleView",
     "Scheduler",
     "Settled",
@@ -95,10 +105,14 @@ __all__ = [
     "Tick",
     "Trigger",
     "TriggerError",
+    "config_specs",
     "count_slots",
     "jitter_of",
     "next_slot",
+    "open_items",
     "previous_slot",
+    "register_schedule_commands",
     "run_id_of",
+    "schedule_info",
     "wall_instant",
 ]

@@ -41,6 +41,7 @@ from ..control import (
     McpStatus,
     Metrics,
     MetricsReply,
+    NextFire,
     Reload,
     ReloadReply,
     Reply,
@@ -81,8 +82,10 @@ class StatusCommand:
         discovery: Callable[[], DiscoveryStatus | None] = lambda: None,
         approvals: OperatorApprovals | None = None,
         mcp: Callable[[], McpStatus | None] = lambda: None,
+        schedules: Callable[[], list[NextFire]] = list,
     ) -> None:
         self._status = status
+        self._schedules = schedules
         self._mcp = mcp
         self._control_stats = control_stats
         self._channels = channels
@@ -100,6 +103,7 @@ class StatusCommand:
                 discovery=self._discovery(),
                 approvals=[] if self._approvals is None else approval_infos(self._approvals),
                 mcp=self._mcp(),
+                schedules=self._schedules(),
             ),
         )
 

@@ -38,10 +38,19 @@ from ..channels import (
     channel_adapters,
     channel_settings,
 )
-from ..config import Config, ConfigError, DaemonPaths, daemon_paths, daemon_refusals, load_config
+from ..config import (
+    Config,
+    ConfigError,
+    DaemonPaths,
+    daemon_paths,
+    daemon_refusals,
+    load_config,
+    workspace_path,
+)
 from ..control import (
     MCP_REQUEST_TYPES,
     REQUEST_TYPES,
+    SCHEDULE_REQUEST_TYPES,
     SUBAGENT_REQUEST_TYPES,
     AgentRestart,
     AgentsList,
@@ -58,6 +67,7 @@ from ..control import (
     EventsFollow,
     EventsRecent,
     MemoryCommand,
+    NextFire,
     Reload,
     RouteProbe,
     SessionShow,
@@ -82,6 +92,12 @@ from ..memory import (
 from ..ops import Metrics, MetricsListen, MetricsSources, metrics_listen
 from ..pins import PinService, PinStore, pins_path, register_pin_commands
 from ..policy import ROOT_FIX, code_roots, daemon_code_paths, root_warning
+from ..schedules import (
+    ScheduleService,
+    ScheduleStore,
+    ScheduleStoreError,
+    register_schedule_commands,
+)
 from ..skills import SkillCatalogue, load_catalogue
 from ..subagents import (
     DispatchService,
@@ -174,6 +190,7 @@ class DaemonParts:
     notifier: Notifier
     store: MemoryStore
     subagent_store: SubagentStore
+    schedule_store: ScheduleStore
     control_listener: socket.socket
     idle_timeout: float
     log_level: str | None
@@ -248,7 +265,8 @@ def _acquire(
     skills: SkillCatalogue,
 ) -> DaemonParts:
     """The pid lock, the control socket, the notifier, the memory lock, the zygote, the
-    memory store and the sub-agent store, in this order, each onto `held`."""
+    memory store, the sub-agent store and the schedule store, in this order, each onto
+    `held`."""
     lock = PidLock(paths.runtime_dir / "zeroclaw.lock")
     try:
         lock.acquire()
@@ -293,6 +311,11 @@ def _acquire(
     except (SubagentStoreCorrupt, SubagentStoreLocked) as exc:
         raise DaemonError(str(exc), 1) from None
     held.callback(subagent_store.close)
+    try:
+        schedule_store = ScheduleStore.open_verified(paths.state_dir / "schedules")
+    except ScheduleStoreError as exc:
+        raise DaemonError(str(exc), 1) from None
+    held.callback(schedule_store.close)
     if store.reindexed:
         log.warning(
             "memory store upgraded to the current format: reindexed %d namespaces", store.reindexed
@@ -310,6 +333,7 @@ def _acquire(
         notifier=notifier,
         store=store,
         subagent_store=subagent_store,
+        schedule_store=schedule_store,
         control_listener=control_listener,
         idle_timeout=idle_timeout,
         log_level=log_level,
@@ -425,8 +449,18 @@ async def _main(parts: DaemonParts) -> int:
         approvals = OperatorApprovals(events)
         host = ChannelHost(turns, lambda: router.policy, approvals=approvals)
         channels = ChannelSupervisor(host)
+        # Scheduled turns (issue 28): each a turn of its own origin through the same host,
+        # its reply out through the channel adapters (or the log).
+        schedules = ScheduleService(
+            parts.schedule_store,
+            config=lambda: running.config,
+            host=host,
+            push=channels.push,
+            events=events,
+            workspace=lambda alias: workspace_path(running.config, alias, running.paths),
+        )
         # Subscribed to the sink from here on: every event of the daemon's life is counted.
-        metrics = Metrics(daemon_metrics_sources(fleet, router, host, memory), events)
+        metrics = Metrics(daemon_metrics_sources(fleet, router, host, memory, schedules), events)
         # The table is filled, and checked complete, before the server serves a request.
         table = CommandTable()
         control = ControlServer(
@@ -445,6 +479,10 @@ async def _main(parts: DaemonParts) -> int:
                 discovery.status,
                 approvals,
                 pins.status,
+                lambda: [
+                    NextFire(agent, name, at)
+                    for agent, (name, at) in sorted(schedules.next_fires().items())
+                ],
             ),
         )
         table.register(AgentsList, AgentsListCommand(fleet))
@@ -457,7 +495,10 @@ async def _main(parts: DaemonParts) -> int:
         register_commands(table, running, memory, ChatService(turns), events, metrics, approvals)
         register_subagent_commands(table, dispatch)
         register_pin_commands(table, pins)
-        table.require((*REQUEST_TYPES, *SUBAGENT_REQUEST_TYPES, *MCP_REQUEST_TYPES))
+        register_schedule_commands(table, schedules)
+        table.require(
+            (*REQUEST_TYPES, *SUBAGENT_REQUEST_TYPES, *MCP_REQUEST_TYPES, *SCHEDULE_REQUEST_TYPES)
+        )
 
         services = Services()
         services.register(Background("zygote", functools.partial(_watch_zygote, zygote, stop)))
@@ -494,6 +535,7 @@ async def _main(parts: DaemonParts) -> int:
         services.register(Background("channel adapters", keep))
         found = functools.partial(_keep_discovery, running, readiness, discovery, events)
         services.register(Background("discovery", found))
+        services.register(schedules)
         return await _serve(services, stop, reloader, readiness, [fleet, runtimes], running)
     finally:
         ctx.term()  # every socket closed by its owner by now
@@ -574,7 +616,11 @@ async def _serve_control(
 
 
 def daemon_metrics_sources(
-    fleet: Fleet, router: Router, host: ChannelHost, memory: MemoryService
+    fleet: Fleet,
+    router: Router,
+    host: ChannelHost,
+    memory: MemoryService,
+    schedules: ScheduleService | None = None,
 ) -> MetricsSources:
     """The counters the daemon's components keep, read when metrics are scraped."""
     return MetricsSources(
@@ -586,6 +632,8 @@ def daemon_metrics_sources(
         memory_growths=lambda: memory.growths,
         memory_quota_refusals=lambda: memory.quota_refusals,
         memory_turns_dropped=lambda: memory.turns_dropped,
+        schedule_runs=lambda: {} if schedules is None else schedules.counts,
+        schedules=lambda: {} if schedules is None else schedules.per_agent(),
     )
 
 

@@ -1,0 +1,436 @@
+"""The schedule service: the scheduler's thin trio shell in the daemon.
+
+It sleeps until the scheduler's next deadline (never longer than MAX_SLEEP_SECS, so a
+wall clock stepped by NTP is noticed), ticks it, writes every mark of the answer in one
+durable transaction, and only then acts: a fire's turn opens through the channel host with
+the schedule's origin (an on-demand agent is started for it by the router, and idles out
+after), its reply goes to `deliver_to`, and its outcome is written with the mark that ends
+it. A reload, a reminder made or deleted, and the operator's commands feed it as events.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+
+import trio
+
+from .._terminal import terminal_safe
+from ..bus import Origin
+from ..channels import (
+    ChannelAnswer,
+    ChannelFailure,
+    ChannelHost,
+    ChannelRefused,
+    Outcome,
+    Scheduled,
+)
+from ..config import HEARTBEAT_SCHEDULE, Config, delivery_problem
+from ..events import (
+    EventSink,
+    ReloadApplied,
+    ScheduleDelivered,
+    ScheduleFailed,
+    ScheduleFired,
+    ScheduleMissed,
+    ScheduleSkipped,
+    Subscription,
+)
+from ._heartbeat import Unreadable, heartbeat_text, open_items, read_heartbeat
+from ._machine import (
+    Action,
+    Cancelled,
+    Event,
+    Fire,
+    FireEnded,
+    Forget,
+    Interrupted,
+    Missed,
+    Refused,
+    Reloaded,
+    Restored,
+    Scheduler,
+    Skipped,
+    Tick,
+)
+from ._spec import Mark, RunSummary, ScheduleSpec, ScheduleView
+from ._store import Batch, ScheduleStore, ScheduleStoreError
+from ._triggers import Cron, Every
+
+log = logging.getLogger("zeroclaw.schedules")
+
+MAX_SLEEP_SECS = 60.0  # the longest sleep: a stepped wall clock is noticed within it
+LOG_REPLY_CHARS = 2000  # of a reply delivered to `log`
+
+# Where a run's outcome goes: a channel key and the outcome -> None once delivered, else why.
+Push = Callable[[str, Scheduled], Awaitable[str | None]]
+
+
+def config_specs(config: Config) -> list[ScheduleSpec]:
+    """Every configured schedule and heartbeat of the enabled agents."""
+    specs = []
+    for alias, agent in sorted(config.agents.items()):
+        if not agent.enabled:
+            continue
+        for name, entry in sorted(agent.schedules.items()):
+            trigger = (
+                Cron(entry.cron, entry.timezone)
+                if entry.cron is not None
+                else Every(entry.every or 1.0)
+            )
+            specs.append(
+                ScheduleSpec(
+                    alias,
+                    name,
+                    trigger,
+                    entry.text,
+                    session=entry.session,
+                    tools=entry.tools,
+                    deliver_to=entry.deliver_to,
+                    overlap=entry.overlap,
+                    catch_up=entry.catch_up,
+                    jitter=entry.jitter,
+                    enabled=entry.enabled,
+                    timeout=entry.timeout,
+                )
+            )
+        beat = agent.heartbeat
+        if beat is not None:
+            specs.append(
+                ScheduleSpec(
+                    alias,
+                    HEARTBEAT_SCHEDULE,
+                    Every(beat.every),
+                    kind="heartbeat",
+                    session=beat.session,
+                    tools=beat.tools,
+                    deliver_to=beat.deliver_to,
+                    jitter=beat.jitter,
+                    enabled=beat.enabled,
+                    timeout=beat.timeout,
+                )
+            )
+    return specs
+
+
+def failure_code(outcome: Outcome) -> str | None:
+    """None when the turn ended with a reply; else the stable code of how it did not."""
+    if isinstance(outcome, ChannelAnswer):
+        if outcome.cancelled:
+            return "cancelled"
+        return "turn_error" if outcome.error is not None else None
+    if isinstance(outcome, ChannelRefused):
+        return "refused"
+    return outcome.code
+
+
+def _detail(outcome: Outcome) -> str:
+    if isinstance(outcome, ChannelAnswer):
+        return outcome.error or ""
+    return outcome.detail
+
+
+class ScheduleService:
+    """`name` and `run(task_status=)`: a service of the daemon's table (ADR 0050)."""
+
+    name = "schedules"
+
+    def __init__(
+        self,
+        store: ScheduleStore,
+        *,
+        config: Callable[[], Config],
+        host: ChannelHost,
+        push: Push,
+        events: EventSink,
+        workspace: Callable[[str], Path],
+        clock: Callable[[], float] = time.time,
+        max_sleep: float = MAX_SLEEP_SECS,
+    ) -> None:
+        self.store = store
+        self.machine = Scheduler()
+        self._config = config
+        self._host = host
+        self._push = push
+        self._events = events
+        self._workspace = workspace
+        self._clock = clock
+        self._max_sleep = max_sleep
+        self._wake = trio.Event()
+        self._nursery: trio.Nursery | None = None
+        self._reminders: dict[str, ScheduleSpec] = {}
+        self._lock = trio.Lock()  # one handle-and-write at a time: marks land in order
+        self.last_runs: dict[str, RunSummary] = {}
+        # (agent, outcome) -> runs: fired, delivered, failed codes, skipped, missed
+        self.counts: Counter[tuple[str, str]] = Counter()
+        self.wakes = 0  # how often the loop woke (the bench reads it)
+        # Subscribed now, not when `run` starts: no reload in between is missed.
+        self._reloads = events.subscribe()
+
+    # --- the service --------------------------------------------------------------------
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        loaded = await trio.to_thread.run_sync(self.store.load)
+        self._reminders = {spec.key: spec for spec in loaded.reminders}
+        self.last_runs = dict(loaded.runs)
+        with self._reloads as reloads:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                await self.handle(Restored(loaded.marks))
+                await self.reload()
+                nursery.start_soon(self._follow, reloads)
+                task_status.started()
+                await self._loop()
+
+    async def _follow(self, reloads: Subscription) -> None:
+        async for published in reloads:
+            if (
+                isinstance(published.event, ReloadApplied)
+                and published.event.outcome != "reload_failed"
+            ):
+                await self.reload()
+
+    async def _loop(self) -> None:
+        while True:
+            await self.handle(Tick(self._clock()))
+            wait = min(self.machine.next_deadline() - self._clock(), self._max_sleep)
+            if wait > 0:
+                with trio.move_on_after(wait):
+                    await self._wake.wait()
+            self._wake = trio.Event()
+            self.wakes += 1
+
+    def specs(self) -> list[ScheduleSpec]:
+        """What should be scheduled now: the config's, and the reminders of agents that
+        still exist and are enabled."""
+        config = self._config()
+        enabled = {a for a, c in config.agents.items() if c.enabled}
+        return config_specs(config) + [s for s in self._reminders.values() if s.agent in enabled]
+
+    async def reload(self) -> None:
+        await self.handle(Reloaded(tuple(self.specs()), self._clock()))
+
+    async def handle(
+        self, event: Event, runs: Sequence[tuple[str, RunSummary]] = ()
+    ) -> list[Action]:
+        """Feed the scheduler one event; write what its answer marks (and `runs`) in one
+        durable transaction, then act on it. Returns the answer (a command reads it)."""
+        async with self._lock:
+            actions = self.machine.handle(event)
+            await self._write(actions, runs)
+        self._act(actions)
+        self._wake.set()
+        return actions
+
+    async def _write(self, actions: list[Action], runs: Sequence[tuple[str, RunSummary]]) -> None:
+        marks: dict[str, Mark] = {}
+        forget: list[str] = []
+        for action in actions:
+            mark = getattr(action, "mark", None)
+            if isinstance(mark, Mark):
+                marks[mark.key] = mark
+            if isinstance(action, Forget):
+                marks.pop(action.key, None)
+                forget.append(action.key)
+        batch = Batch(tuple(marks.values()), tuple(forget), tuple(runs))
+        try:
+            await trio.to_thread.run_sync(self.store.write, batch)
+        except ScheduleStoreError as exc:
+            # Nothing of the answer happens: no turn starts unrecorded. Runs it would have
+            # fired end at once, failed; the scheduler counts on from there.
+            log.error("schedules: %s", exc)
+            for action in actions:
+                if isinstance(action, Fire):
+                    self._failed(action.spec, action.run_id, "store_failed", str(exc))
+                    self.machine.handle(FireEnded(action.run_id, self._clock()))
+            actions.clear()
+            return
+        for key, run in runs:
+            self.last_runs[key] = run
+        for key in forget:
+            self.last_runs.pop(key, None)
+
+    def _act(self, actions: list[Action]) -> None:
+        for action in actions:
+            if isinstance(action, Fire):
+                self._fired(action)
+            elif isinstance(action, Skipped):
+                self._skipped(action.spec.key, action.reason, action.slot)
+            elif isinstance(action, Cancelled):
+                self._skipped(action.key, "cancelled", action.slot)
+            elif isinstance(action, Missed):
+                key = action.spec.key
+                self.counts[(action.spec.agent, "missed")] += action.count
+                log.warning(
+                    "schedule %s: %d run(s) missed (%s), the latest due %s",
+                    key,
+                    action.count,
+                    action.reason,
+                    time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(action.latest)),
+                    extra={"schedule": key, "missed": action.count, "reason": action.reason},
+                )
+                self._events.publish(
+                    ScheduleMissed(key, action.count, action.latest, action.reason)
+                )
+            elif isinstance(action, Interrupted):
+                detail = (
+                    "the daemon stopped while it ran; it is not run again (it may have delivered)"
+                )
+                self._failed_key(action.key, action.run_id, "daemon_restarted", detail, action.slot)
+            elif isinstance(action, Forget):
+                self._reminders.pop(action.key, None)
+
+    def _fired(self, fire: Fire) -> None:
+        spec = fire.spec
+        self.counts[(spec.agent, "fired")] += 1
+        log.info(
+            "schedule %s: run %s%s",
+            spec.key,
+            fire.run_id,
+            " (late: caught up)" if fire.late else "",
+            extra={"schedule": spec.key, "run_id": fire.run_id},
+        )
+        self._events.publish(ScheduleFired(spec.key, fire.run_id, fire.slot, fire.late))
+        assert self._nursery is not None
+        self._nursery.start_soon(self._run, fire)
+
+    def _skipped(self, key: str, reason: str, slot: float | None) -> None:
+        self.counts[(key.partition(".")[0], "skipped")] += 1
+        log.info("schedule %s: skipped (%s)", key, reason, extra={"schedule": key})
+        self._events.publish(ScheduleSkipped(key, reason, slot))
+
+    def _failed(self, spec: ScheduleSpec, run_id: str, code: str, detail: str) -> None:
+        self._failed_key(spec.key, run_id, code, detail, None)
+
+    def _failed_key(
+        self, key: str, run_id: str, code: str, detail: str, slot: float | None
+    ) -> None:
+        self.counts[(key.partition(".")[0], "failed")] += 1
+        log.warning(
+            "schedule %s: run %s failed (%s): %s",
+            key,
+            run_id,
+            code,
+            terminal_safe(detail[:300], one_line=True),
+            extra={"schedule": key, "run_id": run_id, "code": code},
+        )
+        self._events.publish(ScheduleFailed(key, run_id, code, detail[:500]))
+        self.last_runs[key] = RunSummary(run_id, code, self._clock(), detail[:500], slot)
+
+    # --- a run ----------------------------------------------------------------------------
+
+    async def _run(self, fire: Fire) -> None:
+        spec, started = fire.spec, self._clock()
+        try:
+            summary = await self._turn_and_delivery(fire)
+        except Exception as exc:  # one run's failure must not take the service down
+            log.exception("schedule %s: run %s failed in the daemon", spec.key, fire.run_id)
+            self._failed(spec, fire.run_id, "internal", type(exc).__name__)
+            summary = RunSummary(
+                fire.run_id, "internal", self._clock(), type(exc).__name__, fire.slot
+            )
+        if summary.outcome == "delivered":
+            self.counts[(spec.agent, "delivered")] += 1
+            self._events.publish(
+                ScheduleDelivered(
+                    spec.key, fire.run_id, spec.deliver_to, round(self._clock() - started, 6)
+                )
+            )
+        await self.handle(FireEnded(fire.run_id, self._clock()), runs=[(spec.key, summary)])
+
+    async def _turn_and_delivery(self, fire: Fire) -> RunSummary:
+        spec, run_id = fire.spec, fire.run_id
+        text = spec.text
+        if spec.kind == "heartbeat":
+            found = await trio.to_thread.run_sync(read_heartbeat, self._workspace(spec.agent))
+            if isinstance(found, Unreadable):
+                self._failed(spec, run_id, "nothing_to_read", found.detail)
+                return RunSummary(run_id, "nothing_to_read", self._clock(), found.detail, fire.slot)
+            items = open_items(found or "")
+            if not items:
+                self._skipped(spec.key, "nothing_open", fire.slot)
+                return RunSummary(run_id, "nothing_open", self._clock(), "", fire.slot)
+            text = heartbeat_text(items)
+        outcome: Outcome = ChannelFailure("timeout", f"the turn took longer than {spec.timeout:g}s")
+        with trio.move_on_after(spec.timeout):
+            outcome = await self._host.run_turn(
+                spec.agent, Origin.schedule(spec.agent, spec.name), text, session=spec.session
+            )
+        code = failure_code(outcome)
+        not_delivered = await self._deliver(spec, run_id, outcome)
+        if code is not None:
+            self._failed(spec, run_id, code, _detail(outcome))
+            return RunSummary(run_id, code, self._clock(), _detail(outcome)[:500], fire.slot)
+        if not_delivered is not None:
+            self._failed(spec, run_id, "not_delivered", not_delivered)
+            return RunSummary(run_id, "not_delivered", self._clock(), not_delivered, fire.slot)
+        return RunSummary(run_id, "delivered", self._clock(), "", fire.slot)
+
+    async def _deliver(self, spec: ScheduleSpec, run_id: str, outcome: Outcome) -> str | None:
+        """The outcome to `deliver_to`: None once delivered, else why not. Only to a
+        channel the agent binds now (a reload may have unbound it since)."""
+        if spec.deliver_to == "log":
+            if isinstance(outcome, ChannelAnswer):
+                shown = terminal_safe(outcome.reply[:LOG_REPLY_CHARS])
+                log.info(
+                    "schedule %s: run %s replied: %s",
+                    spec.key,
+                    run_id,
+                    shown,
+                    extra={"schedule": spec.key, "run_id": run_id},
+                )
+            return None
+        problem = delivery_problem(self._config(), spec.agent, spec.deliver_to)
+        if problem is not None:
+            return problem
+        return await self._push(spec.deliver_to, Scheduled(spec.key, run_id, outcome))
+
+    # --- what the operator sees and asks ---------------------------------------------------
+
+    def now(self) -> float:
+        return self._clock()
+
+    def views(self, agent: str | None = None) -> list[ScheduleView]:
+        out = []
+        for spec in sorted(self.machine.specs(), key=lambda s: (s.agent, s.name)):
+            if agent is not None and spec.agent != agent:
+                continue
+            out.append(self._view(spec))
+        return out
+
+    def view(self, key: str) -> ScheduleView | None:
+        spec = self.machine.spec(key)
+        return None if spec is None else self._view(spec)
+
+    def _view(self, spec: ScheduleSpec) -> ScheduleView:
+        mark = self.machine.mark(spec.key) or Mark(spec.key)
+        return ScheduleView(
+            spec, self.machine.next_fire(spec.key), mark, self.last_runs.get(spec.key)
+        )
+
+    def per_agent(self) -> dict[str, int]:
+        """How many schedules each agent has."""
+        return dict(Counter(spec.agent for spec in self.machine.specs()))
+
+    def next_fires(self) -> dict[str, tuple[str, float]]:
+        """Per agent: its schedule due first, and when."""
+        best: dict[str, tuple[str, float]] = {}
+        for spec in self.machine.specs():
+            due = self.machine.next_fire(spec.key)
+            if due is None or due == math.inf:
+                continue
+            if spec.agent not in best or due < best[spec.agent][1]:
+                best[spec.agent] = (spec.name, due)
+        return best
+
+    async def command(self, event: Event) -> Refused | list[Action]:
+        """An operator's run, pause or resume: the refusal, or what it did."""
+        actions = await self.handle(event)
+        for action in actions:
+            if isinstance(action, Refused):
+                return action
+        return actions
