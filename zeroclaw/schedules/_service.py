@@ -64,6 +64,8 @@ from ._triggers import Cron, Every
 log = logging.getLogger("zeroclaw.schedules")
 
 MAX_SLEEP_SECS = 60.0  # the longest sleep: a stepped wall clock is noticed within it
+# The first tick waits for the daemon's READY=1 (its agents up), or this long at most.
+FIRST_TICK_AFTER_SECS = 30.0
 LOG_REPLY_CHARS = 2000  # of a reply delivered to `log`
 
 # Where a run's outcome goes: a channel key and the outcome -> None once delivered, else why.
@@ -150,7 +152,10 @@ class ScheduleService:
         workspace: Callable[[str], Path],
         clock: Callable[[], float] = time.time,
         max_sleep: float = MAX_SLEEP_SECS,
+        ready: trio.Event | None = None,
     ) -> None:
+        """`ready`: set once the daemon's agents are up; the first run waits for it (a
+        run while an `always` agent still starts would be refused)."""
         self.store = store
         self.machine = Scheduler()
         self._config = config
@@ -160,6 +165,7 @@ class ScheduleService:
         self._workspace = workspace
         self._clock = clock
         self._max_sleep = max_sleep
+        self._ready = ready
         self._wake = trio.Event()
         self._nursery: trio.Nursery | None = None
         self._reminders: dict[str, ScheduleSpec] = {}
@@ -184,6 +190,9 @@ class ScheduleService:
                 await self.reload()
                 nursery.start_soon(self._follow, reloads)
                 task_status.started()
+                if self._ready is not None:
+                    with trio.move_on_after(FIRST_TICK_AFTER_SECS):
+                        await self._ready.wait()
                 await self._loop()
 
     async def _follow(self, reloads: Subscription) -> None:

@@ -458,6 +458,7 @@ async def _main(parts: DaemonParts) -> int:
             push=channels.push,
             events=events,
             workspace=lambda alias: workspace_path(running.config, alias, running.paths),
+            ready=readiness.ready,
         )
         # Subscribed to the sink from here on: every event of the daemon's life is counted.
         metrics = Metrics(daemon_metrics_sources(fleet, router, host, memory, schedules), events)
