@@ -65,6 +65,7 @@ WIRE_SUPPORT = frozenset(
         "zeroclaw.turns._adapter",
         "zeroclaw.turns._dispatch",
         "zeroclaw.turns._mcp",
+        "zeroclaw.turns._schedules",
         "zeroclaw.turns._memory",
         "zeroclaw.turns._subagent_records",
     }
@@ -153,6 +154,7 @@ EDGES: dict[tuple[str, str], str] = {
     ("schedules", "config"): "the schedules, heartbeats and reminder grants; delivery targets",
     ("schedules", "control"): "its control commands and their replies",
     ("schedules", "events"): "publishes its runs, skips and misses; follows reloads",
+    ("schedules", "turns"): "its wire: the reminder ops and bodies (turns/_schedules.py)",
     ("skills", "config"): "where skills live, which agent lists which, their risk profiles",
     ("subagents", "bus"): "dispatch requests arrive over the bus",
     ("subagents", "config"): "sub-agent settings",

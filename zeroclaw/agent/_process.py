@@ -113,6 +113,7 @@ def toolset_for(spec: AgentSpec) -> Toolset:
         facades=spec.facades,
         adapters=bool(spec.adapters),
         skills=spec.skill_folders,
+        reminders=spec.reminders,
     )
 
 

@@ -35,6 +35,7 @@ from ._machine import (
     Tick,
     run_id_of,
 )
+from ._reminders import ReminderService, admit_reminder
 from ._service import ScheduleService, config_specs
 from ._spec import (
     HEARTBEAT_NAME,
@@ -86,6 +87,7 @@ __all__ = [
     "Queued",
     "Refused",
     "Reloaded",
+    "ReminderService",
     "Restored",
     "Resume",
     "RunNow",
@@ -105,6 +107,7 @@ __all__ = [
     "Tick",
     "Trigger",
     "TriggerError",
+    "admit_reminder",
     "config_specs",
     "count_slots",
     "jitter_of",

@@ -26,18 +26,8 @@ from ..control import (
     error_reply,
 )
 from ._machine import Fire, Pause, Refused, Resume, RunNow
-from ._service import ScheduleService
+from ._service import ScheduleService, describe
 from ._spec import ScheduleView
-from ._triggers import Cron, Every, Once, Trigger
-
-
-def describe_trigger(trigger: Trigger) -> str:
-    if isinstance(trigger, Cron):
-        return f"cron {trigger.expr} in {trigger.timezone}"
-    if isinstance(trigger, Every):
-        return f"every {trigger.interval:g}s"
-    assert isinstance(trigger, Once)
-    return f"once at {trigger.at:.0f}"
 
 
 def schedule_info(view: ScheduleView, *, detail: bool = False) -> ScheduleInfo:
@@ -46,7 +36,7 @@ def schedule_info(view: ScheduleView, *, detail: bool = False) -> ScheduleInfo:
         spec.agent,
         spec.name,
         spec.kind,
-        describe_trigger(spec.trigger),
+        describe(spec),
         spec.deliver_to,
         spec.enabled,
         mark.paused,

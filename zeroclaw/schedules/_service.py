@@ -119,6 +119,15 @@ def config_specs(config: Config) -> list[ScheduleSpec]:
     return specs
 
 
+def describe(spec: ScheduleSpec) -> str:
+    trigger = spec.trigger
+    if isinstance(trigger, Cron):
+        return f"cron {trigger.expr} in {trigger.timezone}"
+    if isinstance(trigger, Every):
+        return f"every {trigger.interval:g}s"
+    return f"once at {trigger.at:.0f}"
+
+
 def failure_code(outcome: Outcome) -> str | None:
     """None when the turn ended with a reply; else the stable code of how it did not."""
     if isinstance(outcome, ChannelAnswer):
@@ -397,6 +406,39 @@ class ScheduleService:
         if problem is not None:
             return problem
         return await self._push(spec.deliver_to, Scheduled(spec.key, run_id, outcome))
+
+    # --- agents' reminders (the reminder service's host) ----------------------------------
+
+    def reminders(self) -> list[ScheduleSpec]:
+        return list(self._reminders.values())
+
+    def schedules_of(self, agent: str) -> list[ScheduleSpec]:
+        return sorted((s for s in self.machine.specs() if s.agent == agent), key=lambda s: s.name)
+
+    def next_fire(self, key: str) -> float | None:
+        return self.machine.next_fire(key)
+
+    async def next_number(self, agent: str) -> int:
+        return await trio.to_thread.run_sync(self.store.next_reminder_number, agent)
+
+    async def add_reminder(self, spec: ScheduleSpec) -> None:
+        """Keep it (durably, before it is scheduled) and schedule it."""
+        await trio.to_thread.run_sync(self.store.write, Batch(reminders=(spec,)))
+        self._reminders[spec.key] = spec
+        log.info(
+            "schedule %s: reminder made by %s (%s)",
+            spec.key,
+            spec.created_by,
+            describe(spec),
+            extra={"schedule": spec.key},
+        )
+        await self.reload()
+
+    async def drop_reminder(self, key: str) -> None:
+        """Unschedule it; the scheduler's Forget deletes it from the store (after the run
+        in progress, if one is)."""
+        self._reminders.pop(key, None)
+        await self.reload()
 
     # --- what the operator sees and asks ---------------------------------------------------
 

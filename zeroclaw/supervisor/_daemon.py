@@ -93,6 +93,7 @@ from ..ops import Metrics, MetricsListen, MetricsSources, metrics_listen
 from ..pins import PinService, PinStore, pins_path, register_pin_commands
 from ..policy import ROOT_FIX, code_roots, daemon_code_paths, root_warning
 from ..schedules import (
+    ReminderService,
     ScheduleService,
     ScheduleStore,
     ScheduleStoreError,
@@ -107,7 +108,14 @@ from ..subagents import (
     SubagentStoreLocked,
     register_subagent_commands,
 )
-from ..turns import ADAPTER_SERVICE, MCP_SERVICE, SUBAGENT_SERVICE, TURN_SERVICE, ApprovalLedger
+from ..turns import (
+    ADAPTER_SERVICE,
+    MCP_SERVICE,
+    SCHEDULE_SERVICE,
+    SUBAGENT_SERVICE,
+    TURN_SERVICE,
+    ApprovalLedger,
+)
 from ._adapters import adapter_runner
 from ._chat import ChatService
 from ._commands import (
@@ -405,6 +413,7 @@ async def _main(parts: DaemonParts) -> int:
                 SUBAGENT_SERVICE: hooks.subagent_request,
                 ADAPTER_SERVICE: hooks.adapter_request,
                 MCP_SERVICE: pins.serve,
+                SCHEDULE_SERVICE: hooks.schedule_request,
             },
             hooks=hooks,
             events=events,
@@ -442,7 +451,6 @@ async def _main(parts: DaemonParts) -> int:
             runner=adapter_runner(lambda: running.specs, env),
             approvals=approval_ledger,
         )
-        hooks.bind(Behind(fleet, runtimes, turns, dispatch, discovery, pins))
         # Webhook and serial channels: inbound messages routed from the config, their turns
         # through the same turn service (issue 13). Approvals of outside origins wait for
         # the operator here (ADR 0042).
@@ -460,6 +468,17 @@ async def _main(parts: DaemonParts) -> int:
             workspace=lambda alias: workspace_path(running.config, alias, running.paths),
             ready=readiness.ready,
         )
+        # Agents' own reminders (issue 28): made in a turn the turn service opened, with
+        # the approvals the daemon saw given (ADR 0052), kept by the schedule service.
+        reminders = ReminderService(
+            config=lambda: running.config,
+            turn_of=lambda turn_id: (
+                None if (t := turns.turns.get(turn_id)) is None else (t.agent, t.origin)
+            ),
+            approvals=approval_ledger,
+            schedules=schedules,
+        )
+        hooks.bind(Behind(fleet, runtimes, turns, dispatch, discovery, pins, reminders))
         # Subscribed to the sink from here on: every event of the daemon's life is counted.
         metrics = Metrics(daemon_metrics_sources(fleet, router, host, memory, schedules), events)
         # The table is filled, and checked complete, before the server serves a request.

@@ -17,6 +17,7 @@ from ..bus import Response
 from ..conversations import TurnService
 from ..discovery import DiscoveryService
 from ..pins import PinService
+from ..schedules import ReminderService
 from ..subagents import DispatchService
 from ._fleet import Fleet
 from ._lifecycle import State
@@ -36,6 +37,7 @@ class Behind:
     dispatch: DispatchService
     discovery: DiscoveryService
     pins: PinService | None = None
+    reminders: ReminderService | None = None
 
 
 class DaemonHooks:
@@ -100,3 +102,9 @@ class DaemonHooks:
 
     def adapter_request(self, sender: str, request: BusRequest) -> Awaitable[Response]:
         return self._to.discovery.serve(sender, request)
+
+    async def schedule_request(self, sender: str, request: BusRequest) -> Response:
+        reminders = self._to.reminders
+        if reminders is None:
+            return Response(id=request.id, ok=False, error="unknown_service")
+        return await reminders.serve(sender, request)
