@@ -108,6 +108,7 @@ PROFILES: dict[str, tuple[str, bool | None]] = {
     "origin_peer": ("", None),
     "origin_channel": ("", None),
     "origin_subagent": ("", None),
+    "origin_schedule": ("", None),
 }
 # Which profiles stand for which risk level / grant mode (completeness).
 LEVEL_PROFILES = {"readonly": "readonly", "supervised": "supervised_approve", "full": "full"}
@@ -1117,6 +1118,9 @@ ORIGIN_DRIVERS: dict[str, tuple[tuple[str, str], ...]] = {
     "channel": (("webhook", "supervised_approve"), ("serial", "supervised_approve")),
     "peer": (("ask", "readonly"),),  # ro asks sup: the router stamps ro's session
     "subagent": (("key", "operator"),),  # runtimes keep no transcript: the daemon's key
+    # a schedule's `session` names one of its own (schedule:<agent>.<name>/<session>),
+    # whatever it says: the daemon's key against the stored keys
+    "schedule": (("schedule", "operator"),),
 }
 
 
@@ -1437,10 +1441,11 @@ ORIGIN_MCP_TOOL = "mcp__h__echo"  # an allowed tool of a server the origin cells
 
 def _origin_cells() -> list[Cell]:
     """Every origin kind x every agent tool, both read from the product: with the default
-    config (no peer_tools, no group tools) only the operator's turn may use an agent tool;
-    a grant (peer_tools for a peer, a peer group's tools for an outside sender) gives
-    exactly that tool. A sub-agent turn runs on a sub-agent runtime, whose only tools are
-    its own. Then who answers each kind's approvals, by the group's `approvals`."""
+    config (no peer_tools, no group tools, no schedule tools) only the operator's turn may
+    use an agent tool; a grant (peer_tools for a peer, a peer group's tools for an outside
+    sender, a schedule's tools for its runs) gives exactly that tool. A sub-agent turn runs
+    on a sub-agent runtime, whose only tools are its own. Then who answers each kind's
+    approvals, by the group's `approvals`."""
     from tests.conformance._registries import agent_tools, origin_kinds
 
     cells = []
@@ -1465,7 +1470,12 @@ def _origin_cells() -> list[Cell]:
                     extra={"kind": kind, "grant": ()},
                 )
             )
-            if kind in ("peer", "channel"):
+            # A schedule's `tools` grant its runs a tool, but never a reminder tool (a
+            # schedule does not make schedules: the config refuses it).
+            grantable = kind in ("peer", "channel") or (
+                kind == "schedule" and not tool.startswith("schedule_")
+            )
+            if grantable:
                 cells.append(
                     Cell(
                         "origin_tools",
@@ -1484,6 +1494,7 @@ def _origin_cells() -> list[Cell]:
                 "channel": "operator" if setting == "operator" else "channel",
                 "peer": "none",  # nobody to ask: denied
                 "subagent": "none",  # a runtime never talks to users: denied
+                "schedule": "operator",  # nobody is at a schedule: the operator's queue
             }[kind]
             cells.append(
                 Cell(
