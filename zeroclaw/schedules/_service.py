@@ -214,12 +214,14 @@ class ScheduleService:
 
     async def _loop(self) -> None:
         while True:
-            await self.handle(Tick(self._clock()))
+            # A fresh event before the tick: a wake during it (a run ended, a reload) is
+            # kept, and the tick's own answer does not wake the loop again.
+            self._wake = trio.Event()
+            await self.handle(Tick(self._clock()), wake=False)
             wait = min(self.machine.next_deadline() - self._clock(), self._max_sleep)
             if wait > 0:
                 with trio.move_on_after(wait):
                     await self._wake.wait()
-            self._wake = trio.Event()
             self.wakes += 1
 
     def specs(self) -> list[ScheduleSpec]:
@@ -233,15 +235,17 @@ class ScheduleService:
         await self.handle(Reloaded(tuple(self.specs()), self._clock()))
 
     async def handle(
-        self, event: Event, runs: Sequence[tuple[str, RunSummary]] = ()
+        self, event: Event, runs: Sequence[tuple[str, RunSummary]] = (), *, wake: bool = True
     ) -> list[Action]:
         """Feed the scheduler one event; write what its answer marks (and `runs`) in one
-        durable transaction, then act on it. Returns the answer (a command reads it)."""
+        durable transaction, then act on it. Returns the answer (a command reads it).
+        `wake`: the loop looks at the next deadline again (it may have moved)."""
         async with self._lock:
             actions = self.machine.handle(event)
             await self._write(actions, runs)
         self._act(actions)
-        self._wake.set()
+        if wake:
+            self._wake.set()
         return actions
 
     async def _write(self, actions: list[Action], runs: Sequence[tuple[str, RunSummary]]) -> None:

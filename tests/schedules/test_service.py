@@ -1,0 +1,137 @@
+"""The schedule service's shell on a real store, on trio's mock clock: it sleeps until its
+next deadline (at most a minute), never wakes itself; and the store it keeps: marks,
+reminders and last runs across a reopen, one opener at a time, damage refused with the fix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+import trio
+import trio.testing
+
+from tests.supervisor.harness import agent_entry, make_config
+from zeroclaw.channels import ChannelHost, Scheduled
+from zeroclaw.config import Config, validate_document
+from zeroclaw.events import EventSink
+from zeroclaw.schedules import (
+    Every,
+    Mark,
+    Once,
+    Running,
+    RunSummary,
+    ScheduleService,
+    ScheduleSpec,
+    ScheduleStore,
+    ScheduleStoreCorrupt,
+    ScheduleStoreLocked,
+)
+from zeroclaw.schedules._store import Batch
+
+
+def config(tmp_path: Path, schedules: dict[str, Any]) -> Config:
+    doc = make_config(tmp_path, {"alpha": agent_entry(schedules=schedules)})
+    return validate_document(doc)
+
+
+async def never_pushed(key: str, scheduled: Scheduled) -> str | None:
+    raise AssertionError("nothing is delivered in these tests")
+
+
+def service(tmp_path: Path, cfg: Config, store: ScheduleStore) -> ScheduleService:
+    clock = trio.current_time  # the mock clock stands in for the wall clock
+    return ScheduleService(
+        store,
+        config=lambda: cfg,
+        # No run fires in these tests: the host that would open its turn is never reached.
+        host=cast(ChannelHost, None),
+        push=never_pushed,
+        events=EventSink(),
+        workspace=lambda alias: tmp_path,
+        clock=clock,
+    )
+
+
+@pytest.mark.parametrize(
+    ("schedules", "most_wakes"),
+    [({}, 61), ({"daily": {"cron": "0 3 * * *", "text": "x"}}, 61)],
+)
+async def test_an_idle_service_wakes_once_a_minute_at_most(
+    tmp_path: Path,
+    schedules: dict[str, Any],
+    most_wakes: int,
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    autojump_clock.jump(1_800_000_000)  # a wall clock's worth of seconds
+    with ScheduleStore(tmp_path / "s") as store:
+        svc = service(tmp_path, config(tmp_path, schedules), store)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(svc.run)
+            await trio.sleep(3600)
+            nursery.cancel_scope.cancel()
+    assert 0 < svc.wakes <= most_wakes, svc.wakes
+
+
+@pytest.fixture
+def autojump_clock() -> trio.testing.MockClock:
+    return trio.testing.MockClock(autojump_threshold=0)
+
+
+def test_the_store_keeps_marks_reminders_and_runs_across_a_reopen(tmp_path: Path) -> None:
+    reminder = ScheduleSpec(
+        "alpha",
+        "reminder-1",
+        Once(2e9),
+        "call bob",
+        kind="reminder",
+        created_by="operator",
+        created_at=1.5e9,
+        deliver_to="log",
+    )
+    every = ScheduleSpec(
+        "alpha",
+        "reminder-2",
+        Every(3600.0, 1.5e9),
+        "water",
+        kind="reminder",
+        created_by="webhook.ops:ci-bot",
+        created_at=1.5e9,
+    )
+    mark = Mark("alpha.x", 1.5e9, True, Running("alpha.x@1", 1.5e9, 1.6e9), 1.7e9)
+    run = RunSummary("alpha.y@2", "timeout", 1.8e9, "slow", 1.7e9)
+    with ScheduleStore(tmp_path / "s") as store:
+        store.write(Batch((mark,), (), (("alpha.y", run),), (reminder, every)))
+        assert store.next_reminder_number("alpha") == 1
+        assert store.next_reminder_number("alpha") == 2
+        assert store.next_reminder_number("beta") == 1
+    with ScheduleStore.open_verified(tmp_path / "s") as store:
+        loaded = store.load()
+        assert loaded.marks == (mark,)
+        assert loaded.runs == {"alpha.y": run}
+        assert sorted(loaded.reminders, key=lambda s: s.name) == [reminder, every]
+        assert store.next_reminder_number("alpha") == 3  # never reused
+        store.write(Batch(forget=("alpha.x", "alpha.y", "alpha.reminder-1")))
+        assert store.load().marks == () and store.load().runs == {}
+        assert [s.name for s in store.load().reminders] == ["reminder-2"]
+
+
+def test_one_opener_at_a_time(tmp_path: Path) -> None:
+    with ScheduleStore(tmp_path / "s"), pytest.raises(ScheduleStoreLocked, match="in use by pid"):
+        ScheduleStore(tmp_path / "s")
+
+
+@pytest.mark.parametrize("damage", ["empty", "truncated", "garbage"])
+def test_a_damaged_store_is_refused_with_the_fix(tmp_path: Path, damage: str) -> None:
+    with ScheduleStore(tmp_path / "s") as store:
+        store.write(Batch((Mark("alpha.x", 1.0),)))
+    data = tmp_path / "s" / "data.mdb"
+    raw = data.read_bytes()
+    if damage == "empty":
+        data.write_bytes(b"")
+    elif damage == "truncated":
+        data.write_bytes(raw[: len(raw) // 3])
+    else:
+        data.write_bytes(b"\x00garbage" * (len(raw) // 8))
+    with pytest.raises(ScheduleStoreCorrupt, match="move it aside"):
+        ScheduleStore.open_verified(tmp_path / "s")
