@@ -337,3 +337,27 @@ def test_runs_that_fail_hang_or_meet_their_budget(
     assert daemon.proc is not None and daemon.proc.poll() is None
     shown = cli_json(daemon, "schedules", "show", "broken.fails")
     assert shown["last_run"]["outcome"] in {"turn_error", "delivered"} or shown["running"]
+
+
+def test_a_heartbeat_runs_on_open_items_only(
+    root: Path, daemons: DaemonFactory, receiver: Receiver
+) -> None:
+    doc = scheduled_config(root, receiver.port, {})
+    doc["agents"]["alpha"]["heartbeat"] = {"every": "1s", "deliver_to": "webhook.ops"}
+    workspace = root / "alpha-ws"
+    workspace.mkdir()
+    doc["agents"]["alpha"]["workspace"] = {"path": str(workspace)}
+    daemon = daemons(doc, faults=False)
+    daemon.start(HOOK_SECRET=HOOK_SECRET)
+    # No HEARTBEAT.md: nothing runs.
+    wait_events(
+        daemon,
+        "schedule.skipped",
+        lambda e: e["schedule"] == "alpha.heartbeat" and e["reason"] == "nothing_open",
+    )
+    assert receiver.bodies() == []
+    (workspace / "HEARTBEAT.md").write_text("# todo\n- [x] done\n- [ ] water the plants\n")
+    [ran] = receiver.wait(1, lambda b: b["schedule"] == "alpha.heartbeat")[:1]
+    assert ran["status"] == 200 and ran["agent"] == "alpha"
+    sessions = cli_json(daemon, "sessions", "list", "--agent", "alpha")["sessions"]
+    assert "schedule:alpha.heartbeat" in {s["who"] for s in sessions}

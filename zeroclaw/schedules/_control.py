@@ -5,12 +5,12 @@ per request, each built with the daemon's `ScheduleService` and calling only it.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 import msgspec
 
 from ..control import (
     CommandTable,
+    ControlErrorCode,
     Exchange,
     HandlerEntry,
     Reply,
@@ -62,29 +62,38 @@ def schedule_info(view: ScheduleView, *, detail: bool = False) -> ScheduleInfo:
     )
 
 
-def _resolve(schedules: ScheduleService, name: str) -> str | Reply[Any]:
-    """`<agent>.<name>`, or a bare name only one agent has: the key, else the refusal."""
+class _NoSuch(Exception):
+    """The name names no schedule (or several): the reply's code and message."""
+
+    def __init__(self, code: ControlErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def _resolve(schedules: ScheduleService, name: str) -> str:
+    """`<agent>.<name>`, or a bare name only one agent has: the key; else _NoSuch."""
     if "." in name:
         if schedules.view(name) is None:
-            return error_reply("unknown_schedule", f"no schedule {name[:80]!r}")
+            raise _NoSuch("unknown_schedule", f"no schedule {name[:80]!r}")
         return name
     found = [v.spec.key for v in schedules.views() if v.spec.name == name]
     if not found:
-        return error_reply("unknown_schedule", f"no schedule named {name[:80]!r}")
+        raise _NoSuch("unknown_schedule", f"no schedule named {name[:80]!r}")
     if len(found) > 1:
-        return error_reply(
+        raise _NoSuch(
             "ambiguous_schedule",
             f"{name!r} is a schedule of several agents; name one: {', '.join(found)}",
         )
     return found[0]
 
 
-def _refusal(refused: Refused) -> Reply[Any]:
+def _refused(refused: Refused) -> _NoSuch:
     if refused.reason == "schedule_running":
-        return error_reply(
+        return _NoSuch(
             "schedule_running", f"schedule {refused.key} is running; try when its run ended"
         )
-    return error_reply("unknown_schedule", f"no schedule {refused.key!r}")
+    return _NoSuch("unknown_schedule", f"no schedule {refused.key!r}")
 
 
 class SchedulesListCommand:
@@ -101,9 +110,10 @@ class ScheduleShowCommand:
         self._schedules = schedules
 
     async def __call__(self, request: ScheduleShow, exchange: Exchange) -> Reply[ScheduleInfo]:
-        key = _resolve(self._schedules, request.name)
-        if isinstance(key, Reply):
-            return key
+        try:
+            key = _resolve(self._schedules, request.name)
+        except _NoSuch as exc:
+            return error_reply(exc.code, exc.message)
         view = self._schedules.view(key)
         assert view is not None
         return Reply(ok=True, data=schedule_info(view, detail=True))
@@ -114,12 +124,13 @@ class ScheduleRunCommand:
         self._schedules = schedules
 
     async def __call__(self, request: ScheduleRun, exchange: Exchange) -> Reply[ScheduleRunReply]:
-        key = _resolve(self._schedules, request.name)
-        if isinstance(key, Reply):
-            return key
-        done = await self._schedules.command(RunNow(key, self._schedules.now()))
-        if isinstance(done, Refused):
-            return _refusal(done)
+        try:
+            key = _resolve(self._schedules, request.name)
+            done = await self._schedules.command(RunNow(key, self._schedules.now()))
+            if isinstance(done, Refused):
+                raise _refused(done)
+        except _NoSuch as exc:
+            return error_reply(exc.code, exc.message)
         fire = next(a for a in done if isinstance(a, Fire))
         return Reply(ok=True, data=ScheduleRunReply(key, fire.run_id))
 
@@ -132,13 +143,14 @@ class _Toggle:
     async def __call__(
         self, request: SchedulePause | ScheduleResume, exchange: Exchange
     ) -> Reply[ScheduleInfo]:
-        key = _resolve(self._schedules, request.name)
-        if isinstance(key, Reply):
-            return key
-        event = Pause(key) if self._pause else Resume(key, self._schedules.now())
-        done = await self._schedules.command(event)
-        if isinstance(done, Refused):
-            return _refusal(done)
+        try:
+            key = _resolve(self._schedules, request.name)
+            event = Pause(key) if self._pause else Resume(key, self._schedules.now())
+            done = await self._schedules.command(event)
+            if isinstance(done, Refused):
+                raise _refused(done)
+        except _NoSuch as exc:
+            return error_reply(exc.code, exc.message)
         view = self._schedules.view(key)
         assert view is not None
         return Reply(ok=True, data=schedule_info(view, detail=True))

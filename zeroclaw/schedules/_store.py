@@ -22,10 +22,10 @@ import errno
 import os
 import struct
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import lmdb
 import msgspec
@@ -223,7 +223,7 @@ class ScheduleStore:
                 raise ScheduleStoreCorrupt(path, problem)
         return cls(path)
 
-    def _open(self, map_size: int) -> tuple[Any, dict[str, Any]]:
+    def _open(self, map_size: int) -> tuple[lmdb.Environment, dict[str, lmdb._Database]]:
         data = self.path / "data.mdb"
         problem = data_file_problem(data, os.sysconf("SC_PAGE_SIZE"))
         if problem is not None:
@@ -270,7 +270,7 @@ class ScheduleStore:
 
     # --- plumbing ---------------------------------------------------------------------
 
-    def _write(self, fn: Callable[[Any], T]) -> T:
+    def _write(self, fn: Callable[[lmdb.Transaction], T]) -> T:
         if os.getpid() != self._pid:
             raise RuntimeError("an LMDB environment must not be used across fork")
         with self._mutex:
@@ -288,7 +288,7 @@ class ScheduleStore:
                     what = "the disk is full; free some space" if full else str(exc)
                     raise ScheduleStoreError(f"schedule store {self.path}: {what}") from exc
 
-    def _read(self, fn: Callable[[Any], T]) -> T:
+    def _read(self, fn: Callable[[lmdb.Transaction], T]) -> T:
         if os.getpid() != self._pid:
             raise RuntimeError("an LMDB environment must not be used across fork")
         try:
@@ -300,13 +300,13 @@ class ScheduleStore:
     # --- the store --------------------------------------------------------------------
 
     def load(self) -> Loaded:
-        def fn(txn: Any) -> Loaded:
+        def fn(txn: lmdb.Transaction) -> Loaded:
             marks = tuple(
-                mark_of(k.decode(), _mark_dec.decode(v))
+                mark_of(bytes(k).decode(), _mark_dec.decode(v))
                 for k, v in txn.cursor(db=self._dbs["marks"])
             )
             runs = {
-                k.decode(): RunSummary(**msgspec.structs.asdict(_run_dec.decode(v)))
+                bytes(k).decode(): RunSummary(**msgspec.structs.asdict(_run_dec.decode(v)))
                 for k, v in txn.cursor(db=self._dbs["runs"])
             }
             reminders = tuple(
@@ -322,7 +322,7 @@ class ScheduleStore:
         if not batch:
             return
 
-        def fn(txn: Any) -> None:
+        def fn(txn: lmdb.Transaction) -> None:
             for spec in batch.reminders:
                 txn.put(
                     spec.key.encode(), _enc.encode(stored_reminder(spec)), db=self._dbs["reminders"]
@@ -342,7 +342,7 @@ class ScheduleStore:
         """The next number of `agent`'s reminders (never reused, so a name never comes
         back for another reminder), counted durably."""
 
-        def fn(txn: Any) -> int:
+        def fn(txn: lmdb.Transaction) -> int:
             key = b"seq\x00" + agent.encode()
             raw = txn.get(key, db=self._dbs["meta"])
             number = (_U64.unpack(raw)[0] if raw else 0) + 1
@@ -350,6 +350,3 @@ class ScheduleStore:
             return number
 
         return self._write(fn)
-
-    def keys(self) -> Iterable[str]:
-        return self._read(lambda txn: [k.decode() for k, _ in txn.cursor(db=self._dbs["marks"])])
