@@ -33,6 +33,7 @@ DAEMON_SERVICES = [
     "channels",
     "channel adapters",
     "discovery",
+    "schedules",
 ]
 
 
