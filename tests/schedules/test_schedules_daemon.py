@@ -361,3 +361,20 @@ def test_a_heartbeat_runs_on_open_items_only(
     assert ran["status"] == 200 and ran["agent"] == "alpha"
     sessions = cli_json(daemon, "sessions", "list", "--agent", "alpha")["sessions"]
     assert "schedule:alpha.heartbeat" in {s["who"] for s in sessions}
+
+
+def test_an_on_demand_agent_is_started_for_its_schedule(
+    root: Path, daemons: DaemonFactory, receiver: Receiver
+) -> None:
+    doc = scheduled_config(
+        root,
+        receiver.port,
+        {"tick": {"every": "1s", "text": "hello", "deliver_to": "webhook.ops"}},
+        runtime_profile="lazy",
+    )
+    doc["runtime_profiles"]["lazy"] = {"activation": "on-demand", "idle_stop_secs": 600}
+    daemon = daemons(doc, faults=False)
+    daemon.start(HOOK_SECRET=HOOK_SECRET)
+    [first] = receiver.wait(1)[:1]
+    assert first["status"] == 200 and first["agent"] == "alpha", first
+    assert daemon.agent("alpha")["state"] == "running"
