@@ -16,6 +16,7 @@ HOOK_SECRET = "zc-test-webhook-signing-secret-9a3f"  # a webhook channel's secre
 UNBOUND_SECRET = "zc-test-secret-bound-to-nobody-51d2"  # in the daemon's env, for no agent
 METRICS_TOKEN = "zc-test-metrics-bearer-token-e60b"  # the metrics_token_env value
 MCP_HEADER = "Bearer zc-test-mcp-header-value-3e7a"  # an HTTP MCP server's headers_env value
+ADAPTER_KEY = "zc-test-http-adapter-key-8f1c60"  # an HTTP adapter's api_key_env value
 
 TEST_SECRETS = (
     PROVIDER_KEY,
@@ -24,6 +25,7 @@ TEST_SECRETS = (
     UNBOUND_SECRET,
     METRICS_TOKEN,
     MCP_HEADER,
+    ADAPTER_KEY,
 )
 
 

@@ -49,6 +49,7 @@ SERVICES = frozenset(
         "schedules",
         "skills",
         "subagents",
+        "usage",
     }
 )
 ROOT = frozenset({"supervisor"})  # the composition root
@@ -68,6 +69,7 @@ WIRE_SUPPORT = frozenset(
         "zeroclaw.turns._schedules",
         "zeroclaw.turns._memory",
         "zeroclaw.turns._subagent_records",
+        "zeroclaw.turns._usage",
     }
 )
 
@@ -121,6 +123,7 @@ EDGES: dict[tuple[str, str], str] = {
     ("cli", "supervisor"): "`daemon run`, and the agent specs of the in-process run",
     ("cli", "tools"): "the in-process reach answers with tool results",
     ("cli", "turns"): "the turn events it prints",
+    ("cli", "usage"): "`usage` shows costs, and reads the ledger when no daemon runs",
     ("control", "events"): "`events follow` replies carry the daemon's events",
     ("control", "policy"): "sandbox gaps in status replies",
     ("control", "turns"): "the sub-agent records and refusal codes its replies carry as they are",
@@ -155,6 +158,7 @@ EDGES: dict[tuple[str, str], str] = {
     ("schedules", "control"): "its control commands and their replies",
     ("schedules", "events"): "publishes its runs, skips and misses; follows reloads",
     ("schedules", "turns"): "its wire: the reminder ops and bodies (turns/_schedules.py)",
+    ("providers", "turns"): "a step's TokenUsage is the usage wire's (turns/_usage.py)",
     ("skills", "config"): "where skills live, which agent lists which, their risk profiles",
     ("subagents", "bus"): "dispatch requests arrive over the bus",
     ("subagents", "config"): "sub-agent settings",
@@ -181,6 +185,12 @@ EDGES: dict[tuple[str, str], str] = {
     ("supervisor", "subagents"): "composes dispatch",
     ("supervisor", "tools"): "the adapters' sandbox and shell environment",
     ("supervisor", "turns"): "the chat's events and the services' names on the bus",
+    ("supervisor", "usage"): "composes the usage service (ledger, budgets, metrics)",
+    ("usage", "bus"): "usage reports arrive over the bus; origins name whose budget",
+    ("usage", "config"): "budgets and prices",
+    ("usage", "control"): "`zeroclaw usage` and its status replies",
+    ("usage", "events"): "publishes what turns spent, budget refusals, breaker changes",
+    ("usage", "turns"): "its wire: TokenUsage, the report and providers ops (turns/_usage.py)",
     ("tools", "policy"): "path and command policy",
     ("tools", "providers"): "tool specs as the model sees them",
     ("tools", "turns"): "the sub-agent and adapter bodies",

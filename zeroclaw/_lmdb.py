@@ -9,6 +9,7 @@ damaged pages. lmdb is imported only by the walk.
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import subprocess
@@ -16,6 +17,17 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+_FULL_MESSAGES = tuple(os.strerror(code) for code in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT))
+
+
+def disk_full(exc: Exception) -> bool:
+    """An LMDB error that says the disk (or the quota) is full. The C binding gives only
+    "what: strerror(errno)", so the errno is read from the text."""
+    import lmdb
+
+    text = str(exc)
+    return isinstance(exc, lmdb.DiskError) or any(text.endswith(m) for m in _FULL_MESSAGES)
 
 
 def data_file_problem(data: Path, page_size: int) -> str | None:

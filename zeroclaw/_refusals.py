@@ -18,5 +18,6 @@ RefusalCode = Literal[
     "origin_not_allowed",  # an injected conversation whose origin the target does not accept
     "read_only_profile",  # a `delegate` from an agent whose risk profile is readonly
     "replayed",  # an ask/delegate whose message id its sender already used
+    "budget_exceeded",  # a turn (a chat, a channel message, a peer's question) over a budget
 ]
 REFUSAL_CODES: tuple[str, ...] = get_args(RefusalCode)

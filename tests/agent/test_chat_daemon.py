@@ -37,7 +37,7 @@ def test_memory_isolation_and_continuity_across_a_restart(
 ) -> None:
     daemon = daemons(config(root), faults=False).start()
     stored = chat(daemon, "alpha", "remember: the release ships on friday", session="s1")
-    assert set(stored) == {"schema_version", "reply", "tool_calls"}
+    assert set(stored) == {"schema_version", "reply", "tool_calls", "usage"}
     assert stored["tool_calls"] == [
         {
             "name": "memory_store",
@@ -279,6 +279,8 @@ def test_an_agent_on_a_network_provider_answers_through_the_daemon(
     # Landlock is on (sandbox auto): it fences files, not the loopback connection.
     daemon = daemons(doc, faults=False).start(FAKE_OPENAI_KEY=OPENAI_KEY)
     reply = chat(daemon, "beta", "hello")
+    [step] = reply.pop("usage")  # the fake server reports none: the turn estimated it
+    assert step["provider"] == "openai.fake" and step["tokens"]["estimated"] is True
     assert reply == {"schema_version": 1, "reply": "fake openai answers", "tool_calls": []}
     # and a peer on the offline provider asks it
     assert chat(daemon, "alpha", "ask beta: hi")["reply"] == "beta says: fake openai answers"

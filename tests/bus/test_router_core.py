@@ -691,3 +691,46 @@ def test_a_plain_message_and_a_reply_carry_no_grant_whatever_the_sender_put() ->
     core.send("alpha", sent, 0.0)
     [forward] = only(core.take(), Forward)
     assert (forward.frame.message.tools, forward.frame.message.turn) == (None, None)
+
+
+# --- the daemon's budgets on a peer's question (issue 27) ---------------------------------
+
+
+def test_a_question_over_the_callees_budget_is_refused_before_the_callee_hears_of_it() -> None:
+    asked: list[tuple[str, str, str, str]] = []
+
+    def admission(callee: str, origin: Any, session: str, turn: str) -> str | None:
+        asked.append((callee, origin.who, session, turn))
+        return (
+            "turns_per_hour of peer:alpha on agent beta spent (1 of 1)" if len(asked) > 1 else None
+        )
+
+    core = RouterCore(CONFIG, frozenset({"memory"}), admission=admission)
+    for alias in ("alpha", "beta", "gamma", "lazy"):
+        core.hello(alias, alias.encode(), 100, 0.0)
+    core.take()
+    first = ask(core, "alpha", "beta", "q1")
+    assert isinstance(first, Forward)
+    assert asked == [("beta", "peer:alpha", first.frame.message.session, "alpha/q1")]
+    second = ask(core, "alpha", "beta", "q2")
+    assert isinstance(second, Refuse) and second.code == "budget_exceeded"
+    assert second.detail.startswith("turns_per_hour of peer:alpha")
+    assert core.stats().outcomes["budget_exceeded"] == 1
+    # A question refused by the router's own rules never reaches the budgets.
+    core.send("gamma", message("q3", "beta", "delegate", {"text": "x"}), 0.0)
+    assert only(core.take(), Refuse)[0].code == "delegation_not_allowed"
+    assert len(asked) == 2
+
+
+def test_a_question_waiting_for_an_on_demand_callee_is_admitted_once() -> None:
+    asked: list[str] = []
+
+    def admission(callee: str, origin: Any, session: str, turn: str) -> None:
+        asked.append(turn)
+
+    core = RouterCore(CONFIG, frozenset({"memory"}), admission=admission)
+    core.hello("alpha", b"alpha", 100, 0.0)
+    core.send("alpha", message("q1", "lazy", "ask", {"text": "x"}), 0.0)
+    assert asked == []  # queued while lazy starts
+    core.hello("lazy", b"lazy", 101, 1.0)
+    assert only(core.take(), Forward) and asked == ["alpha/q1"]

@@ -101,6 +101,7 @@ def test_the_prompt_is_one_line_and_only_yes_approves() -> None:
         (ChannelAnswer("alpha", ""), [""]),
         (ChannelRefused("sender_ignored", "ignored\nhere"), ["error sender_ignored: ignored here"]),
         (ChannelFailure("unavailable", "agent down"), ["error unavailable: agent down"]),
+        (ChannelFailure("budget_exceeded", "spent"), ["error budget_exceeded: spent"]),
     ],
 )
 def test_outcomes_become_lines(outcome: object, lines: list[str]) -> None:

@@ -216,6 +216,11 @@ def test_outcome_statuses_and_bodies() -> None:
         assert msgspec.json.decode(body) == {"error": code, "message": "why"}
     assert outcome_response(ChannelFailure("timeout", "slow"))[0] == 504
     assert outcome_response(ChannelFailure("unavailable", "down"))[0] == 503
+    # A budget refuses the turn before any provider call: 429, its own code (issue 27).
+    status, body = outcome_response(ChannelFailure("budget_exceeded", "turns_per_hour ..."))
+    assert (status, msgspec.json.decode(body)["error"]) == (429, "budget_exceeded")
+    stopped = outcome_response(ChannelAnswer("alpha", "(stopped)", stopped="budget_exceeded"))
+    assert msgspec.json.decode(stopped[1])["stopped"] == "budget_exceeded"
 
 
 # --------------------------------------------------------------------------- config

@@ -23,6 +23,7 @@ from zeroclaw.turns import (
     SCHEDULE_SERVICE,
     SUBAGENT_SERVICE,
     TURN_SERVICE,
+    USAGE_SERVICE,
 )
 
 
@@ -68,6 +69,7 @@ _SERVICE_NAMES = {
     "ADAPTER_SERVICE": ADAPTER_SERVICE,
     "MCP_SERVICE": MCP_SERVICE,
     "SCHEDULE_SERVICE": SCHEDULE_SERVICE,
+    "USAGE_SERVICE": USAGE_SERVICE,
 }
 
 
@@ -177,3 +179,10 @@ def validation_outcomes() -> frozenset[str]:
     from zeroclaw.subagents import VALIDATION_OUTCOMES
 
     return frozenset(VALIDATION_OUTCOMES)
+
+
+def callable_adapter_kinds() -> frozenset[str]:
+    """The kinds of registered adapter an agent's `invoke_adapter` runs (ADR 0054)."""
+    from zeroclaw.discovery import CALLABLE_KINDS
+
+    return frozenset(CALLABLE_KINDS)

@@ -73,7 +73,7 @@ def test_incomplete_dispatch_forms_are_plain_text(text: str) -> None:
 def test_help_lists_the_dispatch_forms_only_when_their_tools_are_offered() -> None:
     assert "dispatch" not in GRAMMAR_HELP and "catalog" not in grammar_help(None)
     offered = grammar_help({"agent_dispatch", "agent_catalog"})
-    assert offered == "I understand: 'dispatch ID: TEXT', 'catalog', 'history'."
+    assert offered == "I understand: 'dispatch ID: TEXT', 'catalog', 'history', 'context'."
 
 
 def test_reply_renders_dispatch_outcomes_and_refusals() -> None:
@@ -124,7 +124,7 @@ async def test_submit_of_something_else_is_text_and_no_call(task: str) -> None:
 
 async def test_say_is_free_text_and_submits_nothing() -> None:
     step = await first("say: nothing to report", SHIPPED["summarizer"])
-    assert step == Step(text="nothing to report")
+    assert (step.text, step.tool_calls) == ("nothing to report", ())
 
 
 async def test_read_calls_skill_read_then_lists_the_outcome() -> None:
@@ -152,7 +152,8 @@ async def test_after_a_submit_round_the_answer_is_submitted() -> None:
     async def ignore(text: str) -> None:
         return None
 
-    assert await OfflineProvider().complete(conversation, ignore) == Step(text="submitted")
+    step = await OfflineProvider().complete(conversation, ignore)
+    assert (step.text, step.tool_calls) == ("submitted", ())
 
 
 # --- minimal_instance -------------------------------------------------------------------

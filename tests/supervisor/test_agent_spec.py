@@ -12,6 +12,7 @@ from typing import Any
 
 from tests.conftest import REPO, VALID_DOC
 from zeroclaw.agent import AgentSpec, RiskSpec, RuntimeSpec
+from zeroclaw.agent._sandbox import connect_ports
 from zeroclaw.config import validate_document
 from zeroclaw.providers import AnthropicSpec, OfflineSpec, OpenAISpec
 from zeroclaw.supervisor._spec import build_specs
@@ -90,3 +91,44 @@ def test_an_agent_process_decodes_its_spec_without_the_config_models() -> None:
         check=True,
     )
     assert result.stdout.decode().splitlines() == ["supervised 3 m", "[]"]
+
+
+def test_the_agent_spec_carries_the_chain_its_ports_and_its_keys() -> None:
+    doc = copy.deepcopy(VALID_DOC)
+    doc["providers"]["openai"] = {
+        "main": {"model": "m", "base_url": "http://127.0.0.1:4001/v1", "api_key_env": "MAIN_KEY"}
+    }
+    doc["providers"]["anthropic"] = {
+        "backup": {"model": "c", "base_url": "http://127.0.0.1:4002", "api_key_env": "BACK_KEY"}
+    }
+    doc["agents"]["alpha"]["model_provider"] = [
+        "openai.main",
+        "anthropic.backup",
+        "offline.default",
+    ]
+    spec = specs(doc)["alpha"]
+    assert [m.name for m in spec.provider_chain()] == [
+        "openai.main",
+        "anthropic.backup",
+        "offline.default",
+    ]
+    assert {"MAIN_KEY", "BACK_KEY"} <= set(spec.secret_env)
+    assert connect_ports(spec) == (4001, 4002)
+
+
+def test_memory_context_settings_reach_the_spec_and_defaults_match() -> None:
+    from zeroclaw.agent import MemorySpec
+    from zeroclaw.config import AgentConfig
+    from zeroclaw.supervisor._spec import memory_spec
+
+    assert memory_spec(AgentConfig()) == MemorySpec()  # one set of defaults
+    doc = networked_doc()
+    doc["agents"]["alpha"]["memory"] = {
+        "recall": False,
+        "recall_k": 3,
+        "recall_budget_tokens": 200,
+        "history_budget_tokens": 900,
+        "compact": False,
+    }
+    assert specs(doc)["alpha"].memory == MemorySpec(False, 3, 200, 900, False)
+    assert specs(doc)["beta"].memory == MemorySpec()

@@ -54,6 +54,8 @@ async def test_a_chat_streams_event_dicts_and_ends_with_the_result(
         client = Client()
         last = await ChatService(b.service).run_turn(Chat("alpha", "hello"), client.exchange)
     assert last.ok and not last.more and last.data is not None
+    [step] = last.data.pop("usage")  # what its one provider step used (issue 27)
+    assert step["provider"] == "offline" and step["tokens"]["output_tokens"] > 0
     assert last.data == {"reply": last.data["reply"], "tool_calls": []}
     assert last.data["reply"].startswith("Hello, I am alpha")
     assert all(r.more and r.data and r.data["event"] == "delta" for r in client.replies)

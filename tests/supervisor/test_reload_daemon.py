@@ -35,6 +35,7 @@ from zeroclaw.control import (
     SessionsList,
     Shutdown,
     Status,
+    UsageQuery,
 )
 from zeroclaw.events import AgentTransition, ReloadApplied
 
@@ -163,6 +164,7 @@ def test_every_request_type_reaches_its_handler(root: Path, daemons: DaemonFacto
         ApprovalsList: (ApprovalsList(), None),
         ApprovalApprove: (ApprovalApprove(id="nope"), "unknown_approval"),
         ApprovalDeny: (ApprovalDeny(id="nope"), "unknown_approval"),
+        UsageQuery: (UsageQuery(since="nope"), "bad_request"),
         Chat: (Chat(agent="nope", text="hi"), "unknown_agent"),
         ChatOpen: (ChatOpen(agent="nope"), "unknown_agent"),
         ChatCancel: (ChatCancel(), "bad_request"),

@@ -27,6 +27,7 @@ DAEMON_SERVICES = [
     "control",
     "router",
     "memory",
+    "usage",
     "agents",
     "runtimes",
     "subagents",

@@ -37,7 +37,7 @@ from ..policy import (
     drop_capabilities,
     forbid_user_namespaces,
 )
-from ..providers import ProviderError, make_provider
+from ..providers import ProviderChain, ProviderError, make_chain
 from ..tools import (
     DEFAULT_TOOLSET,
     CommandReaper,
@@ -45,7 +45,15 @@ from ..tools import (
     agent_toolset,
     become_subreaper,
 )
-from ..turns import MCP_PIN, MCP_STATE, McpPinAnswer, McpPinCall
+from ..turns import (
+    MCP_PIN,
+    MCP_STATE,
+    USAGE_PROVIDERS,
+    McpPinAnswer,
+    McpPinCall,
+    ProviderHealth,
+    ProvidersReport,
+)
 from ._link import (
     MAX_LINK_FRAME,
     Busy,
@@ -60,7 +68,7 @@ from ._link import (
     decode_link,
     encode_link,
 )
-from ._runtime import AgentInbox, AgentRuntime, BusReach
+from ._runtime import AgentInbox, AgentRuntime, BusMeter, BusReach
 
 if TYPE_CHECKING:
     from ..mcp import McpTool
@@ -168,7 +176,7 @@ def agent_main(spec: AgentSpec, link_fd: int) -> int:
     setup_logging(spec.log_format, spec.log_level)
     env = dict(os.environ)  # the zygote already scrubbed it to what this agent is bound to
     try:
-        provider = make_provider(spec.provider, spec.provider_config, env)
+        provider = make_chain(spec.provider_chain(), env)
     except ProviderError as exc:
         log.error("agent %s cannot start: %s", spec.alias, exc)
         say_fatal(link_fd, str(exc))
@@ -188,6 +196,14 @@ def agent_main(spec: AgentSpec, link_fd: int) -> int:
             toolset=toolset_for(spec),
             command_home_root=command_home_root(spec),
         )
+        engine.meter = BusMeter(bus)
+        if isinstance(provider, ProviderChain):  # its breakers, for the daemon's `status`
+
+            def post_health(health: tuple[ProviderHealth, ...]) -> None:
+                bus.post_request(USAGE_PROVIDERS, ProvidersReport(health))
+
+            provider.on_health = post_health
+            post_health(provider.health())
         engines.append(engine)
         if spec.mcp_servers:
             start_mcp(spec, engine, bus, nursery, env)

@@ -47,6 +47,7 @@ from ..turns import (
     SUBAGENT_SERVICE,
     TURN_APPROVE,
     TURN_EVENT,
+    USAGE_REPORT,
     AdapterCall,
     AdapterInvoke,
     AgentTurnEvent,
@@ -59,6 +60,8 @@ from ..turns import (
     TurnDone,
     TurnEventPost,
     TurnInput,
+    UsageReport,
+    UsageVerdict,
 )
 from ._turn import TurnEngine, TurnResult
 
@@ -83,6 +86,7 @@ SERVICE_NAMES = {
 # A reminder request waits for the schedule store's commit (and nothing else).
 SCHEDULE_WAIT_SECS = 30.0
 ADAPTER_WAIT_SECS = 3600.0  # an invoke answers when the program ended (its own timeout)
+METER_WAIT_SECS = 30.0  # the daemon's verdict on a step; none by then is "go on"
 BodyT = TypeVar("BodyT", TurnInput, TurnCancel, PeerQuestion, PeerAnswer)
 Req = TypeVar("Req", bound=msgspec.Struct)
 Ans = TypeVar("Ans", bound=msgspec.Struct)
@@ -188,6 +192,25 @@ class BusReach:
             return  # malformed, late, or not from the agent we asked
         with contextlib.suppress(trio.WouldBlock):  # a second answer to the same question
             waiter[1].send_nowait(answer)
+
+
+class BusMeter:
+    """A turn's usage, reported to the daemon's usage service; the router stamps who
+    reports. A refusal or no answer is read as "go on": the daemon still admits (or
+    refuses) every next turn itself (ADR 0057)."""
+
+    def __init__(self, bus: AgentBus) -> None:
+        self.bus = bus
+
+    async def step(self, report: UsageReport) -> UsageVerdict:
+        try:
+            return await self.bus.call(USAGE_REPORT, report, wait_secs=METER_WAIT_SECS)
+        except CallRefused as exc:
+            log.warning("usage of turn %s not reported: %s %s", report.turn, exc.code, exc.detail)
+            return UsageVerdict()
+
+    def last(self, report: UsageReport) -> None:
+        self.bus.post_request(USAGE_REPORT, report)
 
 
 async def nobody_told(turns: int) -> None:
@@ -322,7 +345,15 @@ class AgentRuntime:
             # The reply goes out now; the transcript append finishes after it (ADR 0038).
             nonlocal answered
             answered = True
-            emit(TurnDone(result.reply, tuple(result.tool_calls), result.error))
+            emit(
+                TurnDone(
+                    result.reply,
+                    tuple(result.tool_calls),
+                    result.error,
+                    usage=tuple(result.usage),
+                    stopped=result.stopped,
+                )
+            )
 
         with trio.CancelScope() as scope:
             self.chats[turn] = scope

@@ -80,10 +80,11 @@ def agent_plan(spec: AgentSpec) -> SandboxPlan:
 
 
 def connect_ports(spec: AgentSpec) -> tuple[int, ...]:
-    """The TCP ports this agent connects to: its provider's (none offline, the base_url's
-    port for an HTTP provider, ADR 0043) and its HTTP MCP servers' (each listed in its
-    profile's allowed_endpoints, which the config rules checked; ADR 0053)."""
-    urls = [getattr(spec.provider_config, "base_url", None)]
+    """The TCP ports this agent connects to: its providers' (none offline, the base_url's
+    port for an HTTP provider, ADR 0043; each of a fallback chain, ADR 0058) and its HTTP
+    MCP servers' (each listed in its profile's allowed_endpoints, which the config rules
+    checked; ADR 0053)."""
+    urls = [getattr(member.config, "base_url", None) for member in spec.provider_chain()]
     urls += [server.url for server in spec.mcp_servers if server.transport == "http"]
     ports = (url_port(url) for url in urls if isinstance(url, str) and url)
     return tuple(sorted({port for port in ports if port is not None}))

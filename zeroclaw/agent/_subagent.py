@@ -28,6 +28,7 @@ cancels the turn. Anything else that arrives is dropped and logged.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import json
 import logging
@@ -49,9 +50,11 @@ from ..providers import (
     Provider,
     ProviderError,
     Round,
+    Step,
     ToolCall,
     ToolOutcome,
     ToolSpec,
+    estimate_usage,
     make_provider,
 )
 from ..tools import (
@@ -64,12 +67,15 @@ from ..tools import (
     submit_spec,
 )
 from ..turns import (
+    USAGE_REPORT,
     Delta,
+    StepUsage,
     ToolCallRecord,
     ToolUsed,
     TurnCancel,
     TurnDone,
     TurnInput,
+    UsageReport,
 )
 from ._process import EX_CONFIG, LinkSender, say_fatal, serve_agent
 from ._runtime import AgentInbox, BusyTurns, nobody_told, turn_event_poster
@@ -194,6 +200,15 @@ async def _no_event(event: Delta | ToolUsed) -> None:
     return None
 
 
+# Where a turn's provider steps are reported: (step, whether it is the turn's last). The
+# runtime posts each to the daemon's usage service (ADR 0057); no budget stops a runtime.
+Meter = Callable[[StepUsage, bool], None]
+
+
+def _unmetered(step: StepUsage, last: bool) -> None:
+    return None
+
+
 class SubagentEngine:
     """One invocation's loop: the provider, the two tools, at most `max_tool_calls` calls.
     No memory, no history: every turn starts from the revision alone."""
@@ -208,6 +223,8 @@ class SubagentEngine:
         self.system = system_text(revision)
         self.mcp: dict[str, McpTool] = {}  # offered MCP tools by name (issue 26)
         self.mcp_call: Callable[[str, str, dict[str, object]], Awaitable[ToolResult]] | None = None
+        # Why the host does not offer a tool it knows (zeroclaw.mcp.McpHost.explain).
+        self.mcp_explain: Callable[[str], ToolResult | None] | None = None
         self.tools_pending: Callable[[], Awaitable[None]] | None = None
 
     @property
@@ -218,7 +235,9 @@ class SubagentEngine:
         """The MCP host's offer, between turns (a running turn keeps its own list)."""
         self.mcp = {t.name: t for t in tools}
 
-    async def run(self, task: str, data: Any, on_event: OnEvent = _no_event) -> InvocationResult:
+    async def run(
+        self, task: str, data: Any, on_event: OnEvent = _no_event, meter: Meter = _unmetered
+    ) -> InvocationResult:
         if self.tools_pending is not None:  # the first start of its MCP servers
             await self.tools_pending()
         conversation = Conversation(
@@ -230,8 +249,9 @@ class SubagentEngine:
         limit = self.max_tool_calls
         deltas = _deltas(on_event)
         try:
-            step = await self.provider.complete(conversation, deltas)
+            step = await self._complete(conversation, deltas)
             while step.tool_calls and used < limit:
+                meter(_step_usage(step, self.provider), False)
                 outcomes = []
                 for call in step.tool_calls[: limit - used]:
                     used += 1
@@ -252,11 +272,12 @@ class SubagentEngine:
                     )
                     await on_event(ToolUsed(call.name, call.args, outcome.ok, outcome.error_code))
                 conversation.rounds.append(Round(step, tuple(outcomes)))
-                step = await self.provider.complete(conversation, deltas)
+                step = await self._complete(conversation, deltas)
         except ProviderError as exc:
             message = f"error: {exc}"
             await on_event(Delta(message))
             return InvocationResult(message, calls, submitted, error=str(exc))
+        meter(_step_usage(step, self.provider), True)  # before the turn's answer
         answer = step.text or ""
         if step.tool_calls:
             answer = answer or f"(stopped after {limit} tool calls)"
@@ -264,6 +285,13 @@ class SubagentEngine:
             for start in range(0, len(answer), STREAM_CHUNK):
                 await on_event(Delta(answer[start : start + STREAM_CHUNK]))
         return InvocationResult(answer, calls, submitted)
+
+    async def _complete(self, conversation: Conversation, deltas: OnDelta) -> Step:
+        """One provider step, its usage estimated when the server reported none."""
+        step = await self.provider.complete(conversation, deltas)
+        if step.usage is None:
+            return dataclasses.replace(step, usage=estimate_usage(conversation, step))
+        return step
 
     async def call(self, call: ToolCall) -> SnapshotResult:
         """One tool call; a tool that raises fails that call (`internal_error`)."""
@@ -289,6 +317,9 @@ class SubagentEngine:
         """An MCP tool: only one offered (bound, allowed, read-only, pinned), else refused
         as an agent's engine refuses it."""
         tool = self.mcp.get(call.name)
+        why = None if tool is not None or self.mcp_explain is None else self.mcp_explain(call.name)
+        if why is not None:
+            return SnapshotResult(False, "", why.error_code, why.detail)
         if tool is None or self.mcp_call is None:
             return SnapshotResult(
                 False,
@@ -312,6 +343,11 @@ def _deltas(on_event: OnEvent) -> OnDelta:
         await on_event(Delta(text))
 
     return on_delta
+
+
+def _step_usage(step: Step, provider: Provider) -> StepUsage:
+    assert step.usage is not None  # `_complete` saw to it
+    return StepUsage(step.provider or provider.name, step.usage, step.failed)
 
 
 def _decoded(message: Message, body_type: type[B]) -> B | None:
@@ -379,12 +415,15 @@ class RevisionRuntime:
         async def on_event(event: Delta | ToolUsed) -> None:
             emit(event)
 
+        def meter(step: StepUsage, last: bool) -> None:
+            self.bus.post_request(USAGE_REPORT, UsageReport(turn, step, last))
+
         async with self.busy.turn():
             result: InvocationResult | None = None
             with trio.CancelScope() as scope:
                 self.running[turn] = scope
                 try:
-                    result = await self.engine.run(chat.text, chat.input, on_event)
+                    result = await self.engine.run(chat.text, chat.input, on_event, meter)
                 finally:
                     del self.running[turn]
             # One line per turn served: what the runtime itself did, for the operator (and
@@ -434,6 +473,7 @@ def start_subagent_mcp(
         commands=(),
     )
     engine.mcp_call = host.call
+    engine.mcp_explain = host.explain
     engine.tools_pending = host.wait_settled
     nursery.start_soon(host.run)
 

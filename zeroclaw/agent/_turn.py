@@ -11,11 +11,13 @@ approvals — is the same either way.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 import msgspec
 import trio
@@ -24,13 +26,14 @@ from .._ops import CallRefused
 from ..policy import abi_version
 from ..providers import (
     Conversation,
-    HistoryTurn,
     OnDelta,
     Provider,
     ProviderError,
     Round,
+    Step,
     ToolCall,
     ToolOutcome,
+    estimate_usage,
 )
 from ..tools import (
     DEFAULT_TOOLSET,
@@ -47,14 +50,17 @@ from ..tools import (
 )
 from ..turns import (
     MEMORY_APPEND_TURNS,
-    MEMORY_SESSION,
     AppendTurnsArgs,
     Delta,
-    SessionArgs,
+    StepUsage,
     ToolCallRecord,
     ToolUsed,
     TurnArg,
+    TurnStop,
+    UsageReport,
+    UsageVerdict,
 )
+from ._context import TurnContext, compact_session, fetch_context
 from ._skills import skills_section, with_skills
 from ._spec import AgentSpec, path_rules
 
@@ -68,7 +74,6 @@ OnEvent = Callable[[Delta | ToolUsed], Awaitable[None]]
 # zeroclaw.config.MCP_TOOL_PREFIX (the agent does not import the config models): a call of
 # an MCP tool this agent was not offered (issue 26).
 MCP_TOOL_PREFIX = "mcp__"
-HISTORY_TURNS = 40  # earlier turns of the session given to the provider
 STREAM_CHUNK = 48  # characters per delta when a provider did not stream itself
 
 
@@ -81,15 +86,33 @@ class TurnResult:
     reply: str
     tool_calls: list[ToolCallRecord] = field(default_factory=list)
     error: str | None = None  # the provider failed: `reply` says so
+    usage: list[StepUsage] = field(default_factory=list)  # each provider step, in order
+    stopped: TurnStop | None = None  # ended by the daemon's word before the model's last
 
     def as_json(self) -> dict[str, object]:  # write-only: what a script reads
         data: dict[str, object] = {
             "reply": self.reply,
             "tool_calls": [msgspec.to_builtins(c) for c in self.tool_calls],
+            "usage": [msgspec.to_builtins(u) for u in self.usage],
         }
         if self.error is not None:
             data["error"] = self.error
+        if self.stopped is not None:
+            data["stopped"] = self.stopped
         return data
+
+
+class UsageMeter(Protocol):
+    """Where a turn reports what each provider step used: the daemon's usage service
+    (ADR 0057), which answers whether the turn may go on."""
+
+    async def step(self, report: UsageReport) -> UsageVerdict:
+        """A step after which the turn goes on (its tools ran): the daemon's verdict."""
+        ...
+
+    def last(self, report: UsageReport) -> None:
+        """The turn's last step: posted, nobody waits."""
+        ...
 
 
 def system_prompt(workspace: str) -> str:
@@ -163,6 +186,9 @@ class TurnEngine:
         self._saving: dict[str, trio.Event] = {}
         # The skills listing (ADR 0056), told to a turn that may read them with skill_read.
         self.skills_prompt = skills_section(spec.skills)
+        # Where each provider step is reported (the daemon's usage service); None: nowhere
+        # (a CLI running the agent in-process).
+        self.meter: UsageMeter | None = None
 
     def set_toolset(self, toolset: Toolset) -> None:
         """A new toolset for the turns that start from now on (the agent's MCP servers
@@ -215,7 +241,12 @@ class TurnEngine:
         is answered (its commit is durable, so it takes a while): the daemon's runtime
         sends the reply from there (ADR 0038). The next turn of the same session in this
         engine waits for that append before it reads the history, so a session never
-        misses its own last turn."""
+        misses its own last turn.
+
+        What the turn is given from memory (the session's history by the agent's token
+        budget, its summary, recalled records) comes in one request before the first model
+        call; a compaction the session is due for runs after the transcript append, before
+        the session's next turn (ADR 0059)."""
         tools = self.toolset if toolset is None else toolset
         spans = _Spans()
         identity = ""
@@ -227,13 +258,22 @@ class TurnEngine:
             nonlocal identity
             identity = await trio.to_thread.run_sync(system_prompt, self.spec.workspace)
 
-        async with trio.open_nursery() as nursery:  # identity and transcript side by side
+        async with trio.open_nursery() as nursery:  # identity and memory side by side
             nursery.start_soon(read_identity)
-            history = await self._history(session)
+            context = await fetch_context(self.reach, self.spec.memory, session, text, tools)
         spans.mark("setup")
         if SKILL_READ in tools:
             identity = with_skills(identity, self.skills_prompt)
-        conversation = Conversation(self.spec.alias, identity, history, text, tools=tools.specs)
+        conversation = Conversation(
+            self.spec.alias,
+            identity,
+            context.history,
+            text,
+            tools=tools.specs,
+            memories=context.memories,
+            recap=context.recap,
+            cut=context.cut,
+        )
         ctx = ToolContext(
             rules=self.rules,
             shell=self.shell,
@@ -246,9 +286,11 @@ class TurnEngine:
             turn=turn_id,
         )
         calls: list[ToolCallRecord] = []
+        usage: list[StepUsage] = []
+        stopped: UsageVerdict | None = None
         iterations = 0
         try:
-            step = await self.provider.complete(conversation, _deltas(on_event))
+            step = await self._complete(conversation, on_event, usage)
             spans.mark("provider")
             while step.tool_calls and iterations < self.max_iterations:
                 outcomes = []
@@ -269,36 +311,54 @@ class TurnEngine:
                     calls.append(ToolCallRecord(call.name, call.args, result.ok, result.error_code))
                     await on_event(ToolUsed(call.name, call.args, result.ok, result.error_code))
                 conversation.rounds.append(Round(step, tuple(outcomes)))
-                step = await self.provider.complete(conversation, _deltas(on_event))
+                verdict = await self._metered(turn_id, usage[-1])
+                if verdict.stop:  # a budget of this turn is spent: no further step
+                    stopped = verdict
+                    break
+                step = await self._complete(conversation, on_event, usage)
                 spans.mark("provider")
         except ProviderError as exc:
             message = f"error: {exc}"
             await on_event(Delta(message))
-            failed = TurnResult(message, calls, error=str(exc))
+            failed = TurnResult(message, calls, error=str(exc), usage=usage)
             if on_answer is not None:
                 on_answer(failed)
             return failed
         answer = step.text or ""
-        if step.tool_calls:  # the provider still wanted tools after max_tool_iterations
+        if stopped is not None:
+            answer = f"(stopped: budget_exceeded: {stopped.detail})"
+            step = Step(text=answer)
+        elif step.tool_calls:  # the provider still wanted tools after max_tool_iterations
             answer = answer or f"(stopped after {self.max_iterations} tool calls)"
         if not step.streamed:
             for start in range(0, len(answer), STREAM_CHUNK):
                 await on_event(Delta(answer[start : start + STREAM_CHUNK]))
-        finished = TurnResult(answer, calls)
+        if stopped is None and usage and self.meter is not None and turn_id is not None:
+            # Before the answer: the daemon hears of the step while the turn is its own.
+            self.meter.last(UsageReport(turn_id, usage[-1], last=True))
+        finished = TurnResult(
+            answer,
+            calls,
+            usage=usage,
+            stopped="budget_exceeded" if stopped is not None else None,
+        )
         if on_answer is not None:
             on_answer(finished)
         saved_event = self._saving[session] = trio.Event()
         saved: CallRefused | None = None
         try:
-            await self.reach.memory(
-                MEMORY_APPEND_TURNS,
-                AppendTurnsArgs(
-                    session=session,
-                    turns=[TurnArg("user", text), TurnArg("assistant", answer)],
-                ),
-            )
-        except CallRefused as refused:
-            saved = refused
+            try:
+                await self.reach.memory(
+                    MEMORY_APPEND_TURNS,
+                    AppendTurnsArgs(
+                        session=session,
+                        turns=[TurnArg("user", text), TurnArg("assistant", answer)],
+                    ),
+                )
+            except CallRefused as refused:
+                saved = refused
+            if context.overflow and stopped is None:  # the next turn waits for it too
+                await self._compact(session, context, tools, turn_id)
         finally:
             saved_event.set()
             if self._saving.get(session) is saved_event:
@@ -315,15 +375,42 @@ class TurnEngine:
             )
         return finished
 
-    async def _history(self, session: str) -> tuple[HistoryTurn, ...]:
-        try:
-            found = await self.reach.memory(
-                MEMORY_SESSION, SessionArgs(session=session, limit=HISTORY_TURNS)
-            )
-        except CallRefused:
-            return ()
-        return tuple(
-            HistoryTurn(t.role, t.content) for t in found.turns if t.role in ("user", "assistant")
+    async def _complete(
+        self, conversation: Conversation, on_event: OnEvent, usage: list[StepUsage]
+    ) -> Step:
+        """One provider step, its usage noted (estimated when the server reported none)."""
+        step = await self.provider.complete(conversation, _deltas(on_event))
+        tokens = step.usage or estimate_usage(conversation, step)
+        usage.append(StepUsage(step.provider or self.provider.name, tokens, step.failed))
+        return dataclasses.replace(step, usage=tokens)
+
+    async def _metered(self, turn: str | None, step: StepUsage) -> UsageVerdict:
+        """The daemon's word on a step after which the turn would go on."""
+        if self.meter is None or turn is None:
+            return UsageVerdict()
+        return await self.meter.step(UsageReport(turn, step))
+
+    async def _compact(
+        self, session: str, context: TurnContext, tools: Toolset, turn: str | None
+    ) -> None:
+        """The session's due compaction, by this agent's own provider; its facts are kept
+        only as far as this turn could have stored them (`memory_store`, a profile that
+        writes). Its summary step is metered like the turn's (not after a budget stopped
+        the turn: then the turns are kept until a later turn)."""
+
+        def metered(step: StepUsage) -> None:
+            if self.meter is not None and turn is not None:
+                self.meter.last(UsageReport(turn, step, last=True, compaction=True))
+
+        await compact_session(
+            self.reach,
+            self.provider,
+            self.spec.alias,
+            self.spec.memory,
+            session,
+            context,
+            keep_facts="memory_store" in tools and self.spec.risk.may_act,
+            on_step=metered,
         )
 
     async def _run_tool_guarded(

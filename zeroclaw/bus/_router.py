@@ -53,12 +53,14 @@ from ._router_core import (
     DropParked,
     Forward,
     InjectOutcome,
+    QuestionAdmission,
     Refuse,
     RequestStart,
     Respond,
     RouterCore,
     SendAck,
     Traffic,
+    admit_every_question,
 )
 from ._wire import (
     Ack,
@@ -166,6 +168,7 @@ class Router:
         hooks: RouterHooks | None = None,
         events: EventSink | None = None,
         confined_services: frozenset[str] = frozenset(),
+        admission: QuestionAdmission = admit_every_question,
     ) -> None:
         self.ctx = ctx
         self.services: Mapping[str, ServiceHandler] = dict(services or {})
@@ -179,7 +182,10 @@ class Router:
         self.endpoint = f"ipc://{self.endpoint_path}"
         self.server_public, self._server_secret = zmq.curve_keypair()
         self.core = RouterCore(
-            config, frozenset(self.services), confined_services=confined_services
+            config,
+            frozenset(self.services),
+            confined_services=confined_services,
+            admission=admission,
         )
         self._key_to_alias: dict[bytes, str] = {}
         self._alias_key: dict[str, bytes] = {}

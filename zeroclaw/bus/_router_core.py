@@ -30,6 +30,7 @@ not a second outcome of the send but the end of the wait for its reply.
 from __future__ import annotations
 
 from collections import Counter, deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import msgspec
@@ -189,6 +190,15 @@ def question_turn(asker: str, question_id: str) -> str:
     return f"{asker}/{question_id}"
 
 
+# (callee, origin, session, turn) -> why the callee's turn for a question may not start, or
+# None: it starts (and is counted). The daemon's budgets; pure as far as the core goes.
+QuestionAdmission = Callable[[str, Origin, str, str], str | None]
+
+
+def admit_every_question(callee: str, origin: Origin, session: str, turn: str) -> None:
+    return None
+
+
 @dataclass(slots=True)
 class InFlight:
     sender: str
@@ -225,8 +235,11 @@ class RouterCore:
         services: frozenset[str] = frozenset(),
         *,
         confined_services: frozenset[str] = frozenset(),
+        admission: QuestionAdmission = admit_every_question,
     ) -> None:
         self.services = services
+        # The daemon's budgets (ADR 0057): whether the callee's turn for a question may start.
+        self.admission = admission
         self.confined_services = confined_services & services
         self.confined: set[str] = set()
         self.out: list[Action] = []
@@ -502,6 +515,16 @@ class RouterCore:
         self._next_rid += 1
         dest = message.to
         if message.kind in QUESTION_KINDS and sender != DAEMON_SENDER:
+            # The daemon names the asker's session in the peer namespace: what the asker
+            # put in `session` (its own turn's key) is only a name inside it, so a sender's
+            # turn asking a peer never continues the conversation the operator's had.
+            peer_session = session_key(Origin.peer(sender), message.session)
+            # The callee's turn for it goes by the router's name, never by the bare id.
+            turn = question_turn(sender, message.id)
+            over = self.admission(dest, Origin.peer(sender), peer_session, turn)
+            if over is not None:  # before the callee hears of it: no provider call is made
+                self._refuse(sender, message.id, "budget_exceeded", over, dest, message.channel)
+                return
             depth = self.depth_of(sender) + 1
             self._asked.setdefault(dest, {})[rid] = depth
             flight = InFlight(
@@ -515,12 +538,6 @@ class RouterCore:
                 message.tools,  # stamped by `send`
                 message.turn,  # kept by `send` when the asker holds it
             )
-            # The daemon names the asker's session in the peer namespace: what the asker
-            # put in `session` (its own turn's key) is only a name inside it, so a sender's
-            # turn asking a peer never continues the conversation the operator's had.
-            peer_session = session_key(Origin.peer(sender), message.session)
-            # The callee's turn for it goes by the router's name, never by the bare id.
-            turn = question_turn(sender, message.id)
             stamped = msgspec.structs.replace(
                 message, from_=sender, depth=depth, session=peer_session, turn=turn
             )

@@ -137,9 +137,16 @@ class ChannelHost:
                 nursery.start_soon(self._approve, turn, event, ask, to_operator)
             elif isinstance(event, TurnDone):
                 return ChannelAnswer(
-                    turn.agent, event.reply, event.tool_calls, event.error, event.cancelled
+                    turn.agent,
+                    event.reply,
+                    event.tool_calls,
+                    event.error,
+                    event.cancelled,
+                    event.stopped,
                 )
             elif isinstance(event, TurnRefused):
+                if event.code == "budget_exceeded":  # before any provider call
+                    return ChannelFailure("budget_exceeded", event.detail)
                 return ChannelFailure("refused", f"{event.code}: {event.detail}")
             elif isinstance(event, AgentDown):
                 return ChannelFailure("unavailable", f"agent {turn.agent} exited during the turn")

@@ -8,7 +8,7 @@ from typing import Literal
 
 import msgspec
 
-from ..turns import ToolCallRecord
+from ..turns import ToolCallRecord, TurnStop
 
 
 class Inbound(msgspec.Struct, frozen=True):
@@ -49,9 +49,17 @@ class ChannelAnswer(msgspec.Struct, frozen=True):
     tool_calls: tuple[ToolCallRecord, ...] = ()
     error: str | None = None  # the provider failed; `reply` says so
     cancelled: bool = False
+    stopped: TurnStop | None = None  # a budget ended the turn after a step (ADR 0057)
 
 
-ChannelFailureCode = Literal["unavailable", "timeout", "too_large", "cancelled", "refused"]
+ChannelFailureCode = Literal[
+    "unavailable",
+    "timeout",
+    "too_large",
+    "cancelled",
+    "refused",
+    "budget_exceeded",  # a budget of the agent or of the sender refused the turn (ADR 0057)
+]
 
 
 class ChannelFailure(msgspec.Struct, frozen=True):

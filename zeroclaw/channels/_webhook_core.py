@@ -323,7 +323,7 @@ _REFUSAL_STATUS = {
     "no_owner": 404,
     "unknown_channel": 404,
 }
-_FAILURE_STATUS = {"timeout": 504}
+_FAILURE_STATUS = {"timeout": 504, "budget_exceeded": 429}
 
 
 def answer_body(answer: ChannelAnswer) -> bytes:
@@ -336,6 +336,8 @@ def answer_body(answer: ChannelAnswer) -> bytes:
         body["error"] = answer.error
     if answer.cancelled:
         body["cancelled"] = True
+    if answer.stopped is not None:
+        body["stopped"] = answer.stopped
     return msgspec.json.encode(body)
 
 

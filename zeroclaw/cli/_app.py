@@ -241,6 +241,11 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
         "subagents_cmd",
         "Loaded sub-agents, their manifests and revisions (read-only; needs the daemon).",
     ),
+    "usage": (
+        "usage_cmd",
+        "What each agent spent, by origin: turns, provider steps, tokens and cost (at the "
+        "config's prices), from the daemon's usage ledger.",
+    ),
 }
 
 

@@ -355,7 +355,7 @@ def _in_process(config: Config, path: Path, alias: str, session: str) -> tuple[T
     from ..config import daemon_paths
     from ..memory import MemoryService
     from ..policy import code_roots, daemon_code_paths, inside_code
-    from ..providers import ProviderError, make_provider
+    from ..providers import ProviderError, make_chain
     from ..skills import load_catalogue
     from ..supervisor import agent_environment, build_specs
     from ..tools import DEFAULT_TOOLSET, agent_toolset
@@ -399,7 +399,7 @@ def _in_process(config: Config, path: Path, alias: str, session: str) -> tuple[T
     def run(text: str, printer: Printer) -> ChatResult:
         async def turn(service: MemoryService) -> ChatResult | ProviderError:
             try:
-                provider = make_provider(spec.provider, spec.provider_config, agent_env)
+                provider = make_chain(spec.provider_chain(), agent_env)
             except ProviderError as exc:
                 return exc  # returned: raised in with_memory's nursery it would come wrapped
             engine = TurnEngine(
@@ -431,7 +431,13 @@ def _in_process(config: Config, path: Path, alias: str, session: str) -> tuple[T
             finally:
                 await provider.aclose()
             calls = tuple(result.tool_calls)
-            return ChatResult(result.reply, calls, result.error, sandbox_in_force=confined)
+            return ChatResult(
+                result.reply,
+                calls,
+                result.error,
+                sandbox_in_force=confined,
+                usage=tuple(result.usage),
+            )
 
         outcome = with_memory(config, turn)
         if isinstance(outcome, ProviderError):

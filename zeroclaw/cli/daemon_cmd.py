@@ -18,6 +18,7 @@ from ..control import (
     AgentStart,
     AgentStatus,
     AgentStop,
+    BudgetStatus,
     ControlClient,
     ControlErrorCode,
     DaemonUnreachable,
@@ -278,6 +279,17 @@ def status_cmd(as_json: bool) -> None:
     for due in data.schedules:
         when = datetime.fromtimestamp(due.at).isoformat(timespec="seconds")
         click.echo(f"schedule  {due.agent}.{due.schedule} next at {when}; zeroclaw schedules list")
+    for p in data.providers:
+        text = f"provider  {p.agent} {p.provider}: {p.state}"
+        if p.failures:
+            text += f" after {plural(p.failures, 'failure')}"
+        if p.state == "open":
+            text += f", skipped for {p.retry_in_secs:.0f}s more"
+        if p.last_error and p.state != "closed":
+            text += f" ({terminal_safe(p.last_error, one_line=True)})"
+        click.echo(text)
+    for b in data.budgets:
+        click.echo(f"budget    {b.agent} {b.scope}: {_budget_text(b)}")
     for a in data.approvals:
         who = terminal_safe(f"{a.channel}:{a.sender}", one_line=True)
         what = terminal_safe(a.what, one_line=True)
@@ -290,6 +302,18 @@ def status_cmd(as_json: bool) -> None:
     if data.runtimes:
         click.echo("\nsub-agent runtimes (one per revision, started on demand):")
         click.echo(_agents_table(data.runtimes))
+
+
+def _budget_text(budget: BudgetStatus) -> str:
+    """`1200/50000 tokens, 0.012/2.000000 today; 3/60 turns this hour`."""
+    parts = []
+    if budget.tokens_per_day is not None:
+        parts.append(f"{budget.tokens}/{budget.tokens_per_day} tokens today")
+    if budget.cost_per_day is not None:
+        parts.append(f"cost {budget.cost}/{budget.cost_per_day} today")
+    if budget.turns_per_hour is not None:
+        parts.append(f"{budget.turns_last_hour}/{budget.turns_per_hour} turns in the last hour")
+    return "; ".join(parts)
 
 
 @cli.group("agents")

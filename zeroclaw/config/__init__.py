@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .._lazy import lazy_attributes
+from ._budgets import BudgetForm, BudgetKey, parse_budget_key
 from ._errors import ConfigError, ConfigIssue, did_you_mean, dotted
 from ._locate import (
     SYSTEM_CONFIG,
@@ -21,6 +22,10 @@ from ._locate import (
 )
 
 if TYPE_CHECKING:
+    from ._endpoints import (
+        endpoint_allowed,
+        endpoint_key,
+    )
     from ._light import LightConfig, daemon_dirs, light_config, read_light_config
     from ._load import (
         load_config,
@@ -32,8 +37,10 @@ if TYPE_CHECKING:
         HEARTBEAT_SCHEDULE,
         MCP_TOOL_PREFIX,
         REMINDER_PREFIX,
+        AgentBudget,
         AgentConfig,
         AnthropicProvider,
+        BudgetLimits,
         ChannelConfig,
         CliChannel,
         Config,
@@ -46,6 +53,7 @@ if TYPE_CHECKING:
         OfflineProvider,
         OpenAIProvider,
         PeerGroup,
+        Price,
         ProviderConfig,
         ReminderGrant,
         ReminderToolName,
@@ -94,7 +102,10 @@ _lazily = lazy_attributes(
     __name__,
     {
         "ALIAS_SYNTAX": "._rules",
+        "AgentBudget": "._models",
         "AgentConfig": "._models",
+        "BudgetLimits": "._models",
+        "Price": "._models",
         "LightConfig": "._light",
         "daemon_dirs": "._light",
         "light_config": "._light",
@@ -143,6 +154,8 @@ _lazily = lazy_attributes(
         "delivery_problem": "._rules",
         "default_owner": "._resolve",
         "effective_risk_policy": "._resolve",
+        "endpoint_allowed": "._endpoints",
+        "endpoint_key": "._endpoints",
         "load_config": "._load",
         "load_config_text": "._load",
         "normalize_peer_name": "._resolve",
@@ -168,8 +181,12 @@ __all__ = [
     "REMINDER_PREFIX",
     "RESERVED_ALIASES",
     "SYSTEM_CONFIG",
+    "AgentBudget",
     "AgentConfig",
     "AnthropicProvider",
+    "BudgetForm",
+    "BudgetKey",
+    "BudgetLimits",
     "ChannelConfig",
     "ChannelPeers",
     "CliChannel",
@@ -189,6 +206,7 @@ __all__ = [
     "OfflineProvider",
     "OpenAIProvider",
     "PeerGroup",
+    "Price",
     "ProviderConfig",
     "ReminderGrant",
     "ReminderToolName",
@@ -214,12 +232,15 @@ __all__ = [
     "did_you_mean",
     "dotted",
     "effective_risk_policy",
+    "endpoint_allowed",
+    "endpoint_key",
     "light_config",
     "load_config",
     "load_config_text",
     "locate_config",
     "mcp_tool_name",
     "normalize_peer_name",
+    "parse_budget_key",
     "parse_duration",
     "read_light_config",
     "readonly_agents",

@@ -11,6 +11,7 @@ import codecs
 import ipaddress
 import os
 import re
+from decimal import Decimal
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -228,18 +229,61 @@ class DaemonConfig(_Strict):
 
 # --------------------------------------------------------------------------- providers
 
+# An amount of money (a price per million tokens, a daily budget) in the unit the operator
+# prices in: at most six decimals, so every cost is an exact integer (ADR 0057).
+Money = Annotated[Decimal, Field(ge=0, le=1_000_000, decimal_places=6)]
 
-class _ProviderBase(_Strict):
+
+class Price(_Strict):
+    input_per_mtok: Money = Field(
+        default=Decimal(0), description="Price of one million input tokens (not cached)."
+    )
+    output_per_mtok: Money = Field(
+        default=Decimal(0), description="Price of one million output tokens."
+    )
+    cached_input_per_mtok: Money | None = Field(
+        default=None,
+        description="Price of one million input tokens read from the provider's prompt cache "
+        "(OpenAI cached_tokens, Anthropic cache_read_input_tokens); default: the input price.",
+    )
+    cache_write_per_mtok: Money | None = Field(
+        default=None,
+        description="Price of one million input tokens written to the prompt cache "
+        "(Anthropic cache_creation_input_tokens); default: the input price.",
+    )
+
+
+class _Priced(_Strict):
+    price: Price | None = Field(
+        default=None,
+        description="What its tokens cost, per million, in the currency of your choice (one "
+        "for every provider): the daemon's usage ledger and cost_per_day budgets count with "
+        "it. Default: free (tokens are still counted).",
+    )
+
+
+class _ProviderBase(_Priced):
     timeout_secs: Seconds = Field(
         default=60.0, description="Seconds to wait for one model request before giving up."
     )
     max_retries: Annotated[int, Field(ge=0, le=20)] = Field(
         default=3, description="Retries, with exponential backoff, on HTTP 429 and 5xx answers."
     )
+    breaker_failures: Annotated[int, Field(ge=1, le=1000)] = Field(
+        default=3,
+        description="In a fallback chain (model_provider as a list): consecutive failures "
+        "(connection, timeout, HTTP 429 or 5xx, each after its retries) after which the chain "
+        "skips this provider for breaker_open_secs; then one call tries it again.",
+    )
+    breaker_open_secs: Annotated[float, Field(gt=0, le=86_400)] = Field(
+        default=30.0,
+        description="How long a chain skips this provider once its breaker opened; each "
+        "failed trial doubles it, up to ten times this.",
+    )
 
 
-class OfflineProvider(_Strict):
-    """The built-in deterministic provider: no network, no settings."""
+class OfflineProvider(_Priced):
+    """The built-in deterministic provider: no network; a price only to rehearse budgets."""
 
 
 class OpenAIProvider(_ProviderBase):
@@ -253,6 +297,12 @@ class OpenAIProvider(_ProviderBase):
         default=None,
         description="Name of the environment variable holding the API key; omit for local "
         "servers that need none. The key itself never goes in this file.",
+    )
+    stream_usage: bool = Field(
+        default=True,
+        description="Ask for the token usage of a streamed answer (stream_options."
+        "include_usage: the server sends it in a last chunk). Turn off for a server that "
+        "refuses the field; the turn then estimates its tokens (four characters to one).",
     )
 
 
@@ -363,8 +413,9 @@ class RiskProfile(_Strict):
     )
     allowed_endpoints: tuple[str, ...] = Field(
         default=(),
-        description="'host:port' endpoints this profile's agents may connect to besides their "
-        "provider: the streamable-HTTP MCP servers they use (each must be listed here). "
+        description="'host:port' endpoints this profile's agents may reach besides their "
+        "provider: the streamable-HTTP MCP servers they use, and the HTTP adapters (and MCP "
+        "servers over HTTP) the daemon calls for them (each must be listed here). "
         "Default: none.",
     )
 
@@ -598,6 +649,35 @@ class MemoryConfig(_Strict):
         description="Bytes of all the sessions of one outside sender (`<channel>:<sender>/...` "
         "session keys); an append past it is refused `quota_exceeded`.",
     )
+    # A turn's context (ADR 0059; the defaults are zeroclaw.agent.MemorySpec's, a test
+    # keeps them in step).
+    recall: bool = Field(
+        default=True,
+        description="Before each model call, put this agent's records (and those of "
+        "`read_memory_from`) that rank best against the turn's text into the prompt, marked "
+        "as data. Only in turns whose origin is granted `memory_recall` (the operator's; a "
+        "peer or an outside sender only when `peer_tools` or its peer group's `tools` name it).",
+    )
+    recall_k: Annotated[int, Field(ge=1, le=50)] = Field(
+        default=5, description="Records recalled into a turn at most."
+    )
+    recall_budget_tokens: Annotated[int, Field(ge=16, le=1_000_000)] = Field(
+        default=1000,
+        description="Tokens (estimated) the recalled records may take in a turn's prompt; a "
+        "record that does not fit whole is cut, and ends the recall.",
+    )
+    history_budget_tokens: Annotated[int, Field(ge=64, le=1_000_000)] = Field(
+        default=8000,
+        description="Tokens (estimated) of a session's earlier turns, its summary included, "
+        "given to the model in each turn: the newest turns that fit.",
+    )
+    compact: bool = Field(
+        default=True,
+        description="When a session's turns outgrow `history_budget_tokens`, have this agent's "
+        "provider summarise the older ones into the session's summary (and keep the durable "
+        "facts it finds as records of category `compacted`) before they are dropped. Off: "
+        "older turns are only left out of the prompt.",
+    )
 
 
 # The agent tools by name (zeroclaw.tools.DEFAULT_TOOLSET describes them to models; a test
@@ -637,9 +717,15 @@ def _listed_once(value: tuple[str, ...]) -> tuple[str, ...]:
 
 # --------------------------------------------------------------------------- MCP servers
 
-MCP_SERVER_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
+# No `__` and no final `_`: the server's name in mcp__<server>__<tool> ends at the first
+# `__`, so one flat name is one tool of one server (a tool name may hold `__`).
+MCP_SERVER_NAME = re.compile(r"^(?!.*__)[a-z][a-z0-9_-]{0,31}(?<!_)$")
 MCP_TOOL_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 MCP_TOOL_PREFIX = "mcp__"  # an MCP tool as the model sees it: mcp__<server>__<tool>
+# A tool name every provider takes (OpenAI's function names; Anthropic's were the same):
+# an allowed MCP tool's flat name must be one, or every request that offers it is refused.
+PROVIDER_TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+HTTP_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}")  # an RFC 9110 token
 
 
 def mcp_tool_name(server: str, tool: str) -> str:
@@ -674,7 +760,13 @@ class McpServerConfig(_Strict):
         'name = variable name (e.g. Authorization = "GITHUB_AUTH").',
     )
     timeout_secs: Seconds = Field(
-        default=30.0, description="Bound on start-up, on each request and on each tool call."
+        default=30.0, description="Bound on each request to the server and on each tool call."
+    )
+    startup_timeout_secs: Seconds = Field(
+        default=30.0,
+        description="Bound on the server's start: spawned (or reached) to an answered "
+        "initialize. Raise it for a server whose first start is slow (an `npx -y` or `uvx` "
+        "one downloads its package).",
     )
     max_result_bytes: Annotated[int, Field(ge=256, le=16 * _MIB)] = Field(
         default=64 * 1024,
@@ -682,8 +774,9 @@ class McpServerConfig(_Strict):
     )
     tools: tuple[str, ...] = Field(
         default=(),
-        description="The server's tools agents may be offered, by the server's own names. "
-        "Default: none (a server is granted tool by tool).",
+        description="The server's tools agents may be offered, by the server's own names; "
+        "mcp__<server>__<tool> must be a name model providers take ([A-Za-z0-9_-], at most "
+        "64 characters). Default: none (a server is granted tool by tool).",
     )
 
     @field_validator("command")
@@ -702,6 +795,14 @@ class McpServerConfig(_Strict):
             if not MCP_TOOL_NAME.match(name):
                 raise ValueError(f"{name!r} is not an MCP tool name ([A-Za-z0-9_.-], 1-64)")
         return _listed_once(value)
+
+    @field_validator("headers_env")
+    @classmethod
+    def _header_names(cls, value: dict[str, str]) -> dict[str, str]:
+        for name in value:
+            if not HTTP_HEADER_NAME.fullmatch(name):
+                raise ValueError(f"{name[:64]!r} is not an HTTP header name (an RFC 9110 token)")
+        return value
 
     @model_validator(mode="after")
     def _one_transport(self) -> McpServerConfig:
@@ -738,8 +839,7 @@ def check_cron(expr: str, timezone: str) -> str | None:
     fields = expr.split()
     if len(fields) != 5:
         return (
-            f"a cron expression has five fields (minute hour day month weekday), not "
-            f"{len(fields)}"
+            f"a cron expression has five fields (minute hour day month weekday), not {len(fields)}"
         )
     from datetime import datetime
     from zoneinfo import ZoneInfo
@@ -795,8 +895,7 @@ class _ScheduledTurn(_Strict):
     )
     timeout: Annotated[Duration, Field(gt=0, le=86_400)] = Field(
         default=600.0,
-        description="A run's turn that takes longer is cancelled and reported failed "
-        "(`timeout`).",
+        description="A run's turn that takes longer is cancelled and reported failed (`timeout`).",
     )
 
     @field_validator("tools")
@@ -870,13 +969,50 @@ class HeartbeatConfig(_ScheduledTurn):
         return self
 
 
+MAX_PROVIDER_CHAIN = 8
+
+
+class BudgetLimits(_Strict):
+    tokens_per_day: Annotated[int, Field(ge=1, le=10**15)] | None = Field(
+        default=None,
+        description="Tokens (every kind: input, cached, cache writes, output) per UTC day; "
+        "a turn that would start with them spent is refused 'budget_exceeded', a turn that "
+        "spends them ends after its current step. Default: no limit.",
+    )
+    cost_per_day: Money | None = Field(
+        default=None,
+        description="Cost per UTC day, at the providers' prices ([providers.<kind>.<alias>] "
+        "price); refused and ended as tokens_per_day. Default: no limit.",
+    )
+    turns_per_hour: Annotated[int, Field(ge=1, le=1_000_000)] | None = Field(
+        default=None,
+        description="Turns started in any rolling hour; one more is refused 'budget_exceeded' "
+        "before any provider call. Default: no limit.",
+    )
+
+
+class AgentBudget(BudgetLimits):
+    origins: dict[str, BudgetLimits] = Field(
+        default_factory=dict,
+        description="Budgets of outside origins on this agent, by key: '<channel>:<sender>' "
+        "one sender (e.g. 'webhook.ops:ci-bot'); '<channel>:*' each sender of the channel on "
+        "its own; '<channel>' every sender of the channel together; 'peer:<alias>', 'peer:*', "
+        "'peer' the same for agents that ask or delegate; '*' each outside origin on its own "
+        "(when no key of its own or its channel's '*' is set). The agent's own limits apply "
+        "to every turn besides.",
+    )
+
+
 class AgentConfig(_Strict):
     enabled: bool = Field(default=True, description="A disabled agent is never started.")
     description: str = Field(
         default="", max_length=1024, description="One line telling operators what the agent does."
     )
-    model_provider: str | None = Field(
-        default=None, description="Provider as '<kind>.<alias>', e.g. 'offline.default'."
+    model_provider: str | tuple[str, ...] | None = Field(
+        default=None,
+        description="Provider as '<kind>.<alias>', e.g. 'offline.default'; or a fallback "
+        "chain, a list of them tried in order: on a connection error, a timeout, HTTP 429 or "
+        "5xx the next one answers (at most 8, each once).",
     )
     risk_profile: str | None = Field(default=None, description="Name of a [risk_profiles] entry.")
     runtime_profile: str | None = Field(
@@ -917,6 +1053,11 @@ class AgentConfig(_Strict):
         description="MCP servers this agent uses, by [mcp_servers] name: their allowed tools "
         "are offered as mcp__<server>__<tool>, through the agent's risk profile. Default: none.",
     )
+    budget: AgentBudget = Field(
+        default_factory=AgentBudget,
+        description="What this agent may spend, enforced by the daemon: its own limits "
+        "(every origin together) and per outside origin ('origins'). Default: none.",
+    )
     facades: dict[str, str] = Field(
         default_factory=dict,
         description="One-purpose tools that dispatch to a fixed sub-agent: tool name = "
@@ -941,6 +1082,24 @@ class AgentConfig(_Strict):
         description="Look at HEARTBEAT.md in the workspace every so often and run a turn on "
         "its open items. Absent: no heartbeat.",
     )
+
+    @field_validator("model_provider")
+    @classmethod
+    def _provider_chain(cls, value: str | tuple[str, ...] | None) -> str | tuple[str, ...] | None:
+        if isinstance(value, tuple):
+            if not 1 <= len(value) <= MAX_PROVIDER_CHAIN:
+                raise ValueError(f"a chain names 1 to {MAX_PROVIDER_CHAIN} providers")
+            return _listed_once(value)
+        return value
+
+    @property
+    def provider_chain(self) -> tuple[str, ...]:
+        """The providers it names, in order (one, unless a fallback chain)."""
+        if self.model_provider is None:
+            return ()
+        if isinstance(self.model_provider, str):
+            return (self.model_provider,)
+        return self.model_provider
 
     @field_validator("peer_tools")
     @classmethod
@@ -1220,7 +1379,8 @@ class Config(_Strict):
     )
     mcp_servers: dict[str, McpServerConfig] = Field(
         default_factory=dict,
-        description="MCP servers agents may use as tools, by name ([a-z][a-z0-9_-]{0,31}).",
+        description="MCP servers agents may use as tools, by name ([a-z][a-z0-9_-]{0,31}, no "
+        "'__' and no final '_': a tool is offered as mcp__<server>__<tool>).",
     )
     discovery: DiscoveryConfig = Field(
         default_factory=DiscoveryConfig,

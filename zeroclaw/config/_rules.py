@@ -16,11 +16,15 @@ from pathlib import Path, PurePosixPath
 from typing import Any, get_args
 from urllib.parse import urlsplit
 
+from ._budgets import EVERY, PEER, BudgetKey, parse_budget_key
+from ._endpoints import endpoint_allowed, endpoint_key
 from ._errors import ConfigIssue, did_you_mean
 from ._models import (
     ADAPTER_TOOL_NAME,
     HEARTBEAT_SCHEDULE,
     MCP_SERVER_NAME,
+    MCP_TOOL_PREFIX,
+    PROVIDER_TOOL_NAME,
     REMINDER_PREFIX,
     SKILL_TOOL_NAME,
     AgentConfig,
@@ -147,8 +151,9 @@ def rule_agent_references(
 ) -> Iterator[ConfigIssue]:
     for alias, agent in sorted(config.agents.items()):
         base = ("agents", alias)
-        if agent.model_provider is not None:
-            ref = agent.model_provider
+        chained = isinstance(agent.model_provider, tuple)
+        for i, ref in enumerate(agent.provider_chain):
+            key = (*base, "model_provider", i) if chained else (*base, "model_provider")
             if "." not in ref:
                 same_kind = sorted(p for p in declared.providers if p.startswith(ref + "."))
                 hint = (
@@ -156,14 +161,9 @@ def rule_agent_references(
                     if same_kind
                     else did_you_mean(ref, declared.providers)
                 )
-                yield ConfigIssue(
-                    (*base, "model_provider"),
-                    f"must be '<kind>.<alias>', e.g. 'offline.default'{hint}",
-                )
+                yield ConfigIssue(key, f"must be '<kind>.<alias>', e.g. 'offline.default'{hint}")
             elif ref not in declared.providers:
-                yield ConfigIssue(
-                    (*base, "model_provider"), _unknown("provider", ref, declared.providers)
-                )
+                yield ConfigIssue(key, _unknown("provider", ref, declared.providers))
         if agent.risk_profile is not None and agent.risk_profile not in declared.risk_profiles:
             yield ConfigIssue(
                 (*base, "risk_profile"),
@@ -252,6 +252,12 @@ def rule_facades(
                     "a facade's tool name must match [a-z][a-z0-9_]{0,63} (lowercase letter "
                     "first, then lowercase letters, digits or '_', at most 64 chars)",
                 )
+            elif name.startswith(MCP_TOOL_PREFIX):
+                yield ConfigIssue(
+                    key,
+                    f"{name!r} starts with {MCP_TOOL_PREFIX!r}, which names MCP tools "
+                    "(mcp__<server>__<tool>); give the facade another tool name",
+                )
             elif name in taken:
                 what = (
                     "a sub-agent tool"
@@ -287,14 +293,26 @@ def agent_mcp_tools(config: Config, agent: AgentConfig) -> frozenset[str]:
 def rule_mcp_servers(
     config: Config, declared: Declared, env: Mapping[str, str]
 ) -> Iterator[ConfigIssue]:
-    """MCP server names have the tool-name syntax, and an agent uses only servers that are
-    configured (issue 26)."""
-    for name in sorted(config.mcp_servers):
+    """MCP server names have the tool-name syntax, each allowed tool's offered name is one
+    providers take, and an agent uses only servers that are configured (issue 26)."""
+    for name, entry in sorted(config.mcp_servers.items()):
         if not MCP_SERVER_NAME.match(name):
             yield ConfigIssue(
                 ("mcp_servers", name),
-                f"{name!r} is not an MCP server name (lowercase [a-z][a-z0-9_-], at most 32)",
+                f"{name!r} is not an MCP server name (lowercase [a-z][a-z0-9_-], at most 32, "
+                "no '__' and no '_' at the end: its tools are offered as "
+                "mcp__<server>__<tool>, and the server's name ends at the first '__')",
             )
+            continue
+        for i, tool in enumerate(entry.tools):
+            offered = mcp_tool_name(name, tool)
+            if not PROVIDER_TOOL_NAME.match(offered):
+                yield ConfigIssue(
+                    ("mcp_servers", name, "tools", i),
+                    f"{tool!r} would be offered as {offered!r}, a name model providers refuse "
+                    "(they take letters, digits, '_' and '-', at most 64 characters; no '.'): "
+                    "every request offering it would fail",
+                )
     known = frozenset(config.mcp_servers)
     for alias, agent in sorted(config.agents.items()):
         for i, server in enumerate(agent.mcp):
@@ -305,13 +323,6 @@ def rule_mcp_servers(
                     f"unknown MCP server {server!r}{did_you_mean(server, known)}; known: "
                     f"{', '.join(sorted(known)) or 'none'}",
                 )
-
-
-def mcp_endpoint(url: str) -> str:
-    """An HTTP MCP server's 'host:port' (the scheme's port when the URL names none)."""
-    parts = urlsplit(url)
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    return f"{parts.hostname}:{port}"
 
 
 def rule_mcp_endpoints(
@@ -328,11 +339,10 @@ def rule_mcp_endpoints(
             server = config.mcp_servers.get(name)
             if server is None or server.url is None:
                 continue
-            endpoint = mcp_endpoint(server.url)
-            if endpoint not in profile.allowed_endpoints:
+            if not endpoint_allowed(server.url, profile.allowed_endpoints):
                 yield ConfigIssue(
                     ("agents", alias, "mcp", i),
-                    f"MCP server {name!r} is at {endpoint}, which risk profile "
+                    f"MCP server {name!r} is at {endpoint_key(server.url)}, which risk profile "
                     f"{agent.risk_profile!r} does not list in allowed_endpoints",
                 )
 
@@ -359,6 +369,49 @@ def agent_tool_names(config: Config, agent: AgentConfig) -> frozenset[str]:
         | listed_tools(config, agent)
         | agent_mcp_tools(config, agent)
     )
+
+
+def rule_budget_origins(
+    config: Config, declared: Declared, env: Mapping[str, str]
+) -> Iterator[ConfigIssue]:
+    """Each key of `budget.origins` names outside origins that can reach the agent: a
+    channel it binds (not a `cli` one: the operator's turns count against the agent's own
+    limits), or peers (a known agent other than itself); each origin is named once."""
+    owners = channel_owners(config) if any(a.budget.origins for a in config.agents.values()) else {}
+    for alias, agent in sorted(config.agents.items()):
+        seen: dict[BudgetKey, str] = {}
+        for key in sorted(agent.budget.origins):
+            path = ("agents", alias, "budget", "origins", key)
+            parsed = parse_budget_key(key)
+            if isinstance(parsed, str):
+                yield ConfigIssue(path, parsed)
+                continue
+            if parsed in seen:
+                yield ConfigIssue(path, f"names the same origins as {seen[parsed]!r}")
+                continue
+            seen[parsed] = key
+            channel = parsed.channel
+            if channel == EVERY:
+                continue
+            if channel == PEER:
+                if parsed.form == "one" and parsed.sender not in declared.agents - {alias}:
+                    yield ConfigIssue(
+                        path, _unknown("agent", parsed.sender, declared.agents - {alias})
+                    )
+                continue
+            if channel.partition(".")[0] == "cli":
+                yield ConfigIssue(
+                    path,
+                    "the operator's turns on a cli channel have no origin budget; the "
+                    "agent's own limits (tokens_per_day, ...) apply to them",
+                )
+            elif channel not in agent.channels and alias not in owners.get(channel, ()):
+                bound = ", ".join(agent.channels) or "none"
+                yield ConfigIssue(
+                    path,
+                    f"agent {alias} does not bind channel {channel!r} (it binds: {bound}); "
+                    "no sender of it reaches this agent",
+                )
 
 
 def rule_peer_tools(
@@ -809,6 +862,7 @@ RULES: tuple[Rule, ...] = (
     rule_facades,
     rule_mcp_servers,
     rule_mcp_endpoints,
+    rule_budget_origins,
     rule_peer_tools,
     rule_peer_group_tools,
     rule_schedules,

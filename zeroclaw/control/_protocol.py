@@ -44,6 +44,7 @@ from ._replies import (
     StatusReply,
     SubagentDetail,
     SubagentsReply,
+    UsageReply,
 )
 
 PROTOCOL_VERSION = 1
@@ -76,6 +77,8 @@ ControlOwnErrorCode = Literal[
     "ambiguous_schedule",
     # `schedules run`: its last run has not ended
     "schedule_running",
+    # `mcp trust --digest`: the server listed another schema since the one reviewed
+    "digest_changed",
 ]
 # Every stable code a control reply's `error` may carry. A code outside this set is a type
 # error, not a surprise for scripts.
@@ -236,6 +239,14 @@ class Metrics(Request[MetricsReply], tag="metrics", frozen=True):
 # --- the operator's approval queue (`zeroclaw approvals`, ADR 0042) -----------------------
 
 
+class UsageQuery(Request[UsageReply], tag="usage", frozen=True):
+    """The usage ledger's rows from UTC day `since` (YYYY-MM-DD) on, of one agent or all."""
+
+    reply_type = UsageReply
+    since: str
+    agent: str | None = None
+
+
 class ApprovalsList(Request[ApprovalsReply], tag="approvals.list", frozen=True):
     """Approvals of outside origins waiting for the operator, oldest first."""
 
@@ -335,12 +346,14 @@ class McpTools(Request[McpToolsReply], tag="mcp.tools", frozen=True):
 
 
 class McpTrust(Request[McpTrustReply], tag="mcp.trust", frozen=True):
-    """Trust the latest schema `server` listed (its `tool`, to `agent`; None: all)."""
+    """Trust the latest schema `server` listed (its `tool`, to `agent`; None: all); with
+    `digest` (at least 12 hex digits of the one the operator reviewed), only that one."""
 
     reply_type = McpTrustReply
     server: str
     tool: str | None = None
     agent: str | None = None
+    digest: str | None = None
 
 
 # --- schedules (`zeroclaw schedules`, issue 28) -------------------------------------------
@@ -403,6 +416,7 @@ CoreRequest = (
     | ApprovalsList
     | ApprovalApprove
     | ApprovalDeny
+    | UsageQuery
 )
 SubagentRequest = (
     SubagentsList

@@ -20,8 +20,11 @@ from ..turns import (
     InvocationState,
     McpBinding,
     MemoryReply,
+    MemorySummary,
     Policy,
+    StepUsage,
     ToolCallRecord,
+    TurnStop,
 )
 
 ReloadOutcome = Literal["never", "ok", "reload_failed", "incomplete"]
@@ -189,6 +192,58 @@ class ScheduleRunReply(msgspec.Struct, frozen=True):
     run_id: str
 
 
+class ProviderStatus(msgspec.Struct, frozen=True, omit_defaults=True):
+    """One provider of an agent's fallback chain and its circuit breaker (ADR 0058), as
+    the agent last reported it; `closed` until it reports otherwise."""
+
+    agent: str
+    provider: str
+    state: Literal["closed", "open", "half_open"]
+    failures: int = 0
+    retry_in_secs: float = 0.0
+    last_error: str = ""
+    reported_secs_ago: float | None = None  # None: the agent has not reported yet
+
+
+class BudgetStatus(msgspec.Struct, frozen=True, omit_defaults=True):
+    """One budget and what it has spent (ADR 0057): today's (UTC) tokens and cost, and the
+    turns of the last hour. A limit left out is no limit."""
+
+    agent: str
+    scope: str  # "agent", an origin ("webhook.ops:ci-bot"), or a channel's senders ("webhook.ops")
+    tokens: int = 0
+    cost: str = "0.000000"
+    turns_last_hour: int = 0
+    tokens_per_day: int | None = None
+    cost_per_day: str | None = None
+    turns_per_hour: int | None = None
+
+
+class UsageRow(msgspec.Struct, frozen=True, omit_defaults=True):
+    """What one agent spent on one UTC day, for one origin, session and provider (a turn's
+    start has no provider: `provider` ""). `cost` has six decimals; `cost_pico` is exact."""
+
+    day: str
+    agent: str
+    origin: str
+    session: str
+    provider: str
+    turns: int = 0
+    steps: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_input_tokens: int = 0
+    cache_write_tokens: int = 0
+    cost: str = "0.000000"
+    cost_pico: int = 0
+    estimated_steps: int = 0
+
+
+class UsageReply(msgspec.Struct, frozen=True):
+    rows: list[UsageRow]
+    since: str  # the first UTC day counted
+
+
 class StatusReply(msgspec.Struct, frozen=True, omit_defaults=True):
     daemon: DaemonStatus
     counts: dict[str, int]
@@ -206,6 +261,9 @@ class StatusReply(msgspec.Struct, frozen=True, omit_defaults=True):
     mcp: McpStatus | None = None
     # Each agent's next scheduled run (issue 28), by agent.
     schedules: list[NextFire] = msgspec.field(default_factory=list)
+    # Fallback chains' providers and their breakers; budgets and what they spent (issue 27).
+    providers: list[ProviderStatus] = msgspec.field(default_factory=list)
+    budgets: list[BudgetStatus] = msgspec.field(default_factory=list)
 
 
 class AgentsReply(msgspec.Struct, frozen=True):
@@ -243,6 +301,9 @@ class ChatResult(msgspec.Struct, frozen=True, omit_defaults=True):
     error: str | None = None
     cancelled: bool = False
     sandbox_in_force: bool | None = None  # only a turn run in-process (no daemon) says
+    # Each provider step: who answered, what it used (issue 27); why a budget ended it.
+    usage: tuple[StepUsage, ...] = ()
+    stopped: TurnStop | None = None
 
 
 class ShutdownReply(msgspec.Struct, frozen=True):
@@ -297,6 +358,8 @@ class TranscriptTurn(msgspec.Struct, frozen=True):
 class SessionReply(msgspec.Struct, frozen=True):
     session: SessionInfo
     turns: list[TranscriptTurn]
+    # What compactions kept of the turns they dropped, and which (ADR 0059).
+    summary: MemorySummary | None = None
 
 
 # --- sub-agents: what `subagents`, `dispatch` and `invocations` answer ----------------------
@@ -473,7 +536,9 @@ class McpToolsReply(msgspec.Struct, frozen=True):
 
 class McpTrustReply(msgspec.Struct, frozen=True):
     """`trusted`: withheld tools the operator's trust made offered; `already`: the others
-    the selector named, which were offered already."""
+    the selector named, which were offered already; `stale`: those whose latest schema is
+    not the digest given (not trusted)."""
 
     trusted: tuple[McpToolPin, ...]
     already: tuple[McpToolPin, ...]
+    stale: tuple[McpToolPin, ...] = ()

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
         TurnRefused,
         result_json,
     )
-    from ._service import Turn, TurnService
+    from ._service import AdmitAll, Refusal, Turn, TurnAdmission, TurnService
 
 _load = lazy_attributes(
     __name__,
@@ -42,7 +42,10 @@ _load = lazy_attributes(
         "TurnRefused": "._outcomes",
         "result_json": "._outcomes",
         "OperatorApprovals": "._operator_approvals",
+        "AdmitAll": "._service",
+        "Refusal": "._service",
         "Turn": "._service",
+        "TurnAdmission": "._service",
         "TurnService": "._service",
     },
 )
@@ -53,6 +56,7 @@ def __getattr__(name: str) -> object:
 
 
 __all__ = [
+    "AdmitAll",
     "AgentDown",
     "ApprovalOutcome",
     "ApprovalQueue",
@@ -60,8 +64,10 @@ __all__ = [
     "NotPending",
     "OperatorApprovals",
     "PendingApproval",
+    "Refusal",
     "ServiceEvent",
     "Turn",
+    "TurnAdmission",
     "TurnCancelled",
     "TurnOutcome",
     "TurnOverflow",

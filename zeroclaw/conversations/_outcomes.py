@@ -39,8 +39,9 @@ TERMINAL = (TurnDone, TurnRefused, AgentDown, TurnOverflow, TurnCancelled)
 
 
 def result_json(done: TurnDone) -> dict[str, object]:
-    """A finished turn as `zeroclaw chat --json` prints it: reply and tool_calls always,
-    error and cancelled only when they say something (the control socket's ChatResult)."""
+    """A finished turn as `zeroclaw chat --json` prints it: reply and tool_calls always;
+    error, cancelled, usage (each provider step: who answered, what it used) and stopped
+    only when they say something (the control socket's ChatResult)."""
     data: dict[str, object] = {
         "reply": done.reply,
         "tool_calls": [msgspec.to_builtins(call) for call in done.tool_calls],
@@ -49,4 +50,8 @@ def result_json(done: TurnDone) -> dict[str, object]:
         data["error"] = done.error
     if done.cancelled:
         data["cancelled"] = True
+    if done.usage:
+        data["usage"] = [msgspec.to_builtins(step) for step in done.usage]
+    if done.stopped is not None:
+        data["stopped"] = done.stopped
     return data

@@ -23,7 +23,7 @@ import os
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import trio
 
@@ -62,6 +62,31 @@ log = logging.getLogger("zeroclaw.turns")
 CANCEL_GRACE_SECS = 5.0  # how long a cancelled turn may take to say it stopped
 MAX_BUFFERED_EVENTS = 10_000  # events of one turn waiting for its reader before it is cut off
 MAX_APPROVAL_TEXT = 500  # characters of an approval question shown to whoever answers
+
+
+class Refusal(Protocol):
+    @property
+    def detail(self) -> str: ...
+
+
+class TurnAdmission(Protocol):
+    """Whether a turn may start, and its end: the daemon's budgets (ADR 0057)."""
+
+    def admit(self, agent: str, origin: Origin, session: str, turn: str) -> Refusal | None:
+        """None: the turn starts (and is counted); otherwise why it is refused."""
+        ...
+
+    def closed(self, agent: str, turn: str) -> None: ...
+
+
+class AdmitAll:
+    """No budgets (a turn service of the tests')."""
+
+    def admit(self, agent: str, origin: Origin, session: str, turn: str) -> Refusal | None:
+        return None
+
+    def closed(self, agent: str, turn: str) -> None:
+        return None
 
 
 def turn_outcome(event: ServiceEvent) -> str:
@@ -222,10 +247,13 @@ class TurnService:
         max_buffered: int = MAX_BUFFERED_EVENTS,
         events: EventSink | None = None,
         approvals: ApprovalLedger | None = None,
+        admission: TurnAdmission | None = None,
     ) -> None:
         """`approvals`: where the yes answers of its turns are recorded (the composition
-        root's one ledger, shared with the services that act on them; ADR 0052)."""
+        root's one ledger, shared with the services that act on them; ADR 0052);
+        `admission`: the budgets every turn passes before its agent hears of it."""
         self.router = router
+        self.admission: TurnAdmission = AdmitAll() if admission is None else admission
         self.approvals = ApprovalLedger() if approvals is None else approvals
         self.events = events  # each finished turn is published here (TurnFinished)
         self.cancel_grace = cancel_grace
@@ -271,10 +299,17 @@ class TurnService:
         # Decided here, from the config, for every way in: a caller cannot forget it, and
         # an origin the grant does not know gets nothing (ADR 0042).
         tools = self.router.policy.origin_grant(agent, origin).tool_names()
+        admitted = False  # counted by the budgets: closed with them at the end
         try:
-            if (refusal := self.check_agent(agent)) is not None:
+            refusal = self.check_agent(agent)
+            budgeted = refusal is None and self._budgeted(agent, origin)
+            over = self.admission.admit(agent, origin, key, turn_id) if budgeted else None
+            if refusal is not None:
                 turn._push(refusal)
+            elif over is not None:  # before the agent hears of it: no provider call
+                turn._push(TurnRefused("budget_exceeded", over.detail))
             else:
+                admitted = budgeted
                 turn._agent_working = True
                 self.router.turn_opened(agent, turn_id, tools)
                 self.router.inject(
@@ -294,6 +329,8 @@ class TurnService:
             yield turn
         finally:
             del self.turns[turn_id]
+            if admitted:
+                self.admission.closed(agent, turn_id)
             self.router.turn_closed(agent, turn_id)
             turn._close()
             if self.events is not None:
@@ -305,6 +342,19 @@ class TurnService:
                         round(trio.current_time() - opened, 6),
                     )
                 )
+
+    def _budgeted(self, agent: str, origin: Origin) -> bool:
+        """Whether the budgets hear of this turn: not when the router will refuse its
+        origin anyway (a refused sender must not spend anyone's budget)."""
+        refused = self.router.policy.origin_refusal(agent, origin)
+        return refused is None or self.router.is_confined(agent)
+
+    def cancel_turn(self, agent: str, turn_id: str) -> None:
+        """Cancel `agent`'s turn `turn_id`, if it is open (the daemon's budgets ending a
+        turn whose agent went on after it was told to stop)."""
+        turn = self.turns.get(turn_id)
+        if turn is not None and turn.agent == agent:
+            turn.cancel()
 
     # --- the router's side ------------------------------------------------------------------
 

@@ -12,6 +12,7 @@ from ._types import (
     AgentTransition,
     ApprovalRequested,
     ApprovalResolved,
+    BudgetExceeded,
     DiscoveryCompleted,
     DiscoveryFailed,
     DiscoveryHealthChecked,
@@ -24,6 +25,7 @@ from ._types import (
     McpServerChanged,
     McpToolTrusted,
     MemoryOperation,
+    ProviderBreakerChanged,
     Published,
     RegistrationDecided,
     ReloadApplied,
@@ -34,6 +36,7 @@ from ._types import (
     ScheduleMissed,
     ScheduleSkipped,
     TurnFinished,
+    TurnSpent,
 )
 
 if TYPE_CHECKING:
@@ -51,6 +54,7 @@ __all__ = [
     "AgentTransition",
     "ApprovalRequested",
     "ApprovalResolved",
+    "BudgetExceeded",
     "DiscoveryCompleted",
     "DiscoveryFailed",
     "DiscoveryHealthChecked",
@@ -64,6 +68,7 @@ __all__ = [
     "McpServerChanged",
     "McpToolTrusted",
     "MemoryOperation",
+    "ProviderBreakerChanged",
     "Published",
     "RegistrationDecided",
     "ReloadApplied",
@@ -75,4 +80,5 @@ __all__ = [
     "ScheduleSkipped",
     "Subscription",
     "TurnFinished",
+    "TurnSpent",
 ]

@@ -259,6 +259,51 @@ class ScheduleMissed(_Event, tag="schedule.missed", frozen=True):
     reason: str
 
 
+class TurnSpent(_Event, tag="usage.turn", frozen=True):
+    """What a turn's provider steps used, as its agent reported them (ADR 0057): tokens by
+    kind, the cost at the config's prices (six decimals), who answered, who failed before.
+    `origin` is the daemon's word (`operator`, `webhook.ops:ci-bot`, `peer:beta`), never
+    the agent's; `unknown` for a turn the daemon did not open to that agent."""
+
+    agent: str
+    origin: str
+    session: str
+    steps: int
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_input_tokens: int = 0
+    cache_write_tokens: int = 0
+    cost: str = "0.000000"
+    providers: tuple[str, ...] = ()
+    failed: tuple[str, ...] = ()
+    estimated: bool = False  # some step's server reported no usage: counted, 4 chars a token
+    stopped: bool = False  # a budget ended it after this step
+
+
+class BudgetExceeded(_Event, tag="budget.exceeded", frozen=True):
+    """A budget refused a turn before any provider call (`at` = "start"), or ended a turn
+    after its current step (`at` = "step"). `scope` says whose budget: the agent's, one
+    outside origin's, or a channel's senders' together."""
+
+    agent: str
+    origin: str
+    limit: Literal["tokens_per_day", "cost_per_day", "turns_per_hour"]
+    scope: str
+    detail: str
+    at: Literal["start", "step"]
+
+
+class ProviderBreakerChanged(_Event, tag="provider.breaker", frozen=True):
+    """A provider of an agent's fallback chain changed state (`closed`, `open`: skipped
+    for a while, `half_open`: one call tries it), as the agent reported it."""
+
+    agent: str
+    provider: str
+    state: Literal["closed", "open", "half_open"]
+    failures: int = 0
+    last_error: str = ""
+
+
 Event = (
     AgentTransition
     | RouteRefused
@@ -284,6 +329,9 @@ Event = (
     | ScheduleFailed
     | ScheduleSkipped
     | ScheduleMissed
+    | TurnSpent
+    | BudgetExceeded
+    | ProviderBreakerChanged
 )
 
 

@@ -208,12 +208,12 @@ def key_variables(config: Config) -> dict[str, tuple[str, list[str]]]:
     """`{provider id: (key variable, [enabled agents using it])}` for providers with a key."""
     out: dict[str, tuple[str, list[str]]] = {}
     for alias, agent in sorted(config.agents.items()):
-        if not agent.enabled or agent.model_provider is None:
+        if not agent.enabled:
             continue
-        provider = config.provider(agent.model_provider)
-        key_env = getattr(provider, "api_key_env", None)
-        if key_env:
-            out.setdefault(agent.model_provider, (key_env, []))[1].append(alias)
+        for ref in agent.provider_chain:  # each provider of a fallback chain needs its key
+            key_env = getattr(config.provider(ref), "api_key_env", None)
+            if key_env:
+                out.setdefault(ref, (key_env, []))[1].append(alias)
     return out
 
 
@@ -1147,9 +1147,7 @@ def _probe(
 
 
 def _probes(config: Config, env: Mapping[str, str]) -> tuple[ProbeFacts, ...]:
-    used = sorted(
-        {a.model_provider for a in config.agents.values() if a.enabled and a.model_provider}
-    )
+    used = sorted({ref for a in config.agents.values() if a.enabled for ref in a.provider_chain})
     out = []
     for ref in used:
         kind = ref.partition(".")[0]

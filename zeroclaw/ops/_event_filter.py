@@ -19,6 +19,7 @@ from ..events import (
     AgentTransition,
     ApprovalRequested,
     ApprovalResolved,
+    BudgetExceeded,
     DiscoveryCompleted,
     Event,
     InvocationFinished,
@@ -26,11 +27,13 @@ from ..events import (
     McpServerChanged,
     McpToolTrusted,
     MemoryOperation,
+    ProviderBreakerChanged,
     Published,
     RegistrationDecided,
     ReloadApplied,
     RouteRefused,
     TurnFinished,
+    TurnSpent,
 )
 
 # The fields that name an agent in some event kind. A new kind that names its agent in a
@@ -179,6 +182,32 @@ def describe(event: Event) -> str:
         if event.restarts:
             text += f" (restarts {event.restarts})"
         return f"{text}: {event.detail}" if event.detail else text
+    if isinstance(event, TurnSpent):
+        tokens = (
+            event.input_tokens
+            + event.output_tokens
+            + event.cached_input_tokens
+            + event.cache_write_tokens
+        )
+        text = (
+            f"{event.agent} turn from {event.origin}: {event.steps} step(s), {tokens} tokens "
+            f"({event.cached_input_tokens} cached), cost {event.cost}"
+        )
+        if event.providers:
+            text += f", answered by {', '.join(event.providers)}"
+        if event.failed:
+            text += f" after {', '.join(event.failed)} failed"
+        if event.estimated:
+            text += " (estimated)"
+        return text + (", stopped by its budget" if event.stopped else "")
+    if isinstance(event, BudgetExceeded):
+        what = "refused a turn" if event.at == "start" else "ended a turn after its step"
+        return f"{event.agent} {what} from {event.origin}: {event.detail}"
+    if isinstance(event, ProviderBreakerChanged):
+        text = f"{event.agent} {event.provider} {event.state}"
+        if event.failures:
+            text += f" after {event.failures} failure(s)"
+        return f"{text}: {event.last_error}" if event.last_error else text
     if isinstance(event, RegistrationDecided):
         text = f"{event.key} {event.action} ({event.reason})"
         return f"{text}, shadowed by {event.shadowed_by}" if event.shadowed_by else text

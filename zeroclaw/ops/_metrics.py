@@ -58,6 +58,7 @@ from ..events import (
 log = logging.getLogger("zeroclaw.metrics")
 
 # The supervisor's lifecycle states: every one is always reported, 0 when no agent is in it.
+PICO = 10**12  # zeroclaw.usage's cost unit per unit of the prices' currency
 AGENT_STATES = ("stopped", "starting", "running", "backoff", "fatal", "stopping")
 TURN_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)  # the service's MAX_BATCH
@@ -93,6 +94,14 @@ class MetricsSources:
     # agent -> its schedules (configured, heartbeat, reminders) (issue 28)
     schedule_runs: Callable[[], Mapping[tuple[str, str], int]] = _nothing
     schedules: Callable[[], Mapping[str, int]] = _nothing
+    # The usage service's (issue 27): (agent, provider, kind) -> tokens; (agent, provider)
+    # -> cost in pico-units; (agent, limit) -> turns refused, turns ended; (agent, provider)
+    # -> steps it failed in, the chain's next provider answering.
+    tokens: Callable[[], Mapping[tuple[str, str, str], int]] = _nothing
+    cost: Callable[[], Mapping[tuple[str, str], int]] = _nothing
+    budget_refusals: Callable[[], Mapping[tuple[str, str], int]] = _nothing
+    budget_stops: Callable[[], Mapping[tuple[str, str], int]] = _nothing
+    provider_failovers: Callable[[], Mapping[tuple[str, str], int]] = _nothing
 
 
 class _Histogram:
@@ -402,7 +411,8 @@ class _Collector:
 
     def collect(self) -> Iterable[Metric]:
         m = self._metrics
-        for section in (self._agents, self._router, self._memory, self._turns, self._rest):
+        sections = (self._agents, self._router, self._memory, self._turns, self._usage, self._rest)
+        for section in sections:
             try:
                 yield from section(m)
             except Exception:  # one broken source must not take every other series away
@@ -507,6 +517,42 @@ class _Collector:
         for agent, histogram in sorted(m.counts.turn_seconds.items()):
             seconds.add_metric([agent], histogram.buckets(), histogram.sum)
         yield seconds
+
+    @staticmethod
+    def _usage(m: Metrics) -> Iterator[Metric]:
+        yield _counter(
+            "zeroclaw_tokens",
+            "Tokens the agents' provider steps used, by agent, the provider that answered, and "
+            "kind (input, cached_input, cache_write, output: disjoint, they add up).",
+            ["agent", "provider", "kind"],
+            sorted(m.sources.tokens().items()),
+        )
+        yield _counter(
+            "zeroclaw_cost",
+            "What the agents' provider steps cost at the config's prices, by agent and provider "
+            "(in the prices' currency).",
+            ["agent", "provider"],
+            ((key, pico / PICO) for key, pico in sorted(m.sources.cost().items())),
+        )
+        yield _counter(
+            "zeroclaw_budget_refusals",
+            "Turns refused budget_exceeded before any provider call, by agent and limit.",
+            ["agent", "limit"],
+            sorted(m.sources.budget_refusals().items()),
+        )
+        yield _counter(
+            "zeroclaw_budget_stops",
+            "Turns a budget ended after their current step, by agent and limit.",
+            ["agent", "limit"],
+            sorted(m.sources.budget_stops().items()),
+        )
+        yield _counter(
+            "zeroclaw_provider_failovers",
+            "Steps a provider of a fallback chain failed (a connection error, timeout, 429 or "
+            "5xx) and the next one was asked, by agent and the provider that failed.",
+            ["agent", "provider"],
+            sorted(m.sources.provider_failovers().items()),
+        )
 
     @staticmethod
     def _rest(m: Metrics) -> Iterator[Metric]:

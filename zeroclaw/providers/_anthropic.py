@@ -9,6 +9,7 @@ from typing import Any
 from ._http import EncodedTools, HttpModel, SseEvent, StreamedStep, encode_body, load_json
 from ._spec import AnthropicSpec
 from ._types import Conversation, OnDelta, ProviderError, Step, ToolSpec
+from ._usage import anthropic_usage
 
 API_VERSION = "2023-06-01"
 
@@ -74,9 +75,15 @@ class _Stream(StreamedStep):
         if kind == "error":
             error = data.get("error") or {}
             message = error.get("message") if isinstance(error, dict) else error
-            raise ProviderError(self.provider, f"error in stream: {message}")
+            raise ProviderError(self.provider, f"error in stream: {message}", "server")
         index = data.get("index")
-        if kind == "content_block_start":
+        if kind == "message_start":
+            message = data.get("message")
+            if isinstance(message, dict):
+                self.usage = anthropic_usage(message.get("usage"), self.usage)
+        elif kind == "message_delta":
+            self.usage = anthropic_usage(data.get("usage"), self.usage)
+        elif kind == "content_block_start":
             block = data.get("content_block")
             if not isinstance(index, int) or not isinstance(block, dict):
                 raise self.malformed("content_block_start without index or block")
@@ -101,10 +108,11 @@ class _Stream(StreamedStep):
         if data.get("type") == "error" or "error" in data:
             error = data.get("error") or {}
             message = error.get("message") if isinstance(error, dict) else error
-            raise ProviderError(self.provider, f"error in answer: {message}")
+            raise ProviderError(self.provider, f"error in answer: {message}", "server")
         content = data.get("content")
         if not isinstance(content, list):
             raise self.malformed("no 'content' in the answer")
+        self.usage = anthropic_usage(data.get("usage"))
         for index, block in enumerate(content):
             if not isinstance(block, dict):
                 raise self.malformed("a content block is not an object")
@@ -126,7 +134,7 @@ class AnthropicProvider:
         key_env = config.api_key_env
         key = env.get(key_env)
         if not key:
-            raise ProviderError(self.name, f"environment variable {key_env} is not set")
+            raise ProviderError(self.name, f"environment variable {key_env} is not set", "setup")
         self.http = HttpModel(
             self.name,
             config.base_url,
@@ -148,8 +156,9 @@ class AnthropicProvider:
         }
         if conversation.tools:
             payload["tools"] = _tools_json(conversation.tools)
-        if conversation.system:
-            payload["system"] = conversation.system
+        system = conversation.system_text()  # the identity, then what was recalled (as data)
+        if system:
+            payload["system"] = system
         stream = _Stream(self.name, on_delta)
         await self.http.stream("v1/messages", encode_body(payload), stream.feed, stream.whole)
         if not stream.stopped:

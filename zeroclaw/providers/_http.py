@@ -21,7 +21,8 @@ import msgspec
 import trio
 
 from .._decode import DecodeFailure, decode_json
-from ._types import OnDelta, ProviderError, Step, ToolCall, ToolSpec
+from ..turns import TokenUsage
+from ._types import OnDelta, ProviderError, Step, ToolCall, ToolSpec, status_failure
 
 RETRY_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
 BACKOFF_INITIAL = 0.5
@@ -109,6 +110,7 @@ class StreamedStep:
         self.id_prefix = id_prefix
         self.text: list[str] = []
         self.calls: dict[int, dict[str, str]] = {}  # index -> id, name, args (JSON text)
+        self.usage: TokenUsage | None = None  # as the server reported it, if it did
 
     async def text_delta(self, text: str) -> None:
         if text:
@@ -133,7 +135,13 @@ class StreamedStep:
             args = decoded if isinstance(decoded, dict) else {"_unparsed": raw["args"]}
             calls.append(ToolCall(raw["name"], args, raw["id"] or f"{self.id_prefix}{index}"))
         text = "".join(self.text) or None
-        return Step(tool_calls=tuple(calls), text=text, streamed=text is not None)
+        return Step(
+            tool_calls=tuple(calls),
+            text=text,
+            streamed=text is not None,
+            usage=self.usage,
+            provider=self.provider,
+        )
 
 
 @functools.cache
@@ -240,6 +248,8 @@ class HttpModel:
                         raise ProviderError(
                             self.provider,
                             f"HTTP {response.status_code} from {response.url}: {_error_text(text)}",
+                            status_failure(response.status_code),
+                            response.status_code,
                         )
                     kind = media_type(response.headers.get("content-type", ""))
                     chunks = response.aiter_bytes()
@@ -272,14 +282,14 @@ class HttpModel:
                     await trio.sleep(backoff_delay(attempt, None))
                     continue
                 tries = f"{attempt} attempt" + ("s" if attempt > 1 else "")
-                raise ProviderError(self.provider, f"timed out after {tries}") from None
+                raise ProviderError(self.provider, f"timed out after {tries}", "timeout") from None
             except httpx.TransportError as exc:
                 if attempt <= self.max_retries and not started:
                     self.retries += 1
                     await trio.sleep(backoff_delay(attempt, None))
                     continue
                 raise ProviderError(
-                    self.provider, f"cannot reach {self._client.base_url}: {exc}"
+                    self.provider, f"cannot reach {self._client.base_url}: {exc}", "connect"
                 ) from None
 
 

@@ -10,6 +10,7 @@ from typing import Any
 from ._http import EncodedTools, HttpModel, SseEvent, StreamedStep, encode_body, load_json
 from ._spec import OpenAISpec
 from ._types import Conversation, OnDelta, ProviderError, Step, ToolSpec
+from ._usage import openai_usage
 
 
 def openai_tools(specs: tuple[ToolSpec, ...]) -> list[dict[str, Any]]:
@@ -26,8 +27,9 @@ def openai_tools(specs: tuple[ToolSpec, ...]) -> list[dict[str, Any]]:
 def openai_messages(conversation: Conversation) -> list[dict[str, Any]]:
     """The conversation as chat-completions messages. Pure."""
     messages: list[dict[str, Any]] = []
-    if conversation.system:
-        messages.append({"role": "system", "content": conversation.system})
+    system = conversation.system_text()  # the identity, then what was recalled (as data)
+    if system:
+        messages.append({"role": "system", "content": system})
     messages += [{"role": t.role, "content": t.content} for t in conversation.history]
     messages.append({"role": "user", "content": conversation.user})
     for round_ in conversation.rounds:
@@ -72,7 +74,8 @@ class _Stream(StreamedStep):
         if not isinstance(chunk, dict):
             raise self.malformed("a chunk is not an object")
         if "error" in chunk:
-            raise ProviderError(self.provider, f"error in stream: {chunk['error']}")
+            raise ProviderError(self.provider, f"error in stream: {chunk['error']}", "server")
+        self.usage = openai_usage(chunk.get("usage")) or self.usage
         choices = chunk.get("choices")
         if not isinstance(choices, list):
             raise self.malformed("no 'choices' in a chunk")
@@ -91,7 +94,8 @@ class _Stream(StreamedStep):
         if not isinstance(data, dict):
             raise self.malformed("the answer is not an object")
         if "error" in data:
-            raise ProviderError(self.provider, f"error in answer: {data['error']}")
+            raise ProviderError(self.provider, f"error in answer: {data['error']}", "server")
+        self.usage = openai_usage(data.get("usage"))
         choices = data.get("choices")
         if not isinstance(choices, list) or not choices:
             raise self.malformed("no 'choices' in the answer")
@@ -133,12 +137,15 @@ class OpenAIProvider:
     def __init__(self, alias: str, config: OpenAISpec, env: Mapping[str, str]) -> None:
         self.name = f"openai.{alias}"
         self.model = config.model
+        self.stream_usage = config.stream_usage
         headers = {"content-type": "application/json"}
         key_env = config.api_key_env
         if key_env:
             key = env.get(key_env)
             if not key:
-                raise ProviderError(self.name, f"environment variable {key_env} is not set")
+                raise ProviderError(
+                    self.name, f"environment variable {key_env} is not set", "setup"
+                )
             headers["authorization"] = f"Bearer {key}"
         self.http = HttpModel(
             self.name,
@@ -154,6 +161,8 @@ class OpenAIProvider:
             "messages": openai_messages(conversation),
             "stream": True,
         }
+        if self.stream_usage:  # the usage comes in a last chunk of its own
+            payload["stream_options"] = {"include_usage": True}
         if conversation.tools:  # an empty `tools` list is refused by some servers
             payload["tools"] = _tools_json(conversation.tools)
         stream = _Stream(self.name, on_delta)

@@ -23,6 +23,9 @@ class OpenAISpec(_ProviderSpec, tag="openai", frozen=True):
     api_key_env: str | None
     timeout_secs: float
     max_retries: int
+    stream_usage: bool = True  # ask for usage in a streamed answer (stream_options)
+    breaker_failures: int = 3  # in a chain: consecutive failures before it is skipped
+    breaker_open_secs: float = 30.0  # ... and for how long at first
 
 
 class AnthropicSpec(_ProviderSpec, tag="anthropic", frozen=True):
@@ -32,6 +35,15 @@ class AnthropicSpec(_ProviderSpec, tag="anthropic", frozen=True):
     max_tokens: int
     timeout_secs: float
     max_retries: int
+    breaker_failures: int = 3
+    breaker_open_secs: float = 30.0
 
 
 ProviderSpec = OfflineSpec | OpenAISpec | AnthropicSpec
+
+
+class NamedProvider(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """One provider of an agent's fallback chain: its reference and its settings."""
+
+    name: str  # "kind.alias"
+    config: ProviderSpec

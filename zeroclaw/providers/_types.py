@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol, get_args
+
+from ..turns import TokenUsage
 
 
 @dataclass(frozen=True)
@@ -28,12 +30,17 @@ class ToolCall:
 class Step:
     """What the provider wants next: tool calls to run, or the final text.
 
-    `streamed` says the text already went out as deltas while it arrived.
+    `streamed` says the text already went out as deltas while it arrived. `usage`: what
+    the step used as the server reported it (None: it reported nothing); `provider`: who
+    answered (`kind.alias`), and `failed` who of its chain failed before (ADR 0058).
     """
 
     tool_calls: tuple[ToolCall, ...] = ()
     text: str | None = None
     streamed: bool = False
+    usage: TokenUsage | None = None
+    provider: str = ""
+    failed: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -66,14 +73,52 @@ class Round:
     outcomes: tuple[ToolOutcome, ...]
 
 
+@dataclass(frozen=True)
+class Recalled:
+    """A record of some agent's memory recalled into this turn (ADR 0059): data."""
+
+    agent: str  # whose memory it is
+    key: str
+    content: str
+    category: str
+    updated_at: float  # seconds since the epoch
+    cut: bool = False  # the content was cut to the turn's recall budget
+
+
+@dataclass(frozen=True)
+class Recap:
+    """The session's summary of its earlier turns, `first`..`through` (sequence numbers;
+    `turns` of them), which compactions dropped (ADR 0059): data."""
+
+    text: str
+    first: int
+    through: int
+    turns: int
+    at: float
+
+
 @dataclass
 class Conversation:
     alias: str
-    system: str  # the identity files
+    system: str  # the identity files (or, for a summary, what to write)
     history: tuple[HistoryTurn, ...]  # earlier turns of this session, oldest first
     user: str  # this turn's message
     rounds: list[Round] = field(default_factory=list)
     tools: tuple[ToolSpec, ...] = ()  # what this turn may call, as the model is told
+    # What the turn was given from memory (ADR 0059), rendered as data by `system_text`.
+    memories: tuple[Recalled, ...] = ()
+    recap: Recap | None = None
+    cut: bool = False  # older turns of the session that no recap covers are left out
+    # "summary": a compaction asks for a summary of `history` (and of `recap`), not a turn.
+    purpose: Literal["turn", "summary"] = "turn"
+
+    def system_text(self) -> str:
+        """The system prompt as a model is sent it: `system`, then what was recalled,
+        marked and escaped as data (providers/_context.py)."""
+        from ._context import render_context  # beside its escaping rules
+
+        context = render_context(self.memories, self.recap, self.cut)
+        return "\n\n".join(part for part in (self.system, context) if part)
 
 
 OnDelta = Callable[[str], Awaitable[None]]
@@ -89,10 +134,46 @@ class Provider(Protocol):
     async def aclose(self) -> None: ...
 
 
-class ProviderError(Exception):
-    """A model request failed; the message names the provider and the cause."""
+# How a model request failed. The first four are the provider's passing trouble, on which a
+# fallback chain asks the next provider (ADR 0058); the others would fail the same anywhere
+# (a request the server refuses, an answer nobody can read, a provider that cannot start).
+FailureKind = Literal[
+    "connect",  # the server could not be reached (refused, reset, DNS, TLS)
+    "timeout",  # no answer in timeout_secs (or HTTP 408)
+    "rate_limited",  # HTTP 429
+    "server",  # HTTP 5xx (529 included), or an error the server sent inside its stream
+    "refused",  # any other HTTP 4xx: the request itself is wrong (a model name, a key)
+    "malformed",  # an answer that is not the protocol
+    "setup",  # the provider cannot be built (its key's variable is not set)
+]
+FAILURE_KINDS: tuple[FailureKind, ...] = get_args(FailureKind)
+FAILOVER_KINDS: frozenset[FailureKind] = frozenset({"connect", "timeout", "rate_limited", "server"})
 
-    def __init__(self, provider: str, cause: str) -> None:
+
+class ProviderError(Exception):
+    """A model request failed; the message names the provider and the cause, `kind` how."""
+
+    def __init__(
+        self, provider: str, cause: str, kind: FailureKind = "malformed", status: int | None = None
+    ) -> None:
         super().__init__(f"provider {provider}: {cause}")
         self.provider = provider
         self.cause = cause
+        self.kind: FailureKind = kind
+        self.status = status  # the HTTP status, when the server answered with one
+
+    @property
+    def fails_over(self) -> bool:
+        """The provider's passing trouble: the next provider of a chain may answer."""
+        return self.kind in FAILOVER_KINDS
+
+
+def status_failure(status: int) -> FailureKind:
+    """What an HTTP error status says about the provider. Pure."""
+    if status == 429:
+        return "rate_limited"
+    if status == 408:
+        return "timeout"
+    if status >= 500:
+        return "server"
+    return "refused"

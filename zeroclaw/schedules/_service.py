@@ -259,6 +259,8 @@ class ScheduleService:
                 marks.pop(action.key, None)
                 forget.append(action.key)
         batch = Batch(tuple(marks.values()), tuple(forget), tuple(runs))
+        if not (batch.marks or batch.forget or batch.runs):
+            return  # an idle tick: no thread, no transaction
         try:
             await trio.to_thread.run_sync(self.store.write, batch)
         except ScheduleStoreError as exc:

@@ -19,7 +19,6 @@ Named databases (values are msgpack of the msgspec records):
 
 from __future__ import annotations
 
-import errno
 import os
 import struct
 import threading
@@ -32,7 +31,7 @@ import lmdb
 import msgspec
 
 from .._flock import FileLock, LockHeld
-from .._lmdb import committed_size_problem, data_file_problem, walk_in_child
+from .._lmdb import committed_size_problem, data_file_problem, disk_full, walk_in_child
 from ..turns import (
     TERMINAL_STATES,
     EventBody,
@@ -60,7 +59,6 @@ _DBS = ("revisions", "agent-revisions", "invocations", "created", "unfinished", 
 _MAX_RETRY_CHAIN = 16  # retries are never retried; a longer chain is damage, not data
 _U32 = struct.Struct("<I")
 _U64BE = struct.Struct(">Q")
-_FULL_MESSAGES = tuple(os.strerror(code) for code in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT))
 
 _enc = msgspec.msgpack.Encoder()
 _inv_dec = msgspec.msgpack.Decoder(Invocation)
@@ -142,12 +140,6 @@ def _event_key(invocation_id: str, seq: int) -> bytes:
     return invocation_id.encode() + b"\x00" + _U64BE.pack(seq)
 
 
-def _is_full(exc: lmdb.Error) -> bool:
-    # The C binding gives only "what: strerror(errno)", so the errno is read from the text.
-    text = str(exc)
-    return isinstance(exc, lmdb.DiskError) or any(text.endswith(m) for m in _FULL_MESSAGES)
-
-
 class SubagentStore:
     def __init__(self, path: Path, *, map_size: int = DEFAULT_MAP_SIZE) -> None:
         self.path = Path(path)
@@ -215,7 +207,7 @@ class SubagentStore:
                     txn.put(_FORMAT_KEY, _U32.pack(FORMAT_VERSION))
         except lmdb.Error as exc:
             env.close()
-            if _is_full(exc):  # the first commit of a new store
+            if disk_full(exc):  # the first commit of a new store
                 raise SubagentStoreFull(self.path, str(exc)) from None
             raise SubagentStoreCorrupt(self.path, f"a page cannot be read ({exc})") from None
         except BaseException:
@@ -256,7 +248,7 @@ class SubagentStore:
                         raise SubagentStoreFull(self.path, f"the map is at {size} bytes") from None
                     self.env.set_mapsize(size * 2)
                 except lmdb.Error as exc:
-                    if _is_full(exc):
+                    if disk_full(exc):
                         raise SubagentStoreFull(self.path, str(exc)) from None
                     raise SubagentStoreError(f"sub-agent store {self.path}: {exc}") from exc
                 except msgspec.DecodeError as exc:

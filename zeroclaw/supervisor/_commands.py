@@ -27,6 +27,7 @@ from ..control import (
     ApprovalInfo,
     ApprovalsList,
     ApprovalsReply,
+    BudgetStatus,
     ChannelStatus,
     ChatApproval,
     ChatCancel,
@@ -42,6 +43,7 @@ from ..control import (
     Metrics,
     MetricsReply,
     NextFire,
+    ProviderStatus,
     Reload,
     ReloadReply,
     Reply,
@@ -82,11 +84,15 @@ class StatusCommand:
         discovery: Callable[[], DiscoveryStatus | None] = lambda: None,
         approvals: OperatorApprovals | None = None,
         mcp: Callable[[], McpStatus | None] = lambda: None,
+        providers: Callable[[], list[ProviderStatus]] = list,
+        budgets: Callable[[], list[BudgetStatus]] = list,
         schedules: Callable[[], list[NextFire]] = list,
     ) -> None:
         self._status = status
         self._schedules = schedules
         self._mcp = mcp
+        self._providers = providers
+        self._budgets = budgets
         self._control_stats = control_stats
         self._channels = channels
         self._discovery = discovery
@@ -104,6 +110,8 @@ class StatusCommand:
                 approvals=[] if self._approvals is None else approval_infos(self._approvals),
                 mcp=self._mcp(),
                 schedules=self._schedules(),
+                providers=self._providers(),
+                budgets=self._budgets(),
             ),
         )
 

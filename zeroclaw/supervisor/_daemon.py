@@ -74,6 +74,7 @@ from ..control import (
     SessionsList,
     Shutdown,
     Status,
+    UsageQuery,
 )
 from ..control import Metrics as MetricsRequest
 from ..conversations import OperatorApprovals, TurnService
@@ -114,8 +115,10 @@ from ..turns import (
     SCHEDULE_SERVICE,
     SUBAGENT_SERVICE,
     TURN_SERVICE,
+    USAGE_SERVICE,
     ApprovalLedger,
 )
+from ..usage import LedgerError, UsageLedger, UsageQueryCommand, UsageService
 from ._adapters import adapter_runner
 from ._chat import ChatService
 from ._commands import (
@@ -199,6 +202,7 @@ class DaemonParts:
     store: MemoryStore
     subagent_store: SubagentStore
     schedule_store: ScheduleStore
+    ledger: UsageLedger
     control_listener: socket.socket
     idle_timeout: float
     log_level: str | None
@@ -273,7 +277,8 @@ def _acquire(
     skills: SkillCatalogue,
 ) -> DaemonParts:
     """The pid lock, the control socket, the notifier, the memory lock, the zygote, the
-    memory store, the sub-agent store and the schedule store, in this order, each onto
+    memory store, the sub-agent store, the schedule store and the usage ledger, in this order,
+    each onto
     `held`."""
     lock = PidLock(paths.runtime_dir / "zeroclaw.lock")
     try:
@@ -324,6 +329,11 @@ def _acquire(
     except ScheduleStoreError as exc:
         raise DaemonError(str(exc), 1) from None
     held.callback(schedule_store.close)
+    try:
+        ledger = UsageLedger.open_verified(paths.state_dir / "usage")
+    except LedgerError as exc:
+        raise DaemonError(str(exc), 1) from None
+    held.callback(ledger.close)
     if store.reindexed:
         log.warning(
             "memory store upgraded to the current format: reindexed %d namespaces", store.reindexed
@@ -342,6 +352,7 @@ def _acquire(
         store=store,
         subagent_store=subagent_store,
         schedule_store=schedule_store,
+        ledger=ledger,
         control_listener=control_listener,
         idle_timeout=idle_timeout,
         log_level=log_level,
@@ -394,6 +405,13 @@ async def _main(parts: DaemonParts) -> int:
             code_paths=parts.code,
             skills=parts.skills,
         )
+        # What agents spend, and the budgets that admit and end their turns (issue 27).
+        usage = UsageService(
+            parts.ledger,
+            lambda: running.config,
+            events,
+            cancel_turn=lambda agent, turn: turns.cancel_turn(agent, turn),
+        )
         hooks = DaemonHooks()
         # The agents' MCP tool schemas, pinned (issue 26): the agent is the MCP client, the
         # daemon keeps what it saw and what the operator trusts.
@@ -414,12 +432,15 @@ async def _main(parts: DaemonParts) -> int:
                 ADAPTER_SERVICE: hooks.adapter_request,
                 MCP_SERVICE: pins.serve,
                 SCHEDULE_SERVICE: hooks.schedule_request,
+                USAGE_SERVICE: usage.serve,
             },
             hooks=hooks,
             events=events,
+            admission=usage.admit_question,
             # A sub-agent runtime posts its turn's events and nothing else (issue 12), but
-            # for the pins and states of the MCP servers its bundle binds (issue 26).
-            confined_services=frozenset({TURN_SERVICE, MCP_SERVICE}),
+            # for the pins and states of the MCP servers its bundle binds (issue 26) and
+            # what its provider steps used (issue 27).
+            confined_services=frozenset({TURN_SERVICE, MCP_SERVICE, USAGE_SERVICE}),
         )
         report = TransitionReport(router, events)
         factory = RunnerFactory(running, zygote, exits, router.mint_keys)
@@ -433,7 +454,7 @@ async def _main(parts: DaemonParts) -> int:
         # and for the sub-agent runtimes' invocations. The approvals its turns were given
         # are the daemon's own record, which the adapter service takes from (ADR 0052).
         approval_ledger = ApprovalLedger()
-        turns = TurnService(router, events=events, approvals=approval_ledger)
+        turns = TurnService(router, events=events, approvals=approval_ledger, admission=usage)
         dispatch = DispatchService(
             registry,
             parts.subagent_store,
@@ -478,9 +499,11 @@ async def _main(parts: DaemonParts) -> int:
             approvals=approval_ledger,
             schedules=schedules,
         )
-        hooks.bind(Behind(fleet, runtimes, turns, dispatch, discovery, pins, reminders))
+        hooks.bind(Behind(fleet, runtimes, turns, dispatch, discovery, pins, reminders, usage))
         # Subscribed to the sink from here on: every event of the daemon's life is counted.
-        metrics = Metrics(daemon_metrics_sources(fleet, router, host, memory, schedules), events)
+        metrics = Metrics(
+            daemon_metrics_sources(fleet, router, host, memory, usage, schedules), events
+        )
         # The table is filled, and checked complete, before the server serves a request.
         table = CommandTable()
         control = ControlServer(
@@ -499,6 +522,8 @@ async def _main(parts: DaemonParts) -> int:
                 discovery.status,
                 approvals,
                 pins.status,
+                usage.provider_status,
+                usage.budget_status,
                 lambda: [
                     NextFire(agent, name, at)
                     for agent, (name, at) in sorted(schedules.next_fires().items())
@@ -516,6 +541,7 @@ async def _main(parts: DaemonParts) -> int:
         register_subagent_commands(table, dispatch)
         register_pin_commands(table, pins)
         register_schedule_commands(table, schedules)
+        table.register(UsageQuery, UsageQueryCommand(usage))
         table.require(
             (*REQUEST_TYPES, *SUBAGENT_REQUEST_TYPES, *MCP_REQUEST_TYPES, *SCHEDULE_REQUEST_TYPES)
         )
@@ -540,6 +566,7 @@ async def _main(parts: DaemonParts) -> int:
         )
         services.register(Started("router", router.run))
         services.register(Background("memory", memory.run_committer))
+        services.register(Started("usage", usage.run))
         if notifier.watchdog_interval:
             interval = notifier.watchdog_interval
             services.register(
@@ -640,6 +667,7 @@ def daemon_metrics_sources(
     router: Router,
     host: ChannelHost,
     memory: MemoryService,
+    usage: UsageService,
     schedules: ScheduleService | None = None,
 ) -> MetricsSources:
     """The counters the daemon's components keep, read when metrics are scraped."""
@@ -652,6 +680,11 @@ def daemon_metrics_sources(
         memory_growths=lambda: memory.growths,
         memory_quota_refusals=lambda: memory.quota_refusals,
         memory_turns_dropped=lambda: memory.turns_dropped,
+        tokens=lambda: usage.counts.tokens,
+        cost=lambda: usage.counts.cost,
+        budget_refusals=lambda: usage.counts.refusals,
+        budget_stops=lambda: usage.counts.stopped,
+        provider_failovers=lambda: usage.counts.failovers,
         schedule_runs=lambda: {} if schedules is None else schedules.counts,
         schedules=lambda: {} if schedules is None else schedules.per_agent(),
     )

@@ -19,6 +19,7 @@ from ..discovery import DiscoveryService
 from ..pins import PinService
 from ..schedules import ReminderService
 from ..subagents import DispatchService
+from ..usage import UsageService
 from ._fleet import Fleet
 from ._lifecycle import State
 from ._runner import AgentRunner, Command, ProcessReady, SandboxReport
@@ -38,6 +39,7 @@ class Behind:
     discovery: DiscoveryService
     pins: PinService | None = None
     reminders: ReminderService | None = None
+    usage: UsageService | None = None
 
 
 class DaemonHooks:
@@ -93,6 +95,8 @@ class DaemonHooks:
         self._to.turns.agent_down(alias)
         if self._to.pins is not None:
             self._to.pins.agent_down(alias)  # its MCP servers were its children
+        if self._to.usage is not None:
+            self._to.usage.agent_down(alias)  # its breakers went with its process
 
     def turn_request(self, sender: str, request: BusRequest) -> None:
         self._to.turns.on_request(sender, request)

@@ -17,6 +17,7 @@ import msgspec
 from ..agent import (
     AgentSpec,
     McpServerSpec,
+    MemorySpec,
     RiskSpec,
     RuntimeSpec,
     SkillSpec,
@@ -38,7 +39,7 @@ from ..config import (
 from ..config import AnthropicProvider as AnthropicConfig
 from ..config import OpenAIProvider as OpenAIConfig
 from ..discovery import PROJECT_DIRS
-from ..providers import AnthropicSpec, OfflineSpec, OpenAISpec, ProviderSpec
+from ..providers import AnthropicSpec, NamedProvider, OfflineSpec, OpenAISpec, ProviderSpec
 from ..skills import SkillCatalogue
 from ..subagents import LoadedRevision
 from ..turns import McpBinding
@@ -99,6 +100,20 @@ def protected_paths(
     return tuple(dict.fromkeys(found))
 
 
+def provider_chain(config: Config, refs: tuple[str, ...]) -> tuple[NamedProvider, ...]:
+    """An agent's providers, in chain order, as typed settings (validated references)."""
+    chain = []
+    for ref in refs:
+        provider = config.provider(ref)
+        assert provider is not None
+        chain.append(NamedProvider(ref, provider_spec(provider)))
+    return tuple(chain)
+
+
+def _key_env(spec: ProviderSpec) -> str | None:
+    return None if isinstance(spec, OfflineSpec) else spec.api_key_env
+
+
 def provider_spec(provider: ProviderConfig) -> ProviderSpec:
     """A validated provider table as the agent's typed settings."""
     if isinstance(provider, OpenAIConfig):
@@ -108,6 +123,9 @@ def provider_spec(provider: ProviderConfig) -> ProviderSpec:
             api_key_env=provider.api_key_env,
             timeout_secs=provider.timeout_secs,
             max_retries=provider.max_retries,
+            stream_usage=provider.stream_usage,
+            breaker_failures=provider.breaker_failures,
+            breaker_open_secs=provider.breaker_open_secs,
         )
     if isinstance(provider, AnthropicConfig):
         return AnthropicSpec(
@@ -117,6 +135,8 @@ def provider_spec(provider: ProviderConfig) -> ProviderSpec:
             max_tokens=provider.max_tokens,
             timeout_secs=provider.timeout_secs,
             max_retries=provider.max_retries,
+            breaker_failures=provider.breaker_failures,
+            breaker_open_secs=provider.breaker_open_secs,
         )
     return OfflineSpec()
 
@@ -176,19 +196,19 @@ def build_specs(
         # Both guaranteed by validation for an enabled agent.
         assert agent.model_provider is not None
         assert agent.runtime_profile is not None
-        provider = config.provider(agent.model_provider)
-        assert provider is not None
+        chain = provider_chain(config, agent.provider_chain)
         runtime = config.runtime_profiles[agent.runtime_profile]
         policy = effective_risk_policy(config, alias, env, base_dir)
-        secret = getattr(provider, "api_key_env", None)
+        secrets = [key for member in chain if (key := _key_env(member.config))]
         servers = mcp_server_specs(config, agent)
         specs[alias] = AgentSpec(
             alias=alias,
             workspace=workspaces[alias],
             activation=runtime.activation,
             idle_stop_secs=runtime.idle_stop_secs,
-            provider=agent.model_provider,
-            provider_config=provider_spec(provider),
+            provider=chain[0].name,
+            provider_config=chain[0].config,
+            fallbacks=chain[1:],
             risk=risk_spec(policy),
             runtime=runtime_spec(runtime),
             channels=agent.channels,
@@ -199,7 +219,7 @@ def build_specs(
             },
             other_workspaces=tuple(path for other, path in in_order if other != alias),
             read_memory_from=agent.memory.read_memory_from,
-            secret_env=tuple(dict.fromkeys((*((secret,) if secret else ()), *mcp_env(servers)))),
+            secret_env=tuple(dict.fromkeys((*secrets, *mcp_env(servers)))),
             state_dir=str(paths.state_dir),
             runtime_dir=str(paths.runtime_dir),
             log_format=config.daemon.log_format,
@@ -215,6 +235,7 @@ def build_specs(
             else False,
             mcp_servers=servers,
             skills=skill_specs(skills, alias),
+            memory=memory_spec(agent),
         )
     return specs
 
@@ -225,6 +246,18 @@ def skill_specs(catalogue: SkillCatalogue | None, alias: str) -> tuple[SkillSpec
         return ()
     return tuple(
         SkillSpec(s.name, s.description, s.folder) for s in catalogue.loaded.get(alias, ())
+    )
+
+
+def memory_spec(agent: AgentConfig) -> MemorySpec:
+    """An agent's `[agents.<a>.memory]` context settings, as its process takes them."""
+    memory = agent.memory
+    return MemorySpec(
+        recall=memory.recall,
+        recall_k=memory.recall_k,
+        recall_budget_tokens=memory.recall_budget_tokens,
+        history_budget_tokens=memory.history_budget_tokens,
+        compact=memory.compact,
     )
 
 
@@ -261,6 +294,7 @@ def _server_spec(name: str, server: McpServerConfig, tools: tuple[str, ...]) -> 
         timeout_secs=server.timeout_secs,
         max_result_bytes=server.max_result_bytes,
         tools=tools,
+        startup_timeout_secs=server.startup_timeout_secs,
     )
 
 
@@ -283,9 +317,10 @@ def preload_kinds(config: Config) -> frozenset[str]:
     """The provider kinds the enabled agents use: the zygote preloads what they need, so
     an agent does not import (and privately hold) it after the fork (ADR 0036)."""
     return frozenset(
-        agent.model_provider.partition(".")[0]
+        ref.partition(".")[0]
         for agent in config.agents.values()
-        if agent.enabled and agent.model_provider is not None
+        if agent.enabled
+        for ref in agent.provider_chain
     )
 
 

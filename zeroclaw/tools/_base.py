@@ -15,6 +15,7 @@ from ..policy import PathRefusal
 from ..turns import (
     AdapterRefusalCode,
     DispatchRefusalCode,
+    HttpAdapterErrorCode,
     InvocationErrorCode,
     McpErrorCode,
     MemoryErrorCode,
@@ -35,6 +36,7 @@ ToolOwnErrorCode = Literal[
     "unavailable",
     "delegation_not_allowed",
     "depth_exceeded",
+    "budget_exceeded",  # the peer's budget (or the asker's origin's on it) is spent
     # failures of the action itself (besides _process.StartFailure)
     "not_found",
     "not_a_regular_file",
@@ -58,6 +60,7 @@ ToolErrorCode = Literal[
     DecodeErrorCode,  # too_large, malformed
     MemoryErrorCode,  # the memory service's answers to the memory tools
     AdapterRefusalCode,  # discovered adapters (issue 15), from the daemon's adapter service
+    HttpAdapterErrorCode,  # an HTTP adapter's request that ended badly (ADR 0054)
     DispatchRefusalCode,  # sub-agents (issue 12): a dispatch the daemon refused ...
     InvocationErrorCode,  # ... or how an invocation that ran did not succeed
     McpErrorCode,  # MCP servers' tools (issue 26)

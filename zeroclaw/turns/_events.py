@@ -6,7 +6,14 @@ The JSON shape is the one `zeroclaw chat --json` has always printed.
 
 from __future__ import annotations
 
+from typing import Literal
+
 import msgspec
+
+from ._usage import StepUsage
+
+# Why a turn ended before its model said its last word (the daemon's budgets, ADR 0057).
+TurnStop = Literal["budget_exceeded"]
 
 
 class ToolCallRecord(msgspec.Struct, frozen=True):
@@ -48,7 +55,8 @@ class ApprovalAsked(_TurnEvent, tag="approval", frozen=True):
 
 
 class TurnDone(_TurnEvent, tag="done", frozen=True):
-    """The turn ended: its reply, every tool call, the provider error if one ended it."""
+    """The turn ended: its reply, every tool call, the provider error if one ended it, what
+    each provider step used and who answered it, and why it was stopped early if it was."""
 
     reply: str
     tool_calls: tuple[ToolCallRecord, ...] = ()
@@ -57,6 +65,8 @@ class TurnDone(_TurnEvent, tag="done", frozen=True):
     # A sub-agent runtime's result, as submitted through `subagent_submit_result` (the
     # daemon validates it against the output schema). Never set by an agent's chat turn.
     result: dict[str, object] | None = None
+    usage: tuple[StepUsage, ...] = ()
+    stopped: TurnStop | None = None
 
 
 TurnEvent = Delta | ToolUsed | ApprovalAsked | TurnDone
