@@ -12,6 +12,8 @@ import trio
 import trio.testing
 
 from tests.supervisor.harness import agent_entry, make_config
+from zeroclaw._ops import encode_body
+from zeroclaw.bus import Origin, Request
 from zeroclaw.channels import ChannelHost, Scheduled
 from zeroclaw.config import Config, validate_document
 from zeroclaw.events import EventSink
@@ -19,6 +21,7 @@ from zeroclaw.schedules import (
     Every,
     Mark,
     Once,
+    ReminderService,
     Running,
     RunSummary,
     ScheduleService,
@@ -28,6 +31,7 @@ from zeroclaw.schedules import (
     ScheduleStoreLocked,
 )
 from zeroclaw.schedules._store import Batch
+from zeroclaw.turns import SCHEDULE_CREATE, SCHEDULE_SERVICE, ApprovalLedger, ReminderCreate
 
 
 def config(tmp_path: Path, schedules: dict[str, Any]) -> Config:
@@ -135,3 +139,46 @@ def test_a_damaged_store_is_refused_with_the_fix(tmp_path: Path, damage: str) ->
         data.write_bytes(b"\x00garbage" * (len(raw) // 8))
     with pytest.raises(ScheduleStoreCorrupt, match="move it aside"):
         ScheduleStore.open_verified(tmp_path / "s")
+
+
+async def test_concurrent_creates_stop_at_the_agents_limit(tmp_path: Path) -> None:
+    """A flood of schedule_create requests at once (a sender's many turns, or an agent's
+    process sending without waiting): each counts what is held only after the one before
+    it is kept, so no more than max_per_agent are made."""
+    doc = make_config(tmp_path, {"alpha": agent_entry(risk_profile="rem")})
+    doc["risk_profiles"]["rem"] = {"level": "full", "reminders": {"max_per_agent": 3}}
+    cfg = validate_document(doc)
+    made: list[str] = []
+    refused: list[str] = []
+    with ScheduleStore(tmp_path / "s") as store:
+        svc = ScheduleService(
+            store,
+            config=lambda: cfg,
+            host=cast(ChannelHost, None),
+            push=never_pushed,
+            events=EventSink(),
+            workspace=lambda alias: tmp_path,
+        )
+        reminders = ReminderService(
+            config=lambda: cfg,
+            turn_of=lambda turn: ("alpha", Origin.operator("cli.local")),
+            approvals=ApprovalLedger(),
+            schedules=svc,
+        )
+
+        async def create(i: int) -> None:
+            call = ReminderCreate(f"r{i}", after="1h", turn="t")
+            request = Request(
+                id=str(i), service=SCHEDULE_SERVICE, op=SCHEDULE_CREATE.name, body=encode_body(call)
+            )
+            response = await reminders.serve("alpha", request)
+            (made if response.ok else refused).append(response.error or "")
+
+        async with trio.open_nursery() as nursery:
+            await nursery.start(svc.run)
+            async with trio.open_nursery() as flood:
+                for i in range(12):
+                    flood.start_soon(create, i)
+            nursery.cancel_scope.cancel()
+        assert len(made) == 3 and set(refused) == {"reminder_limit"}, (made, refused)
+        assert len(store.load().reminders) == 3

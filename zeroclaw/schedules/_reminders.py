@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import msgspec
+import trio
 
 from .._ops import OpTable
 from ..bus import Origin, Request, Response, answer, refusal, serve_op
@@ -212,6 +213,9 @@ class ReminderService:
         self._schedules = schedules
         self._clock = clock
         self.refused: dict[str, int] = {}
+        # One create at a time, from the count of what is held to the reminder kept: else
+        # requests sent at once all count the same few held and all pass the limit.
+        self._creating = trio.Lock()
 
     def _origin(self, agent: str, turn: str | None) -> Origin | None:
         found = None if turn is None else self._turn_of(turn)
@@ -234,6 +238,10 @@ class ReminderService:
             return refusal(request, code, exc.refusal.detail)
 
     async def create(self, agent: str, call: ReminderCreate) -> ReminderMade:
+        async with self._creating:
+            return await self._create(agent, call)
+
+    async def _create(self, agent: str, call: ReminderCreate) -> ReminderMade:
         origin = self._origin(agent, call.turn)
         now = self._clock()
         held = sum(1 for s in self._schedules.reminders() if s.agent == agent)
