@@ -4,6 +4,7 @@ approval a supervised agent's reminder needs (the daemon's record of a yes, ADR 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +51,7 @@ def admit(
     origin: Origin | None = OPERATOR,
     *,
     agent: str = "alpha",
-    held: int = 0,
+    held: Sequence[str] = (),
     approved: bool = False,
 ) -> Admitted | Refusal:
     return admit_reminder(
@@ -91,9 +92,24 @@ def test_no_grant_no_reminder(tmp_path: Path) -> None:
 
 def test_a_flood_stops_at_the_agents_limit(tmp_path: Path) -> None:
     cfg = config(tmp_path)
-    assert isinstance(admit(cfg, ReminderCreate("x", after="1h"), held=2), Admitted)
-    refused = admit(cfg, ReminderCreate("x", after="1h"), held=3)
+    assert isinstance(admit(cfg, ReminderCreate("x", after="1h"), held=["operator"] * 2), Admitted)
+    refused = admit(cfg, ReminderCreate("x", after="1h"), held=["operator"] * 3)
     assert isinstance(refused, Refusal) and refused.code == "reminder_limit"
+
+
+def test_a_channels_senders_hold_at_most_their_share(tmp_path: Path) -> None:
+    """Senders of one channel, whatever names they give, hold max_per_channel together; the
+    operator and another channel's senders still have room."""
+    cfg = config(tmp_path, max_per_agent=5, max_per_channel=2)
+    held = ["webhook.ops:ci-bot", "webhook.ops:someone-else"]
+    call = ReminderCreate("x", after="1h")
+    rotated = Origin.from_sender("webhook.ops", "a-new-name")
+    refused = admit(cfg, call, rotated, held=held)
+    assert isinstance(refused, Refusal) and refused.code == "reminder_limit"
+    assert "webhook.ops" in refused.detail
+    assert isinstance(admit(cfg, call, OPERATOR, held=held), Admitted)
+    other = Origin.from_sender("webhook.quiet", "ci-bot")
+    assert isinstance(admit(cfg, call, other, held=held), Admitted)
 
 
 @pytest.mark.parametrize(
@@ -156,7 +172,7 @@ def test_a_supervised_agent_needs_the_yes_the_daemon_saw(tmp_path: Path) -> None
         asked.append(what)
         return False
 
-    refused = admit_reminder(cfg, "alpha", OPERATOR, call, now=NOW, held=0, approved=approved)
+    refused = admit_reminder(cfg, "alpha", OPERATOR, call, now=NOW, held=(), approved=approved)
     assert isinstance(refused, Refusal) and refused.code == "approval_denied"
     assert asked == [reminder_approval_question(call)]
     assert isinstance(admit(cfg, call, approved=True), Admitted)

@@ -362,6 +362,12 @@ class ReminderGrant(_Strict):
         description="Reminders one agent may hold at once; schedule_create beyond it is "
         "refused `reminder_limit`.",
     )
+    max_per_channel: Annotated[int, Field(ge=1, le=1000)] = Field(
+        default=4,
+        description="Reminders the outside senders of one channel hold together on one agent "
+        "(a sender that changes its name holds no more), so a channel's senders cannot take "
+        "the operator's room; beyond it schedule_create is refused `reminder_limit`.",
+    )
     min_interval: Annotated[Duration, Field(ge=60, le=86_400 * 366)] = Field(
         default=300.0,
         description="The shortest interval (and the soonest one-shot delay, less the "

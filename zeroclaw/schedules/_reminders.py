@@ -15,7 +15,7 @@ from __future__ import annotations
 import itertools
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -75,11 +75,12 @@ def admit_reminder(
     call: ReminderCreate,
     *,
     now: float,
-    held: int,
+    held: Sequence[str],
     approved: Callable[[str], bool],
 ) -> Admitted | Refusal:
-    """May `agent`, in a turn of `origin`, make this reminder, holding `held` already?
-    `approved(question)` takes the daemon's record of a yes to that question."""
+    """May `agent`, in a turn of `origin`, make this reminder? `held`: who made each
+    reminder it holds (`Origin.who`). `approved(question)` takes the daemon's record of a
+    yes to that question."""
     refused = may_use(config, agent, origin)
     if refused is not None:
         return refused
@@ -90,11 +91,19 @@ def admit_reminder(
     assert grant is not None
     if not call.text.strip() or len(call.text) > MAX_REMINDER_TEXT:
         return Refusal("bad_arguments", f"a reminder's text is 1 to {MAX_REMINDER_TEXT} characters")
-    if held >= grant.max_per_agent:
+    if len(held) >= grant.max_per_agent:
         return Refusal(
             "reminder_limit",
-            f"agent {agent} holds {held} reminders, its limit; delete one first",
+            f"agent {agent} holds {len(held)} reminders, its limit; delete one first",
         )
+    if origin.kind == "channel":
+        here = sum(1 for who in held if who.partition(":")[0] == origin.channel)
+        if here >= grant.max_per_channel:
+            return Refusal(
+                "reminder_limit",
+                f"the senders of {origin.channel} hold {here} of agent {agent}'s reminders, "
+                "their limit; delete one first",
+            )
     trigger = _trigger(call, now, grant.min_interval)
     if isinstance(trigger, Refusal):
         return trigger
@@ -244,7 +253,7 @@ class ReminderService:
     async def _create(self, agent: str, call: ReminderCreate) -> ReminderMade:
         origin = self._origin(agent, call.turn)
         now = self._clock()
-        held = sum(1 for s in self._schedules.reminders() if s.agent == agent)
+        held = [s.created_by or "" for s in self._schedules.reminders() if s.agent == agent]
         decided = admit_reminder(
             self._config(),
             agent,
