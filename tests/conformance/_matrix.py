@@ -1760,7 +1760,8 @@ CONTEXT_CASES = (
     "an ungranted namespace",
     "facts at compaction",
 )
-CONTEXT_GRANT = ("memory_recall", "memory_store")  # what a peer or sender may be granted
+# what a peer, a sender or a schedule's run may be granted
+CONTEXT_GRANT = ("memory_recall", "memory_store")
 
 
 def _context_expect(case: str, given: bool) -> Expect:
@@ -1777,7 +1778,7 @@ def _context_cells() -> list[Cell]:
     cells = []
     for kind in sorted(origin_kinds()):
         grants: list[tuple[str, ...]] = [()]
-        if kind in ("peer", "channel"):
+        if kind in ("peer", "channel", "schedule"):
             grants.append(CONTEXT_GRANT)
         for grant in grants:
             given = kind == "operator" or bool(grant)

@@ -461,7 +461,7 @@ class WebhookAdapter:
             self._settle("failed" if failed else "delivered")
             if failed:
                 log.warning(
-                    "webhook.%s: callback for message %s not delivered: %s",
+                    "webhook.%s: callback for message %s %s",  # "not delivered after ..."
                     alias,
                     message_id,
                     failed,
