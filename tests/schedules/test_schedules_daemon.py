@@ -339,6 +339,21 @@ def test_runs_that_fail_hang_or_meet_their_budget(
     assert shown["last_run"]["outcome"] in {"turn_error", "delivered"} or shown["running"]
 
 
+def skips(daemon: Daemon) -> list[dict[str, Any]]:
+    return [
+        e
+        for e in events(daemon, "schedule.skipped")
+        if e["schedule"] == "alpha.heartbeat" and e["reason"] == "nothing_open"
+    ]
+
+
+def wait_skips(daemon: Daemon, count: int) -> None:
+    deadline = time.monotonic() + PATIENCE
+    while len(skips(daemon)) < count:
+        assert time.monotonic() < deadline, daemon.log()
+        time.sleep(0.2)
+
+
 def test_a_heartbeat_runs_on_open_items_only(
     root: Path, daemons: DaemonFactory, receiver: Receiver
 ) -> None:
@@ -356,6 +371,12 @@ def test_a_heartbeat_runs_on_open_items_only(
         lambda e: e["schedule"] == "alpha.heartbeat" and e["reason"] == "nothing_open",
     )
     assert receiver.bodies() == []
+    # An empty file, then one whose items are all checked off: nothing runs either.
+    for content in ("", "# todo\n- [x] done\n"):
+        (workspace / "HEARTBEAT.md").write_text(content)
+        # Two more skips: at least one looked at the file as written.
+        wait_skips(daemon, len(skips(daemon)) + 2)
+        assert receiver.bodies() == []
     (workspace / "HEARTBEAT.md").write_text("# todo\n- [x] done\n- [ ] water the plants\n")
     [ran] = receiver.wait(1, lambda b: b["schedule"] == "alpha.heartbeat")[:1]
     assert ran["status"] == 200 and ran["agent"] == "alpha"
@@ -363,18 +384,96 @@ def test_a_heartbeat_runs_on_open_items_only(
     assert "schedule:alpha.heartbeat" in {s["who"] for s in sessions}
 
 
-def test_an_on_demand_agent_is_started_for_its_schedule(
+def test_an_on_demand_agent_is_started_for_its_schedule_and_idles_out(
     root: Path, daemons: DaemonFactory, receiver: Receiver
 ) -> None:
     doc = scheduled_config(
         root,
         receiver.port,
-        {"tick": {"every": "1s", "text": "hello", "deliver_to": "webhook.ops"}},
+        # hourly: no run of its own in this test, only the operator's `run`
+        {"tick": {"every": "1h", "text": "hello", "deliver_to": "webhook.ops"}},
         runtime_profile="lazy",
     )
-    doc["runtime_profiles"]["lazy"] = {"activation": "on-demand", "idle_stop_secs": 600}
+    doc["runtime_profiles"]["lazy"] = {"activation": "on-demand", "idle_stop_secs": 2.0}
     daemon = daemons(doc, faults=False)
     daemon.start(HOOK_SECRET=HOOK_SECRET)
-    [first] = receiver.wait(1)[:1]
+    assert daemon.agent("alpha")["state"] == "stopped"
+    ran = cli_json(daemon, "schedules", "run", "alpha.tick")
+    [first] = receiver.wait(1, lambda b: b["run_id"] == ran["run_id"])
     assert first["status"] == 200 and first["agent"] == "alpha", first
-    assert daemon.agent("alpha")["state"] == "running"
+    # Started for the run, then stopped once idle for idle_stop_secs.
+    daemon.wait_for(
+        lambda s: next(a for a in s["agents"] if a["alias"] == "alpha")["state"] == "stopped"
+    )
+    assert "idle for 2s" in daemon.log_text()
+    shown = cli_json(daemon, "schedules", "show", "alpha.tick")
+    assert shown["last_run"]["outcome"] == "delivered" and "running" not in shown
+
+
+def test_runs_missed_while_the_daemon_was_down_catch_up_latest_or_none(
+    root: Path, daemons: DaemonFactory, receiver: Receiver
+) -> None:
+    doc = scheduled_config(
+        root,
+        receiver.port,
+        {
+            "late": {
+                "every": "2s",
+                "text": "hello",
+                "deliver_to": "webhook.ops",
+                "catch_up": "latest",
+            },
+            "gone": {"every": "2s", "text": "hello", "catch_up": "none"},
+        },
+    )
+    daemon = daemons(doc, faults=False)
+    daemon.start(HOOK_SECRET=HOOK_SECRET)
+    receiver.wait(1, lambda b: b["schedule"] == "alpha.late")
+    wait_events(daemon, "schedule.fired", lambda e: e["schedule"] == "alpha.gone")
+    due = max(cli_json(daemon, "schedules", "show", name)["next_fire"] for name in ("late", "gone"))
+    daemon.signal(signal.SIGTERM)
+    daemon.wait_exit()
+    # Down until both schedules' next times (and the ones after) have passed.
+    while time.time() < due + 2.5:
+        time.sleep(0.1)
+    daemon.start(HOOK_SECRET=HOOK_SECRET)
+    caught = wait_events(
+        daemon, "schedule.fired", lambda e: e["schedule"] == "alpha.late" and e["late"]
+    )
+    receiver.wait(1, lambda b: b["run_id"] == caught["run_id"])
+    missed = wait_events(
+        daemon, "schedule.missed", lambda e: e["schedule"] == "alpha.gone" and e["reason"] == "down"
+    )
+    assert missed["count"] >= 1 and missed["latest"] >= due
+    late = [e for e in events(daemon, "schedule.fired") if e["schedule"] == "alpha.gone"]
+    assert not any(e.get("late") for e in late), late
+
+
+def test_a_reload_that_removes_a_schedule_cancels_its_queued_run(
+    root: Path, daemons: DaemonFactory, receiver: Receiver
+) -> None:
+    # Its run waits for the operator's approval (a write, supervised): the next one queues.
+    slow = {
+        "every": "1s",
+        "text": "write notes.txt: hello",
+        "tools": ["file_write"],
+        "overlap": "queue",
+        "timeout": "60s",
+    }
+    daemon = daemons(scheduled_config(root, receiver.port, {"slow": slow}), faults=False)
+    daemon.start(HOOK_SECRET=HOOK_SECRET)
+    deadline = time.monotonic() + PATIENCE
+    while not (shown := cli_json(daemon, "schedules", "show", "alpha.slow")).get("queued"):
+        assert time.monotonic() < deadline, shown
+        time.sleep(0.2)
+    daemon.write_config(scheduled_config(root, receiver.port, {}))
+    assert daemon.cli("reload").returncode == 0
+    cancelled = wait_events(
+        daemon,
+        "schedule.skipped",
+        lambda e: e["schedule"] == "alpha.slow" and e["reason"] == "cancelled",
+    )
+    assert cancelled["slot"] == shown["queued"]
+    assert cli_json(daemon, "schedules", "list")["schedules"] == []
+    fired = [e for e in events(daemon, "schedule.fired") if e["schedule"] == "alpha.slow"]
+    assert len(fired) == 1, fired  # the queued run never started
