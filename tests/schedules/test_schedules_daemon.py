@@ -3,7 +3,7 @@ webhook receiver (its own process, signed POSTs) and to a serial device (a real 
 operator's `zeroclaw schedules` commands; a daemon SIGKILLed in the middle of a run (the
 run is reported interrupted and never repeated); runs whose turn fails (a provider that is
 not there), hangs (an approval nobody answers, cut by the schedule's timeout) or meets its
-agent's budget (max_actions_per_hour)."""
+agent's budget (its runtime profile's max_actions_per_hour; its budget's turns_per_hour)."""
 
 from __future__ import annotations
 
@@ -315,6 +315,10 @@ def test_runs_that_fail_hang_or_meet_their_budget(
             }
         },
     )
+    # An agent that may start one turn an hour (ADR 0057): its second run is refused.
+    doc["agents"]["capped"] = agent_entry(
+        budget={"turns_per_hour": 1}, schedules={"often": {"every": "1s", "text": "hi"}}
+    )
     doc["providers"]["openai"] = {"gone": {"base_url": f"http://127.0.0.1:{dead}/v1", "model": "m"}}
     doc["agents"]["broken"] = agent_entry(
         model_provider="openai.gone", schedules={"fails": {"every": "1s", "text": "hi"}}
@@ -331,6 +335,12 @@ def test_runs_that_fail_hang_or_meet_their_budget(
         "schedule.failed",
         lambda e: e["schedule"] == "alpha.hang" and e["code"] == "timeout",
     )
+    refused = wait_events(
+        daemon,
+        "schedule.failed",
+        lambda e: e["schedule"] == "capped.often" and e["code"] == "budget_exceeded",
+    )
+    assert "turns_per_hour" in refused["detail"], refused
     budget = receiver.wait(2, lambda b: b["schedule"] == "thrifty.budget" and "tool_calls" in b)
     codes = [b["tool_calls"][0].get("error_code") for b in budget]
     assert codes[0] is None and "rate_limited" in codes, budget  # the agent's hourly budget

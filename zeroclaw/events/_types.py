@@ -228,9 +228,9 @@ class ScheduleDelivered(_Event, tag="schedule.delivered", frozen=True):
 
 class ScheduleFailed(_Event, tag="schedule.failed", frozen=True):
     """A run did not end with its reply delivered. `code`: `turn_error` (the provider),
-    `timeout`, `refused`, `unavailable`, `cancelled`, `too_large`, `not_delivered`,
-    `daemon_restarted` (the last daemon died while it ran: it is not run again),
-    `store_failed`, `nothing_to_read` (a heartbeat file that cannot be read)."""
+    `timeout`, `refused`, `unavailable`, `budget_exceeded`, `cancelled`, `too_large`,
+    `not_delivered`, `daemon_restarted` (the last daemon died while it ran: it is not run
+    again), `store_failed`, `nothing_to_read` (a heartbeat file that cannot be read)."""
 
     schedule: str
     run_id: str
