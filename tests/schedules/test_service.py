@@ -182,3 +182,41 @@ async def test_concurrent_creates_stop_at_the_agents_limit(tmp_path: Path) -> No
             nursery.cancel_scope.cancel()
         assert len(made) == 3 and set(refused) == {"reminder_limit"}, (made, refused)
         assert len(store.load().reminders) == 3
+
+
+async def test_a_disabled_agents_reminders_are_kept_not_run(tmp_path: Path) -> None:
+    """Disabling an agent for a while (a reload) keeps the reminders it made: they stop,
+    and run again once it is enabled; an agent removed from the config takes them along."""
+    doc = make_config(tmp_path, {"alpha": agent_entry()})
+    configs = {
+        "on": validate_document(doc),
+        "off": validate_document({**doc, "agents": {"alpha": agent_entry(enabled=False)}}),
+        "gone": validate_document({**doc, "agents": {"beta": agent_entry()}}),
+    }
+    current = "on"
+    reminder = ScheduleSpec("alpha", "reminder-1", Every(3600.0), "hi", kind="reminder")
+    with ScheduleStore(tmp_path / "s") as store:
+        svc = ScheduleService(
+            store,
+            config=lambda: configs[current],
+            host=cast(ChannelHost, None),
+            push=never_pushed,
+            events=EventSink(),
+            workspace=lambda alias: tmp_path,
+        )
+        async with trio.open_nursery() as nursery:
+            await nursery.start(svc.run)
+            await svc.add_reminder(reminder)
+            current = "off"
+            await svc.reload()
+            [view] = svc.views("alpha")
+            assert view.spec.enabled is False and view.next_fire is None
+            assert [s.name for s in store.load().reminders] == ["reminder-1"]
+            current = "on"
+            await svc.reload()
+            [view] = svc.views("alpha")
+            assert view.spec.enabled and view.next_fire is not None
+            current = "gone"
+            await svc.reload()
+            assert svc.views("alpha") == [] and store.load().reminders == ()
+            nursery.cancel_scope.cancel()

@@ -15,6 +15,7 @@ import math
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import trio
@@ -226,10 +227,15 @@ class ScheduleService:
 
     def specs(self) -> list[ScheduleSpec]:
         """What should be scheduled now: the config's, and the reminders of agents that
-        still exist and are enabled."""
+        still exist; a disabled agent's are kept, not run (forgotten, they would be
+        deleted from the store)."""
         config = self._config()
-        enabled = {a for a, c in config.agents.items() if c.enabled}
-        return config_specs(config) + [s for s in self._reminders.values() if s.agent in enabled]
+        reminders = []
+        for spec in self._reminders.values():
+            agent = config.agents.get(spec.agent)
+            if agent is not None:
+                reminders.append(spec if agent.enabled else replace(spec, enabled=False))
+        return config_specs(config) + reminders
 
     async def reload(self) -> None:
         await self.handle(Reloaded(tuple(self.specs()), self._clock()))
