@@ -31,7 +31,13 @@ from zeroclaw.schedules import (
     ScheduleStoreLocked,
 )
 from zeroclaw.schedules._store import Batch
-from zeroclaw.turns import SCHEDULE_CREATE, SCHEDULE_SERVICE, ApprovalLedger, ReminderCreate
+from zeroclaw.turns import (
+    SCHEDULE_CREATE,
+    SCHEDULE_SERVICE,
+    ApprovalLedger,
+    ReminderCreate,
+    ReminderListCall,
+)
 
 
 def config(tmp_path: Path, schedules: dict[str, Any]) -> Config:
@@ -219,4 +225,52 @@ async def test_a_disabled_agents_reminders_are_kept_not_run(tmp_path: Path) -> N
             current = "gone"
             await svc.reload()
             assert svc.views("alpha") == [] and store.load().reminders == ()
+            nursery.cancel_scope.cancel()
+
+
+async def test_a_sender_lists_only_its_own_reminders(tmp_path: Path) -> None:
+    """schedule_list in an outside sender's turn shows the reminders that sender made,
+    nothing of another sender's nor of the operator's schedules; the operator's shows all."""
+    doc = make_config(
+        tmp_path,
+        {
+            "alpha": agent_entry(
+                risk_profile="rem", schedules={"daily": {"cron": "0 3 * * *", "text": "secret"}}
+            )
+        },
+    )
+    doc["risk_profiles"]["rem"] = {"level": "full", "reminders": {}}
+    cfg = validate_document(doc)
+    origins = {
+        "op": Origin.operator("cli.local"),
+        "bob": Origin.from_sender("webhook.ops", "bob"),
+        "eve": Origin.from_sender("webhook.ops", "eve"),
+    }
+    with ScheduleStore(tmp_path / "s") as store:
+        svc = ScheduleService(
+            store,
+            config=lambda: cfg,
+            host=cast(ChannelHost, None),
+            push=never_pushed,
+            events=EventSink(),
+            workspace=lambda alias: tmp_path,
+        )
+        reminders = ReminderService(
+            config=lambda: cfg,
+            turn_of=lambda turn: ("alpha", origins[turn]),
+            approvals=ApprovalLedger(),
+            schedules=svc,
+        )
+        async with trio.open_nursery() as nursery:
+            await nursery.start(svc.run)
+            for who in ("op", "bob"):
+                await reminders.create("alpha", ReminderCreate(f"{who}'s", after="1h", turn=who))
+
+            async def names(turn: str) -> list[str]:
+                listed = await reminders.listing("alpha", ReminderListCall(turn=turn))
+                return sorted(f"{r.name}:{r.text}" for r in listed.schedules)
+
+            assert await names("bob") == ["reminder-2:bob's"]
+            assert await names("eve") == []
+            assert await names("op") == ["daily:secret", "reminder-1:op's", "reminder-2:bob's"]
             nursery.cancel_scope.cancel()

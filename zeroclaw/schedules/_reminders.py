@@ -189,15 +189,15 @@ def _too_frequent(secs: float, floor: float) -> Refusal:
     )
 
 
-def reminder_info(spec: ScheduleSpec, next_fire: float | None, *, full: bool) -> ReminderInfo:
-    """A schedule as an agent's schedule_list shows it (`full`: with its text)."""
+def reminder_info(spec: ScheduleSpec, next_fire: float | None) -> ReminderInfo:
+    """A schedule as an agent's schedule_list shows it."""
     return ReminderInfo(
         spec.name,
         describe(spec),
         spec.deliver_to,
         spec.kind,
         next_fire,
-        spec.text if full else "",
+        spec.text,
         spec.created_by or "",
     )
 
@@ -278,7 +278,7 @@ class ReminderService:
             created_at=now,
         )
         await self._schedules.add_reminder(spec)
-        return ReminderMade(reminder_info(spec, self._schedules.next_fire(spec.key), full=True))
+        return ReminderMade(reminder_info(spec, self._schedules.next_fire(spec.key)))
 
     async def listing(self, agent: str, call: ReminderListCall) -> ReminderList:
         origin = self._origin(agent, call.turn)
@@ -289,10 +289,9 @@ class ReminderService:
         shown = []
         for spec in self._schedules.schedules_of(agent):
             mine = spec.kind == "reminder" and spec.created_by == origin.who
-            if spec.kind == "reminder" and not (mine or origin.is_operator):
-                continue  # another origin's reminder: not this sender's business
-            full = origin.is_operator or mine
-            shown.append(reminder_info(spec, self._schedules.next_fire(spec.key), full=full))
+            if not (mine or origin.is_operator):
+                continue  # another origin's reminder, the operator's schedules: not a sender's
+            shown.append(reminder_info(spec, self._schedules.next_fire(spec.key)))
         return ReminderList(tuple(shown))
 
     async def delete(self, agent: str, call: ReminderDelete) -> ReminderDeleted:

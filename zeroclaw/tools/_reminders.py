@@ -98,7 +98,8 @@ SCHEDULE_CREATE_T = Tool(
 )
 SCHEDULE_LIST_T = Tool(
     SCHEDULE_LIST_TOOL,
-    "List your schedules: the ones your operator configured and your reminders.",
+    "List your schedules: the ones your operator configured and your reminders (with an "
+    "outside sender, only the reminders made in its conversations).",
     ListArgs,
     _list,
 )
