@@ -193,10 +193,13 @@ async def test_concurrent_creates_stop_at_the_agents_limit(tmp_path: Path) -> No
 async def test_a_disabled_agents_reminders_are_kept_not_run(tmp_path: Path) -> None:
     """Disabling an agent for a while (a reload) keeps the reminders it made: they stop,
     and run again once it is enabled; an agent removed from the config takes them along."""
-    doc = make_config(tmp_path, {"alpha": agent_entry()})
+    doc = make_config(tmp_path, {"alpha": agent_entry(risk_profile="rem")})
+    doc["risk_profiles"]["rem"] = {"level": "full", "reminders": {}}
     configs = {
         "on": validate_document(doc),
-        "off": validate_document({**doc, "agents": {"alpha": agent_entry(enabled=False)}}),
+        "off": validate_document(
+            {**doc, "agents": {"alpha": agent_entry(risk_profile="rem", enabled=False)}}
+        ),
         "gone": validate_document({**doc, "agents": {"beta": agent_entry()}}),
     }
     current = "on"
@@ -273,4 +276,65 @@ async def test_a_sender_lists_only_its_own_reminders(tmp_path: Path) -> None:
             assert await names("bob") == ["reminder-2:bob's"]
             assert await names("eve") == []
             assert await names("op") == ["daily:secret", "reminder-1:op's", "reminder-2:bob's"]
+            nursery.cancel_scope.cancel()
+
+
+async def test_a_reminder_whose_maker_lost_the_grant_is_kept_not_run(tmp_path: Path) -> None:
+    """A reload that takes schedule_create from a channel's senders (or reminders from the
+    agent's profile) stops the reminders made under it; they run again once it is given
+    back. The operator's stop only with the profile's grant."""
+
+    def doc(sender_tools: list[str], grant: bool = True) -> Config:
+        made = make_config(
+            tmp_path,
+            {"alpha": agent_entry(risk_profile="rem", channels=["cli.local", "webhook.ops"])},
+            groups={
+                "hooks": {
+                    "channel": "webhook.ops",
+                    "agents": ["alpha"],
+                    "external_peers": ["*"],
+                    "tools": sender_tools,
+                }
+            },
+        )
+        made["risk_profiles"]["rem"] = {"level": "full", **({"reminders": {}} if grant else {})}
+        made["channels"]["webhook"] = {"ops": {"listen": "127.0.0.1:8787", "secret_env": "K"}}
+        return validate_document(made)
+
+    configs = {
+        "granted": doc(["schedule_create"]),
+        "revoked": doc([]),
+        "no profile grant": doc([], grant=False),
+    }
+    current = "granted"
+    made = [
+        ScheduleSpec("alpha", f"reminder-{i}", Every(3600.0), "hi", kind="reminder", created_by=who)
+        for i, who in enumerate(("operator", "webhook.ops:bob"), 1)
+    ]
+    with ScheduleStore(tmp_path / "s") as store:
+        svc = ScheduleService(
+            store,
+            config=lambda: configs[current],
+            host=cast(ChannelHost, None),
+            push=never_pushed,
+            events=EventSink(),
+            workspace=lambda alias: tmp_path,
+        )
+
+        async def running() -> dict[str, bool]:
+            await svc.reload()
+            return {v.spec.name: v.next_fire is not None for v in svc.views("alpha")}
+
+        async with trio.open_nursery() as nursery:
+            await nursery.start(svc.run)
+            for spec in made:
+                await svc.add_reminder(spec)
+            assert await running() == {"reminder-1": True, "reminder-2": True}
+            current = "revoked"
+            assert await running() == {"reminder-1": True, "reminder-2": False}
+            current = "no profile grant"
+            assert await running() == {"reminder-1": False, "reminder-2": False}
+            current = "granted"
+            assert await running() == {"reminder-1": True, "reminder-2": True}
+            assert len(store.load().reminders) == 2
             nursery.cancel_scope.cancel()

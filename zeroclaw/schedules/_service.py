@@ -21,7 +21,7 @@ from pathlib import Path
 import trio
 
 from .._terminal import terminal_safe
-from ..bus import Origin
+from ..bus import Origin, PeerPolicy
 from ..channels import (
     ChannelAnswer,
     ChannelFailure,
@@ -118,6 +118,31 @@ def config_specs(config: Config) -> list[ScheduleSpec]:
                 )
             )
     return specs
+
+
+def _maker(created_by: str | None) -> Origin | None:
+    """The outside sender who made a reminder (None: the operator, or not known)."""
+    channel, colon, sender = (created_by or "").partition(":")
+    if not colon:
+        return None
+    try:
+        return Origin.from_sender(channel, sender)
+    except ValueError:  # not a channel a sender writes on
+        return None
+
+
+def may_remind(config: Config, agent: str, maker: Origin | None, policy: PeerPolicy | None) -> bool:
+    """Whether the reminders of `agent` made by `maker` (None: the operator) may still run:
+    its risk profile grants reminders and, for an outside sender, its groups still give it
+    schedule_create."""
+    entry = config.agents[agent]
+    profile = config.risk_profiles.get(entry.risk_profile or "")
+    if profile is None or profile.reminders is None:
+        return False
+    if maker is None or policy is None:
+        return True
+    names = policy.origin_grant(agent, maker).tool_names()
+    return names is None or "schedule_create" in names  # the tool that made it
 
 
 def describe(spec: ScheduleSpec) -> str:
@@ -227,14 +252,21 @@ class ScheduleService:
 
     def specs(self) -> list[ScheduleSpec]:
         """What should be scheduled now: the config's, and the reminders of agents that
-        still exist; a disabled agent's are kept, not run (forgotten, they would be
-        deleted from the store)."""
+        still exist. A reminder whose maker could not make it now (its agent disabled, its
+        risk profile without `reminders`, an outside sender no longer granted
+        schedule_create) is kept, not run: forgotten, it would be deleted from the store."""
         config = self._config()
+        policy: PeerPolicy | None = None
         reminders = []
         for spec in self._reminders.values():
             agent = config.agents.get(spec.agent)
-            if agent is not None:
-                reminders.append(spec if agent.enabled else replace(spec, enabled=False))
+            if agent is None:
+                continue  # its agent is gone, and so is it
+            maker = _maker(spec.created_by)
+            if maker is not None and policy is None:
+                policy = PeerPolicy(config)
+            allowed = agent.enabled and may_remind(config, spec.agent, maker, policy)
+            reminders.append(spec if allowed else replace(spec, enabled=False))
         return config_specs(config) + reminders
 
     async def reload(self) -> None:
