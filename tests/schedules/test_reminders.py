@@ -4,7 +4,7 @@ approval a supervised agent's reminder needs (the daemon's record of a yes, ADR 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -53,9 +53,17 @@ def admit(
     agent: str = "alpha",
     held: Sequence[str] = (),
     approved: bool = False,
+    granted: Collection[str] | None = None,
 ) -> Admitted | Refusal:
     return admit_reminder(
-        cfg, agent, origin, call, now=NOW, held=held, approved=lambda what: approved
+        cfg,
+        agent,
+        origin,
+        call,
+        now=NOW,
+        held=held,
+        approved=lambda what: approved,
+        granted=granted,
     )
 
 
@@ -83,6 +91,17 @@ def test_only_the_operator_and_outside_senders_make_reminders(
 ) -> None:
     refused = admit(config(tmp_path), ReminderCreate("x", after="1h"), origin)
     assert isinstance(refused, Refusal) and refused.code == "reminder_not_allowed", why
+
+
+def test_a_turn_the_daemon_did_not_grant_the_tool_makes_none(tmp_path: Path) -> None:
+    """The daemon's grant of the asking turn decides, not the agent's word: a sender's turn
+    without schedule_create in its groups' tools is refused even if its agent asks."""
+    call = ReminderCreate("x", after="1h")
+    refused = admit(config(tmp_path), call, SENDER, granted=("file_read",))
+    assert isinstance(refused, Refusal) and refused.code == "reminder_not_allowed"
+    assert "schedule_create" in refused.detail
+    granted = admit(config(tmp_path), call, SENDER, granted=("schedule_create",))
+    assert isinstance(granted, Admitted)
 
 
 def test_no_grant_no_reminder(tmp_path: Path) -> None:
@@ -172,7 +191,9 @@ def test_a_supervised_agent_needs_the_yes_the_daemon_saw(tmp_path: Path) -> None
         asked.append(what)
         return False
 
-    refused = admit_reminder(cfg, "alpha", OPERATOR, call, now=NOW, held=(), approved=approved)
+    refused = admit_reminder(
+        cfg, "alpha", OPERATOR, call, now=NOW, held=(), approved=approved, granted=None
+    )
     assert isinstance(refused, Refusal) and refused.code == "approval_denied"
     assert asked == [reminder_approval_question(call)]
     assert isinstance(admit(cfg, call, approved=True), Admitted)

@@ -168,6 +168,9 @@ async def test_concurrent_creates_stop_at_the_agents_limit(tmp_path: Path) -> No
         reminders = ReminderService(
             config=lambda: cfg,
             turn_of=lambda turn: ("alpha", Origin.operator("cli.local")),
+            grant=lambda agent, origin: (
+                None if origin.is_operator else ("schedule_create", "schedule_list")
+            ),
             approvals=ApprovalLedger(),
             schedules=svc,
         )
@@ -261,6 +264,9 @@ async def test_a_sender_lists_only_its_own_reminders(tmp_path: Path) -> None:
         reminders = ReminderService(
             config=lambda: cfg,
             turn_of=lambda turn: ("alpha", origins[turn]),
+            grant=lambda agent, origin: (
+                None if origin.is_operator else ("schedule_create", "schedule_list")
+            ),
             approvals=ApprovalLedger(),
             schedules=svc,
         )

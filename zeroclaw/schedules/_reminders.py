@@ -15,7 +15,7 @@ from __future__ import annotations
 import itertools
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -24,7 +24,7 @@ import trio
 
 from .._ops import OpTable
 from ..bus import Origin, Request, Response, answer, refusal, serve_op
-from ..config import Config, check_cron, delivery_problem, parse_duration
+from ..config import Config, ReminderToolName, check_cron, delivery_problem, parse_duration
 from ..turns import (
     MAX_REMINDER_TEXT,
     SCHEDULE_CREATE,
@@ -77,11 +77,12 @@ def admit_reminder(
     now: float,
     held: Sequence[str],
     approved: Callable[[str], bool],
+    granted: Collection[str] | None,
 ) -> Admitted | Refusal:
     """May `agent`, in a turn of `origin`, make this reminder? `held`: who made each
     reminder it holds (`Origin.who`). `approved(question)` takes the daemon's record of a
-    yes to that question."""
-    refused = may_use(config, agent, origin)
+    yes to that question. `granted`: the tools the daemon grants that turn (None: all)."""
+    refused = may_use(config, agent, origin, granted, "schedule_create")
     if refused is not None:
         return refused
     assert origin is not None
@@ -130,8 +131,16 @@ def admit_reminder(
     return Admitted(trigger, target)
 
 
-def may_use(config: Config, agent: str, origin: Origin | None) -> Refusal | None:
-    """The gate of every reminder request: the grant, and a turn that may make one."""
+def may_use(
+    config: Config,
+    agent: str,
+    origin: Origin | None,
+    granted: Collection[str] | None,
+    tool: ReminderToolName,
+) -> Refusal | None:
+    """The gate of every reminder request: the profile's grant, a turn that may make one,
+    and that turn granted the tool by the daemon (an agent's word that it may is never
+    read: ADR 0052)."""
     entry = config.agents.get(agent)
     profile = None if entry is None else config.risk_profiles.get(entry.risk_profile or "")
     if profile is None or profile.reminders is None:
@@ -144,6 +153,8 @@ def may_use(config: Config, agent: str, origin: Origin | None) -> Refusal | None
             "reminders are made in the operator's or an outside sender's turn, not in a "
             "peer's question nor a schedule's run",
         )
+    if granted is not None and tool not in granted:
+        return Refusal("reminder_not_allowed", f"this turn is not granted {tool}")
     return None
 
 
@@ -212,12 +223,14 @@ class ReminderService:
         *,
         config: Callable[[], Config],
         turn_of: Callable[[str], tuple[str, Origin] | None],
+        grant: Callable[[str, Origin], Collection[str] | None],
         approvals: ApprovalLedger,
         schedules: ReminderHost,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._config = config
         self._turn_of = turn_of
+        self._grant = grant
         self._approvals = approvals
         self._schedules = schedules
         self._clock = clock
@@ -231,6 +244,9 @@ class ReminderService:
         if found is None or found[0] != agent:
             return None  # not a turn of this agent's the daemon opened
         return found[1]
+
+    def _granted(self, agent: str, origin: Origin | None) -> Collection[str] | None:
+        return () if origin is None else self._grant(agent, origin)
 
     async def serve(self, alias: str, request: Request) -> Response:
         """`SCHEDULE_SERVICE` requests; `alias` is the router's identity of the agent."""
@@ -262,6 +278,7 @@ class ReminderService:
             now=now,
             held=held,
             approved=lambda what: self._approvals.take(agent, call.turn, what),
+            granted=self._granted(agent, origin),
         )
         if isinstance(decided, Refusal):
             raise _Refused(decided)
@@ -282,7 +299,8 @@ class ReminderService:
 
     async def listing(self, agent: str, call: ReminderListCall) -> ReminderList:
         origin = self._origin(agent, call.turn)
-        refused = may_use(self._config(), agent, origin)
+        granted = self._granted(agent, origin)
+        refused = may_use(self._config(), agent, origin, granted, "schedule_list")
         if refused is not None:
             raise _Refused(refused)
         assert origin is not None
@@ -296,7 +314,8 @@ class ReminderService:
 
     async def delete(self, agent: str, call: ReminderDelete) -> ReminderDeleted:
         origin = self._origin(agent, call.turn)
-        refused = may_use(self._config(), agent, origin)
+        granted = self._granted(agent, origin)
+        refused = may_use(self._config(), agent, origin, granted, "schedule_delete")
         if refused is not None:
             raise _Refused(refused)
         assert origin is not None

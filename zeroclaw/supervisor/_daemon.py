@@ -496,6 +496,8 @@ async def _main(parts: DaemonParts) -> int:
             turn_of=lambda turn_id: (
                 None if (t := turns.turns.get(turn_id)) is None else (t.agent, t.origin)
             ),
+            # The tools the daemon grants that origin's turns now (ADR 0042, 0052).
+            grant=lambda agent, origin: router.policy.origin_grant(agent, origin).tool_names(),
             approvals=approval_ledger,
             schedules=schedules,
         )
