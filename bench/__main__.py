@@ -19,6 +19,7 @@ from . import (
     bench_memory,
     bench_router,
     bench_scale,
+    bench_schedules,
     bench_subagents,
     bench_supervisor,
 )
@@ -36,6 +37,7 @@ SUITES = {
     "mcp": bench_mcp.run,
     "cli": bench_cli.run,
     "scale": bench_scale.run,
+    "schedules": bench_schedules.run,
 }
 
 

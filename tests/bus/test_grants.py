@@ -146,3 +146,39 @@ def test_config_validate_catches_an_unknown_tool_on_a_peer_group(tmp_path: Any) 
 def test_a_peer_origin_injected_as_a_turn_gets_no_tool() -> None:
     grant = origin_grant(Origin.peer("beta"))
     assert grant.kind == "peer" and grant.tools == frozenset()
+
+
+def _scheduled(tmp_path: Any) -> PeerPolicy:
+    doc = make_config(tmp_path, {"alpha": agent_entry(), "beta": agent_entry()})
+    _config(tools=["file_read"])(doc)
+    doc["agents"]["alpha"]["schedules"] = {
+        "morning": {"every": "1h", "text": "x", "tools": ["file_read", "memory_recall"]},
+        "bare": {"every": "1h", "text": "x"},
+    }
+    doc["agents"]["alpha"]["heartbeat"] = {"every": "30m", "tools": ["file_list"]}
+    return PeerPolicy(validate_document(doc))
+
+
+def test_a_schedules_turn_gets_its_own_tools_only_and_the_operator_answers(tmp_path: Any) -> None:
+    policy = _scheduled(tmp_path)
+    grant = policy.origin_grant("alpha", Origin.schedule("alpha", "morning"))
+    assert grant.kind == "schedule" and grant.approvals == "operator"
+    assert grant.tools == frozenset({"file_read", "memory_recall"})
+    # none by default; the heartbeat's own; an agent's reminder (not in the config): none
+    assert policy.origin_grant("alpha", Origin.schedule("alpha", "bare")).tools == frozenset()
+    heartbeat = policy.origin_grant("alpha", Origin.schedule("alpha", "heartbeat"))
+    assert heartbeat.tools == frozenset({"file_list"})
+    reminder = policy.origin_grant("alpha", Origin.schedule("alpha", "reminder-1"))
+    assert reminder.tools == frozenset()
+    assert origin_grant(Origin.schedule("alpha", "morning")).tools == frozenset()
+
+
+def test_a_schedule_origin_enters_its_own_agent_only(tmp_path: Any) -> None:
+    policy = _scheduled(tmp_path)
+    assert policy.origin_refusal("alpha", Origin.schedule("alpha", "morning")) is None
+    refused = policy.origin_refusal("beta", Origin.schedule("alpha", "morning"))
+    assert refused is not None and refused[0] == "not_owner"
+    # A sender cannot write on the schedule channel, nor name a schedule as itself.
+    with pytest.raises(ValueError, match="not a channel a sender writes on"):
+        Origin.from_sender("schedule", "alpha.morning")
+    assert Origin("webhook.ops", "alpha.morning").kind == "channel"

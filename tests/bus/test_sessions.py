@@ -43,6 +43,8 @@ def outside_origins(draw: st.DrawFn) -> Origin:
     who = draw(senders)
     if kind == "channel":
         return Origin.from_sender(draw(channels), who)
+    if kind == "schedule":
+        return Origin.schedule(draw(st.sampled_from(["alpha", "b"])), who)
     return Origin.peer(who) if kind == "peer" else Origin.subagent(who)
 
 

@@ -116,6 +116,7 @@ PROFILES: dict[str, tuple[str, bool | None]] = {
     "origin_peer": ("", None),
     "origin_channel": ("", None),
     "origin_subagent": ("", None),
+    "origin_schedule": ("", None),
 }
 # Which profiles stand for which risk level / grant mode (completeness).
 LEVEL_PROFILES = {"readonly": "readonly", "supervised": "supervised_approve", "full": "full"}
@@ -1141,6 +1142,9 @@ ORIGIN_DRIVERS: dict[str, tuple[tuple[str, str], ...]] = {
     "channel": (("webhook", "supervised_approve"), ("serial", "supervised_approve")),
     "peer": (("ask", "readonly"),),  # ro asks sup: the router stamps ro's session
     "subagent": (("key", "operator"),),  # runtimes keep no transcript: the daemon's key
+    # a schedule's `session` names one of its own (schedule:<agent>.<name>/<session>),
+    # whatever it says: the daemon's key against the stored keys
+    "schedule": (("schedule", "operator"),),
 }
 
 
@@ -1461,10 +1465,11 @@ ORIGIN_MCP_TOOL = "mcp__h__echo"  # an allowed tool of a server the origin cells
 
 def _origin_cells() -> list[Cell]:
     """Every origin kind x every agent tool, both read from the product: with the default
-    config (no peer_tools, no group tools) only the operator's turn may use an agent tool;
-    a grant (peer_tools for a peer, a peer group's tools for an outside sender) gives
-    exactly that tool. A sub-agent turn runs on a sub-agent runtime, whose only tools are
-    its own. Then who answers each kind's approvals, by the group's `approvals`."""
+    config (no peer_tools, no group tools, no schedule tools) only the operator's turn may
+    use an agent tool; a grant (peer_tools for a peer, a peer group's tools for an outside
+    sender, a schedule's tools for its runs) gives exactly that tool. A sub-agent turn runs
+    on a sub-agent runtime, whose only tools are its own. Then who answers each kind's
+    approvals, by the group's `approvals`."""
     from tests.conformance._registries import agent_tools, origin_kinds
 
     cells = []
@@ -1489,7 +1494,12 @@ def _origin_cells() -> list[Cell]:
                     extra={"kind": kind, "grant": ()},
                 )
             )
-            if kind in ("peer", "channel"):
+            # A schedule's `tools` grant its runs a tool, but never a reminder tool (a
+            # schedule does not make schedules: the config refuses it).
+            grantable = kind in ("peer", "channel") or (
+                kind == "schedule" and not tool.startswith("schedule_")
+            )
+            if grantable:
                 cells.append(
                     Cell(
                         "origin_tools",
@@ -1508,6 +1518,7 @@ def _origin_cells() -> list[Cell]:
                 "channel": "operator" if setting == "operator" else "channel",
                 "peer": "none",  # nobody to ask: denied
                 "subagent": "none",  # a runtime never talks to users: denied
+                "schedule": "operator",  # nobody is at a schedule: the operator's queue
             }[kind]
             cells.append(
                 Cell(
@@ -1749,7 +1760,8 @@ CONTEXT_CASES = (
     "an ungranted namespace",
     "facts at compaction",
 )
-CONTEXT_GRANT = ("memory_recall", "memory_store")  # what a peer or sender may be granted
+# what a peer, a sender or a schedule's run may be granted
+CONTEXT_GRANT = ("memory_recall", "memory_store")
 
 
 def _context_expect(case: str, given: bool) -> Expect:
@@ -1766,7 +1778,7 @@ def _context_cells() -> list[Cell]:
     cells = []
     for kind in sorted(origin_kinds()):
         grants: list[tuple[str, ...]] = [()]
-        if kind in ("peer", "channel"):
+        if kind in ("peer", "channel", "schedule"):
             grants.append(CONTEXT_GRANT)
         for grant in grants:
             given = kind == "operator" or bool(grant)

@@ -11,10 +11,16 @@ from typing import Any, get_args
 from tests.conftest import REPO
 from zeroclaw import tools
 from zeroclaw.config import ChannelConfig, RiskProfile
-from zeroclaw.control import MCP_REQUEST_TYPES, REQUEST_TYPES, SUBAGENT_REQUEST_TYPES
+from zeroclaw.control import (
+    MCP_REQUEST_TYPES,
+    REQUEST_TYPES,
+    SCHEDULE_REQUEST_TYPES,
+    SUBAGENT_REQUEST_TYPES,
+)
 from zeroclaw.turns import (
     ADAPTER_SERVICE,
     MCP_SERVICE,
+    SCHEDULE_SERVICE,
     SUBAGENT_SERVICE,
     TURN_SERVICE,
     USAGE_SERVICE,
@@ -23,13 +29,14 @@ from zeroclaw.turns import (
 
 def agent_tools() -> frozenset[str]:
     """Every tool an agent's model may be offered: the built-in toolset, the sub-agent
-    tools, the discovered-adapter tool and the skill tool."""
+    tools, the discovered-adapter tool, the skill tool and the reminder tools."""
     return frozenset(
         {
             *tools.DEFAULT_TOOLSET.names(),
             *tools.DISPATCH_TOOL_NAMES,
             tools.ADAPTER_TOOL,
             tools.SKILL_READ,
+            *tools.REMINDER_TOOL_NAMES,
         }
     )
 
@@ -47,7 +54,12 @@ def control_commands() -> frozenset[str]:
     """The control protocol's request tags (the daemon's command table serves each)."""
     return frozenset(
         str(t.__struct_config__.tag)
-        for t in (*REQUEST_TYPES, *SUBAGENT_REQUEST_TYPES, *MCP_REQUEST_TYPES)
+        for t in (
+            *REQUEST_TYPES,
+            *SUBAGENT_REQUEST_TYPES,
+            *MCP_REQUEST_TYPES,
+            *SCHEDULE_REQUEST_TYPES,
+        )
     )
 
 
@@ -56,6 +68,7 @@ _SERVICE_NAMES = {
     "SUBAGENT_SERVICE": SUBAGENT_SERVICE,
     "ADAPTER_SERVICE": ADAPTER_SERVICE,
     "MCP_SERVICE": MCP_SERVICE,
+    "SCHEDULE_SERVICE": SCHEDULE_SERVICE,
     "USAGE_SERVICE": USAGE_SERVICE,
 }
 

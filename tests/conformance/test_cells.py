@@ -29,6 +29,7 @@ from zeroclaw.config import load_config
 from zeroclaw.control import (  # noqa: F401  (kept for the reader)
     MCP_REQUEST_TYPES,
     REQUEST_TYPES,
+    SCHEDULE_REQUEST_TYPES,
     SUBAGENT_REQUEST_TYPES,
     Chat,
     ControlClient,
@@ -322,7 +323,7 @@ def _ask_as(uid: int, address: str, payload: bytes) -> str:
 
 _REQUESTS = {
     t.__struct_config__.tag: t
-    for t in (*REQUEST_TYPES, *SUBAGENT_REQUEST_TYPES, *MCP_REQUEST_TYPES)
+    for t in (*REQUEST_TYPES, *SUBAGENT_REQUEST_TYPES, *MCP_REQUEST_TYPES, *SCHEDULE_REQUEST_TYPES)
 }
 
 
@@ -732,12 +733,14 @@ def test_session_transcripts(cell: Cell, serving: World, sessions_said: dict[str
     elif via == "ask":  # a peer names no session: the router stamps the asker's
         data = world.chat(cell.profile, "ask sup: history")
         observed = _session_observed(str(data.get("reply", "")), mark, own)
-    else:  # via == "key": what a runtime's turn would use, against the stored keys
-        key = session_key(Origin.subagent("sup"), name)
+    else:  # via "key" / "schedule": what a runtime's (a schedule's) turn would use
+        origin = Origin.subagent("sup") if via == "key" else Origin.schedule("sup", "probe")
+        namespace = "subagent:sup/" if via == "key" else "schedule:sup.probe/"
+        key = session_key(origin, name)
         if own:
             observed = (
                 Observed("allowed")
-                if key.startswith("subagent:sup/")
+                if key.startswith(namespace)
                 else Observed("refused", "foreign_key")
             )
         else:

@@ -44,12 +44,23 @@ _BUILT_IN = tools.agent_toolset(
     facades={},
     adapters=True,
     skills=[("some-skill", "/nonexistent-zc-skills/some-skill")],
+    reminders=True,
 )
 FULL = Toolset("full", (*(_BUILT_IN.get(n) for n in _BUILT_IN.names()), _mcp_tool()))
 
 
-def policy(tmp_path: Path, group_tools: tuple[str, ...], approvals: str) -> PeerPolicy:
+def policy(
+    tmp_path: Path,
+    group_tools: tuple[str, ...],
+    approvals: str,
+    schedule_tools: tuple[str, ...] = (),
+) -> PeerPolicy:
     doc = make_config(tmp_path, {"alpha": agent_entry(channels=["cli.local", "webhook.ops"])})
+    doc["risk_profiles"]["sup"]["reminders"] = {}  # the reminder tools are known tools
+    # its schedule's runs get exactly its tools (issue 28)
+    doc["agents"]["alpha"]["schedules"] = {
+        "probe": {"every": "1h", "text": "x", "tools": list(schedule_tools)}
+    }
     doc["agents"]["alpha"]["adapters"] = ["some-adapter"]  # invoke_adapter is a known tool
     doc["agents"]["alpha"]["mcp"] = ["h"]  # and so is an allowed tool of its MCP server
     doc["agents"]["alpha"]["skills"] = ["some-skill"]  # and skill_read
@@ -71,6 +82,13 @@ def turn_toolset(tmp_path: Path, kind: str, grant: tuple[str, ...]) -> Toolset:
     if kind == "peer":
         peer_tools = grant or AgentConfig().peer_tools  # the config's default
         return FULL.only(peer_tools, "peer_tools")
+    if kind == "schedule":
+        names = (
+            policy(tmp_path, (), "operator", grant)
+            .origin_grant("alpha", Origin.schedule("alpha", "probe"))
+            .tool_names()
+        )
+        return FULL if names is None else FULL.only(names, "origin_tools")
     origin = Origin("cli.local") if kind == "operator" else Origin("webhook.ops", "stranger")
     names = policy(tmp_path, grant, "operator").origin_grant("alpha", origin).tool_names()
     return FULL if names is None else FULL.only(names, "origin_tools")
@@ -91,7 +109,10 @@ def route(tmp_path: Path, kind: str, approvals: str) -> str:
         # A peer's turn runs without an approver (agent runtime `_run_peer_turn`); a
         # runtime's channel cannot ask: both deny.
         return "none"
-    origin = Origin("cli.local") if kind == "operator" else Origin("webhook.ops", "stranger")
+    if kind == "schedule":  # the group's setting is not the schedule's: the operator answers
+        origin = Origin.schedule("alpha", "probe")
+    else:
+        origin = Origin("cli.local") if kind == "operator" else Origin("webhook.ops", "stranger")
     return policy(tmp_path, (), approvals).origin_grant("alpha", origin).approvals
 
 

@@ -14,6 +14,7 @@ from zeroclaw.control import (
     CONTROL_ERROR_CODES,
     MCP_REQUEST_TYPES,
     REQUEST_TYPES,
+    SCHEDULE_REQUEST_TYPES,
     SUBAGENT_REQUEST_TYPES,
     AgentsList,
     AgentsReply,
@@ -59,7 +60,7 @@ def status_reply() -> StatusReply:
 
 
 def test_every_request_names_its_reply_type() -> None:
-    every = (*REQUEST_TYPES, *SUBAGENT_REQUEST_TYPES, *MCP_REQUEST_TYPES)
+    every = (*REQUEST_TYPES, *SUBAGENT_REQUEST_TYPES, *MCP_REQUEST_TYPES, *SCHEDULE_REQUEST_TYPES)
     assert set(every) == set(get_args(AnyRequest))
     for request_type in every:
         assert "reply_type" in vars(request_type), request_type.__name__

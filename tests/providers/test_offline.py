@@ -124,6 +124,8 @@ def test_who_are_you_is_answered_from_the_identity_files_not_the_skills_listing(
     assert first_step("who are you?", "alpha", listing).text == "I am alpha."
     prompt = "# IDENTITY.md\nI keep the lights on.\n\n" + listing
     assert first_step("who are you?", "alpha", prompt).text == "I keep the lights on."
+
+
 @pytest.mark.parametrize(
     ("text", "args"),
     [

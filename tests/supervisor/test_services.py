@@ -34,6 +34,7 @@ DAEMON_SERVICES = [
     "channels",
     "channel adapters",
     "discovery",
+    "schedules",
 ]
 
 
@@ -200,12 +201,14 @@ print(json.dumps({
 """
 
 
-def test_a_corrupt_subagent_store_releases_everything_acquired_before_it(root: Path) -> None:
-    """The sub-agent store is the last thing run_daemon opens: refused, the pid lock, the
-    control socket, the memory lock, the zygote and the memory store are gone after."""
+@pytest.mark.parametrize("which", ["subagents", "schedules"])
+def test_a_corrupt_store_releases_everything_acquired_before_it(root: Path, which: str) -> None:
+    """The sub-agent store and the schedule store are the last things run_daemon opens:
+    either refused, the pid lock, the control socket, the memory lock, the zygote and the
+    memory store (and the sub-agent store) are gone after."""
     config = root / "zeroclaw.toml"
     config.write_text(tomli_w.dumps(make_config(root, {"alpha": agent_entry()})))
-    store = root / "state" / "subagents"
+    store = root / "state" / which
     store.mkdir(parents=True)
     (store / "data.mdb").write_bytes(b"")  # an empty data file: refused as damaged
     result = subprocess.run(

@@ -121,6 +121,7 @@ def toolset_for(spec: AgentSpec) -> Toolset:
         facades=spec.facades,
         adapters=bool(spec.adapters),
         skills=spec.skill_folders,
+        reminders=spec.reminders,
     )
 
 

@@ -41,6 +41,7 @@ from ..turns import (
     ADAPTER_ADMIT,
     ADAPTER_INVOKE,
     ADAPTER_SERVICE,
+    SCHEDULE_SERVICE,
     SUBAGENT_CATALOG,
     SUBAGENT_DISPATCH,
     SUBAGENT_SERVICE,
@@ -77,7 +78,13 @@ DISPATCH_WAIT_SECS = 3600.0
 CATALOG_WAIT_SECS = 30.0
 ADMIT_WAIT_SECS = 30.0
 # How a malformed answer names its service to the model.
-SERVICE_NAMES = {SUBAGENT_SERVICE: "sub-agent", ADAPTER_SERVICE: "adapter"}
+SERVICE_NAMES = {
+    SUBAGENT_SERVICE: "sub-agent",
+    ADAPTER_SERVICE: "adapter",
+    SCHEDULE_SERVICE: "schedule",
+}
+# A reminder request waits for the schedule store's commit (and nothing else).
+SCHEDULE_WAIT_SECS = 30.0
 ADAPTER_WAIT_SECS = 3600.0  # an invoke answers when the program ended (its own timeout)
 METER_WAIT_SECS = 30.0  # the daemon's verdict on a step; none by then is "go on"
 BodyT = TypeVar("BodyT", TurnInput, TurnCancel, PeerQuestion, PeerAnswer)
@@ -164,6 +171,10 @@ class BusReach:
                 detail = detail.replace(f"the {op.service} service", f"the {name} service")
             return ToolResult.refused(as_tool_error(exc.code, "unavailable"), detail)
         return ToolResult(True, data=msgspec.to_builtins(answer))
+
+    async def schedule(self, op: Operation[Req, Ans], body: Req) -> ToolResult:
+        """A request to the daemon's schedule service; the router stamps who asks."""
+        return await self._call(op, body, SCHEDULE_WAIT_SECS)
 
     def on_question_refused(self, outcome: Outcome) -> None:
         """The router: the peer exited before it answered. The ask ends now."""

@@ -137,6 +137,9 @@ class AgentSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     # Discovered adapters this agent may call with invoke_adapter (issue 15); the daemon
     # admits each call again.
     adapters: tuple[str, ...] = ()
+    # The reminder tools (issue 28): its risk profile grants `reminders`; the daemon's
+    # schedule service admits each request again.
+    reminders: bool = False
     # MCP servers this agent uses (issue 26), in its [agents] mcp order.
     mcp_servers: tuple[McpServerSpec, ...] = ()
     # Skills the daemon loaded for it (ADR 0056), in its [agents] skills order.

@@ -13,7 +13,14 @@ from .._lazy import lazy_attributes
 from .._refusals import REFUSAL_CODES, RefusalCode  # the router's vocabulary too
 from .._sender_names import normalize_sender
 from ._client import AgentBus, BusCredentials, Outcome
-from ._origin import DAEMON_SENDER, ORIGIN_KINDS, SUBAGENT_ORIGIN_CHANNEL, Origin, OriginKind
+from ._origin import (
+    DAEMON_SENDER,
+    ORIGIN_KINDS,
+    SCHEDULE_CHANNEL,
+    SUBAGENT_ORIGIN_CHANNEL,
+    Origin,
+    OriginKind,
+)
 from ._sessions import (
     DEFAULT_SESSION,
     SessionNameRefused,
@@ -100,6 +107,7 @@ __all__ = [
     "PROTOCOL_VERSION",
     "QUESTION_KINDS",
     "REFUSAL_CODES",
+    "SCHEDULE_CHANNEL",
     "SUBAGENT_ORIGIN_CHANNEL",
     "Ack",
     "AgentBus",

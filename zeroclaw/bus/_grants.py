@@ -11,6 +11,9 @@ anything else as `tool_not_granted`, as it does for a peer's turn (ADR 0015).
                queue unless every admitting group says `sender`
     peer       another agent's ask or delegate: the callee's `peer_tools` (the agent
                decides that itself); injected as a turn it gets nothing
+    schedule   a scheduled run: the `tools` of its schedule (default: none; an agent's own
+               reminder: none); approvals go to the operator's queue (nobody is at a
+               schedule to answer)
 
 The kinds are the origin's own (`Origin.kind`, bus.ORIGIN_KINDS): one list for sessions,
 tools and the conformance table.
@@ -85,9 +88,15 @@ def _ignores(group: GroupGrant, sender: str) -> bool:
     return not name or name in group.external.ignored
 
 
-def origin_grant(origin: Origin, groups: Iterable[GroupGrant] = ()) -> OriginGrant:
+def origin_grant(
+    origin: Origin,
+    groups: Iterable[GroupGrant] = (),
+    schedule_tools: frozenset[str] | None = None,
+) -> OriginGrant:
     """The grant of a conversation the daemon injects with `origin`; `groups`: the peer
-    groups on its channel that list its target (only read for an outside sender)."""
+    groups on its channel that list its target (only read for an outside sender);
+    `schedule_tools`: the tools the config gives the schedule of a schedule origin (None:
+    it names none)."""
     kind = origin.kind
     if kind == "operator":
         return OriginGrant(kind, None, "channel")
@@ -97,5 +106,7 @@ def origin_grant(origin: Origin, groups: Iterable[GroupGrant] = ()) -> OriginGra
         return OriginGrant(kind, None, "channel")
     if kind == "peer":  # a peer asks (the agent applies peer_tools); never a turn of ours
         return OriginGrant(kind, NO_TOOLS, "operator")
+    if kind == "schedule":
+        return OriginGrant(kind, schedule_tools or NO_TOOLS, "operator")
     assert origin.sender is not None  # a channel origin always names its sender
     return sender_grant(groups, origin.sender)

@@ -10,6 +10,8 @@ behind it. Kinds (ORIGIN_KINDS; later issues add schedules and API tokens):
             the sender normalised once (`normalize_sender`) for admission, rate and sessions
   peer      another agent asking this one (the router's authenticated alias)
   subagent  a sub-agent dispatch (channel "subagent"; the caller that dispatched it)
+  schedule  a scheduled run (channel "schedule"; `<agent>.<name>`, the schedule's key):
+            the daemon's own, into that agent only (issue 28)
 
 `Origin(channel)` and `Origin(channel, sender)` still build the operator and a channel
 sender; `channel`, `sender` and `is_operator` read as they always did.
@@ -26,11 +28,12 @@ from .._sender_names import normalize_sender
 DAEMON_SENDER = "daemon"
 PEER_CHANNEL = "peer"  # the channel key of a peer origin (no configured channel is named so)
 SUBAGENT_ORIGIN_CHANNEL = "subagent"  # the channel a sub-agent invocation's turn travels on
-RESERVED_CHANNELS = frozenset({PEER_CHANNEL, SUBAGENT_ORIGIN_CHANNEL})
+SCHEDULE_CHANNEL = "schedule"  # the channel a scheduled run's turn travels on
+RESERVED_CHANNELS = frozenset({PEER_CHANNEL, SUBAGENT_ORIGIN_CHANNEL, SCHEDULE_CHANNEL})
 
 # Each kind has its rows in the conformance table (tests/conformance): a new kind without
 # them fails test_completeness.
-OriginKind = Literal["operator", "channel", "peer", "subagent"]
+OriginKind = Literal["operator", "channel", "peer", "subagent", "schedule"]
 ORIGIN_KINDS: tuple[OriginKind, ...] = get_args(OriginKind)
 
 
@@ -70,6 +73,18 @@ class Origin(msgspec.Struct, frozen=True, omit_defaults=True):
     @classmethod
     def subagent(cls, caller: str) -> Origin:
         return cls(SUBAGENT_ORIGIN_CHANNEL, caller, "subagent")
+
+    @classmethod
+    def schedule(cls, agent: str, name: str) -> Origin:
+        """A run of agent `agent`'s schedule `name`: who is `<agent>.<name>`."""
+        return cls(SCHEDULE_CHANNEL, f"{agent}.{name}", "schedule")
+
+    @property
+    def schedule_agent(self) -> str | None:
+        """The agent a schedule origin belongs to (None for any other kind)."""
+        if self.kind != "schedule" or self.sender is None:
+            return None
+        return self.sender.partition(".")[0]
 
     @property
     def is_operator(self) -> bool:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ..config import (
+    HEARTBEAT_SCHEDULE,
     Config,
     channel_owners,
     channel_peers,
@@ -66,6 +67,15 @@ class PeerPolicy:
         self.channels = tuple(config.channel_ids())
         self.bindings = {alias: tuple(c.channels) for alias, c in config.agents.items()}
         self.owners = channel_owners(config)
+        # "<agent>.<schedule>" -> the tools its runs may use (issue 28; the heartbeat too)
+        self.schedule_tools: dict[str, frozenset[str]] = {}
+        for alias, agent in config.agents.items():
+            for name, entry in agent.schedules.items():
+                self.schedule_tools[f"{alias}.{name}"] = frozenset(entry.tools)
+            if agent.heartbeat is not None:
+                self.schedule_tools[f"{alias}.{HEARTBEAT_SCHEDULE}"] = frozenset(
+                    agent.heartbeat.tools
+                )
         self.delegates = {alias: frozenset(c.delegates) for alias, c in config.agents.items()}
         # Agents whose profile is readonly: they may ask, never delegate (ADR 0039).
         self.readonly = readonly_agents(config)
@@ -158,11 +168,19 @@ class PeerPolicy:
         """Which tools a turn on `dest` from `origin` may use, and who answers its
         approvals (ADR 0042). An unknown channel or target grants an outside sender
         nothing."""
+        if origin.kind == "schedule":
+            assert origin.sender is not None
+            return origin_grant(origin, schedule_tools=self.schedule_tools.get(origin.sender))
         return origin_grant(origin, self._grants.get((dest, origin.channel), ()))
 
     def origin_refusal(self, dest: str, origin: Origin) -> tuple[OriginRule, str] | None:
         """Why `dest` may not receive a conversation from `origin` (None: it may)."""
         channel = origin.channel
+        if origin.kind == "schedule":
+            # The daemon's own run: into the agent whose schedule it is, and no other.
+            if origin.schedule_agent == dest:
+                return None
+            return "not_owner", f"schedule {origin.sender!r} is not agent {dest!r}'s"
         if origin.kind in ("peer", "subagent"):
             # Peers ask through the bus and invocations go to confined runtimes: neither
             # is injected into an agent's turn, so such an origin here is refused.

@@ -32,6 +32,7 @@ from ._types import (
     ChannelRefused,
     Inbound,
     Outcome,
+    Scheduled,
 )
 from ._webhook_core import (
     REPLAY_WINDOW_SECS,
@@ -76,6 +77,7 @@ __all__ = [
     "LineFramer",
     "Outcome",
     "Routed",
+    "Scheduled",
     "SerialAdapter",
     "WebhookAdapter",
     "WebhookErrorCode",

@@ -8,6 +8,7 @@ from typing import Protocol
 import trio
 
 from ._host import ChannelHost
+from ._types import Scheduled
 
 
 class ChannelStartFailed(Exception):
@@ -26,3 +27,8 @@ class ChannelAdapter(Protocol):
     async def serve(
         self, host: ChannelHost, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
     ) -> None: ...
+
+    async def push(self, key: str, scheduled: Scheduled) -> str | None:
+        """Send a scheduled run's outcome out on channel `key` (one it serves): None once
+        it is delivered, else why not (for a person)."""
+        ...

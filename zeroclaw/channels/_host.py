@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 import trio
 
-from ..bus import PeerPolicy
+from ..bus import Origin, PeerPolicy
 from ..conversations import (
     AgentDown,
     OperatorApprovals,
@@ -91,17 +91,33 @@ class ChannelHost:
                 return decided
             routed = decided
         self.delivered[inbound.channel] += 1
-        grant = self._policy().origin_grant(routed.agent, routed.origin)
+        return await self.run_turn(
+            routed.agent, routed.origin, inbound.text, session=inbound.session, ask=ask
+        )
+
+    async def run_turn(
+        self,
+        agent: str,
+        origin: Origin,
+        text: str,
+        *,
+        session: str | None,
+        ask: AskApproval | None = None,
+    ) -> Outcome:
+        """One turn of `agent` from `origin`, already admitted (routed here, or the
+        daemon's own origin: a schedule's run), with its reply collected. Its approvals go
+        where its grant says: the operator's queue, or `ask`."""
+        grant = self._policy().origin_grant(agent, origin)
         # An outside origin's approvals go to the operator unless its groups say "sender":
         # the sender's own approval path (a signed webhook approval, a serial answer line)
         # then finds nothing to answer.
         to_operator = grant.approvals == "operator"
         async with (
             self.turns.open_turn(
-                routed.agent,
-                inbound.text,
-                session=inbound.session,
-                origin=routed.origin,
+                agent,
+                text,
+                session=session,
+                origin=origin,
                 interactive=(self.approvals if to_operator else ask) is not None,
             ) as turn,
             trio.open_nursery() as nursery,

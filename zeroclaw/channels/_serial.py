@@ -31,7 +31,7 @@ from ._lines import (
     error_line,
     outcome_lines,
 )
-from ._types import Inbound
+from ._types import Inbound, Scheduled
 
 log = logging.getLogger("zeroclaw.channels.serial")
 
@@ -209,6 +209,16 @@ class SerialAdapter:
         async for text in queue:
             outcome = await host.converse(Inbound(self.key, self.sender, text), ask=self._ask)
             await self._write(outcome_lines(outcome))
+
+    async def push(self, key: str, scheduled: Scheduled) -> str | None:
+        """A scheduled run's outcome as lines, each led by `[<agent>.<name>]`, written in
+        one locked write like a reply."""
+        lines = [f"[{scheduled.schedule}] {line}" for line in outcome_lines(scheduled.outcome)]
+        try:
+            await self._write(lines)
+        except DEVICE_ERRORS as exc:
+            return f"{self.key}: device {self.config.port} not open ({exc})"
+        return None
 
     async def _ask(self, rid: str, what: str) -> bool:
         """The prompt line; the next input line answers it. The host's approval timeout

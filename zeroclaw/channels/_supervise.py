@@ -16,6 +16,7 @@ import trio
 from ..control import ChannelStatus
 from ._adapter import ChannelAdapter
 from ._host import ChannelHost
+from ._types import Scheduled
 
 log = logging.getLogger("zeroclaw.channels")
 
@@ -61,6 +62,7 @@ class ChannelSupervisor:
         self.backoff_initial = backoff_initial
         self.backoff_max = backoff_max
         self.records: list[AdapterRecord] = []
+        self._adapters: list[ChannelAdapter] = []
         self._scope: trio.CancelScope | None = None
         self._nursery: trio.Nursery | None = None
 
@@ -88,6 +90,18 @@ class ChannelSupervisor:
             )
         return statuses
 
+    async def push(self, key: str, scheduled: Scheduled) -> str | None:
+        """Send a scheduled run's outcome out on channel `key` through the adapter serving
+        it: None once delivered, else why not."""
+        for adapter, record in zip(self._adapters, self.records, strict=True):
+            if key in record.keys:
+                if record.state != "serving":
+                    return f"channel {key} is {record.state}" + (
+                        f" ({record.last_error})" if record.last_error else ""
+                    )
+                return await adapter.push(key, scheduled)
+        return f"channel {key} is not served (does the agent still bind it?)"
+
     def replace(self, adapters: Sequence[ChannelAdapter]) -> None:
         """Serve these adapters instead of the current ones (at start, and on a reload
         that changed the channels)."""
@@ -96,6 +110,7 @@ class ChannelSupervisor:
             self._scope.cancel()
         scope = self._scope = trio.CancelScope()
         self.records = [AdapterRecord(tuple(a.keys)) for a in adapters]
+        self._adapters = list(adapters)
         self._nursery.start_soon(self._serve_all, scope, list(adapters), self.records)
 
     async def _serve_all(

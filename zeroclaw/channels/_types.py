@@ -71,6 +71,17 @@ class ChannelFailure(msgspec.Struct, frozen=True):
 
 Outcome = ChannelAnswer | ChannelRefused | ChannelFailure
 
+
+class Scheduled(msgspec.Struct, frozen=True):
+    """A scheduled run's outcome going out on a channel the agent binds (issue 28): the
+    schedule (`<agent>.<name>`) and the run (the same id after a restart, so a receiver
+    may drop a repeat)."""
+
+    schedule: str
+    run_id: str
+    outcome: Outcome
+
+
 # How an adapter asks its sender to approve a supervised action: (approval id, what) ->
 # yes or no. The daemon bounds it by the approval timeout (a timeout is a no); None: this
 # channel cannot ask, so the action is denied.

@@ -36,7 +36,7 @@ from ..config import WebhookChannel
 from ._adapter import ChannelStartFailed
 from ._host import ChannelHost
 from ._routing import Routed
-from ._types import ChannelFailure, ChannelRefused, Inbound, Outcome
+from ._types import ChannelFailure, ChannelRefused, Inbound, Outcome, Scheduled
 from ._webhook_core import (
     SIGNATURE_HEADER,
     TIMESTAMP_HEADER,
@@ -56,6 +56,7 @@ from ._webhook_core import (
     parse_approval,
     parse_message,
     parse_route,
+    schedule_body,
     sign,
 )
 
@@ -455,52 +456,81 @@ class WebhookAdapter:
         self._nursery.start_soon(self._deliver, alias, message_id, body)
 
     async def _deliver(self, alias: str, message_id: str, body: bytes) -> None:
-        assert self._client is not None
-        hook = self._channels[alias]
-        assert hook.callback_url is not None
-        delays = callback_delays(hook.callback_max_attempts, self.callback_backoff_secs)
-        last = ""
         try:
-            for attempt in range(hook.callback_max_attempts):
-                # A fresh timestamp per attempt: a late retry is still inside the window.
-                stamp = str(int(time.time()))
-                headers = {
-                    "content-type": "application/json",
-                    TIMESTAMP_HEADER: stamp,
-                    SIGNATURE_HEADER: sign(self._secrets[alias], stamp, body),
-                }
-                status: int | None
-                try:
-                    # Streamed and never read: the receiver's body is not ours to buffer.
-                    async with self._client.stream(
-                        "POST", hook.callback_url, content=body, headers=headers
-                    ) as response:
-                        status = response.status_code
-                    last = f"HTTP {status}"
-                except httpx.TransportError as exc:  # connection errors and timeouts
-                    status, last = None, type(exc).__name__
-                verdict = callback_verdict(status)
-                if verdict == "delivered":
-                    self._settle("delivered")
-                    return
-                if verdict == "give_up":
-                    break
-                if attempt < len(delays):
-                    await trio.sleep(delays[attempt])
-            self._settle("failed")
-            log.warning(
-                "webhook.%s: callback for message %s not delivered after %d attempt(s) (last: %s)",
-                alias,
-                message_id,
-                attempt + 1,
-                last,
-                extra={"channel": f"webhook.{alias}"},
-            )
+            failed = await self._attempts(alias, body)
+            self._settle("failed" if failed else "delivered")
+            if failed:
+                log.warning(
+                    "webhook.%s: callback for message %s %s",  # "not delivered after ..."
+                    alias,
+                    message_id,
+                    failed,
+                    extra={"channel": f"webhook.{alias}"},
+                )
         except Exception:  # a bad URL or a client bug must not take the listener down
             self._settle("failed")
             log.exception("webhook.%s: callback for message %s failed", alias, message_id)
         finally:
             self._callbacks_in_flight -= 1
+
+    async def _attempts(self, alias: str, body: bytes) -> str | None:
+        """POST `body` to the channel's callback URL, signed, retried with backoff: None
+        once a 2xx answers, else what the last attempt met."""
+        assert self._client is not None
+        hook = self._channels[alias]
+        assert hook.callback_url is not None
+        delays = callback_delays(hook.callback_max_attempts, self.callback_backoff_secs)
+        last = ""
+        for attempt in range(hook.callback_max_attempts):
+            # A fresh timestamp per attempt: a late retry is still inside the window.
+            stamp = str(int(time.time()))
+            headers = {
+                "content-type": "application/json",
+                TIMESTAMP_HEADER: stamp,
+                SIGNATURE_HEADER: sign(self._secrets[alias], stamp, body),
+            }
+            status: int | None
+            try:
+                # Streamed and never read: the receiver's body is not ours to buffer.
+                async with self._client.stream(
+                    "POST", hook.callback_url, content=body, headers=headers
+                ) as response:
+                    status = response.status_code
+                last = f"HTTP {status}"
+            except httpx.TransportError as exc:  # connection errors and timeouts
+                status, last = None, type(exc).__name__
+            verdict = callback_verdict(status)
+            if verdict == "delivered":
+                return None
+            if verdict == "give_up":
+                break
+            if attempt < len(delays):
+                await trio.sleep(delays[attempt])
+        return f"not delivered after {attempt + 1} attempt(s) (last: {last})"
+
+    async def push(self, key: str, scheduled: Scheduled) -> str | None:
+        """A scheduled run's outcome, POSTed to the channel's callback URL like a callback
+        (signed, retried), awaited; within the same bound of callbacks in flight."""
+        alias = key.removeprefix("webhook.")
+        hook = self._channels.get(alias)
+        if hook is None or hook.callback_url is None or self._client is None:
+            return f"{key} has no callback_url to deliver to"
+        if self._callbacks_in_flight >= self.max_callbacks:
+            self._settle("dropped")
+            return f"{self._callbacks_in_flight} callbacks in flight"
+        status, body = outcome_response(scheduled.outcome)
+        self._callbacks_in_flight += 1
+        try:
+            failed = await self._attempts(
+                alias, schedule_body(scheduled.schedule, scheduled.run_id, status, body)
+            )
+        except Exception as exc:
+            log.exception("webhook.%s: delivery of run %s failed", alias, scheduled.run_id)
+            failed = f"failed: {type(exc).__name__}"
+        finally:
+            self._callbacks_in_flight -= 1
+        self._settle("failed" if failed else "delivered")
+        return failed
 
     def _approve(
         self, route: Approve, approved: bool, stamp: str, signature: str, now: float

@@ -386,6 +386,14 @@ def callback_body(message_id: str, status: int, body: bytes) -> bytes:
     return msgspec.json.encode({"message_id": message_id, "status": status, **fields})
 
 
+def schedule_body(schedule: str, run_id: str, status: int, body: bytes) -> bytes:
+    """A scheduled run's POST to the callback URL: the synchronous response's body with its
+    HTTP status as `"status"`, and the schedule and run instead of a message id."""
+    fields = msgspec.json.decode(body)
+    assert isinstance(fields, dict)
+    return msgspec.json.encode({"schedule": schedule, "run_id": run_id, "status": status, **fields})
+
+
 def approval_callback_body(message_id: str, approval_id: str, what: str, status_url: str) -> bytes:
     """The callback of a turn waiting for an approval (answered on the approvals endpoint)."""
     return msgspec.json.encode(

@@ -223,6 +223,10 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "reload": ("daemon_cmd", "Validate the config file and apply what changed (like SIGHUP)."),
     "route": ("route_cmd", "Explain and probe agent-to-agent routing."),
+    "schedules": (
+        "schedules_cmd",
+        "Scheduled turns: configured, heartbeats and agents' reminders; run, pause, resume.",
+    ),
     "service": (
         "service_cmd",
         "Install, remove and inspect the systemd unit (system-wide, or --user).",

@@ -56,3 +56,9 @@ class LocalReach:
             "unavailable",
             "running in-process without a daemon: adapters are admitted only by the daemon",
         )
+
+    async def schedule(self, op: Operation[Req, Ans], body: Req) -> ToolResult:
+        return ToolResult.refused(
+            "unavailable",
+            "running in-process without a daemon: reminders are kept only by the daemon",
+        )

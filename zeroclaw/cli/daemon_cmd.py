@@ -276,6 +276,9 @@ def status_cmd(as_json: bool) -> None:
         click.echo(text)
         if pins.store_problem:
             click.echo(f"degraded  {terminal_safe(pins.store_problem, one_line=True)}")
+    for due in data.schedules:
+        when = datetime.fromtimestamp(due.at).isoformat(timespec="seconds")
+        click.echo(f"schedule  {due.agent}.{due.schedule} next at {when}; zeroclaw schedules list")
     for p in data.providers:
         text = f"provider  {p.agent} {p.provider}: {p.state}"
         if p.failures:

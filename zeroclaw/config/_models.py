@@ -18,6 +18,7 @@ from typing import Annotated, Literal
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     ValidationInfo,
@@ -71,7 +72,30 @@ def _resolve_path(value: Path, info: ValidationInfo) -> Path:
     return Path(os.path.normpath(value))
 
 
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
+_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def parse_duration(value: object) -> object:
+    """'90s', '15m', '1h30m', '2d', '500ms' (or a number of seconds) -> seconds."""
+    if isinstance(value, bool):
+        raise ValueError("a duration is a string such as '15m' or a number of seconds")
+    if isinstance(value, int | float):
+        return float(value)
+    if not isinstance(value, str):
+        return value  # pydantic says what it is not
+    text = value.strip().lower()
+    parts = _DURATION_PART.findall(text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        raise ValueError(
+            f"{value[:40]!r} is not a duration: a number and a unit (ms, s, m, h, d), "
+            "several may follow one another, e.g. '90s', '15m', '1h30m'"
+        )
+    return sum(float(n) * _DURATION_UNITS[u] for n, u in parts)
+
+
 EnvVarName = Annotated[str, AfterValidator(_check_env_var_name)]
+Duration = Annotated[float, BeforeValidator(parse_duration)]
 HttpUrl = Annotated[str, AfterValidator(_check_http_url)]
 ConfigPath = Annotated[Path, AfterValidator(_resolve_path)]
 Seconds = Annotated[float, Field(gt=0, le=86_400 * 7)]
@@ -330,6 +354,28 @@ DEFAULT_FORBIDDEN_PATHS = (
 )
 
 
+class ReminderGrant(_Strict):
+    """The reminder tools a risk profile grants (issue 28), and their bounds per agent."""
+
+    max_per_agent: Annotated[int, Field(ge=1, le=1000)] = Field(
+        default=16,
+        description="Reminders one agent may hold at once; schedule_create beyond it is "
+        "refused `reminder_limit`.",
+    )
+    max_per_channel: Annotated[int, Field(ge=1, le=1000)] = Field(
+        default=4,
+        description="Reminders the outside senders of one channel hold together on one agent "
+        "(a sender that changes its name holds no more), so a channel's senders cannot take "
+        "the operator's room; beyond it schedule_create is refused `reminder_limit`.",
+    )
+    min_interval: Annotated[Duration, Field(ge=60, le=86_400 * 366)] = Field(
+        default=300.0,
+        description="The shortest interval (and the soonest one-shot delay, less the "
+        "grace) a reminder may have, e.g. '5m'; a shorter one is refused "
+        "`reminder_too_frequent`. At least one minute.",
+    )
+
+
 class RiskProfile(_Strict):
     level: RiskLevel = Field(
         description="'readonly' refuses writes and shell; 'supervised' asks approval for "
@@ -363,6 +409,13 @@ class RiskProfile(_Strict):
         default=120.0,
         description="How long a supervised action waits for a yes on the channel that "
         "started the turn; no answer in time is a denial.",
+    )
+    reminders: ReminderGrant | None = Field(
+        default=None,
+        description="Give this profile's agents the reminder tools (schedule_create, "
+        "schedule_list, schedule_delete): schedules they make themselves, bounded per agent. "
+        "A supervised agent's schedule_create asks approval on the channel that started the "
+        "turn. Absent: no reminder tools. Not for a readonly profile.",
     )
     allowed_endpoints: tuple[str, ...] = Field(
         default=(),
@@ -772,6 +825,156 @@ class McpServerConfig(_Strict):
         return "stdio" if self.command is not None else "http"
 
 
+# --------------------------------------------------------------------------- schedules
+
+# An agent's heartbeat is its schedule of this name, and the schedules it makes itself
+# are named `reminder-<n>`: neither may be a configured schedule's name.
+HEARTBEAT_SCHEDULE = "heartbeat"
+REMINDER_PREFIX = "reminder-"
+# The reminder tools (zeroclaw.tools.REMINDER_TOOL_NAMES; a test keeps them in step): an
+# agent has them when its risk profile has `reminders`.
+ReminderToolName = Literal["schedule_create", "schedule_list", "schedule_delete"]
+SESSION_NAME = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+MAX_SCHEDULES_PER_AGENT = 1024
+
+
+def check_cron(expr: str, timezone: str) -> str | None:
+    """Why a cron schedule cannot be used (None: it can): five fields croniter reads (its
+    hashed `H` fields are not cron's), a zone this machine knows, and some date it
+    matches."""
+    fields = expr.split()
+    if len(fields) != 5:
+        return (
+            f"a cron expression has five fields (minute hour day month weekday), not {len(fields)}"
+        )
+    from datetime import datetime
+    from zoneinfo import ZoneInfo
+
+    from croniter import CroniterBadDateError, croniter  # only a config with a cron loads it
+
+    if not croniter.is_valid(expr) or any(_HASHED.search(f) for f in fields):
+        return f"{expr!r} is not a valid cron expression"
+    try:
+        ZoneInfo(timezone)
+    except (ValueError, KeyError, OSError):
+        return f"unknown timezone {timezone!r} (an IANA name such as Europe/Berlin)"
+    try:
+        croniter(expr, datetime(2026, 1, 1)).get_next(datetime)
+    except CroniterBadDateError:
+        return f"{expr!r} matches no date"
+    return None
+
+
+_HASHED = re.compile(r"(^|,)[Hh](\(|/|,|$)")
+
+
+def _session_name(value: str) -> str:
+    if not SESSION_NAME.match(value):
+        raise ValueError("a session name is 1-64 letters, digits, '.', '_' or '-'")
+    return value
+
+
+class _ScheduledTurn(_Strict):
+    """What a schedule's and a heartbeat's turns share."""
+
+    session: Annotated[str, AfterValidator(_session_name)] = Field(
+        default="default",
+        description="The session its turns continue: a name inside the schedule's own origin "
+        "(schedule:<agent>.<name>/<session>), never the operator's or a sender's.",
+    )
+    tools: tuple[str, ...] = Field(
+        default=(),
+        description="Tools its turns may use (the peer_tools names, reminder tools aside). "
+        "Default: none, like any origin but the operator's.",
+    )
+    deliver_to: str = Field(
+        default="log",
+        description="Where each run's reply goes: 'log' (the daemon's log and events), or a "
+        "channel this agent binds: a webhook channel with a callback_url (POSTed, signed) or "
+        "a serial channel (written as lines).",
+    )
+    enabled: bool = Field(default=True, description="A disabled schedule never fires.")
+    jitter: Annotated[Duration, Field(ge=0, le=86_400)] = Field(
+        default=0.0,
+        description="Each run starts up to this much after its time (the same delay for the "
+        "same slot, spread over schedules), e.g. '30s'.",
+    )
+    timeout: Annotated[Duration, Field(gt=0, le=86_400)] = Field(
+        default=600.0,
+        description="A run's turn that takes longer is cancelled and reported failed (`timeout`).",
+    )
+
+    @field_validator("tools")
+    @classmethod
+    def _distinct_tools(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return _listed_once(value)
+
+
+class ScheduleConfig(_ScheduledTurn):
+    """A turn the agent runs on its own (issue 28): at the times `cron` matches in
+    `timezone`, or `every` interval."""
+
+    cron: str | None = Field(
+        default=None,
+        max_length=256,
+        description="Five cron fields (minute hour day month weekday), read in `timezone`, "
+        "e.g. '0 8 * * 1-5'. A time the clocks skip runs once at the next valid time; a "
+        "repeated one runs once. Either this or `every`.",
+    )
+    timezone: str = Field(
+        default="UTC",
+        max_length=64,
+        description="The IANA zone `cron` is read in, e.g. 'Europe/Berlin'.",
+    )
+    every: Annotated[Duration, Field(ge=1, le=86_400 * 366)] | None = Field(
+        default=None,
+        description="An interval, e.g. '15m' or '1h30m' (at least 1s), counted from the unix "
+        "epoch so a restart finds the same times. Either this or `cron`.",
+    )
+    text: str = Field(
+        min_length=1, max_length=8192, description="The message each run sends the agent."
+    )
+    overlap: Literal["skip", "queue"] = Field(
+        default="skip",
+        description="When its time comes while its last run still runs: 'skip' it, or "
+        "'queue' it (one at most) to run when the last one ends.",
+    )
+    catch_up: Literal["none", "latest"] = Field(
+        default="none",
+        description="Runs missed while the daemon was down (or more than a minute late): "
+        "'none' reports them missed, 'latest' runs the latest one once.",
+    )
+
+    @model_validator(mode="after")
+    def _one_trigger(self) -> ScheduleConfig:
+        if (self.cron is None) == (self.every is None):
+            raise ValueError("a schedule has either cron or every, not both")
+        if self.cron is not None:
+            problem = check_cron(self.cron, self.timezone)
+            if problem is not None:
+                raise ValueError(problem)
+        elif self.timezone != "UTC":
+            raise ValueError("timezone is for a cron schedule")
+        if self.every is not None and self.jitter >= self.every:
+            raise ValueError("jitter must be shorter than the interval (every)")
+        return self
+
+
+class HeartbeatConfig(_ScheduledTurn):
+    """Every `every`, the daemon reads HEARTBEAT.md in the agent's workspace; when it has
+    open items, the agent runs a turn on them (nothing runs when it is empty or absent)."""
+
+    every: Annotated[Duration, Field(ge=1, le=86_400 * 366)] = Field(
+        description="How often HEARTBEAT.md is looked at, e.g. '30m'."
+    )
+
+    @model_validator(mode="after")
+    def _jitter_inside(self) -> HeartbeatConfig:
+        if self.jitter >= self.every:
+            raise ValueError("jitter must be shorter than the interval (every)")
+        return self
+
+
 MAX_PROVIDER_CHAIN = 8
 
 
@@ -875,6 +1078,17 @@ class AgentConfig(_Strict):
         "this agent's risk profile is refused. Default: none.",
     )
 
+    schedules: dict[str, ScheduleConfig] = Field(
+        default_factory=dict,
+        description="Turns this agent runs on its own, by name: [agents.<alias>.schedules."
+        "<name>] with cron or every, text, and where the reply goes (issue 28).",
+    )
+    heartbeat: HeartbeatConfig | None = Field(
+        default=None,
+        description="Look at HEARTBEAT.md in the workspace every so often and run a turn on "
+        "its open items. Absent: no heartbeat.",
+    )
+
     @field_validator("model_provider")
     @classmethod
     def _provider_chain(cls, value: str | tuple[str, ...] | None) -> str | tuple[str, ...] | None:
@@ -897,6 +1111,13 @@ class AgentConfig(_Strict):
     @classmethod
     def _distinct_tools(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         return _listed_once(value)
+
+    @field_validator("schedules")
+    @classmethod
+    def _schedule_count(cls, value: dict[str, ScheduleConfig]) -> dict[str, ScheduleConfig]:
+        if len(value) > MAX_SCHEDULES_PER_AGENT:
+            raise ValueError(f"at most {MAX_SCHEDULES_PER_AGENT} schedules per agent")
+        return value
 
     @field_validator("mcp")
     @classmethod

@@ -21,15 +21,18 @@ from ._endpoints import endpoint_allowed, endpoint_key
 from ._errors import ConfigIssue, did_you_mean
 from ._models import (
     ADAPTER_TOOL_NAME,
+    HEARTBEAT_SCHEDULE,
     MCP_SERVER_NAME,
     MCP_TOOL_PREFIX,
     PROVIDER_TOOL_NAME,
+    REMINDER_PREFIX,
     SKILL_TOOL_NAME,
     AgentConfig,
     ChannelsTable,
     Config,
     DispatchToolName,
     ProvidersTable,
+    ReminderToolName,
     ToolName,
     mcp_tool_name,
 )
@@ -52,6 +55,7 @@ TOOL_NAME_SYNTAX = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 SUBAGENT_ID_SYNTAX = re.compile(r"^[a-z][a-z0-9_-]{0,63}$")
 BUILTIN_TOOLS: frozenset[str] = frozenset(get_args(ToolName))
 DISPATCH_TOOLS: frozenset[str] = frozenset(get_args(DispatchToolName))
+REMINDER_TOOLS: frozenset[str] = frozenset(get_args(ReminderToolName))
 _NAMED_TABLES = ("risk_profiles", "runtime_profiles", "agents", "peer_groups")
 
 
@@ -343,14 +347,30 @@ def rule_mcp_endpoints(
                 )
 
 
-def listed_tools(agent: AgentConfig) -> frozenset[str]:
+def listed_tools(config: Config, agent: AgentConfig) -> frozenset[str]:
     """The tools an agent has because its config lists what they reach: invoke_adapter
-    for `adapters`, skill_read for `skills`."""
-    return frozenset(
+    for `adapters`, skill_read for `skills`, the reminder tools when its risk profile
+    grants `reminders`."""
+    listed = frozenset(
         name
         for name, listed in ((ADAPTER_TOOL_NAME, agent.adapters), (SKILL_TOOL_NAME, agent.skills))
         if listed
     )
+    profile = config.risk_profiles.get(agent.risk_profile or "")
+    return listed | REMINDER_TOOLS if profile is not None and profile.reminders else listed
+
+
+def agent_tool_names(config: Config, agent: AgentConfig) -> frozenset[str]:
+    """Every tool name a turn of this agent can be granted (peer_tools' vocabulary)."""
+    return (
+        BUILTIN_TOOLS
+        | DISPATCH_TOOLS
+        | frozenset(agent.facades)
+        | listed_tools(config, agent)
+        | agent_mcp_tools(config, agent)
+    )
+
+
 def rule_budget_origins(
     config: Config, declared: Declared, env: Mapping[str, str]
 ) -> Iterator[ConfigIssue]:
@@ -401,13 +421,7 @@ def rule_peer_tools(
     its own facades, invoke_adapter when it lists adapters, skill_read when it lists
     skills, or an allowed tool of an MCP server it uses."""
     for alias, agent in sorted(config.agents.items()):
-        known = (
-            BUILTIN_TOOLS
-            | DISPATCH_TOOLS
-            | frozenset(agent.facades)
-            | listed_tools(agent)
-            | agent_mcp_tools(config, agent)
-        )
+        known = agent_tool_names(config, agent)
         for i, name in enumerate(agent.peer_tools):
             if name not in known:
                 yield ConfigIssue(
@@ -427,7 +441,7 @@ def rule_peer_group_tools(
         members = [config.agents[a] for a in group.agents if a in config.agents]
         known = set(BUILTIN_TOOLS | DISPATCH_TOOLS)
         for agent in members:
-            known |= set(agent.facades) | agent_mcp_tools(config, agent) | listed_tools(agent)
+            known |= agent_tool_names(config, agent)
         for i, tool in enumerate(group.tools):
             if tool not in known:
                 yield ConfigIssue(
@@ -435,6 +449,86 @@ def rule_peer_group_tools(
                     f"unknown tool {tool!r}{did_you_mean(tool, frozenset(known))}; known: "
                     f"{', '.join(sorted(known))}",
                 )
+
+
+# --------------------------------------------------------------------------- schedules
+
+
+def rule_schedules(
+    config: Config, declared: Declared, env: Mapping[str, str]
+) -> Iterator[ConfigIssue]:
+    """A schedule's name is an alias-like name, neither `heartbeat` nor `reminder-...`
+    (those are the heartbeat's and the agent's own reminders'); its turns' tools are the
+    agent's (a schedule does not make schedules: no reminder tool); it delivers to `log` or
+    to a channel the agent binds that can carry a message out (a webhook channel with a
+    callback_url, a serial channel)."""
+    for alias, agent in sorted(config.agents.items()):
+        known = agent_tool_names(config, agent) - REMINDER_TOOLS
+        turns: list[tuple[tuple[str | int, ...], object]] = [
+            (("agents", alias, "schedules", name), entry)
+            for name, entry in sorted(agent.schedules.items())
+        ]
+        if agent.heartbeat is not None:
+            turns.append((("agents", alias, "heartbeat"), agent.heartbeat))
+        for key, entry in turns:
+            name = key[-1]
+            if key[2] == "schedules":
+                if not ALIAS_SYNTAX.match(str(name)):
+                    yield ConfigIssue(
+                        key,
+                        "a schedule's name is lowercase letters, digits, '-' and '_', "
+                        "a letter first, at most 32",
+                    )
+                elif name == HEARTBEAT_SCHEDULE or str(name).startswith(REMINDER_PREFIX):
+                    yield ConfigIssue(
+                        key,
+                        f"{name!r} is reserved: 'heartbeat' is [agents.{alias}.heartbeat] "
+                        f"and '{REMINDER_PREFIX}...' names the agent's own reminders",
+                    )
+            for i, tool in enumerate(getattr(entry, "tools", ())):
+                if tool in REMINDER_TOOLS:
+                    yield ConfigIssue(
+                        (*key, "tools", i), f"{tool!r}: a schedule's turn does not make schedules"
+                    )
+                elif tool not in known:
+                    yield ConfigIssue(
+                        (*key, "tools", i),
+                        f"unknown tool {tool!r}{did_you_mean(tool, known)}; known: "
+                        f"{', '.join(sorted(known))}",
+                    )
+            problem = delivery_problem(config, alias, str(getattr(entry, "deliver_to", "log")))
+            if problem is not None:
+                yield ConfigIssue((*key, "deliver_to"), problem)
+    for name, profile in sorted(config.risk_profiles.items()):
+        if profile.reminders is not None and profile.level == "readonly":
+            yield ConfigIssue(
+                ("risk_profiles", name, "reminders"),
+                "a readonly profile makes nothing, reminders included; remove it or raise "
+                "the level",
+            )
+
+
+def delivery_problem(config: Config, alias: str, target: str) -> str | None:
+    """Why agent `alias` cannot deliver a scheduled run's reply to `target` (None: it can):
+    `log`, or a channel it binds that carries a message out."""
+    if target == "log":
+        return None
+    agent = config.agents.get(alias)
+    if agent is None or target not in agent.channels:
+        bound = ", ".join(agent.channels) if agent is not None and agent.channels else "none"
+        return (
+            f"{target!r} is not a channel agent {alias!r} binds (its channels: {bound}); "
+            "a schedule delivers to 'log' or to one of them"
+        )
+    kind, _, name = target.partition(".")
+    if kind == "webhook":
+        hook = config.channels.webhook.get(name)
+        if hook is not None and hook.callback_url is None:
+            return f"{target!r} has no callback_url: a webhook delivers a run's reply there"
+        return None
+    if kind == "serial":
+        return None
+    return f"{target!r}: a {kind} channel has nobody to deliver a scheduled reply to"
 
 
 # --------------------------------------------------------------------------- peer groups
@@ -771,6 +865,7 @@ RULES: tuple[Rule, ...] = (
     rule_budget_origins,
     rule_peer_tools,
     rule_peer_group_tools,
+    rule_schedules,
     rule_peer_groups,
     rule_distinct_workspaces,
     rule_workspace_not_forbidden,

@@ -35,6 +35,9 @@ from ._replies import (
     ProbeReply,
     ReloadReply,
     RevisionsReply,
+    ScheduleInfo,
+    ScheduleRunReply,
+    SchedulesReply,
     SessionReply,
     SessionsReply,
     ShutdownReply,
@@ -69,6 +72,11 @@ ControlOwnErrorCode = Literal[
     "nothing_to_trust",
     # `mcp trust`: the daemon's MCP pin store is unreadable (the message says the fix)
     "mcp_pins_corrupt",
+    # `schedules show|run|pause|resume`: no such schedule; a bare name several agents have
+    "unknown_schedule",
+    "ambiguous_schedule",
+    # `schedules run`: its last run has not ended
+    "schedule_running",
     # `mcp trust --digest`: the server listed another schema since the one reviewed
     "digest_changed",
 ]
@@ -348,6 +356,44 @@ class McpTrust(Request[McpTrustReply], tag="mcp.trust", frozen=True):
     digest: str | None = None
 
 
+# --- schedules (`zeroclaw schedules`, issue 28) -------------------------------------------
+
+
+class SchedulesList(Request[SchedulesReply], tag="schedules.list", frozen=True):
+    """Every schedule (of one agent): configured, heartbeats and agents' reminders."""
+
+    reply_type = SchedulesReply
+    agent: str | None = None
+
+
+class ScheduleShow(Request[ScheduleInfo], tag="schedules.show", frozen=True):
+    """`name`: `<agent>.<name>`, or a bare name only one agent has."""
+
+    reply_type = ScheduleInfo
+    name: str
+
+
+class ScheduleRun(Request[ScheduleRunReply], tag="schedules.run", frozen=True):
+    """Run a schedule now, outside its times (refused while its last run runs)."""
+
+    reply_type = ScheduleRunReply
+    name: str
+
+
+class SchedulePause(Request[ScheduleInfo], tag="schedules.pause", frozen=True):
+    """Stop its runs until resumed (kept across restarts); a queued run is dropped."""
+
+    reply_type = ScheduleInfo
+    name: str
+
+
+class ScheduleResume(Request[ScheduleInfo], tag="schedules.resume", frozen=True):
+    """Run it again from its next time; what passed while paused is not caught up."""
+
+    reply_type = ScheduleInfo
+    name: str
+
+
 CoreRequest = (
     Status
     | AgentsList
@@ -383,7 +429,8 @@ SubagentRequest = (
     | InvocationCancel
 )
 McpRequest = McpList | McpShow | McpTools | McpTrust
-AnyRequest = CoreRequest | SubagentRequest | McpRequest
+ScheduleRequest = SchedulesList | ScheduleShow | ScheduleRun | SchedulePause | ScheduleResume
+AnyRequest = CoreRequest | SubagentRequest | McpRequest | ScheduleRequest
 
 
 def _members(union: object) -> tuple[type[Request[Any]], ...]:
@@ -396,6 +443,8 @@ REQUEST_TYPES = _members(CoreRequest)
 SUBAGENT_REQUEST_TYPES = _members(SubagentRequest)
 # Likewise: they need the daemon's MCP pin service (zeroclaw.pins).
 MCP_REQUEST_TYPES = _members(McpRequest)
+# Likewise: they need the daemon's schedule service (zeroclaw.schedules).
+SCHEDULE_REQUEST_TYPES = _members(ScheduleRequest)
 
 
 class Reply(msgspec.Struct, Generic[R], frozen=True, omit_defaults=True):

@@ -137,6 +137,61 @@ class McpStatus(msgspec.Struct, frozen=True):
     store_problem: str = ""
 
 
+class NextFire(msgspec.Struct, frozen=True):
+    """An agent's schedule due first, in `zeroclaw status` (issue 28)."""
+
+    agent: str
+    schedule: str
+    at: float  # wall clock
+
+
+class ScheduleRunInfo(msgspec.Struct, frozen=True, omit_defaults=True):
+    """How a schedule's last run ended: `delivered`, or the failure's code."""
+
+    run_id: str
+    outcome: str
+    ended_at: float
+    detail: str = ""
+    slot: float | None = None
+
+
+class ScheduleInfo(msgspec.Struct, frozen=True, omit_defaults=True):
+    """One schedule (`zeroclaw schedules list|show`): configured, a heartbeat, or an agent's
+    own reminder."""
+
+    agent: str
+    name: str
+    kind: str  # config | heartbeat | reminder
+    trigger: str  # "cron 0 8 * * 1-5 in Europe/Berlin", "every 900s", "once at 1767254400"
+    deliver_to: str
+    enabled: bool
+    paused: bool
+    next_fire: float | None = None
+    running: str | None = None  # the run in progress
+    queued: float | None = None  # a slot waiting for it
+    last_run: ScheduleRunInfo | None = None
+    # `show` only
+    text: str | None = None
+    session: str | None = None
+    tools: list[str] | None = None
+    overlap: str | None = None
+    catch_up: str | None = None
+    jitter_secs: float | None = None
+    timeout_secs: float | None = None
+    created_by: str | None = None
+
+
+class SchedulesReply(msgspec.Struct, frozen=True):
+    schedules: list[ScheduleInfo]
+
+
+class ScheduleRunReply(msgspec.Struct, frozen=True):
+    """`schedules run`: the run started (its outcome comes as events)."""
+
+    schedule: str
+    run_id: str
+
+
 class ProviderStatus(msgspec.Struct, frozen=True, omit_defaults=True):
     """One provider of an agent's fallback chain and its circuit breaker (ADR 0058), as
     the agent last reported it; `closed` until it reports otherwise."""
@@ -204,6 +259,8 @@ class StatusReply(msgspec.Struct, frozen=True, omit_defaults=True):
     approvals: list[ApprovalInfo] = msgspec.field(default_factory=list)
     # MCP servers' pinned tools (issue 26); None while no server is configured.
     mcp: McpStatus | None = None
+    # Each agent's next scheduled run (issue 28), by agent.
+    schedules: list[NextFire] = msgspec.field(default_factory=list)
     # Fallback chains' providers and their breakers; budgets and what they spent (issue 27).
     providers: list[ProviderStatus] = msgspec.field(default_factory=list)
     budgets: list[BudgetStatus] = msgspec.field(default_factory=list)
@@ -273,7 +330,7 @@ MEMORY_REPLY_TYPES: dict[str, type[MemoryReply]] = {
 
 # Whose a session is: an origin kind (bus.OriginKind; mirrored, as the CLI does not load
 # the bus), or "unknown" for a key that is no origin's (written before origins had keys).
-SessionOwnerKindName = Literal["operator", "channel", "peer", "subagent", "unknown"]
+SessionOwnerKindName = Literal["operator", "channel", "peer", "subagent", "schedule", "unknown"]
 
 
 class SessionInfo(msgspec.Struct, frozen=True):

@@ -207,6 +207,58 @@ class McpServerChanged(_Event, tag="mcp.server", frozen=True):
     restarts: int = 0
 
 
+class ScheduleFired(_Event, tag="schedule.fired", frozen=True):
+    """A schedule's run started, recorded before its turn (issue 28): `slot` is the time it
+    was due (None: the operator's `schedules run`), `late` when it runs by `catch_up`."""
+
+    schedule: str  # "<agent>.<name>"
+    run_id: str
+    slot: float | None = None
+    late: bool = False
+
+
+class ScheduleDelivered(_Event, tag="schedule.delivered", frozen=True):
+    """A run's reply reached its `deliver_to` (a channel, or `log`)."""
+
+    schedule: str
+    run_id: str
+    deliver_to: str
+    duration_secs: float = 0.0
+
+
+class ScheduleFailed(_Event, tag="schedule.failed", frozen=True):
+    """A run did not end with its reply delivered. `code`: `turn_error` (the provider),
+    `timeout`, `refused`, `unavailable`, `budget_exceeded`, `cancelled`, `too_large`,
+    `not_delivered`, `daemon_restarted` (the last daemon died while it ran: it is not run
+    again), `store_failed`, `nothing_to_read` (a heartbeat file that cannot be read)."""
+
+    schedule: str
+    run_id: str
+    code: str
+    detail: str = ""
+
+
+class ScheduleSkipped(_Event, tag="schedule.skipped", frozen=True):
+    """A slot not run: `overlap` (its last run still ran), `queue_full`, `cancelled` (a
+    queued run of a schedule removed, disabled or paused), `nothing_open` (a heartbeat
+    whose HEARTBEAT.md has no open item)."""
+
+    schedule: str
+    reason: str
+    slot: float | None = None
+
+
+class ScheduleMissed(_Event, tag="schedule.missed", frozen=True):
+    """Slots that passed unrun: `down` (the daemon was not running), `late` (more than a
+    minute late), `coalesced` (several due at once: only the latest runs). `count` is at
+    least that many, `latest` the last of them."""
+
+    schedule: str
+    count: int
+    latest: float
+    reason: str
+
+
 class TurnSpent(_Event, tag="usage.turn", frozen=True):
     """What a turn's provider steps used, as its agent reported them (ADR 0057): tokens by
     kind, the cost at the config's prices (six decimals), who answered, who failed before.
@@ -272,6 +324,11 @@ Event = (
     | McpSchemaChanged
     | McpToolTrusted
     | McpServerChanged
+    | ScheduleFired
+    | ScheduleDelivered
+    | ScheduleFailed
+    | ScheduleSkipped
+    | ScheduleMissed
     | TurnSpent
     | BudgetExceeded
     | ProviderBreakerChanged

@@ -90,6 +90,10 @@ class MetricsSources:
     # (agent, quota kind) -> writes refused `quota_exceeded`; agent -> oldest turns dropped
     memory_quota_refusals: Callable[[], Mapping[tuple[str, str], int]] = _nothing
     memory_turns_dropped: Callable[[], Mapping[str, int]] = _nothing
+    # (agent, outcome) -> scheduled runs: fired, delivered, failed, skipped, missed; and
+    # agent -> its schedules (configured, heartbeat, reminders) (issue 28)
+    schedule_runs: Callable[[], Mapping[tuple[str, str], int]] = _nothing
+    schedules: Callable[[], Mapping[str, int]] = _nothing
     # The usage service's (issue 27): (agent, provider, kind) -> tokens; (agent, provider)
     # -> cost in pico-units; (agent, limit) -> turns refused, turns ended; (agent, provider)
     # -> steps it failed in, the chain's next provider answering.
@@ -562,6 +566,20 @@ class _Collector:
                 *sorted(m.sources.channels_refused().items()),
             ],
         )
+        yield _counter(
+            "zeroclaw_schedule_runs",
+            "Scheduled runs by agent and outcome: fired, delivered, failed, skipped, missed.",
+            ["agent", "outcome"],
+            sorted(m.sources.schedule_runs().items()),
+        )
+        scheduled = GaugeMetricFamily(
+            "zeroclaw_schedules",
+            "Schedules by agent: configured, heartbeats and the agent's own reminders.",
+            labels=["agent"],
+        )
+        for agent, n in sorted(m.sources.schedules().items()):
+            scheduled.add_metric([agent], n)
+        yield scheduled
         yield _counter(
             "zeroclaw_subagent_invocations",
             "Sub-agent invocations by terminal state and error code ('' when none).",

@@ -27,6 +27,11 @@ runs without a model; anything else gets a plain answer from a few rules.
                                inside it (ADR 0056)
     mcp SERVER TOOL [JSON]  -> mcp__SERVER__TOOL with the JSON object as its arguments
                                (an MCP server's tool; issue 26), {} without one
+    remind in|every DURATION [to TARGET]: TEXT
+    remind cron FIELDS [to TARGET]: TEXT
+                            -> schedule_create (an agent's own reminder; issue 28)
+    reminders               -> schedule_list
+    unremind NAME           -> schedule_delete
 
 After the tools ran, `reply()` turns their results into the answer.
 
@@ -145,6 +150,31 @@ _MCP = re.compile(
 )
 
 
+# The reminder tools (issue 28): offered when the agent's risk profile grants reminders.
+_REMIND = re.compile(
+    r"^remind\s+(?P<how>in|every|cron)\s+(?P<when>[^:]+?)(?:\s+to\s+(?P<to>[a-z0-9_.-]+))?"
+    r"\s*:\s*(?P<text>.+)$",
+    re.S | re.I,
+)
+_REMINDERS = re.compile(r"^reminders\s*$", re.I)
+_UNREMIND = re.compile(r"^unremind\s+(?P<name>\S+)\s*$", re.I)
+
+
+def _remind_call(message: str) -> ToolCall | None:
+    if _REMINDERS.match(message):
+        return ToolCall("schedule_list", {})
+    if (gone := _UNREMIND.match(message)) is not None:
+        return ToolCall("schedule_delete", {"name": gone["name"]})
+    match = _REMIND.match(message)
+    if match is None:
+        return None
+    how = {"in": "after", "every": "every", "cron": "cron"}[match["how"].lower()]
+    args: dict[str, object] = {"text": match["text"].strip(), how: match["when"].strip()}
+    if match["to"]:
+        args["deliver_to"] = match["to"]
+    return ToolCall("schedule_create", args)
+
+
 def _mcp_call(message: str) -> ToolCall | None:
     match = _MCP.match(message)
     if match is None:
@@ -183,6 +213,8 @@ def parse(text: str) -> ToolCall | None:
     message = text.strip()
     if (mcp := _mcp_call(message)) is not None:
         return mcp
+    if (remind := _remind_call(message)) is not None:
+        return remind
     for pattern, tool, _ in _DISPATCH_RULES:
         if (match := pattern.match(message)) is not None:
             if tool == "agent_catalog":

@@ -42,6 +42,7 @@ from ..control import (
     McpStatus,
     Metrics,
     MetricsReply,
+    NextFire,
     ProviderStatus,
     Reload,
     ReloadReply,
@@ -85,8 +86,10 @@ class StatusCommand:
         mcp: Callable[[], McpStatus | None] = lambda: None,
         providers: Callable[[], list[ProviderStatus]] = list,
         budgets: Callable[[], list[BudgetStatus]] = list,
+        schedules: Callable[[], list[NextFire]] = list,
     ) -> None:
         self._status = status
+        self._schedules = schedules
         self._mcp = mcp
         self._providers = providers
         self._budgets = budgets
@@ -106,6 +109,7 @@ class StatusCommand:
                 discovery=self._discovery(),
                 approvals=[] if self._approvals is None else approval_infos(self._approvals),
                 mcp=self._mcp(),
+                schedules=self._schedules(),
                 providers=self._providers(),
                 budgets=self._budgets(),
             ),

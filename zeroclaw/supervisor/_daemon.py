@@ -38,10 +38,19 @@ from ..channels import (
     channel_adapters,
     channel_settings,
 )
-from ..config import Config, ConfigError, DaemonPaths, daemon_paths, daemon_refusals, load_config
+from ..config import (
+    Config,
+    ConfigError,
+    DaemonPaths,
+    daemon_paths,
+    daemon_refusals,
+    load_config,
+    workspace_path,
+)
 from ..control import (
     MCP_REQUEST_TYPES,
     REQUEST_TYPES,
+    SCHEDULE_REQUEST_TYPES,
     SUBAGENT_REQUEST_TYPES,
     AgentRestart,
     AgentsList,
@@ -58,6 +67,7 @@ from ..control import (
     EventsFollow,
     EventsRecent,
     MemoryCommand,
+    NextFire,
     Reload,
     RouteProbe,
     SessionShow,
@@ -83,6 +93,13 @@ from ..memory import (
 from ..ops import Metrics, MetricsListen, MetricsSources, metrics_listen
 from ..pins import PinService, PinStore, pins_path, register_pin_commands
 from ..policy import ROOT_FIX, code_roots, daemon_code_paths, root_warning
+from ..schedules import (
+    ReminderService,
+    ScheduleService,
+    ScheduleStore,
+    ScheduleStoreError,
+    register_schedule_commands,
+)
 from ..skills import SkillCatalogue, load_catalogue
 from ..subagents import (
     DispatchService,
@@ -95,6 +112,7 @@ from ..subagents import (
 from ..turns import (
     ADAPTER_SERVICE,
     MCP_SERVICE,
+    SCHEDULE_SERVICE,
     SUBAGENT_SERVICE,
     TURN_SERVICE,
     USAGE_SERVICE,
@@ -183,6 +201,7 @@ class DaemonParts:
     notifier: Notifier
     store: MemoryStore
     subagent_store: SubagentStore
+    schedule_store: ScheduleStore
     ledger: UsageLedger
     control_listener: socket.socket
     idle_timeout: float
@@ -258,7 +277,8 @@ def _acquire(
     skills: SkillCatalogue,
 ) -> DaemonParts:
     """The pid lock, the control socket, the notifier, the memory lock, the zygote, the
-    memory store, the sub-agent store and the usage ledger, in this order, each onto
+    memory store, the sub-agent store, the schedule store and the usage ledger, in this order,
+    each onto
     `held`."""
     lock = PidLock(paths.runtime_dir / "zeroclaw.lock")
     try:
@@ -305,6 +325,11 @@ def _acquire(
         raise DaemonError(str(exc), 1) from None
     held.callback(subagent_store.close)
     try:
+        schedule_store = ScheduleStore.open_verified(paths.state_dir / "schedules")
+    except ScheduleStoreError as exc:
+        raise DaemonError(str(exc), 1) from None
+    held.callback(schedule_store.close)
+    try:
         ledger = UsageLedger.open_verified(paths.state_dir / "usage")
     except LedgerError as exc:
         raise DaemonError(str(exc), 1) from None
@@ -326,6 +351,7 @@ def _acquire(
         notifier=notifier,
         store=store,
         subagent_store=subagent_store,
+        schedule_store=schedule_store,
         ledger=ledger,
         control_listener=control_listener,
         idle_timeout=idle_timeout,
@@ -405,6 +431,7 @@ async def _main(parts: DaemonParts) -> int:
                 SUBAGENT_SERVICE: hooks.subagent_request,
                 ADAPTER_SERVICE: hooks.adapter_request,
                 MCP_SERVICE: pins.serve,
+                SCHEDULE_SERVICE: hooks.schedule_request,
                 USAGE_SERVICE: usage.serve,
             },
             hooks=hooks,
@@ -445,15 +472,40 @@ async def _main(parts: DaemonParts) -> int:
             runner=adapter_runner(lambda: running.specs, env),
             approvals=approval_ledger,
         )
-        hooks.bind(Behind(fleet, runtimes, turns, dispatch, discovery, pins, usage))
         # Webhook and serial channels: inbound messages routed from the config, their turns
         # through the same turn service (issue 13). Approvals of outside origins wait for
         # the operator here (ADR 0042).
         approvals = OperatorApprovals(events)
         host = ChannelHost(turns, lambda: router.policy, approvals=approvals)
         channels = ChannelSupervisor(host)
+        # Scheduled turns (issue 28): each a turn of its own origin through the same host,
+        # its reply out through the channel adapters (or the log).
+        schedules = ScheduleService(
+            parts.schedule_store,
+            config=lambda: running.config,
+            host=host,
+            push=channels.push,
+            events=events,
+            workspace=lambda alias: workspace_path(running.config, alias, running.paths),
+            ready=readiness.ready,
+        )
+        # Agents' own reminders (issue 28): made in a turn the turn service opened, with
+        # the approvals the daemon saw given (ADR 0052), kept by the schedule service.
+        reminders = ReminderService(
+            config=lambda: running.config,
+            turn_of=lambda turn_id: (
+                None if (t := turns.turns.get(turn_id)) is None else (t.agent, t.origin)
+            ),
+            # The tools the daemon grants that origin's turns now (ADR 0042, 0052).
+            grant=lambda agent, origin: router.policy.origin_grant(agent, origin).tool_names(),
+            approvals=approval_ledger,
+            schedules=schedules,
+        )
+        hooks.bind(Behind(fleet, runtimes, turns, dispatch, discovery, pins, reminders, usage))
         # Subscribed to the sink from here on: every event of the daemon's life is counted.
-        metrics = Metrics(daemon_metrics_sources(fleet, router, host, memory, usage), events)
+        metrics = Metrics(
+            daemon_metrics_sources(fleet, router, host, memory, usage, schedules), events
+        )
         # The table is filled, and checked complete, before the server serves a request.
         table = CommandTable()
         control = ControlServer(
@@ -474,6 +526,10 @@ async def _main(parts: DaemonParts) -> int:
                 pins.status,
                 usage.provider_status,
                 usage.budget_status,
+                lambda: [
+                    NextFire(agent, name, at)
+                    for agent, (name, at) in sorted(schedules.next_fires().items())
+                ],
             ),
         )
         table.register(AgentsList, AgentsListCommand(fleet))
@@ -486,8 +542,11 @@ async def _main(parts: DaemonParts) -> int:
         register_commands(table, running, memory, ChatService(turns), events, metrics, approvals)
         register_subagent_commands(table, dispatch)
         register_pin_commands(table, pins)
+        register_schedule_commands(table, schedules)
         table.register(UsageQuery, UsageQueryCommand(usage))
-        table.require((*REQUEST_TYPES, *SUBAGENT_REQUEST_TYPES, *MCP_REQUEST_TYPES))
+        table.require(
+            (*REQUEST_TYPES, *SUBAGENT_REQUEST_TYPES, *MCP_REQUEST_TYPES, *SCHEDULE_REQUEST_TYPES)
+        )
 
         services = Services()
         services.register(Background("zygote", functools.partial(_watch_zygote, zygote, stop)))
@@ -525,6 +584,7 @@ async def _main(parts: DaemonParts) -> int:
         services.register(Background("channel adapters", keep))
         found = functools.partial(_keep_discovery, running, readiness, discovery, events)
         services.register(Background("discovery", found))
+        services.register(schedules)
         return await _serve(services, stop, reloader, readiness, [fleet, runtimes], running)
     finally:
         ctx.term()  # every socket closed by its owner by now
@@ -605,7 +665,12 @@ async def _serve_control(
 
 
 def daemon_metrics_sources(
-    fleet: Fleet, router: Router, host: ChannelHost, memory: MemoryService, usage: UsageService
+    fleet: Fleet,
+    router: Router,
+    host: ChannelHost,
+    memory: MemoryService,
+    usage: UsageService,
+    schedules: ScheduleService | None = None,
 ) -> MetricsSources:
     """The counters the daemon's components keep, read when metrics are scraped."""
     return MetricsSources(
@@ -622,6 +687,8 @@ def daemon_metrics_sources(
         budget_refusals=lambda: usage.counts.refusals,
         budget_stops=lambda: usage.counts.stopped,
         provider_failovers=lambda: usage.counts.failovers,
+        schedule_runs=lambda: {} if schedules is None else schedules.counts,
+        schedules=lambda: {} if schedules is None else schedules.per_agent(),
     )
 
 

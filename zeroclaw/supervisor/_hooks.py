@@ -17,6 +17,7 @@ from ..bus import Response
 from ..conversations import TurnService
 from ..discovery import DiscoveryService
 from ..pins import PinService
+from ..schedules import ReminderService
 from ..subagents import DispatchService
 from ..usage import UsageService
 from ._fleet import Fleet
@@ -37,6 +38,7 @@ class Behind:
     dispatch: DispatchService
     discovery: DiscoveryService
     pins: PinService | None = None
+    reminders: ReminderService | None = None
     usage: UsageService | None = None
 
 
@@ -104,3 +106,9 @@ class DaemonHooks:
 
     def adapter_request(self, sender: str, request: BusRequest) -> Awaitable[Response]:
         return self._to.discovery.serve(sender, request)
+
+    async def schedule_request(self, sender: str, request: BusRequest) -> Response:
+        reminders = self._to.reminders
+        if reminders is None:
+            return Response(id=request.id, ok=False, error="unknown_service")
+        return await reminders.serve(sender, request)

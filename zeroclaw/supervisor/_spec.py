@@ -230,6 +230,9 @@ def build_specs(
             dispatch_tools=alias in dispatch_callers or bool(agent.facades),
             facades=dict(sorted(agent.facades.items())),
             adapters=agent.adapters,
+            reminders=config.risk_profiles[agent.risk_profile].reminders is not None
+            if agent.risk_profile in config.risk_profiles
+            else False,
             mcp_servers=servers,
             skills=skill_specs(skills, alias),
             memory=memory_spec(agent),

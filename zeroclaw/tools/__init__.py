@@ -29,6 +29,7 @@ from ._dispatch import (
 )
 from ._files import file_list, file_read, file_write
 from ._orphans import CommandReaper, become_subreaper
+from ._reminders import REMINDER_TOOL_NAMES, REMINDER_TOOLS
 from ._shell import (
     ShellDecision,
     ShellSettings,
@@ -62,6 +63,8 @@ __all__ = [
     "ERROR_CODES",
     "INVOKE_ADAPTER",
     "MAX_SKILL_READ_BYTES",
+    "REMINDER_TOOLS",
+    "REMINDER_TOOL_NAMES",
     "SKILL_READ",
     "SKILL_READ_SPEC",
     "SNAPSHOT_ERROR_CODES",

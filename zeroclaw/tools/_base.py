@@ -19,6 +19,7 @@ from ..turns import (
     InvocationErrorCode,
     McpErrorCode,
     MemoryErrorCode,
+    ReminderRefusalCode,
 )
 
 # Every way a tool call can fail, as the model and the operator see it (ADR 0013). A tool
@@ -63,6 +64,7 @@ ToolErrorCode = Literal[
     DispatchRefusalCode,  # sub-agents (issue 12): a dispatch the daemon refused ...
     InvocationErrorCode,  # ... or how an invocation that ran did not succeed
     McpErrorCode,  # MCP servers' tools (issue 26)
+    ReminderRefusalCode,  # the reminder tools (issue 28), from the daemon's schedule service
 ]
 ERROR_CODES: tuple[str, ...] = get_args(ToolErrorCode)
 

@@ -25,6 +25,7 @@ from ..turns import (
 )
 from ._adapter import INVOKE_ADAPTER
 from ._base import ToolErrorCode, ToolResult, as_tool_error
+from ._reminders import REMINDER_TOOLS
 from ._skills import skill_tool
 from ._toolset import Tool, ToolContext, Toolset
 
@@ -211,11 +212,13 @@ def agent_toolset(
     facades: Mapping[str, str],
     adapters: bool = False,
     skills: Sequence[tuple[str, str]] = (),
+    reminders: bool = False,
     name: str = "agent",
 ) -> Toolset:
     """`base`, then `agent_catalog`/`agent_dispatch` when the agent may dispatch, then one
     facade tool per entry (by name), then `invoke_adapter` when it lists adapters, then
-    `skill_read` over its loaded `skills` ((name, folder) pairs) when it has any. A
+    `skill_read` over its loaded `skills` ((name, folder) pairs) when it has any, then the
+    reminder tools when its risk profile grants them. A
     facade's name is never a tool of `base`, a dispatch tool, invoke_adapter or
     skill_read: the config refuses that, and `Toolset` raises if it happened anyway."""
     extra: list[Tool[Any]] = [AGENT_CATALOG, AGENT_DISPATCH] if dispatch_tools else []
@@ -224,6 +227,8 @@ def agent_toolset(
         extra.append(INVOKE_ADAPTER)
     if skills:
         extra.append(skill_tool(skills))
+    if reminders:  # its risk profile grants `reminders` (issue 28)
+        extra.extend(REMINDER_TOOLS)
     if not extra:
         return base
     return Toolset(name, (*base, *extra))

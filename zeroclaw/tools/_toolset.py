@@ -66,6 +66,11 @@ class Reach(Protocol):
         (or the bus's) and its detail."""
         ...
 
+    async def schedule(self, op: Operation[Req, Ans], body: Req) -> ToolResult:
+        """Ask the daemon's schedule service (the reminder tools, issue 28). ok: `data` is
+        the op's answer as builtins; not ok: the service's refusal code and its detail."""
+        ...
+
 
 @dataclass(frozen=True)
 class ToolContext:
