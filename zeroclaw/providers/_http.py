@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import os
 import random
 import ssl
@@ -29,6 +30,9 @@ BACKOFF_INITIAL = 0.5
 BACKOFF_MAX = 8.0
 RETRY_AFTER_MAX = 30.0
 MAX_ERROR_BODY = 300
+# What is read of an error answer's body: its message is near the start, and a server that
+# never ends the body must not hold the step (nor grow the agent's memory) for ever.
+MAX_ERROR_READ = 64 * 1024
 MAX_JSON_BYTES = 8 * 1024 * 1024  # one event, one tool call's arguments, one error body
 BODY_HEAD = 200  # bytes of an unreadable body shown in its error
 
@@ -168,9 +172,11 @@ def backoff_delay(attempt: int, retry_after: str | None) -> float:
     one (capped), else exponential with jitter."""
     if retry_after is not None:
         try:
-            return min(max(float(retry_after), 0.0), RETRY_AFTER_MAX)
+            seconds = float(retry_after)
         except ValueError:
-            pass
+            seconds = math.nan
+        if math.isfinite(seconds):  # "nan" is a float too, and trio cannot sleep it
+            return min(max(seconds, 0.0), RETRY_AFTER_MAX)
     base = min(BACKOFF_INITIAL * 2 ** (attempt - 1), BACKOFF_MAX)
     return float(base * (0.5 + random.random() / 2))
 
@@ -239,7 +245,7 @@ class HttpModel:
             try:
                 async with self._client.stream("POST", path, content=body) as response:
                     if response.status_code != 200:
-                        text = (await response.aread()).decode(errors="replace")
+                        text = (await _read_head(response)).decode(errors="replace")
                         if response.status_code in RETRY_STATUSES and attempt <= self.max_retries:
                             delay = backoff_delay(attempt, response.headers.get("retry-after"))
                             self.retries += 1
@@ -322,6 +328,16 @@ async def answer_whole(
     except DecodeFailure:
         raise unreadable(provider, kind, body) from None
     await on_json(data)
+
+
+async def _read_head(response: httpx.Response) -> bytes:
+    """At most MAX_ERROR_READ bytes of an error answer's body; the rest is never read."""
+    head = b""
+    async for chunk in response.aiter_bytes():
+        head += chunk
+        if len(head) >= MAX_ERROR_READ:
+            break
+    return head[:MAX_ERROR_READ]
 
 
 async def _read_bounded(first: bytes, rest: AsyncIterator[bytes], provider: str) -> bytes:
