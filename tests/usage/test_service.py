@@ -135,20 +135,45 @@ async def test_a_step_that_spends_a_budget_stops_its_turn_and_the_next_is_refuse
     assert harness.service.admit("alpha", OPERATOR, "default", "t2") is not None
 
 
-async def test_a_compaction_after_its_turn_ended_is_the_agents_own_spend(
+async def test_a_compaction_after_its_turn_ended_is_charged_to_that_turns_origin(
     harness: Harness,
 ) -> None:
     # A session's compaction summarises after its turn's answer (ADR 0059): its step is
-    # charged to the agent (no origin's budget), counted in its day, and is no spoofing.
+    # charged to the origin and session the daemon admitted that turn with, and is no
+    # spoofing; no second usage.turn event for it.
     assert harness.service.admit("alpha", HOOK, "webhook.ops:ci-bot/default", "t1") is None
     harness.report("alpha", "t1", last=True)
     harness.service.closed("alpha", "t1")
     harness.report("alpha", "t1", last=True, compaction=True)
     rows = await harness.groups()
-    assert ("alpha", "webhook.ops:ci-bot", "openai.cheap") in rows  # the turn's step
-    assert ("alpha", "unknown", "openai.cheap") in rows  # the summary's, the agent's own
+    step = rows[("alpha", "webhook.ops:ci-bot", "openai.cheap")]  # the turn's and the summary's
+    assert (step.steps, step.session) == (2, "webhook.ops:ci-bot/default")
+    assert ("alpha", "unknown", "openai.cheap") not in rows
     assert harness.service.counts.spoofed == 0
     assert len(harness.published(TurnSpent)) == 1  # the turn's, not again for the summary
+
+
+async def test_attack_a_senders_compactions_spend_its_own_budget(ledger: UsageLedger) -> None:
+    # Before the fix a compaction (reported after its turn closed) was charged to the agent
+    # alone, as origin `unknown`: an outside sender whose long messages made every turn
+    # compact had the agent spend about as much again beyond its per-origin budget.
+    harness = Harness(
+        ledger, config({"budget": {"origins": {"webhook.ops:*": {"tokens_per_day": 2000}}}})
+    )
+    assert harness.service.admit("alpha", HOOK, "webhook.ops:ci-bot/default", "t1") is None
+    harness.report("alpha", "t1", last=True)  # 1100 tokens
+    harness.service.closed("alpha", "t1")
+    harness.report("alpha", "t1", last=True, compaction=True)  # 1100 more: 2200 of 2000
+    over = harness.service.admit("alpha", HOOK, "webhook.ops:ci-bot/default", "t2")
+    assert over is not None and over.limit == "tokens_per_day"
+    assert over.detail == (
+        "tokens_per_day of webhook.ops:ci-bot on agent alpha spent (2200 of 2000)"
+    )
+    # Once per turn: a second "compaction" of the same turn is the agent's own.
+    harness.report("alpha", "t1", last=True, compaction=True)
+    rows = await harness.groups()
+    assert rows[("alpha", "unknown", "openai.cheap")].steps == 1
+    assert harness.service._tallies == {}  # nothing kept for a turn that ended
 
 
 # --- what a hostile agent tries with its own reports ---------------------------------------

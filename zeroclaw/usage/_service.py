@@ -168,6 +168,9 @@ class UsageService:
         self.book = BudgetBook()
         self.counts = UsageCounts()
         self._turns: OrderedDict[tuple[str, str], TurnOwner] = OrderedDict()
+        # Turns the turn service closed, for the one compaction step each may report after
+        # its end (bounded like `_turns`, the oldest forgotten first).
+        self._ended: OrderedDict[tuple[str, str], TurnOwner] = OrderedDict()
         self._tallies: dict[tuple[str, str], _TurnTally] = {}
         self._pending: dict[LedgerKey, Tally] = {}
         # agent -> the origins and sessions its ledger rows of `_keys_day` name
@@ -223,9 +226,14 @@ class UsageService:
         return None if over is None else over.detail
 
     def closed(self, agent: str, turn: str) -> None:
-        """The turn service: the turn ended (its last step was reported before its end)."""
-        self._turns.pop((agent, turn), None)
+        """The turn service: the turn ended (its last step was reported before its end).
+        Its owner is kept a while for the session's compaction, which comes after."""
+        owner = self._turns.pop((agent, turn), None)
         self._tallies.pop((agent, turn), None)
+        if owner is not None:
+            self._ended[(agent, turn)] = owner
+            while len(self._ended) > self.max_turns:
+                self._ended.popitem(last=False)
 
     # --- the bus service ------------------------------------------------------------------
 
@@ -246,10 +254,13 @@ class UsageService:
         settings = self._now_settings()
         key = (sender, report.turn)
         owner = self._turns.get(key)
-        if owner is None:
-            # A compaction comes after its turn ended: the agent's own spend, no origin's.
-            if not report.compaction:
-                self.counts.spoofed += 1
+        if owner is None and report.compaction:
+            # A compaction comes after its turn ended and summarises that turn's session:
+            # charged to the origin that made the agent spend it, once per turn (else an
+            # outside sender's compactions spent none of its own budget).
+            owner = self._ended.pop(key, None) or TurnOwner(sender, None, "")
+        elif owner is None:
+            self.counts.spoofed += 1
             owner = TurnOwner(sender, None, "")
         chain = _chain_of(settings, sender)
         step = report.step
@@ -308,8 +319,8 @@ class UsageService:
         return verdict
 
     def _tally(self, key: tuple[str, str], owner: TurnOwner) -> _TurnTally | None:
-        if owner.origin is None:
-            return None  # an unknown turn: charged, but no event of its own
+        if owner.origin is None or key not in self._turns:
+            return None  # an unknown or ended turn: charged, but no event of its own
         tally = self._tallies.get(key)
         if tally is None:
             tally = self._tallies[key] = _TurnTally()
