@@ -267,3 +267,28 @@ def test_a_sub_agents_steps_are_its_own_account_from_the_dispatch_origin(
         'zeroclaw_tokens_total{agent="sub:summarizer",kind="input",provider="offline.default"}'
         in (metrics)
     )
+
+
+def test_attack_a_senders_session_compactions_are_charged_to_the_sender(
+    root: Path, daemons: DaemonFactory
+) -> None:
+    # Attack pass: each compaction's summary step comes after its turn closed, and was
+    # charged to the agent as origin `unknown`: a sender whose session kept compacting
+    # made the agent spend beyond the sender's own budget, and the ledger did not say who.
+    port = free_port()
+    doc = webhook_config(root, {"ops": port})
+    doc["agents"]["alpha"]["memory"] = {"history_budget_tokens": 64}
+    daemon = daemons(doc, faults=False)
+    daemon.start(HOOK_SECRET=SECRET)
+    wait_serving(daemon, "webhook.ops")
+    for n in range(8):
+        text = f"message {n}: " + "words to make the session long " * 4
+        answer = post(port, "ops", {"sender": "mallory", "text": text, "session": "s"})
+        assert answer.status_code == 200, answer.text
+    key = "webhook.ops:mallory/s"
+    shown = daemon.cli("sessions", "show", key, "--agent", "alpha", "--json")
+    assert '"summary"' in shown.stdout, shown.stdout + shown.stderr  # it did compact
+    groups = {g["origin"]: g for g in usage(daemon)["groups"]}
+    assert set(groups) == {"webhook.ops:mallory"}, groups
+    mallory = groups["webhook.ops:mallory"]
+    assert mallory["turns"] == 8 and mallory["steps"] > 8  # its turns' steps and summaries
