@@ -324,3 +324,20 @@ async def test_run_writes_what_gathered_and_once_more_when_cancelled(harness: Ha
         assert harness.service.admit("alpha", OPERATOR, "default", "t1") is None
         nursery.cancel_scope.cancel()
     assert [t.turns for _, t in harness.service.ledger.rows()] == [1]
+
+
+async def test_a_turns_hold_ends_with_its_first_step_or_its_end(ledger: UsageLedger) -> None:
+    # Attack pass: turns in flight hold their message's tokens (ADR 0057), never for
+    # longer than until they charge a step or end without one.
+    harness = Harness(ledger, config({"budget": {"tokens_per_day": 2000}}))
+    service, text = harness.service, "x" * 8000  # 2004 tokens, estimated
+    assert service.admit("alpha", OPERATOR, "default", "t1", text=text) is None
+    over = service.admit("alpha", OPERATOR, "default", "t2", text=text)
+    assert over is not None and over.spent == 2004  # what t1 holds
+    service.closed("alpha", "t1")  # it ended without a step (its agent failed)
+    assert service.admit("alpha", OPERATOR, "default", "t3", text=text) is None
+    harness.report("alpha", "t3", tokens=TokenUsage(input_tokens=100))  # charged instead
+    assert service.admit("alpha", OPERATOR, "default", "t4", text=text) is None
+    assert service.book._held.get(service_module.Scope("alpha")) is not None  # t4's
+    harness.report("alpha", "t4", tokens=TokenUsage(input_tokens=100), last=True)
+    assert service.book._held == {} and service._holds == {}

@@ -33,6 +33,7 @@ import msgspec
 import trio
 
 from .._ops import BodyError, Nothing, OpTable
+from .._tokens import message_tokens
 from ..bus import Origin, Request, Response, answer, refusal
 from ..config import Config, parse_budget_key
 from ..control import BudgetStatus, ProviderStatus, UsageReply, UsageRow
@@ -49,9 +50,9 @@ from ..turns import (
     UsageReport,
     UsageVerdict,
 )
-from ._budget import BudgetBook, Budgets, Limits, OverBudget, Scope, scopes_of
+from ._budget import BudgetBook, Budgets, Limits, OverBudget, Scope, Spent, scopes_of
 from ._ledger import LedgerError, LedgerKey, Tally, UsageLedger
-from ._prices import FREE, Price, cost, shown
+from ._prices import FREE, Price, cost, saturated, shown
 
 log = logging.getLogger("zeroclaw.usage")
 
@@ -171,6 +172,8 @@ class UsageService:
         # Turns the turn service closed, for the one compaction step each may report after
         # its end (bounded like `_turns`, the oldest forgotten first).
         self._ended: OrderedDict[tuple[str, str], TurnOwner] = OrderedDict()
+        # What each admitted turn holds of its budgets until its first step is charged.
+        self._holds: dict[tuple[str, str], tuple[tuple[Scope, ...], Spent, str]] = {}
         self._tallies: dict[tuple[str, str], _TurnTally] = {}
         self._pending: dict[LedgerKey, Tally] = {}
         # agent -> the origins and sessions its ledger rows of `_keys_day` name
@@ -197,12 +200,18 @@ class UsageService:
 
     # --- admission ------------------------------------------------------------------------
 
-    def admit(self, agent: str, origin: Origin, session: str, turn: str) -> OverBudget | None:
+    def admit(
+        self, agent: str, origin: Origin, session: str, turn: str, *, text: str = ""
+    ) -> OverBudget | None:
         """Whether a turn may start: None (it is counted, and remembered with its origin
-        and session), or the budget that refuses it (published as an event)."""
+        and session), or the budget that refuses it (published as an event). `text`: the
+        turn's message, the least it will spend, held against its budgets while it has
+        charged nothing (so turns admitted together see each other)."""
         day = utc_day(self.wall())
-        budgets = self._now_settings().budgets.of(agent, origin)
-        over = self.book.admit(budgets, now=self.clock(), day=day)
+        settings = self._now_settings()
+        budgets = settings.budgets.of(agent, origin)
+        hold = _hold(settings, agent, text) if text and budgets else None
+        over = self.book.admit(budgets, now=self.clock(), day=day, hold=hold)
         if over is not None:
             self.counts.refusals[(agent, over.limit)] += 1
             self._publish(
@@ -214,9 +223,12 @@ class UsageService:
         owner = TurnOwner(agent, origin, session)
         self._turns[(agent, turn)] = owner
         self._turns.move_to_end((agent, turn))
+        if hold is not None:
+            self._holds[(agent, turn)] = (tuple(b.scope for b in budgets), hold, day)
         while len(self._turns) > self.max_turns:
             forgotten, _ = self._turns.popitem(last=False)
             self._tallies.pop(forgotten, None)
+            self._release(forgotten)
         self._add(self._key(day, named(agent), owner.who, session, ""), Tally(turns=1))
         return None
 
@@ -230,10 +242,17 @@ class UsageService:
         Its owner is kept a while for the session's compaction, which comes after."""
         owner = self._turns.pop((agent, turn), None)
         self._tallies.pop((agent, turn), None)
+        self._release((agent, turn))
         if owner is not None:
             self._ended[(agent, turn)] = owner
             while len(self._ended) > self.max_turns:
                 self._ended.popitem(last=False)
+
+    def _release(self, key: tuple[str, str]) -> None:
+        held = self._holds.pop(key, None)
+        if held is not None:
+            scopes, hold, day = held
+            self.book.release(scopes, hold, day)
 
     # --- the bus service ------------------------------------------------------------------
 
@@ -269,6 +288,7 @@ class UsageService:
         price = settings.prices.get(provider) or _dearest(settings, chain)
         spent = cost(tokens, price)
         day = utc_day(self.wall())
+        self._release(key)  # what it spent is charged now, in place of what it held
         self.book.charge(scopes_of(sender, owner.who), tokens.total, spent, day)
         self._add(
             self._key(day, named(sender), owner.who, owner.session, provider),
@@ -528,6 +548,15 @@ def _chain_of(settings: _Settings, sender: str) -> tuple[str, ...]:
     if sender.startswith(SUBAGENT_PREFIX):
         return tuple(settings.prices)
     return settings.chains.get(sender, ())
+
+
+def _hold(settings: _Settings, agent: str, text: str) -> Spent:
+    """The least a turn of `agent` with the message `text` will spend: the message's
+    tokens (the shared estimate) at the cheapest price its chain may answer at."""
+    tokens = message_tokens(text)
+    prices = [settings.prices.get(ref, FREE) for ref in settings.chains.get(agent, ())]
+    cheapest = min((min(p.input, p.cached_input) for p in prices), default=0)
+    return Spent(tokens, saturated(tokens * cheapest))
 
 
 def _dearest(settings: _Settings, chain: tuple[str, ...]) -> Price:
