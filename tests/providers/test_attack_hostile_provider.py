@@ -10,9 +10,15 @@ import pytest
 import trio
 
 from tests.providers.protocol_server import TEXT, ScriptedServer, Seen, Writer, status
-from tests.providers.test_chain import ask, chain, spec
+from tests.providers.test_chain import ask, chain, refused_url, spec
 from tests.providers.test_network import KEY
-from zeroclaw.providers import NamedProvider, OfflineSpec, ProviderChain, make_chain
+from zeroclaw.providers import (
+    NamedProvider,
+    OfflineSpec,
+    ProviderChain,
+    ProviderError,
+    make_chain,
+)
 
 
 @pytest.fixture
@@ -80,3 +86,41 @@ async def test_an_error_body_without_end_is_cut_and_the_next_provider_answers(
     finally:
         await provider.aclose()
     assert step.provider == "anthropic.backup" and step.failed == ("openai.main",)
+
+
+URL_SECRET = "proxy-pass-5521"
+
+
+@pytest.mark.parametrize("where", ["userinfo", "query"])
+async def test_a_secret_in_a_providers_url_is_not_in_the_error_a_sender_is_answered(
+    where: str, server: ScriptedServer, backup: ScriptedServer
+) -> None:
+    # The chain's error becomes the turn's reply (to whoever sent the message, an outside
+    # sender too), `status` and the provider.breaker event: it named each provider's URL
+    # whole, so a proxy's `user:pass@` or `?key=` went with it.
+    server.default = status(500, "down")
+    host = server.url.removeprefix("http://")
+    if where == "userinfo":
+        main_url, dead_url = f"http://relay:{URL_SECRET}@{host}", f"http://relay:{URL_SECRET}@"
+    else:
+        main_url, dead_url = f"{server.url}/q?key={URL_SECRET}#", "http://"
+    dead_url += refused_url().removeprefix("http://") + (
+        f"/q?key={URL_SECRET}#" if where == "query" else ""
+    )
+    built = make_chain(
+        [
+            NamedProvider("openai.main", spec("openai", main_url)),
+            NamedProvider("openai.dead", spec("openai", dead_url)),
+        ],
+        {"TEST_API_KEY": KEY},
+    )
+    assert isinstance(built, ProviderChain)
+    try:
+        with pytest.raises(ProviderError) as caught:
+            await ask(built)
+    finally:
+        await built.aclose()
+    said = str(caught.value)
+    assert "HTTP 500 from" in said and "cannot reach" in said, said
+    assert URL_SECRET not in said
+    assert all(URL_SECRET not in h.last_error for h in built.health())

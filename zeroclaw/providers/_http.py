@@ -253,7 +253,8 @@ class HttpModel:
                             continue
                         raise ProviderError(
                             self.provider,
-                            f"HTTP {response.status_code} from {response.url}: {_error_text(text)}",
+                            f"HTTP {response.status_code} from {shown_url(response.url)}: "
+                            f"{_error_text(text)}",
                             status_failure(response.status_code),
                             response.status_code,
                         )
@@ -295,8 +296,17 @@ class HttpModel:
                     await trio.sleep(backoff_delay(attempt, None))
                     continue
                 raise ProviderError(
-                    self.provider, f"cannot reach {self._client.base_url}: {exc}", "connect"
+                    self.provider,
+                    f"cannot reach {shown_url(self._client.base_url)}: {exc}",
+                    "connect",
                 ) from None
+
+
+def shown_url(url: httpx.URL) -> str:
+    """A provider's URL as its errors show it: without `user:password@`, query or fragment,
+    where a proxy's credentials or key may be. An error becomes the turn's reply (to an
+    outside sender too), `status` and a provider.breaker event."""
+    return str(url.copy_with(userinfo=b"", query=None, fragment=None))
 
 
 def media_type(content_type: str) -> str:
