@@ -302,6 +302,25 @@ async def test_attack_a_breaker_report_keeps_only_the_senders_own_chain(
     assert (changed.agent, changed.provider) == ("alpha", "openai.cheap")
 
 
+async def test_attack_one_breaker_report_changes_each_provider_once(harness: Harness) -> None:
+    # The hole: every entry was compared with the state before the report, so one report
+    # naming a provider of the chain 5,000 times, alternately open and closed, published
+    # 2,500 provider.breaker events and pushed everything else out of the events ring.
+    flips = tuple(
+        ProviderHealth("openai.cheap", "open" if n % 2 == 0 else "closed", n) for n in range(5000)
+    )
+    report = ProvidersReport((*flips, ProviderHealth("openai.cheap", "open", 7)))
+    request = Request(id="r", service="usage", op="providers", body=encode_body(report))
+    assert harness.service.serve("alpha", request).ok
+    [changed] = harness.published(ProviderBreakerChanged)
+    assert (changed.provider, changed.state, changed.failures) == ("openai.cheap", "open", 7)
+    status = harness.service.provider_status()
+    assert [(s.provider, s.state) for s in status] == [
+        ("openai.cheap", "open"),
+        ("openai.dear", "closed"),
+    ]
+
+
 async def test_a_batch_the_ledger_refuses_is_kept_for_the_next_flush(
     tmp_path: Path,
 ) -> None:

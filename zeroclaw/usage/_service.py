@@ -407,6 +407,9 @@ class UsageService:
 
     def _providers(self, sender: str, request: Request, report: ProvidersReport) -> Response:
         chain = self._now_settings().chains.get(sender, ())
+        # One entry per provider of the sender's chain (its last), in the chain's order:
+        # a report naming one many times changes it once.
+        last = {health.provider: health for health in report.providers}
         kept = tuple(
             msgspec.structs.replace(
                 health,
@@ -415,8 +418,8 @@ class UsageService:
                 if math.isfinite(health.retry_in_secs)
                 else 0.0,
             )
-            for health in report.providers
-            if health.provider in chain
+            for provider in chain
+            if (health := last.get(provider)) is not None
         )
         before = {h.provider: h for h in self._health.get(sender, ((), 0.0))[0]}
         self._health[sender] = (kept, self.clock())
