@@ -9,9 +9,11 @@ from collections.abc import AsyncIterator
 import pytest
 import trio
 
-from tests.providers.protocol_server import TEXT, ScriptedServer, Seen, Writer, status
+from tests.conftest import PATIENCE
+from tests.providers.protocol_server import TEXT, Answer, ScriptedServer, Seen, Writer, status
 from tests.providers.test_chain import ask, chain, refused_url, spec
-from tests.providers.test_network import KEY
+from tests.providers.test_network import KEY, conversation
+from tests.providers.test_network import make as make_provider
 from zeroclaw.providers import (
     NamedProvider,
     OfflineSpec,
@@ -19,6 +21,7 @@ from zeroclaw.providers import (
     ProviderError,
     make_chain,
 )
+from zeroclaw.providers._http import MAX_ANSWER_BYTES
 
 
 @pytest.fixture
@@ -124,3 +127,46 @@ async def test_a_secret_in_a_providers_url_is_not_in_the_error_a_sender_is_answe
     assert "HTTP 500 from" in said and "cannot reach" in said, said
     assert URL_SECRET not in said
     assert all(URL_SECRET not in h.last_error for h in built.health())
+
+
+def endless(line: bytes) -> Answer:
+    """A 200 event stream that never ends: `line` again and again, as fast as it is read."""
+
+    async def answer(seen: Seen, write: Writer) -> None:
+        await write(
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n"
+        )
+        block = line * max(1, 65536 // len(line))
+        try:
+            while True:
+                await write(block)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            return
+
+    return answer
+
+
+DELTA = b'data: {"choices": [{"index": 0, "delta": {"content": "ha"}}]}\n\n'
+
+
+@pytest.mark.parametrize(
+    "line", [DELTA, b": keep-alive\n", b"x"], ids=["text", "comments", "one-line"]
+)
+async def test_a_stream_without_end_is_cut(line: bytes, server: ScriptedServer) -> None:
+    # Before the fix the answer grew for ever: its text (and every delta sent on), or the
+    # one line never ended (re-joined at each chunk: quadratic), or comments held the step.
+    server.default = endless(line)
+    provider = make_provider("openai", server.url)
+    deltas = 0
+
+    async def on_delta(text: str) -> None:
+        nonlocal deltas
+        deltas += 1
+
+    try:
+        with trio.fail_after(PATIENCE), pytest.raises(ProviderError) as caught:
+            await provider.complete(conversation(), on_delta)
+    finally:
+        await provider.aclose()
+    assert f"an answer over {MAX_ANSWER_BYTES} bytes" in str(caught.value)
+    assert not caught.value.fails_over  # a hostile answer, not passing trouble

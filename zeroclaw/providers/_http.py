@@ -34,6 +34,9 @@ MAX_ERROR_BODY = 300
 # never ends the body must not hold the step (nor grow the agent's memory) for ever.
 MAX_ERROR_READ = 64 * 1024
 MAX_JSON_BYTES = 8 * 1024 * 1024  # one event, one tool call's arguments, one error body
+# One streamed answer, whole: far beyond any model's longest, and a server streaming without
+# end (text, comments, a line that never ends) is cut rather than fill the agent's memory.
+MAX_ANSWER_BYTES = 32 * 1024 * 1024
 BODY_HEAD = 200  # bytes of an unreadable body shown in its error
 
 # httpx logs every request at info (and httpcore every step at debug): a line per model
@@ -277,7 +280,14 @@ class HttpModel:
                         # Events, as they come, under any content type (a proxy may relabel).
                         reader = _EventReader(on_event)
                         started = await reader.feed(first)
+                        size = len(first)
                         async for chunk in chunks:
+                            size += len(chunk)
+                            if size > MAX_ANSWER_BYTES:  # a stream without end: never an answer
+                                raise ProviderError(
+                                    self.provider,
+                                    f"malformed response: an answer over {MAX_ANSWER_BYTES} bytes",
+                                )
                             started = await reader.feed(chunk) or started
                         await reader.close()
                         if reader.events == 0 and reader.head.strip():
@@ -370,7 +380,7 @@ class _EventReader:
     def __init__(self, on_event: Callable[[SseEvent], Awaitable[None]]) -> None:
         self.on_event = on_event
         self.parser = SseParser()
-        self.rest = b""
+        self.rest: list[bytes] = []  # the line not ended yet, in pieces (joined once ended)
         self.head = b""
         self.events = 0
 
@@ -378,15 +388,20 @@ class _EventReader:
         """True once any event went out."""
         if len(self.head) < BODY_HEAD:
             self.head += chunk[: BODY_HEAD - len(self.head)]
-        *lines, self.rest = (self.rest + chunk).split(b"\n")
+        if b"\n" not in chunk:  # a long line is joined once, not again at each chunk
+            self.rest.append(chunk)
+            return self.events > 0
+        *lines, rest = b"".join([*self.rest, chunk]).split(b"\n")
+        self.rest = [rest]
         for line in lines:
             await self._line(line)
         return self.events > 0
 
     async def close(self) -> None:
-        if self.rest:
-            await self._line(self.rest)
-            self.rest = b""
+        rest = b"".join(self.rest)
+        self.rest = []
+        if rest:
+            await self._line(rest)
         last = self.parser.close()
         if last is not None:
             self.events += 1
