@@ -360,3 +360,25 @@ async def test_a_turns_hold_ends_with_its_first_step_or_its_end(ledger: UsageLed
     assert service.book._held.get(service_module.Scope("alpha")) is not None  # t4's
     harness.report("alpha", "t4", tokens=TokenUsage(input_tokens=100), last=True)
     assert service.book._held == {} and service._holds == {}
+
+
+async def test_attack_a_flood_of_questions_does_not_make_the_daemon_forget_a_chat_turn(
+    ledger: UsageLedger,
+) -> None:
+    # The hole: the router's questions are never closed, so they filled the turns the
+    # service remembers (10,000) and pushed out the oldest, an open chat turn too: a
+    # peer asking (or senders granted the ask) made a sender's running turn `unknown`,
+    # its steps charged to no origin and never stopped by the sender's budget.
+    running = config({"budget": {"origins": {"webhook.ops:*": {"tokens_per_day": 1500}}}})
+    service = UsageService(ledger, lambda: running, wall=lambda: 1_796_000_000.0, max_turns=4)
+    harness = Harness(ledger, running)
+    harness.service = service
+    assert service.admit("alpha", HOOK, "webhook.ops:ci-bot/default", "t1") is None
+    for n in range(20):
+        peer = Origin.peer("beta")
+        assert service.admit_question("alpha", peer, "peer:beta/default", f"beta/{n}") is None
+    verdict = harness.report("alpha", "t1")  # 1100 tokens: the sender still has room
+    assert not verdict.stop and service.counts.spoofed == 0
+    verdict = harness.report("alpha", "t1")  # 2200 of 1500: the sender's budget ends it
+    assert verdict.stop and "webhook.ops:ci-bot on agent alpha" in verdict.detail
+    assert len(service._turns) <= 4 + 1  # the questions stay bounded

@@ -57,7 +57,7 @@ from ._prices import FREE, Price, cost, saturated, shown
 log = logging.getLogger("zeroclaw.usage")
 
 FLUSH_SECS = 1.0  # how long steps gather in memory before one ledger commit
-MAX_TURNS = 10_000  # turns remembered with their origin (the oldest forgotten first)
+MAX_TURNS = 10_000  # chats, and questions apart, remembered with their origin (oldest out first)
 MAX_KEYS_PER_DAY = 10_000  # (origin, session) pairs one agent's ledger rows name in a day
 OVERFLOW = "~"  # the session (or a channel's origin) of what came beyond that
 OTHER_PROVIDER = "other"  # a provider the agent's chain does not name
@@ -168,7 +168,11 @@ class UsageService:
         self.cancel_turn = cancel_turn
         self.book = BudgetBook()
         self.counts = UsageCounts()
-        self._turns: OrderedDict[tuple[str, str], TurnOwner] = OrderedDict()
+        self._turns: dict[tuple[str, str], TurnOwner] = {}
+        # The order each kind of turn came in, each bounded by `max_turns` on its own: the
+        # turn service's (closed at their end) and the router's questions (never closed).
+        self._chats: OrderedDict[tuple[str, str], None] = OrderedDict()
+        self._questions: OrderedDict[tuple[str, str], None] = OrderedDict()
         # Turns the turn service closed, for the one compaction step each may report after
         # its end (bounded like `_turns`, the oldest forgotten first).
         self._ended: OrderedDict[tuple[str, str], TurnOwner] = OrderedDict()
@@ -201,12 +205,21 @@ class UsageService:
     # --- admission ------------------------------------------------------------------------
 
     def admit(
-        self, agent: str, origin: Origin, session: str, turn: str, *, text: str = ""
+        self,
+        agent: str,
+        origin: Origin,
+        session: str,
+        turn: str,
+        *,
+        text: str = "",
+        question: bool = False,
     ) -> OverBudget | None:
         """Whether a turn may start: None (it is counted, and remembered with its origin
         and session), or the budget that refuses it (published as an event). `text`: the
         turn's message, the least it will spend, held against its budgets while it has
-        charged nothing (so turns admitted together see each other)."""
+        charged nothing (so turns admitted together see each other). `question`: a peer's
+        question, which nobody closes: remembered apart, the oldest forgotten first, so
+        that however many are asked no turn the turn service holds open is forgotten."""
         day = utc_day(self.wall())
         settings = self._now_settings()
         budgets = settings.budgets.of(agent, origin)
@@ -221,12 +234,16 @@ class UsageService:
             )
             return over
         owner = TurnOwner(agent, origin, session)
-        self._turns[(agent, turn)] = owner
-        self._turns.move_to_end((agent, turn))
+        key = (agent, turn)
+        order = self._questions if question else self._chats
+        self._turns[key] = owner
+        order[key] = None
+        order.move_to_end(key)
         if hold is not None:
-            self._holds[(agent, turn)] = (tuple(b.scope for b in budgets), hold, day)
-        while len(self._turns) > self.max_turns:
-            forgotten, _ = self._turns.popitem(last=False)
+            self._holds[key] = (tuple(b.scope for b in budgets), hold, day)
+        while len(order) > self.max_turns:
+            forgotten, _ = order.popitem(last=False)
+            self._turns.pop(forgotten, None)
             self._tallies.pop(forgotten, None)
             self._release(forgotten)
         self._add(self._key(day, named(agent), owner.who, session, ""), Tally(turns=1))
@@ -234,13 +251,15 @@ class UsageService:
 
     def admit_question(self, callee: str, origin: Origin, session: str, turn: str) -> str | None:
         """The router's question admission (`bus.QuestionAdmission`): why not, or None."""
-        over = self.admit(callee, origin, session, turn)
+        over = self.admit(callee, origin, session, turn, question=True)
         return None if over is None else over.detail
 
     def closed(self, agent: str, turn: str) -> None:
         """The turn service: the turn ended (its last step was reported before its end).
         Its owner is kept a while for the session's compaction, which comes after."""
         owner = self._turns.pop((agent, turn), None)
+        self._chats.pop((agent, turn), None)
+        self._questions.pop((agent, turn), None)
         self._tallies.pop((agent, turn), None)
         self._release((agent, turn))
         if owner is not None:
