@@ -142,11 +142,15 @@ class StreamedStep:
             args = decoded if isinstance(decoded, dict) else {"_unparsed": raw["args"]}
             calls.append(ToolCall(raw["name"], args, raw["id"] or f"{self.id_prefix}{index}"))
         text = "".join(self.text) or None
+        # A step that sent a prompt used tokens: a server saying none (a proxy that does
+        # not count, or one that lies) said nothing, and the turn estimates the step, or
+        # every step it answered would be free and no budget ever spent.
+        usage = self.usage if self.usage is not None and self.usage.total > 0 else None
         return Step(
             tool_calls=tuple(calls),
             text=text,
             streamed=text is not None,
-            usage=self.usage,
+            usage=usage,
             provider=self.provider,
         )
 
