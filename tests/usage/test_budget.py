@@ -258,6 +258,9 @@ def test_attack_turns_admitted_together_see_what_the_others_hold() -> None:
         110,
         100,
     )
+    assert over.detail == (
+        "tokens_per_day of agent alpha spent (110 of 100, the turns running now included)"
+    )
     # The first turn's step is charged in place of its hold: 30 spent, 50 held.
     book.release([ALPHA], Spent(60, 0), DAY)
     book.charge([ALPHA], 30, 0, DAY)

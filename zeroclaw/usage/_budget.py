@@ -91,6 +91,7 @@ class OverBudget:
     limit: BudgetLimit
     spent: int
     allowed: int
+    in_flight: bool = False  # `spent` counts what turns running now hold
 
     @property
     def detail(self) -> str:
@@ -98,7 +99,8 @@ class OverBudget:
             amount = f"{shown(self.spent)} of {shown(self.allowed)}"
         else:
             amount = f"{self.spent} of {self.allowed}"
-        return f"{self.limit} of {self.scope.describe()} spent ({amount})"
+        running = ", the turns running now included" if self.in_flight else ""
+        return f"{self.limit} of {self.scope.describe()} spent ({amount}{running})"
 
 
 @dataclass(slots=True)
@@ -229,18 +231,29 @@ class BudgetBook:
         self._roll(day)
         for budgeted in budgets:
             spent = self._spent.get(budgeted.scope) or Spent()
-            if held and (holding := self._held.get(budgeted.scope)) is not None:
+            holding = self._held.get(budgeted.scope) if held else None
+            if holding is not None:
                 spent = Spent(
                     saturated(spent.tokens + holding.tokens),
                     saturated(spent.cost + holding.cost),
                 )
-            limits = budgeted.limits
+            limits, scope = budgeted.limits, budgeted.scope
             if limits.tokens_per_day is not None and spent.tokens >= limits.tokens_per_day:
                 return OverBudget(
-                    budgeted.scope, "tokens_per_day", spent.tokens, limits.tokens_per_day
+                    scope,
+                    "tokens_per_day",
+                    spent.tokens,
+                    limits.tokens_per_day,
+                    holding is not None and holding.tokens > 0,
                 )
             if limits.cost_per_day is not None and spent.cost >= limits.cost_per_day:
-                return OverBudget(budgeted.scope, "cost_per_day", spent.cost, limits.cost_per_day)
+                return OverBudget(
+                    scope,
+                    "cost_per_day",
+                    spent.cost,
+                    limits.cost_per_day,
+                    holding is not None and holding.cost > 0,
+                )
         return None
 
     def charge(self, scopes: Iterable[Scope], tokens: int, cost: int, day: str) -> None:
