@@ -30,7 +30,9 @@ class Admission:
         self.admitted: list[tuple[str, str, str]] = []
         self.closed_turn_ids: list[str] = []
 
-    def admit(self, agent: str, origin: Origin, session: str, turn: str) -> Over | None:
+    def admit(
+        self, agent: str, origin: Origin, session: str, turn: str, *, text: str = ""
+    ) -> Over | None:
         if self.refuse:
             return Over("turns_per_hour of agent alpha spent (3 of 3)")
         self.admitted.append((agent, origin.who, session))

@@ -7,8 +7,9 @@ forever, for daemon-level tests:  python -m tests.providers.protocol_server KIND
 (it prints its port on the first line). Other kinds for sub-agent tests: "stall" reads
 every request and never answers (a model that never finishes); "stall-once" stalls on the
 first request and answers the others as "openai" does; "slow" answers as "openai" does,
-two seconds late; "gated PATH" answers as "openai" does once the file PATH exists (a test
-holds every model call open as long as it needs, whatever the machine's load); "counted
+two seconds late; "gated PATH [LOG]" answers as "openai" does once the file PATH exists (a test
+holds every model call open as long as it needs, whatever the machine's load; LOG as for
+"counted"); "counted
 PATH" answers as "openai" does and appends a line to PATH for each request it read (a
 daemon test counts the model calls its turns made); "status CODE" answers every request
 with that HTTP status (a provider that fails, for fallback chains); "summary-gated MARK
@@ -379,7 +380,8 @@ async def _serve_forever(kind: str, *args: str) -> None:
         default = status(int(args[0]), "failing on purpose")
     if kind == "summary-gated":
         default = summary_gated(openai_text("fake answer"), args[0], args[1])
-    server = ScriptedServer(script, default=default, log=args[0] if kind == "counted" else None)
+    log = args[0] if kind == "counted" else args[1] if kind == "gated" and args[1:] else None
+    server = ScriptedServer(script, default=default, log=log)
     async with trio.open_nursery() as nursery:
         await nursery.start(server.serve)
         print(server.port, flush=True)

@@ -243,3 +243,24 @@ async def test_an_answer_without_usage_reports_none(kind: str, server: ScriptedS
     server.answers.append(whole(body))
     step = await complete(kind, server.url)
     assert step.text == "hi" and step.usage is None
+
+
+@pytest.mark.parametrize("kind", ["openai", "anthropic"])
+async def test_attack_an_answer_that_says_it_used_no_tokens_reports_none(
+    kind: str, server: ScriptedServer
+) -> None:
+    # Attack pass: a server (a proxy that does not count, or one that lies) answering
+    # text with usage all zero made every step free: no budget was ever spent. A step
+    # that sent a prompt and got an answer used tokens; saying none is saying nothing,
+    # so the turn estimates it, as for a server that reports no usage.
+    if kind == "openai":
+        zero: dict[str, Any] = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+        body = {**openai_whole_text("hi"), "usage": zero}
+    else:
+        zero = {"input_tokens": 0, "output_tokens": 0}
+        body = {**anthropic_whole_text("hi"), "usage": zero}
+    server.answers.append(whole(body))
+    step = await complete(kind, server.url)
+    assert step.text == "hi" and step.usage is None
+    server.answers.append(openai_stream_with_usage("hi", {"prompt_tokens": 0}))
+    assert (await complete("openai", server.url)).usage is None

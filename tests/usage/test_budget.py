@@ -28,7 +28,7 @@ from zeroclaw.usage import (
     scopes_of,
     shown,
 )
-from zeroclaw.usage._budget import HOUR
+from zeroclaw.usage._budget import HOUR, Spent
 
 DAY = "2026-12-05"
 ALPHA = Scope("alpha")
@@ -240,3 +240,56 @@ def test_admission_is_exactly_every_scope_under_every_limit(
                 assert over.spent >= over.allowed
         for b in limits:
             assert book.spent(b.scope, day).tokens == spent[b.scope][0]
+
+
+# --- turns in flight hold what they will spend at least (attack pass) ----------------------
+
+
+def test_attack_turns_admitted_together_see_what_the_others_hold() -> None:
+    # The hole: a turn's spend is charged at its first step, so turns admitted before any
+    # had a step were all admitted against the same spend (a flood, a slow model).
+    book = BudgetBook()
+    budgets = [Budgeted(ALPHA, Limits(tokens_per_day=100))]
+    assert book.admit(budgets, now=0.0, day=DAY, hold=Spent(60, 0)) is None  # alone: as before
+    assert book.admit(budgets, now=0.0, day=DAY, hold=Spent(50, 0)) is None  # 60 < 100
+    over = book.admit(budgets, now=0.0, day=DAY, hold=Spent(1, 0))  # 110 held
+    assert over is not None and (over.limit, over.spent, over.allowed) == (
+        "tokens_per_day",
+        110,
+        100,
+    )
+    assert over.detail == (
+        "tokens_per_day of agent alpha spent (110 of 100, the turns running now included)"
+    )
+    # The first turn's step is charged in place of its hold: 30 spent, 50 held.
+    book.release([ALPHA], Spent(60, 0), DAY)
+    book.charge([ALPHA], 30, 0, DAY)
+    assert book.admit(budgets, now=0.0, day=DAY, hold=Spent(5, 0)) is None  # 80 < 100
+    assert book.admit(budgets, now=0.0, day=DAY, hold=Spent(5, 0)) is None  # 85 < 100
+    # A running turn is stopped by what was spent, never by what others hold.
+    assert book.exhausted(budgets, DAY) is None
+
+
+def test_a_hold_of_cost_counts_against_a_cost_budget_and_a_new_day_forgets_holds() -> None:
+    book = BudgetBook()
+    budgets = [Budgeted(ALPHA, Limits(cost_per_day=1000))]
+    assert book.admit(budgets, now=0.0, day=DAY, hold=Spent(1, 1000)) is None
+    assert book.admit(budgets, now=0.0, day=DAY, hold=Spent(1, 1)) is not None
+    tomorrow = "2026-12-06"
+    assert book.admit(budgets, now=0.0, day=tomorrow, hold=Spent(1, 1000)) is None
+    book.release([ALPHA], Spent(1, 1000), DAY)  # yesterday's hold: nothing of today's
+    assert book.admit(budgets, now=0.0, day=tomorrow, hold=Spent(1, 1)) is not None
+
+
+@given(st.lists(st.tuples(st.integers(0, 500), st.integers(0, 500)), max_size=30))
+def test_every_hold_released_leaves_nothing_held(holds: list[tuple[int, int]]) -> None:
+    book = BudgetBook()
+    budgets = [Budgeted(ALPHA, Limits(tokens_per_day=10**6, cost_per_day=10**6))]
+    admitted = [
+        Spent(tokens, cost)
+        for tokens, cost in holds
+        if book.admit(budgets, now=0.0, day=DAY, hold=Spent(tokens, cost)) is None
+    ]
+    for hold in admitted:
+        book.release([ALPHA], hold, DAY)
+    assert book._held == {}

@@ -135,20 +135,45 @@ async def test_a_step_that_spends_a_budget_stops_its_turn_and_the_next_is_refuse
     assert harness.service.admit("alpha", OPERATOR, "default", "t2") is not None
 
 
-async def test_a_compaction_after_its_turn_ended_is_the_agents_own_spend(
+async def test_a_compaction_after_its_turn_ended_is_charged_to_that_turns_origin(
     harness: Harness,
 ) -> None:
     # A session's compaction summarises after its turn's answer (ADR 0059): its step is
-    # charged to the agent (no origin's budget), counted in its day, and is no spoofing.
+    # charged to the origin and session the daemon admitted that turn with, and is no
+    # spoofing; no second usage.turn event for it.
     assert harness.service.admit("alpha", HOOK, "webhook.ops:ci-bot/default", "t1") is None
     harness.report("alpha", "t1", last=True)
     harness.service.closed("alpha", "t1")
     harness.report("alpha", "t1", last=True, compaction=True)
     rows = await harness.groups()
-    assert ("alpha", "webhook.ops:ci-bot", "openai.cheap") in rows  # the turn's step
-    assert ("alpha", "unknown", "openai.cheap") in rows  # the summary's, the agent's own
+    step = rows[("alpha", "webhook.ops:ci-bot", "openai.cheap")]  # the turn's and the summary's
+    assert (step.steps, step.session) == (2, "webhook.ops:ci-bot/default")
+    assert ("alpha", "unknown", "openai.cheap") not in rows
     assert harness.service.counts.spoofed == 0
     assert len(harness.published(TurnSpent)) == 1  # the turn's, not again for the summary
+
+
+async def test_attack_a_senders_compactions_spend_its_own_budget(ledger: UsageLedger) -> None:
+    # Before the fix a compaction (reported after its turn closed) was charged to the agent
+    # alone, as origin `unknown`: an outside sender whose long messages made every turn
+    # compact had the agent spend about as much again beyond its per-origin budget.
+    harness = Harness(
+        ledger, config({"budget": {"origins": {"webhook.ops:*": {"tokens_per_day": 2000}}}})
+    )
+    assert harness.service.admit("alpha", HOOK, "webhook.ops:ci-bot/default", "t1") is None
+    harness.report("alpha", "t1", last=True)  # 1100 tokens
+    harness.service.closed("alpha", "t1")
+    harness.report("alpha", "t1", last=True, compaction=True)  # 1100 more: 2200 of 2000
+    over = harness.service.admit("alpha", HOOK, "webhook.ops:ci-bot/default", "t2")
+    assert over is not None and over.limit == "tokens_per_day"
+    assert over.detail == (
+        "tokens_per_day of webhook.ops:ci-bot on agent alpha spent (2200 of 2000)"
+    )
+    # Once per turn: a second "compaction" of the same turn is the agent's own.
+    harness.report("alpha", "t1", last=True, compaction=True)
+    rows = await harness.groups()
+    assert rows[("alpha", "unknown", "openai.cheap")].steps == 1
+    assert harness.service._tallies == {}  # nothing kept for a turn that ended
 
 
 # --- what a hostile agent tries with its own reports ---------------------------------------
@@ -277,6 +302,25 @@ async def test_attack_a_breaker_report_keeps_only_the_senders_own_chain(
     assert (changed.agent, changed.provider) == ("alpha", "openai.cheap")
 
 
+async def test_attack_one_breaker_report_changes_each_provider_once(harness: Harness) -> None:
+    # The hole: every entry was compared with the state before the report, so one report
+    # naming a provider of the chain 5,000 times, alternately open and closed, published
+    # 2,500 provider.breaker events and pushed everything else out of the events ring.
+    flips = tuple(
+        ProviderHealth("openai.cheap", "open" if n % 2 == 0 else "closed", n) for n in range(5000)
+    )
+    report = ProvidersReport((*flips, ProviderHealth("openai.cheap", "open", 7)))
+    request = Request(id="r", service="usage", op="providers", body=encode_body(report))
+    assert harness.service.serve("alpha", request).ok
+    [changed] = harness.published(ProviderBreakerChanged)
+    assert (changed.provider, changed.state, changed.failures) == ("openai.cheap", "open", 7)
+    status = harness.service.provider_status()
+    assert [(s.provider, s.state) for s in status] == [
+        ("openai.cheap", "open"),
+        ("openai.dear", "closed"),
+    ]
+
+
 async def test_a_batch_the_ledger_refuses_is_kept_for_the_next_flush(
     tmp_path: Path,
 ) -> None:
@@ -299,3 +343,42 @@ async def test_run_writes_what_gathered_and_once_more_when_cancelled(harness: Ha
         assert harness.service.admit("alpha", OPERATOR, "default", "t1") is None
         nursery.cancel_scope.cancel()
     assert [t.turns for _, t in harness.service.ledger.rows()] == [1]
+
+
+async def test_a_turns_hold_ends_with_its_first_step_or_its_end(ledger: UsageLedger) -> None:
+    # Attack pass: turns in flight hold their message's tokens (ADR 0057), never for
+    # longer than until they charge a step or end without one.
+    harness = Harness(ledger, config({"budget": {"tokens_per_day": 2000}}))
+    service, text = harness.service, "x" * 8000  # 2004 tokens, estimated
+    assert service.admit("alpha", OPERATOR, "default", "t1", text=text) is None
+    over = service.admit("alpha", OPERATOR, "default", "t2", text=text)
+    assert over is not None and over.spent == 2004  # what t1 holds
+    service.closed("alpha", "t1")  # it ended without a step (its agent failed)
+    assert service.admit("alpha", OPERATOR, "default", "t3", text=text) is None
+    harness.report("alpha", "t3", tokens=TokenUsage(input_tokens=100))  # charged instead
+    assert service.admit("alpha", OPERATOR, "default", "t4", text=text) is None
+    assert service.book._held.get(service_module.Scope("alpha")) is not None  # t4's
+    harness.report("alpha", "t4", tokens=TokenUsage(input_tokens=100), last=True)
+    assert service.book._held == {} and service._holds == {}
+
+
+async def test_attack_a_flood_of_questions_does_not_make_the_daemon_forget_a_chat_turn(
+    ledger: UsageLedger,
+) -> None:
+    # The hole: the router's questions are never closed, so they filled the turns the
+    # service remembers (10,000) and pushed out the oldest, an open chat turn too: a
+    # peer asking (or senders granted the ask) made a sender's running turn `unknown`,
+    # its steps charged to no origin and never stopped by the sender's budget.
+    running = config({"budget": {"origins": {"webhook.ops:*": {"tokens_per_day": 1500}}}})
+    service = UsageService(ledger, lambda: running, wall=lambda: 1_796_000_000.0, max_turns=4)
+    harness = Harness(ledger, running)
+    harness.service = service
+    assert service.admit("alpha", HOOK, "webhook.ops:ci-bot/default", "t1") is None
+    for n in range(20):
+        peer = Origin.peer("beta")
+        assert service.admit_question("alpha", peer, "peer:beta/default", f"beta/{n}") is None
+    verdict = harness.report("alpha", "t1")  # 1100 tokens: the sender still has room
+    assert not verdict.stop and service.counts.spoofed == 0
+    verdict = harness.report("alpha", "t1")  # 2200 of 1500: the sender's budget ends it
+    assert verdict.stop and "webhook.ops:ci-bot on agent alpha" in verdict.detail
+    assert len(service._turns) <= 4 + 1  # the questions stay bounded

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import subprocess
+import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,6 +19,8 @@ from tests.channels.test_channels_daemon import (
     wait_serving,
     webhook_config,
 )
+from tests.conftest import PATIENCE
+from tests.known_secrets import OPENAI_KEY
 from tests.subagents.helpers import invocation, model_server, write_bundle
 from tests.subagents.helpers import start as start_subagents
 from tests.supervisor.harness import Daemon, agent_entry, make_config
@@ -267,3 +271,75 @@ def test_a_sub_agents_steps_are_its_own_account_from_the_dispatch_origin(
         'zeroclaw_tokens_total{agent="sub:summarizer",kind="input",provider="offline.default"}'
         in (metrics)
     )
+
+
+def test_attack_a_senders_session_compactions_are_charged_to_the_sender(
+    root: Path, daemons: DaemonFactory
+) -> None:
+    # Attack pass: each compaction's summary step comes after its turn closed, and was
+    # charged to the agent as origin `unknown`: a sender whose session kept compacting
+    # made the agent spend beyond the sender's own budget, and the ledger did not say who.
+    port = free_port()
+    doc = webhook_config(root, {"ops": port})
+    doc["agents"]["alpha"]["memory"] = {"history_budget_tokens": 64}
+    daemon = daemons(doc, faults=False)
+    daemon.start(HOOK_SECRET=SECRET)
+    wait_serving(daemon, "webhook.ops")
+    for n in range(8):
+        text = f"message {n}: " + "words to make the session long " * 4
+        answer = post(port, "ops", {"sender": "mallory", "text": text, "session": "s"})
+        assert answer.status_code == 200, answer.text
+    key = "webhook.ops:mallory/s"
+    shown = daemon.cli("sessions", "show", key, "--agent", "alpha", "--json")
+    assert '"summary"' in shown.stdout, shown.stdout + shown.stderr  # it did compact
+    groups = {g["origin"]: g for g in usage(daemon)["groups"]}
+    assert set(groups) == {"webhook.ops:mallory"}, groups
+    mallory = groups["webhook.ops:mallory"]
+    assert mallory["turns"] == 8 and mallory["steps"] > 8  # its turns' steps and summaries
+
+
+def test_attack_a_flood_of_concurrent_turns_is_not_all_admitted_before_any_spend(
+    root: Path, daemons: DaemonFactory
+) -> None:
+    # Attack pass: admission compared the day's spend, which a turn adds only when its
+    # first step is reported; six messages posted at once (a slow model holding the
+    # first) were all admitted against a channel budget the first alone spent, so a
+    # flood spent as many times the budget as it had turns in flight. Now each turn in
+    # flight counts the least it will spend (its message) until its first step is in.
+    gate, seen = root / "model-may-answer", root / "model-asked"
+    flood = 6
+    with model_server("gated", str(gate), str(seen)) as url:
+        port = free_port()
+        doc = webhook_config(root, {"ops": port})
+        doc["providers"]["openai"] = {
+            "fake": {"base_url": url, "model": "m", "api_key_env": "FAKE_OPENAI_KEY"}
+        }
+        doc["agents"]["alpha"]["model_provider"] = "openai.fake"
+        # a message of 400 characters is about 100 tokens: the first turn spends the day
+        doc["agents"]["alpha"]["budget"] = {"origins": {"webhook.ops": {"tokens_per_day": 50}}}
+        daemon = daemons(doc, faults=False)
+        daemon.start(HOOK_SECRET=SECRET, FAKE_OPENAI_KEY=OPENAI_KEY)
+        wait_serving(daemon, "webhook.ops")
+        answers: list[int] = []
+
+        def send(n: int) -> None:
+            body = {"sender": f"sender-{n}", "text": f"message {n} " + "x" * 400}
+            answers.append(post(port, "ops", body).status_code)
+
+        threads = [threading.Thread(target=send, args=(n,), daemon=True) for n in range(flood)]
+        for thread in threads:
+            thread.start()
+
+        def asked() -> int:
+            return len(seen.read_text().splitlines()) if seen.exists() else 0
+
+        deadline = time.monotonic() + PATIENCE
+        while asked() + len(answers) < flood:  # each turn reached the model, or was refused
+            assert time.monotonic() < deadline, (asked(), answers, daemon.log())
+            time.sleep(0.05)
+        gate.touch()
+        for thread in threads:
+            thread.join(PATIENCE)
+        assert sorted(answers) == [200] + [429] * (flood - 1), answers
+        turns = sum(g["turns"] for g in usage(daemon)["groups"])
+        assert turns == 1

@@ -72,8 +72,11 @@ class Refusal(Protocol):
 class TurnAdmission(Protocol):
     """Whether a turn may start, and its end: the daemon's budgets (ADR 0057)."""
 
-    def admit(self, agent: str, origin: Origin, session: str, turn: str) -> Refusal | None:
-        """None: the turn starts (and is counted); otherwise why it is refused."""
+    def admit(
+        self, agent: str, origin: Origin, session: str, turn: str, *, text: str = ""
+    ) -> Refusal | None:
+        """None: the turn starts (and is counted); otherwise why it is refused. `text`:
+        the turn's message (what it will spend at least)."""
         ...
 
     def closed(self, agent: str, turn: str) -> None: ...
@@ -82,7 +85,9 @@ class TurnAdmission(Protocol):
 class AdmitAll:
     """No budgets (a turn service of the tests')."""
 
-    def admit(self, agent: str, origin: Origin, session: str, turn: str) -> Refusal | None:
+    def admit(
+        self, agent: str, origin: Origin, session: str, turn: str, *, text: str = ""
+    ) -> Refusal | None:
         return None
 
     def closed(self, agent: str, turn: str) -> None:
@@ -303,7 +308,9 @@ class TurnService:
         try:
             refusal = self.check_agent(agent)
             budgeted = refusal is None and self._budgeted(agent, origin)
-            over = self.admission.admit(agent, origin, key, turn_id) if budgeted else None
+            over = (
+                self.admission.admit(agent, origin, key, turn_id, text=text) if budgeted else None
+            )
             if refusal is not None:
                 turn._push(refusal)
             elif over is not None:  # before the agent hears of it: no provider call

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import os
 import random
 import ssl
@@ -29,7 +30,13 @@ BACKOFF_INITIAL = 0.5
 BACKOFF_MAX = 8.0
 RETRY_AFTER_MAX = 30.0
 MAX_ERROR_BODY = 300
+# What is read of an error answer's body: its message is near the start, and a server that
+# never ends the body must not hold the step (nor grow the agent's memory) for ever.
+MAX_ERROR_READ = 64 * 1024
 MAX_JSON_BYTES = 8 * 1024 * 1024  # one event, one tool call's arguments, one error body
+# One streamed answer, whole: far beyond any model's longest, and a server streaming without
+# end (text, comments, a line that never ends) is cut rather than fill the agent's memory.
+MAX_ANSWER_BYTES = 32 * 1024 * 1024
 BODY_HEAD = 200  # bytes of an unreadable body shown in its error
 
 # httpx logs every request at info (and httpcore every step at debug): a line per model
@@ -135,11 +142,15 @@ class StreamedStep:
             args = decoded if isinstance(decoded, dict) else {"_unparsed": raw["args"]}
             calls.append(ToolCall(raw["name"], args, raw["id"] or f"{self.id_prefix}{index}"))
         text = "".join(self.text) or None
+        # A step that sent a prompt used tokens: a server saying none (a proxy that does
+        # not count, or one that lies) said nothing, and the turn estimates the step, or
+        # every step it answered would be free and no budget ever spent.
+        usage = self.usage if self.usage is not None and self.usage.total > 0 else None
         return Step(
             tool_calls=tuple(calls),
             text=text,
             streamed=text is not None,
-            usage=self.usage,
+            usage=usage,
             provider=self.provider,
         )
 
@@ -168,9 +179,11 @@ def backoff_delay(attempt: int, retry_after: str | None) -> float:
     one (capped), else exponential with jitter."""
     if retry_after is not None:
         try:
-            return min(max(float(retry_after), 0.0), RETRY_AFTER_MAX)
+            seconds = float(retry_after)
         except ValueError:
-            pass
+            seconds = math.nan
+        if math.isfinite(seconds):  # "nan" is a float too, and trio cannot sleep it
+            return min(max(seconds, 0.0), RETRY_AFTER_MAX)
     base = min(BACKOFF_INITIAL * 2 ** (attempt - 1), BACKOFF_MAX)
     return float(base * (0.5 + random.random() / 2))
 
@@ -239,7 +252,7 @@ class HttpModel:
             try:
                 async with self._client.stream("POST", path, content=body) as response:
                     if response.status_code != 200:
-                        text = (await response.aread()).decode(errors="replace")
+                        text = (await _read_head(response)).decode(errors="replace")
                         if response.status_code in RETRY_STATUSES and attempt <= self.max_retries:
                             delay = backoff_delay(attempt, response.headers.get("retry-after"))
                             self.retries += 1
@@ -247,7 +260,8 @@ class HttpModel:
                             continue
                         raise ProviderError(
                             self.provider,
-                            f"HTTP {response.status_code} from {response.url}: {_error_text(text)}",
+                            f"HTTP {response.status_code} from {shown_url(response.url)}: "
+                            f"{_error_text(text)}",
                             status_failure(response.status_code),
                             response.status_code,
                         )
@@ -270,7 +284,14 @@ class HttpModel:
                         # Events, as they come, under any content type (a proxy may relabel).
                         reader = _EventReader(on_event)
                         started = await reader.feed(first)
+                        size = len(first)
                         async for chunk in chunks:
+                            size += len(chunk)
+                            if size > MAX_ANSWER_BYTES:  # a stream without end: never an answer
+                                raise ProviderError(
+                                    self.provider,
+                                    f"malformed response: an answer over {MAX_ANSWER_BYTES} bytes",
+                                )
                             started = await reader.feed(chunk) or started
                         await reader.close()
                         if reader.events == 0 and reader.head.strip():
@@ -289,8 +310,17 @@ class HttpModel:
                     await trio.sleep(backoff_delay(attempt, None))
                     continue
                 raise ProviderError(
-                    self.provider, f"cannot reach {self._client.base_url}: {exc}", "connect"
+                    self.provider,
+                    f"cannot reach {shown_url(self._client.base_url)}: {exc}",
+                    "connect",
                 ) from None
+
+
+def shown_url(url: httpx.URL) -> str:
+    """A provider's URL as its errors show it: without `user:password@`, query or fragment,
+    where a proxy's credentials or key may be. An error becomes the turn's reply (to an
+    outside sender too), `status` and a provider.breaker event."""
+    return str(url.copy_with(userinfo=b"", query=None, fragment=None))
 
 
 def media_type(content_type: str) -> str:
@@ -324,6 +354,16 @@ async def answer_whole(
     await on_json(data)
 
 
+async def _read_head(response: httpx.Response) -> bytes:
+    """At most MAX_ERROR_READ bytes of an error answer's body; the rest is never read."""
+    head = b""
+    async for chunk in response.aiter_bytes():
+        head += chunk
+        if len(head) >= MAX_ERROR_READ:
+            break
+    return head[:MAX_ERROR_READ]
+
+
 async def _read_bounded(first: bytes, rest: AsyncIterator[bytes], provider: str) -> bytes:
     chunks = [first]
     size = len(first)
@@ -344,7 +384,7 @@ class _EventReader:
     def __init__(self, on_event: Callable[[SseEvent], Awaitable[None]]) -> None:
         self.on_event = on_event
         self.parser = SseParser()
-        self.rest = b""
+        self.rest: list[bytes] = []  # the line not ended yet, in pieces (joined once ended)
         self.head = b""
         self.events = 0
 
@@ -352,15 +392,20 @@ class _EventReader:
         """True once any event went out."""
         if len(self.head) < BODY_HEAD:
             self.head += chunk[: BODY_HEAD - len(self.head)]
-        *lines, self.rest = (self.rest + chunk).split(b"\n")
+        if b"\n" not in chunk:  # a long line is joined once, not again at each chunk
+            self.rest.append(chunk)
+            return self.events > 0
+        *lines, rest = b"".join([*self.rest, chunk]).split(b"\n")
+        self.rest = [rest]
         for line in lines:
             await self._line(line)
         return self.events > 0
 
     async def close(self) -> None:
-        if self.rest:
-            await self._line(self.rest)
-            self.rest = b""
+        rest = b"".join(self.rest)
+        self.rest = []
+        if rest:
+            await self._line(rest)
         last = self.parser.close()
         if last is not None:
             self.events += 1

@@ -14,6 +14,13 @@ its tokens or cost of the day (a UTC day), or started `turns_per_hour` turns in 
 hour; otherwise the turn counts as started in each scope with a turn limit.
 `BudgetBook.exhausted` says whether a running turn must end after its current step.
 
+A turn's spend is known only when its first step is reported, so turns admitted together
+would all see the spend of none of them (a flood posted at once, a slow model holding the
+first: each admitted against the same spend). So an admitted turn holds, in each of its
+budgeted scopes, the least it will spend (`hold`: its message, estimated) until its first
+step is charged or it ends (`release`); a turn is refused when the spend and what the
+others hold reach a daily limit. One turn alone is admitted as before.
+
 The book is bounded: beyond `max_scopes` scopes the least recently charged outside origin
 is forgotten (never an agent or a channel), so outside senders that rotate names cannot grow
 the daemon's memory; a sender forgotten so starts its day anew, which is why a channel's
@@ -84,6 +91,7 @@ class OverBudget:
     limit: BudgetLimit
     spent: int
     allowed: int
+    in_flight: bool = False  # `spent` counts what turns running now hold
 
     @property
     def detail(self) -> str:
@@ -91,7 +99,8 @@ class OverBudget:
             amount = f"{shown(self.spent)} of {shown(self.allowed)}"
         else:
             amount = f"{self.spent} of {self.allowed}"
-        return f"{self.limit} of {self.scope.describe()} spent ({amount})"
+        running = ", the turns running now included" if self.in_flight else ""
+        return f"{self.limit} of {self.scope.describe()} spent ({amount}{running})"
 
 
 @dataclass(slots=True)
@@ -155,11 +164,14 @@ class BudgetBook:
         self.day = ""
         self._spent: OrderedDict[Scope, Spent] = OrderedDict()
         self._turns: OrderedDict[Scope, deque[float]] = OrderedDict()
+        # What the turns admitted today and not yet charged hold, by budgeted scope.
+        self._held: dict[Scope, Spent] = {}
 
     def _roll(self, day: str) -> None:
         if day != self.day:  # a new UTC day: every daily limit starts again
             self.day = day
             self._spent.clear()
+            self._held.clear()
 
     def spent(self, scope: Scope, day: str) -> Spent:
         self._roll(day)
@@ -172,9 +184,12 @@ class BudgetBook:
         window = self._turns.get(scope)
         return 0 if window is None else sum(1 for t in window if t > now - HOUR)
 
-    def admit(self, budgets: Sequence[Budgeted], *, now: float, day: str) -> OverBudget | None:
-        """Why a turn may not start now, or None: it counts as started."""
-        over = self.exhausted(budgets, day)
+    def admit(
+        self, budgets: Sequence[Budgeted], *, now: float, day: str, hold: Spent | None = None
+    ) -> OverBudget | None:
+        """Why a turn may not start now, or None: it counts as started, and holds `hold`
+        in each of its budgeted scopes until `release`."""
+        over = self.exhausted(budgets, day, held=True)
         if over is not None:
             return over
         for budgeted in budgets:
@@ -187,20 +202,58 @@ class BudgetBook:
             limit = budgeted.limits.turns_per_hour
             if limit is not None:
                 self._started(budgeted.scope, limit, now)
+        if hold is not None and (hold.tokens or hold.cost):
+            for budgeted in budgets:
+                held = self._held.setdefault(budgeted.scope, Spent())
+                held.tokens = saturated(held.tokens + hold.tokens)
+                held.cost = saturated(held.cost + hold.cost)
         return None
 
-    def exhausted(self, budgets: Sequence[Budgeted], day: str) -> OverBudget | None:
-        """The first daily limit of these budgets that is spent (a running turn ends)."""
+    def release(self, scopes: Iterable[Scope], hold: Spent, day: str) -> None:
+        """A turn's hold ends: its first step was charged, or it ended without one (a
+        hold of an earlier day went with that day)."""
+        if day != self.day:
+            return
+        for scope in scopes:
+            held = self._held.get(scope)
+            if held is None:
+                continue
+            held.tokens = max(held.tokens - hold.tokens, 0)
+            held.cost = max(held.cost - hold.cost, 0)
+            if not (held.tokens or held.cost):
+                del self._held[scope]
+
+    def exhausted(
+        self, budgets: Sequence[Budgeted], day: str, *, held: bool = False
+    ) -> OverBudget | None:
+        """The first daily limit of these budgets that is spent (a running turn ends);
+        `held`: with what the turns in flight hold (a turn that would start)."""
         self._roll(day)
         for budgeted in budgets:
             spent = self._spent.get(budgeted.scope) or Spent()
-            limits = budgeted.limits
+            holding = self._held.get(budgeted.scope) if held else None
+            if holding is not None:
+                spent = Spent(
+                    saturated(spent.tokens + holding.tokens),
+                    saturated(spent.cost + holding.cost),
+                )
+            limits, scope = budgeted.limits, budgeted.scope
             if limits.tokens_per_day is not None and spent.tokens >= limits.tokens_per_day:
                 return OverBudget(
-                    budgeted.scope, "tokens_per_day", spent.tokens, limits.tokens_per_day
+                    scope,
+                    "tokens_per_day",
+                    spent.tokens,
+                    limits.tokens_per_day,
+                    holding is not None and holding.tokens > 0,
                 )
             if limits.cost_per_day is not None and spent.cost >= limits.cost_per_day:
-                return OverBudget(budgeted.scope, "cost_per_day", spent.cost, limits.cost_per_day)
+                return OverBudget(
+                    scope,
+                    "cost_per_day",
+                    spent.cost,
+                    limits.cost_per_day,
+                    holding is not None and holding.cost > 0,
+                )
         return None
 
     def charge(self, scopes: Iterable[Scope], tokens: int, cost: int, day: str) -> None:

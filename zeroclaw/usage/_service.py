@@ -33,6 +33,7 @@ import msgspec
 import trio
 
 from .._ops import BodyError, Nothing, OpTable
+from .._tokens import message_tokens
 from ..bus import Origin, Request, Response, answer, refusal
 from ..config import Config, parse_budget_key
 from ..control import BudgetStatus, ProviderStatus, UsageReply, UsageRow
@@ -49,14 +50,14 @@ from ..turns import (
     UsageReport,
     UsageVerdict,
 )
-from ._budget import BudgetBook, Budgets, Limits, OverBudget, Scope, scopes_of
+from ._budget import BudgetBook, Budgets, Limits, OverBudget, Scope, Spent, scopes_of
 from ._ledger import LedgerError, LedgerKey, Tally, UsageLedger
-from ._prices import FREE, Price, cost, shown
+from ._prices import FREE, Price, cost, saturated, shown
 
 log = logging.getLogger("zeroclaw.usage")
 
 FLUSH_SECS = 1.0  # how long steps gather in memory before one ledger commit
-MAX_TURNS = 10_000  # turns remembered with their origin (the oldest forgotten first)
+MAX_TURNS = 10_000  # chats, and questions apart, remembered with their origin (oldest out first)
 MAX_KEYS_PER_DAY = 10_000  # (origin, session) pairs one agent's ledger rows name in a day
 OVERFLOW = "~"  # the session (or a channel's origin) of what came beyond that
 OTHER_PROVIDER = "other"  # a provider the agent's chain does not name
@@ -167,7 +168,16 @@ class UsageService:
         self.cancel_turn = cancel_turn
         self.book = BudgetBook()
         self.counts = UsageCounts()
-        self._turns: OrderedDict[tuple[str, str], TurnOwner] = OrderedDict()
+        self._turns: dict[tuple[str, str], TurnOwner] = {}
+        # The order each kind of turn came in, each bounded by `max_turns` on its own: the
+        # turn service's (closed at their end) and the router's questions (never closed).
+        self._chats: OrderedDict[tuple[str, str], None] = OrderedDict()
+        self._questions: OrderedDict[tuple[str, str], None] = OrderedDict()
+        # Turns the turn service closed, for the one compaction step each may report after
+        # its end (bounded like `_turns`, the oldest forgotten first).
+        self._ended: OrderedDict[tuple[str, str], TurnOwner] = OrderedDict()
+        # What each admitted turn holds of its budgets until its first step is charged.
+        self._holds: dict[tuple[str, str], tuple[tuple[Scope, ...], Spent, str]] = {}
         self._tallies: dict[tuple[str, str], _TurnTally] = {}
         self._pending: dict[LedgerKey, Tally] = {}
         # agent -> the origins and sessions its ledger rows of `_keys_day` name
@@ -194,12 +204,27 @@ class UsageService:
 
     # --- admission ------------------------------------------------------------------------
 
-    def admit(self, agent: str, origin: Origin, session: str, turn: str) -> OverBudget | None:
+    def admit(
+        self,
+        agent: str,
+        origin: Origin,
+        session: str,
+        turn: str,
+        *,
+        text: str = "",
+        question: bool = False,
+    ) -> OverBudget | None:
         """Whether a turn may start: None (it is counted, and remembered with its origin
-        and session), or the budget that refuses it (published as an event)."""
+        and session), or the budget that refuses it (published as an event). `text`: the
+        turn's message, the least it will spend, held against its budgets while it has
+        charged nothing (so turns admitted together see each other). `question`: a peer's
+        question, which nobody closes: remembered apart, the oldest forgotten first, so
+        that however many are asked no turn the turn service holds open is forgotten."""
         day = utc_day(self.wall())
-        budgets = self._now_settings().budgets.of(agent, origin)
-        over = self.book.admit(budgets, now=self.clock(), day=day)
+        settings = self._now_settings()
+        budgets = settings.budgets.of(agent, origin)
+        hold = _hold(settings, agent, text) if text and budgets else None
+        over = self.book.admit(budgets, now=self.clock(), day=day, hold=hold)
         if over is not None:
             self.counts.refusals[(agent, over.limit)] += 1
             self._publish(
@@ -209,23 +234,44 @@ class UsageService:
             )
             return over
         owner = TurnOwner(agent, origin, session)
-        self._turns[(agent, turn)] = owner
-        self._turns.move_to_end((agent, turn))
-        while len(self._turns) > self.max_turns:
-            forgotten, _ = self._turns.popitem(last=False)
+        key = (agent, turn)
+        order = self._questions if question else self._chats
+        self._turns[key] = owner
+        order[key] = None
+        order.move_to_end(key)
+        if hold is not None:
+            self._holds[key] = (tuple(b.scope for b in budgets), hold, day)
+        while len(order) > self.max_turns:
+            forgotten, _ = order.popitem(last=False)
+            self._turns.pop(forgotten, None)
             self._tallies.pop(forgotten, None)
+            self._release(forgotten)
         self._add(self._key(day, named(agent), owner.who, session, ""), Tally(turns=1))
         return None
 
     def admit_question(self, callee: str, origin: Origin, session: str, turn: str) -> str | None:
         """The router's question admission (`bus.QuestionAdmission`): why not, or None."""
-        over = self.admit(callee, origin, session, turn)
+        over = self.admit(callee, origin, session, turn, question=True)
         return None if over is None else over.detail
 
     def closed(self, agent: str, turn: str) -> None:
-        """The turn service: the turn ended (its last step was reported before its end)."""
-        self._turns.pop((agent, turn), None)
+        """The turn service: the turn ended (its last step was reported before its end).
+        Its owner is kept a while for the session's compaction, which comes after."""
+        owner = self._turns.pop((agent, turn), None)
+        self._chats.pop((agent, turn), None)
+        self._questions.pop((agent, turn), None)
         self._tallies.pop((agent, turn), None)
+        self._release((agent, turn))
+        if owner is not None:
+            self._ended[(agent, turn)] = owner
+            while len(self._ended) > self.max_turns:
+                self._ended.popitem(last=False)
+
+    def _release(self, key: tuple[str, str]) -> None:
+        held = self._holds.pop(key, None)
+        if held is not None:
+            scopes, hold, day = held
+            self.book.release(scopes, hold, day)
 
     # --- the bus service ------------------------------------------------------------------
 
@@ -246,10 +292,13 @@ class UsageService:
         settings = self._now_settings()
         key = (sender, report.turn)
         owner = self._turns.get(key)
-        if owner is None:
-            # A compaction comes after its turn ended: the agent's own spend, no origin's.
-            if not report.compaction:
-                self.counts.spoofed += 1
+        if owner is None and report.compaction:
+            # A compaction comes after its turn ended and summarises that turn's session:
+            # charged to the origin that made the agent spend it, once per turn (else an
+            # outside sender's compactions spent none of its own budget).
+            owner = self._ended.pop(key, None) or TurnOwner(sender, None, "")
+        elif owner is None:
+            self.counts.spoofed += 1
             owner = TurnOwner(sender, None, "")
         chain = _chain_of(settings, sender)
         step = report.step
@@ -258,6 +307,7 @@ class UsageService:
         price = settings.prices.get(provider) or _dearest(settings, chain)
         spent = cost(tokens, price)
         day = utc_day(self.wall())
+        self._release(key)  # what it spent is charged now, in place of what it held
         self.book.charge(scopes_of(sender, owner.who), tokens.total, spent, day)
         self._add(
             self._key(day, named(sender), owner.who, owner.session, provider),
@@ -308,8 +358,8 @@ class UsageService:
         return verdict
 
     def _tally(self, key: tuple[str, str], owner: TurnOwner) -> _TurnTally | None:
-        if owner.origin is None:
-            return None  # an unknown turn: charged, but no event of its own
+        if owner.origin is None or key not in self._turns:
+            return None  # an unknown or ended turn: charged, but no event of its own
         tally = self._tallies.get(key)
         if tally is None:
             tally = self._tallies[key] = _TurnTally()
@@ -376,6 +426,9 @@ class UsageService:
 
     def _providers(self, sender: str, request: Request, report: ProvidersReport) -> Response:
         chain = self._now_settings().chains.get(sender, ())
+        # One entry per provider of the sender's chain (its last), in the chain's order:
+        # a report naming one many times changes it once.
+        last = {health.provider: health for health in report.providers}
         kept = tuple(
             msgspec.structs.replace(
                 health,
@@ -384,8 +437,8 @@ class UsageService:
                 if math.isfinite(health.retry_in_secs)
                 else 0.0,
             )
-            for health in report.providers
-            if health.provider in chain
+            for provider in chain
+            if (health := last.get(provider)) is not None
         )
         before = {h.provider: h for h in self._health.get(sender, ((), 0.0))[0]}
         self._health[sender] = (kept, self.clock())
@@ -517,6 +570,15 @@ def _chain_of(settings: _Settings, sender: str) -> tuple[str, ...]:
     if sender.startswith(SUBAGENT_PREFIX):
         return tuple(settings.prices)
     return settings.chains.get(sender, ())
+
+
+def _hold(settings: _Settings, agent: str, text: str) -> Spent:
+    """The least a turn of `agent` with the message `text` will spend: the message's
+    tokens (the shared estimate) at the cheapest price its chain may answer at."""
+    tokens = message_tokens(text)
+    prices = [settings.prices.get(ref, FREE) for ref in settings.chains.get(agent, ())]
+    cheapest = min((min(p.input, p.cached_input) for p in prices), default=0)
+    return Spent(tokens, saturated(tokens * cheapest))
 
 
 def _dearest(settings: _Settings, chain: tuple[str, ...]) -> Price:
