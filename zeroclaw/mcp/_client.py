@@ -430,10 +430,31 @@ async def connect_http(launch: HttpLaunch) -> AsyncIterator[Connection]:
     connection; on exit (or cancel) the session is ended (DELETE) and the client closed.
     McpFailure when it could not be reached or did not initialize, or when the
     connection broke while it served."""
-    timeout = launch.timeout_secs
+    # The session's end (the SDK's DELETE, whose reply has no read timeout) is bounded like
+    # a stdio server's stop: a server that never finished answering it held the caller for
+    # good (a daemon's adapter call, an agent's stop). `_http_session` sets its deadline.
+    ending = trio.CancelScope()
+    thrown: list[BaseException] = []
+    with ending:
+        async with _http_session(launch, ending) as connection:
+            try:
+                yield connection
+            except BaseException as exc:
+                thrown.append(exc)
+                raise
+    if ending.cancelled_caught:
+        log.info("mcp %s: the session's end took over %gs; left", launch.name, STOP_GRACE_SECS)
+        if thrown:  # what the caller's body raised, which the cut-short end replaced
+            raise thrown[0]
+
+
+@contextlib.asynccontextmanager
+async def _http_session(launch: HttpLaunch, ending: trio.CancelScope) -> AsyncIterator[Connection]:
+    """`connect_http`'s session; once it is left (or its initialize failed), `ending`'s
+    deadline bounds what the SDK does to end it."""
     # The read timeout is ours (each request is bounded by timeout_secs); the server's
     # stream of notifications may stay quiet for as long as it likes.
-    limits = httpx2.Timeout(timeout, read=None)
+    limits = httpx2.Timeout(launch.timeout_secs, read=None)
     holder: list[Connection] = []
 
     async def on_message(message: object) -> None:
@@ -466,6 +487,7 @@ async def connect_http(launch: HttpLaunch) -> AsyncIterator[Connection]:
                 yield connection
             finally:
                 connection.closed.set()
+                ending.deadline = trio.current_time() + STOP_GRACE_SECS
     except BaseExceptionGroup as group:  # the transport's task group wraps what it raised
         failure = _http_failure(launch, group)
         if failure is None:
