@@ -252,7 +252,12 @@ async def _spawn(launch: Launch, home: str) -> Child:
         )
         try:
             ruleset_fd = await trio.to_thread.run_sync(
-                server_ruleset, launch.rules, program, executables, home
+                server_ruleset,
+                launch.rules,
+                program,
+                executables,
+                home,
+                None if launch.for_agent is None else launch.for_agent.confinement,
             )
         except (SandboxUnavailable, OSError) as exc:
             raise McpFailure("mcp_unavailable", f"{launch.name}: sandbox failed: {exc}") from None
@@ -270,6 +275,7 @@ async def _spawn(launch: Launch, home: str) -> Child:
             timeout_secs=launch.lifetime_secs,
             ruleset_fd=-1 if ruleset_fd is None else ruleset_fd,
             status_fd=status,
+            seccomp=b"" if launch.for_agent is None else launch.for_agent.seccomp,
         )
         setup = functools.partial(confine_intermediate, os.getpid(), cap_last_cap())
 

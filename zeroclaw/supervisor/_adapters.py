@@ -18,9 +18,16 @@ from collections.abc import Callable, Mapping
 
 import trio
 
-from .._process import DEFAULT_PATH, CannotStart, run_capped
-from ..agent import AgentSpec, command_home_root, path_rules
-from ..discovery import AdapterRun, AdapterRunner, RunOutcome, ToolOutcome
+from .._process import DEFAULT_PATH, CannotStart, ProcessOutcome
+from ..agent import AgentSpec, command_home_root, for_agent, path_rules
+from ..discovery import (
+    AdapterRun,
+    AdapterRunner,
+    ProbeOutcome,
+    RunOutcome,
+    ToolOutcome,
+    run_probe,
+)
 from ..mcp import Launch, OneCall, OneHttpCall, call_once, call_once_http
 from ..policy import PathRules, abi_version
 from ..tools import adapter_ruleset, shell_environment
@@ -54,18 +61,29 @@ def adapter_runner(
         env = shell_environment(scrubbed_environment(daemon_env), workspace, home)
         env.update({name: daemon_env[name] for name in job.env_names if name in daemon_env})
         confine = spec.risk.sandbox != "none" and abi_version() >= 1
+        agents = for_agent(spec)
+        path = env.get("PATH", DEFAULT_PATH)
+        program = shutil.which(job.argv[0], path=path)
         try:
-            return await run_capped(
-                list(job.argv),
+            if program is None:
+                return f"cannot start {job.argv[0]!r}: not on PATH"
+            # Under the intermediate, as an MCP adapter's server and a probe: the daemon is
+            # no subreaper, and what the program left (a child in its group once it exited
+            # in time, a setsid child, a double fork) outlived the call, re-parented to init.
+            ran = await run_probe(
+                [program, *job.argv[1:]],
                 timeout_secs=job.timeout_secs,
                 env=env,
                 cwd=workspace,
                 output_cap=job.output_cap,
                 ruleset=functools.partial(
-                    adapter_ruleset, rules, job.argv[0], env.get("PATH", DEFAULT_PATH), home
+                    adapter_ruleset, rules, program, path, home, agents.confinement
                 )
                 if confine
                 else None,
+                # Not a probe's (no socket at all): its agent's, which refuses IPv4/IPv6
+                # sockets only to an agent with no port to reach.
+                seccomp=agents.seccomp,
             )
         except CannotStart as exc:
             return exc.detail
@@ -74,8 +92,23 @@ def adapter_runner(
                 await trio.to_thread.run_sync(
                     functools.partial(shutil.rmtree, home, ignore_errors=True)
                 )
+        return _process_outcome(job.argv[0], ran)
 
     return run
+
+
+def _process_outcome(name: str, ran: ProbeOutcome) -> RunOutcome:
+    """How the intermediate said the program `name` ended, as a CLI adapter's outcome; a
+    program that never ran (the kernel refused it) is why, as text."""
+    word, _, why = ran.status.partition(" ")
+    if word in ("exec_refused", "exec_failed"):
+        return f"cannot start {name!r}: {word} {why}"
+    return ProcessOutcome(
+        exit_code=-int(why) if word == "signal" and why.isdigit() else ran.exit_code,
+        output=ran.output,
+        truncated=ran.truncated,
+        timed_out=ran.timed_out,
+    )
 
 
 async def _call_tool(
@@ -106,6 +139,7 @@ async def _call_tool(
                 agent_env=agent_env,
                 confine=spec.risk.sandbox != "none" and abi_version() >= 1,
                 home_root=root,
+                for_agent=for_agent(spec),
             ),
             tool=job.tool,
             arguments=job.arguments,
