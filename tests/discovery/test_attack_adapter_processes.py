@@ -32,6 +32,7 @@ from tests.discovery.test_mcp_adapter import request, service
 from tests.supervisor.harness import Daemon, agent_entry, make_config, process_alive, wait_gone
 from zeroclaw._ops import decode_body
 from zeroclaw.control import control_address
+from zeroclaw.discovery import DiscoveryService
 from zeroclaw.policy import abi_version
 from zeroclaw.turns import AdapterResult
 
@@ -109,6 +110,27 @@ def test_attack_a_program_the_daemon_runs_for_an_agent_is_not_the_operator(
     assert stopped == [], stopped
 
 
+async def alpha_with(project: Project, adapter: str) -> tuple[DiscoveryService, Path]:
+    """The project's config with one agent, alpha (supervised, offline: no port to reach),
+    that lists `adapter`; its discovery service, scanned, and alpha's workspace."""
+    ws = project.base / "ws-alpha"
+    ws.mkdir()
+    project.extra["agents"] = {
+        "alpha": {
+            "model_provider": "offline.default",
+            "risk_profile": "sup",
+            "runtime_profile": "default",
+            "channels": ["cli.local"],
+            "adapters": [adapter],
+            "workspace": {"path": str(ws)},
+        }
+    }
+    project.write_config()
+    svc = service(project)
+    await svc.rescan(refresh=True)
+    return svc, ws
+
+
 async def test_attack_an_mcp_adapters_server_leaves_nothing_running_after_its_call(
     tmp_path: Path,
 ) -> None:
@@ -118,21 +140,7 @@ async def test_attack_an_mcp_adapters_server_leaves_nothing_running_after_its_ca
         "mcp/stubborn.yaml",
         f"id: stubborn\ntransport: stdio\ncommand: {program}\ntimeout_ms: 20000\ntools: [echo]\n",
     )
-    ws = tmp_path / "ws-alpha"
-    ws.mkdir()
-    project.extra["agents"] = {
-        "alpha": {
-            "model_provider": "offline.default",
-            "risk_profile": "sup",
-            "runtime_profile": "default",
-            "channels": ["cli.local"],
-            "adapters": ["stubborn"],
-            "workspace": {"path": str(ws)},
-        }
-    }
-    project.write_config()
-    svc = service(project)
-    await svc.rescan(refresh=True)
+    svc, ws = await alpha_with(project, "stubborn")
     done = await svc.serve(
         "alpha", request("invoke", adapter="stubborn", tool="echo", input='{"text": "hi"}')
     )
@@ -208,21 +216,7 @@ async def test_attack_a_cli_adapter_leaves_nothing_running_after_its_call(
         "id: leaver\ntransport: cli\ncommand: leaver\ncapabilities: [chat.reply]\n"
         "timeout_ms: 20000\n",
     )
-    ws = tmp_path / "ws-alpha"
-    ws.mkdir()
-    project.extra["agents"] = {
-        "alpha": {
-            "model_provider": "offline.default",
-            "risk_profile": "sup",
-            "runtime_profile": "default",
-            "channels": ["cli.local"],
-            "adapters": ["leaver"],
-            "workspace": {"path": str(ws)},
-        }
-    }
-    project.write_config()
-    svc = service(project)
-    await svc.rescan(refresh=True)
+    svc, ws = await alpha_with(project, "leaver")
     done = await svc.serve("alpha", request("invoke", adapter="leaver", input="anything"))
     assert done.ok, done
     result = decode_body(done.body, AdapterResult)
@@ -267,21 +261,7 @@ async def test_attack_a_cli_adapter_reaches_no_tcp_port_its_agent_may_not(
         "id: dialer\ntransport: cli\ncommand: dialer\ncapabilities: [chat.reply]\n"
         "timeout_ms: 20000\n",
     )
-    ws = tmp_path / "ws-alpha"
-    ws.mkdir()
-    project.extra["agents"] = {
-        "alpha": {
-            "model_provider": "offline.default",
-            "risk_profile": "sup",
-            "runtime_profile": "default",
-            "channels": ["cli.local"],
-            "adapters": ["dialer"],
-            "workspace": {"path": str(ws)},
-        }
-    }
-    project.write_config()
-    svc = service(project)
-    await svc.rescan(refresh=True)
+    svc, _ = await alpha_with(project, "dialer")
     with socket.socket() as listener:
         listener.bind(("127.0.0.1", 0))
         listener.listen()
@@ -339,21 +319,7 @@ async def test_attack_an_mcp_adapters_server_reaches_no_tcp_port_its_agent_may_n
         "mcp/dialing.yaml",
         f"id: dialing\ntransport: stdio\ncommand: {program}\ntimeout_ms: 20000\ntools: [dial]\n",
     )
-    ws = tmp_path / "ws-alpha"
-    ws.mkdir()
-    project.extra["agents"] = {
-        "alpha": {
-            "model_provider": "offline.default",
-            "risk_profile": "sup",
-            "runtime_profile": "default",
-            "channels": ["cli.local"],
-            "adapters": ["dialing"],
-            "workspace": {"path": str(ws)},
-        }
-    }
-    project.write_config()
-    svc = service(project)
-    await svc.rescan(refresh=True)
+    svc, _ = await alpha_with(project, "dialing")
     with socket.socket() as listener:
         listener.bind(("127.0.0.1", 0))
         listener.listen()

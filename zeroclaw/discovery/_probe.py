@@ -211,8 +211,8 @@ async def run_probe(
     """Run `argv` (argv[0] an absolute path) under the intermediate. Raises `CannotStart`
     when not even the intermediate could start (or the ruleset not be built).
 
-    `seccomp`: the program's filter (None: a probe's, `no_socket_filter`; b"": none, for
-    a CLI adapter the daemon runs for an agent, which may need the network).
+    `seccomp`: the program's filter (None: a probe's, `no_socket_filter`; b"": none). A
+    CLI adapter the daemon runs for an agent gives its agent's (`agent.for_agent`).
 
     With a `dialogue`, the program's stdin is a pipe the dialogue writes, its stdout goes
     to the dialogue (the cap counts it; `output` stays empty), its stderr nowhere; the

@@ -1,12 +1,14 @@
 """How the daemon runs a discovered adapter for an agent (issue 15): as that agent would run
 a shell command, from the agent's spec — its workspace as cwd, a private home under the
 agent's command homes, the allowlisted environment (plus the variables the adapter's
-manifest names), and a Landlock ruleset built from the agent's own path rules — never with
-the daemon's wider view. Over HTTP (an HTTP adapter, an MCP server at an endpoint) there
-is no process to confine: the daemon makes the request itself, only to an endpoint the
-discovery service found in the agent's `allowed_endpoints` (ADR 0054), with credentials
-from its own environment that the agent never holds. The discovery service admits the
-call; this only runs it."""
+manifest names), and a Landlock ruleset built from the agent's own path rules with the
+agent's TCP rules and scopes (`for_agent`: the program is the daemon's child, outside the
+agent's domain) — never with the daemon's wider view — under the intermediate, so that
+nothing it starts outlives the call. Over HTTP (an HTTP adapter, an MCP server at an
+endpoint) there is no process to confine: the daemon makes the request itself, only to an
+endpoint the discovery service found in the agent's `allowed_endpoints` (ADR 0054), with
+credentials from its own environment that the agent never holds. The discovery service
+admits the call; this only runs it."""
 
 from __future__ import annotations
 
