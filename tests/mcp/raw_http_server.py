@@ -15,6 +15,7 @@ a server should, refuses the GET stream (405), and then, by MODE:
                  and never an answer
   hold-delete    everything is answered as a server should, but the DELETE that ends the
                  session: its reply's body trickles, a byte a second, and never ends
+  hold-delete-bad-init  the same, and initialize is answered with a result that is not one
 
 Every request it gets is one line on stderr: `METHOD PATH authorization=<header or ->`.
 """
@@ -57,7 +58,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_DELETE(self) -> None:
         self.said()
-        if MODE == "hold-delete":
+        if MODE.startswith("hold-delete"):
             self.send_response(200)
             self.send_header("transfer-encoding", "chunked")
             self.end_headers()
@@ -97,8 +98,10 @@ class Handler(BaseHTTPRequestHandler):
             CALLED.append(ident)
             self.hostile_stream()
             return
-        if method == "initialize":
-            result: dict[str, object] = {
+        if method == "initialize" and MODE == "hold-delete-bad-init":
+            result: dict[str, object] = {"protocolVersion": 5}
+        elif method == "initialize":
+            result = {
                 "protocolVersion": body["params"]["protocolVersion"],
                 "capabilities": {"tools": {}},
                 "serverInfo": {"name": "raw", "version": "1"},

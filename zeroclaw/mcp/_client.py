@@ -441,23 +441,31 @@ async def connect_http(launch: HttpLaunch) -> AsyncIterator[Connection]:
     # good (a daemon's adapter call, an agent's stop). `_http_session` sets its deadline.
     ending = trio.CancelScope()
     thrown: list[BaseException] = []
-    with ending:
-        async with _http_session(launch, ending) as connection:
-            try:
+    try:
+        with ending:
+            async with _http_session(launch, ending, thrown) as connection:
                 yield connection
-            except BaseException as exc:
-                thrown.append(exc)
-                raise
+    # Read outside `ending`: a group that held its Cancelled beside a failure (an
+    # initialize that failed, then an end cut short) holds only the failure here.
+    except BaseExceptionGroup as group:  # the transport's task group wraps what it raised
+        failure = _http_failure(launch, group)
+        if failure is None:
+            raise
+        raise failure from None
+    except (httpx2.HTTPError, OSError) as exc:
+        raise _unreachable(launch, exc) from None
     if ending.cancelled_caught:
         log.info("mcp %s: the session's end took over %gs; left", launch.name, STOP_GRACE_SECS)
-        if thrown:  # what the caller's body raised, which the cut-short end replaced
+        if thrown:  # what initialize or the caller's body raised, replaced by the cut end
             raise thrown[0]
 
 
 @contextlib.asynccontextmanager
-async def _http_session(launch: HttpLaunch, ending: trio.CancelScope) -> AsyncIterator[Connection]:
+async def _http_session(
+    launch: HttpLaunch, ending: trio.CancelScope, thrown: list[BaseException]
+) -> AsyncIterator[Connection]:
     """`connect_http`'s session; once it is left (or its initialize failed), `ending`'s
-    deadline bounds what the SDK does to end it."""
+    deadline bounds what the SDK does to end it, and `thrown` keeps what was raised."""
     # The read timeout is ours (each request is bounded by timeout_secs); the server's
     # stream of notifications may stay quiet for as long as it likes.
     limits = httpx2.Timeout(launch.timeout_secs, read=None)
@@ -491,16 +499,12 @@ async def _http_session(launch: HttpLaunch, ending: trio.CancelScope) -> AsyncIt
                 ):
                     await session.initialize()
                 yield connection
+            except BaseException as exc:
+                thrown.append(exc)
+                raise
             finally:
                 connection.closed.set()
                 ending.deadline = trio.current_time() + STOP_GRACE_SECS
-    except BaseExceptionGroup as group:  # the transport's task group wraps what it raised
-        failure = _http_failure(launch, group)
-        if failure is None:
-            raise
-        raise failure from None
-    except (httpx2.HTTPError, OSError) as exc:
-        raise _unreachable(launch, exc) from None
     finally:
         if holder:
             holder[0].closed.set()
