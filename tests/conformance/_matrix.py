@@ -498,6 +498,16 @@ _GRAMMAR: list[tuple[str, str, str, str, dict[str, Expect]]] = [
         },
     ),
     (
+        # `dialer`, a program the daemon runs for full (offline: no port to reach), connects
+        # to the daemon's own webhook listener: it runs outside full's Landlock domain, so
+        # it gets full's TCP rules and its no-inet seccomp filter copied (ADR 0043)
+        "network",
+        "adapter the daemon runs connects to the webhook port",
+        "invoke dialer: {port}",
+        "invoke_adapter",
+        {"full": Expect("kernel_denied", "EACCES", "kernel")},
+    ),
+    (
         "discovery_adapters",
         "invalid manifest not registered",
         "invoke broken: x",
@@ -594,6 +604,8 @@ def _grammar_cells() -> list[Cell]:
                 extra = {"reply_has": "codex in "}  # the adapter's program really ran
             if action.startswith("invoke spy"):
                 extra = {"control_probe": True}
+            if action.startswith("invoke dialer"):
+                extra = {"dial_probe": True}
             cells.append(
                 Cell(boundary, "grammar/daemon", profile, case, action, expect, tool, extra)
             )

@@ -121,14 +121,15 @@ def conformance_config(root: Path, port: int = 0) -> dict[str, Any]:
         # broken (an invalid manifest), shady (a workspace-local program) and stray (a
         # command outside [discovery] commands) are listed by full, never registered.
         # spy: a program the daemon runs for full that asks the control socket to stop
-        # another agent (what the daemon starts is never the operator, ADR 0011).
+        # another agent (what the daemon starts is never the operator, ADR 0011); dialer:
+        # one that connects to a TCP port (it gets its agent's TCP rules, ADR 0043).
         doc["discovery"] = {
             "probe_model_ports": False,
             "scan_user_dirs": False,
-            "commands": ["codex", "claude", "gemini", "ollama", "spy"],
+            "commands": ["codex", "claude", "gemini", "ollama", "spy", "dialer"],
         }
         granted = {
-            "full": ["reviewer", "writer", "broken", "shady", "stray", "spy"],
+            "full": ["reviewer", "writer", "broken", "shady", "stray", "spy", "dialer"],
             "ro": ["reviewer", "writer"],
             "sup": ["writer"],
             "g_read": ["reviewer"],
@@ -194,6 +195,21 @@ except OSError as exc:
 """
 
 
+# An adapter that connects to 127.0.0.1 at the port its input names; it says whether it
+# could ("dial connected") or the errno it got ("dial refused: N").
+DIALER_PROGRAM = """#!/usr/bin/python3
+import socket, sys
+if "--version" in sys.argv:
+    print("dialer 1.0")
+    sys.exit(0)
+try:
+    socket.create_connection(("127.0.0.1", int(sys.argv[-1])), timeout=10).close()
+    print("dial connected")
+except OSError as exc:
+    print("dial refused:", exc.errno)
+"""
+
+
 def lay_out_adapters(root: Path, bin_dir: Path) -> str:
     """The adapter manifests beside the config, a trusted `codex` (and `stray`, and `spy`)
     in `bin_dir` (outside the project) and a workspace-local `gemini` inside it; the
@@ -208,6 +224,8 @@ def lay_out_adapters(root: Path, bin_dir: Path) -> str:
         (directory / name).chmod(0o755)
     (bin_dir / "spy").write_text(SPY_PROGRAM.format(address=control_address(root / "run")))
     (bin_dir / "spy").chmod(0o755)
+    (bin_dir / "dialer").write_text(DIALER_PROGRAM)
+    (bin_dir / "dialer").chmod(0o755)
     manifests = {
         "reviewer": "command: codex\nargs: [review]\ncapabilities: [code.review]\n",
         "writer": "command: codex\nargs: [write]\ncapabilities: [code.generate]\n",
@@ -216,6 +234,7 @@ def lay_out_adapters(root: Path, bin_dir: Path) -> str:
         # a trusted place, but a name outside [discovery] commands
         "stray": "command: stray\nargs: [x]\ncapabilities: [code.review]\n",
         "spy": "command: spy\ncapabilities: [code.review]\n",
+        "dialer": "command: dialer\ncapabilities: [code.review]\n",
         "broken": "transport: [not, a, transport]\n",  # invalid: no command, bad transport
     }
     (root / "adapters").mkdir(exist_ok=True)
@@ -336,6 +355,7 @@ class World:
             run=self.run_dir,
             config=self.config_path,
             root=self.root,
+            port=self.port,
             alias=alias,
             daemon_pid=pid,
             long_name="a" * 4097,
@@ -534,6 +554,16 @@ def observed_control_probe(reply: str) -> Observed:
     return Observed("allowed", None, reply[:200])
 
 
+def observed_dial_probe(reply: str) -> Observed:
+    """What the `dialer` adapter said of its TCP connect."""
+    import errno
+
+    if (refused := re.search(r"dial refused: (\d+)", reply)) is not None:
+        code = errno.errorcode.get(int(refused.group(1)), refused.group(1))
+        return Observed("kernel_denied", code, reply[:200])
+    return Observed("allowed", None, reply[:200])
+
+
 def observed_from_turn(cell: Cell, data: dict[str, Any]) -> Observed:
     if "refused" in data:
         return Observed("refused", str(data["refused"]), "the daemon refused the turn")
@@ -550,6 +580,8 @@ def observed_from_turn(cell: Cell, data: dict[str, Any]) -> Observed:
             return Observed("refused", nested.group(2), str(data.get("reply", ""))[:200])
     if cell.extra.get("control_probe"):
         return observed_control_probe(str(data.get("reply", "")))
+    if cell.extra.get("dial_probe"):
+        return observed_dial_probe(str(data.get("reply", "")))
     want = cell.extra.get("reply_has")
     if want and want not in data.get("reply", ""):
         return Observed("refused", "not_in_reply", str(data.get("reply", ""))[:200])

@@ -15,6 +15,7 @@ import pytest
 import trio
 
 from tests.bodies import raw
+from tests.conftest import PATIENCE
 from tests.discovery.helpers import Project, decision
 from tests.mcp._servers import free_port, start_listening
 from zeroclaw._ops import decode_body
@@ -49,12 +50,12 @@ async def url() -> AsyncIterator[str]:
     await process.stderr.aclose()
 
 
-def service(tmp_path: Path, url: str) -> DiscoveryService:
+def service(tmp_path: Path, url: str, timeout_ms: int = 20000) -> DiscoveryService:
     project = Project(tmp_path)
     endpoint = url.split("/")[2]
     project.file(
         "mcp/remote.yaml",
-        f"id: remote\ntransport: http\nendpoint: {url}\ntimeout_ms: 20000\ntools: [echo]\n",
+        f"id: remote\ntransport: http\nendpoint: {url}\ntimeout_ms: {timeout_ms}\ntools: [echo]\n",
     )
     down = free_port()  # nothing listens there
     project.file(
@@ -158,3 +159,39 @@ def test_an_mcp_manifest_names_a_program_or_an_endpoint_for_its_transport(
     snapshot = project.scan(["mcp"])
     for ident in ("both", "none", "stdio"):
         assert decision(snapshot, f"mcp_server:{ident}").reason == "schema_invalid", ident
+
+
+RAW = Path(__file__).parents[1] / "mcp" / "raw_http_server.py"
+
+
+@pytest.fixture
+async def holding_url() -> AsyncIterator[str]:
+    """tests/mcp/raw_http_server.py in mode hold-delete: a server that answers the call
+    but never finishes answering the DELETE that ends the session."""
+    port = free_port()
+    process = await start_listening(
+        [sys.executable, str(RAW), str(port), "hold-delete"], b"listening on"
+    )
+    try:
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.kill()
+        await process.wait()
+        assert process.stderr is not None
+        await process.stderr.aclose()
+
+
+async def test_a_server_that_never_ends_its_session_holds_no_call_of_the_daemon(
+    tmp_path: Path, holding_url: str
+) -> None:
+    # The attack: a server at an allowed endpoint answers the call, then trickles the
+    # reply to the DELETE that ends the session, a byte a second, forever. The call's
+    # answer must come back to the agent, and the daemon's task must end: 32 such calls
+    # held an agent's adapter slots for good, 64 the whole service's.
+    svc = service(tmp_path, holding_url, timeout_ms=3000)
+    await svc.rescan(refresh=True)
+    call = {"adapter": "remote", "tool": "echo", "input": '{"text": "held"}'}
+    with trio.fail_after(PATIENCE):
+        done = await svc.serve("full", request("invoke", **call))
+    got = decode_body(done.body, AdapterResult)
+    assert (got.exit_code, got.error, got.output) == (0, "", "held"), got

@@ -13,6 +13,9 @@ a server should, refuses the GET stream (405), and then, by MODE:
                  as a server should
   trickle        tools/call is answered with an event stream of comments, one a second,
                  and never an answer
+  hold-delete    everything is answered as a server should, but the DELETE that ends the
+                 session: its reply's body trickles, a byte a second, and never ends
+  hold-delete-bad-init  the same, and initialize is answered with a result that is not one
 
 Every request it gets is one line on stderr: `METHOD PATH authorization=<header or ->`.
 """
@@ -55,6 +58,17 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_DELETE(self) -> None:
         self.said()
+        if MODE.startswith("hold-delete"):
+            self.send_response(200)
+            self.send_header("transfer-encoding", "chunked")
+            self.end_headers()
+            try:
+                while True:
+                    self.wfile.write(b"1\r\n \r\n")
+                    self.wfile.flush()
+                    time.sleep(1)
+            except OSError:  # the client gave up
+                return
         self.send_response(200)
         self.send_header("content-length", "0")
         self.end_headers()
@@ -76,12 +90,18 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header("content-length", "0")
             self.end_headers()
             return
-        if method == "tools/call" and (MODE != "endless-event" or not CALLED):
+        if (
+            method == "tools/call"
+            and MODE in ("endless-event", "trickle")
+            and not (MODE == "endless-event" and CALLED)
+        ):
             CALLED.append(ident)
             self.hostile_stream()
             return
-        if method == "initialize":
-            result: dict[str, object] = {
+        if method == "initialize" and MODE == "hold-delete-bad-init":
+            result: dict[str, object] = {"protocolVersion": 5}
+        elif method == "initialize":
+            result = {
                 "protocolVersion": body["params"]["protocolVersion"],
                 "capabilities": {"tools": {}},
                 "serverInfo": {"name": "raw", "version": "1"},

@@ -246,3 +246,39 @@ async def test_attack_a_stream_of_comments_without_an_answer_is_the_calls_timeou
         result = await run(context(box), offers.get("mcp__h__echo"), {"text": "x"})
         assert result.error_code == "mcp_timeout", result
         assert host.status["h"] == "ready"  # the session itself is fine
+
+
+async def test_attack_a_session_end_that_never_comes_is_cut_and_keeps_what_failed() -> None:
+    # The DELETE that ends the session is answered with a body that trickles forever: the
+    # end is cut after its grace, and what the caller's body raised still reaches it (the
+    # cut end must not swallow it).
+    from zeroclaw.mcp._client import HttpLaunch, connect_http
+
+    class Failed(Exception):
+        pass
+
+    async with raw("hold-delete", free_port()) as server:
+        launch = HttpLaunch("h", server.url, {}, 5.0, 65536)
+        with trio.fail_after(PATIENCE):
+            async with connect_http(launch) as connection:
+                assert (await connection.call_tool("echo", {"text": "x"}))[1] == "x"
+            with pytest.raises(Failed):
+                async with connect_http(launch):
+                    raise Failed
+        asked = await server.requests()
+        assert sum(line.startswith("DELETE ") for line in asked) == 2, asked
+
+
+async def test_attack_an_initialize_that_failed_and_an_end_cut_short_is_one_typed_failure() -> None:
+    # initialize is answered with garbage (the session id set, so the SDK sends its DELETE),
+    # and the DELETE is held: the end is cut while the initialize's failure is on its way
+    # out, and the caller gets that failure typed, not a group holding it.
+    from zeroclaw.mcp._client import HttpLaunch, McpFailure, connect_http
+
+    async with raw("hold-delete-bad-init", free_port()) as server:
+        launch = HttpLaunch("h", server.url, {}, 5.0, 65536)
+        with trio.fail_after(PATIENCE), pytest.raises(McpFailure) as failed:
+            async with connect_http(launch):
+                pass
+        assert failed.value.code == "mcp_unavailable", failed.value
+        assert any(line.startswith("DELETE ") for line in await server.requests())

@@ -27,6 +27,7 @@ from ._sandbox import (
     agent_plan,
     command_home_root,
     confine_in_process,
+    for_agent,
 )
 from ._spec import (
     AgentSpec,
@@ -68,6 +69,7 @@ __all__ = [
     "confine_in_process",
     "decode_link",
     "encode_link",
+    "for_agent",
     "path_rules",
     "say_fatal",
     "serve_agent",

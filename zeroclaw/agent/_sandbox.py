@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
+import platform
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from ..policy import (
     NOT_EXECUTABLE,
     READ,
+    ForAgent,
     ProcessConfinement,
     ProcessKind,
     SandboxPlan,
@@ -31,6 +33,7 @@ from ..policy import (
     plan_for,
     plan_readonly,
     url_port,
+    user_namespace_filter,
 )
 from ._spec import AgentSpec
 
@@ -96,6 +99,18 @@ def agent_confinement(spec: AgentSpec, abi: int, last_cap: int) -> ProcessConfin
     only, no capability (ADR 0043)."""
     kind: ProcessKind = "subagent_runtime" if spec.subagent is not None else "agent"
     return decide_confinement(kind, abi, cap_last_cap=last_cap, connect_ports=connect_ports(spec))
+
+
+def for_agent(spec: AgentSpec) -> ForAgent:
+    """What a process the daemon runs for this agent gets of the agent's confinement, on
+    this kernel and machine."""
+    confinement = agent_confinement(spec, abi_version(), cap_last_cap())
+    seccomp = (
+        user_namespace_filter(platform.machine(), no_inet=True)
+        if confinement.no_inet_sockets
+        else None
+    )
+    return ForAgent(confinement, seccomp or b"")
 
 
 def describe_sandbox(abi: int, rules: int, confinement: ProcessConfinement) -> str:

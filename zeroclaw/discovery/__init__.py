@@ -74,6 +74,10 @@ if TYPE_CHECKING:
         TrustLevel,
         summarise,
     )
+    from ._probe import (
+        ProbeOutcome,
+        run_probe,
+    )
     from ._redact import (
         PLAIN_FIELDS,
         REDACTED,
@@ -188,6 +192,8 @@ _load = lazy_attributes(
         "Inputs": "._cache",
         "ItemKind": "._model",
         "Outcome": "._run",
+        "ProbeOutcome": "._probe",
+        "run_probe": "._probe",
         "REDACTED": "._redact",
         "PLAIN_FIELDS": "._redact",
         "REDACTED_FIELDS": "._redact",
@@ -294,6 +300,7 @@ __all__ = [
     "ItemKind",
     "Outcome",
     "OutputSurface",
+    "ProbeOutcome",
     "Reach",
     "RedactingFilter",
     "RegisteredAdapter",
@@ -341,6 +348,7 @@ __all__ = [
     "redact_text",
     "render_body",
     "request_body",
+    "run_probe",
     "scan",
     "scan_context",
     "scrub",

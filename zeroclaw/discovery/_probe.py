@@ -206,9 +206,13 @@ async def run_probe(
     output_cap: int,
     ruleset: Callable[[], int] | None,
     dialogue: Dialogue | None = None,
+    seccomp: bytes | None = None,
 ) -> ProbeOutcome:
     """Run `argv` (argv[0] an absolute path) under the intermediate. Raises `CannotStart`
     when not even the intermediate could start (or the ruleset not be built).
+
+    `seccomp`: the program's filter (None: a probe's, `no_socket_filter`; b"": none). A
+    CLI adapter the daemon runs for an agent gives its agent's (`agent.for_agent`).
 
     With a `dialogue`, the program's stdin is a pipe the dialogue writes, its stdout goes
     to the dialogue (the cap counts it; `output` stays empty), its stderr nowhere; the
@@ -228,7 +232,7 @@ async def run_probe(
                 timeout_secs=timeout_secs,
                 ruleset_fd=ruleset_fd,
                 status_fd=status_w,
-                seccomp=no_socket_filter(),
+                seccomp=no_socket_filter() if seccomp is None else seccomp,
             ),
             cwd=cwd,
             env=dict(env),

@@ -252,7 +252,12 @@ async def _spawn(launch: Launch, home: str) -> Child:
         )
         try:
             ruleset_fd = await trio.to_thread.run_sync(
-                server_ruleset, launch.rules, program, executables, home
+                server_ruleset,
+                launch.rules,
+                program,
+                executables,
+                home,
+                None if launch.for_agent is None else launch.for_agent.confinement,
             )
         except (SandboxUnavailable, OSError) as exc:
             raise McpFailure("mcp_unavailable", f"{launch.name}: sandbox failed: {exc}") from None
@@ -270,6 +275,7 @@ async def _spawn(launch: Launch, home: str) -> Child:
             timeout_secs=launch.lifetime_secs,
             ruleset_fd=-1 if ruleset_fd is None else ruleset_fd,
             status_fd=status,
+            seccomp=b"" if launch.for_agent is None else launch.for_agent.seccomp,
         )
         setup = functools.partial(confine_intermediate, os.getpid(), cap_last_cap())
 
@@ -430,10 +436,39 @@ async def connect_http(launch: HttpLaunch) -> AsyncIterator[Connection]:
     connection; on exit (or cancel) the session is ended (DELETE) and the client closed.
     McpFailure when it could not be reached or did not initialize, or when the
     connection broke while it served."""
-    timeout = launch.timeout_secs
+    # The session's end (the SDK's DELETE, whose reply has no read timeout) is bounded like
+    # a stdio server's stop: a server that never finished answering it held the caller for
+    # good (a daemon's adapter call, an agent's stop). `_http_session` sets its deadline.
+    ending = trio.CancelScope()
+    thrown: list[BaseException] = []
+    try:
+        with ending:
+            async with _http_session(launch, ending, thrown) as connection:
+                yield connection
+    # Read outside `ending`: a group that held its Cancelled beside a failure (an
+    # initialize that failed, then an end cut short) holds only the failure here.
+    except BaseExceptionGroup as group:  # the transport's task group wraps what it raised
+        failure = _http_failure(launch, group)
+        if failure is None:
+            raise
+        raise failure from None
+    except (httpx2.HTTPError, OSError) as exc:
+        raise _unreachable(launch, exc) from None
+    if ending.cancelled_caught:
+        log.info("mcp %s: the session's end took over %gs; left", launch.name, STOP_GRACE_SECS)
+        if thrown:  # what initialize or the caller's body raised, replaced by the cut end
+            raise thrown[0]
+
+
+@contextlib.asynccontextmanager
+async def _http_session(
+    launch: HttpLaunch, ending: trio.CancelScope, thrown: list[BaseException]
+) -> AsyncIterator[Connection]:
+    """`connect_http`'s session; once it is left (or its initialize failed), `ending`'s
+    deadline bounds what the SDK does to end it, and `thrown` keeps what was raised."""
     # The read timeout is ours (each request is bounded by timeout_secs); the server's
     # stream of notifications may stay quiet for as long as it likes.
-    limits = httpx2.Timeout(timeout, read=None)
+    limits = httpx2.Timeout(launch.timeout_secs, read=None)
     holder: list[Connection] = []
 
     async def on_message(message: object) -> None:
@@ -464,15 +499,12 @@ async def connect_http(launch: HttpLaunch) -> AsyncIterator[Connection]:
                 ):
                     await session.initialize()
                 yield connection
+            except BaseException as exc:
+                thrown.append(exc)
+                raise
             finally:
                 connection.closed.set()
-    except BaseExceptionGroup as group:  # the transport's task group wraps what it raised
-        failure = _http_failure(launch, group)
-        if failure is None:
-            raise
-        raise failure from None
-    except (httpx2.HTTPError, OSError) as exc:
-        raise _unreachable(launch, exc) from None
+                ending.deadline = trio.current_time() + STOP_GRACE_SECS
     finally:
         if holder:
             holder[0].closed.set()

@@ -25,7 +25,9 @@ from dataclasses import dataclass
 from .._process import SpawnTracker
 from ..policy import (
     SYSTEM_READ_ONLY,
+    ForAgent,
     PathRules,
+    ProcessConfinement,
     build_ruleset,
     plan_command_sandbox,
 )
@@ -147,8 +149,16 @@ def http_headers(
     return headers, "; ".join(problems)
 
 
-def server_ruleset(rules: PathRules, program: str, executables: Collection[str], home: str) -> int:
-    """A Landlock ruleset fd for one server of an agent with these rules."""
+def server_ruleset(
+    rules: PathRules,
+    program: str,
+    executables: Collection[str],
+    home: str,
+    confinement: ProcessConfinement | None = None,
+) -> int:
+    """A Landlock ruleset fd for one server of an agent with these rules. `confinement`:
+    its scopes and TCP rules (None: an agent's own server's, which inherits the agent's
+    TCP rules from the agent's domain)."""
     loaders = {e for e in executables if posixpath.basename(e).startswith("ld-")}
     extra = installation_paths(program, executables, loaders=loaders)
     plan = plan_command_sandbox(
@@ -165,7 +175,7 @@ def server_ruleset(rules: PathRules, program: str, executables: Collection[str],
         workspace_writable=rules.may_write,
         code=[str(p) for p in rules.code],
     )
-    return build_ruleset(plan)
+    return build_ruleset(plan, confinement)
 
 
 @dataclass(frozen=True)
@@ -195,6 +205,11 @@ class Launch:
     # Its start's bound: spawn to an answered initialize (a first `npx`/`uvx` run may
     # download); None: timeout_secs, which bounds every request after it.
     startup_timeout_secs: float | None = None
+    # Set for a server the daemon starts for an agent (an MCP adapter's one call), outside
+    # the agent's Landlock domain: the agent's scopes and TCP rules, and the seccomp filter
+    # of an agent with no port to reach (b"": none). None: an agent's own server, nested
+    # in the agent's domain.
+    for_agent: ForAgent | None = None
 
     @property
     def max_line(self) -> int:

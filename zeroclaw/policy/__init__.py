@@ -15,6 +15,7 @@ from ._commands import INTERPRETERS, CommandDecision, PathCheck, Risk, decide_co
 from ._confine import (
     PROCESS_KINDS,
     ROOT_FIX,
+    ForAgent,
     Gap,
     ProcessConfinement,
     ProcessKind,
@@ -54,7 +55,7 @@ from ._paths import (
     resolve_request,
     rules_for,
 )
-from ._seccomp import forbid_user_namespaces
+from ._seccomp import forbid_user_namespaces, user_namespace_filter
 
 __all__ = [
     "CODE_PATH_KINDS",
@@ -69,6 +70,7 @@ __all__ = [
     "CodePath",
     "CodePathKind",
     "CommandDecision",
+    "ForAgent",
     "Gap",
     "Grant",
     "GrantMode",
@@ -110,4 +112,5 @@ __all__ = [
     "rules_for",
     "sandbox_summary",
     "url_port",
+    "user_namespace_filter",
 ]

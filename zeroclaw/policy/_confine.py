@@ -95,6 +95,19 @@ def decide_confinement(
     )
 
 
+@dataclass(frozen=True)
+class ForAgent:
+    """What a process the daemon runs for an agent (a discovered adapter's program, an MCP
+    adapter's server) gets of the agent's own confinement. Such a process is the daemon's
+    child, outside the agent's Landlock domain, so it inherits none of it: its ruleset
+    carries the agent's scopes and TCP rules (`confinement`), and one for an agent with no
+    port to reach gets the agent's seccomp filter too (`seccomp`, refusing IPv4/IPv6
+    sockets; b"": none), as an agent's own commands do."""
+
+    confinement: ProcessConfinement
+    seccomp: bytes
+
+
 DEFAULT_PORTS = {"https": 443, "http": 80}
 
 

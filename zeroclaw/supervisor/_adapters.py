@@ -1,12 +1,14 @@
 """How the daemon runs a discovered adapter for an agent (issue 15): as that agent would run
 a shell command, from the agent's spec — its workspace as cwd, a private home under the
 agent's command homes, the allowlisted environment (plus the variables the adapter's
-manifest names), and a Landlock ruleset built from the agent's own path rules — never with
-the daemon's wider view. Over HTTP (an HTTP adapter, an MCP server at an endpoint) there
-is no process to confine: the daemon makes the request itself, only to an endpoint the
-discovery service found in the agent's `allowed_endpoints` (ADR 0054), with credentials
-from its own environment that the agent never holds. The discovery service admits the
-call; this only runs it."""
+manifest names), and a Landlock ruleset built from the agent's own path rules with the
+agent's TCP rules and scopes (`for_agent`: the program is the daemon's child, outside the
+agent's domain) — never with the daemon's wider view — under the intermediate, so that
+nothing it starts outlives the call. Over HTTP (an HTTP adapter, an MCP server at an
+endpoint) there is no process to confine: the daemon makes the request itself, only to an
+endpoint the discovery service found in the agent's `allowed_endpoints` (ADR 0054), with
+credentials from its own environment that the agent never holds. The discovery service
+admits the call; this only runs it."""
 
 from __future__ import annotations
 
@@ -18,9 +20,16 @@ from collections.abc import Callable, Mapping
 
 import trio
 
-from .._process import DEFAULT_PATH, CannotStart, run_capped
-from ..agent import AgentSpec, command_home_root, path_rules
-from ..discovery import AdapterRun, AdapterRunner, RunOutcome, ToolOutcome
+from .._process import DEFAULT_PATH, CannotStart, ProcessOutcome
+from ..agent import AgentSpec, command_home_root, for_agent, path_rules
+from ..discovery import (
+    AdapterRun,
+    AdapterRunner,
+    ProbeOutcome,
+    RunOutcome,
+    ToolOutcome,
+    run_probe,
+)
 from ..mcp import Launch, OneCall, OneHttpCall, call_once, call_once_http
 from ..policy import PathRules, abi_version
 from ..tools import adapter_ruleset, shell_environment
@@ -54,18 +63,29 @@ def adapter_runner(
         env = shell_environment(scrubbed_environment(daemon_env), workspace, home)
         env.update({name: daemon_env[name] for name in job.env_names if name in daemon_env})
         confine = spec.risk.sandbox != "none" and abi_version() >= 1
+        agents = for_agent(spec)
+        path = env.get("PATH", DEFAULT_PATH)
+        program = shutil.which(job.argv[0], path=path)
         try:
-            return await run_capped(
-                list(job.argv),
+            if program is None:
+                return f"cannot start {job.argv[0]!r}: not on PATH"
+            # Under the intermediate, as an MCP adapter's server and a probe: the daemon is
+            # no subreaper, and what the program left (a child in its group once it exited
+            # in time, a setsid child, a double fork) outlived the call, re-parented to init.
+            ran = await run_probe(
+                [program, *job.argv[1:]],
                 timeout_secs=job.timeout_secs,
                 env=env,
                 cwd=workspace,
                 output_cap=job.output_cap,
                 ruleset=functools.partial(
-                    adapter_ruleset, rules, job.argv[0], env.get("PATH", DEFAULT_PATH), home
+                    adapter_ruleset, rules, program, path, home, agents.confinement
                 )
                 if confine
                 else None,
+                # Not a probe's (no socket at all): its agent's, which refuses IPv4/IPv6
+                # sockets only to an agent with no port to reach.
+                seccomp=agents.seccomp,
             )
         except CannotStart as exc:
             return exc.detail
@@ -74,8 +94,23 @@ def adapter_runner(
                 await trio.to_thread.run_sync(
                     functools.partial(shutil.rmtree, home, ignore_errors=True)
                 )
+        return _process_outcome(job.argv[0], ran)
 
     return run
+
+
+def _process_outcome(name: str, ran: ProbeOutcome) -> RunOutcome:
+    """How the intermediate said the program `name` ended, as a CLI adapter's outcome; a
+    program that never ran (the kernel refused it) is why, as text."""
+    word, _, why = ran.status.partition(" ")
+    if word in ("exec_refused", "exec_failed"):
+        return f"cannot start {name!r}: {word} {why}"
+    return ProcessOutcome(
+        exit_code=-int(why) if word == "signal" and why.isdigit() else ran.exit_code,
+        output=ran.output,
+        truncated=ran.truncated,
+        timed_out=ran.timed_out,
+    )
 
 
 async def _call_tool(
@@ -106,6 +141,7 @@ async def _call_tool(
                 agent_env=agent_env,
                 confine=spec.risk.sandbox != "none" and abi_version() >= 1,
                 home_root=root,
+                for_agent=for_agent(spec),
             ),
             tool=job.tool,
             arguments=job.arguments,

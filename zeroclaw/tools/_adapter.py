@@ -21,7 +21,7 @@ from typing import Annotated
 
 import msgspec
 
-from ..policy import PathRules, program_executables
+from ..policy import PathRules, ProcessConfinement, program_executables
 from ..turns import (
     AdapterAdmission,
     AdapterCall,
@@ -65,10 +65,14 @@ class InvokeAdapterArgs(msgspec.Struct, frozen=True):
     ] = None
 
 
-def adapter_ruleset(rules: PathRules, program: str, path: str, home: str) -> int:
+def adapter_ruleset(
+    rules: PathRules, program: str, path: str, home: str, confinement: ProcessConfinement
+) -> int:
     """A Landlock ruleset fd for one adapter program run for an agent with these rules:
-    like its shell commands' (ADR 0012), with the program's interpreters executable."""
-    return program_ruleset(rules, program_executables(program, path), home)
+    like its shell commands' (ADR 0012), with the program's interpreters executable, and
+    the agent's scopes and TCP rules (`confinement`): the daemon runs it, outside the
+    agent's domain."""
+    return program_ruleset(rules, program_executables(program, path), home, confinement)
 
 
 async def invoke_adapter(ctx: ToolContext, args: InvokeAdapterArgs) -> ToolResult:

@@ -53,6 +53,7 @@ from ..policy import (
     SYSTEM_READ_ONLY,
     PathCheck,
     PathRules,
+    ProcessConfinement,
     build_ruleset,
     check_path,
     command_executables,
@@ -156,10 +157,16 @@ def command_ruleset(
     return program_ruleset(rules, command_executables(runnable, path), home)
 
 
-def program_ruleset(rules: PathRules, executables: Collection[str], home: str) -> int:
+def program_ruleset(
+    rules: PathRules,
+    executables: Collection[str],
+    home: str,
+    confinement: ProcessConfinement | None = None,
+) -> int:
     """A Landlock ruleset fd for a program run for an agent with these rules (a shell
     command, an adapter): only `executables` run; the workspace is writable only when the
-    agent may write."""
+    agent may write. `confinement`: its scopes and TCP rules (None: a shell command's,
+    which inherits its agent's TCP rules from the agent's domain)."""
     plan = plan_command_sandbox(
         workspace=str(rules.workspace),
         home=home,
@@ -172,7 +179,7 @@ def program_ruleset(rules: PathRules, executables: Collection[str], home: str) -
         workspace_writable=rules.may_write,
         code=[str(p) for p in rules.code],
     )
-    return build_ruleset(plan)
+    return build_ruleset(plan, confinement)
 
 
 async def run_shell(
