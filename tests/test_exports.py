@@ -141,6 +141,7 @@ PUBLIC: dict[str, list[str]] = {
         "SIGNATURE_HEADER",
         "SerialAdapter",
         "TIMESTAMP_HEADER",
+        "TelegramAdapter",
         "WebhookAdapter",
         "WebhookErrorCode",
         "approval_answer",

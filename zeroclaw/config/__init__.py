@@ -58,6 +58,7 @@ if TYPE_CHECKING:
         SerialChannel,
         SkillsConfig,
         SubagentsConfig,
+        TelegramChannel,
         WebhookChannel,
         mcp_tool_name,
     )
@@ -127,6 +128,7 @@ _lazily = lazy_attributes(
         "SerialChannel": "._models",
         "SkillsConfig": "._models",
         "SubagentsConfig": "._models",
+        "TelegramChannel": "._models",
         "WebhookChannel": "._models",
         "all_channel_peers": "._resolve",
         "channel_matches": "._resolve",
@@ -193,6 +195,7 @@ __all__ = [
     "SerialChannel",
     "SkillsConfig",
     "SubagentsConfig",
+    "TelegramChannel",
     "WebhookChannel",
     "all_channel_peers",
     "channel_matches",
