@@ -168,7 +168,9 @@ class TelegramAdapter:
         self.skipped: Counter[str] = Counter()  # updates acted on with nothing, by why
         self.answered_presses: Counter[str] = Counter()  # button presses by verdict
         self.polls = 0  # getUpdates answered
+        self.turns_done = 0  # turns whose reply went out (or failed to)
         self._polled = _Pulse()
+        self._turned = _Pulse()
 
     @property
     def keys(self) -> tuple[str, ...]:
@@ -178,6 +180,11 @@ class TelegramAdapter:
         """Until `count` getUpdates calls were answered (tests: the adapter is idle)."""
         while self.polls < count:
             await self._polled.wait()
+
+    async def wait_turns(self, count: int) -> None:
+        """Until `count` turns have ended, their replies sent (tests)."""
+        while self.turns_done < count:
+            await self._turned.wait()
 
     # ------------------------------------------------------------------ state
 
@@ -391,6 +398,8 @@ class TelegramAdapter:
                     await self._save()
                 except ChannelStartFailed as exc:
                     log.error("%s", exc)
+            self.turns_done += 1
+            self._turned.set()
 
     async def _converse(
         self, host: ChannelHost, api: BotApi, message: Converse, inbound: Inbound, routed: Routed
