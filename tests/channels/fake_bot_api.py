@@ -16,6 +16,7 @@ tests: `python -m tests.channels.fake_bot_api TOKEN`; a test then drives it over
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from collections.abc import Callable
@@ -152,10 +153,10 @@ class FakeBotApi:
             return 400, {"ok": False, "error_code": 400, "description": f"Bad Request: {exc}"}
         return 200, {"ok": True, "result": result}
 
-    def _getMe(self, params: dict[str, Any]) -> Any:  # noqa: N802 (the Bot API's name)
+    def _getMe(self, params: dict[str, Any]) -> Any:
         return BOT
 
-    def _getUpdates(self, params: dict[str, Any]) -> Any:  # noqa: N802
+    def _getUpdates(self, params: dict[str, Any]) -> Any:
         return []  # the long poll answers (`_long_poll`)
 
     def _pending(self, offset: int) -> list[dict[str, Any]]:
@@ -166,7 +167,7 @@ class FakeBotApi:
             self.updates = [u for u in self.updates if u["update_id"] >= offset]
         return list(self.updates)
 
-    def _sendMessage(self, params: dict[str, Any]) -> Any:  # noqa: N802
+    def _sendMessage(self, params: dict[str, Any]) -> Any:
         text = params.get("text")
         if not isinstance(text, str) or not text:
             raise _BadRequest("message text is empty")
@@ -190,7 +191,7 @@ class FakeBotApi:
         self.messages[(chat_id, message_id)] = message
         return message
 
-    def _editMessageText(self, params: dict[str, Any]) -> Any:  # noqa: N802
+    def _editMessageText(self, params: dict[str, Any]) -> Any:
         key = (params["chat_id"], params["message_id"])
         held = self.messages.get(key)
         if held is None:
@@ -208,10 +209,10 @@ class FakeBotApi:
             held["reply_markup"] = params["reply_markup"]
         return held
 
-    def _sendChatAction(self, params: dict[str, Any]) -> Any:  # noqa: N802
+    def _sendChatAction(self, params: dict[str, Any]) -> Any:
         return True
 
-    def _answerCallbackQuery(self, params: dict[str, Any]) -> Any:  # noqa: N802
+    def _answerCallbackQuery(self, params: dict[str, Any]) -> Any:
         return True
 
     # ------------------------------------------------------------------ serving
@@ -223,10 +224,11 @@ class FakeBotApi:
         await trio.serve_listeners(self._connection, listeners)
 
     async def _connection(self, stream: trio.SocketStream) -> None:
-        try:
+        # the bot may go away mid-request (a restart): as Telegram, serve on
+        with contextlib.suppress(
+            trio.BrokenResourceError, trio.ClosedResourceError, h11.ProtocolError
+        ):
             await self._exchange(stream)
-        except (trio.BrokenResourceError, trio.ClosedResourceError, h11.ProtocolError):
-            pass  # the bot went away mid-request (a restart): as Telegram, serve on
 
     async def _exchange(self, stream: trio.SocketStream) -> None:
         conn = h11.Connection(h11.SERVER)

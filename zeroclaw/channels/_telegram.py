@@ -381,19 +381,23 @@ class TelegramAdapter:
     ) -> None:
         chat = message.chat_id
         lock = self._chats.setdefault(chat, trio.Lock())
+        ended = False  # not cut short by a stop: a stopped turn stays in `inflight`
         try:
             async with lock:  # one turn per chat at a time: its session's order
                 await self._converse(host, api, message, inbound, routed)
+            ended = True
         except TelegramApiError as exc:
+            ended = True
             log.warning("%s: reply in chat %d not delivered: %s", self.key, chat, exc)
         except Exception:  # one turn's failure must not take the channel down
+            ended = True
             log.exception("%s: turn in chat %d failed", self.key, chat)
         finally:
             self._turns -= 1
             if not lock.locked() and lock.statistics().tasks_waiting == 0:
                 self._chats.pop(chat, None)
-            self.state.finished(chat, message.message_id)
-            with trio.CancelScope(shield=True):
+            if ended:
+                self.state.finished(chat, message.message_id)
                 try:
                     await self._save()
                 except ChannelStartFailed as exc:
