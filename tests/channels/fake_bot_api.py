@@ -10,8 +10,8 @@ Only requests under `/bot<token>/` are answered; any other token gets 401 as Tel
 answers it.
 
 Run as a module it serves until killed, printing its port on the first line, for daemon
-tests: `python -m tests.channels.fake_bot_api TOKEN`; a test then drives it over
-`/_test/...` (POST update, POST flood, GET calls).
+tests: `python -m tests.channels.fake_bot_api TOKEN [PORT]`; a test then drives it over
+`/_test/...` (POST message, press, flood; calls, messages; next: the bot's next word).
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ BOT = {"id": 777000111, "is_bot": True, "first_name": "Zeroclaw", "username": "z
 class Call:
     method: str
     params: dict[str, Any]
+    result: Any = None  # what it answered, when it succeeded
 
 
 @dataclass
@@ -130,7 +131,8 @@ class FakeBotApi:
     # ------------------------------------------------------------------ the bot's side
 
     def _answer(self, method: str, params: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        self.calls.append(Call(method, params))
+        call = Call(method, params)
+        self.calls.append(call)
         self._wake()
         if method in self.failing:
             status = self.failing[method]
@@ -148,10 +150,10 @@ class FakeBotApi:
         if handler is None:
             return 404, {"ok": False, "error_code": 404, "description": "Not Found"}
         try:
-            result = handler(params)
+            call.result = handler(params)
         except _BadRequest as exc:
             return 400, {"ok": False, "error_code": 400, "description": f"Bad Request: {exc}"}
-        return 200, {"ok": True, "result": result}
+        return 200, {"ok": True, "result": call.result}
 
     def _getMe(self, params: dict[str, Any]) -> Any:
         return BOT
@@ -252,6 +254,8 @@ class FakeBotApi:
 
     async def _route(self, path: str, body: bytes) -> tuple[int, dict[str, Any]]:
         params = json.loads(body or b"{}")
+        if path == "/_test/next":
+            return 200, await self._next(params)
         if path.startswith("/_test/"):
             return 200, self._control(path.removeprefix("/_test/"), params)
         prefix = f"/bot{self.token}/"
@@ -271,6 +275,22 @@ class FakeBotApi:
             while not self._pending(offset):
                 await self._changed.wait()
         return 200, {"ok": True, "result": self._pending(offset)}
+
+    async def _next(self, params: dict[str, Any]) -> dict[str, Any]:
+        """The bot's next sendMessage or answerCallbackQuery after the first `after` calls
+        of those (waits up to `timeout` s; {} when none came)."""
+        wanted = ("sendMessage", "answerCallbackQuery")
+
+        def said() -> list[Call]:
+            return [c for c in self.calls if c.method in wanted]
+
+        with trio.move_on_after(float(params.get("timeout", 60))):
+            await self.until(lambda: len(said()) > params["after"])
+        calls = said()
+        if len(calls) <= params["after"]:
+            return {}
+        call = calls[params["after"]]
+        return {"method": call.method, "params": call.params, "result": call.result}
 
     def _control(self, what: str, params: dict[str, Any]) -> dict[str, Any]:
         if what == "message":
@@ -334,12 +354,12 @@ async def _read_request(
             return None, b""
 
 
-async def _main(token: str) -> None:
-    server = FakeBotApi(token)
+async def _main(token: str, port: int) -> None:
+    server = FakeBotApi(token, port)
     async with trio.open_nursery() as nursery:
         await nursery.start(server.serve)
         print(server.port, flush=True)
 
 
 if __name__ == "__main__":
-    trio.run(_main, sys.argv[1])
+    trio.run(_main, sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 0)
