@@ -312,3 +312,59 @@ async def test_an_api_that_goes_down_shows_failed_and_the_channel_comes_back(
         assert supervisor.records[0].state == "serving"
     assert TOKEN not in caplog.text
     assert TOKEN.split(":")[1] not in caplog.text
+
+
+# ------------------------------------------------------------------ the config's rules
+
+
+def bot_doc(tmp_path: Path, **bot: Any) -> dict[str, Any]:
+    from tests.supervisor.harness import agent_entry, make_config
+
+    doc = make_config(tmp_path, {"alpha": agent_entry()})
+    with_telegram([str(ALICE["id"])])(doc)
+    doc["channels"]["telegram"]["chat"].update(bot)
+    return doc
+
+
+def issues_of(doc: dict[str, Any]) -> list[str]:
+    from zeroclaw.config import ConfigError, validate_document
+
+    try:
+        validate_document(doc)
+    except ConfigError as exc:
+        return list(exc.lines())
+    return []
+
+
+def test_plain_http_to_another_host_would_carry_the_token_in_clear(tmp_path: Path) -> None:
+    doc = bot_doc(tmp_path, api_url="http://bots.example.org")
+    [issue] = issues_of(doc)
+    assert "channels.telegram.chat.api_url" in issue and "https" in issue
+    assert issues_of(bot_doc(tmp_path, api_url="http://127.0.0.1:8081")) == []
+
+
+def test_a_token_variable_shared_with_a_provider_or_another_bot_is_refused(
+    tmp_path: Path,
+) -> None:
+    doc = bot_doc(tmp_path)
+    doc["channels"]["telegram"]["other"] = {"token_env": "ZC_TEST_TG_TOKEN"}
+    assert any("one bot is polled by one channel" in i for i in issues_of(doc))
+    doc = bot_doc(tmp_path, token_env="OPENAI_API_KEY")
+    doc["providers"]["openai"] = {
+        "gpt": {"base_url": "http://127.0.0.1:1/v1", "model": "m", "api_key_env": "OPENAI_API_KEY"}
+    }
+    assert any("also a provider's api_key_env" in i for i in issues_of(doc))
+
+
+def test_the_daemon_refuses_a_bound_bot_without_its_token(tmp_path: Path) -> None:
+    from zeroclaw.config import daemon_refusals, validate_document
+
+    config = validate_document(bot_doc(tmp_path))
+    path = tmp_path / "zeroclaw.toml"
+    [issue] = [i for i in daemon_refusals(config, {}, path) if "telegram" in i.message]
+    assert "ZC_TEST_TG_TOKEN is not set" in issue.message
+    assert not [
+        i
+        for i in daemon_refusals(config, {"ZC_TEST_TG_TOKEN": TOKEN}, path)
+        if "telegram" in i.message
+    ]

@@ -90,7 +90,8 @@ class _RedactUrls(logging.Filter):
 
 
 _REDACTION = _RedactUrls()
-for _name in ("httpx", "httpcore"):
+# A logger's filter sees only its own records, not its children's: each one by name.
+for _name in ("httpx", "httpcore", "httpcore.connection", "httpcore.http11", "httpcore.proxy"):
     logging.getLogger(_name).addFilter(_REDACTION)
 
 
