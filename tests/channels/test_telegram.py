@@ -254,10 +254,13 @@ async def test_only_a_configured_approver_can_press_approve(tmp_path: Path) -> N
         refusals = t.api.of("answerCallbackQuery")
         assert all(r["show_alert"] and "approvers" in r["text"] for r in refusals)
         assert adapter.answered_presses["not_an_approver"] == 2
-        t.api.press(CAROL, approve, ALICE["id"], asked["message_id"])
+        await t.api.until(lambda: len(t.api.sent(CAROL["id"])) == 1)  # her own copy
+        [copy] = [m for m in t.api.messages.values() if m["chat"]["id"] == CAROL["id"]]
+        t.api.press(CAROL, approve, CAROL["id"], copy["message_id"])  # pressed in her chat
         await adapter.wait_turns(1)
         assert "refused" not in final_text(t.api, ALICE["id"])
-        assert t.api.text_of(ALICE["id"], asked["message_id"]).startswith("*Approved* by @carol")
+        for chat, held in ((ALICE["id"], asked), (CAROL["id"], copy)):
+            assert t.api.text_of(chat, held["message_id"]).startswith("*Approved* by @carol")
         written = await trio.to_thread.run_sync(lambda: list(tmp_path.rglob("pressed.txt")))
         assert [p.read_text() for p in written] == ["yes"]
         t.api.press(CAROL, approve, ALICE["id"], asked["message_id"])  # pressed again

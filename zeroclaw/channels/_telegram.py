@@ -161,6 +161,7 @@ class TelegramAdapter:
         self._save_lock = trio.Lock()
         self._pending = PendingApprovals(frozenset(config.approvers))
         self._answered: dict[str, trio.Event] = {}
+        self._shown: dict[str, list[tuple[int, int]]] = {}  # token -> its messages
         self._limiter = RateLimiter(config.rate_limit_per_minute)
         self._chats: dict[int, trio.Lock] = {}
         self._turns = 0
@@ -505,34 +506,50 @@ class TelegramAdapter:
     # ------------------------------------------------------------------ approvals
 
     def _asker(self, api: BotApi, chat: int, reply_to: int) -> AskApproval:
+        """Ask in the chat the message came from and in each approver's private chat with
+        the bot (an approver who never wrote to the bot cannot be written to: skipped);
+        the first approver's press answers, and every copy then shows the decision."""
+
         async def ask(rid: str, what: str) -> bool:
             token = secrets.token_urlsafe(12)
             answered = self._answered[token] = trio.Event()
+            shown = self._shown[token] = []
             self._pending.ask(token, what)
             try:
-                await self._send(
-                    api,
-                    chat,
-                    approval_text(what),
-                    reply_to=reply_to,
-                    parse_mode="MarkdownV2",
-                    reply_markup=approval_markup(token),
-                )
+                for target in (chat, *sorted(self._pending.approvers - {chat})):
+                    try:
+                        sent = await self._send(
+                            api,
+                            target,
+                            approval_text(what),
+                            reply_to=reply_to if target == chat else None,
+                            parse_mode="MarkdownV2",
+                            reply_markup=approval_markup(token),
+                        )
+                    except TelegramApiError as exc:
+                        log.warning("%s: approval not shown in chat %d: %s", self.key, target, exc)
+                        continue
+                    shown.append((target, sent))
+                if not shown:
+                    return False  # nobody can say yes to what was never shown
                 await answered.wait()
                 return self._pending.answers.get(token, False)
-            except TelegramApiError as exc:
-                log.warning("%s: approval not asked in chat %d: %s", self.key, chat, exc)
-                return False  # nobody can say yes to what was never shown
             finally:
                 self._pending.forget(token)
-                del self._answered[token]
+                del self._answered[token], self._shown[token]
 
         return ask
 
     async def _press(self, api: BotApi, press: Press) -> None:
         verdict, token, approved = self._pending.press(press.user.id, press.data)
         self.answered_presses[verdict] += 1
-        if verdict == "not_an_approver":
+        settled: list[tuple[int, int]] = []
+        what = ""
+        if verdict == "answered" and token is not None:
+            # Before any await: the approval may time out (and be forgotten) meanwhile.
+            what, settled = self._pending.asked[token], list(self._shown[token])
+            self._answered[token].set()
+        elif verdict == "not_an_approver":
             log.warning(
                 "%s: user id %d pressed an approval button but is not an approver",
                 self.key,
@@ -546,17 +563,13 @@ class TelegramAdapter:
                 "show_alert": verdict == "not_an_approver",
             },
         )
-        if verdict != "answered" or token is None:
-            return
-        what = self._pending.asked.get(token, "")
-        self._answered[token].set()
-        if press.chat_id is not None and press.message_id is not None:
-            by = f"@{press.user.username}" if press.user.username else str(press.user.id)
-            # no reply_markup: the buttons go, the decision stays in the chat
+        by = f"@{press.user.username}" if press.user.username else str(press.user.id)
+        for chat_id, message_id in settled:
+            # no reply_markup: the buttons go, the decision stays in each chat
             await self._edit(
                 api,
-                press.chat_id,
-                press.message_id,
+                chat_id,
+                message_id,
                 approval_settled(what, approved, by),
                 parse_mode="MarkdownV2",
             )
