@@ -371,3 +371,14 @@ def test_the_daemon_refuses_a_bound_bot_without_its_token(tmp_path: Path) -> Non
         for i in daemon_refusals(config, {"ZC_TEST_TG_TOKEN": TOKEN}, path)
         if "telegram" in i.message
     ]
+
+
+async def test_a_damaged_state_file_stops_the_channel_with_the_fix(tmp_path: Path) -> None:
+    async with telegram_bench(tmp_path) as t:
+        adapter = t.adapter(tmp_path)
+        await trio.Path(adapter.state_path.parent).mkdir(parents=True)
+        await trio.Path(adapter.state_path).write_bytes(b'{"offset": 12, "pins": [')
+        with pytest.raises(ChannelStartFailed) as failed:
+            await adapter.serve(t.host)
+        assert "move it away to start over" in str(failed.value)
+        assert not t.api.of("getUpdates")  # nothing was read, so nothing acted on again
