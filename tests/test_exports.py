@@ -197,6 +197,7 @@ PUBLIC: dict[str, list[str]] = {
         "SerialChannel",
         "SkillsConfig",
         "SubagentsConfig",
+        "TelegramChannel",
         "WebhookChannel",
         "all_channel_peers",
         "channel_matches",
