@@ -268,13 +268,16 @@ async def test_only_a_configured_approver_can_press_approve(tmp_path: Path) -> N
         assert "no longer pending" in t.api.of("answerCallbackQuery")[-1]["text"]
 
 
-async def test_a_sender_over_its_rate_gets_one_line_and_no_turn(tmp_path: Path) -> None:
+async def test_a_sender_over_its_rate_is_told_once_and_gets_no_turn(tmp_path: Path) -> None:
     async with telegram_bench(tmp_path) as t:
-        await t.start(t.adapter(tmp_path, rate_limit_per_minute=1, stream=False))
-        t.api.message(ALICE, "hello one")
-        t.api.message(ALICE, "hello two")
-        await t.api.until(lambda: any("Slow down" in m["text"] for m in t.api.sent(ALICE["id"])))
-        await t.api.until(lambda: "alpha" in final_text(t.api, ALICE["id"]))
+        for n in ("one", "two", "three"):  # one batch, read at the first poll
+            t.api.message(ALICE, f"ping {n}")
+        adapter = t.adapter(tmp_path, rate_limit_per_minute=1, stream=False)
+        await t.start(adapter)
+        await adapter.wait_turns(1)
+        texts = [m["text"] for m in t.api.sent(ALICE["id"])]
+        assert sum(text.startswith("Slow down") for text in texts) == 1  # not once a message
+        assert "heard: ping one" in final_text(t.api, ALICE["id"])
         assert t.host.delivered["telegram.chat"] == 1
 
 

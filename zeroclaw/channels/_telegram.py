@@ -37,6 +37,7 @@ from ._telegram_core import (
     ApiOk,
     ApiRetry,
     Converse,
+    Decision,
     Edit,
     OneLine,
     PendingApprovals,
@@ -71,6 +72,7 @@ from ._webhook_core import RateLimiter
 log = logging.getLogger("zeroclaw.channels.telegram")
 
 MAX_TURNS = 64  # turns running at once; one more message is answered "busy"
+MAX_TOLD_SLOW = 10_000  # senders told to slow down, remembered so as to tell each once
 MAX_FLOOD_RETRIES = 5  # 429s in a row on one call before it fails
 CALL_TIMEOUT_SECS = 30.0
 
@@ -163,6 +165,7 @@ class TelegramAdapter:
         self._answered: dict[str, trio.Event] = {}
         self._shown: dict[str, list[tuple[int, int]]] = {}  # token -> its messages
         self._limiter = RateLimiter(config.rate_limit_per_minute)
+        self._told_slow: set[str] = set()
         self._chats: dict[int, trio.Lock] = {}
         self._turns = 0
         self.api: BotApi | None = None
@@ -303,11 +306,7 @@ class TelegramAdapter:
         """Route a text message (its sender by id, or by a pinned username); a refusal, a
         sender over its rate or a full house is answered in one line at once."""
         user = message.user
-        wait = self._limiter.admit(str(user.id), trio.current_time())
-        if wait is not None:
-            await self._line(
-                api, message.chat_id, message.message_id, f"Slow down: retry in {wait} s."
-            )
+        if not await self._within_rate(api, user, message.chat_id, message.message_id):
             return None
 
         def accepted(sender: str) -> str | None:
@@ -315,20 +314,26 @@ class TelegramAdapter:
             return routed.code if isinstance(routed, ChannelRefused) else None
 
         choice = choose_sender(user, self.state.pins, accepted)
-        if choice.pin is not None and self.state.pin(choice.pin, user.id):
-            log.info(
-                "%s: @%s resolved to user id %d (pinned; list %d in external_peers to admit by id)",
-                self.key,
-                choice.pin,
-                user.id,
-                user.id,
-            )
+        sender = choice.sender
+        if choice.pin is not None:
+            if self.state.pin(choice.pin, user.id):
+                log.info(
+                    "%s: @%s resolved to user id %d (pinned; list %d in external_peers to "
+                    "admit by id)",
+                    self.key,
+                    choice.pin,
+                    user.id,
+                    user.id,
+                )
+            else:  # no room to pin: a name never admits an id it is not pinned to
+                log.warning("%s: too many pinned usernames; @%s not pinned", self.key, choice.pin)
+                sender = str(user.id)
         if choice.conflict is not None:
             log.warning(
                 "%s: user id %d not admitted by name: %s", self.key, user.id, choice.conflict
             )
         session = chat_session(message.chat_id)
-        inbound = Inbound(self.key, choice.sender, message.text, session)
+        inbound = Inbound(self.key, sender, message.text, session)
         routed = host.route(inbound)
         if isinstance(routed, ChannelRefused):
             await self._line(
@@ -341,13 +346,27 @@ class TelegramAdapter:
         self._turns += 1
         return message, inbound, routed
 
-    async def _act(self, api: BotApi, update: Update, decision: object) -> None:
+    async def _within_rate(self, api: BotApi, user: User, chat_id: int, reply_to: int) -> bool:
+        """The sender's rate budget; over it, told once (not at each message: a flood
+        must not make the bot flood back) until a message of theirs is taken again."""
+        who = str(user.id)
+        wait = self._limiter.admit(who, trio.current_time())
+        if wait is None:
+            self._told_slow.discard(who)
+            return True
+        if who not in self._told_slow:
+            if len(self._told_slow) >= MAX_TOLD_SLOW:
+                self._told_slow.clear()
+            self._told_slow.add(who)
+            await self._line(api, chat_id, reply_to, f"Slow down: retry in {wait} s.")
+        return False
+
+    async def _act(self, api: BotApi, update: Update, decision: Decision) -> None:
         if isinstance(decision, Skip):
             self.skipped[decision.reason] += 1
             log.debug("%s: update %d skipped: %s", self.key, update.update_id, decision.reason)
         elif isinstance(decision, OneLine):
-            wait = self._limiter.admit(str(decision.user.id), trio.current_time())
-            if wait is None:
+            if await self._within_rate(api, decision.user, decision.chat_id, decision.message_id):
                 await self._line(api, decision.chat_id, decision.message_id, decision.text)
         elif isinstance(decision, Press):
             await self._press(api, decision)
