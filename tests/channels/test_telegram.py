@@ -385,3 +385,16 @@ async def test_a_damaged_state_file_stops_the_channel_with_the_fix(tmp_path: Pat
             await adapter.serve(t.host)
         assert "move it away to start over" in str(failed.value)
         assert not t.api.of("getUpdates")  # nothing was read, so nothing acted on again
+
+
+def test_config_show_names_the_token_variable_never_its_value(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from zeroclaw.cli.config_cmd import secret_references
+    from zeroclaw.config import validate_document
+
+    config = validate_document(bot_doc(tmp_path))
+    assert secret_references(config)["ZC_TEST_TG_TOKEN"] == "missing"
+    monkeypatch.setenv("ZC_TEST_TG_TOKEN", TOKEN)
+    shown = secret_references(config)
+    assert shown["ZC_TEST_TG_TOKEN"] == "set" and TOKEN not in str(shown)
