@@ -206,6 +206,19 @@ async def test_flood_control_is_waited_out_and_the_reply_still_arrives(tmp_path:
         assert trio.current_time() - start >= 2.0  # each retry_after was honoured
 
 
+async def test_a_flood_wait_on_one_answer_stalls_no_one_else(tmp_path: Path) -> None:
+    async with telegram_bench(tmp_path) as t:
+        t.api.message(MALLORY, "/start")  # its answer is the first sendMessage: 429, 60 s
+        t.api.message(ALICE, "ping")
+        t.api.flood("sendMessage", 60)
+        adapter = t.adapter(tmp_path, stream=False)
+        await t.start(adapter)
+        await adapter.wait_turns(1)
+        assert "heard: ping" in final_text(t.api, ALICE["id"])
+        assert not final_text(t.api, MALLORY["id"])  # still waiting out its 60 s
+        assert adapter.api is not None and adapter.api.flood_waits == 1
+
+
 async def test_an_update_is_neither_repeated_nor_lost_across_a_restart(tmp_path: Path) -> None:
     async with telegram_bench(tmp_path) as t:
         first = t.adapter(tmp_path)

@@ -18,6 +18,7 @@ import logging
 import secrets
 from collections import Counter
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -37,16 +38,13 @@ from ._telegram_core import (
     ApiOk,
     ApiRetry,
     Converse,
-    Decision,
     Edit,
     OneLine,
     PendingApprovals,
     Press,
     Send,
-    Skip,
     StreamEdits,
     TelegramState,
-    Update,
     User,
     Wait,
     api_outcome,
@@ -73,6 +71,7 @@ log = logging.getLogger("zeroclaw.channels.telegram")
 
 MAX_TURNS = 64  # turns running at once; one more message is answered "busy"
 MAX_TOLD_SLOW = 10_000  # senders told to slow down, remembered so as to tell each once
+MAX_ANSWERING = 64  # one-line answers and press answers on their way; beyond, dropped
 MAX_FLOOD_RETRIES = 5  # 429s in a row on one call before it fails
 CALL_TIMEOUT_SECS = 30.0
 
@@ -135,6 +134,15 @@ class BotApi:
         raise TelegramApiError(f"{method}: still flood-controlled after {MAX_FLOOD_RETRIES} waits")
 
 
+@dataclass(frozen=True)
+class _Line:
+    """A one-line answer to a message, without a turn."""
+
+    chat_id: int
+    reply_to: int
+    text: str
+
+
 class _Pulse:
     """An event that can be set again: each `set` wakes the waiters of the moment."""
 
@@ -166,6 +174,8 @@ class TelegramAdapter:
         self._shown: dict[str, list[tuple[int, int]]] = {}  # token -> its messages
         self._limiter = RateLimiter(config.rate_limit_per_minute)
         self._told_slow: set[str] = set()
+        self._answering = 0
+        self.dropped_answers = 0
         self._chats: dict[int, trio.Lock] = {}
         self._turns = 0
         self.api: BotApi | None = None
@@ -281,33 +291,72 @@ class TelegramAdapter:
             raise ChannelStartFailed(f"{self.key}: getUpdates failed: {exc}") from None
         fresh = self.state.take(updates)
         self.polls += 1
-        decisions = [(u, read_update(u, me)) for u in fresh]
+        lines: list[_Line] = []
+        presses: list[Press] = []
         admitted: list[tuple[Converse, Inbound, Routed]] = []
-        for _update, decision in decisions:
+        for update in fresh:
+            decision = read_update(update, me)
             if isinstance(decision, Converse):
-                taken = await self._admit(host, api, decision)
-                if taken is not None:
+                taken = self._admit(host, decision)
+                if isinstance(taken, _Line):
+                    lines.append(taken)
+                elif taken is not None:
                     admitted.append(taken)
+            elif isinstance(decision, OneLine):
+                told = self._within_rate(decision.user, decision.chat_id, decision.message_id)
+                if told is None:
+                    lines.append(_Line(decision.chat_id, decision.message_id, decision.text))
+                elif isinstance(told, _Line):
+                    lines.append(told)
+            elif isinstance(decision, Press):
+                presses.append(decision)
+            else:
+                self.skipped[decision.reason] += 1
+                log.debug("%s: update %d skipped: %s", self.key, update.update_id, decision.reason)
         # Written before anything is acted on: a restart from here on neither repeats
         # these updates nor loses the messages taken (they are in `inflight`).
         await self._save()
         self._polled.set()
-        for update, decision in decisions:
-            try:
-                await self._act(api, update, decision)
-            except TelegramApiError as exc:
-                log.warning("%s: update %d: %s", self.key, update.update_id, exc)
+        # Answered in the background: a flood wait on one answer must not stall the poll.
+        for line in lines:
+            self._answer_soon(nursery, self._line, api, line.chat_id, line.reply_to, line.text)
+        for press in presses:
+            self._answer_soon(nursery, self._press, api, press)
         for converse, inbound, routed in admitted:
             nursery.start_soon(self._turn, host, api, converse, inbound, routed)
 
-    async def _admit(
-        self, host: ChannelHost, api: BotApi, message: Converse
-    ) -> tuple[Converse, Inbound, Routed] | None:
-        """Route a text message (its sender by id, or by a pinned username); a refusal, a
-        sender over its rate or a full house is answered in one line at once."""
+    def _answer_soon(
+        self,
+        nursery: trio.Nursery,
+        answer: Callable[..., Awaitable[None]],
+        *args: object,
+    ) -> None:
+        if self._answering >= MAX_ANSWERING:
+            self.dropped_answers += 1
+            log.warning("%s: %d answers on their way; one dropped", self.key, self._answering)
+            return
+
+        async def run() -> None:
+            try:
+                await answer(*args)
+            except TelegramApiError as exc:
+                log.warning("%s: an answer was not delivered: %s", self.key, exc)
+            finally:
+                self._answering -= 1
+
+        self._answering += 1
+        nursery.start_soon(run)
+
+    def _admit(
+        self, host: ChannelHost, message: Converse
+    ) -> tuple[Converse, Inbound, Routed] | _Line | None:
+        """Route a text message (its sender by id, or by a pinned username): admitted, or
+        the line that answers a refusal, a sender over its rate or a full house (None:
+        nothing to say)."""
         user = message.user
-        if not await self._within_rate(api, user, message.chat_id, message.message_id):
-            return None
+        told = self._within_rate(user, message.chat_id, message.message_id)
+        if told is not None:
+            return told if isinstance(told, _Line) else None
 
         def accepted(sender: str) -> str | None:
             routed = host.preview(Inbound(self.key, sender, ""))
@@ -332,44 +381,30 @@ class TelegramAdapter:
             log.warning(
                 "%s: user id %d not admitted by name: %s", self.key, user.id, choice.conflict
             )
-        session = chat_session(message.chat_id)
-        inbound = Inbound(self.key, sender, message.text, session)
+        inbound = Inbound(self.key, sender, message.text, chat_session(message.chat_id))
         routed = host.route(inbound)
         if isinstance(routed, ChannelRefused):
-            await self._line(
-                api, message.chat_id, message.message_id, refusal_line(routed, user.id)
-            )
-            return None
+            return _Line(message.chat_id, message.message_id, refusal_line(routed, user.id))
         if self._turns >= MAX_TURNS or not self.state.started(message.chat_id, message.message_id):
-            await self._line(api, message.chat_id, message.message_id, "Busy: try again shortly.")
-            return None
+            return _Line(message.chat_id, message.message_id, "Busy: try again shortly.")
         self._turns += 1
         return message, inbound, routed
 
-    async def _within_rate(self, api: BotApi, user: User, chat_id: int, reply_to: int) -> bool:
-        """The sender's rate budget; over it, told once (not at each message: a flood
-        must not make the bot flood back) until a message of theirs is taken again."""
+    def _within_rate(self, user: User, chat_id: int, reply_to: int) -> _Line | bool | None:
+        """None: within the sender's rate. Over it: the line that tells them, once (not at
+        each message: a flood must not make the bot flood back), then False until a
+        message of theirs is taken again."""
         who = str(user.id)
         wait = self._limiter.admit(who, trio.current_time())
         if wait is None:
             self._told_slow.discard(who)
-            return True
-        if who not in self._told_slow:
-            if len(self._told_slow) >= MAX_TOLD_SLOW:
-                self._told_slow.clear()
-            self._told_slow.add(who)
-            await self._line(api, chat_id, reply_to, f"Slow down: retry in {wait} s.")
-        return False
-
-    async def _act(self, api: BotApi, update: Update, decision: Decision) -> None:
-        if isinstance(decision, Skip):
-            self.skipped[decision.reason] += 1
-            log.debug("%s: update %d skipped: %s", self.key, update.update_id, decision.reason)
-        elif isinstance(decision, OneLine):
-            if await self._within_rate(api, decision.user, decision.chat_id, decision.message_id):
-                await self._line(api, decision.chat_id, decision.message_id, decision.text)
-        elif isinstance(decision, Press):
-            await self._press(api, decision)
+            return None
+        if who in self._told_slow:
+            return False
+        if len(self._told_slow) >= MAX_TOLD_SLOW:
+            self._told_slow.clear()
+        self._told_slow.add(who)
+        return _Line(chat_id, reply_to, f"Slow down: retry in {wait} s.")
 
     async def _line(self, api: BotApi, chat_id: int, reply_to: int, text: str) -> None:
         try:
