@@ -104,8 +104,9 @@ def test_media_edits_bots_and_channel_posts() -> None:
     post = Update(4, message=Message(5, Chat(-5, "channel"), from_=ALICE, text="hi"))
     assert isinstance(read_update(post, ME), Skip)
     assert isinstance(read_update(Update(5), ME), Skip)
-    start = read_update(message("/start"), ME)
-    assert isinstance(start, OneLine) and "1001" in start.text
+    for said in ("/start", "/start@zc_bot", "/start from-a-link"):
+        start = read_update(message(said), ME)
+        assert isinstance(start, OneLine) and "1001" in start.text
 
 
 def test_a_button_press_is_a_press() -> None:

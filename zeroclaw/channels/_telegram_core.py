@@ -272,7 +272,8 @@ def read_update(update: Update, me: User) -> Decision:
     if message.text is None:
         return OneLine(chat.id, message.message_id, sender, UNSUPPORTED)
     text = without_mention(message.text, me) if group else message.text
-    if text.split("@")[0].strip() == "/start":
+    words = text.split()
+    if words and words[0].split("@")[0] == "/start":  # "/start", "/start@bot", a deep link
         return OneLine(
             chat.id,
             message.message_id,
