@@ -84,6 +84,7 @@ PATHS = (
     "kernel",  # direct syscalls from inside an agent process
     "webhook",  # an inbound webhook channel
     "serial",  # an inbound serial channel
+    "telegram",  # an inbound Telegram bot (long polling a loopback Bot API)
     "cli",  # the CLI chat channel (the cli channel type)
     "subagent_runtime",  # a sub-agent runtime's tools
     "discovery",  # what a discovery scan writes, prints, publishes and logs
@@ -121,7 +122,7 @@ PROFILES: dict[str, tuple[str, bool | None]] = {
 # Which profiles stand for which risk level / grant mode (completeness).
 LEVEL_PROFILES = {"readonly": "readonly", "supervised": "supervised_approve", "full": "full"}
 GRANT_PROFILES = {"read": "grant_read", "write": "grant_write", "read_write": "grant_read_write"}
-CHANNEL_PATHS = {"cli": "cli", "webhook": "webhook", "serial": "serial"}
+CHANNEL_PATHS = {"cli": "cli", "webhook": "webhook", "serial": "serial", "telegram": "telegram"}
 
 
 @dataclass(frozen=True)
@@ -1075,7 +1076,7 @@ def _subagent_cells() -> list[Cell]:
 
 def _channel_cells() -> list[Cell]:
     cells = []
-    for path in ("webhook", "serial"):
+    for path in ("webhook", "serial", "telegram"):
         write = f"write {path}.txt: x"
         cells += [
             Cell(
@@ -1139,6 +1140,27 @@ def _channel_cells() -> list[Cell]:
             "webhook replayed request",
             "replay",
             _no("replay", "channel"),
+        ),
+        # Telegram (ADR 0065): a user id no peer group admits gets one line and no turn; a
+        # user who is not one of the channel's approvers cannot press Approve (the turn
+        # waits on, and the approver's Deny ends it).
+        Cell(
+            "router",
+            "telegram",
+            "unauthenticated",
+            "telegram sender no group admits",
+            "write {ws}/telegram-stranger.txt: x",
+            _no("sender_not_accepted", "channel"),
+            "file_write",
+        ),
+        Cell(
+            "router",
+            "telegram",
+            "supervised_deny",
+            "telegram approval pressed by a non-approver",
+            "write {ws}/telegram-pressed.txt: x",
+            _no("not_an_approver", "channel"),
+            "file_write",
         ),
     ]
     return cells

@@ -50,8 +50,16 @@ def free_port() -> int:
         return port
 
 
-def conformance_config(root: Path, port: int = 0) -> dict[str, Any]:
-    """`port`: the webhook listener's (0: no channels, the in-process config)."""
+# The Telegram channel's people (tests/channels/fake_bot_api.py plays Telegram): the sender
+# its group admits, the one approver, and a stranger.
+TG_SENDER = {"id": 6660001, "is_bot": False, "first_name": "Sam", "username": "sam_zc"}
+TG_APPROVER = {"id": 6660002, "is_bot": False, "first_name": "Olga", "username": "olga_zc"}
+TG_STRANGER = {"id": 6660666, "is_bot": False, "first_name": "Eve", "username": "eve_zc"}
+
+
+def conformance_config(root: Path, port: int = 0, bot_port: int = 0) -> dict[str, Any]:
+    """`port`: the webhook listener's (0: no channels, the in-process config); `bot_port`:
+    the fake Bot API's, for the Telegram channel."""
     defaults = RiskProfile.model_fields["forbidden_paths"].default
     forbidden = [*defaults, str(root / "outside" / "forbidden")]
     doc = make_config(root, {})
@@ -142,6 +150,17 @@ def conformance_config(root: Path, port: int = 0) -> dict[str, Any]:
         }
         doc["channels"]["serial"] = {"desk": {"port": str(root / "ttyDESK")}}
         doc["agents"]["sup"]["channels"] = ["cli.local", "webhook.hook", "serial.desk"]
+        if bot_port:
+            doc["channels"]["telegram"] = {
+                "phone": {
+                    "token_env": "TG_TOKEN",
+                    "api_url": f"http://127.0.0.1:{bot_port}",
+                    "approvers": [TG_APPROVER["id"]],
+                    "poll_timeout_secs": 5,
+                    "stream": False,  # one sendMessage per reply: the cells read it whole
+                }
+            }
+            doc["agents"]["sup"]["channels"].append("telegram.phone")
         # The channel cells attack the file and shell policy and the sender's own
         # approval path, so these groups grant those tools and `approvals = "sender"`
         # explicitly (the default is no tool, approvals to the operator: ADR 0042).
@@ -158,6 +177,13 @@ def conformance_config(root: Path, port: int = 0) -> dict[str, Any]:
             "external_peers": ["serial:desk"],
             **sender_grant,
         }
+        if bot_port:
+            doc["peer_groups"]["phone"] = {
+                "channel": "telegram.phone",
+                "agents": ["sup"],
+                "external_peers": [str(TG_SENDER["id"])],
+                **sender_grant,
+            }
     return doc
 
 
@@ -326,6 +352,7 @@ class World:
     owner_record: str = ""
     port: int = 0
     device: Device | None = None
+    bot_port: int = 0  # the fake Bot API's (the Telegram channel's Telegram)
     # The daemon's code, the first path of each kind it finds at its start (ADR 0044).
     code: dict[str, str] = field(default_factory=dict)
     listener: socket.socket | None = None

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from tests.bodies import write_args
-from tests.known_secrets import HOOK_SECRET
+from tests.conftest import REPO
+from tests.known_secrets import HOOK_SECRET, TELEGRAM_TOKEN
 from tests.supervisor import harness
 from zeroclaw.control import Chat, ControlClient
 from zeroclaw.memory import MemoryStore, Scope, WriteOp
@@ -42,16 +43,25 @@ def world() -> Iterator[World]:
     root = harness.short_root()
     bin_dir = harness.short_root()  # outside the project: a trusted program's directory
     port = free_port()
-    doc = conformance_config(root, port)
+    bot_port = free_port()
+    doc = conformance_config(root, port, bot_port)
     lay_out(root)
     path = lay_out_adapters(root, bin_dir)
     daemon = harness.Daemon(root, doc, faults=False)
-    world = World(root, daemon, doc, port=port, device=Device(root / "ttyDESK"))
+    world = World(root, daemon, doc, port=port, device=Device(root / "ttyDESK"), bot_port=bot_port)
+    # Telegram, as the Telegram channel meets it: a loopback Bot API (tests/channels).
+    bot_api = subprocess.Popen(
+        [sys.executable, "-m", "tests.channels.fake_bot_api", TELEGRAM_TOKEN, str(bot_port)],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     # A user site of the daemon's own (PYTHONUSERBASE), so that kind of code has cells too.
     userbase = root / "userbase"
     env = {
         "ZEROCLAW_AGENT_ENTRYPOINT": ENTRYPOINT,
         "HOOK_SECRET": HOOK_SECRET,
+        "TG_TOKEN": TELEGRAM_TOKEN,
         "PATH": path,
         "PYTHONUSERBASE": str(userbase),
         # What the MCP agents' servers name (ADR 0053): h gets the first, only h2 the other.
@@ -69,6 +79,8 @@ def world() -> Iterator[World]:
     world.code = daemon_code(daemon.env(**env))
     prepare_probes(world)
     try:
+        assert bot_api.stdout is not None
+        assert bot_api.stdout.readline().strip() == str(bot_port)  # serving
         daemon.start(**env)
         world.memory("store", "owner", key="ownersecret", content="ownersecret launch code")
         world.owner_record = world.memory("get", "owner", key="ownersecret")["record"]["id"]
@@ -81,6 +93,8 @@ def world() -> Iterator[World]:
         yield world
     finally:
         daemon.stop()
+        bot_api.kill()
+        bot_api.wait()
         world.device.close()
         planted = remove_planted(world.code)
         harness.remove_root(root)

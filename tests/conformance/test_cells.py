@@ -21,7 +21,13 @@ import zmq
 
 from tests.conformance._matrix import PROFILES, Cell, Observed, cells_on
 from tests.conformance._table import record
-from tests.conformance._world import World, observed_from_turn
+from tests.conformance._world import (
+    TG_APPROVER,
+    TG_SENDER,
+    TG_STRANGER,
+    World,
+    observed_from_turn,
+)
 from tests.known_secrets import HOOK_SECRET
 from zeroclaw.agent import path_rules
 from zeroclaw.bus import PROTOCOL_VERSION
@@ -475,7 +481,7 @@ def _webhook_turn(world: World, cell: Cell, approve: bool | None) -> dict[str, A
 def serving(world: World) -> World:
     assert world.daemon is not None
     world.daemon.wait_for(
-        lambda st: sum(c["state"] == "serving" for c in st.get("channels", [])) == 2
+        lambda st: sum(c["state"] == "serving" for c in st.get("channels", [])) == 3
     )
     return world
 
@@ -504,6 +510,80 @@ def test_serial_channel(cell: Cell, serving: World) -> None:
         if match
         else Observed("allowed", None, line)
     )
+    record(cell, observed)
+
+
+def _bot(world: World, what: str, **params: Any) -> dict[str, Any]:
+    """The fake Bot API's control (tests/channels/fake_bot_api.py): Telegram's side."""
+    url = f"http://127.0.0.1:{world.bot_port}/_test/{what}"
+    answer: dict[str, Any] = httpx.post(url, json=params, timeout=120).json()
+    return answer
+
+
+@_params("telegram")
+def test_telegram_channel(cell: Cell, serving: World) -> None:
+    """A user writes to the bot; an approval is answered with the buttons, by the approver
+    as the profile says (after a stranger's press, in the non-approver cell); the observed
+    outcome is the reply's (or the refusal's, or the press's) word."""
+    stranger = cell.case == "telegram sender no group admits"
+    user = TG_STRANGER if stranger else TG_SENDER
+    said = [c for c in _bot(serving, "calls")["calls"] if c["method"] != "getUpdates"]
+    seen = sum(c["method"] in ("sendMessage", "answerCallbackQuery") for c in said)
+
+    def next_word(method: str | None = None) -> dict[str, Any]:
+        """The bot's next sendMessage or press answer (of `method`, skipping others, and
+        skipping the approval's copies in the approvers' own chats)."""
+        nonlocal seen
+        while True:
+            word = _bot(serving, "next", after=seen)
+            assert word, "the bot said nothing in 60 s"
+            seen += 1
+            copy = word["method"] == "sendMessage" and word["params"]["chat_id"] != user["id"]
+            if not copy and method in (None, word["method"]):
+                return word
+
+    _bot(serving, "message", user=user, text=serving.fill(cell.action, "sup"))
+    word = next_word()
+    observed: Observed | None = None
+    if "reply_markup" in word["params"]:
+        buttons = word["params"]["reply_markup"]["inline_keyboard"][0]
+        message_id = word["result"]["message_id"]
+        approve = PROFILES[cell.profile][1]
+        if cell.case == "telegram approval pressed by a non-approver":
+            pressed = buttons[0]["callback_data"]
+            _bot(
+                serving,
+                "press",
+                user=TG_STRANGER,
+                data=pressed,
+                chat_id=user["id"],
+                message_id=message_id,
+            )
+            answer = next_word("answerCallbackQuery")["params"]
+            observed = (
+                Observed("refused", "not_an_approver", answer["text"])
+                if answer["show_alert"] and "approvers" in answer["text"]
+                else Observed("allowed", None, answer["text"])
+            )
+        pressed = buttons[0 if approve else 1]["callback_data"]
+        _bot(
+            serving,
+            "press",
+            user=TG_APPROVER,
+            data=pressed,
+            chat_id=user["id"],
+            message_id=message_id,
+        )
+        word = next_word("sendMessage")
+    line = word["params"]["text"]
+    if observed is None:
+        match = _REFUSED.match(line)
+        if match:
+            observed = Observed("refused", match.group(2), line[:200])
+        elif "does not take messages" in line:
+            observed = Observed("refused", "sender_not_accepted", line[:200])
+        else:
+            observed = Observed("allowed", None, line[:200])
     record(cell, observed)
 
 

@@ -1,8 +1,8 @@
-"""Channels: webhook and serial transports reaching agents through peer groups, owners and
-external-peer rules (issue 13). The daemon's `ChannelHost` routes an inbound message from
-the config alone and runs its turn; each adapter only speaks its transport. The two
-adapters load on first use: hypercorn and trio-asyncio only for a daemon that has such a
-channel (ADR 0036)."""
+"""Channels: webhook, serial and Telegram transports reaching agents through peer groups,
+owners and external-peer rules (issues 13, 30). The daemon's `ChannelHost` routes an inbound
+message from the config alone and runs its turn; each adapter only speaks its transport.
+The adapters load on first use: hypercorn, trio-asyncio or the Bot API client only for a
+daemon that has such a channel (ADR 0036)."""
 
 from __future__ import annotations
 
@@ -45,9 +45,17 @@ from ._webhook_core import (
 
 if TYPE_CHECKING:
     from ._serial import SerialAdapter
+    from ._telegram import TelegramAdapter
     from ._webhook import WebhookAdapter
 
-_lazily = lazy_attributes(__name__, {"SerialAdapter": "._serial", "WebhookAdapter": "._webhook"})
+_lazily = lazy_attributes(
+    __name__,
+    {
+        "SerialAdapter": "._serial",
+        "TelegramAdapter": "._telegram",
+        "WebhookAdapter": "._webhook",
+    },
+)
 
 
 def __getattr__(name: str) -> object:
@@ -79,6 +87,7 @@ __all__ = [
     "Routed",
     "Scheduled",
     "SerialAdapter",
+    "TelegramAdapter",
     "WebhookAdapter",
     "WebhookErrorCode",
     "approval_answer",

@@ -1,24 +1,30 @@
 """The adapters a config asks for: one webhook listener per listen address (channels on one
-address share it), one serial adapter per device, for the channels some agent owns (an
-unowned channel would only refuse its input, so nothing listens for it)."""
+address share it), one serial adapter per device, one Telegram adapter per bot, for the
+channels some agent owns (an unowned channel would only refuse its input, so nothing
+listens for it)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ..config import Config, channel_owners
+from ..config import Config, channel_owners, daemon_paths
 from ._adapter import ChannelAdapter
 from ._webhook_core import webhook_listeners
 
 
 def channel_settings(config: Config) -> object:
     """What the adapters are built from: a reload rebuilds them only when this changed."""
-    return (config.channels.webhook, config.channels.serial, channel_owners(config))
+    return (
+        config.channels.webhook,
+        config.channels.serial,
+        config.channels.telegram,
+        channel_owners(config),
+    )
 
 
 def channel_adapters(config: Config, env: Mapping[str, str]) -> list[ChannelAdapter]:
     """Every webhook and serial adapter the config describes (the CLI channel is the control
-    socket's). `env` holds the webhook secrets' variables."""
+    socket's). `env` holds the webhook secrets' and the bot tokens' variables."""
     # Each transport's module (hypercorn; trio-asyncio and pyserial) loads only when the
     # config has a channel of its kind: a daemon without one starts without them.
     adapters: list[ChannelAdapter] = []
@@ -35,4 +41,16 @@ def channel_adapters(config: Config, env: Mapping[str, str]) -> list[ChannelAdap
 
         for alias, serial in owned:
             adapters.append(SerialAdapter(alias, serial))
+    bots = [
+        (a, t) for a, t in sorted(config.channels.telegram.items()) if owners.get(f"telegram.{a}")
+    ]
+    if bots:
+        from ._telegram import TelegramAdapter
+
+        state_dir = daemon_paths(config, env).state_dir
+        for alias, bot in bots:
+            # The daemon refused to start without the token (config rules); a reload that
+            # binds a bot whose variable is not set gets an adapter that fails, shown so.
+            token = env.get(bot.token_env, "")
+            adapters.append(TelegramAdapter(alias, bot, token, state_dir))
     return adapters

@@ -206,6 +206,7 @@ def secret_references(config: Config) -> dict[str, str]:
     names.update(p.api_key_env for p in config.providers.openai.values() if p.api_key_env)
     names.update(p.api_key_env for p in config.providers.anthropic.values())
     names.update(hook.secret_env for hook in config.channels.webhook.values())
+    names.update(bot.token_env for bot in config.channels.telegram.values())
     return {name: ("set" if os.environ.get(name) else "missing") for name in sorted(names)}
 
 

@@ -580,6 +580,40 @@ class SerialChannel(_Strict):
         return value
 
 
+class TelegramChannel(_Strict):
+    token_env: EnvVarName = Field(
+        description="Name of the environment variable holding the bot's token (from "
+        "@BotFather); read from the daemon's environment, never logged."
+    )
+    api_url: HttpUrl = Field(
+        default="https://api.telegram.org",
+        description="The Bot API's base URL; plain http only to loopback (a local Bot API "
+        "server or a test's).",
+    )
+    approvers: tuple[Annotated[int, Field(ge=1)], ...] = Field(
+        default=(),
+        description="Telegram user ids who may press Approve/Deny on an approval this channel "
+        "asks (peer groups with approvals = 'sender'); nobody else can. Empty: such an "
+        "approval is denied.",
+    )
+    rate_limit_per_minute: Annotated[int, Field(ge=1, le=10_000)] = Field(
+        default=20, description="Messages taken per minute per sender; more get a one-line answer."
+    )
+    poll_timeout_secs: Annotated[int, Field(ge=0, le=50)] = Field(
+        default=30, description="How long one getUpdates long poll waits for an update."
+    )
+    edit_interval_secs: Annotated[float, Field(ge=0.05, le=60)] = Field(
+        default=1.5,
+        description="Least time between two edits of a streamed reply (Telegram's flood "
+        "control counts them).",
+    )
+    stream: bool = Field(
+        default=True,
+        description="Show the reply as it is written, by editing one message; false: send it "
+        "once the turn ends.",
+    )
+
+
 class ChannelsTable(_Strict):
     cli: dict[str, CliChannel] = Field(
         default_factory=dict, description="CLI chat channels, referenced as 'cli.<alias>'."
@@ -590,9 +624,13 @@ class ChannelsTable(_Strict):
     serial: dict[str, SerialChannel] = Field(
         default_factory=dict, description="Serial line channels, referenced as 'serial.<alias>'."
     )
+    telegram: dict[str, TelegramChannel] = Field(
+        default_factory=dict,
+        description="Telegram bots (Bot API long polling), referenced as 'telegram.<alias>'.",
+    )
 
 
-ChannelConfig = CliChannel | WebhookChannel | SerialChannel
+ChannelConfig = CliChannel | WebhookChannel | SerialChannel | TelegramChannel
 
 # --------------------------------------------------------------------------- agents
 

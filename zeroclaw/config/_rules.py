@@ -733,6 +733,41 @@ def rule_webhook_listen(
             )
 
 
+def rule_telegram_bots(
+    config: Config, declared: Declared, env: Mapping[str, str]
+) -> Iterator[ConfigIssue]:
+    """A bot's token travels in its Bot API URL: plain http only to loopback (a local Bot
+    API server), and its variable is no provider key's (agents receive their provider's
+    key, and would then hold the bot). Two channels never poll one bot: Telegram gives
+    each update to one getUpdates caller, so each would miss the other's messages."""
+    providers = {
+        getattr(provider, "api_key_env", None)
+        for kind in type(config.providers).model_fields
+        for provider in getattr(config.providers, kind).values()
+    }
+    by_token: dict[str, str] = {}
+    for alias, bot in sorted(config.channels.telegram.items()):
+        if bot.api_url.startswith("http://") and not url_is_loopback(bot.api_url):
+            yield ConfigIssue(
+                ("channels", "telegram", alias, "api_url"),
+                f"{bot.api_url!r} is plain http to another host: the bot's token would cross "
+                "the network in clear; use https://",
+            )
+        if bot.token_env in providers:
+            yield ConfigIssue(
+                ("channels", "telegram", alias, "token_env"),
+                f"{bot.token_env} is also a provider's api_key_env, which agents using it "
+                "receive; give the bot's token a variable of its own",
+            )
+        first = by_token.setdefault(bot.token_env, alias)
+        if first != alias:
+            yield ConfigIssue(
+                ("channels", "telegram", alias, "token_env"),
+                f"{bot.token_env} is also channels.telegram.{first}'s token: one bot is "
+                "polled by one channel",
+            )
+
+
 def rule_metrics_token_is_its_own(
     config: Config, declared: Declared, env: Mapping[str, str]
 ) -> Iterator[ConfigIssue]:
@@ -784,6 +819,15 @@ def daemon_refusals(
                     ("channels", "webhook", alias, "secret_env"),
                     f"webhook.{alias} is bound but its signing secret variable "
                     f"{hook.secret_env} is not set in the environment",
+                )
+            )
+    for alias, bot in sorted(config.channels.telegram.items()):
+        if owners.get(f"telegram.{alias}") and not env.get(bot.token_env):
+            issues.append(
+                ConfigIssue(
+                    ("channels", "telegram", alias, "token_env"),
+                    f"telegram.{alias} is bound but its bot token variable "
+                    f"{bot.token_env} is not set in the environment",
                 )
             )
     paths = daemon_paths(config, env)
@@ -872,5 +916,6 @@ RULES: tuple[Rule, ...] = (
     rule_workspace_holds_no_daemon_dir,
     rule_serial_devices_distinct,
     rule_webhook_listen,
+    rule_telegram_bots,
     rule_metrics_token_is_its_own,
 )
