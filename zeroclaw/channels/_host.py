@@ -99,7 +99,12 @@ class ChannelHost:
             routed = decided
         self.delivered[inbound.channel] += 1
         return await self.run_turn(
-            routed.agent, routed.origin, inbound.text, session=inbound.session, ask=ask
+            routed.agent,
+            routed.origin,
+            inbound.text,
+            session=inbound.session,
+            ask=ask,
+            on_delta=on_delta,
         )
 
     async def run_turn(
@@ -110,10 +115,11 @@ class ChannelHost:
         *,
         session: str | None,
         ask: AskApproval | None = None,
+        on_delta: Callable[[str], None] | None = None,
     ) -> Outcome:
         """One turn of `agent` from `origin`, already admitted (routed here, or the
         daemon's own origin: a schedule's run), with its reply collected. Its approvals go
-        where its grant says: the operator's queue, or `ask`."""
+        where its grant says: the operator's queue, or `ask`; `on_delta` as `converse`'s."""
         grant = self._policy().origin_grant(agent, origin)
         # An outside origin's approvals go to the operator unless its groups say "sender":
         # the sender's own approval path (a signed webhook approval, a serial answer line)

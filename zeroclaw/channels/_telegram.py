@@ -64,7 +64,7 @@ from ._telegram_core import (
     refusal_line,
     split_message,
 )
-from ._types import AskApproval, ChannelFailure, ChannelRefused, Inbound, Outcome
+from ._types import AskApproval, ChannelFailure, ChannelRefused, Inbound, Outcome, Scheduled
 from ._webhook_core import RateLimiter
 
 log = logging.getLogger("zeroclaw.channels.telegram")
@@ -238,6 +238,11 @@ class TelegramAdapter:
                 ) from None
 
     # ------------------------------------------------------------------ serving
+
+    async def push(self, key: str, scheduled: Scheduled) -> str | None:
+        """A bot has many chats and no one of them a schedule could name yet: the config
+        rules refuse a schedule delivered to it, so this answers only a reload's race."""
+        return f"{key}: a telegram channel has nobody to deliver a scheduled reply to"
 
     async def serve(
         self, host: ChannelHost, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
