@@ -178,6 +178,8 @@ PUBLIC: dict[str, list[str]] = {
         "DiscoveryOverride",
         "EffectiveRiskPolicy",
         "ExternalPeerRule",
+        "GatewayConfig",
+        "GatewayToken",
         "HttpLimits",
         "LightConfig",
         "MCP_TOOL_PREFIX",

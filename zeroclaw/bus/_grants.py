@@ -11,6 +11,8 @@ anything else as `tool_not_granted`, as it does for a peer's turn (ADR 0015).
                queue unless every admitting group says `sender`
     peer       another agent's ask or delegate: the callee's `peer_tools` (the agent
                decides that itself); injected as a turn it gets nothing
+    api        a gateway token: as an outside sender on its channel `api.<token>`, but its
+               approvals always go to the operator (the OpenAI API has no way to ask)
 
 The kinds are the origin's own (`Origin.kind`, bus.ORIGIN_KINDS): one list for sessions,
 tools and the conformance table.
@@ -97,5 +99,8 @@ def origin_grant(origin: Origin, groups: Iterable[GroupGrant] = ()) -> OriginGra
         return OriginGrant(kind, None, "channel")
     if kind == "peer":  # a peer asks (the agent applies peer_tools); never a turn of ours
         return OriginGrant(kind, NO_TOOLS, "operator")
-    assert origin.sender is not None  # a channel origin always names its sender
-    return sender_grant(groups, origin.sender)
+    assert origin.sender is not None  # a channel or api origin always names its sender
+    grant = sender_grant(groups, origin.sender)
+    if kind == "api":
+        return OriginGrant(kind, grant.tools, "operator", grant.groups)
+    return grant

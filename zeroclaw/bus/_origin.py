@@ -10,6 +10,8 @@ behind it. Kinds (ORIGIN_KINDS; later issues add schedules and API tokens):
             the sender normalised once (`normalize_sender`) for admission, rate and sessions
   peer      another agent asking this one (the router's authenticated alias)
   subagent  a sub-agent dispatch (channel "subagent"; the caller that dispatched it)
+  api       a gateway token (issue 29): channel `api.<token>`, its configured sender,
+            admitted by peer groups like a channel sender; approvals always the operator's
 
 `Origin(channel)` and `Origin(channel, sender)` still build the operator and a channel
 sender; `channel`, `sender` and `is_operator` read as they always did.
@@ -27,10 +29,11 @@ DAEMON_SENDER = "daemon"
 PEER_CHANNEL = "peer"  # the channel key of a peer origin (no configured channel is named so)
 SUBAGENT_ORIGIN_CHANNEL = "subagent"  # the channel a sub-agent invocation's turn travels on
 RESERVED_CHANNELS = frozenset({PEER_CHANNEL, SUBAGENT_ORIGIN_CHANNEL})
+API_CHANNEL_PREFIX = "api."  # a gateway token's channel: `api.<token name>`
 
 # Each kind has its rows in the conformance table (tests/conformance): a new kind without
 # them fails test_completeness.
-OriginKind = Literal["operator", "channel", "peer", "subagent"]
+OriginKind = Literal["operator", "channel", "peer", "subagent", "api"]
 ORIGIN_KINDS: tuple[OriginKind, ...] = get_args(OriginKind)
 
 
@@ -50,7 +53,10 @@ class Origin(msgspec.Struct, frozen=True, omit_defaults=True):
             return
         if self.sender is None:
             raise ValueError(f"a {kind} origin names who it is")
-        if kind == "channel":
+        # A token's channel is the token's alone: no other kind speaks on it.
+        if (kind == "api") != self.channel.startswith(API_CHANNEL_PREFIX):
+            raise ValueError(f"an {kind} origin is not on channel {self.channel!r}")
+        if kind in ("channel", "api"):
             if self.channel in RESERVED_CHANNELS:
                 raise ValueError(f"{self.channel!r} is not a channel a sender writes on")
             msgspec.structs.force_setattr(self, "sender", normalize_sender(self.sender))
@@ -70,6 +76,11 @@ class Origin(msgspec.Struct, frozen=True, omit_defaults=True):
     @classmethod
     def subagent(cls, caller: str) -> Origin:
         return cls(SUBAGENT_ORIGIN_CHANNEL, caller, "subagent")
+
+    @classmethod
+    def api(cls, token: str, sender: str) -> Origin:
+        """A gateway token's turn: channel `api.<token>`, the token's configured sender."""
+        return cls(API_CHANNEL_PREFIX + token, sender, "api")
 
     @property
     def is_operator(self) -> bool:

@@ -6,6 +6,7 @@ origin, never by what the sender (or the agent) says. Pure.
   channel   `<channel>:<sender>/<name>`, e.g. `webhook.ops:ci-bot/default`
   peer      `peer:<alias>/<name>`
   subagent  `subagent:<caller>/<name>`
+  api       `api.<token>:<sender>/<name>` (the name: the request's `user`)
 
 An outside origin's namespace (`<ns>:<who>/`) is a prefix of its own keys only: each part
 is percent-encoded to `[A-Za-z0-9._-]` (so it holds no ':' or '/'), and a part longer than
@@ -22,7 +23,13 @@ from urllib.parse import unquote
 
 import msgspec
 
-from ._origin import PEER_CHANNEL, SUBAGENT_ORIGIN_CHANNEL, Origin, OriginKind
+from ._origin import (
+    API_CHANNEL_PREFIX,
+    PEER_CHANNEL,
+    SUBAGENT_ORIGIN_CHANNEL,
+    Origin,
+    OriginKind,
+)
 
 DEFAULT_SESSION = "default"
 NAMESPACE_SEPARATOR = ":"  # after an outside origin's kind or channel
@@ -105,6 +112,8 @@ def session_owner(key: str) -> SessionOwner:
         kind = "peer"
     elif channel == SUBAGENT_ORIGIN_CHANNEL:
         kind = "subagent"
+    elif channel.startswith(API_CHANNEL_PREFIX):
+        kind = "api"
     else:
         kind = "channel"
     return SessionOwner(kind, f"{channel}:{sender}", unquote(name))
