@@ -134,8 +134,10 @@ PUBLIC: dict[str, list[str]] = {
         "Inbound",
         "LineFramer",
         "MAX_LINE_BYTES",
+        "OnDelta",
         "Outcome",
         "REPLAY_WINDOW_SECS",
+        "RateLimiter",
         "Routed",
         "SIGNATURE_HEADER",
         "SerialAdapter",
@@ -493,6 +495,7 @@ PUBLIC: dict[str, list[str]] = {
         "TurnFinished",
         "TurnSpent",
     ],
+    "zeroclaw.gateway": ["Gateway", "GatewayErrorCode", "Operator", "table_operator"],
     "zeroclaw.mcp": [
         "Launch",
         "Lifecycle",

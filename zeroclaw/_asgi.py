@@ -11,6 +11,7 @@ import math
 import os
 import resource
 import socket
+import ssl
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ from typing import Any, cast
 import hypercorn.config
 import trio
 from hypercorn.app_wrappers import ASGIWrapper
+from hypercorn.events import Event, Updated
 from hypercorn.trio.tcp_server import TCPServer
 from hypercorn.trio.worker_context import WorkerContext
 from hypercorn.typing import (
@@ -104,11 +106,13 @@ def open_descriptors() -> int:
 
 class _GuardedStream(trio.abc.HalfCloseableStream):
     """A connection whose reads end at the `ConnectionClock`'s deadline: the connection is
-    then broken, which hypercorn answers by closing it."""
+    then broken, which hypercorn answers by closing it. Under TLS `inner` is the TLS
+    stream, so the clock sees the plain HTTP bytes."""
 
     def __init__(
         self,
-        inner: trio.SocketStream,
+        inner: trio.SocketStream | trio.SSLStream[trio.SocketStream],
+        sock: trio.socket.SocketType,
         clock: ConnectionClock,
         on_cut: Callable[[Cut], None],
         send_timeout: float,
@@ -116,7 +120,7 @@ class _GuardedStream(trio.abc.HalfCloseableStream):
         self._inner = inner
         self._send_timeout = send_timeout
         self._on_cut = on_cut
-        self.socket = inner.socket  # hypercorn reads the peer's address from it
+        self.socket = sock  # hypercorn reads the peer's address from it
         self.clock = clock
         self.cut: Cut | None = None
         self._reading = trio.CancelScope()
@@ -162,13 +166,43 @@ class _GuardedStream(trio.abc.HalfCloseableStream):
         await self._inner.wait_send_all_might_not_block()
 
     async def send_eof(self) -> None:
-        await self._inner.send_eof()
+        if isinstance(self._inner, trio.SocketStream):
+            await self._inner.send_eof()
+        # TLS has no half-close: the connection closes whole (hypercorn's aclose)
 
     async def aclose(self) -> None:
         await self._inner.aclose()
 
     def close_now(self) -> None:
-        self._inner.socket.close()
+        self.socket.close()
+
+    def answering(self, busy: bool) -> None:
+        """The server is answering a request, or has answered it (`_ClockedServer`)."""
+        self.clock.answering(busy, trio.current_time())
+        self._reading.deadline = self._deadline()  # a read waiting now gets the new one
+
+
+class _ClockedServer(TCPServer):
+    """Hypercorn's per-connection server, telling the connection's clock when a request
+    is being answered (hypercorn's `Updated(idle=False)`) and when its answer is complete
+    (`Updated(idle=True)`): a streamed answer (server-sent events, a long body) is no idle
+    connection, however long it goes on without the client sending a byte."""
+
+    def __init__(
+        self,
+        app: ASGIWrapper,
+        config: hypercorn.config.Config,
+        context: WorkerContext,
+        state: ConnectionState,
+        stream: _GuardedStream,
+    ) -> None:
+        super().__init__(app, config, context, state, cast("trio.SSLStream[Any]", stream))
+        self._guarded = stream
+
+    async def protocol_send(self, event: Event) -> None:
+        if isinstance(event, Updated):
+            self._guarded.answering(not event.idle)
+        await super().protocol_send(event)
 
 
 def _body_deadline_app(
@@ -234,10 +268,12 @@ async def serve_guarded(
     name: str,
     bounds: HttpBounds,
     log_name: str,
+    ssl_context: ssl.SSLContext | None = None,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve `app` on `sock` (bound, listening; ours to close) until cancelled, with the
-    connection cap, the descriptor reserve and the read deadlines of `bounds` (ADR 0045).
+    connection cap, the descriptor reserve and the read deadlines of `bounds` (ADR 0045);
+    over TLS when `ssl_context` is given (the handshake within the idle deadline).
 
     Our own accept loop hands each admitted connection to hypercorn's per-connection
     server: hypercorn has no connection cap, and its read timeout is per read, not per
@@ -263,7 +299,7 @@ async def serve_guarded(
     async def handle(stream: _GuardedStream) -> None:
         try:
             with stream.serving:
-                server = TCPServer(wrapped, config, context, state, cast(Any, stream))
+                server = _ClockedServer(wrapped, config, context, state, stream)
                 await server.run()
         finally:
             stream.close_now()  # not awaited: the listener may be cancelled already
@@ -293,9 +329,13 @@ async def serve_guarded(
                 clock = ConnectionClock(
                     bounds.idle_timeout_secs, bounds.header_timeout_secs, since=now
                 )
-                stream = _GuardedStream(
-                    trio.SocketStream(conn), clock, on_cut, bounds.body_timeout_secs
+                plain = trio.SocketStream(conn)
+                inner = (
+                    plain
+                    if ssl_context is None
+                    else trio.SSLStream(plain, ssl_context, server_side=True)
                 )
+                stream = _GuardedStream(inner, conn, clock, on_cut, bounds.body_timeout_secs)
                 nursery.start_soon(handle, stream)
     finally:
         listener.close()

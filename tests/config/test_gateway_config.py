@@ -81,7 +81,8 @@ def test_an_api_origin_lives_on_its_tokens_channel_only() -> None:
     with pytest.raises(ValueError, match="not on channel"):
         Origin("webhook.ops", "ci-bot", "api")
     with pytest.raises(ValueError, match="not on channel"):
-        Origin.from_sender("api.ci", "ci-bot")
+        Origin("api.ci", "ci-bot", "channel")
+    assert Origin.from_sender("api.ci", "@CI-bot") == Origin.api("ci", "ci-bot")
 
 
 @pytest.mark.parametrize(

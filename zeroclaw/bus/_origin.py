@@ -67,7 +67,8 @@ class Origin(msgspec.Struct, frozen=True, omit_defaults=True):
 
     @classmethod
     def from_sender(cls, channel: str, sender: str) -> Origin:
-        return cls(channel, sender, "channel")
+        """An outside sender on `channel`: a gateway token's (`api.<token>`) or a channel's."""
+        return cls(channel, sender, "api" if channel.startswith(API_CHANNEL_PREFIX) else "channel")
 
     @classmethod
     def peer(cls, alias: str) -> Origin:

@@ -35,6 +35,7 @@ from ._types import (
     ChannelFailure,
     ChannelRefused,
     Inbound,
+    OnDelta,
     Outcome,
 )
 
@@ -81,10 +82,12 @@ class ChannelHost:
         *,
         ask: AskApproval | None = None,
         routed: Routed | None = None,
+        on_delta: OnDelta | None = None,
     ) -> Outcome:
         """The whole conversation of one inbound message: its reply or why there is none.
         `routed`: the decision of an earlier `route` of this message (an adapter that must
-        answer a refusal before the turn runs), so it is not decided and counted twice."""
+        answer a refusal before the turn runs), so it is not decided and counted twice.
+        `on_delta`: handed each piece of the reply as it comes (a streaming adapter)."""
         if routed is None:
             decided = self.route(inbound)
             if isinstance(decided, ChannelRefused):
@@ -106,17 +109,23 @@ class ChannelHost:
             ) as turn,
             trio.open_nursery() as nursery,
         ):
-            outcome = await self._collect(turn, None if to_operator else ask, to_operator, nursery)
+            asker = None if to_operator else ask
+            outcome = await self._collect(turn, asker, to_operator, nursery, on_delta)
             nursery.cancel_scope.cancel()
         return outcome
 
     async def _collect(
-        self, turn: Turn, ask: AskApproval | None, to_operator: bool, nursery: trio.Nursery
+        self,
+        turn: Turn,
+        ask: AskApproval | None,
+        to_operator: bool,
+        nursery: trio.Nursery,
+        on_delta: OnDelta | None,
     ) -> Outcome:
-        text: list[str] = []
         async for event in turn.events():
             if isinstance(event, Delta):
-                text.append(event.text)
+                if on_delta is not None:
+                    await on_delta(event.text)
             elif isinstance(event, ApprovalAsked):
                 nursery.start_soon(self._approve, turn, event, ask, to_operator)
             elif isinstance(event, TurnDone):
@@ -127,6 +136,7 @@ class ChannelHost:
                     event.error,
                     event.cancelled,
                     event.stopped,
+                    event.usage,
                 )
             elif isinstance(event, TurnRefused):
                 if event.code == "budget_exceeded":  # before any provider call
