@@ -2,8 +2,9 @@
 and the dashboard tests (Playwright driving Debian's chromium).
 
 Tokens: `ci` (sender `ci-bot`, reaches alpha; its peer group grants file_write, the memory
-tools), `other` (sender `other-bot`, reaches beta, no tool), `tight` (reaches alpha, 3
-requests a minute). The operator's token is its own variable."""
+tools), `twin` (sender `ci-bot` too, reaches alpha, no tool), `other` (sender `other-bot`,
+reaches beta, no tool), `tight` (reaches alpha, 3 requests a minute). The operator's
+token is its own variable."""
 
 from __future__ import annotations
 
@@ -22,7 +23,9 @@ from tests.known_secrets import API_TOKEN, OPERATOR_TOKEN, OTHER_API_TOKEN
 from tests.supervisor import harness
 
 TIGHT_TOKEN = "zc-test-gateway-tight-token-0b5e"  # not a secret the logs are checked for
+TWIN_TOKEN = "zc-test-gateway-twin-token-77aa"
 ENV = {
+    "ZC_API_TWIN": TWIN_TOKEN,
     "ZC_API_CI": API_TOKEN,
     "ZC_API_OTHER": OTHER_API_TOKEN,
     "ZC_API_TIGHT": TIGHT_TOKEN,
@@ -53,6 +56,7 @@ def gateway_config(root: Path, port: int, **gateway: Any) -> dict[str, Any]:
             },
             "api-other": {"channel": "api.other", "agents": ["beta"], "external_peers": ["*"]},
             "api-tight": {"channel": "api.tight", "agents": ["alpha"], "external_peers": ["*"]},
+            "api-twin": {"channel": "api.twin", "agents": ["alpha"], "external_peers": ["ci-bot"]},
         },
     )
     doc["gateway"] = {
@@ -61,6 +65,8 @@ def gateway_config(root: Path, port: int, **gateway: Any) -> dict[str, Any]:
         "tokens": {
             "ci": {"token_env": "ZC_API_CI", "sender": "ci-bot", "agents": ["alpha"]},
             "other": {"token_env": "ZC_API_OTHER", "sender": "other-bot", "agents": ["beta"]},
+            # The same sender as `ci`, another token: a namespace of its own all the same.
+            "twin": {"token_env": "ZC_API_TWIN", "sender": "ci-bot", "agents": ["alpha"]},
             "tight": {
                 "token_env": "ZC_API_TIGHT",
                 "agents": ["alpha"],
