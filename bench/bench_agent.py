@@ -1,12 +1,14 @@
 """Turn overhead: a chat message in, the reply out, through control socket, daemon, router
 and the agent process, beside its baseline: with the offline provider the raw relay round
 trip; with an OpenAI-compatible loopback model that answers at once (bench/_echo_server.py
-`chat`), the bare httpx request to that model; and a turn with one `memory_store` call
-beside the same turn without it."""
+`chat`), the bare httpx request to that model; a turn with one `memory_store` call
+beside the same turn without it; and a turn given the records recalled for its text from
+100k beside the same turn of an agent that recalls nothing (ADR 0059)."""
 
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import signal
 import socket
@@ -16,11 +18,14 @@ import tempfile
 import time
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import httpx
 import tomli_w
 
 from zeroclaw.control import Chat, ControlSession
+from zeroclaw.memory import MemoryStore, Scope, WriteOp
+from zeroclaw.turns import StoreArgs
 
 from ._daemon import REPO, ReadyDaemon, write_bench_config
 from ._harness import Result, free_port, p50_p99, result, wait_http
@@ -179,7 +184,64 @@ def _net_latency(debug_log: Path | None = None) -> dict[str, dict[str, float]]:
     return {name: p50_p99(values) for name, values in samples.items()}
 
 
+# --- a turn with recall, beside one without (issue 27 #1) -----------------------------------
+
+RECALL_RECORDS = 100_000
+RECALL_TURNS = 400
+RECALL_WORDS = 12  # a turn's text
+
+
+def _fill(path: Path, aliases: tuple[str, ...], rng: random.Random, vocab: list[str]) -> None:
+    """Each agent's namespace holds RECALL_RECORDS records of 20 words, before the start."""
+    store = MemoryStore(path, map_size=1 << 32)
+    try:
+        for alias in aliases:
+            for start in range(0, RECALL_RECORDS, 2000):
+                store.apply_writes(
+                    [
+                        WriteOp(
+                            Scope(alias),
+                            StoreArgs(key=f"k{i}", content=" ".join(rng.choices(vocab, k=20))),
+                        )
+                        for i in range(start, start + 2000)
+                    ]
+                )
+    finally:
+        store.close()
+
+
+def _recall_latency() -> dict[str, dict[str, float]]:
+    """p50/p99 in ms of offline chat turns of `alpha` (recall on, the default: the 5 best
+    of 100k records within 1000 tokens) and `beta` (recall = false, the same records), on
+    the same texts, alternating in blocks; each turn in a session of its own."""
+    rng = random.Random(27)
+    vocab = [f"w{i}" for i in range(5000)]
+
+    def edit(doc: dict[str, Any]) -> None:
+        doc["agents"]["beta"]["memory"] = {"recall": False}
+        _fill(Path(doc["daemon"]["state_dir"]) / "memory", ("alpha", "beta"), rng, vocab)
+
+    daemon = ReadyDaemon(["alpha", "beta"], edit=edit)
+    samples: dict[str, list[float]] = {"alpha": [], "beta": []}
+    try:
+        with ControlSession(daemon.runtime_dir, timeout=30) as session:
+            for block in range(RECALL_TURNS // NET_BLOCK + 1):  # the first is the warm-up
+                texts = [" ".join(rng.choices(vocab, k=RECALL_WORDS)) for _ in range(NET_BLOCK)]
+                for agent in ("alpha", "beta"):
+                    for i, text in enumerate(texts):
+                        started = time.perf_counter()
+                        session.send(Chat(agent=agent, text=text, session=f"r{block}-{i}"))
+                        for reply in session.replies():
+                            assert reply.ok, reply
+                        if block:
+                            samples[agent].append((time.perf_counter() - started) * 1000)
+    finally:
+        daemon.close()
+    return {agent: p50_p99(values) for agent, values in samples.items()}
+
+
 def run() -> list[Result]:
+    recall = _recall_latency()
     net = _net_latency()
     bare, turn, store = net["bare"], net["turn"], net["store"]
     # The tool call costs a second model request by nature; what the turn adds is the rest.
@@ -228,6 +290,21 @@ def run() -> list[Result]:
             turn["p99"],
         ),
         result("chat turn p99 (offline, no tools)", plain[1], "ms", "raw relay p99", raw["p99"]),
+        result(
+            f"chat turn p50 with recall over {RECALL_RECORDS} records",
+            recall["alpha"]["p50"],
+            "ms",
+            "the same turns of an agent with recall = false",
+            recall["beta"]["p50"],
+            f"<= +3 ms (now +{recall['alpha']['p50'] - recall['beta']['p50']:.2f} ms)",
+        ),
+        result(
+            f"chat turn p99 with recall over {RECALL_RECORDS} records",
+            recall["alpha"]["p99"],
+            "ms",
+            "the same turns of an agent with recall = false",
+            recall["beta"]["p99"],
+        ),
         result(
             "chat turn p50, alpha asks beta",
             peer[0],

@@ -19,6 +19,7 @@ MCP_HEADER = "Bearer zc-test-mcp-header-value-3e7a"  # an HTTP MCP server's head
 API_TOKEN = "zc-test-gateway-api-token-4f19"  # a gateway token's token_env value
 OTHER_API_TOKEN = "zc-test-gateway-other-token-8d27"  # a second gateway token
 OPERATOR_TOKEN = "zc-test-gateway-operator-token-c3a6"  # the gateway's operator_token_env
+ADAPTER_KEY = "zc-test-http-adapter-key-8f1c60"  # an HTTP adapter's api_key_env value
 
 TEST_SECRETS = (
     PROVIDER_KEY,
@@ -30,6 +31,7 @@ TEST_SECRETS = (
     API_TOKEN,
     OTHER_API_TOKEN,
     OPERATOR_TOKEN,
+    ADAPTER_KEY,
 )
 
 

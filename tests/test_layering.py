@@ -83,6 +83,7 @@ EDGES: dict[tuple[str, str], str] = {
     ("_error_codes", "channels"): "the channel refusal and webhook error codes",
     ("_error_codes", "cli"): "the CLI's error codes",
     ("_error_codes", "control"): "the control socket's error codes",
+    ("_error_codes", "gateway"): "the gateway API's error codes",
     ("_error_codes", "discovery"): "the discovery error kinds and registration reasons",
     ("_error_codes", "memory"): "the memory error codes",
     ("_error_codes", "skills"): "the skill refusal codes",

@@ -17,16 +17,23 @@ import functools
 import os
 import signal
 import subprocess
+import sys
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal, Protocol
 
 import trio
 
-from ._prctl import set_death_signal
+from ._prctl import PR_SET_NO_NEW_PRIVS, prctl, set_death_signal
 from ._spawn import open_child
-from .policy import SandboxUnavailable, enforce_ruleset
+from .policy import (
+    SandboxUnavailable,
+    drop_capabilities,
+    enforce_ruleset,
+    forbid_user_namespaces,
+)
 
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 DEFAULT_OUTPUT_CAP = 64 * 1024
@@ -61,6 +68,49 @@ class SpawnTracker(Protocol):
     def spawning(self) -> AbstractAsyncContextManager[Callable[[int], None]]: ...
 
     async def finished(self, pid: int) -> None: ...
+
+
+# The intermediate (`zeroclaw/_reaper.py`): a child subreaper that runs one program, enters
+# its Landlock ruleset and seccomp filter for it, and kills every descendant the program
+# leaves (a double fork, a `setsid()`) when it ends, times out or is stopped. For programs
+# a process starts that is no subreaper itself: the daemon's discovery probes and the MCP
+# servers it starts for adapters.
+REAPER = str(Path(__file__).resolve().parent / "_reaper.py")
+
+
+def reaped_argv(
+    argv: Sequence[str],
+    *,
+    timeout_secs: float,
+    ruleset_fd: int,
+    status_fd: int,
+    seccomp: bytes = b"",
+) -> list[str]:
+    """`argv` run under the intermediate: `ruleset_fd` (-1: none) and `status_fd` must be
+    passed to it (`pass_fds`); it writes how the program ended on `status_fd`."""
+    return [
+        sys.executable,
+        "-I",
+        "-S",
+        REAPER,
+        repr(float(timeout_secs)),
+        str(ruleset_fd),
+        str(status_fd),
+        seccomp.hex() or "-",
+        "--",
+        *argv,
+    ]
+
+
+def confine_intermediate(parent_pid: int, last_cap: int) -> None:
+    """Between fork and exec of the intermediate (so for it and everything below it): die
+    with us — by SIGTERM, so that it kills the program's tree first — no new privileges,
+    no capability (it needs none to kill its own descendants) and no new user namespace
+    (ADR 0043). `last_cap` is read before the fork."""
+    set_death_signal(parent_pid, signal.SIGTERM)
+    prctl(PR_SET_NO_NEW_PRIVS, 1)
+    drop_capabilities(range(last_cap + 1))
+    forbid_user_namespaces()
 
 
 def _child_setup(parent_pid: int, ruleset: int | None) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 import msgspec
 import trio
 
-from zeroclaw.agent import AgentSpec, RiskSpec, RuntimeSpec
+from zeroclaw.agent import AgentSpec, MemorySpec, RiskSpec, RuntimeSpec
 from zeroclaw.agent._turn import TurnEngine, TurnResult
 from zeroclaw.cli._local_reach import LocalReach
 from zeroclaw.memory import MemoryGrants, MemoryService, MemoryStore
@@ -18,7 +18,13 @@ from zeroclaw.providers import OfflineSpec, Provider
 from zeroclaw.turns import MEMORY_SESSION, SessionArgs, TurnEvent
 
 
-def agent_spec(workspace: Path, *, runtime: dict[str, Any] | None = None) -> AgentSpec:
+def agent_spec(
+    workspace: Path,
+    *,
+    runtime: dict[str, Any] | None = None,
+    memory: MemorySpec | None = None,
+    level: str = "supervised",
+) -> AgentSpec:
     return AgentSpec(
         alias="alpha",
         workspace=str(workspace),
@@ -28,7 +34,7 @@ def agent_spec(workspace: Path, *, runtime: dict[str, Any] | None = None) -> Age
         provider_config=OfflineSpec(),
         risk=RiskSpec(
             profile="sup",
-            level="supervised",
+            level=level,  # type: ignore[arg-type]
             workspace_only=True,
             allowed_commands=("ls",),
             forbidden_paths=(),
@@ -55,6 +61,7 @@ def agent_spec(workspace: Path, *, runtime: dict[str, Any] | None = None) -> Age
         runtime_dir=str(workspace.parent),
         log_format="text",
         log_level="info",
+        memory=memory or MemorySpec(),
     )
 
 
@@ -65,22 +72,26 @@ async def local_engine(
     *,
     runtime: dict[str, Any] | None = None,
     spec_changes: dict[str, Any] | None = None,
+    memory: MemorySpec | None = None,
+    level: str = "supervised",
+    grants: MemoryGrants | None = None,
     **options: Any,
 ) -> AsyncIterator[tuple[TurnEngine, LocalReach]]:
     """alpha's turn engine in this process: a workspace holding notes.txt, a real memory
     store with its committer running. The provider is closed on the way out.
     `spec_changes`: fields of alpha's spec that differ."""
     workspace = tmp_path / "ws"
-    workspace.mkdir(exist_ok=True)
+    workspace.mkdir(parents=True, exist_ok=True)
     (workspace / "notes.txt").write_text("the plan is to ship")
     store = MemoryStore(tmp_path / "memory")
     try:
-        service = MemoryService(store, MemoryGrants({}))
+        service = MemoryService(store, grants or MemoryGrants({}))
         async with trio.open_nursery() as nursery:
             nursery.start_soon(service.run_committer)
             reach = LocalReach(service, "alpha")
             spec = msgspec.structs.replace(
-                agent_spec(workspace, runtime=runtime), **(spec_changes or {})
+                agent_spec(workspace, runtime=runtime, memory=memory, level=level),
+                **(spec_changes or {}),
             )
             yield TurnEngine(spec, reach, provider, agent_env={}, **options), reach
             nursery.cancel_scope.cancel()

@@ -82,10 +82,10 @@ async def test_the_next_turn_of_a_session_reads_history_after_the_last_append(
             await trio.testing.wait_all_tasks_blocked()
             # The other session went ahead to its own (held) append; s1's second turn did
             # not read its history while the first turn's append was still on its way.
-            assert held.log.count("session s1") == 1
-            assert "session s2" in held.log
+            assert held.log.count("context s1") == 1
+            assert "context s2" in held.log
             held.release.set()
-        assert held.log.index("session s1", held.log.index("append_turns s1 done")) > 0
+        assert held.log.index("context s1", held.log.index("append_turns s1 done")) > 0
         transcript = await reach.memory(MEMORY_SESSION, SessionArgs(session="s1"))
         assert [t.content for t in transcript.turns if t.role == "user"] == [
             "first",

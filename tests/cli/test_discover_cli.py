@@ -258,3 +258,56 @@ def test_explain_offers_a_loopback_model_server_as_a_provider_to_add(
 def listening(port: int) -> bool:
     with socket.socket() as client:
         return client.connect_ex(("127.0.0.1", port)) == 0
+
+
+def test_explain_doctor_and_audit_say_who_may_reach_an_http_adapter(project: Project) -> None:
+    project.file(
+        "adapters/api.yaml",
+        "id: api\ntransport: http\nendpoint: http://127.0.0.1:9/run\napi_key_env: ZC_UNSET_KEY\n"
+        "capabilities: [chat.reply]\n",
+    )
+    agent = {
+        "model_provider": "offline.default",
+        "runtime_profile": "default",
+        "channels": ["cli.local"],
+        "adapters": ["api"],
+    }
+    project.extra["risk_profiles"] = {
+        "sup": {"level": "supervised"},
+        "net": {"level": "supervised", "allowed_endpoints": ["127.0.0.1:9"]},
+    }
+    project.extra["agents"] = {
+        "alpha": {**agent, "risk_profile": "net"},
+        "beta": {**agent, "risk_profile": "sup"},
+    }
+    project.write_config()
+    explained = discover(project, "explain", "api").stdout
+    assert "Endpoint: http://127.0.0.1:9/run (127.0.0.1:9)" in explained
+    assert "alpha: allowed by risk profile 'net'" in explained
+    assert (
+        'beta: refused (endpoint_not_allowed): add "127.0.0.1:9" to [risk_profiles.sup] '
+        "allowed_endpoints" in explained
+    )
+    assert "$ZC_UNSET_KEY is not set here" in explained
+    doctor = discover(project, "doctor", "--json")
+    warned = [c for c in json.loads(doctor.stdout)["checks"] if c["name"] == "endpoint of api"]
+    assert {c["status"] for c in warned} == {"warn"}
+    assert any("beta lists api" in c["message"] for c in warned)
+    assert any('add "127.0.0.1:9" to [risk_profiles.sup]' in c["fix"] for c in warned)
+    assert any("ZC_UNSET_KEY" in c["message"] for c in warned)
+    rows = json.loads(discover(project, "audit", "--json").stdout)["rows"]
+    api = next(r for r in rows if r["kind"] == "adapter" and r["id"] == "api")
+    assert api["endpoints"] == ["POST http://127.0.0.1:9/run"]
+    assert api["callers"] == ["alpha", "beta (endpoint not allowed: refused)"]
+    assert api["paths"] == [] and api["commands"] == []  # no file, no program of the agent's
+    alpha = next(r for r in rows if r["kind"] == "agent" and r["id"] == "alpha")
+    assert alpha["endpoints"] == ["127.0.0.1:9"]
+    # config validate reads no manifest: what the last scan found (the cache) says it
+    assert discover(project, "scan").returncode == 0
+    validated = run_cli("--config", project.config_path, "config", "validate", env=project.env())
+    assert validated.returncode == 0, validated.stderr
+    assert (
+        "agents.beta.adapters[0]: adapter 'api' is at 127.0.0.1:9 (as the last discovery scan "
+        "found it), which risk profile 'sup' does not list in allowed_endpoints"
+    ) in validated.stderr
+    assert "agents.alpha" not in validated.stderr

@@ -35,3 +35,30 @@ def test_without_a_daemon_sessions_read_the_store(tmp_path: Path) -> None:
     assert json.loads(missing.stdout)["error"]["code"] == "session_not_found"
     unknown = run_cli("--config", config, "sessions", "list", "-a", "zeta")
     assert unknown.returncode == 2 and "unknown_agent" in unknown.stderr
+
+
+def test_a_compacted_session_shows_its_summary_and_the_range_it_covers(tmp_path: Path) -> None:
+    """In-process chat (ADR 0059): the session outgrows alpha's history budget, alpha's
+    offline provider summarises the older turns, `sessions show` prints the summary (escaped)
+    with the turns it covers, and the `note:` turn is a record of category compacted."""
+    config = tmp_path / "zeroclaw.toml"
+    doc = make_config(tmp_path, {"alpha": agent_entry()})
+    doc["agents"]["alpha"]["memory"] = {"history_budget_tokens": 64}
+    config.write_text(tomli_w.dumps(doc))
+    for text in ["note: the bell \x07 rings at noon", *(f"message {i} \x07" for i in range(6))]:
+        said = run_cli("--config", config, "-a", "alpha", "chat", "-m", text, "--session", "s")
+        assert said.returncode == 0, said.stderr
+    shown = run_cli("--config", config, "sessions", "show", "s", "-a", "alpha", "--json")
+    assert shown.returncode == 0, shown.stderr
+    summary = json.loads(shown.stdout)["summary"]
+    assert summary["first_seq"] == 0 and summary["turns"] == summary["through_seq"] + 1
+    assert "\x07" in summary["summary"]  # as the turns said it
+    text = run_cli("--config", config, "sessions", "show", "s", "-a", "alpha")
+    assert f"summary of turns 0-{summary['through_seq']}" in text.stdout
+    assert "\x07" not in text.stdout and "\\x07" in text.stdout
+    facts = run_cli(
+        "--config", config, "memory", "list", "-a", "alpha", "--category", "compacted", "--json"
+    )
+    assert [r["content"] for r in json.loads(facts.stdout)["records"]] == [
+        "the bell \x07 rings at noon"
+    ]

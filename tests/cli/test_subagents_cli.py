@@ -270,7 +270,9 @@ async def test_the_cli_speaks_the_sub_agent_commands_over_the_control_socket(
     config = root / "zeroclaw.toml"
     config.write_text(tomli_w.dumps(make_config(root, {"alpha": agent_entry()})))
     table = register_subagent_commands(CommandTable(), api)
-    server = ControlServer(bind_control_socket(root / "run"), table.dispatch, zygote_pid=-1)
+    server = ControlServer(
+        bind_control_socket(root / "run"), table.dispatch, zygote_pid=-1, daemon_pid=-1
+    )
     # The CLI talks only to the lock's holder (the daemon writes its pid there first).
     (root / "run").mkdir(parents=True, exist_ok=True)
     (root / "run" / "zeroclaw.lock").write_text(f"{os.getpid()}\n")

@@ -50,6 +50,10 @@ def test_a_stdio_and_an_http_server_load_and_reach_the_agents_spec(doc: dict[str
         ({"command": "x", "headers_env": {"A": "B"}}, "headers_env is for an HTTP"),
         ({"command": "x", "tools": ["a", "a"]}, "listed more than once"),
         ({"command": "x", "tools": ["no spaces"]}, "is not an MCP tool name"),
+        (
+            {"url": "http://127.0.0.1:9/mcp", "headers_env": {"X\r\nInjected": "MCP_AUTH"}},
+            "is not an HTTP header name",
+        ),
         ({"command": "x", "env": ["not-a-name"]}, ""),
         ({"command": "x", "timeout_secs": 0}, ""),
         ({"command": "x", "unknown": 1}, ""),

@@ -29,6 +29,10 @@ def main(spec: AgentSpec, link_fd: int) -> int:
         Path(spec.workspace) / "SYSTEM.md"
     ).read_text(errors="replace"):
         return int(trio.run(lambda: serve_agent(spec, link_fd, on_bus=runtime_prober)))
+    if spec.alias.startswith("h_"):
+        # The HTTP adapter cells (ADR 0054): what this agent's process was given, before
+        # anything runs, for the test to look for the adapter's key in.
+        (Path(spec.workspace) / "environ.json").write_text(json.dumps(dict(os.environ)))
     if not spec.alias.startswith("k_"):
         return agent_main(spec, link_fd)
     plan = json.loads((Path(spec.workspace) / "probe.json").read_text())

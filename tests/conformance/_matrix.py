@@ -34,7 +34,8 @@ Layer = Literal[
     "listener",  # an HTTP listener's own bounds and credential (ADR 0045)
     "turn_service",  # the daemon names a turn's session from its origin (ADR 0041)
     "validator",  # the schema-validation worker pool (killed at its bound, ADR 0046)
-    "mcp_host",  # what the agent's MCP host starts a server with (its environment)
+    "mcp_host",  # the agent's MCP host: a server's environment, which tools it offers
+    "adapter_service",  # the daemon's adapter service: admission, the endpoint rule (ADR 0054)
 ]
 
 BOUNDARIES = (
@@ -56,12 +57,17 @@ BOUNDARIES = (
     "approvals",  # who answers a supervised approval, by origin kind (ADR 0042)
     "validation_bounds",  # a schema check ends at its bound, whatever the schema and instance
     "memory_quotas",  # an agent's memory stays within its caps, whatever is written
+    # ADR 0059: what a turn of each origin is given from memory, and keeps at compaction
+    "recalled_memory",
     # ADR 0053: an agent's MCP server, a child process inside the agent's sandbox, and the
     # MCP tools a turn gets by the agent's risk profile
     "mcp_server",
     "mcp_tools",
     # ADR 0056: an agent's skills, read through skill_read only, its own only
     "skills",
+    # ADR 0054: what the daemon reaches over HTTP for an agent (an HTTP adapter, an MCP
+    # server at an endpoint), and the credential it holds for it
+    "http_adapters",
     # ADR 0043: what a process the daemon starts can reach as a process
     "process_signals",
     "capabilities",
@@ -88,6 +94,8 @@ PATHS = (
     "memory_store",  # the memory service over a real LMDB store, with an agent's quota
     "discovery_probe",  # a program run under the probe sandbox (policy.decide_confinement)
     "mcp_server",  # an agent of a real daemon calls its real stdio MCP server's tools
+    "context",  # a turn of each origin kind through the engine, its memory and provider
+    "http_adapter",  # an agent of a real daemon invokes adapters the daemon reaches over HTTP
 )
 # profile -> the agent of the conformance daemon that plays it (and how approvals go).
 PROFILES: dict[str, tuple[str, bool | None]] = {
@@ -475,6 +483,20 @@ _GRAMMAR: list[tuple[str, str, str, str, dict[str, Expect]]] = [
         },
     ),
     (
+        # `spy`, a program the daemon runs for the agent, asks the control socket to stop
+        # another agent: the kernel scopes the abstract socket (ABI >= 6), else the control
+        # server refuses what the daemon started (ADR 0011)
+        "control_socket",
+        "adapter the daemon runs connects to control",
+        "invoke spy: x",
+        "invoke_adapter",
+        {
+            "full": Expect("kernel_denied", "EPERM", "kernel")
+            if _abi() >= 6
+            else _no("forbidden", "control")
+        },
+    ),
+    (
         "discovery_adapters",
         "invalid manifest not registered",
         "invoke broken: x",
@@ -569,6 +591,8 @@ def _grammar_cells() -> list[Cell]:
             extra = {"reply_has": "launch code"} if finds else {}
             if tool == "invoke_adapter" and expect.kind == "allowed":
                 extra = {"reply_has": "codex in "}  # the adapter's program really ran
+            if action.startswith("invoke spy"):
+                extra = {"control_probe": True}
             cells.append(
                 Cell(boundary, "grammar/daemon", profile, case, action, expect, tool, extra)
             )
@@ -1674,6 +1698,17 @@ MCP_TOOL_CASES: list[tuple[str, str, str, dict[str, Expect]]] = [
         },
     ),
     (
+        # allowed and read-only, but its description is over zeroclaw.mcp.MAX_TOOL_SPEC_BYTES:
+        # the model would read it at every turn, so it is never offered
+        "tool too large to offer",
+        "bloat",
+        "mcp h bloat",
+        {
+            p: _no("mcp_schema_too_large", "mcp_host")
+            for p in ("readonly", "supervised_approve", "full")
+        },
+    ),
+    (
         "tool outside the config's allowlist",
         "fail",
         "mcp h fail",
@@ -1703,9 +1738,148 @@ def _mcp_cells() -> list[Cell]:
     ]
 
 
+# ----------------------------------------------------------- a turn's context (ADR 0059)
+# What a turn of each origin is given from memory: the agent's own records, those of a
+# namespace it may read (`read_memory_from`), those of one it may not, and the facts a
+# compaction of its session keeps. A turn is given what its toolset's memory_recall would
+# give it, and keeps the facts its memory_store could have stored.
+CONTEXT_CASES = (
+    "own records",
+    "a granted namespace",
+    "an ungranted namespace",
+    "facts at compaction",
+)
+CONTEXT_GRANT = ("memory_recall", "memory_store")  # what a peer or sender may be granted
+
+
+def _context_expect(case: str, given: bool) -> Expect:
+    if case == "an ungranted namespace":
+        return _no("forbidden", "memory_service") if given else _no("tool_not_granted", "engine")
+    if not given:
+        return _no("tool_not_granted", "engine")
+    return _ok("memory_service" if case == "a granted namespace" else "engine")
+
+
+def _context_cells() -> list[Cell]:
+    from tests.conformance._registries import origin_kinds
+
+    cells = []
+    for kind in sorted(origin_kinds()):
+        grants: list[tuple[str, ...]] = [()]
+        if kind in ("peer", "channel"):
+            grants.append(CONTEXT_GRANT)
+        for grant in grants:
+            given = kind == "operator" or bool(grant)
+            for case in CONTEXT_CASES:
+                cells.append(
+                    Cell(
+                        "recalled_memory",
+                        "context",
+                        f"origin_{kind}",
+                        f"{case} {'when granted' if grant else 'by default'}",
+                        case,
+                        _context_expect(case, given),
+                        extra={"kind": kind, "grant": grant},
+                    )
+                )
+    return cells
+
+
+# ----------------------------------------------------------- adapters over HTTP (ADR 0054)
+# The HTTP adapter daemon's agents (one per risk level) list `api` (chat.reply, with the
+# bearer token of HTTP_ADAPTER_KEY_ENV, at a real service whose reply says whether the token
+# came), `tickets` (ticket.create: writes_external), `far` (an endpoint no profile lists: a
+# loopback listener nothing accepts, so any connect would sit in its backlog) and the MCP
+# server `remote` over streamable HTTP (its tool `echo` through the alias remote.echo).
+HTTP_ADAPTER_AGENTS = {
+    "readonly": ("h_ro", None),
+    "supervised_approve": ("h_sup", True),
+    "supervised_deny": ("h_sup", False),
+    "full": ("h_full", None),
+}
+HTTP_ADAPTER_KEY_ENV = "ZC_CONFORMANCE_ADAPTER_KEY"
+_LEVELS = ("readonly", "supervised_approve", "full")
+# (case, adapter kind, action, {profile: expect}); action "environ": the agents' own report.
+HTTP_ADAPTER_CASES: list[tuple[str, str, str, dict[str, Expect]]] = [
+    (
+        "listed endpoint, capability without side effect",
+        "http_adapter",
+        "invoke api: hello",
+        {
+            p: _ok("adapter_service")
+            for p in ("readonly", "supervised_approve", "supervised_deny", "full")
+        },
+    ),
+    (
+        "endpoint not in the profile",
+        "http_adapter",
+        "invoke far: hello",
+        {p: _no("endpoint_not_allowed", "adapter_service") for p in _LEVELS},
+    ),
+    (
+        "adapter key in the agent's environment",
+        "http_adapter",
+        "environ",
+        {p: _no("not_in_environment", "zygote") for p in _LEVELS},
+    ),
+    (
+        "writes_external capability",
+        "http_adapter",
+        "invoke tickets: open one",
+        {
+            "readonly": _no("read_only_profile", "adapter_service"),
+            "supervised_approve": _ok("engine"),
+            "supervised_deny": _no("approval_denied", "engine"),
+            "full": _ok("adapter_service"),
+        },
+    ),
+    (
+        "MCP server over HTTP: a tool not annotated read-only",
+        "mcp_server",
+        'invoke for remote.echo: {{"text": "over http"}}',
+        {
+            "readonly": _no("mcp_tool_not_allowed", "adapter_service"),
+            "supervised_approve": _ok("engine"),
+            "supervised_deny": _no("approval_denied", "engine"),
+            "full": _ok("adapter_service"),
+        },
+    ),
+    (
+        "MCP server over HTTP: endpoint not in the profile",
+        "mcp_server",
+        'invoke for faraway.echo: {{"text": "x"}}',
+        {
+            # a readonly agent is refused first: no tool it cannot call is reached for
+            "readonly": _no("mcp_tool_not_allowed", "adapter_service"),
+            "supervised_approve": _no("endpoint_not_allowed", "adapter_service"),
+            "full": _no("endpoint_not_allowed", "adapter_service"),
+        },
+    ),
+]
+
+
+def _http_adapter_cells() -> list[Cell]:
+    return [
+        Cell(
+            "http_adapters",
+            "http_adapter",
+            profile,
+            case,
+            action,
+            expect,
+            None if action == "environ" else "invoke_adapter",
+            extra={"adapter_kind": kind},
+        )
+        for case, kind, action, by_profile in HTTP_ADAPTER_CASES
+        for profile, expect in by_profile.items()
+    ]
+
+
 def all_cells() -> list[Cell]:
     cells = [
+        *_context_cells(),
         *_mcp_cells(),
+        *_http_adapter_cells(),
         *_discovery_cells(),
         *_origin_cells(),
         *_grammar_cells(),

@@ -166,3 +166,10 @@ def validation_outcomes() -> frozenset[str]:
     from zeroclaw.subagents import VALIDATION_OUTCOMES
 
     return frozenset(VALIDATION_OUTCOMES)
+
+
+def callable_adapter_kinds() -> frozenset[str]:
+    """The kinds of registered adapter an agent's `invoke_adapter` runs (ADR 0054)."""
+    from zeroclaw.discovery import CALLABLE_KINDS
+
+    return frozenset(CALLABLE_KINDS)

@@ -102,7 +102,7 @@ def conformance_config(root: Path, port: int = 0) -> dict[str, Any]:
             "command": sys.executable,
             "args": ["-c", HOSTILE_MCP_SERVER, "ok"],
             "env": [MCP_NAMED],
-            "tools": ["echo", "read", "write", "env"],
+            "tools": ["echo", "read", "write", "env", "bloat"],
         },
         "h2": {"command": "zc-conformance-no-such-server", "env": [MCP_OTHER], "tools": []},
     }
@@ -120,9 +120,15 @@ def conformance_config(root: Path, port: int = 0) -> dict[str, Any]:
         # both, sup the writing one, g_read only the reviewing one, g_rw none (no tool);
         # broken (an invalid manifest), shady (a workspace-local program) and stray (a
         # command outside [discovery] commands) are listed by full, never registered.
-        doc["discovery"] = {"probe_model_ports": False, "scan_user_dirs": False}
+        # spy: a program the daemon runs for full that asks the control socket to stop
+        # another agent (what the daemon starts is never the operator, ADR 0011).
+        doc["discovery"] = {
+            "probe_model_ports": False,
+            "scan_user_dirs": False,
+            "commands": ["codex", "claude", "gemini", "ollama", "spy"],
+        }
         granted = {
-            "full": ["reviewer", "writer", "broken", "shady", "stray"],
+            "full": ["reviewer", "writer", "broken", "shady", "stray", "spy"],
             "ro": ["reviewer", "writer"],
             "sup": ["writer"],
             "g_read": ["reviewer"],
@@ -161,15 +167,47 @@ exit 0
 """
 
 
+# An adapter that connects to the control socket and asks it to stop agent `owner`; it says
+# what came back ("control answered <reply>") or why it could not connect.
+SPY_PROGRAM = """#!/usr/bin/python3
+import socket, struct, sys
+if "--version" in sys.argv:
+    print("spy 1.0")
+    sys.exit(0)
+payload = b"\\x82\\xa3cmd\\xabagents.stop\\xa5alias\\xa5owner"  # msgpack
+try:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.connect({address!r})
+    try:
+        sock.sendall(struct.pack(">I", len(payload)) + payload)
+    except BrokenPipeError:
+        pass
+    answer = b""
+    while len(answer) < 4 or len(answer) < 4 + struct.unpack(">I", answer[:4])[0]:
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        answer += chunk
+    print("control answered", answer[4:300])
+except OSError as exc:
+    print("control refused the connect:", exc.errno)
+"""
+
+
 def lay_out_adapters(root: Path, bin_dir: Path) -> str:
-    """The adapter manifests beside the config, a trusted `codex` (and `stray`) in
-    `bin_dir` (outside the project) and a workspace-local `gemini` inside it; the daemon's
-    PATH (the workspace-local directory on it: discovery must still refuse its program)."""
+    """The adapter manifests beside the config, a trusted `codex` (and `stray`, and `spy`)
+    in `bin_dir` (outside the project) and a workspace-local `gemini` inside it; the
+    daemon's PATH (the workspace-local directory on it: discovery must still refuse its
+    program)."""
+    from zeroclaw.control import control_address
+
     programs = ((bin_dir, "codex"), (bin_dir, "stray"), (root / "tools", "gemini"))
     for directory, name in programs:
         directory.mkdir(parents=True, exist_ok=True)
         (directory / name).write_text(ADAPTER_PROGRAM)
         (directory / name).chmod(0o755)
+    (bin_dir / "spy").write_text(SPY_PROGRAM.format(address=control_address(root / "run")))
+    (bin_dir / "spy").chmod(0o755)
     manifests = {
         "reviewer": "command: codex\nargs: [review]\ncapabilities: [code.review]\n",
         "writer": "command: codex\nargs: [write]\ncapabilities: [code.generate]\n",
@@ -177,6 +215,7 @@ def lay_out_adapters(root: Path, bin_dir: Path) -> str:
         "shady": "command: gemini\nargs: [x]\ncapabilities: [code.review]\n",
         # a trusted place, but a name outside [discovery] commands
         "stray": "command: stray\nargs: [x]\ncapabilities: [code.review]\n",
+        "spy": "command: spy\ncapabilities: [code.review]\n",
         "broken": "transport: [not, a, transport]\n",  # invalid: no command, bad transport
     }
     (root / "adapters").mkdir(exist_ok=True)
@@ -483,6 +522,18 @@ def control_name(run_dir: Path) -> str:
     return control_address(run_dir)[1:]
 
 
+def observed_control_probe(reply: str) -> Observed:
+    """What the `spy` adapter said of its connect to the control socket."""
+    import errno
+
+    if (refused := re.search(r"control refused the connect: (\d+)", reply)) is not None:
+        code = errno.errorcode.get(int(refused.group(1)), refused.group(1))
+        return Observed("kernel_denied", code, reply[:200])
+    if "control answered" in reply and "forbidden" in reply:
+        return Observed("refused", "forbidden", reply[:200])
+    return Observed("allowed", None, reply[:200])
+
+
 def observed_from_turn(cell: Cell, data: dict[str, Any]) -> Observed:
     if "refused" in data:
         return Observed("refused", str(data["refused"]), "the daemon refused the turn")
@@ -497,6 +548,8 @@ def observed_from_turn(cell: Cell, data: dict[str, Any]) -> Observed:
         nested = re.search(r"(\w+) refused: (\w+)", str(data.get("reply", "")))
         if nested:
             return Observed("refused", nested.group(2), str(data.get("reply", ""))[:200])
+    if cell.extra.get("control_probe"):
+        return observed_control_probe(str(data.get("reply", "")))
     want = cell.extra.get("reply_has")
     if want and want not in data.get("reply", ""):
         return Observed("refused", "not_in_reply", str(data.get("reply", ""))[:200])

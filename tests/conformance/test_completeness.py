@@ -8,6 +8,7 @@ from tests.conformance import _registries as registries
 from tests.conformance._matrix import (
     BOUNDARIES,
     CHANNEL_PATHS,
+    CONTEXT_CASES,
     GRANT_PROFILES,
     LEVEL_PROFILES,
     PATHS,
@@ -200,3 +201,57 @@ def test_every_origin_kind_has_mcp_tool_cells() -> None:
     assert by[("operator", False)] == "allowed"
     for outside in ("peer", "channel"):
         assert (by[(outside, False)], by[(outside, True)]) == ("refused", "allowed"), outside
+
+
+def test_every_origin_kind_has_a_cell_for_every_kind_of_context() -> None:
+    """ADR 0059: what a turn of each origin is given from memory and keeps at compaction;
+    the operator's turn is given its own and granted records, an outside origin's only
+    when its grant names memory_recall (memory_store for facts), an ungranted namespace
+    never."""
+    cells = [c for c in all_cells() if c.boundary == "recalled_memory"]
+    have = {(c.extra["kind"], c.action) for c in cells}
+    for kind in registries.origin_kinds():
+        for case in CONTEXT_CASES:
+            assert (kind, case) in have, f"origin {kind!r} x {case!r}: no context cell"
+    for cell in cells:
+        if cell.action == "an ungranted namespace":
+            assert cell.expect.kind == "refused", cell.key
+        if not cell.extra["grant"] and cell.extra["kind"] != "operator":
+            assert cell.expect.kind == "refused", cell.key
+
+
+# What the daemon reaching an endpoint for an agent must be shown not to do (ADR 0054), for
+# every risk level: reach an endpoint the agent's profile does not list, or give the agent
+# the adapter's key; and a readonly agent never runs a capability that writes outside.
+HTTP_ADAPTER_ROWS = {
+    "endpoint not in the profile": "endpoint_not_allowed",
+    "adapter key in the agent's environment": "not_in_environment",
+    "MCP server over HTTP: endpoint not in the profile": None,  # readonly: refused earlier
+}
+
+
+def test_every_risk_level_has_the_http_adapter_rows() -> None:
+    cells = {(c.case, c.profile): c.expect for c in all_cells() if c.path == "http_adapter"}
+    for case, code in HTTP_ADAPTER_ROWS.items():
+        for level, profile in LEVEL_PROFILES.items():
+            expect = cells.get((case, profile))
+            assert expect is not None, f"HTTP adapter row {case!r}: no cell for {level}"
+            assert expect.kind == "refused", (case, profile)
+            if code is not None:
+                assert expect.code == code, (case, profile)
+    writes = "writes_external capability"
+    assert cells[(writes, "readonly")].code == "read_only_profile"
+    assert cells[(writes, "supervised_deny")].code == "approval_denied"
+    assert cells[(writes, "full")].kind == "allowed"
+
+
+def test_every_kind_of_adapter_an_agent_invokes_has_cells() -> None:
+    """A kind `invoke_adapter` runs (zeroclaw.discovery.CALLABLE_KINDS) with no cells fails
+    here: CLI adapters in the grammar cells, what the daemon reaches over HTTP in its own."""
+    kinds = {
+        c.extra.get("adapter_kind", "cli_adapter")
+        for c in all_cells()
+        if c.tool == "invoke_adapter" and c.path in ("grammar/daemon", "http_adapter")
+    }
+    missing = registries.callable_adapter_kinds() - kinds
+    assert not missing, f"adapter kinds without a conformance cell: {sorted(missing)}"

@@ -41,7 +41,7 @@ def adapter(ident: str, **fields: Any) -> DiscoveredItem:
         "command": f"/usr/bin/{ident}",
         "program": "codex",
     }
-    return DiscoveredItem(kind="cli_adapter", id=ident, **{**defaults, **fields})
+    return DiscoveredItem(id=ident, **{"kind": "cli_adapter", **defaults, **fields})
 
 
 def snapshot(*items: DiscoveredItem) -> Snapshot:
@@ -149,3 +149,47 @@ def test_an_unknown_capability_allowed_by_policy_counts_as_the_worst_side_effect
         registry, agent="a", granted=("x",), level="readonly", adapter_id="x", capability=None
     )
     assert isinstance(verdict, CallRefused) and verdict.code == "read_only_profile"
+
+
+def test_an_http_adapter_is_admitted_as_a_cli_adapter_is_and_a_skill_never_runs() -> None:
+    from zeroclaw.discovery._registry import over_http
+
+    api = adapter("api", kind="http_adapter", command="", endpoint="https://api.test/v1")
+    writer = adapter("tix", kind="http_adapter", command="", capabilities=("code.generate",))
+    skill = adapter(
+        "flow",
+        kind="workflow_skill",
+        command="",
+        classified_by="manifest",
+        input_schema=True,
+        output_schema=True,
+    )
+    registry = AdapterRegistry()
+    registry.apply(snapshot(api, writer, skill))
+    assert set(registry.active) == {"api", "tix", "flow"}
+
+    def admit(ident: str, level: Any = "supervised", tool: str | None = None) -> Any:
+        return admit_call(
+            registry,
+            agent="alpha",
+            granted=("api", "tix", "flow"),
+            level=level,
+            adapter_id=ident,
+            capability=None,
+            tool=tool,
+        )
+
+    ok = admit("api", "readonly")
+    assert isinstance(ok, CallAllowed) and not ok.needs_approval and ok.endpoint == ""
+    asks = admit("tix")
+    assert isinstance(asks, CallAllowed) and asks.needs_approval
+    for verdict, code in (
+        (admit("tix", "readonly"), "read_only_profile"),
+        (admit("api", tool="x"), "bad_arguments"),
+        (admit("flow"), "adapter_unsupported"),
+    ):
+        assert isinstance(verdict, CallRefused) and verdict.code == code
+    assert over_http(api) and over_http(writer) and not over_http(skill)
+    remote = adapter("remote", kind="mcp_server", command="", endpoint="http://h.test/mcp")
+    assert over_http(remote)
+    assert not over_http(adapter("local", kind="mcp_server"))  # a program: stdio

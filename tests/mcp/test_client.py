@@ -8,7 +8,14 @@ import errno
 import httpx2
 import pytest
 
-from zeroclaw.mcp._client import BoundedTransport, ResponseTooLarge, _errno_of, endpoint_of
+from zeroclaw._errno import first_errno
+from zeroclaw.mcp._client import (
+    BoundedTransport,
+    HttpLaunch,
+    ResponseTooLarge,
+    _unreachable,
+    endpoint_of,
+)
 
 
 def answer(request: httpx2.Request) -> httpx2.Response:
@@ -33,10 +40,20 @@ def test_a_refused_connect_says_its_errno_through_the_wrappers() -> None:
     attempts.__cause__ = ExceptionGroup("all attempts", [refused])
     wrapped = httpx2.ConnectError("all attempts to connect failed")
     wrapped.__cause__ = attempts
-    assert _errno_of(wrapped) == errno.ECONNREFUSED
-    assert _errno_of(httpx2.ConnectError("no cause")) is None
+    assert first_errno(wrapped) == errno.ECONNREFUSED
+    assert first_errno(httpx2.ConnectError("no cause")) is None
 
 
 def test_an_endpoint_is_host_and_port_never_the_path() -> None:
     assert endpoint_of("http://127.0.0.1:9000/mcp?token=secret") == "127.0.0.1:9000"
     assert endpoint_of("https://mcp.example.org/mcp") == "mcp.example.org:443"
+
+
+def test_a_failure_never_tells_a_header_value_even_cut() -> None:
+    secret = "Bearer s3cret-token-value"
+    launch = HttpLaunch("h", "http://127.0.0.1:9/mcp", {"Authorization": secret}, 5.0, 65536)
+    quoted = httpx2.LocalProtocolError(f"Illegal header value {secret.encode()!r}")
+    detail = _unreachable(launch, quoted).detail
+    assert "s3cret" not in detail and "<a headers_env value>" in detail, detail
+    long = httpx2.LocalProtocolError("x" * 280 + secret)  # cut at 300 inside the value
+    assert "s3cr" not in _unreachable(launch, long).detail

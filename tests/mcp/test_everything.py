@@ -162,7 +162,10 @@ async def test_progress_notifications_during_a_call_are_tolerated(
 async def test_a_call_past_its_timeout_is_mcp_timeout_and_the_server_still_serves(
     box: Box, transport: tuple[str, Served | None]
 ) -> None:
-    async with hosting(box, [over(*transport, timeout_secs=1.0)]) as (host, daemon, offers):
+    # The call bound (3 s, tools/list's too) is far short of the call's 60; the start has
+    # its own (node on a loaded machine's two cores took over 1 s to answer initialize).
+    spec = over(*transport, timeout_secs=3.0, startup_timeout_secs=PATIENCE)
+    async with hosting(box, [spec]) as (host, daemon, offers):
         ctx = context(box)
         tool = offers.get("mcp__ev__trigger-long-running-operation")
         slow = await run(ctx, tool, {"duration": 60, "steps": 60})

@@ -70,6 +70,8 @@ def hostile(name: str, mode: str, **kw: Any) -> McpServerSpec:
         command=sys.executable,
         args=("hostile_server.py", mode),  # relative: its cwd is the workspace
         timeout_secs=kw.pop("timeout_secs", 3.0),
+        # a loaded machine's python may take seconds to start; the start has its own bound
+        startup_timeout_secs=kw.pop("startup_timeout_secs", PATIENCE),
         tools=kw.pop("tools", ALL_TOOLS),
         **kw,
     )
@@ -237,6 +239,14 @@ async def test_a_pin_service_that_refuses_the_listing_withholds_every_tool(
         assert offers.names() == []
         await host.wait_settled()  # a turn asks again: still refused, still withheld
         assert offers.names() == []
+        # and the model is told why, typed by the service's own code where it has one
+        why = host.explain("mcp__h__echo")
+        assert why is not None and why.error_code == _told(code), why
+        assert code in why.detail
+
+
+def _told(code: str) -> str:
+    return code if code in ("mcp_pins_corrupt", "mcp_pin_limit") else "mcp_unavailable"
 
 
 @pytest.mark.parametrize(
@@ -251,7 +261,8 @@ async def test_a_pin_service_that_refuses_the_listing_withholds_every_tool(
 async def test_a_hostile_server_gets_its_typed_error_and_the_others_keep_serving(
     box: Box, mode: str, code: str, detail: str
 ) -> None:
-    servers = [hostile("good", "ok", tools=("echo",)), hostile("bad", mode, timeout_secs=1.5)]
+    bad = hostile("bad", mode, timeout_secs=1.5, startup_timeout_secs=1.5)
+    servers = [hostile("good", "ok", tools=("echo",)), bad]
     async with hosting(box, servers) as (host, daemon, offers):
         failed = await daemon.wait_for("bad", "restarting")
         assert failed.detail.startswith(code) and detail in failed.detail, failed
@@ -260,6 +271,19 @@ async def test_a_hostile_server_gets_its_typed_error_and_the_others_keep_serving
         assert refused.error_code == "mcp_unavailable"
         result = await run(context(box), offers.get("mcp__good__echo"), {"text": "still here"})
         assert (result.ok, result.output) == (True, "still here")
+
+
+async def test_a_slow_start_is_bounded_by_the_startup_bound_not_the_call_bound(box: Box) -> None:
+    # 'slow-start' reads nothing for 2 s: past its 0.5 s call bound, within its start bound
+    patient = hostile("patient", "slow-start", timeout_secs=0.5)
+    hasty = hostile("hasty", "slow-start", timeout_secs=PATIENCE, startup_timeout_secs=0.5)
+    async with hosting(box, [patient, hasty]) as (host, daemon, offers):
+        failed = await daemon.wait_for("hasty", "restarting")
+        assert failed.detail == "mcp_timeout: hasty: no answer to initialize in 0.5s", failed
+        await daemon.wait_for("patient", "ready")
+        result = await run(context(box), offers.get("mcp__patient__echo"), {"text": "late"})
+        assert (result.ok, result.output) == (True, "late")
+        assert host.status["patient"] == "ready"
 
 
 async def test_a_server_that_keeps_dying_is_restarted_with_backoff_then_fails(box: Box) -> None:

@@ -6,6 +6,8 @@ import shutil
 import sys
 from pathlib import Path
 
+import pytest
+
 from zeroclaw.mcp import installation_paths, server_environment
 from zeroclaw.mcp._launch import http_headers
 from zeroclaw.policy import program_executables
@@ -60,9 +62,24 @@ def test_an_npm_package_reads_its_outermost_node_modules() -> None:
 
 def test_http_headers_come_from_the_agents_environment_by_name() -> None:
     agent_env = {"MCP_AUTH": "Bearer s3cret", "OTHER": "x"}
-    headers, missing = http_headers({"Authorization": "MCP_AUTH", "X-Key": "NOPE"}, agent_env)
-    assert headers == {"Authorization": "Bearer s3cret"} and missing == ("NOPE",)
-    assert http_headers({}, agent_env) == ({}, ())
+    headers, problem = http_headers({"Authorization": "MCP_AUTH", "X-Key": "NOPE"}, agent_env)
+    assert headers == {"Authorization": "Bearer s3cret"}
+    assert problem == "headers_env names variables the agent does not have: NOPE"
+    assert http_headers({}, agent_env) == ({}, "")
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["Bearer s3cret\r\nX-Inject: 1", "Bearer s3cret\n", " Bearer s3", "s3cret ", "s\x00", "é"],
+)
+def test_a_header_value_a_request_cannot_carry_is_named_never_told(value: str) -> None:
+    _, problem = http_headers({"Authorization": "MCP_AUTH"}, {"MCP_AUTH": value})
+    assert problem.startswith("headers_env variables whose values a header cannot carry")
+    assert problem.endswith(": MCP_AUTH") and value.strip() not in problem
+
+
+def test_spaces_and_tabs_inside_a_header_value_are_fine() -> None:
+    assert http_headers({"A": "V"}, {"V": "Bearer a\tb c"}) == ({"A": "Bearer a\tb c"}, "")
 
 
 def test_what_the_system_paths_already_give_is_not_listed() -> None:

@@ -9,7 +9,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from zeroclaw.mcp import ListedTool, McpTool, offered_tools, render_result
-from zeroclaw.mcp._tools import mcp_tool
+from zeroclaw.mcp._tools import (
+    MAX_PINNED_TOOLS,
+    MAX_TOOL_SPEC_BYTES,
+    mcp_tool,
+    oversized,
+    pin_order,
+    spec_bytes,
+)
 from zeroclaw.tools import BadArguments, ToolResult
 from zeroclaw.turns import tool_digest
 
@@ -39,6 +46,34 @@ def test_offered_is_the_allowlist_and_the_pin_and_for_readonly_the_read_only_one
         "convert_time"
     ]
     assert offered_tools(LISTED, allowlist=(), pinned=None, readonly_agent=False) == ()
+
+
+def test_an_allowed_tool_over_the_size_bound_is_not_offered_and_is_named() -> None:
+    wide = {"type": "object", "properties": {f"p{i}": {"type": "string"} for i in range(2000)}}
+    listed = (
+        *LISTED,
+        ListedTool("bloat", "x" * MAX_TOOL_SPEC_BYTES, {"type": "object"}, read_only=True),
+        ListedTool("wide", "", wide, read_only=True),
+        ListedTool("edge", "y" * (MAX_TOOL_SPEC_BYTES - 2), {}, read_only=True),  # "{}": 2
+    )
+    allow = ("get_current_time", "bloat", "wide", "edge")
+    offered = offered_tools(listed, allowlist=allow, pinned=None, readonly_agent=False)
+    assert names(offered) == ["get_current_time", "edge"]
+    assert spec_bytes(listed[-1]) == MAX_TOOL_SPEC_BYTES
+    assert oversized(listed, allow) == {
+        "bloat": MAX_TOOL_SPEC_BYTES + len('{"type":"object"}'),
+        "wide": spec_bytes(listed[-2]),
+    }
+    assert oversized(listed, ("get_current_time",)) == {}  # not allowed: nobody's business
+
+
+def test_the_allowed_tools_are_pinned_first_however_many_the_server_lists() -> None:
+    fillers = [ListedTool(f"f{i}", "", {}, read_only=False) for i in range(1000)]
+    listed = (*fillers, *LISTED)
+    pinned = pin_order(listed, ("secret", "get_current_time"))
+    assert len(pinned) == MAX_PINNED_TOOLS
+    assert names(pinned[:3]) == ["get_current_time", "secret", "f0"]  # the server's order
+    assert names(pin_order(LISTED, ())) == names(LISTED)
 
 
 def test_what_the_daemon_is_told_of_a_tool_is_its_digest() -> None:

@@ -159,8 +159,10 @@ async def test_every_operator_reply_is_its_typed_struct(service: MemoryService) 
         "forget": {"key": "k"},
         "purge": {},
     }
-    # every op the operator CLI runs (append_turn[s] and session are the agents')
-    assert set(calls) == set(MEMORY_REPLY_TYPES) - {"append_turn", "append_turns", "session"}
+    # every op the operator CLI runs (append_turn[s], session, context and compact are the
+    # agents')
+    agents_own = {"append_turn", "append_turns", "session", "context", "compact"}
+    assert set(calls) == set(MEMORY_REPLY_TYPES) - agents_own
     replies = {}
     for op, args in calls.items():
         reply = await operator_request(service, agents, op, "alpha", args)

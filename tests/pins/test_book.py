@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from zeroclaw.pins import BadListing, PinBook, PinKey, PinLimit, ToolSeen
+from zeroclaw.pins._book import MAX_REPORTED_CHANGES
 
 
 def digest(text: str) -> str:
@@ -77,6 +78,26 @@ def test_a_changed_digest_is_withheld_and_reported_once() -> None:
     assert [(c.trusted_digest, c.digest) for c in third.changes] == [(A, C)]
 
 
+def test_attack_a_server_flipping_its_schema_is_reported_a_bounded_number_of_times() -> None:
+    # A server that lists another schema at every listing (once a second, the host's
+    # spacing) made one mcp.schema_changed event each: it pushed everything else out of
+    # `zeroclaw events` (a ring). The pin still follows every listing.
+    book = PinBook()
+    book.observe("alpha", "git", [seen("status", A)], now=1.0)
+    reported = 0
+    for n in range(3 * MAX_REPORTED_CHANGES):
+        flip = book.observe("alpha", "git", [seen("status", (B, C)[n % 2])], now=2.0 + n)
+        assert flip.withheld == ("status",) and flip.dirty
+        reported += len(flip.changes)
+    assert reported == MAX_REPORTED_CHANGES
+    pin = book.get(PinKey("alpha", "git", "status"))
+    assert pin is not None and pin.latest_digest == (B, C)[(3 * MAX_REPORTED_CHANGES - 1) % 2]
+    # trusted again, a later change is reported again
+    book.trust("git", now=100.0)
+    again = book.observe("alpha", "git", [seen("status", A)], now=101.0)
+    assert len(again.changes) == 1
+
+
 def test_a_schema_back_to_the_trusted_one_is_offered_again() -> None:
     book = PinBook()
     book.observe("alpha", "git", [seen("status", A)], now=1.0)
@@ -114,6 +135,20 @@ def test_trust_makes_the_latest_schema_the_trusted_one() -> None:
     )
     offered = book.observe("alpha", "git", [seen("status", B, True), seen("log", C)], now=6.0)
     assert (offered.offered, offered.withheld) == (("status", "log"), ())
+
+
+def test_attack_trust_with_a_digest_takes_only_the_schema_reviewed() -> None:
+    book = PinBook()
+    key = PinKey("alpha", "git", "status")
+    book.observe("alpha", "git", [seen("status", A)], now=1.0)
+    book.observe("alpha", "git", [seen("status", B)], now=2.0)  # what the operator reads
+    book.observe("alpha", "git", [seen("status", C)], now=3.0)  # what it lists meanwhile
+    stale = book.trust("git", digest=B[:12], now=4.0)
+    assert (stale.matched, stale.trusted, stale.stale) == ((key,), (), (key,))
+    pin = book.get(key)
+    assert pin is not None and pin.withheld and pin.trusted_digest == A
+    done = book.trust("git", digest=C[:12], now=5.0)
+    assert (done.trusted, done.stale) == ((key,), ())
 
 
 def test_trust_selects_by_tool_and_agent() -> None:

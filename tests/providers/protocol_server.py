@@ -11,11 +11,14 @@ two seconds late; "gated PATH" answers as "openai" does once the file PATH exist
 holds every model call open as long as it needs, whatever the machine's load); "counted
 PATH" answers as "openai" does and appends a line to PATH for each request it read (a
 daemon test counts the model calls its turns made); "status CODE" answers every request
-with that HTTP status (a provider that fails, for fallback chains).
+with that HTTP status (a provider that fails, for fallback chains); "summary-gated MARK
+GATE" answers turns at once and a compaction's summary request only once GATE exists,
+creating MARK when it arrives.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from collections.abc import Awaitable, Callable
@@ -344,6 +347,27 @@ def gated(answer: Answer, gate: str) -> Answer:
     return answer_when_open
 
 
+SUMMARY_ANSWER = "SUMMARY:\nwhat was said\nFACTS:\n- the one fact"
+
+
+def summary_gated(turn: Answer, mark: str, gate: str) -> Answer:
+    """Turns answered as `turn`; a compaction's summary request (ADR 0059) creates the
+    file `mark`, then is answered SUMMARY_ANSWER once the file `gate` exists."""
+    from zeroclaw.providers import SUMMARY_INSTRUCTIONS
+
+    async def answer(seen: Seen, write: Writer) -> None:
+        messages = seen.body.get("messages") or [{}]
+        if str(messages[0].get("content", "")).startswith(SUMMARY_INSTRUCTIONS):
+            await trio.Path(mark).touch()
+            # The asker may be gone by then (killed while it waited): its answer is lost.
+            with contextlib.suppress(trio.BrokenResourceError):
+                await gated(openai_text(SUMMARY_ANSWER), gate)(seen, write)
+        else:
+            await turn(seen, write)
+
+    return answer
+
+
 async def _serve_forever(kind: str, *args: str) -> None:
     """Answer every request with one streamed sentence; print the port first."""
     fixed = TEXT.get(kind, openai_text)("fake ", kind, " answers")
@@ -353,6 +377,8 @@ async def _serve_forever(kind: str, *args: str) -> None:
         default = gated(fixed, args[0])
     if kind == "status":
         default = status(int(args[0]), "failing on purpose")
+    if kind == "summary-gated":
+        default = summary_gated(openai_text("fake answer"), args[0], args[1])
     server = ScriptedServer(script, default=default, log=args[0] if kind == "counted" else None)
     async with trio.open_nursery() as nursery:
         await nursery.start(server.serve)

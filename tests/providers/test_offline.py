@@ -124,3 +124,21 @@ def test_who_are_you_is_answered_from_the_identity_files_not_the_skills_listing(
     assert first_step("who are you?", "alpha", listing).text == "I am alpha."
     prompt = "# IDENTITY.md\nI keep the lights on.\n\n" + listing
     assert first_step("who are you?", "alpha", prompt).text == "I keep the lights on."
+@pytest.mark.parametrize(
+    ("text", "args"),
+    [
+        ("invoke api: hello", {"adapter": "api", "input": "hello"}),
+        (
+            "invoke Tickets for ticket.create: open one",
+            {"adapter": "tickets", "input": "open one", "capability": "ticket.create"},
+        ),
+        # no adapter: the daemon routes it (a business alias, or an auto-routed capability)
+        (
+            'invoke for remote.echo: {"text": "hi"}',
+            {"adapter": "", "capability": "remote.echo", "input": '{"text": "hi"}'},
+        ),
+        ("invoke for: x", {"adapter": "for", "input": "x"}),  # an adapter called `for`
+    ],
+)
+def test_invoke_names_an_adapter_or_routes_a_capability(text: str, args: dict[str, str]) -> None:
+    assert parse(text) == ToolCall("invoke_adapter", args)

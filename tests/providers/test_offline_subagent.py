@@ -73,7 +73,7 @@ def test_incomplete_dispatch_forms_are_plain_text(text: str) -> None:
 def test_help_lists_the_dispatch_forms_only_when_their_tools_are_offered() -> None:
     assert "dispatch" not in GRAMMAR_HELP and "catalog" not in grammar_help(None)
     offered = grammar_help({"agent_dispatch", "agent_catalog"})
-    assert offered == "I understand: 'dispatch ID: TEXT', 'catalog', 'history'."
+    assert offered == "I understand: 'dispatch ID: TEXT', 'catalog', 'history', 'context'."
 
 
 def test_reply_renders_dispatch_outcomes_and_refusals() -> None:

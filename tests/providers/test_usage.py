@@ -19,6 +19,7 @@ from tests.providers.protocol_server import (
     whole,
 )
 from tests.providers.test_network import conversation, make, no_delta
+from zeroclaw._tokens import MESSAGE_OVERHEAD_TOKENS
 from zeroclaw.providers import Conversation, OfflineProvider, Step, ToolCall
 from zeroclaw.providers._usage import anthropic_usage, estimate, openai_usage
 from zeroclaw.turns import MAX_STEP_TOKENS, TokenUsage
@@ -111,10 +112,13 @@ def test_whatever_a_server_sends_each_count_is_bounded_and_never_negative(usage:
                 assert 0 <= count <= MAX_STEP_TOKENS
 
 
-def test_the_estimate_is_four_characters_to_a_token_of_both_directions() -> None:
+def test_the_estimate_is_the_shared_one_of_both_directions() -> None:
+    # zeroclaw._tokens: four ASCII characters to a token, each message framed; the same
+    # estimate the history and recall budgets use.
     c = Conversation("alpha", "s" * 8, (), "u" * 8)
     usage = estimate(c, Step(text="x" * 9))
-    assert usage == TokenUsage(input_tokens=4, output_tokens=3, estimated=True)
+    framed = 2 + MESSAGE_OVERHEAD_TOKENS  # each of the two messages
+    assert usage == TokenUsage(input_tokens=2 * framed, output_tokens=3, estimated=True)
 
 
 async def test_the_offline_provider_reports_a_deterministic_count_under_its_name() -> None:

@@ -114,3 +114,21 @@ def test_the_agent_spec_carries_the_chain_its_ports_and_its_keys() -> None:
     ]
     assert {"MAIN_KEY", "BACK_KEY"} <= set(spec.secret_env)
     assert connect_ports(spec) == (4001, 4002)
+
+
+def test_memory_context_settings_reach_the_spec_and_defaults_match() -> None:
+    from zeroclaw.agent import MemorySpec
+    from zeroclaw.config import AgentConfig
+    from zeroclaw.supervisor._spec import memory_spec
+
+    assert memory_spec(AgentConfig()) == MemorySpec()  # one set of defaults
+    doc = networked_doc()
+    doc["agents"]["alpha"]["memory"] = {
+        "recall": False,
+        "recall_k": 3,
+        "recall_budget_tokens": 200,
+        "history_budget_tokens": 900,
+        "compact": False,
+    }
+    assert specs(doc)["alpha"].memory == MemorySpec(False, 3, 200, 900, False)
+    assert specs(doc)["beta"].memory == MemorySpec()

@@ -58,7 +58,9 @@ async def ask(stream: trio.SocketStream, request: AnyRequest, wait: bool = True)
 
 async def crowd_then_status(runtime_dir: Path, kinds: list[str]) -> tuple[Reply | None, int]:
     table = ConnectionTable(capacity=CAPACITY, reserved=RESERVED, per_peer=1000)
-    server = ControlServer(bind_control_socket(runtime_dir), handler, zygote_pid=-1, table=table)
+    server = ControlServer(
+        bind_control_socket(runtime_dir), handler, zygote_pid=-1, daemon_pid=-1, table=table
+    )
     address = control_address(runtime_dir)
     held: list[trio.SocketStream] = []
     async with trio.open_nursery() as nursery:

@@ -90,12 +90,13 @@ def test_the_offline_grammar_names_only_tools_of_the_default_toolset() -> None:
 def test_the_offline_help_offers_only_the_tools_of_the_toolset() -> None:
     offered = grammar_help({"file_read", "memory_recall"})
     assert offered == (
-        "I understand: 'recall from ALIAS,ALIAS: QUERY', 'recall QUERY', 'read PATH', 'history'."
+        "I understand: 'recall from ALIAS,ALIAS: QUERY', 'recall QUERY', 'read PATH', "
+        "'history', 'context'."
     )
-    assert grammar_help(()) == "I understand: 'history'."
-    # Every form the help offers parses to its own tool.
+    assert grammar_help(()) == "I understand: 'history', 'context'."
+    # Every form the help offers parses to its own tool (the last two call none).
     for tool in TOOL_NAMES:
-        forms = grammar_help({tool}).removeprefix("I understand: ").split(", ")[:-1]
+        forms = grammar_help({tool}).removeprefix("I understand: ").split(", ")[:-2]
         for form in forms:
             example = form.strip("'").replace("[PATH]", "x").replace("ALIAS", "beta")
             example = example.replace("TEXT", "t").replace("QUERY", "q").replace("KEY", "k")
@@ -172,4 +173,4 @@ async def test_the_offline_help_in_a_turn_lists_the_turns_tools(tmp_path: Path) 
         full = await engine.run_turn("help")
         peer = await engine.run_turn("help", toolset=engine.toolset.only({"file_read"}, "p"))
     assert "'run COMMAND'" in full.reply and "'read PATH'" in full.reply
-    assert peer.reply == "I understand: 'read PATH', 'history'."
+    assert peer.reply == "I understand: 'read PATH', 'history', 'context'."

@@ -65,9 +65,11 @@ class Harness:
             cancel_turn=lambda agent, turn: self.cancelled.append((agent, turn)),
         )
 
-    def report(self, sender: str, turn: str, *, last: bool = False, **step: Any) -> Any:
+    def report(
+        self, sender: str, turn: str, *, last: bool = False, compaction: bool = False, **step: Any
+    ) -> Any:
         fields = {"provider": "openai.cheap", "tokens": STEP, **step}
-        body = UsageReport(turn, StepUsage(**fields), last)
+        body = UsageReport(turn, StepUsage(**fields), last, compaction)
         request = Request(id="r", service="usage", op="report", body=encode_body(body))
         response = self.service.serve(sender, request)
         assert response.ok, response
@@ -131,6 +133,22 @@ async def test_a_step_that_spends_a_budget_stops_its_turn_and_the_next_is_refuse
     [ended] = harness.published(BudgetExceeded)
     assert ended.at == "step"
     assert harness.service.admit("alpha", OPERATOR, "default", "t2") is not None
+
+
+async def test_a_compaction_after_its_turn_ended_is_the_agents_own_spend(
+    harness: Harness,
+) -> None:
+    # A session's compaction summarises after its turn's answer (ADR 0059): its step is
+    # charged to the agent (no origin's budget), counted in its day, and is no spoofing.
+    assert harness.service.admit("alpha", HOOK, "webhook.ops:ci-bot/default", "t1") is None
+    harness.report("alpha", "t1", last=True)
+    harness.service.closed("alpha", "t1")
+    harness.report("alpha", "t1", last=True, compaction=True)
+    rows = await harness.groups()
+    assert ("alpha", "webhook.ops:ci-bot", "openai.cheap") in rows  # the turn's step
+    assert ("alpha", "unknown", "openai.cheap") in rows  # the summary's, the agent's own
+    assert harness.service.counts.spoofed == 0
+    assert len(harness.published(TurnSpent)) == 1  # the turn's, not again for the summary
 
 
 # --- what a hostile agent tries with its own reports ---------------------------------------

@@ -31,6 +31,7 @@ from ._sandbox import (
 from ._spec import (
     AgentSpec,
     McpServerSpec,
+    MemorySpec,
     RiskSpec,
     RuntimeSpec,
     SkillSpec,
@@ -50,6 +51,7 @@ __all__ = [
     "LinkMessage",
     "LinkSender",
     "McpServerSpec",
+    "MemorySpec",
     "Neighbours",
     "Ping",
     "Pong",

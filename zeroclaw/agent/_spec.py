@@ -45,6 +45,16 @@ class RuntimeSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     shell_timeout_secs: float
 
 
+class MemorySpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """What a turn is given from memory (`[agents.<a>.memory]`, ADR 0059)."""
+
+    recall: bool = True
+    recall_k: int = 5
+    recall_budget_tokens: int = 1000
+    history_budget_tokens: int = 8000
+    compact: bool = True
+
+
 class SubagentRuntime(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """What makes a process a sub-agent runtime instead of an agent (issue 12): the one
     revision it serves. Its prompt, skills and schemas are read from `snapshot`, the
@@ -73,6 +83,7 @@ class McpServerSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     timeout_secs: float = 30.0
     max_result_bytes: int = 64 * 1024
     tools: tuple[str, ...] = ()  # the allowlist, by the server's own names
+    startup_timeout_secs: float = 30.0  # spawn (or connect) to an answered initialize
 
 
 class SkillSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -134,6 +145,8 @@ class AgentSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     subagent: SubagentRuntime | None = None
     # The rest of its fallback chain after `provider` (ADR 0058), in order.
     fallbacks: tuple[NamedProvider, ...] = ()
+    # Recall into its turns, its sessions' history budget and compaction (ADR 0059).
+    memory: MemorySpec = msgspec.field(default_factory=MemorySpec)
 
     def provider_chain(self) -> tuple[NamedProvider, ...]:
         """Every provider it may ask, in order: `provider`, then its fallbacks."""

@@ -223,6 +223,8 @@ class SubagentEngine:
         self.system = system_text(revision)
         self.mcp: dict[str, McpTool] = {}  # offered MCP tools by name (issue 26)
         self.mcp_call: Callable[[str, str, dict[str, object]], Awaitable[ToolResult]] | None = None
+        # Why the host does not offer a tool it knows (zeroclaw.mcp.McpHost.explain).
+        self.mcp_explain: Callable[[str], ToolResult | None] | None = None
         self.tools_pending: Callable[[], Awaitable[None]] | None = None
 
     @property
@@ -315,6 +317,9 @@ class SubagentEngine:
         """An MCP tool: only one offered (bound, allowed, read-only, pinned), else refused
         as an agent's engine refuses it."""
         tool = self.mcp.get(call.name)
+        why = None if tool is not None or self.mcp_explain is None else self.mcp_explain(call.name)
+        if why is not None:
+            return SnapshotResult(False, "", why.error_code, why.detail)
         if tool is None or self.mcp_call is None:
             return SnapshotResult(
                 False,
@@ -468,6 +473,7 @@ def start_subagent_mcp(
         commands=(),
     )
     engine.mcp_call = host.call
+    engine.mcp_explain = host.explain
     engine.tools_pending = host.wait_settled
     nursery.start_soon(host.run)
 

@@ -26,7 +26,6 @@ from .._ops import CallRefused
 from ..policy import abi_version
 from ..providers import (
     Conversation,
-    HistoryTurn,
     OnDelta,
     Provider,
     ProviderError,
@@ -51,10 +50,8 @@ from ..tools import (
 )
 from ..turns import (
     MEMORY_APPEND_TURNS,
-    MEMORY_SESSION,
     AppendTurnsArgs,
     Delta,
-    SessionArgs,
     StepUsage,
     ToolCallRecord,
     ToolUsed,
@@ -63,6 +60,7 @@ from ..turns import (
     UsageReport,
     UsageVerdict,
 )
+from ._context import TurnContext, compact_session, fetch_context
 from ._skills import skills_section, with_skills
 from ._spec import AgentSpec, path_rules
 
@@ -76,7 +74,6 @@ OnEvent = Callable[[Delta | ToolUsed], Awaitable[None]]
 # zeroclaw.config.MCP_TOOL_PREFIX (the agent does not import the config models): a call of
 # an MCP tool this agent was not offered (issue 26).
 MCP_TOOL_PREFIX = "mcp__"
-HISTORY_TURNS = 40  # earlier turns of the session given to the provider
 STREAM_CHUNK = 48  # characters per delta when a provider did not stream itself
 
 
@@ -244,7 +241,12 @@ class TurnEngine:
         is answered (its commit is durable, so it takes a while): the daemon's runtime
         sends the reply from there (ADR 0038). The next turn of the same session in this
         engine waits for that append before it reads the history, so a session never
-        misses its own last turn."""
+        misses its own last turn.
+
+        What the turn is given from memory (the session's history by the agent's token
+        budget, its summary, recalled records) comes in one request before the first model
+        call; a compaction the session is due for runs after the transcript append, before
+        the session's next turn (ADR 0059)."""
         tools = self.toolset if toolset is None else toolset
         spans = _Spans()
         identity = ""
@@ -256,13 +258,22 @@ class TurnEngine:
             nonlocal identity
             identity = await trio.to_thread.run_sync(system_prompt, self.spec.workspace)
 
-        async with trio.open_nursery() as nursery:  # identity and transcript side by side
+        async with trio.open_nursery() as nursery:  # identity and memory side by side
             nursery.start_soon(read_identity)
-            history = await self._history(session)
+            context = await fetch_context(self.reach, self.spec.memory, session, text, tools)
         spans.mark("setup")
         if SKILL_READ in tools:
             identity = with_skills(identity, self.skills_prompt)
-        conversation = Conversation(self.spec.alias, identity, history, text, tools=tools.specs)
+        conversation = Conversation(
+            self.spec.alias,
+            identity,
+            context.history,
+            text,
+            tools=tools.specs,
+            memories=context.memories,
+            recap=context.recap,
+            cut=context.cut,
+        )
         ctx = ToolContext(
             rules=self.rules,
             shell=self.shell,
@@ -336,15 +347,18 @@ class TurnEngine:
         saved_event = self._saving[session] = trio.Event()
         saved: CallRefused | None = None
         try:
-            await self.reach.memory(
-                MEMORY_APPEND_TURNS,
-                AppendTurnsArgs(
-                    session=session,
-                    turns=[TurnArg("user", text), TurnArg("assistant", answer)],
-                ),
-            )
-        except CallRefused as refused:
-            saved = refused
+            try:
+                await self.reach.memory(
+                    MEMORY_APPEND_TURNS,
+                    AppendTurnsArgs(
+                        session=session,
+                        turns=[TurnArg("user", text), TurnArg("assistant", answer)],
+                    ),
+                )
+            except CallRefused as refused:
+                saved = refused
+            if context.overflow and stopped is None:  # the next turn waits for it too
+                await self._compact(session, context, tools, turn_id)
         finally:
             saved_event.set()
             if self._saving.get(session) is saved_event:
@@ -376,15 +390,27 @@ class TurnEngine:
             return UsageVerdict()
         return await self.meter.step(UsageReport(turn, step))
 
-    async def _history(self, session: str) -> tuple[HistoryTurn, ...]:
-        try:
-            found = await self.reach.memory(
-                MEMORY_SESSION, SessionArgs(session=session, limit=HISTORY_TURNS)
-            )
-        except CallRefused:
-            return ()
-        return tuple(
-            HistoryTurn(t.role, t.content) for t in found.turns if t.role in ("user", "assistant")
+    async def _compact(
+        self, session: str, context: TurnContext, tools: Toolset, turn: str | None
+    ) -> None:
+        """The session's due compaction, by this agent's own provider; its facts are kept
+        only as far as this turn could have stored them (`memory_store`, a profile that
+        writes). Its summary step is metered like the turn's (not after a budget stopped
+        the turn: then the turns are kept until a later turn)."""
+
+        def metered(step: StepUsage) -> None:
+            if self.meter is not None and turn is not None:
+                self.meter.last(UsageReport(turn, step, last=True, compaction=True))
+
+        await compact_session(
+            self.reach,
+            self.provider,
+            self.spec.alias,
+            self.spec.memory,
+            session,
+            context,
+            keep_facts="memory_store" in tools and self.spec.risk.may_act,
+            on_step=metered,
         )
 
     async def _run_tool_guarded(

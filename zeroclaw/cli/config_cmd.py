@@ -78,7 +78,11 @@ def validate_cmd(path: str | None, as_json: bool) -> None:
     # a file being built up is still checked, and the operator learns what a start needs.
     warnings = daemon_refusals(config, os.environ, Path(os.path.abspath(target)))
     warnings += _skill_refusals(config, target)
-    pinned = [*_pin_warnings(config), *_binding_warnings(config, target)]
+    pinned = [
+        *_pin_warnings(config),
+        *_binding_warnings(config, target),
+        *_endpoint_warnings(config),
+    ]
     if wants_json(as_json):
         emit_json(
             {
@@ -127,6 +131,39 @@ def _pin_warnings(config: Config) -> list[ConfigIssue]:
     except OSError:
         return []  # the state dir is not ours to read (doctor says so)
     return [] if book is None else readonly_pin_issues(config, book)
+
+
+def _endpoint_warnings(config: Config) -> list[ConfigIssue]:
+    """Agents that list an adapter reached over HTTP whose endpoint their risk profile does
+    not allow (ADR 0054), as the last discovery scan found the adapter (its cache: the
+    config's rules read no manifest). No cache, or no agent with adapters, says nothing."""
+    if not any(agent.adapters for agent in config.agents.values()):
+        return []
+    from ..discovery import DiscoveryCache, endpoint_reach
+
+    cached = DiscoveryCache(daemon_paths(config, os.environ).state_dir).read(repair=False)
+    if cached.cache is None:
+        return []
+    issues = []
+    for entry in cached.cache.snapshot.entries:
+        if not entry.decision.registered:
+            continue
+        reach = endpoint_reach(config, entry.item, os.environ)
+        if reach is None or not reach.endpoint:
+            continue
+        for grant in reach.grants:
+            if grant.allowed:
+                continue
+            index = config.agents[grant.agent].adapters.index(entry.item.id)
+            issues.append(
+                ConfigIssue(
+                    ("agents", grant.agent, "adapters", index),
+                    f"adapter {entry.item.id!r} is at {reach.endpoint} (as the last discovery "
+                    f"scan found it), which risk profile {grant.profile!r} does not list in "
+                    "allowed_endpoints: its calls are refused",
+                )
+            )
+    return issues
 
 
 def _binding_warnings(config: Config, target: Path) -> list[ConfigIssue]:

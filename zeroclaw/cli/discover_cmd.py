@@ -39,7 +39,7 @@ from ._common import (
 )
 
 if TYPE_CHECKING:
-    from ..discovery import Entry, Outcome, ScanDiff, Snapshot
+    from ..discovery import DiscoveredItem, Entry, Outcome, ScanDiff, Snapshot
 
 LIST_FILTERS = ("all", "registered", "invalid")
 
@@ -279,7 +279,8 @@ def list_cmd(as_json: bool, which: str) -> None:
     print_summary(outcome)
 
 
-def print_explain(entry: Entry) -> None:
+def print_explain(entry: Entry, config: Config | None = None) -> None:
+    """`config`: when given, an adapter over HTTP also says which agents may reach it."""
     item, d = entry.item, entry.decision
     click.echo(f"ID: {item.id}  ({item.key})")
     click.echo("Decision:")
@@ -311,6 +312,8 @@ def print_explain(entry: Entry) -> None:
         click.echo(f"Allowed {key}: {', '.join(names) or 'none'}")
     if item.device_state:
         click.echo(f"Device: {item.device_state}")
+    if config is not None:
+        _print_reach(config, item)
     if item.kind == "local_model" and item.health.status in ("available", "degraded"):
         base = item.endpoint.removesuffix("/models").removesuffix("/api/tags")
         base = base if base.endswith("/v1") else base.rstrip("/") + "/v1"
@@ -326,12 +329,35 @@ def print_explain(entry: Entry) -> None:
         click.echo(f"  - {note.level}: {note.message}{where}{expected}")
 
 
+def _print_reach(config: Config, item: DiscoveredItem) -> None:
+    """Where an adapter over HTTP goes and which agents' profiles let the daemon go there
+    (ADR 0054)."""
+    from ..discovery import endpoint_reach
+
+    reach = endpoint_reach(config, item, os.environ)
+    if reach is None:
+        return
+    where = f"{reach.shown} ({reach.endpoint})" if reach.endpoint else "unset: calls refused"
+    click.echo(f"Endpoint: {where}")
+    if reach.key_missing:
+        click.echo(f"  ${reach.key_missing} is not set here: calls are refused (api_key_missing)")
+    for grant in reach.grants:
+        if grant.allowed:
+            click.echo(f"  {grant.agent}: allowed by risk profile {grant.profile!r}")
+        else:
+            click.echo(
+                f'  {grant.agent}: refused (endpoint_not_allowed): add "{reach.endpoint}" to '
+                f"[risk_profiles.{grant.profile}] allowed_endpoints"
+            )
+
+
 @discover_group.command("explain")
 @click.argument("ident")
 @json_option
 def explain_cmd(ident: str, as_json: bool) -> None:
     """Why IDENT (an id or kind:id) was registered, refused, shadowed or shown only."""
-    outcome = _run(_load())
+    loaded = _load()
+    outcome = _run(loaded)
     matches = outcome.snapshot.find(ident)
     if not matches:
         known = sorted({e.item.id for e in outcome.snapshot.entries})
@@ -346,7 +372,7 @@ def explain_cmd(ident: str, as_json: bool) -> None:
     for index, entry in enumerate(matches):
         if index:
             click.echo()
-        print_explain(entry)
+        print_explain(entry, loaded.config)
 
 
 @discover_group.command("doctor")
@@ -356,7 +382,8 @@ def doctor_cmd(as_json: bool) -> None:
     from ..discovery import discovery_checks
 
     loaded = _load()
-    report_checks(discovery_checks(loaded.config, _run(loaded), loaded.state_dir), as_json)
+    checks = discovery_checks(loaded.config, _run(loaded), loaded.state_dir, os.environ)
+    report_checks(checks, as_json)
 
 
 @discover_group.command("audit")

@@ -141,15 +141,30 @@ def mcp_tools(agent: str | None, server: str | None, as_json: bool) -> None:
 @click.argument("server")
 @click.option("--tool", "-t", "tool", metavar="TOOL", help="Only this tool (the server's name).")
 @click.option("--agent", "-a", "agent", metavar="ALIAS", help="Only for this agent.")
+@click.option(
+    "--digest",
+    "-d",
+    "digest",
+    metavar="HEX",
+    help="Only if the latest schema is this one (12 to 64 hex digits of the digest 'mcp "
+    "tools' or 'mcp show' showed): a server that changed it since is refused "
+    "digest_changed, never trusted unread.",
+)
 @json_option
-def mcp_trust(server: str, tool: str | None, agent: str | None, as_json: bool) -> None:
+def mcp_trust(
+    server: str, tool: str | None, agent: str | None, digest: str | None, as_json: bool
+) -> None:
     """Accept the schema SERVER listed last (of --tool, for --agent; default every one):
-    its withheld tools are offered again at the agent's next listing."""
-    data = _data(call(McpTrust(server, tool, agent)), "mcp trust")
+    its withheld tools are offered again at the agent's next listing. Give --digest to
+    accept only the schema you reviewed."""
+    request = McpTrust(server, tool, agent, digest.lower() if digest else None)
+    data = _data(call(request), "mcp trust")
     if wants_json(as_json):
         emit_json({"ok": True, **msgspec.to_builtins(data)})
         return
     for pin in data.trusted:
         safe_echo(f"trusted {pin.agent} {pin.server}/{pin.tool} at {pin.digest[:SHORT]}")
+    for pin in data.stale:
+        safe_echo(f"not trusted {pin.agent} {pin.server}/{pin.tool}: now {pin.digest[:SHORT]}")
     if not data.trusted:
         click.echo(f"nothing was withheld: {plural(len(data.already), 'tool')} trusted already")

@@ -130,5 +130,10 @@ def show_cmd(session: str, agent: str | None, limit: int, as_json: bool) -> None
         return
     info = shown.session
     safe_echo(f"{info.agent} {info.session}: {info.kind} {info.who}, {plural(info.turns, 'turn')}")
+    if (kept := shown.summary) is not None:
+        safe_echo(
+            f"[{_when(kept.at)}] summary of turns {kept.first_seq}-{kept.through_seq} "
+            f"({plural(kept.turns, 'turn')} compacted): {kept.summary}"
+        )
     for turn in shown.turns:
         safe_echo(f"[{_when(turn.at)}] {turn.role}: {turn.content}")

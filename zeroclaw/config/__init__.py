@@ -22,6 +22,10 @@ from ._locate import (
 )
 
 if TYPE_CHECKING:
+    from ._endpoints import (
+        endpoint_allowed,
+        endpoint_key,
+    )
     from ._light import LightConfig, daemon_dirs, light_config, read_light_config
     from ._load import (
         load_config,
@@ -136,6 +140,8 @@ _lazily = lazy_attributes(
         "daemon_refusals": "._rules",
         "default_owner": "._resolve",
         "effective_risk_policy": "._resolve",
+        "endpoint_allowed": "._endpoints",
+        "endpoint_key": "._endpoints",
         "load_config": "._load",
         "load_config_text": "._load",
         "normalize_peer_name": "._resolve",
@@ -206,6 +212,8 @@ __all__ = [
     "did_you_mean",
     "dotted",
     "effective_risk_policy",
+    "endpoint_allowed",
+    "endpoint_key",
     "light_config",
     "load_config",
     "load_config_text",

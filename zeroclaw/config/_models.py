@@ -366,8 +366,9 @@ class RiskProfile(_Strict):
     )
     allowed_endpoints: tuple[str, ...] = Field(
         default=(),
-        description="'host:port' endpoints this profile's agents may connect to besides their "
-        "provider: the streamable-HTTP MCP servers they use (each must be listed here). "
+        description="'host:port' endpoints this profile's agents may reach besides their "
+        "provider: the streamable-HTTP MCP servers they use, and the HTTP adapters (and MCP "
+        "servers over HTTP) the daemon calls for them (each must be listed here). "
         "Default: none.",
     )
 
@@ -601,6 +602,35 @@ class MemoryConfig(_Strict):
         description="Bytes of all the sessions of one outside sender (`<channel>:<sender>/...` "
         "session keys); an append past it is refused `quota_exceeded`.",
     )
+    # A turn's context (ADR 0059; the defaults are zeroclaw.agent.MemorySpec's, a test
+    # keeps them in step).
+    recall: bool = Field(
+        default=True,
+        description="Before each model call, put this agent's records (and those of "
+        "`read_memory_from`) that rank best against the turn's text into the prompt, marked "
+        "as data. Only in turns whose origin is granted `memory_recall` (the operator's; a "
+        "peer or an outside sender only when `peer_tools` or its peer group's `tools` name it).",
+    )
+    recall_k: Annotated[int, Field(ge=1, le=50)] = Field(
+        default=5, description="Records recalled into a turn at most."
+    )
+    recall_budget_tokens: Annotated[int, Field(ge=16, le=1_000_000)] = Field(
+        default=1000,
+        description="Tokens (estimated) the recalled records may take in a turn's prompt; a "
+        "record that does not fit whole is cut, and ends the recall.",
+    )
+    history_budget_tokens: Annotated[int, Field(ge=64, le=1_000_000)] = Field(
+        default=8000,
+        description="Tokens (estimated) of a session's earlier turns, its summary included, "
+        "given to the model in each turn: the newest turns that fit.",
+    )
+    compact: bool = Field(
+        default=True,
+        description="When a session's turns outgrow `history_budget_tokens`, have this agent's "
+        "provider summarise the older ones into the session's summary (and keep the durable "
+        "facts it finds as records of category `compacted`) before they are dropped. Off: "
+        "older turns are only left out of the prompt.",
+    )
 
 
 # The agent tools by name (zeroclaw.tools.DEFAULT_TOOLSET describes them to models; a test
@@ -640,9 +670,15 @@ def _listed_once(value: tuple[str, ...]) -> tuple[str, ...]:
 
 # --------------------------------------------------------------------------- MCP servers
 
-MCP_SERVER_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
+# No `__` and no final `_`: the server's name in mcp__<server>__<tool> ends at the first
+# `__`, so one flat name is one tool of one server (a tool name may hold `__`).
+MCP_SERVER_NAME = re.compile(r"^(?!.*__)[a-z][a-z0-9_-]{0,31}(?<!_)$")
 MCP_TOOL_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 MCP_TOOL_PREFIX = "mcp__"  # an MCP tool as the model sees it: mcp__<server>__<tool>
+# A tool name every provider takes (OpenAI's function names; Anthropic's were the same):
+# an allowed MCP tool's flat name must be one, or every request that offers it is refused.
+PROVIDER_TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+HTTP_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}")  # an RFC 9110 token
 
 
 def mcp_tool_name(server: str, tool: str) -> str:
@@ -677,7 +713,13 @@ class McpServerConfig(_Strict):
         'name = variable name (e.g. Authorization = "GITHUB_AUTH").',
     )
     timeout_secs: Seconds = Field(
-        default=30.0, description="Bound on start-up, on each request and on each tool call."
+        default=30.0, description="Bound on each request to the server and on each tool call."
+    )
+    startup_timeout_secs: Seconds = Field(
+        default=30.0,
+        description="Bound on the server's start: spawned (or reached) to an answered "
+        "initialize. Raise it for a server whose first start is slow (an `npx -y` or `uvx` "
+        "one downloads its package).",
     )
     max_result_bytes: Annotated[int, Field(ge=256, le=16 * _MIB)] = Field(
         default=64 * 1024,
@@ -685,8 +727,9 @@ class McpServerConfig(_Strict):
     )
     tools: tuple[str, ...] = Field(
         default=(),
-        description="The server's tools agents may be offered, by the server's own names. "
-        "Default: none (a server is granted tool by tool).",
+        description="The server's tools agents may be offered, by the server's own names; "
+        "mcp__<server>__<tool> must be a name model providers take ([A-Za-z0-9_-], at most "
+        "64 characters). Default: none (a server is granted tool by tool).",
     )
 
     @field_validator("command")
@@ -705,6 +748,14 @@ class McpServerConfig(_Strict):
             if not MCP_TOOL_NAME.match(name):
                 raise ValueError(f"{name!r} is not an MCP tool name ([A-Za-z0-9_.-], 1-64)")
         return _listed_once(value)
+
+    @field_validator("headers_env")
+    @classmethod
+    def _header_names(cls, value: dict[str, str]) -> dict[str, str]:
+        for name in value:
+            if not HTTP_HEADER_NAME.fullmatch(name):
+                raise ValueError(f"{name[:64]!r} is not an HTTP header name (an RFC 9110 token)")
+        return value
 
     @model_validator(mode="after")
     def _one_transport(self) -> McpServerConfig:
@@ -1209,7 +1260,8 @@ class Config(_Strict):
     )
     mcp_servers: dict[str, McpServerConfig] = Field(
         default_factory=dict,
-        description="MCP servers agents may use as tools, by name ([a-z][a-z0-9_-]{0,31}).",
+        description="MCP servers agents may use as tools, by name ([a-z][a-z0-9_-]{0,31}, no "
+        "'__' and no final '_': a tool is offered as mcp__<server>__<tool>).",
     )
     gateway: GatewayConfig | None = Field(
         default=None,

@@ -17,11 +17,14 @@ from typing import Any, get_args
 from urllib.parse import urlsplit
 
 from ._budgets import EVERY, PEER, BudgetKey, parse_budget_key
+from ._endpoints import endpoint_allowed, endpoint_key
 from ._errors import ConfigIssue, did_you_mean
 from ._models import (
     ADAPTER_TOOL_NAME,
     API_CHANNEL_TYPE,
     MCP_SERVER_NAME,
+    MCP_TOOL_PREFIX,
+    PROVIDER_TOOL_NAME,
     SKILL_TOOL_NAME,
     AgentConfig,
     ChannelsTable,
@@ -247,6 +250,12 @@ def rule_facades(
                     "a facade's tool name must match [a-z][a-z0-9_]{0,63} (lowercase letter "
                     "first, then lowercase letters, digits or '_', at most 64 chars)",
                 )
+            elif name.startswith(MCP_TOOL_PREFIX):
+                yield ConfigIssue(
+                    key,
+                    f"{name!r} starts with {MCP_TOOL_PREFIX!r}, which names MCP tools "
+                    "(mcp__<server>__<tool>); give the facade another tool name",
+                )
             elif name in taken:
                 what = (
                     "a sub-agent tool"
@@ -282,14 +291,26 @@ def agent_mcp_tools(config: Config, agent: AgentConfig) -> frozenset[str]:
 def rule_mcp_servers(
     config: Config, declared: Declared, env: Mapping[str, str]
 ) -> Iterator[ConfigIssue]:
-    """MCP server names have the tool-name syntax, and an agent uses only servers that are
-    configured (issue 26)."""
-    for name in sorted(config.mcp_servers):
+    """MCP server names have the tool-name syntax, each allowed tool's offered name is one
+    providers take, and an agent uses only servers that are configured (issue 26)."""
+    for name, entry in sorted(config.mcp_servers.items()):
         if not MCP_SERVER_NAME.match(name):
             yield ConfigIssue(
                 ("mcp_servers", name),
-                f"{name!r} is not an MCP server name (lowercase [a-z][a-z0-9_-], at most 32)",
+                f"{name!r} is not an MCP server name (lowercase [a-z][a-z0-9_-], at most 32, "
+                "no '__' and no '_' at the end: its tools are offered as "
+                "mcp__<server>__<tool>, and the server's name ends at the first '__')",
             )
+            continue
+        for i, tool in enumerate(entry.tools):
+            offered = mcp_tool_name(name, tool)
+            if not PROVIDER_TOOL_NAME.match(offered):
+                yield ConfigIssue(
+                    ("mcp_servers", name, "tools", i),
+                    f"{tool!r} would be offered as {offered!r}, a name model providers refuse "
+                    "(they take letters, digits, '_' and '-', at most 64 characters; no '.'): "
+                    "every request offering it would fail",
+                )
     known = frozenset(config.mcp_servers)
     for alias, agent in sorted(config.agents.items()):
         for i, server in enumerate(agent.mcp):
@@ -300,13 +321,6 @@ def rule_mcp_servers(
                     f"unknown MCP server {server!r}{did_you_mean(server, known)}; known: "
                     f"{', '.join(sorted(known)) or 'none'}",
                 )
-
-
-def mcp_endpoint(url: str) -> str:
-    """An HTTP MCP server's 'host:port' (the scheme's port when the URL names none)."""
-    parts = urlsplit(url)
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    return f"{parts.hostname}:{port}"
 
 
 def rule_mcp_endpoints(
@@ -323,11 +337,10 @@ def rule_mcp_endpoints(
             server = config.mcp_servers.get(name)
             if server is None or server.url is None:
                 continue
-            endpoint = mcp_endpoint(server.url)
-            if endpoint not in profile.allowed_endpoints:
+            if not endpoint_allowed(server.url, profile.allowed_endpoints):
                 yield ConfigIssue(
                     ("agents", alias, "mcp", i),
-                    f"MCP server {name!r} is at {endpoint}, which risk profile "
+                    f"MCP server {name!r} is at {endpoint_key(server.url)}, which risk profile "
                     f"{agent.risk_profile!r} does not list in allowed_endpoints",
                 )
 

@@ -69,6 +69,8 @@ ControlOwnErrorCode = Literal[
     "nothing_to_trust",
     # `mcp trust`: the daemon's MCP pin store is unreadable (the message says the fix)
     "mcp_pins_corrupt",
+    # `mcp trust --digest`: the server listed another schema since the one reviewed
+    "digest_changed",
 ]
 # Every stable code a control reply's `error` may carry. A code outside this set is a type
 # error, not a surprise for scripts.
@@ -336,12 +338,14 @@ class McpTools(Request[McpToolsReply], tag="mcp.tools", frozen=True):
 
 
 class McpTrust(Request[McpTrustReply], tag="mcp.trust", frozen=True):
-    """Trust the latest schema `server` listed (its `tool`, to `agent`; None: all)."""
+    """Trust the latest schema `server` listed (its `tool`, to `agent`; None: all); with
+    `digest` (at least 12 hex digits of the one the operator reviewed), only that one."""
 
     reply_type = McpTrustReply
     server: str
     tool: str | None = None
     agent: str | None = None
+    digest: str | None = None
 
 
 CoreRequest = (

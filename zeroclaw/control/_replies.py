@@ -20,6 +20,7 @@ from ..turns import (
     InvocationState,
     McpBinding,
     MemoryReply,
+    MemorySummary,
     Policy,
     StepUsage,
     ToolCallRecord,
@@ -300,6 +301,8 @@ class TranscriptTurn(msgspec.Struct, frozen=True):
 class SessionReply(msgspec.Struct, frozen=True):
     session: SessionInfo
     turns: list[TranscriptTurn]
+    # What compactions kept of the turns they dropped, and which (ADR 0059).
+    summary: MemorySummary | None = None
 
 
 # --- sub-agents: what `subagents`, `dispatch` and `invocations` answer ----------------------
@@ -476,7 +479,9 @@ class McpToolsReply(msgspec.Struct, frozen=True):
 
 class McpTrustReply(msgspec.Struct, frozen=True):
     """`trusted`: withheld tools the operator's trust made offered; `already`: the others
-    the selector named, which were offered already."""
+    the selector named, which were offered already; `stale`: those whose latest schema is
+    not the digest given (not trusted)."""
 
     trusted: tuple[McpToolPin, ...]
     already: tuple[McpToolPin, ...]
+    stale: tuple[McpToolPin, ...] = ()

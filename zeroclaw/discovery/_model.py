@@ -211,6 +211,8 @@ class DiscoveredItem(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tr
     candidates: tuple[CommandCandidate, ...] = ()
     pinned: bool = False  # `command_path` pinned in [discovery.overrides]
     endpoint: str = ""  # an HTTP adapter's or model server's URL (never with credentials)
+    endpoint_env: str = ""  # an HTTP adapter's: the variable that holds its URL instead
+    api_key_env: str = ""  # an HTTP adapter's: the variable whose value is its bearer token
     env: tuple[str, ...] = ()  # environment variable NAMES it needs, never values
     skill_class: SkillClass | None = None
     classified_by: ClassifiedBy | None = None

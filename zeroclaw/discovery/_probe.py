@@ -27,7 +27,6 @@ import platform
 import signal
 import struct
 import subprocess
-import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,8 +34,7 @@ from typing import Protocol
 
 import trio
 
-from .._prctl import PR_SET_NO_NEW_PRIVS, prctl, set_death_signal
-from .._process import CannotStart
+from .._process import CannotStart, confine_intermediate, reaped_argv
 from .._spawn import Child, open_child
 from ..policy import (
     NOT_EXECUTABLE,
@@ -44,13 +42,10 @@ from ..policy import (
     SandboxPlan,
     SandboxUnavailable,
     cap_last_cap,
-    drop_capabilities,
-    forbid_user_namespaces,
     plan_command_sandbox,
     program_executables,
 )
 
-REAPER = str(Path(__file__).resolve().parent.parent / "_reaper.py")
 STOP_GRACE_SECS = 5.0  # for the intermediate to kill and reap what is left, once asked
 _READ_CHUNK = 65536
 
@@ -189,17 +184,6 @@ def probe_plan(program: str, path: str, home: str, excluded: Iterable[str] = ())
     return SandboxPlan(tuple(rule for rule in plan.rules if rule != (home_real, NOT_EXECUTABLE)))
 
 
-def confine_probe_process(parent_pid: int, last_cap: int) -> None:
-    """Between fork and exec of the intermediate (so for it and everything below it):
-    die with us — by SIGTERM, so that it kills the probe's tree first — no new
-    privileges, no capability (the intermediate needs none to kill its own descendants)
-    and no new user namespace (ADR 0043). `last_cap` is read before the fork."""
-    set_death_signal(parent_pid, signal.SIGTERM)
-    prctl(PR_SET_NO_NEW_PRIVS, 1)
-    drop_capabilities(range(last_cap + 1))
-    forbid_user_namespaces()
-
-
 class Dialogue(Protocol):
     """A sans-IO conversation with a probed program over its stdin and stdout (the MCP
     metadata probe's `McpDialogue`): what to write first, what to write after each chunk
@@ -239,18 +223,13 @@ async def run_probe(
     passed = (status_w,) if ruleset_fd < 0 else (status_w, ruleset_fd)
     try:
         proc = await open_child(
-            [
-                sys.executable,
-                "-I",
-                "-S",
-                REAPER,
-                repr(float(timeout_secs)),
-                str(ruleset_fd),
-                str(status_w),
-                no_socket_filter().hex() or "-",
-                "--",
-                *argv,
-            ],
+            reaped_argv(
+                argv,
+                timeout_secs=timeout_secs,
+                ruleset_fd=ruleset_fd,
+                status_fd=status_w,
+                seccomp=no_socket_filter(),
+            ),
             cwd=cwd,
             env=dict(env),
             stdin=subprocess.DEVNULL if dialogue is None else subprocess.PIPE,
@@ -258,7 +237,7 @@ async def run_probe(
             stderr=subprocess.STDOUT if dialogue is None else subprocess.DEVNULL,
             start_new_session=True,
             pass_fds=passed,
-            preexec_fn=functools.partial(confine_probe_process, os.getpid(), cap_last_cap()),
+            preexec_fn=functools.partial(confine_intermediate, os.getpid(), cap_last_cap()),
         )
     except (OSError, ValueError, subprocess.SubprocessError) as exc:
         os.close(status_r)

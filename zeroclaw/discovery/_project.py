@@ -181,6 +181,8 @@ def _adapter(ctx: ScanContext, root: Path, path: Path) -> DiscoveredItem:
         "timeout_ms": document.get("timeout_ms", 0),
         "max_output_bytes": document.get("max_output_bytes", 0),
         "endpoint": document.get("endpoint", ""),
+        "endpoint_env": document.get("endpoint_env", ""),
+        "api_key_env": document.get("api_key_env", ""),
         "allowlists": _allowlists(document),
     }
     if document["transport"] == "skill":

@@ -51,6 +51,8 @@ REDACTED_FIELDS: dict[str, tuple[SecretKind, ...]] = {
     "args": ("option_value", "key_shaped", "auth_header", "url_userinfo", "url_parameter"),
     "endpoint": ("url_userinfo", "url_parameter", "key_shaped"),
     "env": ("env_value",),
+    "endpoint_env": ("env_value",),
+    "api_key_env": ("env_value",),
     "health": ("probe_output",),
     "candidates": ("key_shaped",),
     "effects": ("key_shaped",),
@@ -393,6 +395,8 @@ def redact_item(item: DiscoveredItem) -> DiscoveredItem:
         args=args,
         endpoint=endpoint,
         env=env_names(item.env),
+        endpoint_env="".join(env_names((item.endpoint_env,))),
+        api_key_env="".join(env_names((item.api_key_env,))),
         effects=redact_text(strip_controls(item.effects)),
         runtime_gate=redact_text(strip_controls(item.runtime_gate)),
         health=msgspec.structs.replace(

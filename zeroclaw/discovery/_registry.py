@@ -133,10 +133,19 @@ RiskLevelName = Literal["readonly", "supervised", "full"]
 _HARMLESS: tuple[SideEffect, ...] = ("none", "read_only_external")
 
 
-# The kinds an agent's call runs: a local program, or a tool of an MCP server started for
-# the call inside the agent's sandbox. HTTP adapters are registered but not called yet.
-CALLABLE_KINDS = ("cli_adapter", "mcp_server")
+# The kinds an agent's call runs: a local program; a tool of an MCP server, started for
+# the call inside the agent's sandbox or reached over HTTP by the daemon; an HTTP adapter's
+# endpoint, reached by the daemon (ADR 0054). Workflow skills are registered, never run.
+CALLABLE_KINDS = ("cli_adapter", "http_adapter", "mcp_server")
 MCP_TOOL_CALL = "mcp.tool.call"
+
+
+def over_http(item: DiscoveredItem) -> bool:
+    """Whether a call of `item` goes over the network (the daemon reaches its endpoint):
+    an HTTP adapter, or an MCP server with an endpoint and no program."""
+    return item.kind == "http_adapter" or (
+        item.kind == "mcp_server" and bool(item.endpoint) and not item.command
+    )
 
 
 @dataclass(frozen=True)
@@ -146,6 +155,7 @@ class CallAllowed:
     side_effect: SideEffect
     needs_approval: bool
     tool: str = ""  # an MCP server's tool
+    endpoint: str = ""  # over HTTP: the URL the call goes to, once its reach was allowed
 
 
 @dataclass(frozen=True)
@@ -180,12 +190,14 @@ def admit_call(
     if adapter.item.kind not in CALLABLE_KINDS:
         return CallRefused(
             "adapter_unsupported",
-            f"{adapter_id!r} is a {adapter.item.kind}; only CLI adapters and MCP servers run",
+            f"{adapter_id!r} is a {adapter.item.kind}; only CLI and HTTP adapters and MCP "
+            "servers run",
         )
     if adapter.item.kind == "mcp_server":
         return _admit_tool(adapter, level, capability, tool)
     if tool:
-        return CallRefused("bad_arguments", f"{adapter_id!r} is a program: it has no tools")
+        what = "an HTTP adapter" if adapter.item.kind == "http_adapter" else "a program"
+        return CallRefused("bad_arguments", f"{adapter_id!r} is {what}: it has no tools")
     offered = adapter.side_effects
     if capability is None:
         if len(offered) != 1:

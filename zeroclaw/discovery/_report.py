@@ -1,7 +1,8 @@
-"""Two read-only reports over a finished scan: `discover doctor` (what keeps discovery from
-working well, with the fix) and `discover audit` (every registered agent, sub-agent and
-adapter with its whole permission surface in one place). Pure functions of the config
-and the snapshot."""
+"""Read-only reports over a finished scan: `discover doctor` (what keeps discovery from
+working well, with the fix), `discover audit` (every registered agent, sub-agent and
+adapter with its whole permission surface in one place) and, for `discover explain`, who
+may reach an HTTP adapter's endpoint. Pure functions of the config, the snapshot and the
+environment they are given."""
 
 from __future__ import annotations
 
@@ -17,9 +18,13 @@ from ..config import (
     all_channel_peers,
     daemon_paths,
     effective_risk_policy,
+    endpoint_allowed,
+    endpoint_key,
     workspace_path,
 )
+from ._http_adapter import http_endpoint, shown_url
 from ._model import DiscoveredItem
+from ._registry import over_http
 from ._run import Outcome
 from ._scan import Snapshot
 
@@ -33,7 +38,11 @@ class Check(msgspec.Struct, frozen=True):
     fix: str = ""
 
 
-def discovery_checks(config: Config, outcome: Outcome, state_dir: Path) -> list[Check]:
+def discovery_checks(
+    config: Config, outcome: Outcome, state_dir: Path, env: Mapping[str, str] | None = None
+) -> list[Check]:
+    """`env`: the daemon's environment, where `endpoint_env` and `api_key_env` are read
+    (this process's when None)."""
     snap = outcome.snapshot
     checks: list[Check] = []
     writable = (
@@ -131,6 +140,7 @@ def discovery_checks(config: Config, outcome: Outcome, state_dir: Path) -> list[
                 "run 'zeroclaw discover scan --explain-invalid' to see each reason",
             )
         )
+    checks += _reach_checks(config, snap, os.environ if env is None else env)
     for report in snap.sources:
         if report.status != "ok":
             checks.append(
@@ -153,6 +163,96 @@ def discovery_checks(config: Config, outcome: Outcome, state_dir: Path) -> list[
     return checks
 
 
+# --- who may reach an endpoint (ADR 0054) ----------------------------------------------------
+
+
+class EndpointGrant(msgspec.Struct, frozen=True):
+    """An agent that lists an adapter reached over HTTP, and whether its risk profile lets
+    the daemon reach the adapter's endpoint for it."""
+
+    agent: str
+    profile: str
+    allowed: bool
+
+
+class EndpointReach(msgspec.Struct, frozen=True):
+    """Where an adapter over HTTP goes (`shown`: no query; `endpoint`: its `host:port`,
+    "" while its endpoint_env is unset or not a URL), whether the daemon has its key, and
+    which granting agents may reach it."""
+
+    shown: str
+    endpoint: str
+    grants: tuple[EndpointGrant, ...]
+    key_missing: str = ""  # the api_key_env variable the daemon's environment lacks
+
+
+def endpoint_reach(
+    config: Config, item: DiscoveredItem, env: Mapping[str, str]
+) -> EndpointReach | None:
+    """For an HTTP adapter or an MCP server over HTTP, where it goes and who may reach it;
+    None for anything else."""
+    if not over_http(item):
+        return None
+    url = http_endpoint(item, env)
+    key = endpoint_key(url) or ""
+    grants = []
+    for alias, agent in sorted(config.agents.items()):
+        if item.id not in agent.adapters or agent.risk_profile not in config.risk_profiles:
+            continue
+        allowed = config.risk_profiles[agent.risk_profile].allowed_endpoints
+        grants.append(EndpointGrant(alias, agent.risk_profile, endpoint_allowed(url, allowed)))
+    shown = shown_url(url) if key else (f"${item.endpoint_env}" if item.endpoint_env else "")
+    missing = item.api_key_env if item.api_key_env and not env.get(item.api_key_env) else ""
+    return EndpointReach(shown, key, tuple(grants), missing)
+
+
+def _reach_checks(config: Config, snap: Snapshot, env: Mapping[str, str]) -> list[Check]:
+    checks = []
+    for entry in snap.entries:
+        item = entry.item
+        reach = endpoint_reach(config, item, env) if entry.decision.registered else None
+        if reach is None:
+            continue
+        name = f"endpoint of {item.id}"
+        if not reach.endpoint:
+            checks.append(
+                Check(
+                    name,
+                    "warn",
+                    f"{reach.shown or 'its endpoint'} is unset or not an http(s) URL: every "
+                    "call is refused (endpoint_invalid)",
+                    f"set {reach.shown} in the daemon's environment to the service's URL",
+                )
+            )
+            continue
+        refused = [g for g in reach.grants if not g.allowed]
+        for grant in refused:
+            checks.append(
+                Check(
+                    name,
+                    "warn",
+                    f"{grant.agent} lists {item.id} but risk profile {grant.profile!r} does not "
+                    f"allow {reach.endpoint}: its calls are refused (endpoint_not_allowed)",
+                    f'add "{reach.endpoint}" to [risk_profiles.{grant.profile}] '
+                    "allowed_endpoints, or drop it from the agent's adapters",
+                )
+            )
+        if reach.key_missing:
+            checks.append(
+                Check(
+                    name,
+                    "warn",
+                    f"${reach.key_missing} is not set: every call is refused (api_key_missing)",
+                    f"set {reach.key_missing} in the daemon's environment (never in a file "
+                    "beside the config)",
+                )
+            )
+        if not refused and not reach.key_missing:
+            who = ", ".join(g.agent for g in reach.grants) or "no agent lists it"
+            checks.append(Check(name, "ok", f"{reach.shown} ({reach.endpoint}): {who}"))
+    return checks
+
+
 def _existing_parent(path: Path) -> Path:
     while not path.exists() and path != path.parent:
         path = path.parent
@@ -167,6 +267,7 @@ class AuditRow(msgspec.Struct, frozen=True, kw_only=True):
     capabilities: tuple[str, ...] = ()
     callers: tuple[str, ...] = ()
     env: tuple[str, ...] = ()
+    endpoints: tuple[str, ...] = ()  # what it connects to over the network (ADR 0054)
 
     def surface(self) -> list[tuple[str, str]]:
         return [
@@ -177,6 +278,7 @@ class AuditRow(msgspec.Struct, frozen=True, kw_only=True):
                 ("capabilities", self.capabilities),
                 ("callers", self.callers),
                 ("environment", self.env),
+                ("endpoints", self.endpoints),
             )
         ]
 
@@ -220,6 +322,7 @@ def audit_rows(
                     f"facade {tool} -> {target}" for tool, target in sorted(agent.facades.items())
                 ),
                 callers=_callers(config, alias),
+                endpoints=config.risk_profiles[agent.risk_profile].allowed_endpoints,
             )
         )
     for item in registered:
@@ -234,6 +337,30 @@ def audit_rows(
                 )
             )
     for ident, item in sorted(adapters.items()):
+        reach = endpoint_reach(config, item, env)
+        callers = tuple(
+            alias for alias, agent in sorted(config.agents.items()) if ident in agent.adapters
+        )
+        if reach is not None:  # the daemon connects; no file, no program of the agent's
+            refused = {g.agent for g in reach.grants if not g.allowed}
+            rows.append(
+                AuditRow(
+                    kind="adapter",
+                    id=ident,
+                    capabilities=_caps(item, capabilities),
+                    callers=tuple(
+                        f"{a} (endpoint not allowed: refused)" if a in refused else a
+                        for a in callers
+                    ),
+                    env=item.env,
+                    endpoints=(
+                        f"POST {reach.shown}" if item.kind == "http_adapter" else reach.shown,
+                    )
+                    if reach.shown
+                    else (),
+                )
+            )
+            continue
         rows.append(
             AuditRow(
                 kind="adapter",
@@ -243,11 +370,7 @@ def audit_rows(
                 if item.command or item.program
                 else (),
                 capabilities=_caps(item, capabilities),
-                callers=tuple(
-                    alias
-                    for alias, agent in sorted(config.agents.items())
-                    if ident in agent.adapters
-                ),
+                callers=callers,
                 env=item.env,
             )
         )

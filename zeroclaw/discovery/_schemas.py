@@ -132,6 +132,18 @@ MCP: dict[str, Any] = {
         "resources": NAMES,
         "prompts": NAMES,
     },
+    # stdio: a program to start; http: an endpoint to reach. Never both: which one would run
+    # is not for discovery to guess.
+    "allOf": [
+        {
+            "if": {"properties": {"transport": {"const": "stdio"}}},
+            "then": {"required": ["command"], "not": {"required": ["endpoint"]}},
+        },
+        {
+            "if": {"properties": {"transport": {"const": "http"}}},
+            "then": {"required": ["endpoint"], "not": {"required": ["command"]}},
+        },
+    ],
 }
 
 SCHEMAS = {"adapter": ADAPTER, "capability": CAPABILITIES, "mcp": MCP}

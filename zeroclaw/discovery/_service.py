@@ -6,19 +6,22 @@ A scan never delays the daemon: it runs in the daemon's nursery after READY, and
 failing source only shows in the events and the log. Registered is not authorised: every
 call is admitted against the caller's `[agents.<alias>] adapters`, its risk profile and the
 capability's side effect (twice: when the agent asks, and again when it invokes after the
-operator's approval), and runs under the agent's own sandbox. It is counted in flight while
-it runs, so a removed adapter drains instead of vanishing under a running call.
+operator's approval), and runs under the agent's own sandbox — or, for an adapter reached
+over HTTP, is made by the daemon only to an endpoint the agent's risk profile lists (ADR
+0054). It is counted in flight while it runs, so a removed adapter drains instead of
+vanishing under a running call.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
 from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Literal, Protocol
 
 import trio
 
@@ -53,9 +56,17 @@ from ..turns import (
 from ._cache import fingerprints, project_paths, tool_hashes
 from ._context import ScanContext, scan_context
 from ._diff import facts
+from ._http_adapter import HttpOutcome, reach, request_body, shown_url
 from ._model import DiscoveredItem
 from ._redact import RedactingFilter, redact_text
-from ._registry import AdapterRegistry, CallAllowed, CallRefused, RegistryChange, admit_call
+from ._registry import (
+    AdapterRegistry,
+    CallAllowed,
+    CallRefused,
+    RegistryChange,
+    admit_call,
+    over_http,
+)
 from ._route import Alias, route
 from ._run import Outcome, discover
 from ._scan import Snapshot
@@ -68,11 +79,19 @@ DEFAULT_OUTPUT_BYTES = 64 * 1024
 DEFAULT_TIMEOUT_MS = 30_000
 
 
+# How a run reaches its adapter: a program (the input its last argument), an MCP server
+# started for the call (stdio) or reached at its endpoint (mcp_http), or an HTTP adapter's
+# endpoint (one POST; ADR 0054).
+AdapterTransport = Literal["cli", "mcp_stdio", "mcp_http", "http"]
+
+
 @dataclass(frozen=True)
 class AdapterRun:
-    """One adapter program to run for an agent: the whole argv (the input last), the
-    environment variable names its manifest declares, its bounds. With a `tool`, argv
-    starts an MCP server (no input appended) and `arguments` are that tool's call."""
+    """One adapter call to make for an agent: for a program the whole argv (the input
+    last) and the environment variable names its manifest declares; its bounds. With a
+    `tool`, argv starts an MCP server (no input appended), or `endpoint` is its URL, and
+    `arguments` are that tool's call. An HTTP adapter's run POSTs `body` to `endpoint`,
+    with the value of the daemon's `api_key_env` as its bearer token."""
 
     argv: tuple[str, ...]
     env_names: tuple[str, ...]
@@ -80,7 +99,11 @@ class AdapterRun:
     output_cap: int
     tool: str = ""
     arguments: dict[str, object] = field(default_factory=dict)
-    server: str = ""  # the MCP server's id, for its log lines
+    server: str = ""  # the MCP server's (or HTTP adapter's) id, for its log lines
+    transport: AdapterTransport = "cli"
+    endpoint: str = ""  # over HTTP: the URL, already checked against the caller's profile
+    api_key_env: str = ""  # http: the daemon's variable holding the bearer token ("": none)
+    body: bytes = b""  # http: the request body (HttpAdapterRequest as JSON)
 
 
 @dataclass(frozen=True)
@@ -93,16 +116,18 @@ class ToolOutcome:
     detail: str = ""
 
 
+RunOutcome = ProcessOutcome | ToolOutcome | HttpOutcome | str
+
+
 class AdapterRunner(Protocol):
-    """Runs `run` in `agent`'s workspace under that agent's sandbox (the daemon gives one
-    built from the agent's spec); the outcome, or why it never started."""
+    """Runs `run` for `agent`: a program or stdio MCP server in the agent's workspace under
+    that agent's sandbox (the daemon gives one built from the agent's spec), a request
+    over HTTP from the daemon; the outcome, or why it never started."""
 
-    async def __call__(
-        self, agent: str, run: AdapterRun, /
-    ) -> ProcessOutcome | ToolOutcome | str: ...
+    async def __call__(self, agent: str, run: AdapterRun, /) -> RunOutcome: ...
 
 
-async def _no_runner(agent: str, run: AdapterRun, /) -> ProcessOutcome | ToolOutcome | str:
+async def _no_runner(agent: str, run: AdapterRun, /) -> RunOutcome:
     return "no adapter runner in this process"
 
 
@@ -343,7 +368,7 @@ class DiscoveryService:
             if isinstance(routed, CallRefused):
                 return routed
             adapter, capability, tool = routed.adapter, routed.capability, routed.tool
-        return admit_call(
+        verdict = admit_call(
             self.registry,
             agent=sender,
             granted=agent.adapters,
@@ -352,6 +377,21 @@ class DiscoveryService:
             capability=capability,
             tool=tool,
         )
+        if isinstance(verdict, CallRefused) or not over_http(verdict.adapter.item):
+            return verdict
+        # Over HTTP the daemon connects, not the agent's sandbox: only to an endpoint the
+        # agent's risk profile lists (ADR 0054), decided before anything is asked or sent.
+        profile = agent.risk_profile
+        reached = reach(
+            verdict.adapter.item,
+            agent=sender,
+            profile=profile,
+            allowed=self.config.risk_profiles[profile].allowed_endpoints,
+            env=self.env,
+        )
+        if isinstance(reached, CallRefused):
+            return reached
+        return dataclasses.replace(verdict, endpoint=reached.url)
 
     async def _invoke(self, sender: str, request: Request, call: AdapterInvoke) -> Response:
         verdict = self._admit(sender, call.adapter, call.capability, call.tool)
@@ -374,61 +414,92 @@ class DiscoveryService:
         if adapter is None:
             return _error(request, "adapter_not_found", f"{ident!r} is gone")
         try:
-            descriptor = self.registry.capabilities.get(verdict.capability)
-            item = adapter.item
-            timeout_ms = item.timeout_ms or (
-                descriptor.default_timeout_ms if descriptor else DEFAULT_TIMEOUT_MS
-            )
-            argv = (
-                (item.command, *item.args)
-                if verdict.tool
-                else (
-                    item.command,
-                    *item.args,
-                    call.input,
-                )
-            )
-            outcome = await self.runner(
-                sender,
-                AdapterRun(
-                    argv=argv,
-                    env_names=item.env,
-                    timeout_secs=timeout_ms / 1000,
-                    output_cap=item.max_output_bytes or DEFAULT_OUTPUT_BYTES,
-                    tool=verdict.tool,
-                    arguments=arguments,
-                    server=item.id,
-                ),
-            )
+            outcome = await self.runner(sender, self._run(adapter.item, verdict, call, arguments))
         finally:
             self.registry.release(ident)
         if isinstance(outcome, str):  # it never ran: why
             return _error(request, "exec_refused", outcome)
-        if isinstance(outcome, ToolOutcome):
-            return answer(
-                request,
-                AdapterResult(
-                    adapter=ident,
-                    capability=verdict.capability,
-                    exit_code=None if outcome.error else 0,
-                    output=outcome.text,
-                    truncated=outcome.error == "mcp_result_too_large",
-                    timed_out=outcome.error == "mcp_timeout",
-                    error=outcome.error,
-                    retryable=adapter_retryable(outcome.error or None),
-                ),
-            )
-        return answer(
-            request,
-            AdapterResult(
-                adapter=ident,
-                capability=verdict.capability,
-                exit_code=outcome.exit_code,
-                output=outcome.output,
-                truncated=outcome.truncated,
-                timed_out=outcome.timed_out,
-            ),
+        return answer(request, _result(ident, verdict.capability, outcome))
+
+    def _run(
+        self,
+        item: DiscoveredItem,
+        verdict: CallAllowed,
+        call: AdapterInvoke,
+        arguments: dict[str, object],
+    ) -> AdapterRun:
+        """The run of an admitted call: its transport, bounds and what it sends."""
+        descriptor = self.registry.capabilities.get(verdict.capability)
+        timeout_ms = item.timeout_ms or (
+            descriptor.default_timeout_ms if descriptor else DEFAULT_TIMEOUT_MS
         )
+        bounds = AdapterRun(
+            argv=(),
+            env_names=item.env,
+            timeout_secs=timeout_ms / 1000,
+            output_cap=item.max_output_bytes or DEFAULT_OUTPUT_BYTES,
+            server=item.id,
+        )
+        if item.kind == "http_adapter":
+            return dataclasses.replace(
+                bounds,
+                env_names=(),
+                transport="http",
+                endpoint=verdict.endpoint,
+                api_key_env=item.api_key_env,
+                body=request_body(verdict.capability, call.input),
+            )
+        if verdict.tool:
+            over = verdict.endpoint != ""
+            return dataclasses.replace(
+                bounds,
+                argv=() if over else (item.command, *item.args),
+                env_names=() if over else item.env,
+                tool=verdict.tool,
+                arguments=arguments,
+                transport="mcp_http" if over else "mcp_stdio",
+                endpoint=verdict.endpoint,
+            )
+        return dataclasses.replace(bounds, argv=(item.command, *item.args, call.input))
+
+
+def _result(
+    ident: str, capability: str, outcome: ProcessOutcome | ToolOutcome | HttpOutcome
+) -> AdapterResult:
+    """A run's outcome as the agent's tool reads it."""
+    if isinstance(outcome, HttpOutcome):
+        return AdapterResult(
+            adapter=ident,
+            capability=capability,
+            exit_code=None if outcome.error else 0,
+            output=outcome.output,
+            truncated=outcome.truncated,
+            timed_out=outcome.error == "http_timeout",
+            error=outcome.error or "",
+            retryable=outcome.retryable,
+            status=outcome.status,
+            detail=outcome.detail,
+        )
+    if isinstance(outcome, ToolOutcome):
+        return AdapterResult(
+            adapter=ident,
+            capability=capability,
+            exit_code=None if outcome.error else 0,
+            output=outcome.text,
+            truncated=outcome.error == "mcp_result_too_large",
+            timed_out=outcome.error == "mcp_timeout",
+            error=outcome.error,
+            retryable=adapter_retryable(outcome.error or None),
+            detail=outcome.detail if outcome.error else "",
+        )
+    return AdapterResult(
+        adapter=ident,
+        capability=capability,
+        exit_code=outcome.exit_code,
+        output=outcome.output,
+        truncated=outcome.truncated,
+        timed_out=outcome.timed_out,
+    )
 
 
 def _tools(item: DiscoveredItem) -> str:
@@ -440,12 +511,17 @@ def _keys(keys: tuple[str, ...] | list[str]) -> tuple[str, ...]:
 
 
 def _admission(verdict: CallAllowed) -> AdapterAdmission:
+    item = verdict.adapter.item
+    command = item.command
+    if verdict.endpoint:  # the approval names where it goes, never a query or a secret
+        shown = shown_url(verdict.endpoint)
+        command = f"POST {shown}" if item.kind == "http_adapter" else shown
     return AdapterAdmission(
         adapter=verdict.adapter.id,
         capability=verdict.capability,
         side_effect=verdict.side_effect,
         needs_approval=verdict.needs_approval,
-        command=verdict.adapter.item.command,
+        command=command,
         tool=verdict.tool,
     )
 

@@ -10,7 +10,7 @@ importing this package does not load it.
 from ._host import McpHost
 from ._launch import Launch, installation_paths, server_environment
 from ._lifecycle import Lifecycle, LifecycleError
-from ._once import OneCall, OneCallResult, call_once
+from ._once import OneCall, OneCallResult, OneHttpCall, call_once, call_once_http
 from ._tools import ListedTool, McpTool, offered_tools, render_result
 
 __all__ = [
@@ -22,7 +22,9 @@ __all__ = [
     "McpTool",
     "OneCall",
     "OneCallResult",
+    "OneHttpCall",
     "call_once",
+    "call_once_http",
     "installation_paths",
     "offered_tools",
     "render_result",

@@ -24,7 +24,6 @@ or a connection that breaks, is `mcp_unavailable`.
 from __future__ import annotations
 
 import contextlib
-import errno
 import functools
 import logging
 import os
@@ -44,11 +43,14 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 
+from .._errno import errno_reason, first_errno
 from .._prctl import set_death_signal
+from .._process import confine_intermediate, reaped_argv
 from .._spawn import Child, open_child
 from ..policy import (
     INTERPRETERS,
     SandboxUnavailable,
+    cap_last_cap,
     command_executables,
     enforce_ruleset,
     program_executables,
@@ -63,6 +65,7 @@ MAX_GARBAGE = 16  # lines that are not JSON-RPC a server may print before it is 
 STDERR_LOG_BYTES = 16 * 1024  # of a server's stderr, per start, into the agent's log
 STOP_GRACE_SECS = 2.0  # after its stdin closed, before the group is killed
 EXIT_STATUS_WAIT_SECS = 0.5  # after EOF on its stdout, for the reason to carry its status
+MIN_SCRUBBED = 4  # a header value shorter than this is not looked for in messages
 _READ = 65536
 
 
@@ -85,10 +88,15 @@ class HttpLaunch:
     headers: Mapping[str, str]
     timeout_secs: float
     max_result_bytes: int
+    startup_timeout_secs: float | None = None  # initialize's bound; None: timeout_secs
 
     @property
     def max_line(self) -> int:
         return line_bound(self.max_result_bytes)
+
+    @property
+    def start_bound(self) -> float:
+        return self.timeout_secs if self.startup_timeout_secs is None else self.startup_timeout_secs
 
 
 def _child_setup(parent_pid: int, ruleset: int | None) -> None:
@@ -162,15 +170,47 @@ async def _progress(progress: float, total: float | None, message: str | None) -
     log.debug("mcp progress %s/%s %s", progress, total, (message or "")[:120])
 
 
+def _scrubbed(launch: Launch | HttpLaunch, text: str) -> str:
+    """`text` without the values of an HTTP server's headers: they are secrets, and a
+    library's message may quote what it refused or was sent."""
+    if isinstance(launch, HttpLaunch):
+        for value in launch.headers.values():
+            if len(value) < MIN_SCRUBBED:
+                continue
+            text = text.replace(value, "<a headers_env value>")
+            # and a value a message was cut in
+            for n in range(len(value) - 1, MIN_SCRUBBED - 1, -1):
+                if text.endswith(value[:n]):
+                    text = text[:-n] + "<a headers_env value>"
+                    break
+    return text
+
+
 @contextlib.contextmanager
-def _typed(launch: Launch | HttpLaunch, what: str, gone: Callable[[], str]) -> Iterator[None]:
+def _typed(
+    launch: Launch | HttpLaunch, what: str, gone: Callable[[], str], secs: float | None = None
+) -> Iterator[None]:
+    """`_codes`, and no detail tells a header's value (`_scrubbed`). `secs`: the bound a
+    timeout names, when it is not the launch's `timeout_secs`."""
+    try:
+        with _codes(launch, what, gone, secs):
+            yield
+    except McpFailure as failure:
+        raise McpFailure(failure.code, _scrubbed(launch, failure.detail)) from None
+
+
+@contextlib.contextmanager
+def _codes(
+    launch: Launch | HttpLaunch, what: str, gone: Callable[[], str], secs: float | None = None
+) -> Iterator[None]:
     """The SDK's and trio's ways of failing, as our codes; `gone` says why the server's
     connection ended."""
     try:
         yield
     except trio.TooSlowError:
+        bound = launch.timeout_secs if secs is None else secs
         raise McpFailure(
-            "mcp_timeout", f"{launch.name}: no answer to {what} in {launch.timeout_secs:g}s"
+            "mcp_timeout", f"{launch.name}: no answer to {what} in {bound:g}s"
         ) from None
     except MCPError as exc:
         if exc.code == types.REQUEST_TIMEOUT:
@@ -181,7 +221,12 @@ def _typed(launch: Launch | HttpLaunch, what: str, gone: Callable[[], str]) -> I
             raise McpFailure(
                 "mcp_result_too_large", f"{launch.name}: {what}: {TOO_LARGE} {launch.max_line}"
             ) from None
-        raise McpFailure("mcp_tool_error", f"{launch.name}: {exc.message}"[:500]) from None
+        # An error answer to a call is the tool's; to initialize or tools/list (or the
+        # SDK's own, such as a redirect it did not follow) the server is not usable.
+        code: McpErrorCode = (
+            "mcp_tool_error" if what.startswith("tools/call") else "mcp_unavailable"
+        )
+        raise McpFailure(code, f"{launch.name}: {exc.message}"[:500]) from None
     except (anyio.ClosedResourceError, anyio.BrokenResourceError):
         raise McpFailure("mcp_unavailable", f"{launch.name}: {gone()}") from None
     except RuntimeError as exc:  # the SDK's: an answer it will not hand over (input_required)
@@ -213,6 +258,20 @@ async def _spawn(launch: Launch, home: str) -> Child:
             raise McpFailure("mcp_unavailable", f"{launch.name}: sandbox failed: {exc}") from None
     argv = [program, *launch.args]
     env = server_environment(launch.agent_env, launch.env_names, workspace, home)
+    setup: Callable[[], None] = functools.partial(_child_setup, os.getpid(), ruleset_fd)
+    passed: tuple[int, ...] = ()
+    if launch.lifetime_secs is not None:
+        # Under the intermediate, which enters the ruleset for the server; how the server
+        # ended is not read (its connection says it), so its status goes nowhere.
+        status = os.open(os.devnull, os.O_WRONLY)
+        passed = (status,) if ruleset_fd is None else (status, ruleset_fd)
+        argv = reaped_argv(
+            argv,
+            timeout_secs=launch.lifetime_secs,
+            ruleset_fd=-1 if ruleset_fd is None else ruleset_fd,
+            status_fd=status,
+        )
+        setup = functools.partial(confine_intermediate, os.getpid(), cap_last_cap())
 
     async def start() -> Child:
         return await open_child(
@@ -223,7 +282,8 @@ async def _spawn(launch: Launch, home: str) -> Child:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,
-            preexec_fn=functools.partial(_child_setup, os.getpid(), ruleset_fd),
+            pass_fds=passed,
+            preexec_fn=setup,
         )
 
     try:
@@ -240,8 +300,8 @@ async def _spawn(launch: Launch, home: str) -> Child:
     except (ValueError, subprocess.SubprocessError) as exc:
         raise McpFailure("mcp_unavailable", f"{launch.name}: cannot start: {exc}"[:300]) from None
     finally:
-        if ruleset_fd is not None:
-            os.close(ruleset_fd)
+        for fd in {*passed, *(() if ruleset_fd is None else (ruleset_fd,))}:
+            os.close(fd)
     return child
 
 
@@ -280,34 +340,17 @@ def endpoint_of(url: str) -> str:
     return f"{parts.host}:{port}"
 
 
-def _errno_of(exc: BaseException) -> int | None:
-    """The first errno in what caused `exc`: httpx wraps the OSError of each address it
-    tried (trio's happy eyeballs group them) in errors of its own that have none."""
-    pending: list[BaseException] = [exc]
-    seen: set[int] = set()
-    while pending:
-        current = pending.pop(0)
-        if id(current) in seen:
-            continue
-        seen.add(id(current))
-        if isinstance(current, OSError) and current.errno is not None:
-            return current.errno
-        if isinstance(current, BaseExceptionGroup):
-            pending.extend(current.exceptions)
-        pending.extend(e for e in (current.__cause__, current.__context__) if e is not None)
-    return None
-
-
 def _unreachable(launch: HttpLaunch, exc: BaseException) -> McpFailure:
     """A transport's failure to reach the server, as `mcp_unavailable`; the errno when the
     kernel (a Landlock TCP rule: EACCES) or the peer (ECONNREFUSED) said no."""
     where = endpoint_of(launch.url)
-    cause = _errno_of(exc)
+    cause = first_errno(exc)
     if cause is not None:
-        reason = f"{os.strerror(cause)} ({errno.errorcode.get(cause, cause)})"
+        reason = errno_reason(cause)
     else:
         reason = type(exc).__name__ + (f": {exc}" if str(exc) else "")
-    return McpFailure("mcp_unavailable", f"{launch.name}: cannot reach {where}: {reason}"[:300])
+    detail = _scrubbed(launch, f"{launch.name}: cannot reach {where}: {reason}")
+    return McpFailure("mcp_unavailable", detail[:300])
 
 
 def _http_failure(
@@ -415,7 +458,10 @@ async def connect_http(launch: HttpLaunch) -> AsyncIterator[Connection]:
             connection = Connection(launch, None, session)
             holder.append(connection)
             try:
-                with _typed(launch, "initialize", connection.gone), trio.fail_after(timeout):
+                with (
+                    _typed(launch, "initialize", connection.gone, launch.start_bound),
+                    trio.fail_after(launch.start_bound),
+                ):
                     await session.initialize()
                 yield connection
             finally:
@@ -449,6 +495,13 @@ async def _stop(child: Child, launch: Launch) -> None:
             await child.stdin.aclose()
     with trio.move_on_after(STOP_GRACE_SECS):
         await child.wait()
+    if child.returncode is None and launch.lifetime_secs is not None:
+        # The intermediate: asked to kill the server's whole tree, which it can reach and a
+        # kill of the group cannot (a descendant in a session of its own).
+        with contextlib.suppress(ProcessLookupError):
+            child.send_signal(signal.SIGTERM)
+        with trio.move_on_after(STOP_GRACE_SECS):
+            await child.wait()
     if child.returncode is None:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(child.pid, signal.SIGKILL)
@@ -556,8 +609,10 @@ async def _session(launch: Launch, child: Child) -> AsyncIterator[Connection]:
                 if reasons:  # it ended while the session was being made
                     connection.why = reasons[0]
                     connection.closed.set()
-                timeout = launch.timeout_secs
-                with _typed(launch, "initialize", connection.gone), trio.fail_after(timeout):
+                with (
+                    _typed(launch, "initialize", connection.gone, launch.start_bound),
+                    trio.fail_after(launch.start_bound),
+                ):
                     await session.initialize()
                 yield connection
         finally:

@@ -31,10 +31,18 @@ from .._process import SpawnTracker
 from ..config import mcp_tool_name
 from ..policy import PathRules
 from ..tools import ToolResult
-from ..turns import McpPinAnswer, McpPinCall, McpServerState
+from ..turns import McpErrorCode, McpPinAnswer, McpPinCall, McpServerState
 from ._launch import Launch, http_headers
 from ._lifecycle import Action, Exited, Lifecycle, Ready, Report, Sleep, Spawn, Start, Stop, Woke
-from ._tools import MAX_PINNED_TOOLS, ListedTool, McpTool, mcp_tool, offered_tools
+from ._tools import (
+    MAX_TOOL_SPEC_BYTES,
+    ListedTool,
+    McpTool,
+    mcp_tool,
+    offered_tools,
+    oversized,
+    pin_order,
+)
 
 if TYPE_CHECKING:
     from ._client import Connection
@@ -68,6 +76,8 @@ class McpServerSpec(Protocol):
     def headers_env(self) -> Mapping[str, str]: ...
     @property
     def timeout_secs(self) -> float: ...
+    @property
+    def startup_timeout_secs(self) -> float: ...
     @property
     def max_result_bytes(self) -> int: ...
     @property
@@ -118,12 +128,17 @@ class McpHost:
         self._no_pin_service_logged = False
         self._listed: dict[str, tuple[ListedTool, ...]] = {}
         self._withheld: dict[str, tuple[str, ...]] = {}
+        # Why the daemon withheld a server's tools, for the model: the tools whose schema
+        # changed (`mcp_schema_changed`), or the code it refused the whole pin with.
+        self._changed: dict[str, frozenset[str]] = {}
+        self._pin_refused: dict[str, tuple[str, str]] = {}
 
     @property
     def settle_secs(self) -> float:
-        """How long a turn waits for the first start: initialize, tools/list and the pin,
-        each bounded by the server's timeout."""
-        return 3 * max((s.timeout_secs for s in self.servers.values()), default=0.0) + 1.0
+        """How long a turn waits for the first start: initialize (its startup bound), then
+        tools/list and the pin (each bounded by the server's timeout)."""
+        bounds = (s.startup_timeout_secs + 2 * s.timeout_secs for s in self.servers.values())
+        return max(bounds, default=0.0) + 1.0
 
     async def wait_settled(self) -> None:
         """Before a turn: the servers' first start, then a new pin for withheld tools."""
@@ -197,13 +212,9 @@ class McpHost:
         from ._client import HttpLaunch, McpFailure, connect, connect_http
 
         if server.transport == "http":
-            headers, missing = http_headers(server.headers_env, self._agent_env)
-            if missing:
-                raise McpFailure(
-                    "mcp_unavailable",
-                    f"{server.name}: headers_env names variables the agent does not have: "
-                    + ", ".join(missing),
-                )
+            headers, problem = http_headers(server.headers_env, self._agent_env)
+            if problem:
+                raise McpFailure("mcp_unavailable", f"{server.name}: {problem}")
             return connect_http(
                 HttpLaunch(
                     name=server.name,
@@ -211,6 +222,7 @@ class McpHost:
                     headers=headers,
                     timeout_secs=server.timeout_secs,
                     max_result_bytes=server.max_result_bytes,
+                    startup_timeout_secs=server.startup_timeout_secs,
                 )
             )
         return connect(
@@ -227,6 +239,7 @@ class McpHost:
                 home_root=self._home_root,
                 tracker=self._tracker,
                 commands=self._commands,
+                startup_timeout_secs=server.startup_timeout_secs,
             )
         )
 
@@ -261,13 +274,22 @@ class McpHost:
             return f"mcp_unavailable: internal error ({type(exc).__name__})"
 
     async def _offer(self, server: McpServerSpec, connection: Connection) -> None:
-        self._listed[server.name] = await connection.list_tools()
+        listed = self._listed[server.name] = await connection.list_tools()
+        for tool, size in oversized(listed, server.tools).items():
+            log.warning(
+                "mcp %s: %s not offered: its description and input schema are %d bytes, "
+                "over %d (mcp_schema_too_large)",
+                server.name,
+                tool,
+                size,
+                MAX_TOOL_SPEC_BYTES,
+            )
         await self._apply(server)
 
     async def _apply(self, server: McpServerSpec) -> None:
         """Pin what the server listed last and hand the agent what may be offered."""
         listed = self._listed.get(server.name, ())
-        pinned = await self._pinned(server.name, listed)
+        pinned = await self._pinned(server.name, pin_order(listed, server.tools))
         offered = offered_tools(
             listed, allowlist=server.tools, pinned=pinned, readonly_agent=self.readonly
         )
@@ -285,15 +307,17 @@ class McpHost:
 
     async def _pinned(self, name: str, listed: tuple[ListedTool, ...]) -> frozenset[str] | None:
         """What the daemon lets the agent offer; None: it has no pin service."""
-        call = McpPinCall(name, tuple(t.seen() for t in listed[:MAX_PINNED_TOOLS]))
+        call = McpPinCall(name, tuple(t.seen() for t in listed))
         try:
             answer = await self._pin(call)
         except CallRefused as refused:
+            self._changed.pop(name, None)
             if refused.code != "unknown_service":
                 # The service is there and refused (a damaged store, a listing the book
                 # will not take, a lost call): withheld, asked again before each turn.
                 # Never "no pins": a hostile server could list its way to that.
                 self._withheld[name] = tuple(t.name for t in listed)
+                self._pin_refused[name] = (refused.code, refused.detail)
                 log.warning(
                     "mcp %s: every tool withheld, the pin was refused: %s %s",
                     name,
@@ -302,11 +326,14 @@ class McpHost:
                 )
                 return frozenset()
             self._withheld.pop(name, None)
+            self._pin_refused.pop(name, None)
             if not self._no_pin_service_logged:
                 self._no_pin_service_logged = True
                 log.info("mcp: no pinned schemas (%s %s)", refused.code, refused.detail)
             return None
         self._withheld[name] = answer.withheld
+        self._changed[name] = frozenset(answer.withheld)
+        self._pin_refused.pop(name, None)
         if answer.withheld:
             log.warning(
                 "mcp %s: withheld, their schema changed: %s", name, ", ".join(answer.withheld)
@@ -314,17 +341,36 @@ class McpHost:
         return frozenset(answer.offered)
 
     def explain(self, name: str) -> ToolResult | None:
-        """Why `name` (mcp__<server>__<tool>) is not offered, when it is the agent's
-        profile: the server listed it, the config allows it, it is not read-only, and this
-        agent is readonly (`mcp_tool_not_allowed`). None otherwise (not ready, withheld,
-        not allowed: the engine says so)."""
-        if not self.readonly:
-            return None
+        """Why `name` (mcp__<server>__<tool>) is not offered, when the server listed it and
+        the config allows it: its schema changed since the operator trusted it
+        (`mcp_schema_changed`), the daemon refused the server's pin (its code), too large to
+        offer (`mcp_schema_too_large`), or not read-only and this agent is readonly
+        (`mcp_tool_not_allowed`). None otherwise (not ready, not allowed: the engine says
+        so)."""
         for server in self.servers.values():
-            for tool in self._listed.get(server.name, ()):
-                if mcp_tool_name(server.name, tool.name) != name:
+            listed = self._listed.get(server.name, ())
+            for tool in listed:
+                if mcp_tool_name(server.name, tool.name) != name or tool.name not in server.tools:
                     continue
-                if tool.name in server.tools and not tool.read_only:
+                if tool.name in self._changed.get(server.name, ()):
+                    return ToolResult.refused(
+                        "mcp_schema_changed",
+                        f"{name} changed its schema since the operator trusted it: withheld "
+                        f"until 'zeroclaw mcp trust {server.name} --tool {tool.name}'",
+                    )
+                refused = self._pin_refused.get(server.name)
+                if refused is not None:
+                    code, detail = refused
+                    why = f"{name} is withheld, its server's pin refused: {code} {detail}"
+                    return ToolResult.refused(_pin_code(code), why[:500])
+                size = oversized([tool], server.tools).get(tool.name)
+                if size is not None:
+                    return ToolResult.refused(
+                        "mcp_schema_too_large",
+                        f"{name} is not offered: its description and input schema are "
+                        f"{size} bytes, over {MAX_TOOL_SPEC_BYTES}",
+                    )
+                if self.readonly and not tool.read_only:
                     return ToolResult.refused(
                         "mcp_tool_not_allowed",
                         f"{name} is not read-only (its server does not annotate it so) "
@@ -352,6 +398,16 @@ class McpHost:
                 "mcp_result_too_large", f"{tool}'s result is over {limit} bytes"
             )
         return ToolResult(True, text)
+
+
+def _pin_code(code: str) -> McpErrorCode:
+    """A refused pin as the model is told it: the pin service's own codes, else that the
+    server's tools are unavailable."""
+    if code == "mcp_pins_corrupt":
+        return "mcp_pins_corrupt"
+    if code == "mcp_pin_limit":
+        return "mcp_pin_limit"
+    return "mcp_unavailable"
 
 
 async def _either(first: trio.Event, second: trio.Event) -> None:

@@ -18,6 +18,7 @@ and the daemon's files stay carved out of those trees as out of every other.
 from __future__ import annotations
 
 import posixpath
+import re
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 
@@ -108,15 +109,42 @@ def server_environment(
     return env
 
 
+# A header value a request can carry (RFC 9110 field-value, as h11 checks it before it
+# sends): visible ASCII, with spaces and tabs only inside. Anything else (a CR or LF, an env
+# file's trailing newline, a leading space, a character that is not ASCII) is refused by
+# the HTTP library with a message that quotes the value.
+HEADER_VALUE = re.compile(r"(?:[\x21-\x7e](?:[\x20-\x7e\t]*[\x21-\x7e])?)?")  # fullmatch
+
+
 def http_headers(
     headers_env: Mapping[str, str], agent_env: Mapping[str, str]
-) -> tuple[dict[str, str], tuple[str, ...]]:
+) -> tuple[dict[str, str], str]:
     """An HTTP server's request headers (header name -> the value of the variable
-    `headers_env` names, from the agent's environment), and the variables it names that the
-    agent does not have. Values are secrets: nothing here logs them."""
+    `headers_env` names, from the agent's environment), and what is wrong with them ("" when
+    nothing): the variables it names that the agent does not have, and those whose values a
+    header cannot carry. Values are secrets: nothing here tells or logs them, the variables
+    are named."""
     headers = {h: agent_env[v] for h, v in headers_env.items() if v in agent_env}
-    missing = tuple(sorted({v for v in headers_env.values() if v not in agent_env}))
-    return headers, missing
+    missing = sorted({v for v in headers_env.values() if v not in agent_env})
+    unusable = sorted(
+        {
+            v
+            for v in headers_env.values()
+            if v in agent_env and not HEADER_VALUE.fullmatch(agent_env[v])
+        }
+    )
+    problems = []
+    if missing:
+        problems.append(
+            "headers_env names variables the agent does not have: " + ", ".join(missing)
+        )
+    if unusable:
+        problems.append(
+            "headers_env variables whose values a header cannot carry (a control character "
+            "such as CR or LF, leading or trailing whitespace, or not ASCII): "
+            + ", ".join(unusable)
+        )
+    return headers, "; ".join(problems)
 
 
 def server_ruleset(rules: PathRules, program: str, executables: Collection[str], home: str) -> int:
@@ -158,10 +186,23 @@ class Launch:
     # The agent's allowed shell commands (none for a readonly agent): a server may run
     # them too (mcp-server-git runs git), as the agent itself may; interpreters never.
     commands: tuple[str, ...] = ()
+    # Set: the server runs under the intermediate (`zeroclaw._process.REAPER`, a child
+    # subreaper), which kills it and everything it left behind when it ends, when it is
+    # stopped, or after this many seconds. For a server started by a process that is no
+    # subreaper itself (the daemon's one call for an MCP adapter); an agent is one, and
+    # sweeps what its servers leave (`tracker`).
+    lifetime_secs: float | None = None
+    # Its start's bound: spawn to an answered initialize (a first `npx`/`uvx` run may
+    # download); None: timeout_secs, which bounds every request after it.
+    startup_timeout_secs: float | None = None
 
     @property
     def max_line(self) -> int:
         return line_bound(self.max_result_bytes)
+
+    @property
+    def start_bound(self) -> float:
+        return self.timeout_secs if self.startup_timeout_secs is None else self.startup_timeout_secs
 
 
 def line_bound(max_result_bytes: int) -> int:

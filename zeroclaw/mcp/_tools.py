@@ -18,6 +18,11 @@ from ..tools import BadArguments, Tool, ToolContext, ToolResult
 from ..turns import McpToolSeen, tool_digest
 
 MAX_PINNED_TOOLS = 256  # tools of one server reported to the daemon (a server may list more)
+# A tool's description and input schema (UTF-8 bytes, the schema as compact JSON): the model
+# reads them at every turn, so an allowed tool over this is not offered (mcp_schema_too_large)
+# and a server cannot put a megabyte of instructions before the model. The pin is over the
+# whole tool all the same.
+MAX_TOOL_SPEC_BYTES = 32 * 1024
 DESCRIPTION_CHARS = 200  # of a tool's description, for the operator's listing
 APPROVAL_ARGS_CHARS = 300  # of a call's arguments, in the approval question
 
@@ -36,6 +41,27 @@ class ListedTool:
         return McpToolSeen(self.name, digest, self.read_only, self.description[:DESCRIPTION_CHARS])
 
 
+def spec_bytes(tool: ListedTool) -> int:
+    """What offering `tool` costs each turn: its description and input schema, in bytes."""
+    return len(tool.description.encode()) + len(_canonical(tool.input_schema).encode())
+
+
+def oversized(listed: Iterable[ListedTool], allowlist: Collection[str]) -> dict[str, int]:
+    """The allowed tools too large to offer (`MAX_TOOL_SPEC_BYTES`), with their sizes."""
+    sizes = {tool.name: spec_bytes(tool) for tool in listed if tool.name in allowlist}
+    return {name: size for name, size in sizes.items() if size > MAX_TOOL_SPEC_BYTES}
+
+
+def pin_order(listed: Iterable[ListedTool], allowlist: Collection[str]) -> tuple[ListedTool, ...]:
+    """The tools reported to the daemon: the allowed ones first, then the others, at most
+    `MAX_PINNED_TOOLS` (a server that lists thousands does not push its allowed tools out
+    of the pin, where they would never be offered)."""
+    tools = tuple(listed)
+    allowed = [tool for tool in tools if tool.name in allowlist]
+    others = [tool for tool in tools if tool.name not in allowlist]
+    return tuple([*allowed, *others][:MAX_PINNED_TOOLS])
+
+
 def offered_tools(
     listed: Iterable[ListedTool],
     *,
@@ -45,13 +71,14 @@ def offered_tools(
 ) -> tuple[ListedTool, ...]:
     """The tools the model is offered, in the server's order: in the config's allowlist,
     offered by the daemon's pin (None: the daemon has no pin service, nothing withheld),
-    and, for a readonly agent, annotated read-only."""
+    not over `MAX_TOOL_SPEC_BYTES`, and, for a readonly agent, annotated read-only."""
     return tuple(
         tool
         for tool in listed
         if tool.name in allowlist
         and (pinned is None or tool.name in pinned)
         and (tool.read_only or not readonly_agent)
+        and spec_bytes(tool) <= MAX_TOOL_SPEC_BYTES
     )
 
 

@@ -157,28 +157,80 @@ def transcript_decision(
             break
         drop += 1
         dropped += size
-    if transcript_bytes - dropped + added > quota.max_transcript_bytes:
+    over = _totals_decision(
+        quota,
+        growth=added - dropped,
+        transcript_bytes=transcript_bytes,
+        share_bytes=share_bytes,
+        outside_bytes=outside_bytes,
+    )
+    return over if over is not None else KeepNewest(drop, dropped)
+
+
+def _totals_decision(
+    quota: MemoryQuota,
+    *,
+    growth: int,
+    transcript_bytes: int,
+    share_bytes: int | None,
+    outside_bytes: int,
+) -> OverQuota | None:
+    """The caps over several sessions, when a write grows the transcripts by `growth`
+    bytes: the agent's total, the session's sender's share, all senders' part."""
+    if transcript_bytes + growth > quota.max_transcript_bytes:
         return OverQuota(
             "transcript_bytes",
             quota.max_transcript_bytes,
-            f"the agent's session transcripts would hold {transcript_bytes - dropped + added} "
+            f"the agent's session transcripts would hold {transcript_bytes + growth} "
             f"bytes, over its cap (max_transcript_bytes = {quota.max_transcript_bytes})",
         )
-    if share_bytes is not None and share_bytes - dropped + added > quota.max_sender_bytes:
+    if share_bytes is not None and share_bytes + growth > quota.max_sender_bytes:
         return OverQuota(
             "sender_bytes",
             quota.max_sender_bytes,
-            f"this sender's sessions would hold {share_bytes - dropped + added} bytes, over "
+            f"this sender's sessions would hold {share_bytes + growth} bytes, over "
             f"its share (max_sender_bytes = {quota.max_sender_bytes})",
         )
     outside_cap = int(quota.max_transcript_bytes * OUTSIDE_TRANSCRIPT_SHARE)
-    if share_bytes is not None and outside_bytes - dropped + added > outside_cap:
+    if share_bytes is not None and outside_bytes + growth > outside_cap:
         return OverQuota(
             "sender_bytes",
             outside_cap,
             f"the outside senders' sessions together would hold "
-            f"{outside_bytes - dropped + added} bytes, over their part of the agent's "
+            f"{outside_bytes + growth} bytes, over their part of the agent's "
             f"transcripts ({outside_cap} of max_transcript_bytes = "
             f"{quota.max_transcript_bytes}); the rest is kept for the operator",
         )
-    return KeepNewest(drop, dropped)
+    return None
+
+
+def compaction_decision(
+    quota: MemoryQuota,
+    *,
+    session_bytes: int,
+    growth: int,
+    transcript_bytes: int,
+    share_bytes: int | None,
+    outside_bytes: int = 0,
+) -> Allowed | OverQuota:
+    """A compaction replaces a session's oldest turns (and its earlier summary) by a new
+    summary, which counts in the session's bytes like a turn (ADR 0059); `growth` is what
+    that changes them by. One that shrinks the session is always allowed; one that grows
+    it (a summary larger than what it replaces) is held to the same caps as an append."""
+    if growth <= 0:
+        return Allowed()
+    if session_bytes + growth > quota.max_session_bytes:
+        return OverQuota(
+            "session_bytes",
+            quota.max_session_bytes,
+            f"the session would hold {session_bytes + growth} bytes with its summary; a "
+            f"session keeps at most {quota.max_session_bytes}",
+        )
+    over = _totals_decision(
+        quota,
+        growth=growth,
+        transcript_bytes=transcript_bytes,
+        share_bytes=share_bytes,
+        outside_bytes=outside_bytes,
+    )
+    return over if over is not None else Allowed()

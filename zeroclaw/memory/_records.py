@@ -33,6 +33,18 @@ class Turn(msgspec.Struct, frozen=True):
     at: float
 
 
+class SessionDigest(msgspec.Struct, frozen=True):
+    """What a session's compaction kept of the turns it dropped (ADR 0059): the summary its
+    agent's provider wrote, and the range of turns it covers (sequence numbers, inclusive;
+    `turns` of them were still held when they were dropped)."""
+
+    summary: str
+    first_seq: int
+    through_seq: int
+    turns: int
+    at: float
+
+
 class SessionSummary(msgspec.Struct, frozen=True):
     """One stored session of a namespace: its key, how many turns, when it last changed."""
 

@@ -30,6 +30,8 @@ from ..events import EventSink, MemoryOperation
 from ..turns import (
     MEMORY_APPEND_TURN,
     MEMORY_APPEND_TURNS,
+    MEMORY_COMPACT,
+    MEMORY_CONTEXT,
     MEMORY_EXPORT,
     MEMORY_FORGET,
     MEMORY_GET,
@@ -45,12 +47,16 @@ from ..turns import (
     WRITE_OPS,
     AppendTurnArgs,
     AppendTurnsArgs,
+    CompactArgs,
+    ContextArgs,
     ExportArgs,
     ForgetArgs,
     GetArgs,
     ListArgs,
     MemoryAppended,
     MemoryArgs,
+    MemoryCompacted,
+    MemoryContext,
     MemoryForgotten,
     MemoryFound,
     MemoryHit,
@@ -72,10 +78,12 @@ from ..turns import (
     StoreArgs,
 )
 from ._args import decode_args
+from ._context import context_turns, fit_memories, memory_summary
 from ._errors import MemoryServiceError
 from ._quota import DEFAULT_QUOTA, QUOTA_KINDS, MemoryQuota
 from ._records import Record
 from ._store import (
+    Compacted,
     MemoryInputError,
     MemoryStore,
     OperatorScope,
@@ -274,7 +282,8 @@ class MemoryService:
         op = _OP_OF[type(args)]
         who = self._who(scope)
         readonly = self.grants.readonly
-        if isinstance(scope, Scope) and op in AGENT_WRITES and scope.caller in readonly:
+        writes = op in AGENT_WRITES or (isinstance(args, CompactArgs) and bool(args.facts))
+        if isinstance(scope, Scope) and writes and scope.caller in readonly:
             # Its tool refuses first; this is for an agent that skips its tool (ADR 0039).
             refusal = MemoryServiceError(
                 "read_only_profile", f"{scope.caller!r} has a readonly risk profile: no {op}"
@@ -365,6 +374,32 @@ class MemoryService:
         turns = await self.read(self.store.session, scope, args.session, limit=args.limit)
         return MemorySession([SessionTurn(t.role, t.content, t.at) for t in turns])
 
+    async def _context_op(self, scope: AnyScope, args: ContextArgs) -> MemoryReply:
+        """A turn's history and recall in one read (ADR 0059). The namespaces recalled
+        from are the scope's (the caller's and its `read_memory_from`), never the body's."""
+        if not isinstance(scope, Scope):
+            raise MemoryServiceError("bad_request", "a turn's context belongs to an agent scope")
+        window, hits = await self.read(
+            self.store.context,
+            scope,
+            args.session,
+            history_tokens=args.history_tokens,
+            compact=args.compact,
+            query=args.query,
+            limit=args.recall_k,
+        )
+        return MemoryContext(
+            context_turns(window.turns),
+            None if window.digest is None else memory_summary(window.digest),
+            window.cut,
+            context_turns(window.overflow),
+            fit_memories([hit.record for hit in hits], args.recall_tokens),
+        )
+
+    async def _compact_op(self, scope: AnyScope, args: CompactArgs) -> MemoryReply:
+        done: Compacted = await self._written(scope, args)
+        return MemoryCompacted(memory_summary(done.digest), done.dropped, done.keys, done.already)
+
     async def _stats_op(self, scope: AnyScope, args: StatsArgs) -> MemoryReply:
         stats = await self.read(self.store.stats, scope)
         counts = {ns: self._counts(ns, c) for ns, c in stats.items()}
@@ -402,8 +437,9 @@ class MemoryService:
             return int(await trio.to_thread.run_sync(self.store.purge, scope, agent))
 
 
-# The memory writes an agent's readonly profile refuses. Session transcripts
-# (append_turn[s]) are the record of its own chat and stay written.
+# The memory writes an agent's readonly profile refuses (and a compaction's facts). Session
+# transcripts (append_turn[s]) are the record of its own chat and stay written, and so
+# does a compaction's summary of them.
 AGENT_WRITES = frozenset({"store", "forget"})
 
 
@@ -441,6 +477,8 @@ _TABLE: OpTable[tuple[MemoryService, AnyScope], Awaitable[MemoryReply]] = (
     .on(MEMORY_STATS, _on(MemoryService._stats_op))
     .on(MEMORY_EXPORT, _on(MemoryService._export_op))
     .on(MEMORY_PURGE, _on(MemoryService._purge_op))
+    .on(MEMORY_CONTEXT, _on(MemoryService._context_op))
+    .on(MEMORY_COMPACT, _on(MemoryService._compact_op))
     .require(MEMORY_OPERATIONS.values())
 )
 _OP_OF: dict[type[Any], str] = {op.request: op.name for op in MEMORY_OPERATIONS.values()}
@@ -481,7 +519,7 @@ async def _operator(
             "unknown_agent", f"no agent {agent!r}; known: {', '.join(sorted(known_agents))}"
         )
     decoded = decode_args(op, args)
-    if op in WRITE_OPS or isinstance(decoded, SessionArgs):
+    if op in WRITE_OPS or isinstance(decoded, SessionArgs | ContextArgs):
         return await service._handle(Scope(agent), decoded)
     if isinstance(decoded, StatsArgs):
         stats = await service._handle(OperatorScope(), decoded)

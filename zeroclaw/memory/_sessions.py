@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ..control import SessionInfo, SessionReply, SessionsReply, TranscriptTurn
+from ._context import memory_summary
 from ._errors import MemoryServiceError
 from ._records import SessionSummary
 from ._service import MemoryService
@@ -60,6 +61,9 @@ async def show_session(
             f"agent {agent!r} has no session {session!r}; see `zeroclaw sessions list`",
         )
     turns = await service.read(service.store.session, Scope(agent), session, limit=limit)
+    digest = await service.read(service.store.digest, Scope(agent), session)
     return SessionReply(
-        _info(agent, summary), [TranscriptTurn(t.role, t.content, t.at) for t in turns]
+        _info(agent, summary),
+        [TranscriptTurn(t.role, t.content, t.at) for t in turns],
+        None if digest is None else memory_summary(digest),
     )

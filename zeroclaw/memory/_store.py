@@ -24,6 +24,8 @@ Per namespace `<a>` (named databases, created on first write):
                  b"obytes" -> u64 (all outside senders' shares together);
                  b"usage" -> b"2" once those counters are kept (ADR 0046)
   m/<a>/sessions session 0x00 seq (u64 BE) -> Turn (msgpack)
+  m/<a>/summaries session -> SessionDigest (msgpack): what compactions kept of the turns
+                 they dropped (ADR 0059); its bytes count in its session's usage
 
 Usage counters change in the write transaction that changes what they count, so a crash
 (kill -9 included) leaves them exact; a namespace without them is recounted at open.
@@ -41,17 +43,20 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 import lmdb
 import msgspec
 
 from .._lmdb import committed_size_problem, data_file_problem
+from .._tokens import message_tokens
 from ..turns import (
+    COMPACTED_CATEGORY,
     MAX_KEY_BYTES,
     MAX_SESSION_BYTES,
     AppendTurnArgs,
     AppendTurnsArgs,
+    CompactArgs,
     ForgetArgs,
     StoreArgs,
 )
@@ -60,6 +65,7 @@ from ._quota import (
     MemoryQuota,
     OverQuota,
     QuotaKind,
+    compaction_decision,
     sender_share,
     store_decision,
     transcript_decision,
@@ -67,6 +73,7 @@ from ._quota import (
 from ._records import (
     MAX_CONTENT_BYTES,
     Record,
+    SessionDigest,
     SessionSummary,
     Turn,
     new_id,
@@ -85,7 +92,7 @@ from ._text import (
 DEFAULT_MAP_SIZE = 1 << 30  # 1 GiB of address space up front; grows on MapFullError
 MAX_READERS = 1024
 MAX_DBS = 8192
-_KINDS = ("records", "keys", "terms", "df", "time", "meta", "sessions")
+_KINDS = ("records", "keys", "terms", "df", "time", "meta", "sessions", "summaries")
 _U32 = struct.Struct("<I")
 _POSTING = struct.Struct("<IIQ")
 _U64 = struct.Struct("<Q")
@@ -93,6 +100,9 @@ _U64BE = struct.Struct(">Q")
 _enc = msgspec.msgpack.Encoder()
 _rec_dec = msgspec.msgpack.Decoder(Record)
 _turn_dec = msgspec.msgpack.Decoder(Turn)
+_digest_dec = msgspec.msgpack.Decoder(SessionDigest)
+# A read or write transaction of the environment (generic only in lmdb's stubs).
+Txn: TypeAlias = "lmdb.Transaction[bytes]"
 
 # Version of the on-disk layout. 2: postings carry (tf, length, updated_ms). 3: usage
 # counters for quotas. A store without the key is format 1 (or new) and is reindexed from
@@ -104,6 +114,11 @@ _USAGE_MARK = b"usage"
 _USAGE_KEPT = b"2"
 _OUTSIDE_BYTES = b"obytes"
 _FORMAT_KEY = b"zeroclaw-memory-format"
+
+_RANKING_KINDS = ("records", "terms", "df", "meta")  # what ranking reads of a namespace
+# A turn's recall ranks by the rarest terms of its text only, so that a long message costs
+# no more than this many terms' postings (the common ones weigh next to nothing in BM25).
+CONTEXT_TERMS = 16
 
 _open_paths: set[str] = set()
 _open_lock = threading.Lock()
@@ -161,8 +176,15 @@ def record_bytes(key: str, content: str) -> int:
 
 def turn_bytes(content: str) -> int:
     """What a turn counts against the transcript caps: its content, UTF-8, and its
-    keeping."""
+    keeping. A session's summary counts the same way, in its session."""
     return len(content.encode()) + TURN_OVERHEAD_BYTES
+
+
+def fact_key(session: str, through_seq: int, index: int) -> str:
+    """The key of the `index`-th fact (from 1) a compaction of `session` through
+    `through_seq` stores: the same for a compaction sent again, so it never stores a fact
+    twice (ADR 0059)."""
+    return f"{COMPACTED_CATEGORY}/{session}/{through_seq}/{index}"
 
 
 @dataclass(frozen=True)
@@ -186,7 +208,7 @@ class OperatorScope:
 TURN_ROLES = frozenset({"user", "assistant", "tool"})
 
 
-WriteArgs = StoreArgs | ForgetArgs | AppendTurnArgs | AppendTurnsArgs
+WriteArgs = StoreArgs | ForgetArgs | AppendTurnArgs | AppendTurnsArgs | CompactArgs
 
 
 @dataclass
@@ -217,6 +239,30 @@ class StoreUsage:
 class RecallHit:
     record: Record
     score: float
+
+
+@dataclass(frozen=True)
+class SessionWindow:
+    """A session as a turn is given it (ADR 0059): the newest turns that fit the history
+    budget with the session's summary (oldest first, with their sequence numbers);
+    whether older turns no summary covers were left out (`cut`); and, when a compaction
+    was asked for and is due, the turns it should summarise (`overflow`, oldest first)."""
+
+    turns: list[tuple[int, Turn]]
+    digest: SessionDigest | None = None
+    cut: bool = False
+    overflow: list[tuple[int, Turn]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Compacted:
+    """A compaction's result: the session's summary now, how many turns it dropped, the
+    keys of the facts it stored; `already` when an earlier one covered the range."""
+
+    digest: SessionDigest
+    dropped: int
+    keys: list[str]
+    already: bool = False
 
 
 # An open LMDB named database, as lmdb's stubs name it.
@@ -343,6 +389,9 @@ class MemoryStore:
             usage = sessions.setdefault(session, [0, 0])
             usage[0] += 1
             usage[1] += turn_bytes(_turn_dec.decode(raw).content)
+        for session, raw in txn.cursor(db=h["summaries"]):
+            usage = sessions.setdefault(session, [0, 0])
+            usage[1] += turn_bytes(_digest_dec.decode(raw).summary)
         shares: Counter[str] = Counter()
         for session, (turns, size) in sessions.items():
             txn.put(b"s\x00" + session, _SESSION_USAGE.pack(turns, size), db=h["meta"])
@@ -445,6 +494,8 @@ class MemoryStore:
         elif isinstance(args, AppendTurnArgs):
             turns = [(args.role, args.content)]
             op.result, op.dropped = self._append(txn, op, args.session, turns, now)
+        elif isinstance(args, CompactArgs):
+            op.result = self._compact(txn, op, args, now)
         else:  # AppendTurnsArgs: several turns of one session land in one commit or none
             turns = [(t.role, t.content) for t in args.turns]
             op.result, op.dropped = self._append(txn, op, args.session, turns, now)
@@ -597,8 +648,7 @@ class MemoryStore:
         session are dropped to make room, or the whole append is refused. Every entry is
         checked before the first is written: an op that fails writes nothing. Returns the
         last sequence number written and how many turns were dropped."""
-        if not session or len(session.encode()) > MAX_SESSION_BYTES or "\x00" in session:
-            raise MemoryInputError(f"session must be 1..{MAX_SESSION_BYTES} bytes without NUL")
+        _check_session(session)
         # msgspec does not check types when a struct is built: a bad turn stored now would
         # make the whole session unreadable later.
         for role, content in turns:
@@ -609,11 +659,7 @@ class MemoryStore:
         h = self._handles(op.scope.caller)
         db, meta = h["sessions"], h["meta"]
         prefix = session.encode() + b"\x00"
-        usage_key = b"s\x00" + session.encode()
-        raw = txn.get(usage_key, db=meta)
-        held, held_bytes = _SESSION_USAGE.unpack(raw) if raw else (0, 0)
-        share = sender_share(session)
-        share_key = None if share is None else b"p\x00" + share.encode()
+        usage = _session_usage(txn, meta, session)
         sizes = [turn_bytes(content) for _, content in turns]
 
         def oldest() -> Iterator[int]:
@@ -625,12 +671,12 @@ class MemoryStore:
 
         decision = transcript_decision(
             op.quota,
-            turns=held,
-            session_bytes=held_bytes,
+            turns=usage.turns,
+            session_bytes=usage.size,
             oldest=oldest(),
             new=sizes,
             transcript_bytes=self._meta_u64(txn, h, b"tbytes"),
-            share_bytes=None if share_key is None else self._meta_u64(txn, h, share_key),
+            share_bytes=None if usage.share is None else self._meta_u64(txn, h, usage.share),
             outside_bytes=self._meta_u64(txn, h, _OUTSIDE_BYTES),
         )
         if isinstance(decision, OverQuota):
@@ -643,6 +689,9 @@ class MemoryStore:
                 seq = _U64BE.unpack(cursor.key()[len(prefix) :])[0] + 1
         elif cursor.last() and cursor.key().startswith(prefix):
             seq = _U64BE.unpack(cursor.key()[len(prefix) :])[0] + 1
+        digest = txn.get(session.encode(), db=h["summaries"])
+        if digest is not None:  # numbers go on after the turns a compaction dropped
+            seq = max(seq, _digest_dec.decode(digest).through_seq + 1)
         dropped = 0
         if decision.drop:
             cursor = txn.cursor(db=db)
@@ -654,18 +703,81 @@ class MemoryStore:
             txn.put(
                 prefix + _U64BE.pack(seq + offset), _enc.encode(Turn(role, content, now)), db=db
             )
-        delta = sum(sizes) - decision.dropped_bytes
+        self._moved(txn, meta, usage, len(turns) - dropped, sum(sizes) - decision.dropped_bytes)
+        return seq + len(turns) - 1, dropped
+
+    def _compact(self, txn: Txn, op: WriteOp, args: CompactArgs, now: float) -> Compacted:
+        """Store the facts, drop the session's turns up to `through_seq` and keep the
+        summary in their place, in one nested transaction: all of it or, when a part is
+        refused (a quota, a bad fact), nothing. A range an earlier compaction covered
+        changes nothing (a compaction sent again after a lost answer, ADR 0059)."""
+        _check_session(args.session)
+        h = self._handles(op.scope.caller)
+        session = args.session.encode()
+        raw = txn.get(session, db=h["summaries"])
+        old = None if raw is None else _digest_dec.decode(raw)
+        if old is not None and old.through_seq >= args.through_seq:
+            return Compacted(old, 0, [], already=True)
+        keys = [fact_key(args.session, args.through_seq, i) for i in range(1, len(args.facts) + 1)]
+        with self.env.begin(write=True, parent=txn) as child:
+            for key, fact in zip(keys, args.facts, strict=True):
+                self._store(
+                    child,
+                    op.scope,
+                    op.quota,
+                    key=key,
+                    content=fact,
+                    category=COMPACTED_CATEGORY,
+                    session=args.session,
+                    now=now,
+                )
+            prefix = session + b"\x00"
+            dropped = dropped_bytes = 0
+            cursor = child.cursor(db=h["sessions"])
+            ok = cursor.set_range(prefix)
+            while ok and cursor.key().startswith(prefix):
+                if _U64BE.unpack(cursor.key()[len(prefix) :])[0] > args.through_seq:
+                    break
+                dropped_bytes += turn_bytes(_turn_dec.decode(cursor.value()).content)
+                ok = cursor.delete()  # moves to the next entry
+                dropped += 1
+            digest = SessionDigest(
+                args.summary,
+                args.from_seq if old is None else old.first_seq,
+                args.through_seq,
+                dropped + (0 if old is None else old.turns),
+                now,
+            )
+            old_bytes = 0 if old is None else turn_bytes(old.summary)
+            growth = turn_bytes(args.summary) - old_bytes - dropped_bytes
+            usage = _session_usage(child, h["meta"], args.session)
+            decision = compaction_decision(
+                op.quota,
+                session_bytes=usage.size,
+                growth=growth,
+                transcript_bytes=self._meta_u64(child, h, b"tbytes"),
+                share_bytes=None if usage.share is None else self._meta_u64(child, h, usage.share),
+                outside_bytes=self._meta_u64(child, h, _OUTSIDE_BYTES),
+            )
+            if isinstance(decision, OverQuota):
+                raise QuotaExceeded(decision)
+            self._moved(child, h["meta"], usage, -dropped, growth)
+            child.put(session, _enc.encode(digest), db=h["summaries"])
+        return Compacted(digest, dropped, keys)
+
+    def _moved(self, txn: Txn, meta: Db, usage: _SessionUsage, turns: int, growth: int) -> None:
+        """A session's turns and bytes change by `turns` and `growth`, and its agent's (and
+        its sender's, and all outside senders') transcript bytes by `growth`."""
         txn.put(
-            usage_key,
-            _SESSION_USAGE.pack(held - dropped + len(turns), held_bytes + delta),
+            usage.key,
+            _SESSION_USAGE.pack(max(usage.turns + turns, 0), max(usage.size + growth, 0)),
             db=meta,
         )
-        self._add_u64(txn, meta, b"tbytes", delta)
-        if share_key is not None:
-            self._add_u64(txn, meta, share_key, delta)
-            self._add_u64(txn, meta, _OUTSIDE_BYTES, delta)
+        self._add_u64(txn, meta, b"tbytes", growth)
+        if usage.share is not None:
+            self._add_u64(txn, meta, usage.share, growth)
+            self._add_u64(txn, meta, _OUTSIDE_BYTES, growth)
         txn.put(_USAGE_MARK, _USAGE_KEPT, db=meta)
-        return seq + len(turns) - 1, dropped
 
     # --- reads ------------------------------------------------------------------------------
 
@@ -776,61 +888,107 @@ class MemoryStore:
     ) -> list[RecallHit]:
         """BM25 over each namespace's own statistics, times a recency boost; best first."""
         self._check_fork()
-        now = time.time() if now is None else now
         terms = sorted(set(tokenize(query)))
-        hits: list[RecallHit] = []
         if not terms:
-            return hits
-        handles = self._read_handles(scope, namespaces, ("records", "terms", "df", "meta"))
+            return []
+        handles = self._read_handles(scope, namespaces, _RANKING_KINDS)
         with self.env.begin() as txn:
-            for dbs in handles.values():
-                docs_raw = txn.get(b"docs", db=dbs["meta"])
-                docs = _U64.unpack(docs_raw)[0] if docs_raw else 0
-                if docs == 0:
+            return self._ranked(txn, handles, terms, limit, now)
+
+    def _ranked(
+        self,
+        txn: Txn,
+        handles: dict[str, Dbs],
+        terms: list[str],
+        limit: int,
+        now: float | None,
+        max_terms: int | None = None,
+    ) -> list[RecallHit]:
+        """The `limit` best records for `terms` over the namespaces of `handles`; with
+        `max_terms`, by each namespace's `max_terms` rarest of them."""
+        now = time.time() if now is None else now
+        hits: list[RecallHit] = []
+        for dbs in handles.values():
+            docs_raw = txn.get(b"docs", db=dbs["meta"])
+            docs = _U64.unpack(docs_raw)[0] if docs_raw else 0
+            if docs == 0:
+                continue
+            length_raw = txn.get(b"length", db=dbs["meta"])
+            avg = (_U64.unpack(length_raw)[0] if length_raw else 0) / docs
+            partial: dict[bytes, float] = {}  # record id -> summed BM25 of matched terms
+            updated: dict[bytes, int] = {}  # record id -> updated_at in ms
+            cursor = txn.cursor(db=dbs["terms"])
+            found = []  # (df, term) of the terms this namespace has
+            for term in terms:
+                df_raw = txn.get(term.encode(), db=dbs["df"])
+                if df_raw is not None:
+                    found.append((_U32.unpack(df_raw)[0], term))
+            if max_terms is not None:
+                found = sorted(found)[:max_terms]
+            for df, term in found:
+                t = term.encode()
+                term_idf = idf(docs, df)
+                prefix = t + b"\x00"
+                if not cursor.set_range(prefix):
                     continue
-                length_raw = txn.get(b"length", db=dbs["meta"])
-                avg = (_U64.unpack(length_raw)[0] if length_raw else 0) / docs
-                partial: dict[bytes, float] = {}  # record id -> summed BM25 of matched terms
-                updated: dict[bytes, int] = {}  # record id -> updated_at in ms
-                cursor = txn.cursor(db=dbs["terms"])
-                for term in terms:
-                    t = term.encode()
-                    df_raw = txn.get(t, db=dbs["df"])
-                    if df_raw is None:
-                        continue
-                    term_idf = idf(docs, _U32.unpack(df_raw)[0])
-                    prefix = t + b"\x00"
-                    if not cursor.set_range(prefix):
-                        continue
-                    cut = len(prefix)
-                    # bm25() inlined with its per-term constants hoisted: this loop runs once
-                    # per posting and is recall's whole cost.
-                    lift = term_idf * (BM25_K1 + 1)
-                    base = BM25_K1 * (1 - BM25_B)
-                    slope = BM25_K1 * BM25_B / max(avg, 1e-9)
-                    unpack = _POSTING.unpack
-                    get = partial.get
-                    for k, v in cursor:
-                        if not k.startswith(prefix):
-                            break
-                        tf, doc_len, updated_ms = unpack(v)
-                        rid = k[cut:]
-                        partial[rid] = get(rid, 0.0) + lift * tf / (tf + base + slope * doc_len)
-                        updated[rid] = updated_ms
-                # recency_boost() inlined for the same reason: one multiply per candidate.
-                now_ms = now * 1000
-                decay = math.log(0.5) / (RECENCY_HALF_LIFE_SECS * 1000)
-                exp = math.exp
-                scored = [
-                    (total * (1 + RECENCY_WEIGHT * exp(decay * max(now_ms - updated[rid], 0))), rid)
-                    for rid, total in partial.items()
-                ]
-                ranked = heapq.nlargest(limit, scored)
-                for s, rid in ranked:  # only now read the records we will return
-                    record = _rec_dec.decode(_must(txn.get(rid, db=dbs["records"])))
-                    hits.append(RecallHit(record, s))
+                cut = len(prefix)
+                # bm25() inlined with its per-term constants hoisted: this loop runs once
+                # per posting and is recall's whole cost.
+                lift = term_idf * (BM25_K1 + 1)
+                base = BM25_K1 * (1 - BM25_B)
+                slope = BM25_K1 * BM25_B / max(avg, 1e-9)
+                unpack = _POSTING.unpack
+                get = partial.get
+                for k, v in cursor:
+                    if not k.startswith(prefix):
+                        break
+                    tf, doc_len, updated_ms = unpack(v)
+                    rid = k[cut:]
+                    partial[rid] = get(rid, 0.0) + lift * tf / (tf + base + slope * doc_len)
+                    updated[rid] = updated_ms
+            # recency_boost() inlined for the same reason: one multiply per candidate.
+            now_ms = now * 1000
+            decay = math.log(0.5) / (RECENCY_HALF_LIFE_SECS * 1000)
+            exp = math.exp
+            scored = [
+                (total * (1 + RECENCY_WEIGHT * exp(decay * max(now_ms - updated[rid], 0))), rid)
+                for rid, total in partial.items()
+            ]
+            ranked = heapq.nlargest(limit, scored)
+            for s, rid in ranked:  # only now read the records we will return
+                record = _rec_dec.decode(_must(txn.get(rid, db=dbs["records"])))
+                hits.append(RecallHit(record, s))
         hits.sort(key=lambda h: (-h.score, h.record.id))
         return hits[:limit]
+
+    def context(
+        self,
+        scope: Scope,
+        session: str,
+        *,
+        history_tokens: int,
+        compact: bool = False,
+        query: str = "",
+        limit: int = 0,
+        now: float | None = None,
+    ) -> tuple[SessionWindow, list[RecallHit]]:
+        """What a turn is given (ADR 0059), in one read transaction: the session's window
+        (`SessionWindow`) within `history_tokens`, and the `limit` records of the caller's
+        namespace and of every namespace it may read that rank best against `query`."""
+        self._check_fork()
+        turns_db = self._db(scope.caller, "sessions", create=False)
+        digests_db = self._db(scope.caller, "summaries", create=False)
+        terms = sorted(set(tokenize(query))) if limit else []
+        readable = [scope.caller, *sorted(scope.readable)]
+        handles = self._read_handles(scope, readable, _RANKING_KINDS) if terms else {}
+        with self.env.begin() as txn:
+            raw = None if digests_db is None else txn.get(session.encode(), db=digests_db)
+            digest = None if raw is None else _digest_dec.decode(raw)
+            window = SessionWindow([], digest)
+            if turns_db is not None:
+                window = _window(txn, turns_db, session, digest, history_tokens, compact)
+            hits = self._ranked(txn, handles, terms, limit, now, CONTEXT_TERMS) if terms else []
+        return window, hits
 
     def session(self, scope: Scope, session: str, *, limit: int = 200) -> list[Turn]:
         """The last `limit` turns of one of the caller's own sessions, oldest first."""
@@ -849,6 +1007,16 @@ class MemoryStore:
                 ok = cursor.prev()
         turns.reverse()
         return turns
+
+    def digest(self, scope: Scope, session: str) -> SessionDigest | None:
+        """The summary compactions kept of one of the caller's sessions, if any."""
+        self._check_fork()
+        db = self._db(scope.caller, "summaries", create=False)
+        if db is None:
+            return None
+        with self.env.begin() as txn:
+            raw = txn.get(session.encode(), db=db)
+        return None if raw is None else _digest_dec.decode(raw)
 
     def sessions(
         self, scope: Scope | OperatorScope, namespace: str | None = None
@@ -944,6 +1112,7 @@ class MemoryStore:
         self._check_fork()
         records = self._db(namespace, "records", create=False)
         turns_db = self._db(namespace, "sessions", create=False)
+        digests_db = self._db(namespace, "summaries", create=False)
         if records is None or turns_db is None:
             return StoreUsage()
         count = size = 0
@@ -958,12 +1127,18 @@ class MemoryStore:
                 session = key[:-9].decode()
                 turns, held = sessions.get(session, (0, 0))
                 sessions[session] = (turns + 1, held + turn_bytes(_turn_dec.decode(raw).content))
+            summaries = [] if digests_db is None else list(txn.cursor(db=digests_db))
+        for key, raw in summaries:  # a session's summary counts in its bytes
+            turns, held = sessions.get(key.decode(), (0, 0))
+            sessions[key.decode()] = (turns, held + turn_bytes(_digest_dec.decode(raw).summary))
         for session, (_, held) in sessions.items():
             share = sender_share(session)
             if share is not None:
                 shares[share] += held
         total = sum(held for _, held in sessions.values())
-        return StoreUsage(count, size, total, sessions, dict(shares))
+        # As `usage` lists them: the sessions that hold turns.
+        held_turns = {session: usage for session, usage in sessions.items() if usage[0]}
+        return StoreUsage(count, size, total, held_turns, dict(shares))
 
     def purge(self, scope: OperatorScope, namespace: str) -> int:
         """Drop a whole namespace. Operator only: an agent's Scope is refused."""
@@ -980,3 +1155,89 @@ class MemoryStore:
             for kind in _KINDS:
                 self._dbs.pop((namespace, kind), None)
         return int(count)
+
+
+@dataclass(frozen=True)
+class _SessionUsage:
+    key: bytes  # its counters' key in the meta db
+    turns: int
+    size: int  # bytes
+    share: bytes | None  # its outside sender's counter key, if it has one
+
+
+def _session_usage(txn: Txn, meta: Db, session: str) -> _SessionUsage:
+    key = b"s\x00" + session.encode()
+    raw = txn.get(key, db=meta)
+    turns, size = _SESSION_USAGE.unpack(raw) if raw else (0, 0)
+    share = sender_share(session)
+    return _SessionUsage(key, turns, size, None if share is None else b"p\x00" + share.encode())
+
+
+def _check_session(session: str) -> None:
+    if not session or len(session.encode()) > MAX_SESSION_BYTES or "\x00" in session:
+        raise MemoryInputError(f"session must be 1..{MAX_SESSION_BYTES} bytes without NUL")
+
+
+def _window(
+    txn: Txn,
+    db: Db,
+    session: str,
+    digest: SessionDigest | None,
+    history_tokens: int,
+    compact: bool,
+) -> SessionWindow:
+    """A session's window, read newest first only as far as the budget goes; the rule is
+    ADR 0059's. Left for the summary: the budget less the summary's own tokens. Shown:
+    the newest turns that fit in what is left, from a user turn. When some do not fit and
+    a compaction is asked for, the turns to summarise: the oldest (no more than
+    `history_tokens` of them at once), up to the newest turns that fit in half of what is
+    left (at least the last two, and from the user turn that opened them)."""
+    left = history_tokens - (message_tokens(digest.summary) if digest is not None else 0)
+    prefix = session.encode() + b"\x00"
+    cursor = txn.cursor(db=db)
+    positioned = cursor.set_range(prefix + b"\xff" * 8)
+    ok = cursor.prev() if positioned else cursor.last()
+    seen: list[tuple[int, Turn, int]] = []  # newest first: (seq, turn, its tokens)
+    used = 0
+    cut = False
+    while ok and cursor.key().startswith(prefix):
+        turn = _turn_dec.decode(cursor.value())
+        cost = message_tokens(turn.content)
+        seen.append((_U64BE.unpack(cursor.key()[-8:])[0], turn, cost))
+        if used + cost > left:
+            cut = True
+            break
+        used += cost
+        ok = cursor.prev()
+    shown = [(seq, turn) for seq, turn, _ in (seen[:-1] if cut else seen)]
+    shown.reverse()
+    if cut:  # a model's history opens with a user turn (Anthropic's API requires it)
+        while shown and shown[0][1].role != "user":
+            shown.pop(0)
+    if not (cut and compact):
+        return SessionWindow(shown, digest, cut)
+    kept = keep_tokens = 0
+    for _, _, cost in seen:
+        if keep_tokens + cost > left // 2:
+            break
+        kept += 1
+        keep_tokens += cost
+    kept = min(max(kept, 2), len(seen))
+    keep_from, first_kept, _ = seen[kept - 1]
+    overflow: list[tuple[int, Turn]] = []
+    tokens = 0
+    ok = cursor.set_range(prefix)
+    while ok and cursor.key().startswith(prefix):
+        seq = _U64BE.unpack(cursor.key()[-8:])[0]
+        if seq >= keep_from:
+            # The kept turns start with the user turn that opened them.
+            if overflow and first_kept.role != "user" and overflow[-1][1].role == "user":
+                overflow.pop()
+            break
+        turn = _turn_dec.decode(cursor.value())
+        tokens += message_tokens(turn.content)
+        if overflow and tokens > history_tokens:
+            break
+        overflow.append((seq, turn))
+        ok = cursor.next()
+    return SessionWindow(shown, digest, cut, overflow)

@@ -8,7 +8,9 @@ starts to claim `readOnlyHint` would otherwise reach readonly agents unreviewed.
 - First seen: recorded, trusted as it is (trust on first use), offered.
 - Seen as trusted: offered.
 - Seen different: withheld, and reported as a change once per new schema (the same changed
-  schema again is withheld quietly), until the operator `trust`s the latest one.
+  schema again is withheld quietly), until the operator `trust`s the latest one; at most
+  MAX_REPORTED_CHANGES of them per pin until then, so a server flipping its schema every
+  listing cannot flood the daemon's events (the pin still follows every listing).
 
 Bounded: at most MAX_SERVERS_PER_AGENT servers per agent and MAX_TOOLS_PER_SERVER tools
 per server; an observation past either is refused whole (`PinLimit`), never half applied.
@@ -26,6 +28,7 @@ import msgspec
 MAX_TOOLS_PER_SERVER = 512
 MAX_SERVERS_PER_AGENT = 64
 MAX_DESCRIPTION = 200  # characters kept for the operator's listing (the wire's own cut)
+MAX_REPORTED_CHANGES = 8  # schema changes reported per pin until it is trusted again
 
 # The config's MCP tool-name syntax: a name the agent could offer as mcp__<server>__<tool>.
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
@@ -47,6 +50,7 @@ class Pin(msgspec.Struct, frozen=True, kw_only=True):
     first_seen: float
     changed_at: float | None = None  # when the latest listing first differed from the trust
     trusted_at: float | None = None  # when the operator last trusted it (None: first use)
+    reported: int = 0  # changes reported since it was last as trusted (MAX_REPORTED_CHANGES)
 
     @property
     def withheld(self) -> bool:
@@ -93,6 +97,7 @@ class Observation:
 class TrustOutcome:
     matched: tuple[PinKey, ...]  # every pin the selector named
     trusted: tuple[PinKey, ...]  # those that were withheld and are offered now
+    stale: tuple[PinKey, ...] = ()  # matched, but their latest schema is not the digest given
 
 
 class PinLimit(Exception):
@@ -215,25 +220,28 @@ class PinBook:
                     read_only=seen.read_only,
                     description=description,
                     changed_at=None,
+                    reported=0,
                 )
             else:
                 withheld.append(name)
                 if now_seen != (pin.latest_digest, pin.read_only):  # a new schema: once
-                    changes.append(
-                        SchemaChange(
-                            PinKey(agent, server, name),
-                            pin.trusted_digest,
-                            seen.digest,
-                            pin.trusted_read_only,
-                            seen.read_only,
+                    if pin.reported < MAX_REPORTED_CHANGES:
+                        changes.append(
+                            SchemaChange(
+                                PinKey(agent, server, name),
+                                pin.trusted_digest,
+                                seen.digest,
+                                pin.trusted_read_only,
+                                seen.read_only,
+                            )
                         )
-                    )
                     after = msgspec.structs.replace(
                         pin,
                         latest_digest=seen.digest,
                         read_only=seen.read_only,
                         description=description,
                         changed_at=now,
+                        reported=min(pin.reported + 1, MAX_REPORTED_CHANGES),
                     )
                 else:
                     after = msgspec.structs.replace(pin, description=description)
@@ -245,14 +253,26 @@ class PinBook:
         return Observation(tuple(offered), tuple(withheld), tuple(changes), tuple(added), dirty)
 
     def trust(
-        self, server: str, tool: str | None = None, agent: str | None = None, *, now: float
+        self,
+        server: str,
+        tool: str | None = None,
+        agent: str | None = None,
+        *,
+        now: float,
+        digest: str | None = None,
     ) -> TrustOutcome:
         """The operator accepts what `server` (its `tool`, for `agent`; None: every one)
-        listed last: the latest schema of each matching pin becomes the trusted one."""
+        listed last: the latest schema of each matching pin becomes the trusted one. With
+        `digest` (a prefix of the digest the operator reviewed), only a pin whose latest
+        schema is that one: a server that changed it since is `stale`, not trusted."""
         matched: list[PinKey] = []
         trusted: list[PinKey] = []
+        stale: list[PinKey] = []
         for key, pin in self.select(server, tool, agent):
             matched.append(key)
+            if digest is not None and not pin.latest_digest.startswith(digest):
+                stale.append(key)
+                continue
             if pin.withheld:
                 self._pins[key.agent][key.server][key.tool] = msgspec.structs.replace(
                     pin,
@@ -260,6 +280,7 @@ class PinBook:
                     trusted_read_only=pin.read_only,
                     changed_at=None,
                     trusted_at=now,
+                    reported=0,
                 )
                 trusted.append(key)
-        return TrustOutcome(tuple(matched), tuple(trusted))
+        return TrustOutcome(tuple(matched), tuple(trusted), tuple(stale))

@@ -4,6 +4,7 @@ request, each built with the daemon's `PinService` and calling only it.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -23,6 +24,8 @@ from ..control import (
     error_reply,
 )
 from ._service import PinService, PinsUnavailable, UnknownServer
+
+DIGEST_PREFIX = re.compile(r"[0-9a-f]{12,64}")  # of a tool's pinned digest, as shown
 
 
 def _unknown(server: str) -> Reply[Any]:
@@ -64,12 +67,25 @@ class McpTrustCommand:
         self._pins = pins
 
     async def __call__(self, request: McpTrust, exchange: Exchange) -> Reply[McpTrustReply]:
+        digest = request.digest
+        if digest is not None and not DIGEST_PREFIX.fullmatch(digest):
+            return error_reply(
+                "bad_request", "--digest takes 12 to 64 hex digits of a digest 'mcp tools' shows"
+            )
         try:
-            done = await self._pins.trust(request.server, request.tool, request.agent)
+            done = await self._pins.trust(request.server, request.tool, request.agent, digest)
         except UnknownServer:
             return _unknown(request.server)
         except PinsUnavailable as exc:
             return error_reply("mcp_pins_corrupt", str(exc))
+        if done.stale and not done.trusted and not done.already:
+            now = ", ".join(f"{p.agent} {p.tool} {p.digest[:12]}" for p in done.stale)
+            return error_reply(
+                "digest_changed",
+                f"MCP server {request.server!r} listed another schema since {digest}: now "
+                f"{now[:300]}; review it again ('zeroclaw mcp show {request.server}') and "
+                "trust its digest",
+            )
         if not done.trusted and not done.already:
             what = f"tool {request.tool!r} of " if request.tool else ""
             whose = f" for agent {request.agent!r}" if request.agent else ""
@@ -78,7 +94,7 @@ class McpTrustCommand:
                 f"no pinned {what}MCP server {request.server!r}{whose}: no agent has listed it "
                 "yet (see 'zeroclaw mcp tools')",
             )
-        return Reply(ok=True, data=McpTrustReply(done.trusted, done.already))
+        return Reply(ok=True, data=McpTrustReply(done.trusted, done.already, done.stale))
 
 
 def pin_handlers(pins: PinService) -> Iterator[HandlerEntry]:

@@ -62,6 +62,7 @@ class UnknownServer(Exception):
 class Trusted:
     trusted: tuple[McpToolPin, ...]
     already: tuple[McpToolPin, ...]
+    stale: tuple[McpToolPin, ...] = ()  # their latest schema is not the digest given
 
 
 class PinService:
@@ -280,25 +281,34 @@ class PinService:
         )
 
     async def trust(
-        self, server: str, tool: str | None = None, agent: str | None = None
+        self,
+        server: str,
+        tool: str | None = None,
+        agent: str | None = None,
+        digest: str | None = None,
     ) -> Trusted:
-        """The operator's trust; UnknownServer when neither the config nor the book knows
-        `server`, PinsUnavailable when the store is unreadable."""
+        """The operator's trust (of the schema whose digest starts with `digest`, when
+        given); UnknownServer when neither the config nor the book knows `server`,
+        PinsUnavailable when the store is unreadable."""
         async with self._lock:
             book = self._book()
             if server not in self._config().mcp_servers and not book.select(server):
                 raise UnknownServer(server)
-            outcome: TrustOutcome = book.trust(server, tool, agent, now=self._clock())
+            outcome: TrustOutcome = book.trust(
+                server, tool, agent, now=self._clock(), digest=digest
+            )
             if outcome.trusted:
                 await self._save(book)
         config = self._config()
-        done = frozenset(outcome.trusted)
+        done, stale_keys = frozenset(outcome.trusted), frozenset(outcome.stale)
         trusted: list[McpToolPin] = []
         already: list[McpToolPin] = []
+        stale: list[McpToolPin] = []
         for key in outcome.matched:
             pin = book.get(key)
             assert pin is not None
-            (trusted if key in done else already).append(tool_pin(config, key, pin))
+            into = trusted if key in done else stale if key in stale_keys else already
+            into.append(tool_pin(config, key, pin))
         for key in outcome.trusted:
             pin = book.get(key)
             assert pin is not None
@@ -306,7 +316,7 @@ class PinService:
                 "MCP tool %s/%s of %s trusted by the operator", key.server, key.tool, key.agent
             )
             self._publish(McpToolTrusted(key.agent, key.server, key.tool, pin.trusted_digest))
-        return Trusted(tuple(trusted), tuple(already))
+        return Trusted(tuple(trusted), tuple(already), tuple(stale))
 
 
 SUBAGENT_PREFIX = "sub:"  # a sub-agent runtime's identity: sub:<id>@<digest12>

@@ -9,6 +9,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from ._breaker import BreakerSettings, CircuitBreaker
 from ._chain import OnHealth, ProviderChain
+from ._context import CONTEXT_PREAMBLE, render_context
 from ._offline import (
     GRAMMAR_HELP,
     GRAMMAR_TOOLS,
@@ -20,6 +21,7 @@ from ._offline import (
     reply,
 )
 from ._spec import AnthropicSpec, NamedProvider, OfflineSpec, OpenAISpec, ProviderSpec
+from ._summary import SUMMARY_INSTRUCTIONS, SUMMARY_REQUEST, Summarised, parse_summary
 from ._types import (
     FAILOVER_KINDS,
     FAILURE_KINDS,
@@ -29,6 +31,8 @@ from ._types import (
     OnDelta,
     Provider,
     ProviderError,
+    Recalled,
+    Recap,
     Round,
     Step,
     ToolCall,
@@ -96,10 +100,13 @@ def preload_providers(kinds: Iterable[str]) -> None:
 
 
 __all__ = [
+    "CONTEXT_PREAMBLE",
     "FAILOVER_KINDS",
     "FAILURE_KINDS",
     "GRAMMAR_HELP",
     "GRAMMAR_TOOLS",
+    "SUMMARY_INSTRUCTIONS",
+    "SUMMARY_REQUEST",
     "AnthropicSpec",
     "BreakerSettings",
     "CircuitBreaker",
@@ -116,8 +123,11 @@ __all__ = [
     "ProviderChain",
     "ProviderError",
     "ProviderSpec",
+    "Recalled",
+    "Recap",
     "Round",
     "Step",
+    "Summarised",
     "ToolCall",
     "ToolOutcome",
     "ToolSpec",
@@ -128,6 +138,8 @@ __all__ = [
     "make_provider",
     "memory_key",
     "parse",
+    "parse_summary",
     "preload_providers",
+    "render_context",
     "reply",
 ]

@@ -156,8 +156,9 @@ class AnthropicProvider:
         }
         if conversation.tools:
             payload["tools"] = _tools_json(conversation.tools)
-        if conversation.system:
-            payload["system"] = conversation.system
+        system = conversation.system_text()  # the identity, then what was recalled (as data)
+        if system:
+            payload["system"] = system
         stream = _Stream(self.name, on_delta)
         await self.http.stream("v1/messages", encode_body(payload), stream.feed, stream.whole)
         if not stream.stopped:

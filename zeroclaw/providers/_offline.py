@@ -14,9 +14,15 @@ runs without a model; anything else gets a plain answer from a few rules.
     list [PATH]             -> file_list
     run COMMAND             -> shell
     history                 -> (no tool) what was said earlier in this session
+    context [TEXT]          -> (no tool) what this turn was given from memory, exactly as a
+                               model is sent it (the recall query is the whole message)
+    note: TEXT              -> (no tool) heard; TEXT becomes a fact when the session is
+                               compacted (below)
     dispatch ID: TEXT       -> agent_dispatch (a sub-agent; issue 12)
     catalog                 -> agent_catalog
     invoke ID [for CAP]: TEXT -> invoke_adapter (a discovered adapter; issue 15)
+    invoke for CAP: TEXT    -> invoke_adapter naming no adapter: a business alias
+                               ([discovery.aliases]) or a routed capability
     skill NAME [PATH]       -> skill_read: the agent's skill NAME, its SKILL.md or PATH
                                inside it (ADR 0056)
     mcp SERVER TOOL [JSON]  -> mcp__SERVER__TOOL with the JSON object as its arguments
@@ -37,6 +43,18 @@ grammar of its own, read from the task (the user message before the runtime's in
                                parameters (the output schema), filled from the task
 
 After a submit the answer is "submitted" (or the refusal).
+
+A compaction's summary request (purpose "summary", ADR 0059) is answered by a fixed rule,
+in the form `parse_summary` reads:
+
+    SUMMARY:
+    <the earlier summary's lines>
+    - user: TEXT / - assistant: TEXT    one line per turn summarised, in order, blanks
+                                        collapsed, cut at 120 characters
+    FACTS:
+    - TEXT                              one per user turn `note: TEXT`, in order
+
+of which the summary keeps its newest 20 lines.
 """
 
 from __future__ import annotations
@@ -49,7 +67,8 @@ import re
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from ._types import Conversation, HistoryTurn, OnDelta, Step, ToolCall, ToolOutcome
+from ._context import render_context
+from ._types import Conversation, HistoryTurn, OnDelta, Recap, Step, ToolCall, ToolOutcome
 from ._usage import estimate
 
 _ALIAS = r"@?([a-z][a-z0-9_-]{0,31})"
@@ -103,12 +122,19 @@ _DISPATCH_RULES: tuple[tuple[re.Pattern[str], str, str], ...] = (
         "invoke ADAPTER [for CAPABILITY]: TEXT",
     ),
     (
+        re.compile(
+            r"^invoke\s+for\s+(?P<routed>[a-z][a-z0-9_.-]{0,127})\s*:\s*(?P<text>.+)$", re.S | re.I
+        ),
+        "invoke_adapter",
+        "invoke for CAPABILITY: TEXT",
+    ),
+    (
         re.compile(r"^skill\s+(?P<id>[a-z][a-z0-9_-]{0,63})(?:\s+(?P<path>\S+))?\s*$", re.I),
         "skill_read",
         "skill NAME [PATH]",
     ),
 )
-DISPATCH_TOOLS: tuple[str, ...] = tuple(tool for _, tool, _ in _DISPATCH_RULES)
+DISPATCH_TOOLS: tuple[str, ...] = tuple(dict.fromkeys(tool for _, tool, _ in _DISPATCH_RULES))
 SKILL = "SKILL.md"  # what `skill NAME` reads
 _SKILLS_HEADING = re.compile(r"^# Skills$", re.M)
 # An MCP server's tool (issue 26): the name is zeroclaw.config.mcp_tool_name's.
@@ -139,7 +165,7 @@ def grammar_help(offered: Collection[str] | None = None) -> str:
     ones; the sub-agent forms only when their tools are offered)."""
     forms = [f"'{form}'" for _, tool, form in _RULES if offered is None or tool in offered]
     forms += [f"'{form}'" for _, tool, form in _DISPATCH_RULES if offered and tool in offered]
-    return "I understand: " + ", ".join([*forms, "'history'"]) + "."
+    return "I understand: " + ", ".join([*forms, "'history'", "'context'"]) + "."
 
 
 GRAMMAR_HELP = grammar_help()
@@ -166,6 +192,9 @@ def parse(text: str) -> ToolCall | None:
                     tool, {"skill": match["id"].lower(), "path": match["path"] or SKILL}
                 )
             if tool == "invoke_adapter":
+                if match.groupdict().get("routed"):  # no adapter: an alias, or routed
+                    routed = {"adapter": "", "capability": match["routed"]}
+                    return ToolCall(tool, {**routed, "input": match["text"].strip()})
                 args = {"adapter": match["id"].lower(), "input": match["text"].strip()}
                 if match["cap"]:
                     args["capability"] = match["cap"]
@@ -199,12 +228,16 @@ def parse(text: str) -> ToolCall | None:
     return None
 
 
+_CONTEXT = re.compile(r"^context(?:\s.*)?$", re.S | re.I)
+
+
 def plain_answer(
     text: str,
     alias: str,
     identity: str = "",
     history: tuple[HistoryTurn, ...] = (),
     offered: Collection[str] | None = None,
+    context: str = "",
 ) -> str:
     help_text = grammar_help(offered)
     lowered = text.strip().lower()
@@ -212,6 +245,8 @@ def plain_answer(
         return "Say something, or 'help'."
     if lowered in {"help", "?", "commands"}:
         return help_text
+    if _CONTEXT.match(lowered):
+        return context or "This turn was given nothing from memory."
     if lowered == "history":
         said = [t.content for t in history if t.role == "user"][-5:]
         if not said:
@@ -234,6 +269,7 @@ def first_step(
     identity: str = "",
     history: tuple[HistoryTurn, ...] = (),
     offered: Collection[str] | None = None,
+    context: str = "",
 ) -> Step:
     """`offered`: the tools of this turn, which `help` lists. A form of a tool outside them
     still becomes its call, as a model may call a tool it was not offered: the engine
@@ -241,7 +277,7 @@ def first_step(
     call = parse(text)
     if call is not None:
         return Step(tool_calls=(call,))
-    return Step(text=plain_answer(text, alias, identity, history, offered))
+    return Step(text=plain_answer(text, alias, identity, history, offered, context))
 
 
 def reply(outcomes: list[ToolOutcome]) -> Step:
@@ -378,6 +414,27 @@ def subagent_step(task: str, submit_parameters: Mapping[str, Any]) -> Step:
     return Step(tool_calls=(ToolCall(SUBMIT_RESULT, minimal_instance(submit_parameters, task)),))
 
 
+# ------------------------------------------------------------------ a compaction's summary
+
+SUMMARY_LINES = 20  # the newest lines the offline summary keeps
+SAID_CHARS = 120  # a turn's line is cut here
+_NOTE = re.compile(r"^note\s*:\s*(?P<text>.+)$", re.S | re.I)
+
+
+def offline_summary(recap: Recap | None, turns: tuple[HistoryTurn, ...]) -> str:
+    """The deterministic answer to a summary request (the rule in the module docstring)."""
+    lines = [line for line in (recap.text.splitlines() if recap else []) if line.strip()]
+    facts = []
+    for turn in turns:
+        said = " ".join(turn.content.split())
+        lines.append(f"- {turn.role}: {said[:SAID_CHARS]}")
+        note = _NOTE.match(turn.content.strip()) if turn.role == "user" else None
+        if note is not None:
+            facts.append(" ".join(note["text"].split()))
+    summary = "\n".join(lines[-SUMMARY_LINES:])
+    return f"SUMMARY:\n{summary}\nFACTS:\n" + "".join(f"- {fact}\n" for fact in facts)
+
+
 def _mcp_round(outcomes: list[ToolOutcome]) -> bool:
     return bool(outcomes) and all(o.call.name.startswith("mcp__") for o in outcomes)
 
@@ -396,6 +453,8 @@ class OfflineProvider:
 
     def _step(self, conversation: Conversation) -> Step:
         c = conversation
+        if c.purpose == "summary":
+            return Step(text=offline_summary(c.recap, c.history))
         submit = next((t for t in c.tools if t.name == SUBMIT_RESULT), None)
         if c.rounds:
             outcomes = list(c.rounds[-1].outcomes)
@@ -408,7 +467,9 @@ class OfflineProvider:
             return reply(outcomes)
         if submit is not None:
             return subagent_step(task_of(c.user), submit.parameters)
-        return first_step(c.user, c.alias, c.system, c.history, {t.name for t in c.tools})
+        context = render_context(c.memories, c.recap, c.cut)
+        offered = {t.name for t in c.tools}
+        return first_step(c.user, c.alias, c.system, c.history, offered, context)
 
     async def aclose(self) -> None:
         return None

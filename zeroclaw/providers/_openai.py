@@ -27,8 +27,9 @@ def openai_tools(specs: tuple[ToolSpec, ...]) -> list[dict[str, Any]]:
 def openai_messages(conversation: Conversation) -> list[dict[str, Any]]:
     """The conversation as chat-completions messages. Pure."""
     messages: list[dict[str, Any]] = []
-    if conversation.system:
-        messages.append({"role": "system", "content": conversation.system})
+    system = conversation.system_text()  # the identity, then what was recalled (as data)
+    if system:
+        messages.append({"role": "system", "content": system})
     messages += [{"role": t.role, "content": t.content} for t in conversation.history]
     messages.append({"role": "user", "content": conversation.user})
     for round_ in conversation.rounds:

@@ -73,14 +73,52 @@ class Round:
     outcomes: tuple[ToolOutcome, ...]
 
 
+@dataclass(frozen=True)
+class Recalled:
+    """A record of some agent's memory recalled into this turn (ADR 0059): data."""
+
+    agent: str  # whose memory it is
+    key: str
+    content: str
+    category: str
+    updated_at: float  # seconds since the epoch
+    cut: bool = False  # the content was cut to the turn's recall budget
+
+
+@dataclass(frozen=True)
+class Recap:
+    """The session's summary of its earlier turns, `first`..`through` (sequence numbers;
+    `turns` of them), which compactions dropped (ADR 0059): data."""
+
+    text: str
+    first: int
+    through: int
+    turns: int
+    at: float
+
+
 @dataclass
 class Conversation:
     alias: str
-    system: str  # the identity files
+    system: str  # the identity files (or, for a summary, what to write)
     history: tuple[HistoryTurn, ...]  # earlier turns of this session, oldest first
     user: str  # this turn's message
     rounds: list[Round] = field(default_factory=list)
     tools: tuple[ToolSpec, ...] = ()  # what this turn may call, as the model is told
+    # What the turn was given from memory (ADR 0059), rendered as data by `system_text`.
+    memories: tuple[Recalled, ...] = ()
+    recap: Recap | None = None
+    cut: bool = False  # older turns of the session that no recap covers are left out
+    # "summary": a compaction asks for a summary of `history` (and of `recap`), not a turn.
+    purpose: Literal["turn", "summary"] = "turn"
+
+    def system_text(self) -> str:
+        """The system prompt as a model is sent it: `system`, then what was recalled,
+        marked and escaped as data (providers/_context.py)."""
+        from ._context import render_context  # beside its escaping rules
+
+        context = render_context(self.memories, self.recap, self.cut)
+        return "\n\n".join(part for part in (self.system, context) if part)
 
 
 OnDelta = Callable[[str], Awaitable[None]]

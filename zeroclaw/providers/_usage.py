@@ -12,20 +12,19 @@ newer versions the input counts too): the later value of each field wins.
 
 A server may send nothing, a negative number, a string or a float: each count is read only
 when it is a non-negative integer (capped at MAX_STEP_TOKENS); no usable count is None.
-When a server reported nothing at all, the turn estimates (`estimate`): four characters of
-what was sent and received to a token, flagged `estimated`.
+When a server reported nothing at all, the turn estimates (`estimate`) what was sent and
+received with the one estimate of every token budget (`zeroclaw._tokens`), flagged
+`estimated`.
 """
 
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping
 
+from .._tokens import estimate_tokens, message_tokens
 from ..turns import MAX_STEP_TOKENS, TokenUsage
 from ._types import Conversation, Step
-
-CHARS_PER_TOKEN = 4
 
 
 def _count(value: object) -> int | None:
@@ -84,36 +83,34 @@ def anthropic_usage(usage: object, earlier: TokenUsage | None = None) -> TokenUs
     )
 
 
-def _tokens(chars: int) -> int:
-    return min(math.ceil(chars / CHARS_PER_TOKEN), MAX_STEP_TOKENS)
-
-
-def sent_chars(conversation: Conversation) -> int:
-    """The characters a step sends a model: identity, history, the message, the tool
-    rounds so far and the tools' schemas."""
-    chars = len(conversation.system) + len(conversation.user)
-    chars += sum(len(turn.content) for turn in conversation.history)
+def sent_tokens(conversation: Conversation) -> int:
+    """What a step sends a model, estimated (`zeroclaw._tokens`, the one estimate of every
+    token budget): the system prompt as sent (identity and what was recalled), history,
+    the message, the tool rounds so far and the tools' schemas."""
+    texts = [conversation.system_text(), conversation.user]
+    texts += [turn.content for turn in conversation.history]
+    tokens = sum(message_tokens(text) for text in texts)
     for round_ in conversation.rounds:
-        chars += received_chars(round_.step)
-        chars += sum(len(outcome.as_text()) for outcome in round_.outcomes)
+        tokens += received_tokens(round_.step)
+        tokens += sum(message_tokens(outcome.as_text()) for outcome in round_.outcomes)
     for tool in conversation.tools:
-        chars += len(tool.name) + len(tool.description) + len(json.dumps(tool.parameters))
-    return chars
+        tokens += estimate_tokens(tool.name + tool.description + json.dumps(tool.parameters))
+    return min(tokens, MAX_STEP_TOKENS)
 
 
-def received_chars(step: Step) -> int:
-    chars = len(step.text or "")
+def received_tokens(step: Step) -> int:
+    tokens = estimate_tokens(step.text or "")
     for call in step.tool_calls:
-        chars += len(call.name) + len(json.dumps(call.args, default=str))
-    return chars
+        tokens += estimate_tokens(call.name + json.dumps(call.args, default=str))
+    return min(tokens, MAX_STEP_TOKENS)
 
 
 def estimate(conversation: Conversation, step: Step, *, estimated: bool = True) -> TokenUsage:
-    """Four characters to a token, of what the step sent and what came back. Deterministic:
+    """The shared estimate of what the step sent and what came back. Deterministic:
     the offline provider's own count (`estimated=False`), and the turn's for a server that
     reported nothing."""
     return TokenUsage(
-        input_tokens=_tokens(sent_chars(conversation)),
-        output_tokens=_tokens(received_chars(step)),
+        input_tokens=sent_tokens(conversation),
+        output_tokens=received_tokens(step),
         estimated=estimated,
     )

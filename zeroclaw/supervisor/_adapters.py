@@ -2,7 +2,11 @@
 a shell command, from the agent's spec — its workspace as cwd, a private home under the
 agent's command homes, the allowlisted environment (plus the variables the adapter's
 manifest names), and a Landlock ruleset built from the agent's own path rules — never with
-the daemon's wider view. The discovery service admits the call; this only runs it."""
+the daemon's wider view. Over HTTP (an HTTP adapter, an MCP server at an endpoint) there
+is no process to confine: the daemon makes the request itself, only to an endpoint the
+discovery service found in the agent's `allowed_endpoints` (ADR 0054), with credentials
+from its own environment that the agent never holds. The discovery service admits the
+call; this only runs it."""
 
 from __future__ import annotations
 
@@ -14,12 +18,13 @@ from collections.abc import Callable, Mapping
 
 import trio
 
-from .._process import DEFAULT_PATH, CannotStart, ProcessOutcome, run_capped
+from .._process import DEFAULT_PATH, CannotStart, run_capped
 from ..agent import AgentSpec, command_home_root, path_rules
-from ..discovery import AdapterRun, AdapterRunner, ToolOutcome
-from ..mcp import Launch, OneCall, call_once
+from ..discovery import AdapterRun, AdapterRunner, RunOutcome, ToolOutcome
+from ..mcp import Launch, OneCall, OneHttpCall, call_once, call_once_http
 from ..policy import PathRules, abi_version
 from ..tools import adapter_ruleset, shell_environment
+from ._http_adapter import post
 from ._spec import scrubbed_environment
 
 
@@ -29,14 +34,18 @@ def adapter_runner(
     """A runner over the daemon's current specs (`specs()` is read at each call: a reload
     may have changed the agent)."""
 
-    async def run(agent: str, job: AdapterRun, /) -> ProcessOutcome | ToolOutcome | str:
+    async def run(agent: str, job: AdapterRun, /) -> RunOutcome:
         spec = specs().get(agent)
         if spec is None or spec.subagent is not None:
             return f"{agent} is not an agent that runs adapters"
+        if job.transport == "http":
+            return await post(job, daemon_env)
+        if job.transport == "mcp_http":
+            return await _call_http_tool(job)
         rules = path_rules(spec)
         workspace = str(rules.workspace)
         root = command_home_root(spec)
-        if job.tool:
+        if job.transport == "mcp_stdio":
             return await _call_tool(job, spec, rules, root, daemon_env)
         try:
             home = await trio.to_thread.run_sync(functools.partial(_private_home, root))
@@ -98,6 +107,21 @@ async def _call_tool(
                 confine=spec.risk.sandbox != "none" and abi_version() >= 1,
                 home_root=root,
             ),
+            tool=job.tool,
+            arguments=job.arguments,
+        )
+    )
+    return ToolOutcome(result.text, result.error or "", result.detail)
+
+
+async def _call_http_tool(job: AdapterRun) -> ToolOutcome:
+    """A registered MCP server's tool over streamable HTTP: one session for this call."""
+    result = await call_once_http(
+        OneHttpCall(
+            name=job.server or "adapter",
+            url=job.endpoint,
+            timeout_secs=job.timeout_secs,
+            max_result_bytes=job.output_cap,
             tool=job.tool,
             arguments=job.arguments,
         )

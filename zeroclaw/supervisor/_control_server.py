@@ -141,9 +141,12 @@ class ControlServer:
         handler: Handler,
         *,
         zygote_pid: int,
+        daemon_pid: int | None = None,
         idle_timeout: float = IDLE_TIMEOUT_SECS,
         table: ConnectionTable | None = None,
     ) -> None:
+        """`daemon_pid`: the process whose descendants are never the operator (None: this
+        one, the daemon; a test serving its own children says -1)."""
         self.handler = handler
         self.zygote_pid = zygote_pid
         self.idle_timeout = idle_timeout
@@ -155,6 +158,8 @@ class ControlServer:
         self.bad_requests = 0
         self._listener = listener
         self._uid = os.geteuid()  # also the agents' uid
+        # the daemon: what it starts is never the operator
+        self._pid = os.getpid() if daemon_pid is None else daemon_pid
         self._allowed_uids = frozenset({self._uid, 0})
         self._ids = itertools.count(1)
         self._scopes: dict[int, trio.CancelScope] = {}
@@ -220,14 +225,22 @@ class ControlServer:
         creds = peer_credentials(conn)  # type: ignore[arg-type]
         try:
             chain = peer_ancestry(creds) if needs_ancestry(creds.uid, self._uid) else None
-            verdict = judge_peer(creds.uid, chain, self._allowed_uids, self._uid, self.zygote_pid)
+            verdict = judge_peer(
+                creds.uid,
+                chain,
+                self._allowed_uids,
+                self._uid,
+                self.zygote_pid,
+                daemon_pid=self._pid,
+            )
         finally:
             close_pidfd(creds)
         if verdict != "operator":
             self.refused_peers += 1
             why = {
                 "foreign_uid": "peer uid not allowed",
-                "agent": "agents and their processes may not use the control socket",
+                "agent": "agents, their processes and what the daemon runs for them may not "
+                "use the control socket",
                 "unverifiable": "cannot verify which process this is (it exited, or /proc "
                 "hides its ancestors, e.g. systemd's ProtectProc=invisible: run the CLI as root)",
             }[verdict]

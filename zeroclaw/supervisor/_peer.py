@@ -3,7 +3,10 @@
 Agents run as the daemon's uid, so the uid alone cannot tell the operator from an agent.
 The zygote is every agent's parent and their child subreaper: whatever an agent starts,
 and whatever those start, stays below the zygote even when orphaned. So a peer whose
-ancestry reaches the zygote is inside some agent's sandbox and gets only a refusal.
+ancestry reaches the zygote is inside some agent's sandbox and gets only a refusal. So
+does a peer whose ancestry reaches the daemon itself: what the daemon starts for an agent
+(a discovered adapter's program, an MCP adapter's server) runs with that agent's sandbox,
+and the daemon never starts the operator.
 
 `judge_peer` is the decision, pure; `peer_credentials` and `ancestry` read the kernel.
 """
@@ -44,6 +47,8 @@ def judge_peer(
     allowed_uids: frozenset[int],
     agent_uid: int,
     zygote_pid: int,
+    *,
+    daemon_pid: int,
 ) -> PeerVerdict:
     """May this peer use the control socket?
 
@@ -64,7 +69,7 @@ def judge_peer(
     for child, parent in itertools.pairwise(chain):
         if parent.pid != child.ppid or parent.start > child.start:
             return "unverifiable"
-    if any(entry.pid == zygote_pid for entry in chain):
+    if any(entry.pid in (zygote_pid, daemon_pid) for entry in chain):
         return "agent"
     if chain[-1].ppid != 0:
         return "unverifiable"

@@ -17,6 +17,7 @@ import msgspec
 from ..agent import (
     AgentSpec,
     McpServerSpec,
+    MemorySpec,
     RiskSpec,
     RuntimeSpec,
     SkillSpec,
@@ -231,6 +232,7 @@ def build_specs(
             adapters=agent.adapters,
             mcp_servers=servers,
             skills=skill_specs(skills, alias),
+            memory=memory_spec(agent),
         )
     return specs
 
@@ -241,6 +243,18 @@ def skill_specs(catalogue: SkillCatalogue | None, alias: str) -> tuple[SkillSpec
         return ()
     return tuple(
         SkillSpec(s.name, s.description, s.folder) for s in catalogue.loaded.get(alias, ())
+    )
+
+
+def memory_spec(agent: AgentConfig) -> MemorySpec:
+    """An agent's `[agents.<a>.memory]` context settings, as its process takes them."""
+    memory = agent.memory
+    return MemorySpec(
+        recall=memory.recall,
+        recall_k=memory.recall_k,
+        recall_budget_tokens=memory.recall_budget_tokens,
+        history_budget_tokens=memory.history_budget_tokens,
+        compact=memory.compact,
     )
 
 
@@ -277,6 +291,7 @@ def _server_spec(name: str, server: McpServerConfig, tools: tuple[str, ...]) -> 
         timeout_secs=server.timeout_secs,
         max_result_bytes=server.max_result_bytes,
         tools=tools,
+        startup_timeout_secs=server.startup_timeout_secs,
     )
 
 

@@ -1,4 +1,5 @@
-"""`invoke_adapter`: run a discovered CLI adapter for one of its capabilities (issue 15).
+"""`invoke_adapter`: run a discovered adapter for one of its capabilities (issue 15): a CLI
+program, an MCP server's tool, or an HTTP adapter's endpoint (ADR 0054).
 
 The daemon decides whether this agent may (its `[agents.<alias>] adapters`, its risk
 profile, the capability's side effect); when the capability has side effects under a
@@ -8,7 +9,10 @@ call again and runs the program: in this agent's workspace, with a scrubbed
 environment and a private home, under a Landlock ruleset built from this agent's own path
 rules (`adapter_ruleset`: the program, its loader and its interpreters executable; the
 workspace read-only for a readonly agent), with the adapter's timeout and output cap. The
-input is the program's last argument, never through a shell.
+input is the program's last argument, never through a shell. An HTTP adapter is called by
+the daemon (one POST of the capability and the input as JSON, only to an endpoint this
+agent's risk profile lists in `allowed_endpoints`, its credential never in this process);
+its reply is the output, a status other than 2xx an `http_status` failure with the status.
 """
 
 from __future__ import annotations
@@ -42,7 +46,12 @@ class InvokeAdapterArgs(msgspec.Struct, frozen=True):
             "(a business alias such as github.issue.create, or a side-effect-free capability)."
         ),
     ]
-    input: Annotated[str, msgspec.Meta(description="What to ask it: passed as its last argument.")]
+    input: Annotated[
+        str,
+        msgspec.Meta(
+            description="What to ask it: a program's last argument, an HTTP adapter's `input`."
+        ),
+    ]
     capability: Annotated[
         str | None,
         msgspec.Meta(description="Which of its capabilities (needed when it has several)."),
@@ -95,10 +104,13 @@ async def invoke_adapter(ctx: ToolContext, args: InvokeAdapterArgs) -> ToolResul
     }
     if admission.tool:
         data["tool"] = admission.tool
+    if result.status:
+        data["status"] = result.status
     if result.error:
         data["retryable"] = result.retryable
         code = as_tool_error(result.error, "mcp_tool_error")
-        return ToolResult(False, result.output, code, result.output[:500] or code, data)
+        detail = result.detail[:500] or result.output[:500] or code
+        return ToolResult(False, result.output, code, detail, data)
     if result.timed_out:
         data["retryable"] = True
         return ToolResult(
@@ -125,11 +137,11 @@ def _with_retryable(result: ToolResult) -> ToolResult:
 
 INVOKE_ADAPTER: Tool[InvokeAdapterArgs] = Tool(
     ADAPTER_TOOL,
-    "Run a discovered adapter (a local program such as codex) for one of its capabilities, "
-    "with your text as its input, or call a tool of a registered MCP server (name the tool; "
-    "the input is its arguments as a JSON object). Only adapters your config lists; the "
-    "daemon may refuse, and side effects may need the operator's approval. A failure says "
-    "whether it is retryable.",
+    "Run a discovered adapter (a local program such as codex, or an HTTP service) for one of "
+    "its capabilities, with your text as its input, or call a tool of a registered MCP "
+    "server (name the tool; the input is its arguments as a JSON object). Only adapters "
+    "your config lists; the daemon may refuse, and side effects may need the operator's "
+    "approval. A failure says whether it is retryable.",
     InvokeAdapterArgs,
     invoke_adapter,
 )

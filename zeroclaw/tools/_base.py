@@ -15,6 +15,7 @@ from ..policy import PathRefusal
 from ..turns import (
     AdapterRefusalCode,
     DispatchRefusalCode,
+    HttpAdapterErrorCode,
     InvocationErrorCode,
     McpErrorCode,
     MemoryErrorCode,
@@ -58,6 +59,7 @@ ToolErrorCode = Literal[
     DecodeErrorCode,  # too_large, malformed
     MemoryErrorCode,  # the memory service's answers to the memory tools
     AdapterRefusalCode,  # discovered adapters (issue 15), from the daemon's adapter service
+    HttpAdapterErrorCode,  # an HTTP adapter's request that ended badly (ADR 0054)
     DispatchRefusalCode,  # sub-agents (issue 12): a dispatch the daemon refused ...
     InvocationErrorCode,  # ... or how an invocation that ran did not succeed
     McpErrorCode,  # MCP servers' tools (issue 26)

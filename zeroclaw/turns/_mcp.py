@@ -37,6 +37,8 @@ McpErrorCode = Literal[
     "mcp_result_too_large",  # the result is over the server's max_result_bytes
     "mcp_tool_not_allowed",  # not in the server's `tools`, or not read-only for a readonly agent
     "mcp_schema_changed",  # its pinned schema changed: withheld until the operator trusts it
+    # its description and input schema are too large to offer the model at every turn
+    "mcp_schema_too_large",
     # MCP_PIN refused whole: more tools per server, or servers per agent, than the daemon's
     # pin book holds (zeroclaw.pins; a hostile agent cannot grow it without bound)
     "mcp_pin_limit",

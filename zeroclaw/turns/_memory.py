@@ -22,6 +22,14 @@ MAX_SESSION_BYTES = 128
 
 MAX_LIMIT = 1000  # records or hits one list/recall returns
 MAX_TURNS = 16  # turns in one append_turns (a user message and its answer, with tool turns)
+# A turn's context (ADR 0059): what one context may ask for and one compaction may write.
+MAX_CONTEXT_TOKENS = 1_000_000  # a history or recall budget
+MAX_RECALL_K = 50  # records recalled into one turn
+MAX_QUERY_BYTES = 16 * 1024  # the recall query (the turn's text, cut by the engine)
+MAX_SUMMARY_BYTES = 64 * 1024  # a session's summary
+MAX_FACTS = 16  # facts one compaction stores
+MAX_FACT_BYTES = 4096  # one fact
+COMPACTED_CATEGORY = "compacted"  # the category of the facts a compaction stores
 # Ids are 26 characters and aliases at most 32: anything longer names nothing. Lookups are
 # bounded here because LMDB refuses an empty key or one over 511 bytes with an error that
 # would read as a storage fault (and, in a write, fail every other write of its batch).
@@ -43,10 +51,12 @@ MemoryOp = Literal[
     "stats",
     "export",
     "purge",
+    "context",
+    "compact",
 ]
 MEMORY_OPS: tuple[str, ...] = get_args(MemoryOp)
-WRITE_OPS = frozenset({"store", "forget", "append_turn", "append_turns"})
-READ_OPS = frozenset({"get", "list", "recall", "session", "stats", "export"})
+WRITE_OPS = frozenset({"store", "forget", "append_turn", "append_turns", "compact"})
+READ_OPS = frozenset({"get", "list", "recall", "session", "stats", "export", "context"})
 
 # Every code a memory refusal carries: the one list (the README's "Error codes" section,
 # the tools' and the control socket's codes are built from it).
@@ -165,6 +175,55 @@ class PurgeArgs(_Args, frozen=True):
     _BOUNDS: ClassVar[Bounds] = {"agent": (0, MAX_NAME_BYTES)}
 
 
+Tokens = Annotated[int, msgspec.Meta(ge=0, le=MAX_CONTEXT_TOKENS)]
+Seq = Annotated[int, msgspec.Meta(ge=0, le=2**63 - 1)]
+
+
+class ContextArgs(_Args, frozen=True):
+    """What a turn is given before its first model call, in one request (ADR 0059): the
+    newest turns of `session` that fit in `history_tokens` together with the session's
+    summary; with `compact`, the older turns a compaction should summarise when some no
+    longer fit; with `recall_k`, the caller's records (and those of the namespaces it may
+    read, chosen by the service, never named here) that rank best against `query`, within
+    `recall_tokens`."""
+
+    session: str
+    history_tokens: Tokens = 8000
+    compact: bool = False
+    query: str = ""
+    recall_k: Annotated[int, msgspec.Meta(ge=0, le=MAX_RECALL_K)] = 0
+    recall_tokens: Tokens = 0
+    _BOUNDS: ClassVar[Bounds] = {
+        "session": (1, MAX_SESSION_BYTES),
+        "query": (0, MAX_QUERY_BYTES),
+    }
+
+
+class CompactArgs(_Args, frozen=True):
+    """Replace the turns of `session` up to `through_seq` by `summary` (which covers them
+    and the session's earlier summary), storing `facts` as records of category
+    `compacted` in the same transaction. Idempotent: a range already compacted changes
+    nothing."""
+
+    session: str
+    from_seq: Seq
+    through_seq: Seq
+    summary: str
+    facts: Annotated[list[str], msgspec.Meta(max_length=MAX_FACTS)] = msgspec.field(
+        default_factory=list
+    )
+    _BOUNDS: ClassVar[Bounds] = {
+        "session": (1, MAX_SESSION_BYTES),
+        "summary": (1, MAX_SUMMARY_BYTES),
+        "facts": (1, MAX_FACT_BYTES),
+    }
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.from_seq > self.through_seq:
+            raise ValueError("'from_seq' must not be after 'through_seq'")
+
+
 MemoryArgs = (
     StoreArgs
     | ForgetArgs
@@ -177,6 +236,8 @@ MemoryArgs = (
     | StatsArgs
     | ExportArgs
     | PurgeArgs
+    | ContextArgs
+    | CompactArgs
 )
 
 
@@ -267,6 +328,53 @@ class MemorySession(msgspec.Struct, frozen=True):
     turns: list[SessionTurn]
 
 
+class ContextTurn(msgspec.Struct, frozen=True):
+    """A turn of a session, with its sequence number (what a compaction names)."""
+
+    seq: int
+    role: str
+    content: str
+    at: float
+
+
+class MemorySummary(msgspec.Struct, frozen=True):
+    """A session's summary and the turns it covers (`first_seq`..`through_seq`)."""
+
+    summary: str
+    first_seq: int
+    through_seq: int
+    turns: int
+    at: float
+
+
+class RecalledMemory(msgspec.Struct, frozen=True):
+    """A record recalled into a turn; `cut` when its content was cut to the budget."""
+
+    id: str
+    agent: str
+    key: str
+    content: str
+    category: str
+    created_at: float
+    updated_at: float
+    cut: bool = False
+
+
+class MemoryContext(msgspec.Struct, frozen=True):
+    turns: list[ContextTurn]  # the newest that fit, oldest first
+    summary: MemorySummary | None = None
+    cut: bool = False  # older turns that no summary covers did not fit
+    overflow: list[ContextTurn] = msgspec.field(default_factory=list)  # to summarise
+    memories: list[RecalledMemory] = msgspec.field(default_factory=list)  # best first
+
+
+class MemoryCompacted(msgspec.Struct, frozen=True):
+    summary: MemorySummary
+    dropped: int  # turns dropped
+    facts: list[str]  # the keys of the facts stored
+    already: bool = False  # an earlier compaction covered the range: nothing changed
+
+
 MemoryReply = (
     MemoryStored
     | MemoryFound
@@ -277,6 +385,8 @@ MemoryReply = (
     | MemoryPurged
     | MemoryAppended
     | MemorySession
+    | MemoryContext
+    | MemoryCompacted
 )
 
 # --- the operations -----------------------------------------------------------------------
@@ -298,6 +408,12 @@ MEMORY_SESSION = Operation(
 MEMORY_STATS = Operation(MEMORY_SERVICE, "stats", StatsArgs, MemoryStats, MEMORY_ERROR_CODES)
 MEMORY_EXPORT = Operation(MEMORY_SERVICE, "export", ExportArgs, MemoryRecords, MEMORY_ERROR_CODES)
 MEMORY_PURGE = Operation(MEMORY_SERVICE, "purge", PurgeArgs, MemoryPurged, MEMORY_ERROR_CODES)
+MEMORY_CONTEXT = Operation(
+    MEMORY_SERVICE, "context", ContextArgs, MemoryContext, MEMORY_ERROR_CODES
+)
+MEMORY_COMPACT = Operation(
+    MEMORY_SERVICE, "compact", CompactArgs, MemoryCompacted, MEMORY_ERROR_CODES
+)
 
 # op name -> its operation, in MemoryOp's order (a test holds the two to each other).
 MEMORY_OPERATIONS: dict[str, Operation[Any, Any]] = {
@@ -314,5 +430,7 @@ MEMORY_OPERATIONS: dict[str, Operation[Any, Any]] = {
         MEMORY_STATS,
         MEMORY_EXPORT,
         MEMORY_PURGE,
+        MEMORY_CONTEXT,
+        MEMORY_COMPACT,
     )
 }

@@ -83,6 +83,9 @@ class UsageReport(msgspec.Struct, frozen=True):
     turn: str
     step: StepUsage
     last: bool = False  # the turn's last step (posted: nobody waits for the verdict)
+    # A session compaction's summary step (ADR 0059), asked after its turn ended: charged
+    # to the agent like any step, posted, no verdict.
+    compaction: bool = False
 
 
 BudgetLimit = Literal["tokens_per_day", "cost_per_day", "turns_per_hour"]

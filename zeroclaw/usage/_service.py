@@ -247,7 +247,9 @@ class UsageService:
         key = (sender, report.turn)
         owner = self._turns.get(key)
         if owner is None:
-            self.counts.spoofed += 1
+            # A compaction comes after its turn ended: the agent's own spend, no origin's.
+            if not report.compaction:
+                self.counts.spoofed += 1
             owner = TurnOwner(sender, None, "")
         chain = _chain_of(settings, sender)
         step = report.step
@@ -301,7 +303,7 @@ class UsageService:
             self.cancel_turn(sender, report.turn)
         if tally is not None:
             tally.stopped = tally.stopped or verdict.stop
-            if report.last or verdict.stop:
+            if (report.last and not report.compaction) or verdict.stop:
                 self._spent(key, owner, tally)
         return verdict
 
