@@ -50,10 +50,16 @@ run: install etc/env
 	set -a && . ./etc/env && set +a && exec $(BIN)/zeroclaw --config $(CONFIG) daemon
 
 # The demo's env file beside its config, as the systemd unit's EnvironmentFile= is in
-# production: the webhook's signing secret, in the daemon's environment before it starts
-# (a reload cannot add one). Made once per checkout, mode 0600, never committed.
+# production: the webhook's signing secret and the gateway's API and operator tokens, in
+# the daemon's environment before it starts (a reload cannot add one). Made once per
+# checkout, mode 0600, never committed; a variable the demo came to need later is added
+# to an existing file (so it is checked at every run, never rewritten).
+DEMO_ENV = ZEROCLAW_HOOK_SECRET ZEROCLAW_API_TOKEN ZEROCLAW_OPERATOR_TOKEN
+.PHONY: etc/env
 etc/env:
-	umask 077 && printf 'ZEROCLAW_HOOK_SECRET=%s\n' "$$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')" > $@
+	@umask 077 && touch $@ && for var in $(DEMO_ENV); do \
+		grep -q "^$$var=" $@ || printf '%s=%s\n' "$$var" "$$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')" >> $@; \
+	done
 
 
 lint: install

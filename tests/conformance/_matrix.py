@@ -116,6 +116,7 @@ PROFILES: dict[str, tuple[str, bool | None]] = {
     "origin_peer": ("", None),
     "origin_channel": ("", None),
     "origin_subagent": ("", None),
+    "origin_api": ("", None),
 }
 # Which profiles stand for which risk level / grant mode (completeness).
 LEVEL_PROFILES = {"readonly": "readonly", "supervised": "supervised_approve", "full": "full"}
@@ -1141,6 +1142,7 @@ ORIGIN_DRIVERS: dict[str, tuple[tuple[str, str], ...]] = {
     "channel": (("webhook", "supervised_approve"), ("serial", "supervised_approve")),
     "peer": (("ask", "readonly"),),  # ro asks sup: the router stamps ro's session
     "subagent": (("key", "operator"),),  # runtimes keep no transcript: the daemon's key
+    "api": (("api", "supervised_approve"),),  # the gateway's `user` field names the session
 }
 
 
@@ -1388,6 +1390,7 @@ def _daemon_code_cells() -> list[Cell]:
 LISTENER_CREDENTIAL = {
     "daemon.metrics_limits": ("metrics", "unauthorized"),
     "channels.webhook.*.limits": ("router", "stale_timestamp"),
+    "gateway.limits": ("router", "invalid_api_key"),  # the OpenAI API's 401 (issue 29)
 }
 # case -> (profile, boundary, action, expect); `cut`: closed before the client was done.
 LISTENER_CASES: dict[str, tuple[str, str, str, Expect]] = {
@@ -1419,7 +1422,11 @@ def _listener_cells() -> list[Cell]:
     cells = []
     for listener in sorted(http_listeners()):
         boundary, refusal = LISTENER_CREDENTIAL[listener]
-        kind = listener.split(".")[1] if listener.startswith("channels.") else "metrics"
+        kind = (
+            listener.split(".")[1]
+            if listener.startswith("channels.")
+            else listener.split(".")[0].replace("daemon", "metrics")
+        )
         for case, (profile, where, action, expect) in LISTENER_CASES.items():
             cells.append(
                 Cell(
@@ -1489,7 +1496,7 @@ def _origin_cells() -> list[Cell]:
                     extra={"kind": kind, "grant": ()},
                 )
             )
-            if kind in ("peer", "channel"):
+            if kind in ("peer", "channel", "api"):
                 cells.append(
                     Cell(
                         "origin_tools",
@@ -1508,6 +1515,7 @@ def _origin_cells() -> list[Cell]:
                 "channel": "operator" if setting == "operator" else "channel",
                 "peer": "none",  # nobody to ask: denied
                 "subagent": "none",  # a runtime never talks to users: denied
+                "api": "operator",  # the OpenAI API cannot ask its client (issue 29)
             }[kind]
             cells.append(
                 Cell(
@@ -1766,7 +1774,7 @@ def _context_cells() -> list[Cell]:
     cells = []
     for kind in sorted(origin_kinds()):
         grants: list[tuple[str, ...]] = [()]
-        if kind in ("peer", "channel"):
+        if kind in ("peer", "channel", "api"):
             grants.append(CONTEXT_GRANT)
         for grant in grants:
             given = kind == "operator" or bool(grant)

@@ -50,8 +50,12 @@ def free_port() -> int:
         return port
 
 
-def conformance_config(root: Path, port: int = 0) -> dict[str, Any]:
-    """`port`: the webhook listener's (0: no channels, the in-process config)."""
+API_TOKEN_ENV = "ZC_CONFORMANCE_API_TOKEN"  # the gateway token `probe`'s variable
+
+
+def conformance_config(root: Path, port: int = 0, gateway_port: int = 0) -> dict[str, Any]:
+    """`port`: the webhook listener's (0: no channels, the in-process config);
+    `gateway_port`: the gateway's (0: none), whose token `probe` reaches sup."""
     defaults = RiskProfile.model_fields["forbidden_paths"].default
     forbidden = [*defaults, str(root / "outside" / "forbidden")]
     doc = make_config(root, {})
@@ -156,6 +160,18 @@ def conformance_config(root: Path, port: int = 0) -> dict[str, Any]:
             "agents": ["sup"],
             "external_peers": ["serial:desk"],
             **sender_grant,
+        }
+    if gateway_port:  # an API client of sup (issue 29): origin api, sender probe-api
+        doc["gateway"] = {
+            "listen": f"127.0.0.1:{gateway_port}",
+            "tokens": {
+                "probe": {"token_env": API_TOKEN_ENV, "sender": "probe-api", "agents": ["sup"]}
+            },
+        }
+        doc["peer_groups"]["api"] = {
+            "channel": "api.probe",
+            "agents": ["sup"],
+            "external_peers": ["probe-api"],
         }
     return doc
 
@@ -306,6 +322,7 @@ class World:
     kernel: dict[str, dict[str, Any]] = field(default_factory=dict)
     owner_record: str = ""
     port: int = 0
+    gateway_port: int = 0
     device: Device | None = None
     # The daemon's code, the first path of each kind it finds at its start (ADR 0044).
     code: dict[str, str] = field(default_factory=dict)

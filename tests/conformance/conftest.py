@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.bodies import write_args
-from tests.known_secrets import HOOK_SECRET
+from tests.known_secrets import API_TOKEN, HOOK_SECRET
 from tests.supervisor import harness
 from zeroclaw.control import Chat, ControlClient
 from zeroclaw.memory import MemoryStore, Scope, WriteOp
@@ -21,6 +21,7 @@ from zeroclaw.memory import MemoryStore, Scope, WriteOp
 from . import _table
 from ._matrix import MCP_NAMED, MCP_OTHER, all_cells
 from ._world import (
+    API_TOKEN_ENV,
     ENTRYPOINT,
     SESSION_MARKER,
     Device,
@@ -41,17 +42,20 @@ TABLE_ENV = "ZEROCLAW_CONFORMANCE_TABLE"
 def world() -> Iterator[World]:
     root = harness.short_root()
     bin_dir = harness.short_root()  # outside the project: a trusted program's directory
-    port = free_port()
-    doc = conformance_config(root, port)
+    port, gateway_port = free_port(), free_port()
+    doc = conformance_config(root, port, gateway_port)
     lay_out(root)
     path = lay_out_adapters(root, bin_dir)
     daemon = harness.Daemon(root, doc, faults=False)
-    world = World(root, daemon, doc, port=port, device=Device(root / "ttyDESK"))
+    world = World(
+        root, daemon, doc, port=port, gateway_port=gateway_port, device=Device(root / "ttyDESK")
+    )
     # A user site of the daemon's own (PYTHONUSERBASE), so that kind of code has cells too.
     userbase = root / "userbase"
     env = {
         "ZEROCLAW_AGENT_ENTRYPOINT": ENTRYPOINT,
         "HOOK_SECRET": HOOK_SECRET,
+        API_TOKEN_ENV: API_TOKEN,
         "PATH": path,
         "PYTHONUSERBASE": str(userbase),
         # What the MCP agents' servers name (ADR 0053): h gets the first, only h2 the other.

@@ -55,14 +55,26 @@ def policy(tmp_path: Path, group_tools: tuple[str, ...], approvals: str) -> Peer
     doc["agents"]["alpha"]["skills"] = ["some-skill"]  # and skill_read
     doc["mcp_servers"] = {"h": {"command": "mcp-server-h", "tools": ["echo"]}}
     doc["channels"]["webhook"] = {"ops": {"listen": "127.0.0.1:8787", "secret_env": "K"}}
-    doc["peer_groups"]["hooks"] = {
-        "channel": "webhook.ops",
-        "agents": ["alpha"],
-        "external_peers": ["*"],
-        "tools": list(group_tools),
-        "approvals": approvals,
+    doc["gateway"] = {  # a gateway token's sender: the `api` origin (issue 29)
+        "tokens": {"ci": {"token_env": "ZC_CI", "sender": "stranger", "agents": ["alpha"]}}
     }
+    for name, channel in (("hooks", "webhook.ops"), ("api", "api.ci")):
+        doc["peer_groups"][name] = {
+            "channel": channel,
+            "agents": ["alpha"],
+            "external_peers": ["*"],
+            "tools": list(group_tools),
+            "approvals": approvals,
+        }
     return PeerPolicy(validate_document(doc))
+
+
+def origin_of(kind: str) -> Origin:
+    if kind == "operator":
+        return Origin("cli.local")
+    if kind == "api":
+        return Origin.api("ci", "stranger")
+    return Origin("webhook.ops", "stranger")
 
 
 def turn_toolset(tmp_path: Path, kind: str, grant: tuple[str, ...]) -> Toolset:
@@ -71,8 +83,7 @@ def turn_toolset(tmp_path: Path, kind: str, grant: tuple[str, ...]) -> Toolset:
     if kind == "peer":
         peer_tools = grant or AgentConfig().peer_tools  # the config's default
         return FULL.only(peer_tools, "peer_tools")
-    origin = Origin("cli.local") if kind == "operator" else Origin("webhook.ops", "stranger")
-    names = policy(tmp_path, grant, "operator").origin_grant("alpha", origin).tool_names()
+    names = policy(tmp_path, grant, "operator").origin_grant("alpha", origin_of(kind)).tool_names()
     return FULL if names is None else FULL.only(names, "origin_tools")
 
 
@@ -91,8 +102,7 @@ def route(tmp_path: Path, kind: str, approvals: str) -> str:
         # A peer's turn runs without an approver (agent runtime `_run_peer_turn`); a
         # runtime's channel cannot ask: both deny.
         return "none"
-    origin = Origin("cli.local") if kind == "operator" else Origin("webhook.ops", "stranger")
-    return policy(tmp_path, (), approvals).origin_grant("alpha", origin).approvals
+    return policy(tmp_path, (), approvals).origin_grant("alpha", origin_of(kind)).approvals
 
 
 @pytest.mark.parametrize("cell", CELLS, ids=[c.key for c in CELLS])

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import socket
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import openai
 
 from tests.conftest import PATIENCE
@@ -140,3 +142,15 @@ def wait_until(check: Callable[[], Any], what: str, timeout: float = PATIENCE) -
         if time.monotonic() > deadline:
             raise AssertionError(f"not reached in {timeout} s: {what}")
         time.sleep(0.1)
+
+
+def sign_in(browser: httpx.Client, port: int, token: str = OPERATOR_TOKEN) -> httpx.Response:
+    """The dashboard's sign-in form, filled as the page would (its CSRF field, our origin)."""
+    form_page = browser.get("/ui/signin")
+    csrf = re.search(r'name="csrf" value="([^"]+)"', form_page.text)
+    assert csrf is not None
+    return browser.post(
+        "/ui/signin",
+        data={"csrf": csrf.group(1), "token": token},
+        headers={"origin": f"http://127.0.0.1:{port}", "sec-fetch-site": "same-origin"},
+    )

@@ -16,6 +16,7 @@ import pytest
 from tests.conftest import PATIENCE
 from tests.gateway.helpers import (
     TIGHT_TOKEN,
+    TWIN_TOKEN,
     approvals,
     async_client,
     client,
@@ -28,9 +29,14 @@ from tests.supervisor.harness import Daemon
 Gateway = tuple[Daemon, int]
 
 
+def twin_budget(doc: dict[str, Any]) -> None:
+    """The `twin` key's sender may start one turn an hour on alpha (ADR 0057)."""
+    doc["agents"]["alpha"]["budget"] = {"origins": {"api.twin:ci-bot": {"turns_per_hour": 1}}}
+
+
 @pytest.fixture(scope="module")
 def gateway() -> Iterator[Gateway]:
-    with gateway_daemon() as running:
+    with gateway_daemon(twin_budget) as running:
         yield running
 
 
@@ -154,6 +160,45 @@ def test_a_key_over_its_rate_gets_429_with_retry_after(gateway: Gateway) -> None
     assert int(limited.value.response.headers["retry-after"]) >= 1
     # Another key's budget is its own.
     assert client(port).models.list().data
+
+
+def test_a_turn_over_a_budget_gets_429_budget_exceeded_with_retry_after(
+    gateway: Gateway,
+) -> None:
+    daemon, port = gateway
+    api = client(port, TWIN_TOKEN)
+    messages: Any = [{"role": "user", "content": "hi"}]
+    assert api.chat.completions.create(model="alpha", messages=messages).choices
+    for stream in (False, True):  # refused before the turn starts: no stream begins
+        with pytest.raises(openai.RateLimitError) as over:
+            api.chat.completions.create(model="alpha", messages=messages, stream=stream)
+        assert over.value.code == "budget_exceeded"
+        assert "api.twin:ci-bot" in over.value.message
+        assert int(over.value.response.headers["retry-after"]) >= 1
+    # Another key of the same sender is another origin, with no budget of its own.
+    assert client(port).chat.completions.create(model="alpha", messages=messages).choices
+    refused = json.loads(daemon.cli("usage", "--json").stdout)
+    turns = {g["origin"]: g["turns"] for g in refused["groups"] if g["agent"] == "alpha"}
+    assert turns["api.twin:ci-bot"] == 1
+
+
+def test_the_usage_field_is_what_the_ledger_counted_for_the_turn(gateway: Gateway) -> None:
+    daemon, port = gateway
+    answer = client(port).chat.completions.create(
+        model="alpha", messages=[{"role": "user", "content": "count me"}], user="ledger"
+    )
+    assert answer.usage is not None
+    result = daemon.cli("usage", "--json", "--by", "session")
+    assert result.returncode == 0, result.stderr
+    rows = [
+        g for g in json.loads(result.stdout)["groups"] if g.get("session", "").endswith("/ledger")
+    ]
+    assert len(rows) == 1, rows
+    row = rows[0]
+    assert row["origin"] == "api.ci:ci-bot" and row["turns"] == 1
+    counted = row["input_tokens"] + row["cached_input_tokens"] + row["cache_write_tokens"]
+    assert answer.usage.prompt_tokens == counted
+    assert answer.usage.completion_tokens == row["output_tokens"]
 
 
 def test_a_key_whose_sender_no_group_admits_gets_403() -> None:

@@ -22,6 +22,7 @@ from tests.gateway.helpers import (
     approvals,
     client,
     gateway_daemon,
+    sign_in,
     wait_until,
 )
 from tests.known_secrets import API_TOKEN, OPERATOR_TOKEN, OTHER_API_TOKEN
@@ -97,17 +98,6 @@ def test_a_key_gets_only_the_tools_its_group_lists(gateway: Gateway) -> None:
 
 
 # --------------------------------------------------------------------------- cross-site
-
-
-def sign_in(browser: httpx.Client, port: int, token: str = OPERATOR_TOKEN) -> httpx.Response:
-    form_page = browser.get("/ui/signin")
-    csrf = re.search(r'name="csrf" value="([^"]+)"', form_page.text)
-    assert csrf is not None
-    return browser.post(
-        "/ui/signin",
-        data={"csrf": csrf.group(1), "token": token},
-        headers={"origin": f"http://127.0.0.1:{port}", "sec-fetch-site": "same-origin"},
-    )
 
 
 def test_cross_site_requests_change_nothing(gateway: Gateway) -> None:

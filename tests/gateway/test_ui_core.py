@@ -127,3 +127,12 @@ def test_pages_keep_outside_text_as_text() -> None:
     fragment = approvals_fragment([], "t")
     assert "No approval is waiting." in fragment
     assert '<input type="password" name="token"' in signin_page("c", HOSTILE).decode()
+
+
+def test_an_agent_waiting_to_restart_shows_when_it_starts_next() -> None:
+    waiting = AgentStatus(
+        "alpha", "backoff", None, 2, "exit 1", "boom", None, None, "always", 0, 2.6, "landlock"
+    )
+    page = overview_page(Overview([waiting, agent("beta")], [], [], []), "t").decode()
+    assert '<td class="next-start">in 3 s</td>' in page
+    assert '<td class="next-start"></td>' in page  # beta runs: nothing scheduled

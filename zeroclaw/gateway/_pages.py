@@ -152,16 +152,32 @@ def _agents(data: Overview) -> Markup:
             tag("td", {"class": "restarts"}, a.restarts),
             tag("td", {"class": "last-error"}, a.last_error or ""),
             tag("td", None, a.activation),
+            tag("td", {"class": "next-start"}, _next_start(a.next_start_in)),
         )
         for a in data.agents
     ]
-    headers = ("agent", "state", "pid", "memory", "restarts", "last error", "activation")
+    headers = (
+        "agent",
+        "state",
+        "pid",
+        "memory",
+        "restarts",
+        "last error",
+        "activation",
+        "next start",
+    )
     return tag(
         "section",
         {"id": "agents"},
         tag("h2", None, "Agents"),
         _table(headers, rows, "No agent is configured.", id="agent-table"),
     )
+
+
+def _next_start(seconds: float | None) -> str:
+    """When the supervisor starts the agent next (a restart's backoff): the only schedule
+    the daemon keeps for an agent."""
+    return "" if seconds is None else f"in {max(seconds, 0.0):.0f} s"
 
 
 def approvals_fragment(approvals: Sequence[ApprovalInfo], csrf: str) -> Markup:
