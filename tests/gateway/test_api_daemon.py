@@ -29,14 +29,19 @@ from tests.supervisor.harness import Daemon
 Gateway = tuple[Daemon, int]
 
 
-def twin_budget(doc: dict[str, Any]) -> None:
-    """The `twin` key's sender may start one turn an hour on alpha (ADR 0057)."""
+MAX_BODY = 64 * 1024
+
+
+def budget_and_body_cap(doc: dict[str, Any]) -> None:
+    """The `twin` key's sender may start one turn an hour on alpha (ADR 0057); requests
+    are capped at MAX_BODY bytes."""
     doc["agents"]["alpha"]["budget"] = {"origins": {"api.twin:ci-bot": {"turns_per_hour": 1}}}
+    doc["gateway"]["max_body_bytes"] = MAX_BODY
 
 
 @pytest.fixture(scope="module")
 def gateway() -> Iterator[Gateway]:
-    with gateway_daemon(twin_budget) as running:
+    with gateway_daemon(budget_and_body_cap) as running:
         yield running
 
 
@@ -160,6 +165,25 @@ def test_a_key_over_its_rate_gets_429_with_retry_after(gateway: Gateway) -> None
     assert int(limited.value.response.headers["retry-after"]) >= 1
     # Another key's budget is its own.
     assert client(port).models.list().data
+
+
+def test_a_request_over_the_size_cap_gets_413_and_runs_nothing(gateway: Gateway) -> None:
+    daemon, port = gateway
+    big = "x" * MAX_BODY
+    with pytest.raises(openai.APIStatusError) as over:
+        client(port).chat.completions.create(
+            model="alpha", messages=[{"role": "user", "content": big}], user="big"
+        )
+    assert over.value.status_code == 413
+    assert over.value.code == "request_too_large"
+    listed = json.loads(daemon.cli("sessions", "list", "--agent", "alpha", "--json").stdout)
+    assert not [s for s in listed["sessions"] if s["session"].endswith("/big")]
+    # Just under the cap is a turn like any other.
+    fits = "y" * (MAX_BODY - 200)
+    answer = client(port).chat.completions.create(
+        model="alpha", messages=[{"role": "user", "content": fits}], user="fits"
+    )
+    assert answer.choices[0].message.content
 
 
 def test_a_turn_over_a_budget_gets_429_budget_exceeded_with_retry_after(
