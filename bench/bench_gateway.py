@@ -121,8 +121,9 @@ class _Api:
 
 
 class _RawApi:
-    """The non-streamed request on a bare keep-alive socket with a minimal HTTP/1.1 reader:
-    the round trip without the SDK's client-side work."""
+    """The same requests on a bare keep-alive socket with a minimal HTTP/1.1 reader: the
+    round trip without the SDK's client-side work. `first` streams and stops the clock at
+    the first chunk with text (the rest, up to the chunked body's end, read untimed)."""
 
     def __init__(self, port: int) -> None:
         self.port = port
@@ -134,28 +135,45 @@ class _RawApi:
         return sock
 
     def turn(self, first: bool) -> float:
-        body = json.dumps(
-            {"model": "alpha", "user": _session(), "messages": [{"role": "user", "content": TEXT}]}
-        ).encode()
+        asked: dict[str, object] = {
+            "model": "alpha",
+            "user": _session(),
+            "messages": [{"role": "user", "content": TEXT}],
+        }
+        if first:
+            asked["stream"] = True
+        body = json.dumps(asked).encode()
         request = (
             f"POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1:{self.port}\r\n"
             f"authorization: Bearer {TOKEN}\r\ncontent-type: application/json\r\n"
             f"content-length: {len(body)}\r\n\r\n"
         ).encode() + body
+        read = self._streamed if first else self._response
         started = time.perf_counter()
         try:
             self.sock.sendall(request)
-            status = self._response()
+            took = read(started)
         except ConnectionError:  # the server closed an idle keep-alive connection
             self.sock.close()
             self.sock = self._connect()
             started = time.perf_counter()
             self.sock.sendall(request)
-            status = self._response()
-        assert status == 200, status
-        return (time.perf_counter() - started) * 1000
+            took = read(started)
+        return took * 1000
 
-    def _response(self) -> int:
+    def _streamed(self, started: float) -> float:
+        """Until the first chunk with text (timed), then to the chunked body's end."""
+        data = b""
+        took: float | None = None
+        while not data.endswith(b"\r\n0\r\n\r\n"):
+            data += self._recv()
+            if took is None and b'"content":"' in data.partition(b"\r\n\r\n")[2]:
+                took = time.perf_counter() - started
+        assert data.startswith(b"HTTP/1.1 200"), data[:200]
+        assert took is not None, data[:200]
+        return took
+
+    def _response(self, started: float) -> float:
         data = b""
         while b"\r\n\r\n" not in data:
             data += self._recv()
@@ -168,7 +186,8 @@ class _RawApi:
         )
         while len(rest) < length:
             rest += self._recv()
-        return int(lines[0].split()[1])
+        assert int(lines[0].split()[1]) == 200, head
+        return time.perf_counter() - started
 
     def _recv(self) -> bytes:
         data = self.sock.recv(65536)
@@ -188,6 +207,7 @@ def _latency(daemon: ReadyDaemon, port: int) -> dict[str, dict[str, float]]:
         "chat first": lambda: chat.turn(first=True),
         "api first": lambda: api.turn(first=True),
         "api raw": lambda: raw.turn(first=False),
+        "api raw first": lambda: raw.turn(first=True),
     }
     samples: dict[str, list[float]] = {name: [] for name in sides}
     try:
@@ -214,7 +234,7 @@ def run() -> list[Result]:
         daemon.close()
     chat, api = latency["chat"], latency["api"]
     chat_first, api_first = latency["chat first"], latency["api first"]
-    raw = latency["api raw"]
+    raw, raw_first = latency["api raw"], latency["api raw first"]
     return [
         result(
             "API turn p50, openai SDK (offline agent)",
@@ -264,6 +284,14 @@ def run() -> list[Result]:
         result(
             "API p50 minus chat p50, minimal client",
             raw["p50"] - chat["p50"],
+            "ms",
+            "the target's allowance",
+            2.0,
+            "diagnostic",
+        ),
+        result(
+            "API first token p50 minus chat first delta p50, minimal client",
+            raw_first["p50"] - chat_first["p50"],
             "ms",
             "the target's allowance",
             2.0,
