@@ -1,7 +1,8 @@
 """What our small HTTP servers on hypercorn's trio worker share (the webhook channel, the
-metrics listener): a quiet hypercorn config, the ASGI lifespan handshake every app must
-answer, and `serve_guarded`, which serves an app on a bound socket within the bounds an
-outside client gets (ADR 0045: a connection cap, a descriptor reserve, read deadlines)."""
+metrics listener, the gateway): a quiet hypercorn config, the listening socket, the ASGI
+lifespan handshake every app must answer, a body read within a size cap, and
+`serve_guarded`, which serves an app on a bound socket within the bounds an outside client
+gets (ADR 0045: a connection cap, a descriptor reserve, read deadlines)."""
 
 from __future__ import annotations
 
@@ -35,6 +36,48 @@ from hypercorn.typing import (
 
 from ._http_guard import ConnectionClock, Cut, HttpBounds, admit_connection, body_deadline
 from ._log_throttle import LogThrottle
+
+
+def bind_listener(listen: str) -> socket.socket:
+    """A listening TCP socket on `host:port` ([v6]:port too); OSError when it cannot bind.
+    Listening at once: no other socket can take the port meanwhile."""
+    host, _, port = listen.rpartition(":")
+    host = host.removeprefix("[").removesuffix("]")
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, int(port)))
+        sock.listen(128)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+class ClientGone(Exception):
+    """The client went away before its request body arrived."""
+
+
+async def read_body(
+    receive: ASGIReceiveCallable, declared_length: str | None, limit: int
+) -> bytes | None:
+    """The request body, or None as soon as it is over `limit` bytes (declared so, or
+    sent so): the rest is never read. ClientGone when the client leaves first."""
+    if declared_length is not None and declared_length.isdigit() and int(declared_length) > limit:
+        return None
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            raise ClientGone
+        size += len(message["body"])
+        if size > limit:
+            return None
+        chunks.append(message["body"])
+        if not message.get("more_body", False):
+            return b"".join(chunks)
 
 
 def quiet_config(log_name: str) -> hypercorn.config.Config:

@@ -7,6 +7,7 @@ does)."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -50,12 +51,20 @@ def gateway() -> Iterator[tuple[Daemon, int]]:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS)
-        try:
-            yield launched
-        finally:
-            launched.close()
+    # Playwright's sync API runs a plain asyncio loop of its own; trio_asyncio (the serial
+    # channel's bridge, imported by other tests in this process) installs a policy whose
+    # loops cannot be run so.
+    policy = asyncio.get_event_loop_policy()
+    asyncio.set_event_loop_policy(asyncio.DefaultEventLoopPolicy())
+    try:
+        with sync_playwright() as playwright:
+            launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS)
+            try:
+                yield launched
+            finally:
+                launched.close()
+    finally:
+        asyncio.set_event_loop_policy(policy)
 
 
 @pytest.fixture

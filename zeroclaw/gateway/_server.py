@@ -29,7 +29,7 @@ import msgspec
 import trio
 from hypercorn.typing import ASGIReceiveCallable, ASGISendCallable, HTTPScope, Scope
 
-from .._asgi import answer_lifespan, serve_guarded
+from .._asgi import ClientGone, answer_lifespan, bind_listener, read_body, serve_guarded
 from .._http_guard import HttpBounds, http_bounds
 from .._log_throttle import LogThrottle
 from ..channels import (
@@ -137,10 +137,6 @@ async def _no_stream(reply: Reply[object]) -> None:
     raise RuntimeError("the dashboard asks only for commands with one reply")
 
 
-class _Gone(Exception):
-    """The client went away before its request body arrived."""
-
-
 class Gateway:
     """`settings`: the running config's `[gateway]` (read per request: a reload's tokens
     and reach apply at once; the listen address and TLS only at a restart of the
@@ -221,16 +217,9 @@ class Gateway:
         return f"gateway {listen.rpartition(':')[0]}:{self.port}"
 
     def _bind(self, listen: str) -> socket.socket:
-        host, _, port = listen.rpartition(":")
-        host = host.removeprefix("[").removesuffix("]")
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
         try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind((host, int(port)))
-            sock.listen(128)
+            sock = bind_listener(listen)
         except OSError as exc:
-            sock.close()
             raise ChannelStartFailed(
                 f"gateway {listen} cannot bind: {exc.strerror or exc}"
             ) from exc
@@ -268,7 +257,7 @@ class Gateway:
                 )
             else:
                 await self._api_error(send, api_error(404, "unknown_endpoint", "no such path"))
-        except _Gone:
+        except ClientGone:
             return
 
     def _reject(self, code: str) -> None:
@@ -650,21 +639,10 @@ async def _read_body(
     receive: ASGIReceiveCallable, headers: Iterable[tuple[bytes, bytes]], limit: int
 ) -> bytes | None:
     """The body, or None as soon as it is over `limit` (the rest is never read)."""
-    for name, value in headers:
-        if name.lower() == b"content-length" and value.isdigit() and int(value) > limit:
-            return None
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        message = await receive()
-        if message["type"] != "http.request":
-            raise _Gone
-        size += len(message["body"])
-        if size > limit:
-            return None
-        chunks.append(message["body"])
-        if not message.get("more_body", False):
-            return b"".join(chunks)
+    declared = next(
+        (v.decode("latin-1") for n, v in headers if n.lower() == b"content-length"), None
+    )
+    return await read_body(receive, declared, limit)
 
 
 def _resident_bytes(pids: Sequence[int]) -> dict[int, int]:
