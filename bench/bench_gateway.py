@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import socket
 import time
 from collections.abc import Callable
 from typing import Any
@@ -25,7 +24,16 @@ import openai
 from zeroclaw.control import Chat, ControlSession
 
 from ._daemon import ReadyDaemon
-from ._harness import Result, free_port, p50_p99, result, wait_http
+from ._harness import (
+    Result,
+    free_port,
+    keepalive_socket,
+    p50_p99,
+    read_response,
+    recv_some,
+    result,
+    wait_http,
+)
 
 TOKEN = "bench-gateway-token"
 TOKEN_ENV = "BENCH_API_TOKEN"
@@ -127,12 +135,7 @@ class _RawApi:
 
     def __init__(self, port: int) -> None:
         self.port = port
-        self.sock = self._connect()
-
-    def _connect(self) -> socket.socket:
-        sock = socket.create_connection(("127.0.0.1", self.port), timeout=60)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        return sock
+        self.sock = keepalive_socket(port)
 
     def turn(self, first: bool) -> float:
         asked: dict[str, object] = {
@@ -155,7 +158,7 @@ class _RawApi:
             took = read(started)
         except ConnectionError:  # the server closed an idle keep-alive connection
             self.sock.close()
-            self.sock = self._connect()
+            self.sock = keepalive_socket(self.port)
             started = time.perf_counter()
             self.sock.sendall(request)
             took = read(started)
@@ -166,7 +169,7 @@ class _RawApi:
         data = b""
         took: float | None = None
         while not data.endswith(b"\r\n0\r\n\r\n"):
-            data += self._recv()
+            data += recv_some(self.sock)
             if took is None and b'"content":"' in data.partition(b"\r\n\r\n")[2]:
                 took = time.perf_counter() - started
         assert data.startswith(b"HTTP/1.1 200"), data[:200]
@@ -174,26 +177,9 @@ class _RawApi:
         return took
 
     def _response(self, started: float) -> float:
-        data = b""
-        while b"\r\n\r\n" not in data:
-            data += self._recv()
-        head, _, rest = data.partition(b"\r\n\r\n")
-        lines = head.split(b"\r\n")
-        length = next(
-            int(line.split(b":", 1)[1])
-            for line in lines
-            if line.lower().startswith(b"content-length:")
-        )
-        while len(rest) < length:
-            rest += self._recv()
-        assert int(lines[0].split()[1]) == 200, head
+        status = read_response(self.sock)
+        assert status == 200, status
         return time.perf_counter() - started
-
-    def _recv(self) -> bytes:
-        data = self.sock.recv(65536)
-        if not data:
-            raise ConnectionError("closed")
-        return data
 
     def close(self) -> None:
         self.sock.close()

@@ -50,6 +50,14 @@ def _check_env_var_name(value: str) -> str:
     return value
 
 
+def _check_host_port(value: str) -> str:
+    """`value` is `host:port` (a listener's address); its host."""
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError("must be 'host:port' with a port between 1 and 65535")
+    return host
+
+
 def _check_http_url(value: str) -> str:
     if not re.match(r"^https?://[^\s/]+", value):
         raise ValueError("must be an http:// or https:// URL")
@@ -186,9 +194,7 @@ class DaemonConfig(_Strict):
     def _metrics_host_port(cls, value: str | None, info: ValidationInfo) -> str | None:
         if value is None:
             return None
-        host, sep, port = value.rpartition(":")
-        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise ValueError("must be 'host:port' with a port between 1 and 65535")
+        host = _check_host_port(value)
         bare = host.removeprefix("[").removesuffix("]")
         if bare != "localhost":
             try:
@@ -488,9 +494,7 @@ class WebhookChannel(_Strict):
     @field_validator("listen")
     @classmethod
     def _host_port(cls, value: str) -> str:
-        host, sep, port = value.rpartition(":")
-        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise ValueError("must be 'host:port' with a port between 1 and 65535")
+        _check_host_port(value)
         return value
 
 
@@ -1050,9 +1054,7 @@ class GatewayConfig(_Strict):
     @field_validator("listen")
     @classmethod
     def _host_port(cls, value: str) -> str:
-        host, sep, port = value.rpartition(":")
-        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise ValueError("must be 'host:port' with a port between 1 and 65535")
+        _check_host_port(value)
         return value
 
     @model_validator(mode="after")
