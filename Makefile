@@ -8,7 +8,7 @@ STAMP   = $(VENV)/.installed-stamp
 CONFIG ?= etc/zeroclaw.toml
 PYTEST_ARGS ?=
 
-.PHONY: run test test-fast test-under-load lint bench install clean error-codes conformance reference
+.PHONY: run test test-fast test-under-load lint bench install clean error-codes conformance reference browser
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -34,14 +34,32 @@ $(NPM_STAMP): Makefile | $(BIN)/python
 
 install: $(STAMP) $(NPM_STAMP)
 
+# Debian's chromium, which the dashboard's browser tests drive through Playwright by its path
+# (issue 29): Playwright's own browser download cannot work here. Installed with apt as root;
+# elsewhere it says so and those tests skip, naming the reason.
+browser:
+	@if [ -x /usr/bin/chromium ]; then \
+		echo "chromium present: /usr/bin/chromium"; \
+	elif command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
+	else \
+		echo "chromium not installed (needs root and apt-get): the browser tests skip"; \
+	fi
+
 run: install etc/env
 	set -a && . ./etc/env && set +a && exec $(BIN)/zeroclaw --config $(CONFIG) daemon
 
 # The demo's env file beside its config, as the systemd unit's EnvironmentFile= is in
-# production: the webhook's signing secret, in the daemon's environment before it starts
-# (a reload cannot add one). Made once per checkout, mode 0600, never committed.
+# production: the webhook's signing secret and the gateway's API and operator tokens, in
+# the daemon's environment before it starts (a reload cannot add one). Made once per
+# checkout, mode 0600, never committed; a variable the demo came to need later is added
+# to an existing file (so it is checked at every run, never rewritten).
+DEMO_ENV = ZEROCLAW_HOOK_SECRET ZEROCLAW_API_TOKEN ZEROCLAW_OPERATOR_TOKEN
+.PHONY: etc/env
 etc/env:
-	umask 077 && printf 'ZEROCLAW_HOOK_SECRET=%s\n' "$$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')" > $@
+	@umask 077 && touch $@ && for var in $(DEMO_ENV); do \
+		grep -q "^$$var=" $@ || printf '%s=%s\n' "$$var" "$$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')" >> $@; \
+	done
 
 
 lint: install

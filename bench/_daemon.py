@@ -11,7 +11,7 @@ import sys
 import tempfile
 import time
 import tomllib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -133,13 +133,15 @@ class ReadyDaemon:
         webhook_secret: str | None = None,
         provider: str = "offline",
         edit: Callable[[dict[str, Any]], None] | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> None:
         """`edit`, if given, changes the written config document before the start.
         `subagents`, if given, fills `<root>/subagents` with bundles before the start and
         the config points `[subagents] dir` there. `webhook_port` adds the webhook channel
         (see `write_bench_config`); `webhook_secret` is its signing secret, passed to the
         daemon in $HOOK_SECRET. READY=1 does not wait for the listener: poll its /readyz.
-        `provider` is every agent's provider kind (offline, openai, anthropic)."""
+        `provider` is every agent's provider kind (offline, openai, anthropic). `env`: more
+        of the daemon's environment (a gateway token's variable)."""
         self.root = Path(tempfile.mkdtemp(prefix="zcb-", dir="/tmp"))
         bundles = None
         if subagents is not None:
@@ -163,18 +165,19 @@ class ReadyDaemon:
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self.sock.bind(str(notify))
         self.sock.settimeout(60)
-        env = {
+        environment = {
             **os.environ,
+            **(env or {}),
             "NOTIFY_SOCKET": str(notify),
             "PYTHONPATH": str(REPO),
             ANTHROPIC_KEY_ENV: "bench-key",
         }
         if webhook_secret is not None:
-            env[WEBHOOK_SECRET_ENV] = webhook_secret
+            environment[WEBHOOK_SECRET_ENV] = webhook_secret
         start = time.perf_counter()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "zeroclaw", "--config", str(self.config_path), "daemon"],
-            env=env,
+            env=environment,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )

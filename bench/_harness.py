@@ -51,6 +51,36 @@ def free_port() -> int:
         return port
 
 
+def keepalive_socket(port: int) -> socket.socket:
+    """A loopback TCP connection for a minimal HTTP/1.1 client (no Nagle delay)."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=60)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return sock
+
+
+def recv_some(sock: socket.socket) -> bytes:
+    """What the server sent next; ConnectionError when it closed the connection."""
+    data = sock.recv(65536)
+    if not data:
+        raise ConnectionError("closed")
+    return data
+
+
+def read_response(sock: socket.socket) -> int:
+    """One whole HTTP/1.1 response with a content-length, read off `sock`: its status."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += recv_some(sock)
+    head, _, rest = data.partition(b"\r\n\r\n")
+    lines = head.split(b"\r\n")
+    length = next(
+        int(line.split(b":", 1)[1]) for line in lines if line.lower().startswith(b"content-length:")
+    )
+    while len(rest) < length:
+        rest += recv_some(sock)
+    return int(lines[0].split()[1])
+
+
 def wait_http(url: str, deadline_secs: float = 60) -> None:
     """Until `url` answers 200 (a listener starts in its own time; nothing signals it)."""
     import httpx  # only the benchmarks that start an HTTP server need it

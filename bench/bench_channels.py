@@ -14,7 +14,6 @@ and this separates it from the server's share of the gap to a chat turn."""
 from __future__ import annotations
 
 import itertools
-import socket
 import statistics
 import subprocess
 import sys
@@ -28,7 +27,16 @@ from zeroclaw.channels import SIGNATURE_HEADER, TIMESTAMP_HEADER, sign
 from zeroclaw.control import Chat, ControlSession
 
 from ._daemon import REPO, WEBHOOK_ALIAS, ReadyDaemon
-from ._harness import Result, concurrent_rate, free_port, p50_p99, result, wait_http
+from ._harness import (
+    Result,
+    concurrent_rate,
+    free_port,
+    keepalive_socket,
+    p50_p99,
+    read_response,
+    result,
+    wait_http,
+)
 
 SECRET = "bench-webhook-secret"
 PATH = f"/v1/channels/{WEBHOOK_ALIAS}/messages"
@@ -115,12 +123,7 @@ class _RawHttp:
         self.port = port
         self.signer = _Signer(sender, session)
         self.head = f"POST {path} HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\n"
-        self.sock = self._connect()
-
-    def _connect(self) -> socket.socket:
-        sock = socket.create_connection(("127.0.0.1", self.port), timeout=60)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        return sock
+        self.sock = keepalive_socket(port)
 
     def __call__(self) -> None:
         body, headers = self.signer.next()
@@ -128,34 +131,13 @@ class _RawHttp:
         request = f"{self.head}{fields}content-length: {len(body)}\r\n\r\n".encode() + body
         try:
             self.sock.sendall(request)
-            status = self._response()
+            status = read_response(self.sock)
         except ConnectionError:  # the server closed an idle keep-alive connection
             self.sock.close()
-            self.sock = self._connect()
+            self.sock = keepalive_socket(self.port)
             self.sock.sendall(request)
-            status = self._response()
+            status = read_response(self.sock)
         assert status == 200, status
-
-    def _response(self) -> int:
-        data = b""
-        while b"\r\n\r\n" not in data:
-            data += self._recv()
-        head, _, rest = data.partition(b"\r\n\r\n")
-        lines = head.split(b"\r\n")
-        length = next(
-            int(line.split(b":", 1)[1])
-            for line in lines
-            if line.lower().startswith(b"content-length:")
-        )
-        while len(rest) < length:
-            rest += self._recv()
-        return int(lines[0].split()[1])
-
-    def _recv(self) -> bytes:
-        data = self.sock.recv(65536)
-        if not data:
-            raise ConnectionError("closed")
-        return data
 
     def close(self) -> None:
         self.sock.close()

@@ -16,6 +16,9 @@ HOOK_SECRET = "zc-test-webhook-signing-secret-9a3f"  # a webhook channel's secre
 UNBOUND_SECRET = "zc-test-secret-bound-to-nobody-51d2"  # in the daemon's env, for no agent
 METRICS_TOKEN = "zc-test-metrics-bearer-token-e60b"  # the metrics_token_env value
 MCP_HEADER = "Bearer zc-test-mcp-header-value-3e7a"  # an HTTP MCP server's headers_env value
+API_TOKEN = "zc-test-gateway-api-token-4f19"  # a gateway token's token_env value
+OTHER_API_TOKEN = "zc-test-gateway-other-token-8d27"  # a second gateway token
+OPERATOR_TOKEN = "zc-test-gateway-operator-token-c3a6"  # the gateway's operator_token_env
 ADAPTER_KEY = "zc-test-http-adapter-key-8f1c60"  # an HTTP adapter's api_key_env value
 TELEGRAM_TOKEN = "424242:zc-test-telegram-bot-token-b7e2"  # a Telegram bot's token_env value
 
@@ -26,6 +29,9 @@ TEST_SECRETS = (
     UNBOUND_SECRET,
     METRICS_TOKEN,
     MCP_HEADER,
+    API_TOKEN,
+    OTHER_API_TOKEN,
+    OPERATOR_TOKEN,
     ADAPTER_KEY,
     TELEGRAM_TOKEN,
 )

@@ -21,6 +21,7 @@ def test_every_family_is_a_nonempty_set_of_snake_case_codes() -> None:
         "dispatch",
         "channel",
         "webhook",
+        "gateway",
         "discovery",
         "discovery_diagnostic",
         "skill",

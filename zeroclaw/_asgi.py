@@ -1,7 +1,8 @@
 """What our small HTTP servers on hypercorn's trio worker share (the webhook channel, the
-metrics listener): a quiet hypercorn config, the ASGI lifespan handshake every app must
-answer, and `serve_guarded`, which serves an app on a bound socket within the bounds an
-outside client gets (ADR 0045: a connection cap, a descriptor reserve, read deadlines)."""
+metrics listener, the gateway): a quiet hypercorn config, the listening socket, the ASGI
+lifespan handshake every app must answer, a body read within a size cap, and
+`serve_guarded`, which serves an app on a bound socket within the bounds an outside client
+gets (ADR 0045: a connection cap, a descriptor reserve, read deadlines)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import math
 import os
 import resource
 import socket
+import ssl
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,6 +21,7 @@ from typing import Any, cast
 import hypercorn.config
 import trio
 from hypercorn.app_wrappers import ASGIWrapper
+from hypercorn.events import Event, Updated
 from hypercorn.trio.tcp_server import TCPServer
 from hypercorn.trio.worker_context import WorkerContext
 from hypercorn.typing import (
@@ -33,6 +36,48 @@ from hypercorn.typing import (
 
 from ._http_guard import ConnectionClock, Cut, HttpBounds, admit_connection, body_deadline
 from ._log_throttle import LogThrottle
+
+
+def bind_listener(listen: str) -> socket.socket:
+    """A listening TCP socket on `host:port` ([v6]:port too); OSError when it cannot bind.
+    Listening at once: no other socket can take the port meanwhile."""
+    host, _, port = listen.rpartition(":")
+    host = host.removeprefix("[").removesuffix("]")
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, int(port)))
+        sock.listen(128)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+class ClientGone(Exception):
+    """The client went away before its request body arrived."""
+
+
+async def read_body(
+    receive: ASGIReceiveCallable, declared_length: str | None, limit: int
+) -> bytes | None:
+    """The request body, or None as soon as it is over `limit` bytes (declared so, or
+    sent so): the rest is never read. ClientGone when the client leaves first."""
+    if declared_length is not None and declared_length.isdigit() and int(declared_length) > limit:
+        return None
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            raise ClientGone
+        size += len(message["body"])
+        if size > limit:
+            return None
+        chunks.append(message["body"])
+        if not message.get("more_body", False):
+            return b"".join(chunks)
 
 
 def quiet_config(log_name: str) -> hypercorn.config.Config:
@@ -104,11 +149,13 @@ def open_descriptors() -> int:
 
 class _GuardedStream(trio.abc.HalfCloseableStream):
     """A connection whose reads end at the `ConnectionClock`'s deadline: the connection is
-    then broken, which hypercorn answers by closing it."""
+    then broken, which hypercorn answers by closing it. Under TLS `inner` is the TLS
+    stream, so the clock sees the plain HTTP bytes."""
 
     def __init__(
         self,
-        inner: trio.SocketStream,
+        inner: trio.SocketStream | trio.SSLStream[trio.SocketStream],
+        sock: trio.socket.SocketType,
         clock: ConnectionClock,
         on_cut: Callable[[Cut], None],
         send_timeout: float,
@@ -116,7 +163,7 @@ class _GuardedStream(trio.abc.HalfCloseableStream):
         self._inner = inner
         self._send_timeout = send_timeout
         self._on_cut = on_cut
-        self.socket = inner.socket  # hypercorn reads the peer's address from it
+        self.socket = sock  # hypercorn reads the peer's address from it
         self.clock = clock
         self.cut: Cut | None = None
         self._reading = trio.CancelScope()
@@ -162,13 +209,43 @@ class _GuardedStream(trio.abc.HalfCloseableStream):
         await self._inner.wait_send_all_might_not_block()
 
     async def send_eof(self) -> None:
-        await self._inner.send_eof()
+        if isinstance(self._inner, trio.SocketStream):
+            await self._inner.send_eof()
+        # TLS has no half-close: the connection closes whole (hypercorn's aclose)
 
     async def aclose(self) -> None:
         await self._inner.aclose()
 
     def close_now(self) -> None:
-        self._inner.socket.close()
+        self.socket.close()
+
+    def answering(self, busy: bool) -> None:
+        """The server is answering a request, or has answered it (`_ClockedServer`)."""
+        self.clock.answering(busy, trio.current_time())
+        self._reading.deadline = self._deadline()  # a read waiting now gets the new one
+
+
+class _ClockedServer(TCPServer):
+    """Hypercorn's per-connection server, telling the connection's clock when a request
+    is being answered (hypercorn's `Updated(idle=False)`) and when its answer is complete
+    (`Updated(idle=True)`): a streamed answer (server-sent events, a long body) is no idle
+    connection, however long it goes on without the client sending a byte."""
+
+    def __init__(
+        self,
+        app: ASGIWrapper,
+        config: hypercorn.config.Config,
+        context: WorkerContext,
+        state: ConnectionState,
+        stream: _GuardedStream,
+    ) -> None:
+        super().__init__(app, config, context, state, cast("trio.SSLStream[Any]", stream))
+        self._guarded = stream
+
+    async def protocol_send(self, event: Event) -> None:
+        if isinstance(event, Updated):
+            self._guarded.answering(not event.idle)
+        await super().protocol_send(event)
 
 
 def _body_deadline_app(
@@ -234,10 +311,12 @@ async def serve_guarded(
     name: str,
     bounds: HttpBounds,
     log_name: str,
+    ssl_context: ssl.SSLContext | None = None,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve `app` on `sock` (bound, listening; ours to close) until cancelled, with the
-    connection cap, the descriptor reserve and the read deadlines of `bounds` (ADR 0045).
+    connection cap, the descriptor reserve and the read deadlines of `bounds` (ADR 0045);
+    over TLS when `ssl_context` is given (the handshake within the idle deadline).
 
     Our own accept loop hands each admitted connection to hypercorn's per-connection
     server: hypercorn has no connection cap, and its read timeout is per read, not per
@@ -263,7 +342,7 @@ async def serve_guarded(
     async def handle(stream: _GuardedStream) -> None:
         try:
             with stream.serving:
-                server = TCPServer(wrapped, config, context, state, cast(Any, stream))
+                server = _ClockedServer(wrapped, config, context, state, stream)
                 await server.run()
         finally:
             stream.close_now()  # not awaited: the listener may be cancelled already
@@ -293,9 +372,13 @@ async def serve_guarded(
                 clock = ConnectionClock(
                     bounds.idle_timeout_secs, bounds.header_timeout_secs, since=now
                 )
-                stream = _GuardedStream(
-                    trio.SocketStream(conn), clock, on_cut, bounds.body_timeout_secs
+                plain = trio.SocketStream(conn)
+                inner = (
+                    plain
+                    if ssl_context is None
+                    else trio.SSLStream(plain, ssl_context, server_side=True)
                 )
+                stream = _GuardedStream(inner, conn, clock, on_cut, bounds.body_timeout_secs)
                 nursery.start_soon(handle, stream)
     finally:
         listener.close()

@@ -25,6 +25,7 @@ def families() -> dict[str, Family]:
     from .cli import CliErrorCode
     from .control import ControlErrorCode
     from .discovery import DiscoveryErrorKind, RegistrationReason
+    from .gateway import GatewayErrorCode
     from .memory import MemoryErrorCode
     from .skills import SkillRefusal
     from .subagents import DispatchRefusalCode
@@ -76,6 +77,11 @@ def families() -> dict[str, Family]:
             "Webhook channel",
             "a webhook response's `error`, before routing (then the channel routing codes)",
             get_args(WebhookErrorCode),
+        ),
+        "gateway": Family(
+            "Gateway API",
+            "the `code` of an OpenAI error object the gateway's `/v1` answers (issue 29)",
+            get_args(GatewayErrorCode),
         ),
         "discovery": Family(
             "Discovery decisions",

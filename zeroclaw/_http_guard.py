@@ -96,6 +96,9 @@ class ConnectionClock:
     phase: Phase = "idle"
     since: float = 0.0
     _tail: bytes = b""  # the last bytes seen in the header phase: an end split across reads
+    # The server says a request is being answered (a streamed answer may take long): no
+    # read deadline until it says the answer is complete (`answering`).
+    _answering: bool = False
 
     def deadline(self) -> float | None:
         if self.phase == "idle":
@@ -125,9 +128,20 @@ class ConnectionClock:
                 self._tail = window[-(len(HEADER_END) - 1) :]
 
     def sent(self, data: bytes, now: float) -> None:
+        if self._answering:
+            return  # the answer goes on (a stream): idle once the server says it is done
         if data.startswith(b"HTTP/1.1 1") or data.startswith(b"HTTP/1.0 1"):
             return  # an interim response: the request goes on
         self.phase, self.since, self._tail = "idle", now, b""
+
+    def answering(self, busy: bool, now: float) -> None:
+        """The server began answering a request (`busy`), or its answer is complete: the
+        connection is idle from `now`."""
+        self._answering = busy
+        if busy:
+            self.phase, self._tail = "request", b""
+        else:
+            self.phase, self.since, self._tail = "idle", now, b""
 
 
 def body_deadline(headers_done: float, body_timeout: float) -> float:

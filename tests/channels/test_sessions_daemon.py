@@ -148,6 +148,9 @@ def test_the_operator_cannot_name_another_origins_session(world: World) -> None:
 
 
 def test_sessions_list_and_show_name_every_origin(world: World) -> None:
+    # The serial line's session, made here: under xdist the test that says something on
+    # the line may run on another worker, with its own daemon.
+    world.serial("hello", "end-list")
     listed = world.daemon.cli("sessions", "list", "--agent", "alpha", "--json")
     assert listed.returncode == 0, listed.stderr
     data = json.loads(listed.stdout)

@@ -1,7 +1,7 @@
 """An agent entry point (ZEROCLAW_AGENT_ENTRYPOINT) for the HTTP listener cells: the agent
 `prober`, a real agent process in the environment the zygote gives it, asks the metrics
-listener for the metrics and the webhook listener for a turn, with what it has (no
-credential), and writes what it got and its whole environment, as one JSON line, to the
+listener for the metrics, the webhook listener and the gateway for a turn, with what it
+has (no credential), and writes what it got and its whole environment, as one JSON line, to the
 FIFO named in its workspace's `listeners.json`. Then it serves as any agent."""
 
 from __future__ import annotations
@@ -28,7 +28,19 @@ def main(spec: AgentSpec, link_fd: int) -> int:
             b"content-type: application/json\r\ncontent-length: %d\r\n" % len(body),
             body,
         )
-        line = {"metrics": metrics, "webhook": webhook, "env": dict(os.environ)}
+        chat = b'{"model": "alpha", "messages": [{"role": "user", "content": "hi"}]}'
+        gateway = ask(
+            plan["gateway_port"],
+            b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n"
+            b"content-type: application/json\r\ncontent-length: %d\r\n" % len(chat),
+            chat,
+        )
+        line = {
+            "metrics": metrics,
+            "webhook": webhook,
+            "gateway": gateway,
+            "env": dict(os.environ),
+        }
         fd = os.open(plan["fifo"], os.O_RDWR | os.O_CLOEXEC)
         os.write(fd, json.dumps(line).encode() + b"\n")
         os.close(fd)

@@ -118,6 +118,7 @@ PROFILES: dict[str, tuple[str, bool | None]] = {
     "origin_channel": ("", None),
     "origin_subagent": ("", None),
     "origin_schedule": ("", None),
+    "origin_api": ("", None),
 }
 # Which profiles stand for which risk level / grant mode (completeness).
 LEVEL_PROFILES = {"readonly": "readonly", "supervised": "supervised_approve", "full": "full"}
@@ -1179,6 +1180,7 @@ ORIGIN_DRIVERS: dict[str, tuple[tuple[str, str], ...]] = {
     # a schedule's `session` names one of its own (schedule:<agent>.<name>/<session>),
     # whatever it says: the daemon's key against the stored keys
     "schedule": (("schedule", "operator"),),
+    "api": (("api", "supervised_approve"),),  # the gateway's `user` field names the session
 }
 
 
@@ -1426,6 +1428,7 @@ def _daemon_code_cells() -> list[Cell]:
 LISTENER_CREDENTIAL = {
     "daemon.metrics_limits": ("metrics", "unauthorized"),
     "channels.webhook.*.limits": ("router", "stale_timestamp"),
+    "gateway.limits": ("router", "invalid_api_key"),  # the OpenAI API's 401 (issue 29)
 }
 # case -> (profile, boundary, action, expect); `cut`: closed before the client was done.
 LISTENER_CASES: dict[str, tuple[str, str, str, Expect]] = {
@@ -1457,7 +1460,11 @@ def _listener_cells() -> list[Cell]:
     cells = []
     for listener in sorted(http_listeners()):
         boundary, refusal = LISTENER_CREDENTIAL[listener]
-        kind = listener.split(".")[1] if listener.startswith("channels.") else "metrics"
+        kind = (
+            listener.split(".")[1]
+            if listener.startswith("channels.")
+            else listener.split(".")[0].replace("daemon", "metrics")
+        )
         for case, (profile, where, action, expect) in LISTENER_CASES.items():
             cells.append(
                 Cell(
@@ -1530,7 +1537,7 @@ def _origin_cells() -> list[Cell]:
             )
             # A schedule's `tools` grant its runs a tool, but never a reminder tool (a
             # schedule does not make schedules: the config refuses it).
-            grantable = kind in ("peer", "channel") or (
+            grantable = kind in ("peer", "channel", "api") or (
                 kind == "schedule" and not tool.startswith("schedule_")
             )
             if grantable:
@@ -1553,6 +1560,7 @@ def _origin_cells() -> list[Cell]:
                 "peer": "none",  # nobody to ask: denied
                 "subagent": "none",  # a runtime never talks to users: denied
                 "schedule": "operator",  # nobody is at a schedule: the operator's queue
+                "api": "operator",  # the OpenAI API cannot ask its client (issue 29)
             }[kind]
             cells.append(
                 Cell(
@@ -1812,7 +1820,7 @@ def _context_cells() -> list[Cell]:
     cells = []
     for kind in sorted(origin_kinds()):
         grants: list[tuple[str, ...]] = [()]
-        if kind in ("peer", "channel", "schedule"):
+        if kind in ("peer", "channel", "schedule", "api"):
             grants.append(CONTEXT_GRANT)
         for grant in grants:
             given = kind == "operator" or bool(grant)

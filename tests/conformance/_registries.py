@@ -154,6 +154,8 @@ def http_listeners() -> frozenset[str]:
                 walk(annotation, f"{prefix}{name}.")
             elif args and isinstance(args[-1], type) and issubclass(args[-1], BaseModel):
                 walk(args[-1], f"{prefix}{name}.*.")  # dict[str, Model]
+            elif args and isinstance(args[0], type) and issubclass(args[0], BaseModel):
+                walk(args[0], f"{prefix}{name}.")  # Model | None (the gateway's table)
 
     walk(Config, "")
     assert found, "no HttpLimits table found in the config model"

@@ -55,10 +55,14 @@ def free_port() -> int:
 TG_SENDER = {"id": 6660001, "is_bot": False, "first_name": "Sam", "username": "sam_zc"}
 TG_APPROVER = {"id": 6660002, "is_bot": False, "first_name": "Olga", "username": "olga_zc"}
 TG_STRANGER = {"id": 6660666, "is_bot": False, "first_name": "Eve", "username": "eve_zc"}
+API_TOKEN_ENV = "ZC_CONFORMANCE_API_TOKEN"  # the gateway token `probe`'s variable
 
 
-def conformance_config(root: Path, port: int = 0, bot_port: int = 0) -> dict[str, Any]:
-    """`port`: the webhook listener's (0: no channels, the in-process config); `bot_port`:
+def conformance_config(
+    root: Path, port: int = 0, gateway_port: int = 0, bot_port: int = 0
+) -> dict[str, Any]:
+    """`port`: the webhook listener's (0: no channels, the in-process config);
+    `gateway_port`: the gateway's (0: none), whose token `probe` reaches sup; `bot_port`:
     the fake Bot API's, for the Telegram channel."""
     defaults = RiskProfile.model_fields["forbidden_paths"].default
     forbidden = [*defaults, str(root / "outside" / "forbidden")]
@@ -184,6 +188,18 @@ def conformance_config(root: Path, port: int = 0, bot_port: int = 0) -> dict[str
                 "external_peers": [str(TG_SENDER["id"])],
                 **sender_grant,
             }
+    if gateway_port:  # an API client of sup (issue 29): origin api, sender probe-api
+        doc["gateway"] = {
+            "listen": f"127.0.0.1:{gateway_port}",
+            "tokens": {
+                "probe": {"token_env": API_TOKEN_ENV, "sender": "probe-api", "agents": ["sup"]}
+            },
+        }
+        doc["peer_groups"]["api"] = {
+            "channel": "api.probe",
+            "agents": ["sup"],
+            "external_peers": ["probe-api"],
+        }
     return doc
 
 
@@ -351,6 +367,7 @@ class World:
     kernel: dict[str, dict[str, Any]] = field(default_factory=dict)
     owner_record: str = ""
     port: int = 0
+    gateway_port: int = 0
     device: Device | None = None
     bot_port: int = 0  # the fake Bot API's (the Telegram channel's Telegram)
     # The daemon's code, the first path of each kind it finds at its start (ADR 0044).

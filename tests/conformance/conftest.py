@@ -14,7 +14,7 @@ import pytest
 
 from tests.bodies import write_args
 from tests.conftest import REPO
-from tests.known_secrets import HOOK_SECRET, TELEGRAM_TOKEN
+from tests.known_secrets import API_TOKEN, HOOK_SECRET, TELEGRAM_TOKEN
 from tests.supervisor import harness
 from zeroclaw.control import Chat, ControlClient
 from zeroclaw.memory import MemoryStore, Scope, WriteOp
@@ -22,6 +22,7 @@ from zeroclaw.memory import MemoryStore, Scope, WriteOp
 from . import _table
 from ._matrix import MCP_NAMED, MCP_OTHER, all_cells
 from ._world import (
+    API_TOKEN_ENV,
     ENTRYPOINT,
     SESSION_MARKER,
     Device,
@@ -42,13 +43,20 @@ TABLE_ENV = "ZEROCLAW_CONFORMANCE_TABLE"
 def world() -> Iterator[World]:
     root = harness.short_root()
     bin_dir = harness.short_root()  # outside the project: a trusted program's directory
-    port = free_port()
-    bot_port = free_port()
-    doc = conformance_config(root, port, bot_port)
+    port, gateway_port, bot_port = free_port(), free_port(), free_port()
+    doc = conformance_config(root, port, gateway_port, bot_port)
     lay_out(root)
     path = lay_out_adapters(root, bin_dir)
     daemon = harness.Daemon(root, doc, faults=False)
-    world = World(root, daemon, doc, port=port, device=Device(root / "ttyDESK"), bot_port=bot_port)
+    world = World(
+        root,
+        daemon,
+        doc,
+        port=port,
+        gateway_port=gateway_port,
+        device=Device(root / "ttyDESK"),
+        bot_port=bot_port,
+    )
     # Telegram, as the Telegram channel meets it: a loopback Bot API (tests/channels).
     bot_api = subprocess.Popen(
         [sys.executable, "-m", "tests.channels.fake_bot_api", TELEGRAM_TOKEN, str(bot_port)],
@@ -62,6 +70,7 @@ def world() -> Iterator[World]:
         "ZEROCLAW_AGENT_ENTRYPOINT": ENTRYPOINT,
         "HOOK_SECRET": HOOK_SECRET,
         "TG_TOKEN": TELEGRAM_TOKEN,
+        API_TOKEN_ENV: API_TOKEN,
         "PATH": path,
         "PYTHONUSERBASE": str(userbase),
         # What the MCP agents' servers name (ADR 0053): h gets the first, only h2 the other.

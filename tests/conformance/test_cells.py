@@ -28,7 +28,7 @@ from tests.conformance._world import (
     World,
     observed_from_turn,
 )
-from tests.known_secrets import HOOK_SECRET
+from tests.known_secrets import API_TOKEN, HOOK_SECRET
 from zeroclaw.agent import path_rules
 from zeroclaw.bus import PROTOCOL_VERSION
 from zeroclaw.config import load_config
@@ -480,8 +480,10 @@ def _webhook_turn(world: World, cell: Cell, approve: bool | None) -> dict[str, A
 @pytest.fixture(scope="module")
 def serving(world: World) -> World:
     assert world.daemon is not None
+    wanted = {"webhook.hook", "serial.desk", "telegram.phone", "gateway"}  # issues 29, 30
     world.daemon.wait_for(
-        lambda st: sum(c["state"] == "serving" for c in st.get("channels", [])) == 3
+        lambda st: wanted
+        <= {k for c in st.get("channels", []) if c["state"] == "serving" for k in c["keys"]}
     )
     return world
 
@@ -706,7 +708,25 @@ OWN_MARKS = {  # each driving origin's own earlier words, by `via`
     "webhook": "probe-sender-mark-2218",
     "serial": "serial-line-mark-6604",
     "ask": "ro-asked-mark-5127",
+    "api": "api-client-mark-3391",
 }
+
+
+def _api_reply(world: World, text: str, session: str | None = None) -> str:
+    """sup's reply to the gateway token `probe`, through the official OpenAI SDK; the
+    session is the request's `user` field."""
+    import openai
+
+    api = openai.OpenAI(
+        api_key=API_TOKEN, base_url=f"http://127.0.0.1:{world.gateway_port}/v1", max_retries=0
+    )
+    answer = api.chat.completions.create(
+        model="sup",
+        messages=[{"role": "user", "content": text}],
+        user=session or openai.NOT_GIVEN,
+        timeout=60,
+    )
+    return answer.choices[0].message.content or ""
 
 
 def _hook_reply(world: World, sender: str, text: str, session: str | None = None) -> str:
@@ -763,6 +783,7 @@ def sessions_said(serving: World) -> dict[str, str]:
     _hook_reply(world, "other", f"said {SESSION_MARKS['other_sender']}")
     _hook_reply(world, "probe", f"said {OWN_MARKS['webhook']}")
     _serial_reply(world, f"said {OWN_MARKS['serial']}", "end-plant")
+    _api_reply(world, f"said {OWN_MARKS['api']}")
     listed = world.cli("sessions", "list", "--agent", "sup", "--json")
     assert listed.returncode == 0, listed.stderr
     keys = {s["who"]: s["session"] for s in json.loads(listed.stdout)["sessions"]}
@@ -810,6 +831,8 @@ def test_session_transcripts(cell: Cell, serving: World, sessions_said: dict[str
         observed = _session_observed(_hook_reply(world, "probe", "history", name), mark, own)
     elif via == "serial":  # a line names no session at all
         observed = _session_observed(_serial_reply(world, "history", f"end-{kind}"), mark, own)
+    elif via == "api":  # the `user` field, inside the token's namespace
+        observed = _session_observed(_api_reply(world, "history", name), mark, own)
     elif via == "ask":  # a peer names no session: the router stamps the asker's
         data = world.chat(cell.profile, "ask sup: history")
         observed = _session_observed(str(data.get("reply", "")), mark, own)

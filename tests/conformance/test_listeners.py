@@ -23,13 +23,14 @@ import pytest
 
 from tests.conformance._matrix import Cell, Observed, cells_on
 from tests.conformance._table import record
-from tests.known_secrets import HOOK_SECRET, METRICS_TOKEN, assert_no_secret_logged
+from tests.known_secrets import API_TOKEN, HOOK_SECRET, METRICS_TOKEN, assert_no_secret_logged
 from tests.ops.test_metrics import samples, value
 from tests.supervisor import harness
 
 PROBE_ENTRYPOINT = "tests.conformance._listener_probe:main"
 TOKEN_ENV = "ZEROCLAW_METRICS_TOKEN"
 TOKEN = METRICS_TOKEN
+API_TOKEN_ENV = "ZEROCLAW_API_TOKEN"  # the gateway token `probe` (issue 29)
 NOFILE = 256
 WAIT = 30.0  # the longest any answer or close is awaited (a bound, never reached)
 
@@ -64,7 +65,7 @@ def config(root: Path, ports: dict[str, int], seconds: float, caps: dict[str, in
             "limits": limits(seconds, caps.get(alias, 64)),
         }
         for alias, port in ports.items()
-        if alias != "metrics"
+        if alias not in ("metrics", "gateway")
     }
     owned = [f"webhook.{alias}" for alias in hooks]
     doc = harness.make_config(
@@ -85,17 +86,28 @@ def config(root: Path, ports: dict[str, int], seconds: float, caps: dict[str, in
     doc["daemon"]["metrics_listen"] = f"127.0.0.1:{ports['metrics']}"
     doc["daemon"]["metrics_token_env"] = TOKEN_ENV
     doc["daemon"]["metrics_limits"] = limits(seconds, caps.get("metrics", 64))
+    doc["gateway"] = {
+        "listen": f"127.0.0.1:{ports['gateway']}",
+        "tokens": {"probe": {"token_env": API_TOKEN_ENV, "sender": "api", "agents": ["alpha"]}},
+        "limits": limits(seconds, caps.get("gateway", 64)),
+    }
+    doc["peer_groups"]["api"] = {"channel": "api.probe", "agents": ["alpha"]}
     return doc
 
 
 def start(seconds: float, caps: dict[str, int], aliases: tuple[str, ...]) -> Iterator[Listeners]:
     root = harness.short_root()
-    ports = {alias: free_port() for alias in (*aliases, "metrics")}
+    ports = {alias: free_port() for alias in (*aliases, "metrics", "gateway")}
     fifo = root / "probe.fifo"
     os.mkfifo(fifo, 0o600)
     workspace = root / "ws-prober"
     workspace.mkdir()
-    plan = {"metrics_port": ports["metrics"], "webhook_port": ports["hook"], "fifo": str(fifo)}
+    plan = {
+        "metrics_port": ports["metrics"],
+        "webhook_port": ports["hook"],
+        "gateway_port": ports["gateway"],
+        "fifo": str(fifo),
+    }
     (workspace / "listeners.json").write_text(json.dumps(plan))
     reader = os.open(fifo, os.O_RDWR | os.O_CLOEXEC)  # read end first: the probe never blocks
     daemon = harness.Daemon(root, config(root, ports, seconds, caps), faults=False)
@@ -103,7 +115,7 @@ def start(seconds: float, caps: dict[str, int], aliases: tuple[str, ...]) -> Ite
         daemon.start(
             ZEROCLAW_AGENT_ENTRYPOINT=PROBE_ENTRYPOINT,
             HOOK_SECRET=HOOK_SECRET,
-            **{TOKEN_ENV: TOKEN},
+            **{TOKEN_ENV: TOKEN, API_TOKEN_ENV: API_TOKEN},
         )
         listeners = Listeners(daemon, ports)
         ready, _, _ = select.select([reader], [], [], WAIT)
@@ -111,6 +123,7 @@ def start(seconds: float, caps: dict[str, int], aliases: tuple[str, ...]) -> Ite
         listeners.probe = json.loads(os.read(reader, 1 << 20).decode())
         for alias in aliases:
             wait_serving(daemon, f"webhook.{alias}")
+        wait_serving(daemon, "gateway")
         yield listeners
     finally:
         os.close(reader)
@@ -136,18 +149,33 @@ def bounded() -> Iterator[Listeners]:
 @pytest.fixture(scope="module")
 def flooded() -> Iterator[Listeners]:
     """Long deadlines; `flood` has room for more connections than the daemon has
-    descriptors, `hook` and the metrics listener a cap of 2."""
-    yield from start(WAIT * 4, {"hook": 2, "metrics": 2, "flood": 4096}, ("hook", "flood"))
+    descriptors, `hook`, the gateway and the metrics listener a cap of 2."""
+    caps = {"hook": 2, "metrics": 2, "gateway": 2, "flood": 4096}
+    yield from start(WAIT * 4, caps, ("hook", "flood"))
+
+
+def kind_of(cell: Cell) -> str:
+    """`metrics`, `hook` (a webhook) or `gateway`: which listener the cell is about."""
+    listener = cell.extra["listener"]
+    if listener.startswith("daemon."):
+        return "metrics"
+    return "gateway" if listener.startswith("gateway.") else "hook"
 
 
 def port_of(listeners: Listeners, cell: Cell) -> int:
-    kind = "metrics" if cell.extra["listener"].startswith("daemon.") else "hook"
-    return listeners.ports[kind]
+    return listeners.ports[kind_of(cell)]
 
 
 def listener_name(listeners: Listeners, cell: Cell) -> str:
-    port = port_of(listeners, cell)
-    return "metrics" if port == listeners.ports["metrics"] else f"webhook 127.0.0.1:{port}"
+    return LISTENER_NAMES[kind_of(cell)](listeners.ports[kind_of(cell)])
+
+
+LISTENER_NAMES = {
+    "metrics": lambda port: "metrics",
+    "hook": lambda port: f"webhook 127.0.0.1:{port}",
+    "flood": lambda port: f"webhook 127.0.0.1:{port}",
+    "gateway": lambda port: f"gateway 127.0.0.1:{port}",
+}
 
 
 def connect(port: int) -> socket.socket:
@@ -179,6 +207,12 @@ def slow(listeners: Listeners, cell: Cell) -> Observed:
     with connect(port) as sock:
         if cell.action == "slow_header":
             sock.sendall(b"POST /metrics HTTP/1.1\r\nx-slow: ")  # and never the end
+        elif kind_of(cell) == "gateway":  # its body is read only for a valid token
+            sock.sendall(
+                b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n"
+                b"authorization: Bearer " + API_TOKEN.encode() + b"\r\n"
+                b"content-length: 100\r\n\r\n{"
+            )
         else:
             sock.sendall(
                 b"POST /v1/channels/hook/messages HTTP/1.1\r\nhost: x\r\n"
@@ -196,6 +230,15 @@ def no_credential(listeners: Listeners, cell: Cell) -> Observed:
             sock.sendall(head)
             _, got = until_closed(sock)
         return from_answer(got.decode("latin-1"))
+    if kind_of(cell) == "gateway":
+        body = b'{"model": "alpha", "messages": [{"role": "user", "content": "history"}]}'
+        with connect(port) as sock:
+            sock.sendall(
+                b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nconnection: close\r\n"
+                b"content-length: %d\r\n\r\n%s" % (len(body), body)
+            )
+            _, got = until_closed(sock)
+        return from_answer(got.decode("latin-1"))
     body = b'{"sender": "eve", "text": "history"}'
     with connect(port) as sock:
         sock.sendall(
@@ -208,36 +251,45 @@ def no_credential(listeners: Listeners, cell: Cell) -> Observed:
 
 def from_answer(answer: str) -> Observed:
     """An HTTP answer as an outcome: 401 from metrics is `unauthorized`; a webhook refusal
-    carries its code in the JSON body."""
+    carries its code in the JSON body, the gateway's in its OpenAI error object."""
     status = answer.split(" ", 2)[1] if answer.startswith("HTTP/") else ""
     if status == "200":
         return Observed("allowed", None, answer[:80])
     if status == "401" and "zeroclaw_" not in answer:
         body = answer.partition("\r\n\r\n")[2]
         if body.startswith("{"):
-            return Observed("refused", json.loads(body).get("error"), answer[:80])
+            return Observed("refused", _error_code(json.loads(body)), answer[:80])
         return Observed("refused", "unauthorized", answer[:80])
     if status:
         body = answer.partition("\r\n\r\n")[2]
-        code = json.loads(body).get("error") if body.startswith("{") else status
+        code = _error_code(json.loads(body)) if body.startswith("{") else status
         return Observed("refused", code, answer[:80])
     return Observed("refused", "no_answer", answer[:80])
 
 
+def _error_code(body: dict[str, Any]) -> str | None:
+    error = body.get("error")
+    return error.get("code") if isinstance(error, dict) else error
+
+
 def agent_no_credential(listeners: Listeners, cell: Cell) -> Observed:
     probe = listeners.probe
-    leaked = [k for k, v in probe["env"].items() if k == TOKEN_ENV or TOKEN in v]
+    leaked = [
+        k
+        for k, v in probe["env"].items()
+        if k in (TOKEN_ENV, API_TOKEN_ENV) or TOKEN in v or API_TOKEN in v
+    ]
     if leaked:
         return Observed("allowed", "token_in_env", f"the agent has {leaked}")
-    metrics = cell.extra["listener"].startswith("daemon.")
-    return from_answer(probe["metrics"] if metrics else probe["webhook"])
+    asked = {"metrics": "metrics", "hook": "webhook", "gateway": "gateway"}[kind_of(cell)]
+    return from_answer(probe[asked])
 
 
 def over_cap(listeners: Listeners, cell: Cell) -> Observed:
     port = port_of(listeners, cell)
     name = listener_name(listeners, cell)
     with ExitStack() as held:
-        for _ in range(2):  # the cap of `hook` and of the metrics listener
+        for _ in range(2):  # the cap of `hook`, the gateway and the metrics listener
             held.enter_context(connect(port))
         with connect(port) as extra:
             closed, _got = until_closed(extra)
@@ -276,11 +328,7 @@ def flood(listeners: Listeners) -> Flood:
     assert daemon.proc is not None
     resource.prlimit(daemon.proc.pid, resource.RLIMIT_NOFILE, (NOFILE, NOFILE))
     head = b"POST /v1/channels/flood/messages HTTP/1.1\r\nhost: x\r\ncontent-length: 9\r\n\r\n{"
-    names = {
-        "metrics": "metrics",
-        "hook": f"webhook 127.0.0.1:{listeners.ports['hook']}",
-        "flood": f"webhook 127.0.0.1:{listeners.ports['flood']}",
-    }
+    names = {kind: LISTENER_NAMES[kind](listeners.ports[kind]) for kind in LISTENER_NAMES}
     with ExitStack() as held:
         for _ in range(NOFILE + 64):  # more than the daemon has: bounded, loopback
             sock = held.enter_context(connect(listeners.ports["flood"]))
@@ -288,7 +336,7 @@ def flood(listeners: Listeners) -> Flood:
                 sock.sendall(head)
         # The last one is in only when the daemon took it: its answer (a close) says so.
         probes = {}
-        for kind in ("metrics", "hook", "flood"):
+        for kind in names:
             probes[kind] = held.enter_context(connect(listeners.ports[kind]))
         for sock in probes.values():
             until_closed(sock)  # each is cut at once, descriptors being low
@@ -308,7 +356,7 @@ def flood(listeners: Listeners) -> Flood:
 
 def flood_then_status(listeners: Listeners, cell: Cell) -> Observed:
     result = flood(listeners)
-    kind = "metrics" if cell.extra["listener"].startswith("daemon.") else "hook"
+    kind = kind_of(cell)
     failed = {k: a.stderr.strip()[-200:] for k, a in result.answers.items() if a.returncode}
     if failed:
         return Observed("refused", "operator_locked_out", json.dumps(failed))

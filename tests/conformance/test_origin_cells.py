@@ -66,14 +66,28 @@ def policy(
     doc["agents"]["alpha"]["skills"] = ["some-skill"]  # and skill_read
     doc["mcp_servers"] = {"h": {"command": "mcp-server-h", "tools": ["echo"]}}
     doc["channels"]["webhook"] = {"ops": {"listen": "127.0.0.1:8787", "secret_env": "K"}}
-    doc["peer_groups"]["hooks"] = {
-        "channel": "webhook.ops",
-        "agents": ["alpha"],
-        "external_peers": ["*"],
-        "tools": list(group_tools),
-        "approvals": approvals,
+    doc["gateway"] = {  # a gateway token's sender: the `api` origin (issue 29)
+        "tokens": {"ci": {"token_env": "ZC_CI", "sender": "stranger", "agents": ["alpha"]}}
     }
+    for name, channel in (("hooks", "webhook.ops"), ("api", "api.ci")):
+        doc["peer_groups"][name] = {
+            "channel": channel,
+            "agents": ["alpha"],
+            "external_peers": ["*"],
+            "tools": list(group_tools),
+            "approvals": approvals,
+        }
     return PeerPolicy(validate_document(doc))
+
+
+def origin_of(kind: str) -> Origin:
+    if kind == "operator":
+        return Origin("cli.local")
+    if kind == "api":
+        return Origin.api("ci", "stranger")
+    if kind == "schedule":
+        return Origin.schedule("alpha", "probe")
+    return Origin("webhook.ops", "stranger")
 
 
 def turn_toolset(tmp_path: Path, kind: str, grant: tuple[str, ...]) -> Toolset:
@@ -89,8 +103,7 @@ def turn_toolset(tmp_path: Path, kind: str, grant: tuple[str, ...]) -> Toolset:
             .tool_names()
         )
         return FULL if names is None else FULL.only(names, "origin_tools")
-    origin = Origin("cli.local") if kind == "operator" else Origin("webhook.ops", "stranger")
-    names = policy(tmp_path, grant, "operator").origin_grant("alpha", origin).tool_names()
+    names = policy(tmp_path, grant, "operator").origin_grant("alpha", origin_of(kind)).tool_names()
     return FULL if names is None else FULL.only(names, "origin_tools")
 
 
@@ -109,11 +122,8 @@ def route(tmp_path: Path, kind: str, approvals: str) -> str:
         # A peer's turn runs without an approver (agent runtime `_run_peer_turn`); a
         # runtime's channel cannot ask: both deny.
         return "none"
-    if kind == "schedule":  # the group's setting is not the schedule's: the operator answers
-        origin = Origin.schedule("alpha", "probe")
-    else:
-        origin = Origin("cli.local") if kind == "operator" else Origin("webhook.ops", "stranger")
-    return policy(tmp_path, (), approvals).origin_grant("alpha", origin).approvals
+    # a schedule's run: the group's setting is not the schedule's, the operator answers
+    return policy(tmp_path, (), approvals).origin_grant("alpha", origin_of(kind)).approvals
 
 
 @pytest.mark.parametrize("cell", CELLS, ids=[c.key for c in CELLS])

@@ -10,8 +10,9 @@ systemd or hardware) is preceded by `<!-- not run: reason -->`; synopses with pl
 are ```text blocks. The guide's pages start from the tour's first block (PATH and
 ZEROCLAW_CONFIG), as the guide says.
 
-Only the webhook's port differs from what is written: each document's daemon listens on a
-free loopback port instead of 8787, so documents and other tests can run side by side.
+Only the listeners' ports differ from what is written: each document's daemon listens on
+free loopback ports instead of 8787 (the webhook) and 8788 (the gateway), so documents and
+other tests can run side by side.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ README = REPO / "README.md"
 GUIDE = REPO / "docs" / "guide"
 DOCUMENTS = [README, *sorted(GUIDE.glob("*.md"))]
 DEMO_PORT = "127.0.0.1:8787"
+DEMO_GATEWAY = "127.0.0.1:8788"
 NOT_RUN = re.compile(r"^<!-- not run: (.+\S) -->$")
 EXPECTED_EXIT = re.compile(r"#.*\(exit (\d+)\)\s*$")
 FENCE = re.compile(r"^\s*```(\S*)\s*$")  # indented too (inside a list item)
@@ -136,13 +138,13 @@ class DemoDaemon:
     """`make run` in a copy of the demo: the Makefile's recipe (env file, then the daemon),
     with `install` taken as done (this venv is the one the test runs in)."""
 
-    def __init__(self, root: Path, port: str) -> None:
+    def __init__(self, root: Path, ports: dict[str, str]) -> None:
         self.root = root
         shutil.copytree(
             REPO / "etc", root / "etc", ignore=shutil.ignore_patterns(".zeroclaw", "env")
         )
         config = root / "etc" / "zeroclaw.toml"
-        config.write_text(config.read_text().replace(DEMO_PORT, port))
+        config.write_text(moved(config.read_text(), ports))
         (root / ".venv").symlink_to(Path(sys.prefix))
         self.notify_path = root / "notify.sock"
         self.notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
@@ -192,16 +194,23 @@ class DemoDaemon:
         self.notify.close()
 
 
+def moved(text: str, ports: dict[str, str]) -> str:
+    """`text` with each demo listener's address replaced by this run's."""
+    for demo, port in ports.items():
+        text = text.replace(demo, port)
+    return text
+
+
 def run_walkthroughs(document: Path, setup: list[Block]) -> None:
     text, ran = script(document, setup)
     if not ran:
         pytest.skip(f"{document.name} has no walkthrough that runs")
     root = Path(tempfile.mkdtemp(prefix="zc-doc-", dir="/tmp"))  # short: socket paths
-    port = free_port()
-    daemon = DemoDaemon(root, port)
+    ports = {DEMO_PORT: free_port(), DEMO_GATEWAY: free_port()}
+    daemon = DemoDaemon(root, ports)
     try:
         daemon.start()
-        (root / "walkthrough.sh").write_text(text.replace(DEMO_PORT, port))
+        (root / "walkthrough.sh").write_text(moved(text, ports))
         env = {k: v for k, v in os.environ.items() if not k.startswith("ZEROCLAW_")}
         result = subprocess.run(
             ["bash", "-c", "exec 2>&1; . ./walkthrough.sh"],

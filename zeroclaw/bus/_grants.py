@@ -14,6 +14,8 @@ anything else as `tool_not_granted`, as it does for a peer's turn (ADR 0015).
     schedule   a scheduled run: the `tools` of its schedule (default: none; an agent's own
                reminder: none); approvals go to the operator's queue (nobody is at a
                schedule to answer)
+    api        a gateway token: as an outside sender on its channel `api.<token>`, but its
+               approvals always go to the operator (the OpenAI API has no way to ask)
 
 The kinds are the origin's own (`Origin.kind`, bus.ORIGIN_KINDS): one list for sessions,
 tools and the conformance table.
@@ -108,5 +110,8 @@ def origin_grant(
         return OriginGrant(kind, NO_TOOLS, "operator")
     if kind == "schedule":
         return OriginGrant(kind, schedule_tools or NO_TOOLS, "operator")
-    assert origin.sender is not None  # a channel origin always names its sender
-    return sender_grant(groups, origin.sender)
+    assert origin.sender is not None  # a channel or api origin always names its sender
+    grant = sender_grant(groups, origin.sender)
+    if kind == "api":
+        return OriginGrant(kind, grant.tools, "operator", grant.groups)
+    return grant

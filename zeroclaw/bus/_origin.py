@@ -12,6 +12,8 @@ behind it. Kinds (ORIGIN_KINDS; later issues add schedules and API tokens):
   subagent  a sub-agent dispatch (channel "subagent"; the caller that dispatched it)
   schedule  a scheduled run (channel "schedule"; `<agent>.<name>`, the schedule's key):
             the daemon's own, into that agent only (issue 28)
+  api       a gateway token (issue 29): channel `api.<token>`, its configured sender,
+            admitted by peer groups like a channel sender; approvals always the operator's
 
 `Origin(channel)` and `Origin(channel, sender)` still build the operator and a channel
 sender; `channel`, `sender` and `is_operator` read as they always did.
@@ -30,10 +32,11 @@ PEER_CHANNEL = "peer"  # the channel key of a peer origin (no configured channel
 SUBAGENT_ORIGIN_CHANNEL = "subagent"  # the channel a sub-agent invocation's turn travels on
 SCHEDULE_CHANNEL = "schedule"  # the channel a scheduled run's turn travels on
 RESERVED_CHANNELS = frozenset({PEER_CHANNEL, SUBAGENT_ORIGIN_CHANNEL, SCHEDULE_CHANNEL})
+API_CHANNEL_PREFIX = "api."  # a gateway token's channel: `api.<token name>`
 
 # Each kind has its rows in the conformance table (tests/conformance): a new kind without
 # them fails test_completeness.
-OriginKind = Literal["operator", "channel", "peer", "subagent", "schedule"]
+OriginKind = Literal["operator", "channel", "peer", "subagent", "schedule", "api"]
 ORIGIN_KINDS: tuple[OriginKind, ...] = get_args(OriginKind)
 
 
@@ -53,7 +56,10 @@ class Origin(msgspec.Struct, frozen=True, omit_defaults=True):
             return
         if self.sender is None:
             raise ValueError(f"a {kind} origin names who it is")
-        if kind == "channel":
+        # A token's channel is the token's alone: no other kind speaks on it.
+        if (kind == "api") != self.channel.startswith(API_CHANNEL_PREFIX):
+            raise ValueError(f"an {kind} origin is not on channel {self.channel!r}")
+        if kind in ("channel", "api"):
             if self.channel in RESERVED_CHANNELS:
                 raise ValueError(f"{self.channel!r} is not a channel a sender writes on")
             msgspec.structs.force_setattr(self, "sender", normalize_sender(self.sender))
@@ -64,7 +70,8 @@ class Origin(msgspec.Struct, frozen=True, omit_defaults=True):
 
     @classmethod
     def from_sender(cls, channel: str, sender: str) -> Origin:
-        return cls(channel, sender, "channel")
+        """An outside sender on `channel`: a gateway token's (`api.<token>`) or a channel's."""
+        return cls(channel, sender, "api" if channel.startswith(API_CHANNEL_PREFIX) else "channel")
 
     @classmethod
     def peer(cls, alias: str) -> Origin:
@@ -85,6 +92,11 @@ class Origin(msgspec.Struct, frozen=True, omit_defaults=True):
         if self.kind != "schedule" or self.sender is None:
             return None
         return self.sender.partition(".")[0]
+
+    @classmethod
+    def api(cls, token: str, sender: str) -> Origin:
+        """A gateway token's turn: channel `api.<token>`, the token's configured sender."""
+        return cls(API_CHANNEL_PREFIX + token, sender, "api")
 
     @property
     def is_operator(self) -> bool:

@@ -7,6 +7,7 @@ origin, never by what the sender (or the agent) says. Pure.
   peer      `peer:<alias>/<name>`
   subagent  `subagent:<caller>/<name>`
   schedule  `schedule:<agent>.<schedule>/<name>`
+  api       `api.<token>:<sender>/<name>` (the name: the request's `user`)
 
 An outside origin's namespace (`<ns>:<who>/`) is a prefix of its own keys only: each part
 is percent-encoded to `[A-Za-z0-9._-]` (so it holds no ':' or '/'), and a part longer than
@@ -23,7 +24,14 @@ from urllib.parse import unquote
 
 import msgspec
 
-from ._origin import PEER_CHANNEL, SCHEDULE_CHANNEL, SUBAGENT_ORIGIN_CHANNEL, Origin, OriginKind
+from ._origin import (
+    API_CHANNEL_PREFIX,
+    PEER_CHANNEL,
+    SCHEDULE_CHANNEL,
+    SUBAGENT_ORIGIN_CHANNEL,
+    Origin,
+    OriginKind,
+)
 
 DEFAULT_SESSION = "default"
 NAMESPACE_SEPARATOR = ":"  # after an outside origin's kind or channel
@@ -108,6 +116,8 @@ def session_owner(key: str) -> SessionOwner:
         kind = "subagent"
     elif channel == SCHEDULE_CHANNEL:
         kind = "schedule"
+    elif channel.startswith(API_CHANNEL_PREFIX):
+        kind = "api"
     else:
         kind = "channel"
     return SessionOwner(kind, f"{channel}:{sender}", unquote(name))

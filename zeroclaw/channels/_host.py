@@ -35,6 +35,7 @@ from ._types import (
     ChannelFailure,
     ChannelRefused,
     Inbound,
+    OnDelta,
     Outcome,
 )
 
@@ -86,12 +87,12 @@ class ChannelHost:
         *,
         ask: AskApproval | None = None,
         routed: Routed | None = None,
-        on_delta: Callable[[str], None] | None = None,
+        on_delta: OnDelta | None = None,
     ) -> Outcome:
         """The whole conversation of one inbound message: its reply or why there is none.
         `routed`: the decision of an earlier `route` of this message (an adapter that must
         answer a refusal before the turn runs), so it is not decided and counted twice.
-        `on_delta`: called with each piece of the reply as it is written (streaming)."""
+        `on_delta`: handed each piece of the reply as it comes (a streaming adapter)."""
         if routed is None:
             decided = self.route(inbound)
             if isinstance(decided, ChannelRefused):
@@ -115,7 +116,7 @@ class ChannelHost:
         *,
         session: str | None,
         ask: AskApproval | None = None,
-        on_delta: Callable[[str], None] | None = None,
+        on_delta: OnDelta | None = None,
     ) -> Outcome:
         """One turn of `agent` from `origin`, already admitted (routed here, or the
         daemon's own origin: a schedule's run), with its reply collected. Its approvals go
@@ -135,9 +136,8 @@ class ChannelHost:
             ) as turn,
             trio.open_nursery() as nursery,
         ):
-            outcome = await self._collect(
-                turn, None if to_operator else ask, to_operator, nursery, on_delta
-            )
+            asker = None if to_operator else ask
+            outcome = await self._collect(turn, asker, to_operator, nursery, on_delta)
             nursery.cancel_scope.cancel()
         return outcome
 
@@ -147,12 +147,12 @@ class ChannelHost:
         ask: AskApproval | None,
         to_operator: bool,
         nursery: trio.Nursery,
-        on_delta: Callable[[str], None] | None,
+        on_delta: OnDelta | None,
     ) -> Outcome:
         async for event in turn.events():
             if isinstance(event, Delta):
                 if on_delta is not None:
-                    on_delta(event.text)
+                    await on_delta(event.text)
             elif isinstance(event, ApprovalAsked):
                 nursery.start_soon(self._approve, turn, event, ask, to_operator)
             elif isinstance(event, TurnDone):
@@ -163,6 +163,7 @@ class ChannelHost:
                     event.error,
                     event.cancelled,
                     event.stopped,
+                    event.usage,
                 )
             elif isinstance(event, TurnRefused):
                 if event.code == "budget_exceeded":  # before any provider call

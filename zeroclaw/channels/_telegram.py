@@ -474,7 +474,7 @@ class TelegramAdapter:
         wrote = _Pulse()
         closing = trio.Event()
 
-        def on_delta(text: str) -> None:
+        async def on_delta(text: str) -> None:
             if stream is not None:
                 stream.feed(text)
                 wrote.set()

@@ -8,7 +8,7 @@ from typing import Literal
 
 import msgspec
 
-from ..turns import ToolCallRecord, TurnStop
+from ..turns import StepUsage, ToolCallRecord, TurnStop
 
 
 class Inbound(msgspec.Struct, frozen=True):
@@ -50,6 +50,7 @@ class ChannelAnswer(msgspec.Struct, frozen=True):
     error: str | None = None  # the provider failed; `reply` says so
     cancelled: bool = False
     stopped: TurnStop | None = None  # a budget ended the turn after a step (ADR 0057)
+    usage: tuple[StepUsage, ...] = ()  # what each provider step used (the gateway's usage)
 
 
 ChannelFailureCode = Literal[
@@ -86,3 +87,7 @@ class Scheduled(msgspec.Struct, frozen=True):
 # yes or no. The daemon bounds it by the approval timeout (a timeout is a no); None: this
 # channel cannot ask, so the action is denied.
 AskApproval = Callable[[str, str], Awaitable[bool]]
+
+# What an adapter that streams (the gateway) is handed for each piece of the reply as the
+# agent produces it; awaited before the next event is read.
+OnDelta = Callable[[str], Awaitable[None]]

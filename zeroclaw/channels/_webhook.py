@@ -29,7 +29,7 @@ import msgspec
 import trio
 from hypercorn.typing import ASGIReceiveCallable, ASGISendCallable, HTTPScope, Scope
 
-from .._asgi import answer_lifespan, serve_guarded
+from .._asgi import ClientGone, answer_lifespan, bind_listener, read_body, serve_guarded
 from .._http_guard import HttpBounds, http_bounds
 from .._log_throttle import LogThrottle
 from ..config import WebhookChannel
@@ -71,10 +71,6 @@ CALLBACK_TIMEOUT_SECS = 10.0  # one attempt's connect/read/write bound
 REJECT_LOG_INTERVAL_SECS = 10.0  # a flood of bad requests is a line per code per interval
 
 _Response = tuple[int, bytes, list[tuple[bytes, bytes]]]
-
-
-class _Gone(Exception):
-    """The client disconnected before its request body arrived."""
 
 
 @dataclass
@@ -222,16 +218,9 @@ class WebhookAdapter:
         )
 
     def _bind(self) -> socket.socket:
-        host, _, port = self.listen.rpartition(":")
-        host = host.removeprefix("[").removesuffix("]")
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
         try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind((host, int(port)))
-            sock.listen(128)  # listening now: no other socket can take the port meanwhile
+            sock = bind_listener(self.listen)
         except OSError as exc:
-            sock.close()
             raise ChannelStartFailed(
                 f"webhook listener {self.listen} ({', '.join(self.keys)}) cannot bind: "
                 f"{exc.strerror or exc}"
@@ -251,7 +240,7 @@ class WebhookAdapter:
             return
         try:
             status, body, headers = await self._handle(scope, receive)
-        except _Gone:
+        except ClientGone:
             return
         headers += [
             (b"content-type", b"application/json"),
@@ -330,22 +319,10 @@ class WebhookAdapter:
         self, receive: ASGIReceiveCallable, headers: Mapping[str, str], limit: int
     ) -> bytes | WebhookError:
         """The body, or 413 as soon as it is over `limit` (the rest is never read)."""
-        too_large = error(413, "too_large", f"the body is over {limit} bytes")
-        declared = headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > limit:
-            return too_large
-        chunks: list[bytes] = []
-        size = 0
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":
-                raise _Gone
-            size += len(message["body"])
-            if size > limit:
-                return too_large
-            chunks.append(message["body"])
-            if not message.get("more_body", False):
-                return b"".join(chunks)
+        body = await read_body(receive, headers.get("content-length"), limit)
+        if body is None:
+            return error(413, "too_large", f"the body is over {limit} bytes")
+        return body
 
     # ------------------------------------------------------------------ turns
 

@@ -51,6 +51,14 @@ def _check_env_var_name(value: str) -> str:
     return value
 
 
+def _check_host_port(value: str) -> str:
+    """`value` is `host:port` (a listener's address); its host."""
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError("must be 'host:port' with a port between 1 and 65535")
+    return host
+
+
 def _check_http_url(value: str) -> str:
     if not re.match(r"^https?://[^\s/]+", value):
         raise ValueError("must be an http:// or https:// URL")
@@ -210,9 +218,7 @@ class DaemonConfig(_Strict):
     def _metrics_host_port(cls, value: str | None, info: ValidationInfo) -> str | None:
         if value is None:
             return None
-        host, sep, port = value.rpartition(":")
-        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise ValueError("must be 'host:port' with a port between 1 and 65535")
+        host = _check_host_port(value)
         bare = host.removeprefix("[").removesuffix("]")
         if bare != "localhost":
             try:
@@ -541,9 +547,7 @@ class WebhookChannel(_Strict):
     @field_validator("listen")
     @classmethod
     def _host_port(cls, value: str) -> str:
-        host, sep, port = value.rpartition(":")
-        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise ValueError("must be 'host:port' with a port between 1 and 65535")
+        _check_host_port(value)
         return value
 
 
@@ -1225,6 +1229,100 @@ class PeerGroup(_Strict):
         return _listed_once(value)
 
 
+# --------------------------------------------------------------------------- gateway
+
+API_CHANNEL_TYPE = "api"  # an API token's channel is `api.<name>` (not a [channels] table)
+
+
+class GatewayToken(_Strict):
+    """One bearer token of the gateway's OpenAI-compatible API (issue 29): an outside
+    identity like a webhook sender, on its own channel `api.<name>`."""
+
+    token_env: EnvVarName = Field(
+        description="Name of the environment variable holding the bearer token (the daemon's "
+        "environment; agents never get it). Unset: the token is refused (logged at start)."
+    )
+    sender: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=64,
+        description="The outside identity this token is: its turns have origin "
+        "`api.<name>:<sender>` and are admitted by peer groups on channel `api.<name>` (or "
+        "`api`) through `external_peers`, with the tools those groups list, like any outside "
+        "sender. Default: the token's name.",
+    )
+    agents: tuple[str, ...] = Field(
+        min_length=1,
+        description="Agents this token may reach: its `GET /v1/models`, and the `model` of a "
+        "chat completion. Any other alias is 404 model_not_found.",
+    )
+    rate_limit_per_minute: Annotated[int, Field(ge=1, le=1_000_000)] = Field(
+        default=60,
+        description="Requests accepted per minute for this token before 429 with Retry-After.",
+    )
+
+    @field_validator("agents")
+    @classmethod
+    def _distinct_agents(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return _listed_once(value)
+
+
+class GatewayConfig(_Strict):
+    """One HTTP listener: the OpenAI-compatible API (`/v1`) and the operator's dashboard
+    (`/ui`), issue 29. Configured only when the table is present."""
+
+    listen: str = Field(
+        default="127.0.0.1:8788",
+        description="host:port the gateway binds. Loopback only unless allow_remote.",
+    )
+    allow_remote: bool = Field(
+        default=False,
+        description="Let `listen` name a non-loopback address; then tls_cert and tls_key are "
+        "required (tokens and the dashboard cookie never cross a network in clear).",
+    )
+    tls_cert: ConfigPath | None = Field(
+        default=None, description="PEM certificate chain for TLS (with tls_key)."
+    )
+    tls_key: ConfigPath | None = Field(
+        default=None, description="PEM private key of tls_cert (read by the daemon at start)."
+    )
+    operator_token_env: EnvVarName | None = Field(
+        default=None,
+        description="Name of the environment variable holding the operator's dashboard token "
+        "(sign-in at /ui). Unset or empty: the dashboard is off (404). Never an API token's.",
+    )
+    tokens: dict[str, GatewayToken] = Field(
+        default_factory=dict,
+        description="API tokens by name ([a-z][a-z0-9_-]{0,31}); each is channel `api.<name>`.",
+    )
+    max_body_bytes: Annotated[int, Field(ge=1024, le=64 * 1024 * 1024)] = Field(
+        default=1024 * 1024,
+        description="Largest request body accepted (413 beyond; the rest is never read).",
+    )
+    max_turn_secs: Seconds = Field(
+        default=600.0,
+        description="The longest one API turn may take, approvals waited for included; then "
+        "it is cancelled and the client gets 503.",
+    )
+    limits: HttpLimits = Field(
+        default_factory=HttpLimits,
+        description="Timeouts and connection cap of the gateway's listener (a streamed answer "
+        "is bounded per write, not as a whole).",
+    )
+
+    @field_validator("listen")
+    @classmethod
+    def _host_port(cls, value: str) -> str:
+        _check_host_port(value)
+        return value
+
+    @model_validator(mode="after")
+    def _tls_in_pairs(self) -> GatewayConfig:
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ValueError("tls_cert and tls_key go together: set both or neither")
+        return self
+
+
 # --------------------------------------------------------------------------- root
 
 
@@ -1426,6 +1524,11 @@ class Config(_Strict):
         description="MCP servers agents may use as tools, by name ([a-z][a-z0-9_-]{0,31}, no "
         "'__' and no final '_': a tool is offered as mcp__<server>__<tool>).",
     )
+    gateway: GatewayConfig | None = Field(
+        default=None,
+        description="The HTTP gateway: an OpenAI-compatible API for the agents its tokens "
+        "reach, and the operator's dashboard (issue 29). Off unless the table is present.",
+    )
     discovery: DiscoveryConfig = Field(
         default_factory=DiscoveryConfig,
         description="Finding capabilities on this machine: adapters/, capabilities/ and mcp/ "
@@ -1443,12 +1546,21 @@ class Config(_Strict):
         return None if table is None else table.get(alias)
 
     def channel_ids(self) -> list[str]:
-        """Every configured channel as '<type>.<alias>', sorted."""
+        """Every configured channel as '<type>.<alias>', sorted: the [channels] tables, and
+        each gateway token as `api.<name>`."""
         return sorted(
-            f"{kind}.{alias}"
-            for kind in ChannelsTable.model_fields
-            for alias in getattr(self.channels, kind)
+            [
+                f"{kind}.{alias}"
+                for kind in ChannelsTable.model_fields
+                for alias in getattr(self.channels, kind)
+            ]
+            + self.api_channel_ids()
         )
+
+    def api_channel_ids(self) -> list[str]:
+        """The gateway tokens' channels, `api.<name>`."""
+        tokens = self.gateway.tokens if self.gateway is not None else {}
+        return [f"{API_CHANNEL_TYPE}.{name}" for name in sorted(tokens)]
 
     def provider_ids(self) -> list[str]:
         return sorted(

@@ -92,13 +92,21 @@ def channel_owners(config: Config) -> dict[str, tuple[str, ...]]:
     others do has no owner: its input is refused, never guessed.
     """
     any_binding = any(agent.channels for agent in config.agents.values())
-    owners: dict[str, tuple[str, ...]] = {}
+    # A gateway token's channel is owned by the agents the token lists (its reach), with
+    # or without bindings elsewhere: no agent binds an `api.*` channel.
+    enabled = {alias for alias, agent in config.agents.items() if agent.enabled}
+    owners: dict[str, tuple[str, ...]] = {
+        channel: tuple(sorted(enabled.intersection(agents)))
+        for channel, agents in api_reach(config).items()
+    }
     if not any_binding:
         owner = default_owner(config)
         for channel in config.channel_ids():
-            owners[channel] = (owner,) if owner else ()
+            owners.setdefault(channel, (owner,) if owner else ())
         return owners
     for channel in config.channel_ids():
+        if channel in owners:
+            continue
         owners[channel] = tuple(
             sorted(
                 alias
@@ -107,6 +115,13 @@ def channel_owners(config: Config) -> dict[str, tuple[str, ...]]:
             )
         )
     return owners
+
+
+def api_reach(config: Config) -> dict[str, tuple[str, ...]]:
+    """Each gateway token's channel (`api.<name>`) -> the agents the token lists."""
+    if config.gateway is None:
+        return {}
+    return {f"api.{name}": token.agents for name, token in sorted(config.gateway.tokens.items())}
 
 
 # --------------------------------------------------------------------------- peers

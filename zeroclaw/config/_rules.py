@@ -21,6 +21,7 @@ from ._endpoints import endpoint_allowed, endpoint_key
 from ._errors import ConfigIssue, did_you_mean
 from ._models import (
     ADAPTER_TOOL_NAME,
+    API_CHANNEL_TYPE,
     HEARTBEAT_SCHEDULE,
     MCP_SERVER_NAME,
     MCP_TOOL_PREFIX,
@@ -38,6 +39,7 @@ from ._models import (
 )
 from ._resolve import (
     RESERVED_ALIASES,
+    api_reach,
     channel_matches,
     channel_owners,
     daemon_paths,
@@ -541,21 +543,25 @@ def rule_peer_groups(
     agent binds any channel, the fallback owner owns every channel (`channel_owners`), so
     it may be a member of a group on any: that is how a legacy install, bindings never
     written, admits its outside senders (ADR-011's compatibility fallback)."""
-    channel_types = set(ChannelsTable.model_fields)
+    channel_types = set(ChannelsTable.model_fields) | {API_CHANNEL_TYPE}
     fallback_owner = (
         default_owner(config)
         if not any(agent.channels for agent in config.agents.values())
         else None
     )
+    # A gateway token's channel: its members are the agents the token lists, not bindings.
+    reach = api_reach(config)
+    channels = declared.channels | frozenset(reach)
     for name, group in sorted(config.peer_groups.items()):
         base = ("peer_groups", name)
         channel = group.channel
+        if channel.partition(".")[0] == API_CHANNEL_TYPE:
+            yield from _api_group_members(base, group.channel, group.agents, reach)
+            continue
         if "." in channel:
-            channel_ok = channel in declared.channels
+            channel_ok = channel in channels
             if not channel_ok:
-                yield ConfigIssue(
-                    (*base, "channel"), _unknown("channel", channel, declared.channels)
-                )
+                yield ConfigIssue((*base, "channel"), _unknown("channel", channel, channels))
         elif channel not in channel_types:
             channel_ok = False
             known = frozenset(channel_types)
@@ -585,6 +591,98 @@ def rule_peer_groups(
                     f"agent {member!r} does not bind channel {channel!r}; add a matching "
                     f"channel to agents.{member}.channels",
                 )
+
+
+def _api_group_members(
+    base: tuple[str, ...],
+    channel: str,
+    members: Sequence[str],
+    reach: Mapping[str, Sequence[str]],
+) -> Iterator[ConfigIssue]:
+    """A group on a gateway token's channel (`api.<name>`, or `api` for every token): the
+    channel is a token's, and each member is an agent such a token lists."""
+    if "." in channel and channel not in reach:
+        yield ConfigIssue((*base, "channel"), _unknown("channel", channel, frozenset(reach)))
+        return
+    if not reach:
+        yield ConfigIssue(
+            (*base, "channel"), "no gateway token is configured; add [gateway.tokens.<name>]"
+        )
+        return
+    listed = {a for key, agents in reach.items() if channel_matches(channel, key) for a in agents}
+    for i, member in enumerate(members):
+        if member not in listed:
+            yield ConfigIssue(
+                (*base, "agents", i),
+                f"no gateway token on {channel!r} lists agent {member!r}; add it to that "
+                "token's agents",
+            )
+
+
+def rule_gateway(
+    config: Config, declared: Declared, env: Mapping[str, str]
+) -> Iterator[ConfigIssue]:
+    """The gateway listens on loopback unless `allow_remote`, which then needs TLS; its
+    tokens' names are aliases, their agents exist, and no two credentials share a
+    variable (an API token that is the operator's would open the dashboard; one that is
+    a provider's key is in that agent's environment)."""
+    gateway = config.gateway
+    if gateway is None:
+        return
+    base = ("gateway",)
+    if not gateway.allow_remote and not listen_is_loopback(gateway.listen):
+        yield ConfigIssue(
+            (*base, "listen"),
+            f"{gateway.listen!r} is not a loopback address; set allow_remote = true (with "
+            "tls_cert and tls_key) to accept requests from other hosts",
+        )
+    if gateway.allow_remote and gateway.tls_cert is None:
+        yield ConfigIssue(
+            (*base, "allow_remote"),
+            "a gateway reachable from other hosts needs TLS: set tls_cert and tls_key "
+            "(bearer tokens and the dashboard's cookie must not cross a network in clear)",
+        )
+    others = {
+        hook.listen.rpartition(":")[2]: f"channels.webhook.{alias}"
+        for alias, hook in config.channels.webhook.items()
+    }
+    if config.daemon.metrics_listen is not None:
+        others[config.daemon.metrics_listen.rpartition(":")[2]] = "daemon.metrics_listen"
+    port = gateway.listen.rpartition(":")[2]
+    if port in others:
+        yield ConfigIssue(
+            (*base, "listen"), f"port {port} is also {others[port]}'s; give each its own port"
+        )
+    credentials: dict[str, str] = {}
+    if config.daemon.metrics_token_env is not None:
+        credentials[config.daemon.metrics_token_env] = "daemon.metrics_token_env"
+    for kind in type(config.providers).model_fields:
+        for alias, provider in sorted(getattr(config.providers, kind).items()):
+            name = getattr(provider, "api_key_env", None)
+            if name is not None:
+                credentials.setdefault(name, f"providers.{kind}.{alias}.api_key_env")
+    if gateway.operator_token_env is not None:
+        if gateway.operator_token_env in credentials:
+            yield ConfigIssue(
+                (*base, "operator_token_env"),
+                f"{gateway.operator_token_env} is also {credentials[gateway.operator_token_env]}"
+                "; give the operator's token a variable of its own",
+            )
+        credentials[gateway.operator_token_env] = "gateway.operator_token_env"
+    for name, token in sorted(gateway.tokens.items()):
+        key = (*base, "tokens", name)
+        if not ALIAS_SYNTAX.match(name):
+            yield ConfigIssue(key, f"token name {name!r} must match [a-z][a-z0-9_-]{{0,31}}")
+        if token.token_env in credentials:
+            yield ConfigIssue(
+                (*key, "token_env"),
+                f"{token.token_env} is also {credentials[token.token_env]}; give each token "
+                "a variable of its own",
+            )
+        credentials[token.token_env] = f"gateway.tokens.{name}.token_env"
+        for i, agent in enumerate(token.agents):
+            if agent not in declared.agents:
+                yield ConfigIssue((*key, "agents", i), _unknown("agent", agent, declared.agents))
 
 
 # --------------------------------------------------------------------------- serial channels
@@ -830,6 +928,7 @@ def daemon_refusals(
                     f"{bot.token_env} is not set in the environment",
                 )
             )
+    issues.extend(_gateway_credentials_set(config, env))
     paths = daemon_paths(config, env)
     for alias in sorted(config.agents):
         workspace = workspace_path(config, alias, paths)
@@ -856,6 +955,22 @@ def daemon_refusals(
                 break
     issues.extend(_skills_dirs_apart(config, env, config_path, resolve))
     return issues
+
+
+def _gateway_credentials_set(config: Config, env: Mapping[str, str]) -> Iterator[ConfigIssue]:
+    """Every credential the gateway names is in the environment (never its value said)."""
+    gateway = config.gateway
+    if gateway is None:
+        return
+    named: list[tuple[tuple[str, ...], str]] = [
+        (("gateway", "tokens", name, "token_env"), token.token_env)
+        for name, token in sorted(gateway.tokens.items())
+    ]
+    if gateway.operator_token_env is not None:
+        named.append((("gateway", "operator_token_env"), gateway.operator_token_env))
+    for key, variable in named:
+        if not env.get(variable):
+            yield ConfigIssue(key, f"the gateway's token variable {variable} is not set")
 
 
 def _skills_dirs_apart(
@@ -918,4 +1033,5 @@ RULES: tuple[Rule, ...] = (
     rule_webhook_listen,
     rule_telegram_bots,
     rule_metrics_token_is_its_own,
+    rule_gateway,
 )

@@ -330,7 +330,9 @@ MEMORY_REPLY_TYPES: dict[str, type[MemoryReply]] = {
 
 # Whose a session is: an origin kind (bus.OriginKind; mirrored, as the CLI does not load
 # the bus), or "unknown" for a key that is no origin's (written before origins had keys).
-SessionOwnerKindName = Literal["operator", "channel", "peer", "subagent", "schedule", "unknown"]
+SessionOwnerKindName = Literal[
+    "operator", "channel", "peer", "subagent", "schedule", "api", "unknown"
+]
 
 
 class SessionInfo(msgspec.Struct, frozen=True):

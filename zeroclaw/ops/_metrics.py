@@ -40,7 +40,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.process_collector import ProcessCollector
 
-from .._asgi import LISTENERS, answer_lifespan, serve_guarded
+from .._asgi import LISTENERS, answer_lifespan, bind_listener, serve_guarded
 from .._http_guard import CUTS, HttpBounds, check_bearer
 from .._router_stats import RouterStats
 from ..events import (
@@ -329,22 +329,6 @@ class Metrics:
                     state.serving = False
                     self._note_listener()
                 return
-
-
-def bind_listener(listen: str) -> socket.socket:
-    """A listening TCP socket on `host:port` ([v6]:port too); OSError when it cannot bind."""
-    host, _, port = listen.rpartition(":")
-    host = host.removeprefix("[").removesuffix("]")
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, int(port)))
-        sock.listen(64)
-    except OSError:
-        sock.close()
-        raise
-    return sock
 
 
 async def serve_metrics(

@@ -19,7 +19,7 @@ import signal
 import socket
 import stat
 import sys
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,6 +33,7 @@ from .._prctl import set_not_dumpable
 from ..bus import Request as BusRequest
 from ..bus import Response, Router, ServiceHandler
 from ..channels import (
+    ChannelAdapter,
     ChannelHost,
     ChannelSupervisor,
     channel_adapters,
@@ -150,6 +151,7 @@ from ._control_server import (
     check_socket_path,
 )
 from ._fleet import ExitRoutes, Fleet, Readiness, RunnerFactory, TransitionReport, stop_every_agent
+from ._gateway import gateway_adapters
 from ._hooks import Behind, DaemonHooks
 from ._lock import AlreadyRunning, PidLock
 from ._notify import SYSTEMD_VARIABLES, Notifier
@@ -580,7 +582,8 @@ async def _main(parts: DaemonParts) -> int:
         services.register(Started("runtimes", runtimes.run))
         services.register(Started("subagents", dispatch.run))
         services.register(Started("channels", channels.run))
-        keep = functools.partial(_keep_channels, running, channels, events)
+        gateway = gateway_adapters(running, table, events, env)  # issue 29, when configured
+        keep = functools.partial(_keep_channels, running, channels, events, gateway)
         services.register(Background("channel adapters", keep))
         found = functools.partial(_keep_discovery, running, readiness, discovery, events)
         services.register(Background("discovery", found))
@@ -706,18 +709,31 @@ def memory_service(memory: MemoryService) -> ServiceHandler:
     return serve
 
 
-async def _keep_channels(running: Running, channels: ChannelSupervisor, events: EventSink) -> None:
-    """The channel adapters of the running config: built at start, rebuilt by a reload that
-    changed a channel (and only then: a webhook keeps its listener across other reloads)."""
-    settings = channel_settings(running.config)
+async def _keep_channels(
+    running: Running,
+    channels: ChannelSupervisor,
+    events: EventSink,
+    more: Callable[[Config], list[ChannelAdapter]],
+) -> None:
+    """The channel adapters of the running config (and `more` of it: the gateway): built at
+    start, rebuilt by a reload that changed a channel or the gateway (and only then: a
+    webhook keeps its listener across other reloads)."""
+
+    def settings() -> object:
+        return (channel_settings(running.config), running.config.gateway)
+
+    def adapters() -> list[ChannelAdapter]:
+        return [*channel_adapters(running.config, running.env), *more(running.config)]
+
+    built = settings()
     with events.subscribe() as reloads:
-        channels.replace(channel_adapters(running.config, running.env))
+        channels.replace(adapters())
         async for published in reloads:
             if not isinstance(published.event, ReloadApplied):
                 continue
-            if channel_settings(running.config) != settings:
-                settings = channel_settings(running.config)
-                channels.replace(channel_adapters(running.config, running.env))
+            if settings() != built:
+                built = settings()
+                channels.replace(adapters())
 
 
 async def _keep_discovery(

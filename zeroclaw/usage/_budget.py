@@ -140,7 +140,7 @@ class Budgets:
         if own:
             found.append(Budgeted(Scope(agent), own))
         keyed = self._origins.get(agent)
-        if keyed and origin.kind in ("channel", "peer") and origin.sender is not None:
+        if keyed and origin.kind in ("channel", "peer", "api") and origin.sender is not None:
             channel, sender = origin.channel, origin.sender
             each = (
                 keyed.get(BudgetKey("one", channel, sender))
