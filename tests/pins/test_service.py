@@ -143,6 +143,24 @@ async def test_a_server_state_is_kept_for_mcp_list_and_its_changes_published(
         ]
 
 
+async def test_a_state_told_after_a_later_one_is_stale(tmp_path: Path) -> None:
+    # The daemon answers each post in a task of its own: a 'failed' and the 'starting'
+    # before it, posted back to back, may be applied in either order; the stamp decides.
+    async with world(tmp_path) as w:
+        alpha = w.buses["alpha"]
+        await alpha.call(MCP_STATE, McpServerState("git", "failed", "gave up", 4, at_ns=200))
+        await alpha.call(MCP_STATE, McpServerState("git", "starting", restarts=4, at_ns=100))
+        git = next(s for s in w.pins.servers() if s.name == "git")
+        assert [(s.status, s.restarts) for s in git.live] == [("failed", 4)]
+        changes = [e.status for e in kinds(w.events) if isinstance(e, McpServerChanged)]
+        assert changes == ["failed"]
+        # The agent gone, the daemon's own 'stopped' is later than anything it told.
+        w.pins.agent_down("alpha")
+        await alpha.call(MCP_STATE, McpServerState("git", "ready", at_ns=300))
+        git = next(s for s in w.pins.servers() if s.name == "git")
+        assert [s.status for s in git.live] == ["stopped"]
+
+
 async def test_another_agents_server_is_refused(tmp_path: Path) -> None:
     async with world(tmp_path) as w:
         mallory = w.buses["mallory"]

@@ -20,10 +20,12 @@ the daemon and every agent without `mcp` never load it.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Protocol
 
+import msgspec
 import trio
 
 from .._ops import CallRefused
@@ -178,7 +180,7 @@ class McpHost:
 
     def _post(self, state: McpServerState) -> None:
         try:
-            self._post_state(state)
+            self._post_state(msgspec.structs.replace(state, at_ns=time.monotonic_ns()))
         except Exception as exc:  # a bus that is going away: the state is only news
             log.debug("mcp %s: state not posted: %s", state.server, exc)
 

@@ -197,9 +197,12 @@ class PinService:
             detail=state.detail[:MAX_DETAIL],
             restarts=state.restarts,
             pid=state.pid,
+            at_ns=state.at_ns,
         )
         key = (sender, state.server)
         before = self._live.get(key)
+        if before is not None and state.at_ns < before[0].at_ns:
+            return answer(request, Nothing())  # stale: a later state was told first
         self._live[key] = (state, self._clock())
         if before is None or (before[0].status, before[0].restarts) != (
             state.status,
@@ -215,7 +218,9 @@ class PinService:
         each server it last reported as anything else is `stopped` now."""
         for (agent, server), (state, _) in sorted(self._live.items()):
             if agent == alias and state.status != "stopped":
-                stopped = McpServerState(server, "stopped", "its agent is not running")
+                stopped = McpServerState(
+                    server, "stopped", "its agent is not running", at_ns=time.monotonic_ns()
+                )
                 self._live[(agent, server)] = (stopped, self._clock())
                 self._publish(McpServerChanged(agent, server, stopped.status, stopped.detail))
 

@@ -86,6 +86,10 @@ class McpServerState(msgspec.Struct, frozen=True, omit_defaults=True):
     detail: str = ""  # why it failed, or what it is waiting for
     restarts: int = 0
     pid: int | None = None  # a stdio server's process
+    # When it was told (CLOCK_MONOTONIC, one clock for every process of the machine): the
+    # daemon answers each post in a task of its own, in no set order, so a state older
+    # than the one it holds is stale (a 'failed' overtaken by the 'starting' before it).
+    at_ns: int = 0
 
 
 MCP_PIN = Operation(MCP_SERVICE, "pin", McpPinCall, McpPinAnswer, MCP_ERROR_CODES)
