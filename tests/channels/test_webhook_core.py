@@ -30,6 +30,7 @@ from zeroclaw.channels._webhook_core import (
     callback_body,
     callback_delays,
     callback_verdict,
+    outcome_headers,
     outcome_response,
     parse_approval,
     parse_message,
@@ -217,8 +218,11 @@ def test_outcome_statuses_and_bodies() -> None:
     assert outcome_response(ChannelFailure("timeout", "slow"))[0] == 504
     assert outcome_response(ChannelFailure("unavailable", "down"))[0] == 503
     # A budget refuses the turn before any provider call: 429, its own code (issue 27).
-    status, body = outcome_response(ChannelFailure("budget_exceeded", "turns_per_hour ..."))
+    refused = ChannelFailure("budget_exceeded", "turns_per_hour ...")
+    status, body = outcome_response(refused)
     assert (status, msgspec.json.decode(body)["error"]) == (429, "budget_exceeded")
+    assert outcome_headers(refused) == [(b"retry-after", b"60")]  # as the gateway's 429
+    assert outcome_headers(ChannelFailure("timeout", "slow")) == []
     stopped = outcome_response(ChannelAnswer("alpha", "(stopped)", stopped="budget_exceeded"))
     assert msgspec.json.decode(stopped[1])["stopped"] == "budget_exceeded"
 

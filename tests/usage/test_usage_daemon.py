@@ -177,6 +177,7 @@ def test_outside_senders_have_budgets_of_their_own_and_of_their_channel_together
     assert post(port, "ops", {"sender": "ci-bot", "text": "hello 1"}).status_code == 200
     over = post(port, "ops", {"sender": "@CI-Bot", "text": "hello 2"})  # the same sender
     assert (over.status_code, over.json()["error"]) == (429, "budget_exceeded"), over.text
+    assert over.headers["retry-after"] == "60"
     assert "webhook.ops:ci-bot on agent alpha" in over.json()["message"]
     for n in range(2):  # another sender has its own; the channel's three are shared
         assert post(port, "ops", {"sender": "bob", "text": f"hello {n}"}).status_code == 200

@@ -24,6 +24,7 @@ from ._lines import (
 from ._routing import Routed, route_inbound
 from ._supervise import AdapterRecord, AdapterState, ChannelSupervisor, retry_delay
 from ._types import (
+    BUDGET_RETRY_SECS,
     AskApproval,
     ChannelAnswer,
     ChannelFailure,
@@ -66,6 +67,7 @@ def __getattr__(name: str) -> object:
 
 __all__ = [
     "APPROVAL_TIMEOUT_SECS",
+    "BUDGET_RETRY_SECS",
     "MAX_LINE_BYTES",
     "REPLAY_WINDOW_SECS",
     "SIGNATURE_HEADER",

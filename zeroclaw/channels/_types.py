@@ -10,6 +10,10 @@ import msgspec
 
 from ..turns import StepUsage, ToolCallRecord, TurnStop
 
+# The Retry-After of a turn a budget refused (webhook 429, gateway 429): budgets are per
+# hour and per day, so a minute is the shortest wait that may find room again.
+BUDGET_RETRY_SECS = 60
+
 
 class Inbound(msgspec.Struct, frozen=True):
     """A message a channel received. `sender` is the external sender's id on that channel

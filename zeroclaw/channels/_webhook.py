@@ -52,6 +52,7 @@ from ._webhook_core import (
     callback_delays,
     callback_verdict,
     error,
+    outcome_headers,
     outcome_response,
     parse_approval,
     parse_message,
@@ -334,7 +335,7 @@ class WebhookAdapter:
         await turn.first.wait()
         if turn.outcome is not None:
             status, body = outcome_response(turn.outcome)
-            return status, body, []
+            return status, body, outcome_headers(turn.outcome)
         # Not read from `asking`: the approval may already have timed out by now.
         assert turn.turn_id is not None
         return _json(
@@ -401,7 +402,7 @@ class WebhookAdapter:
         routed = self._host.route(inbound)
         if isinstance(routed, ChannelRefused):
             status, body = outcome_response(routed)
-            return status, body, []
+            return status, body, outcome_headers(routed)
         turn = _Turn(alias, message_id=secrets.token_urlsafe(18))
         self._callback_turns += 1
         self._nursery.start_soon(self._run_for_callback, turn, inbound, routed)
@@ -539,7 +540,7 @@ class WebhookAdapter:
                 await turn.done.wait()
         if turn.outcome is not None:
             status, body = outcome_response(turn.outcome)
-            return status, body, []
+            return status, body, outcome_headers(turn.outcome)
         approvals = [{"approval_id": i, "what": a.what} for i, a in turn.asking.items()]
         return _json(202, {"status": "pending", "approvals": approvals})
 

@@ -22,7 +22,7 @@ import msgspec
 
 from ..bus import normalize_sender
 from ..config import Config, WebhookChannel, channel_owners
-from ._types import ChannelAnswer, ChannelFailure, ChannelRefused, Outcome
+from ._types import BUDGET_RETRY_SECS, ChannelAnswer, ChannelFailure, ChannelRefused, Outcome
 
 REPLAY_WINDOW_SECS = 300
 TIMESTAMP_HEADER = "x-zeroclaw-timestamp"
@@ -339,6 +339,13 @@ def answer_body(answer: ChannelAnswer) -> bytes:
     if answer.stopped is not None:
         body["stopped"] = answer.stopped
     return msgspec.json.encode(body)
+
+
+def outcome_headers(outcome: Outcome) -> list[tuple[bytes, bytes]]:
+    """The headers of a conversation's outcome: a budget's refusal says when to retry."""
+    if isinstance(outcome, ChannelFailure) and outcome.code == "budget_exceeded":
+        return [(b"retry-after", str(BUDGET_RETRY_SECS).encode())]
+    return []
 
 
 def outcome_response(outcome: Outcome) -> tuple[int, bytes]:

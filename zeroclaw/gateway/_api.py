@@ -23,7 +23,13 @@ from typing import Literal
 
 import msgspec
 
-from ..channels import ChannelAnswer, ChannelFailure, ChannelRefused, Outcome
+from ..channels import (
+    BUDGET_RETRY_SECS,
+    ChannelAnswer,
+    ChannelFailure,
+    ChannelRefused,
+    Outcome,
+)
 from ..turns import StepUsage
 
 # The gateway's own error codes (the `code` of an OpenAI error object).
@@ -60,9 +66,6 @@ _TYPES: dict[int, ErrorType] = {
     413: "invalid_request_error",
     429: "rate_limit_error",
 }
-
-BUDGET_RETRY_SECS = 60  # a budget refusal's Retry-After: budgets are per hour and per day
-
 
 class ApiError(msgspec.Struct, frozen=True):
     status: int
