@@ -1,8 +1,9 @@
-"""Channels: webhook and serial transports reaching agents through peer groups, owners and
-external-peer rules (issue 13). The daemon's `ChannelHost` routes an inbound message from
-the config alone and runs its turn; each adapter only speaks its transport. The two
+"""Channels: webhook, serial and Matrix transports reaching agents through peer groups,
+owners and external-peer rules (issues 13, 30). The daemon's `ChannelHost` routes an
+inbound message from the config alone and runs its turn; each adapter only speaks its
+transport. The two
 adapters load on first use: hypercorn and trio-asyncio only for a daemon that has such a
-channel (ADR 0036)."""
+channel (ADR 0036); matrix-nio only for one with a Matrix channel (ADR 0066)."""
 
 from __future__ import annotations
 
@@ -43,10 +44,14 @@ from ._webhook_core import (
 )
 
 if TYPE_CHECKING:
+    from ._matrix import MatrixAdapter
     from ._serial import SerialAdapter
     from ._webhook import WebhookAdapter
 
-_lazily = lazy_attributes(__name__, {"SerialAdapter": "._serial", "WebhookAdapter": "._webhook"})
+_lazily = lazy_attributes(
+    __name__,
+    {"MatrixAdapter": "._matrix", "SerialAdapter": "._serial", "WebhookAdapter": "._webhook"},
+)
 
 
 def __getattr__(name: str) -> object:
@@ -74,6 +79,7 @@ __all__ = [
     "Dropped",
     "Inbound",
     "LineFramer",
+    "MatrixAdapter",
     "Outcome",
     "Routed",
     "SerialAdapter",

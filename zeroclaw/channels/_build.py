@@ -1,24 +1,26 @@
 """The adapters a config asks for: one webhook listener per listen address (channels on one
-address share it), one serial adapter per device, for the channels some agent owns (an
-unowned channel would only refuse its input, so nothing listens for it)."""
+address share it), one serial adapter per device, one Matrix adapter per account, for the
+channels some agent owns (an unowned channel would only refuse its input, so nothing
+listens for it)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ..config import Config, channel_owners
+from ..config import Config, channel_owners, daemon_paths
 from ._adapter import ChannelAdapter
 from ._webhook_core import webhook_listeners
 
 
 def channel_settings(config: Config) -> object:
     """What the adapters are built from: a reload rebuilds them only when this changed."""
-    return (config.channels.webhook, config.channels.serial, channel_owners(config))
+    channels = config.channels
+    return (channels.webhook, channels.serial, channels.matrix, channel_owners(config))
 
 
 def channel_adapters(config: Config, env: Mapping[str, str]) -> list[ChannelAdapter]:
     """Every webhook and serial adapter the config describes (the CLI channel is the control
-    socket's). `env` holds the webhook secrets' variables."""
+    socket's). `env` holds the webhook secrets' and Matrix credentials' variables."""
     # Each transport's module (hypercorn; trio-asyncio and pyserial) loads only when the
     # config has a channel of its kind: a daemon without one starts without them.
     adapters: list[ChannelAdapter] = []
@@ -35,4 +37,13 @@ def channel_adapters(config: Config, env: Mapping[str, str]) -> list[ChannelAdap
 
         for alias, serial in owned:
             adapters.append(SerialAdapter(alias, serial))
+    accounts = [
+        (a, m) for a, m in sorted(config.channels.matrix.items()) if owners.get(f"matrix.{a}")
+    ]
+    if accounts:
+        from ._matrix import MatrixAdapter
+
+        state_dir = daemon_paths(config, env).state_dir
+        for alias, account in accounts:
+            adapters.append(MatrixAdapter(alias, account, env, state_dir))
     return adapters

@@ -81,10 +81,12 @@ class ChannelHost:
         *,
         ask: AskApproval | None = None,
         routed: Routed | None = None,
+        on_text: Callable[[str], None] | None = None,
     ) -> Outcome:
         """The whole conversation of one inbound message: its reply or why there is none.
         `routed`: the decision of an earlier `route` of this message (an adapter that must
-        answer a refusal before the turn runs), so it is not decided and counted twice."""
+        answer a refusal before the turn runs), so it is not decided and counted twice.
+        `on_text`: called with each piece of the reply as it streams (a chat's edits)."""
         if routed is None:
             decided = self.route(inbound)
             if isinstance(decided, ChannelRefused):
@@ -106,17 +108,24 @@ class ChannelHost:
             ) as turn,
             trio.open_nursery() as nursery,
         ):
-            outcome = await self._collect(turn, None if to_operator else ask, to_operator, nursery)
+            outcome = await self._collect(
+                turn, None if to_operator else ask, to_operator, nursery, on_text
+            )
             nursery.cancel_scope.cancel()
         return outcome
 
     async def _collect(
-        self, turn: Turn, ask: AskApproval | None, to_operator: bool, nursery: trio.Nursery
+        self,
+        turn: Turn,
+        ask: AskApproval | None,
+        to_operator: bool,
+        nursery: trio.Nursery,
+        on_text: Callable[[str], None] | None = None,
     ) -> Outcome:
-        text: list[str] = []
         async for event in turn.events():
             if isinstance(event, Delta):
-                text.append(event.text)
+                if on_text is not None:
+                    on_text(event.text)
             elif isinstance(event, ApprovalAsked):
                 nursery.start_soon(self._approve, turn, event, ask, to_operator)
             elif isinstance(event, TurnDone):

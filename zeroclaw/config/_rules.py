@@ -351,6 +351,8 @@ def listed_tools(agent: AgentConfig) -> frozenset[str]:
         for name, listed in ((ADAPTER_TOOL_NAME, agent.adapters), (SKILL_TOOL_NAME, agent.skills))
         if listed
     )
+
+
 def rule_budget_origins(
     config: Config, declared: Declared, env: Mapping[str, str]
 ) -> Iterator[ConfigIssue]:
@@ -639,6 +641,21 @@ def rule_webhook_listen(
             )
 
 
+def rule_matrix_homeserver(
+    config: Config, declared: Declared, env: Mapping[str, str]
+) -> Iterator[ConfigIssue]:
+    """A Matrix account's token (or password) crosses the network only over https: plain
+    http is accepted on loopback alone (a homeserver on this host, the tests' Synapse)."""
+    for alias, account in sorted(config.channels.matrix.items()):
+        url = account.homeserver
+        if not url.startswith("https://") and not url_is_loopback(url):
+            yield ConfigIssue(
+                ("channels", "matrix", alias, "homeserver"),
+                f"{url!r} is plain http to another host: the access token would cross the "
+                "network in the clear; use https://",
+            )
+
+
 def rule_metrics_token_is_its_own(
     config: Config, declared: Declared, env: Mapping[str, str]
 ) -> Iterator[ConfigIssue]:
@@ -690,6 +707,30 @@ def daemon_refusals(
                     ("channels", "webhook", alias, "secret_env"),
                     f"webhook.{alias} is bound but its signing secret variable "
                     f"{hook.secret_env} is not set in the environment",
+                )
+            )
+    for alias, account in sorted(config.channels.matrix.items()):
+        # As a webhook's secret: an account nobody owns never logs in.
+        variable = account.access_token_env or account.password_env
+        if owners.get(f"matrix.{alias}") and variable is not None and not env.get(variable):
+            key = "access_token_env" if account.access_token_env else "password_env"
+            issues.append(
+                ConfigIssue(
+                    ("channels", "matrix", alias, key),
+                    f"matrix.{alias} is bound but its credential variable {variable} is not "
+                    "set in the environment",
+                )
+            )
+    for alias, account in sorted(config.channels.matrix.items()):
+        # As a webhook's secret: an account nobody owns never logs in.
+        variable = account.access_token_env or account.password_env
+        if owners.get(f"matrix.{alias}") and variable is not None and not env.get(variable):
+            key = "access_token_env" if account.access_token_env else "password_env"
+            issues.append(
+                ConfigIssue(
+                    ("channels", "matrix", alias, key),
+                    f"matrix.{alias} is bound but its credential variable {variable} is not "
+                    "set in the environment",
                 )
             )
     paths = daemon_paths(config, env)
@@ -777,5 +818,6 @@ RULES: tuple[Rule, ...] = (
     rule_workspace_holds_no_daemon_dir,
     rule_serial_devices_distinct,
     rule_webhook_listen,
+    rule_matrix_homeserver,
     rule_metrics_token_is_its_own,
 )
