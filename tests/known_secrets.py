@@ -17,6 +17,7 @@ UNBOUND_SECRET = "zc-test-secret-bound-to-nobody-51d2"  # in the daemon's env, f
 METRICS_TOKEN = "zc-test-metrics-bearer-token-e60b"  # the metrics_token_env value
 MCP_HEADER = "Bearer zc-test-mcp-header-value-3e7a"  # an HTTP MCP server's headers_env value
 ADAPTER_KEY = "zc-test-http-adapter-key-8f1c60"  # an HTTP adapter's api_key_env value
+MATRIX_PASSWORD = "zc-test-matrix-password-4d9e17"  # the Matrix channel's password_env value
 
 TEST_SECRETS = (
     PROVIDER_KEY,
@@ -26,6 +27,7 @@ TEST_SECRETS = (
     METRICS_TOKEN,
     MCP_HEADER,
     ADAPTER_KEY,
+    MATRIX_PASSWORD,
 )
 
 

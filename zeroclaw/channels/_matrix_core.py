@@ -26,6 +26,9 @@ from .._sender_names import normalize_sender
 from ._webhook_core import RateLimiter
 
 log = logging.getLogger("zeroclaw.channels.matrix")
+# matrix-nio logs every response it parses whole at DEBUG, a login's access token with it,
+# and each room event at INFO: its loggers say warnings only, whatever the daemon's level.
+logging.getLogger("nio").setLevel(logging.WARNING)
 
 ENCRYPTED_REFUSAL = (
     "This room is end-to-end encrypted, and this zeroclaw channel cannot read encrypted "
