@@ -288,6 +288,7 @@ class MatrixAdapter:
             async def ask(rid: str, what: str) -> bool:
                 return await self._ask(message.room_id, what)
 
+            sending = trio.Lock()
             try:
                 async with trio.open_nursery() as nursery:
 
@@ -296,11 +297,13 @@ class MatrixAdapter:
                         while True:
                             await changed.wait()
                             changed = trio.Event()
-                            await self._flush(message.room_id, stream)
+                            async with sending:
+                                await self._flush(message.room_id, stream)
 
                     nursery.start_soon(pump)
                     outcome = await host.converse(inbound, ask=ask, routed=routed, on_text=on_text)
-                    nursery.cancel_scope.cancel()
+                    async with sending:  # a send in flight finishes: edits name its event
+                        nursery.cancel_scope.cancel()
                 if isinstance(outcome, ChannelAnswer):
                     final = outcome.reply or "(no reply)"
                     if outcome.error is not None:
@@ -309,8 +312,7 @@ class MatrixAdapter:
                     final = f"Sorry, no reply: {outcome.code} ({outcome.detail})"
                 else:  # refused after all (a reload between route and converse)
                     return
-                stream.text = final
-                stream.last_sent = -float("inf")  # the last edit goes at once
+                stream.text = final  # the whole reply, at the same pace as the edits
                 await self._flush(message.room_id, stream)
             except (MatrixUnavailable, httpx.TransportError) as exc:
                 log.warning(
