@@ -7,6 +7,7 @@ PATIENCE."""
 from __future__ import annotations
 
 import logging
+import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -15,6 +16,7 @@ from typing import Any
 
 import pytest
 import trio
+import trio.testing
 
 from tests.agent.helpers import local_engine
 from tests.channels.synapse import (
@@ -28,7 +30,7 @@ from tests.conftest import PATIENCE
 from tests.conversations.helpers import Bench, bench
 from tests.known_secrets import MATRIX_PASSWORD
 from zeroclaw.agent._runtime import AgentInbox, AgentRuntime, BusReach
-from zeroclaw.channels import ChannelHost, MatrixAdapter
+from zeroclaw.channels import ChannelHost, ChannelSupervisor, MatrixAdapter
 from zeroclaw.channels._matrix_core import ENCRYPTED_REFUSAL
 from zeroclaw.config import MatrixChannel
 from zeroclaw.providers import OfflineProvider, Step
@@ -255,3 +257,57 @@ async def test_an_encrypted_room_is_refused_with_a_clear_message(
         notice = await alice.wait_for(room, is_notice_from(bot, "end-to-end encrypted"))
         assert notice["content"]["body"] == ENCRYPTED_REFUSAL
         await alice.wait_for(room, is_member(bot, "leave"))
+
+
+class Watched:
+    """The real adapter, its failures made observable to the test."""
+
+    def __init__(self, adapter: MatrixAdapter) -> None:
+        self.adapter = adapter
+        self.keys = adapter.keys
+        self.failures = 0
+        self.failed = trio.Event()
+
+    async def serve(
+        self, host: ChannelHost, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        try:
+            await self.adapter.serve(host, task_status=task_status)
+        except Exception:
+            self.failures += 1
+            self.failed.set()
+            raise
+
+
+async def test_an_unreachable_homeserver_is_failed_in_status_until_its_retry(
+    tmp_path: Path,
+) -> None:
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    entry = {
+        "homeserver": f"http://127.0.0.1:{port}",
+        "user_id": "@zcbot:localhost",
+        "access_token_env": "ZC_TEST_MATRIX_TOKEN",
+    }
+
+    def configure(doc: dict[str, Any]) -> None:
+        doc["channels"]["matrix"] = {"home": entry}
+        doc["agents"]["alpha"]["channels"] = ["cli.local", "matrix.home"]
+
+    async with bench(tmp_path, configure=configure) as b:
+        host = ChannelHost(b.service, lambda: b.router.policy)
+        env = {"ZC_TEST_MATRIX_TOKEN": MATRIX_PASSWORD}
+        watched = Watched(MatrixAdapter("home", MatrixChannel(**entry), env, tmp_path / "state"))
+        # A long backoff: the channel stays failed while the test reads its status.
+        supervisor = ChannelSupervisor(host, backoff_initial=600.0, backoff_max=600.0)
+        with trio.fail_after(PATIENCE):
+            await b.nursery.start(supervisor.run)
+            supervisor.replace([watched])
+            await watched.failed.wait()
+            await trio.testing.wait_all_tasks_blocked()  # the supervisor has recorded it
+        [status] = supervisor.status()
+        assert (status.keys, status.state, status.failures) == (["matrix.home"], "failed", 1)
+        assert status.retry_at is not None
+        assert "cannot reach the homeserver" in (status.last_error or "")
+        assert MATRIX_PASSWORD not in (status.last_error or "")
