@@ -81,12 +81,12 @@ class ChannelHost:
         *,
         ask: AskApproval | None = None,
         routed: Routed | None = None,
-        on_text: Callable[[str], None] | None = None,
+        on_delta: Callable[[str], None] | None = None,
     ) -> Outcome:
         """The whole conversation of one inbound message: its reply or why there is none.
         `routed`: the decision of an earlier `route` of this message (an adapter that must
         answer a refusal before the turn runs), so it is not decided and counted twice.
-        `on_text`: called with each piece of the reply as it streams (a chat's edits)."""
+        `on_delta`: called with each piece of the reply as it is written (streaming)."""
         if routed is None:
             decided = self.route(inbound)
             if isinstance(decided, ChannelRefused):
@@ -109,7 +109,7 @@ class ChannelHost:
             trio.open_nursery() as nursery,
         ):
             outcome = await self._collect(
-                turn, None if to_operator else ask, to_operator, nursery, on_text
+                turn, None if to_operator else ask, to_operator, nursery, on_delta
             )
             nursery.cancel_scope.cancel()
         return outcome
@@ -120,12 +120,12 @@ class ChannelHost:
         ask: AskApproval | None,
         to_operator: bool,
         nursery: trio.Nursery,
-        on_text: Callable[[str], None] | None = None,
+        on_delta: Callable[[str], None] | None,
     ) -> Outcome:
         async for event in turn.events():
             if isinstance(event, Delta):
-                if on_text is not None:
-                    on_text(event.text)
+                if on_delta is not None:
+                    on_delta(event.text)
             elif isinstance(event, ApprovalAsked):
                 nursery.start_soon(self._approve, turn, event, ask, to_operator)
             elif isinstance(event, TurnDone):

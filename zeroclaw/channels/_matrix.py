@@ -280,7 +280,7 @@ class MatrixAdapter:
             stream = ReplyStream(self.config.edit_interval_secs)
             changed = trio.Event()
 
-            def on_text(delta: str) -> None:
+            def on_delta(delta: str) -> None:
                 nonlocal changed
                 stream.add(delta)
                 changed.set()
@@ -301,7 +301,9 @@ class MatrixAdapter:
                                 await self._flush(message.room_id, stream)
 
                     nursery.start_soon(pump)
-                    outcome = await host.converse(inbound, ask=ask, routed=routed, on_text=on_text)
+                    outcome = await host.converse(
+                        inbound, ask=ask, routed=routed, on_delta=on_delta
+                    )
                     async with sending:  # a send in flight finishes: edits name its event
                         nursery.cancel_scope.cancel()
                 if isinstance(outcome, ChannelAnswer):
