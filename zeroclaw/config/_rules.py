@@ -721,18 +721,6 @@ def daemon_refusals(
                     "set in the environment",
                 )
             )
-    for alias, account in sorted(config.channels.matrix.items()):
-        # As a webhook's secret: an account nobody owns never logs in.
-        variable = account.access_token_env or account.password_env
-        if owners.get(f"matrix.{alias}") and variable is not None and not env.get(variable):
-            key = "access_token_env" if account.access_token_env else "password_env"
-            issues.append(
-                ConfigIssue(
-                    ("channels", "matrix", alias, key),
-                    f"matrix.{alias} is bound but its credential variable {variable} is not "
-                    "set in the environment",
-                )
-            )
     paths = daemon_paths(config, env)
     for alias in sorted(config.agents):
         workspace = workspace_path(config, alias, paths)
