@@ -222,6 +222,33 @@ async def test_an_approval_is_answered_by_an_approvers_reply_only(
         assert (tmp_path / "ws" / "note.txt").read_text() == "hi"
 
 
+async def test_a_stranger_in_an_admitted_room_gets_no_turn_and_cannot_approve(
+    tmp_path: Path, homeserver: Homeserver
+) -> None:
+    """Admission is by the Matrix user id the homeserver stamps, room by room and message by
+    message: being in a room the admitted sender opened grants nothing."""
+    bot, mallory_id = homeserver.user_id("zcbot"), homeserver.user_id("mallory")
+    async with (
+        matrix_bench(tmp_path, homeserver) as (_b, host, _adapter),
+        user(homeserver, "alice") as alice,
+        user(homeserver, "mallory") as mallory,
+    ):
+        room = await _room_with_bot(alice, homeserver)
+        await alice.invite(room, mallory_id)
+        await mallory.join(room)
+        mark = alice.mark()
+        await mallory.send(room, "write stolen.txt: x")
+        await alice.send(room, "write note.txt: hi")
+        prompt = await alice.wait_for(room, is_notice_from(bot, "Approval "), after=mark)
+        approval_id = prompt["content"]["body"].split()[1]
+        await mallory.send(room, f"approve {approval_id}")
+        await alice.wait_for(room, is_notice_from(bot, "Only the configured approvers"), after=mark)
+        replies = [e["content"]["body"] for r, e in alice.seen[mark:] if is_notice_from(bot)(e)]
+        assert len(replies) == 2, replies  # the prompt and the refusal: nothing for mallory
+        assert not (tmp_path / "ws" / "stolen.txt").exists()
+        assert host.counts(("matrix.home",))[1].get("sender_not_accepted", 0) >= 1
+
+
 async def test_a_restart_neither_repeats_nor_loses_a_message(
     tmp_path: Path, homeserver: Homeserver
 ) -> None:
