@@ -98,6 +98,7 @@ class MatrixAdapter:
         self._core: MatrixCore | None = None
         self._approvals: dict[str, _Approval] = {}
         self._room_locks: dict[str, trio.Lock] = {}
+        self._saved = ""  # the token last written
         self.syncs = 0  # sync responses handled (tests wait on it)
         self._synced = trio.Event()
 
@@ -307,9 +308,7 @@ class MatrixAdapter:
                     async with sending:  # a send in flight finishes: edits name its event
                         nursery.cancel_scope.cancel()
                 if isinstance(outcome, ChannelAnswer):
-                    final = outcome.reply or "(no reply)"
-                    if outcome.error is not None:
-                        final = outcome.reply or f"error: {outcome.error}"
+                    final = outcome.reply or f"error: {outcome.error or 'no reply'}"
                 elif isinstance(outcome, ChannelFailure):
                     final = f"Sorry, no reply: {outcome.code} ({outcome.detail})"
                 else:  # refused after all (a reload between route and converse)
@@ -364,7 +363,7 @@ class MatrixAdapter:
             return ""
 
     def _save_token(self, token: str) -> None:
-        if not token or token == getattr(self, "_saved", None):
+        if not token or token == self._saved:
             return
         os.makedirs(self.state_dir, mode=0o700, exist_ok=True)
         atomic_write(self.state_dir / TOKEN_FILE, token.encode(), fsync=True)
