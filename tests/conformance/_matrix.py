@@ -85,6 +85,7 @@ PATHS = (
     "webhook",  # an inbound webhook channel
     "serial",  # an inbound serial channel
     "telegram",  # an inbound Telegram bot (long polling a loopback Bot API)
+    "matrix",  # an inbound Matrix channel: its core's decisions and the host's routing
     "cli",  # the CLI chat channel (the cli channel type)
     "subagent_runtime",  # a sub-agent runtime's tools
     "discovery",  # what a discovery scan writes, prints, publishes and logs
@@ -123,7 +124,13 @@ PROFILES: dict[str, tuple[str, bool | None]] = {
 # Which profiles stand for which risk level / grant mode (completeness).
 LEVEL_PROFILES = {"readonly": "readonly", "supervised": "supervised_approve", "full": "full"}
 GRANT_PROFILES = {"read": "grant_read", "write": "grant_write", "read_write": "grant_read_write"}
-CHANNEL_PATHS = {"cli": "cli", "webhook": "webhook", "serial": "serial", "telegram": "telegram"}
+CHANNEL_PATHS = {
+    "cli": "cli",
+    "webhook": "webhook",
+    "serial": "serial",
+    "telegram": "telegram",
+    "matrix": "matrix",
+}
 
 
 @dataclass(frozen=True)
@@ -1167,6 +1174,87 @@ def _channel_cells() -> list[Cell]:
     return cells
 
 
+def _matrix_cells() -> list[Cell]:
+    """The Matrix channel's own gate (ADR 0066): who gets the bot into a room, whose message
+    reaches an agent, who answers an approval; driven through MatrixCore and the host's
+    routing over a real config (tests/conformance/test_matrix_cells.py)."""
+    stranger, admitted = "unauthenticated", "supervised_approve"
+    return [
+        Cell(
+            "router",
+            "matrix",
+            stranger,
+            "matrix invite from a sender no group admits",
+            "invite_stranger",
+            _no("invite_refused", "channel"),
+        ),
+        Cell(
+            "router",
+            "matrix",
+            admitted,
+            "matrix invite from an admitted sender",
+            "invite_admitted",
+            _ok("channel"),
+        ),
+        Cell(
+            "router",
+            "matrix",
+            stranger,
+            "matrix message from a sender no group admits",
+            "message_stranger",
+            _no("sender_not_accepted", "channel"),
+        ),
+        Cell(
+            "router",
+            "matrix",
+            admitted,
+            "matrix message from an admitted sender",
+            "message_admitted",
+            _ok("channel"),
+        ),
+        Cell(
+            "router",
+            "matrix",
+            admitted,
+            "matrix message flood from one sender",
+            "flood",
+            _no("rate_limited", "channel"),
+        ),
+        Cell(
+            "router",
+            "matrix",
+            admitted,
+            "matrix end-to-end encrypted room",
+            "encrypted_room",
+            _no("encrypted_room", "channel"),
+        ),
+        Cell(
+            "approvals",
+            "matrix",
+            admitted,
+            "matrix approval answered by the sender, no approver",
+            "answer_not_approver",
+            _no("not_an_approver", "channel"),
+        ),
+        Cell(
+            "approvals",
+            "matrix",
+            admitted,
+            "matrix approval answered from another room",
+            "answer_other_room",
+            _no("unknown_approval", "channel"),
+        ),
+        Cell(
+            "approvals",
+            "matrix",
+            "supervised_approve",
+            "matrix approval answered by an approver",
+            "answer_approver",
+            _ok("channel"),
+        ),
+    ]
+
+
 # ----------------------------------------------------------- sessions by origin (ADR 0041)
 # Every origin kind of the product (bus.ORIGIN_KINDS; test_completeness reads it) x every
 # kind of session it might try to read. An origin kind is driven the ways listed here
@@ -1944,6 +2032,7 @@ def all_cells() -> list[Cell]:
         *_router_cells(),
         *_cli_cells(),
         *_channel_cells(),
+        *_matrix_cells(),
         *_subagent_cells(),
         *_bounds_quota_cells(),
         *_policy_cells(),

@@ -1,8 +1,8 @@
-"""Channels: webhook, serial and Telegram transports reaching agents through peer groups,
-owners and external-peer rules (issues 13, 30). The daemon's `ChannelHost` routes an inbound
-message from the config alone and runs its turn; each adapter only speaks its transport.
-The adapters load on first use: hypercorn, trio-asyncio or the Bot API client only for a
-daemon that has such a channel (ADR 0036)."""
+"""Channels: webhook, serial, Telegram and Matrix transports reaching agents through peer
+groups, owners and external-peer rules (issues 13, 30). The daemon's `ChannelHost` routes an
+inbound message from the config alone and runs its turn; each adapter only speaks its
+transport. The adapters load on first use: hypercorn, trio-asyncio, the Bot API client or
+matrix-nio only for a daemon that has such a channel (ADR 0036, 0066)."""
 
 from __future__ import annotations
 
@@ -47,6 +47,7 @@ from ._webhook_core import (
 )
 
 if TYPE_CHECKING:
+    from ._matrix import MatrixAdapter
     from ._serial import SerialAdapter
     from ._telegram import TelegramAdapter
     from ._webhook import WebhookAdapter
@@ -54,6 +55,7 @@ if TYPE_CHECKING:
 _lazily = lazy_attributes(
     __name__,
     {
+        "MatrixAdapter": "._matrix",
         "SerialAdapter": "._serial",
         "TelegramAdapter": "._telegram",
         "WebhookAdapter": "._webhook",
@@ -87,6 +89,7 @@ __all__ = [
     "Dropped",
     "Inbound",
     "LineFramer",
+    "MatrixAdapter",
     "OnDelta",
     "Outcome",
     "RateLimiter",

@@ -1,7 +1,7 @@
 """The adapters a config asks for: one webhook listener per listen address (channels on one
-address share it), one serial adapter per device, one Telegram adapter per bot, for the
-channels some agent owns (an unowned channel would only refuse its input, so nothing
-listens for it)."""
+address share it), one serial adapter per device, one Telegram adapter per bot, one Matrix
+adapter per account, for the channels some agent owns (an unowned channel would only
+refuse its input, so nothing listens for it)."""
 
 from __future__ import annotations
 
@@ -14,17 +14,20 @@ from ._webhook_core import webhook_listeners
 
 def channel_settings(config: Config) -> object:
     """What the adapters are built from: a reload rebuilds them only when this changed."""
+    channels = config.channels
     return (
-        config.channels.webhook,
-        config.channels.serial,
-        config.channels.telegram,
+        channels.webhook,
+        channels.serial,
+        channels.telegram,
+        channels.matrix,
         channel_owners(config),
     )
 
 
 def channel_adapters(config: Config, env: Mapping[str, str]) -> list[ChannelAdapter]:
     """Every webhook and serial adapter the config describes (the CLI channel is the control
-    socket's). `env` holds the webhook secrets' and the bot tokens' variables."""
+    socket's). `env` holds the webhook secrets', the bot tokens' and the Matrix credentials'
+    variables."""
     # Each transport's module (hypercorn; trio-asyncio and pyserial) loads only when the
     # config has a channel of its kind: a daemon without one starts without them.
     adapters: list[ChannelAdapter] = []
@@ -53,4 +56,13 @@ def channel_adapters(config: Config, env: Mapping[str, str]) -> list[ChannelAdap
             # binds a bot whose variable is not set gets an adapter that fails, shown so.
             token = env.get(bot.token_env, "")
             adapters.append(TelegramAdapter(alias, bot, token, state_dir))
+    accounts = [
+        (a, m) for a, m in sorted(config.channels.matrix.items()) if owners.get(f"matrix.{a}")
+    ]
+    if accounts:
+        from ._matrix import MatrixAdapter
+
+        state_dir = daemon_paths(config, env).state_dir
+        for alias, account in accounts:
+            adapters.append(MatrixAdapter(alias, account, env, state_dir))
     return adapters

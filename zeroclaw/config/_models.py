@@ -617,6 +617,60 @@ class TelegramChannel(_Strict):
         "once the turn ends.",
     )
 
+class MatrixChannel(_Strict):
+    """One Matrix account the daemon syncs as (issue 30, ADR 0066): its senders are Matrix
+    user ids, admitted by the peer groups on `matrix.<alias>` like any channel's."""
+
+    homeserver: HttpUrl = Field(
+        description="The homeserver's client-server API base URL, e.g. "
+        "'https://matrix.example.org'; https unless on loopback.",
+    )
+    user_id: str = Field(
+        pattern=r"^@[^:\s]+:\S+$",
+        max_length=255,
+        description="The account the daemon acts as, a full Matrix user id '@bot:example.org'.",
+    )
+    access_token_env: EnvVarName | None = Field(
+        default=None,
+        description="Name of the environment variable holding the account's access token; "
+        "exactly one of this and password_env.",
+    )
+    password_env: EnvVarName | None = Field(
+        default=None,
+        description="Name of the environment variable holding the account's password: the "
+        "daemon logs in with it (as device_id) at each start; exactly one of this and "
+        "access_token_env.",
+    )
+    device_id: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=255,
+        description="The device the daemon logs in as (password login keeps one device "
+        "across restarts); with an access token, the token's own device.",
+    )
+    approvers: list[str] = Field(
+        default_factory=list,
+        description="Matrix user ids whose reply 'approve <id>' / 'deny <id>' answers an "
+        "approval asked in a room (when the sender's groups say approvals = 'sender'); "
+        "anyone else's reply is refused.",
+    )
+    rate_limit_per_minute: Annotated[int, Field(ge=1, le=1_000_000)] = Field(
+        default=20, description="Messages accepted per minute per sender; more are refused."
+    )
+    edit_interval_secs: Annotated[float, Field(ge=0.2, le=60.0)] = Field(
+        default=1.0,
+        description="Least time between two edits of a streamed reply (m.replace).",
+    )
+    sync_timeout_secs: Annotated[float, Field(ge=0.0, le=120.0)] = Field(
+        default=30.0, description="How long one /sync long-poll waits for new events."
+    )
+
+    @model_validator(mode="after")
+    def _one_credential(self) -> MatrixChannel:
+        if (self.access_token_env is None) == (self.password_env is None):
+            raise ValueError("set exactly one of access_token_env and password_env")
+        return self
+
 
 class ChannelsTable(_Strict):
     cli: dict[str, CliChannel] = Field(
@@ -632,9 +686,12 @@ class ChannelsTable(_Strict):
         default_factory=dict,
         description="Telegram bots (Bot API long polling), referenced as 'telegram.<alias>'.",
     )
+    matrix: dict[str, MatrixChannel] = Field(
+        default_factory=dict, description="Matrix accounts, referenced as 'matrix.<alias>'."
+    )
 
 
-ChannelConfig = CliChannel | WebhookChannel | SerialChannel | TelegramChannel
+ChannelConfig = CliChannel | WebhookChannel | SerialChannel | TelegramChannel | MatrixChannel
 
 # --------------------------------------------------------------------------- agents
 

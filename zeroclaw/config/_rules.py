@@ -866,6 +866,21 @@ def rule_telegram_bots(
             )
 
 
+def rule_matrix_homeserver(
+    config: Config, declared: Declared, env: Mapping[str, str]
+) -> Iterator[ConfigIssue]:
+    """A Matrix account's token (or password) crosses the network only over https: plain
+    http is accepted on loopback alone (a homeserver on this host, the tests' Synapse)."""
+    for alias, account in sorted(config.channels.matrix.items()):
+        url = account.homeserver
+        if not url.startswith("https://") and not url_is_loopback(url):
+            yield ConfigIssue(
+                ("channels", "matrix", alias, "homeserver"),
+                f"{url!r} is plain http to another host: the access token would cross the "
+                "network in the clear; use https://",
+            )
+
+
 def rule_metrics_token_is_its_own(
     config: Config, declared: Declared, env: Mapping[str, str]
 ) -> Iterator[ConfigIssue]:
@@ -929,6 +944,18 @@ def daemon_refusals(
                 )
             )
     issues.extend(_gateway_credentials_set(config, env))
+    for alias, account in sorted(config.channels.matrix.items()):
+        # As a webhook's secret: an account nobody owns never logs in.
+        variable = account.access_token_env or account.password_env
+        if owners.get(f"matrix.{alias}") and variable is not None and not env.get(variable):
+            key = "access_token_env" if account.access_token_env else "password_env"
+            issues.append(
+                ConfigIssue(
+                    ("channels", "matrix", alias, key),
+                    f"matrix.{alias} is bound but its credential variable {variable} is not "
+                    "set in the environment",
+                )
+            )
     paths = daemon_paths(config, env)
     for alias in sorted(config.agents):
         workspace = workspace_path(config, alias, paths)
@@ -1032,6 +1059,7 @@ RULES: tuple[Rule, ...] = (
     rule_serial_devices_distinct,
     rule_webhook_listen,
     rule_telegram_bots,
+    rule_matrix_homeserver,
     rule_metrics_token_is_its_own,
     rule_gateway,
 )

@@ -1,0 +1,340 @@
+"""The Matrix channel against a real Synapse on loopback (tests/channels/synapse.py): a real
+ChannelHost on the turns bench, alpha owning matrix.home, the bot `@zcbot` logging in by
+password, `@alice` the admitted outside sender, `@ops` the approver, `@mallory` nobody's.
+Every wait is on an event the homeserver delivers (a long-polled /sync), bounded by
+PATIENCE."""
+
+from __future__ import annotations
+
+import logging
+import socket
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+
+from tests.agent.helpers import local_engine
+from tests.channels.synapse import (
+    Homeserver,
+    MatrixUser,
+    is_edit_of,
+    is_member,
+    is_notice_from,
+)
+from tests.conftest import PATIENCE
+from tests.conversations.helpers import Bench, bench
+from tests.known_secrets import MATRIX_PASSWORD
+from zeroclaw.agent._runtime import AgentInbox, AgentRuntime, BusReach
+from zeroclaw.channels import ChannelHost, ChannelSupervisor, MatrixAdapter
+from zeroclaw.channels._matrix_core import ENCRYPTED_REFUSAL
+from zeroclaw.config import MatrixChannel
+from zeroclaw.providers import OfflineProvider, Step
+from zeroclaw.providers._types import Conversation, OnDelta
+
+PASSWORD_ENV = "ZC_TEST_MATRIX_PASSWORD"
+
+
+def matrix_entry(server: Homeserver, **settings: Any) -> dict[str, Any]:
+    return {
+        "homeserver": server.url,
+        "user_id": server.user_id("zcbot"),
+        "password_env": PASSWORD_ENV,
+        "device_id": "ZCTEST",
+        "approvers": [server.user_id("ops")],
+        "edit_interval_secs": 0.2,
+        **settings,
+    }
+
+
+class StreamingProvider:
+    """A model that streams its answer in two pieces, the second only once the test has
+    seen the first in the room (so the reply is posted, then edited)."""
+
+    name = "stream.test"
+
+    def __init__(self) -> None:
+        self.gate = trio.Event()
+
+    async def complete(self, conversation: Conversation, on_delta: OnDelta) -> Step:
+        await on_delta("first part")
+        await self.gate.wait()
+        await on_delta(", second part")
+        return Step(text="first part, second part", streamed=True)
+
+    async def aclose(self) -> None:
+        return None
+
+
+@dataclass
+class Room:
+    adapter: MatrixAdapter
+    bench: Bench
+    alice: MatrixUser
+    bot: str
+    state: Path
+
+
+async def _agent(b: Bench, tmp_path: Path, provider: Any) -> None:
+    bus, _ = await b.client("alpha")
+    engine, _ = await b.nursery_enter(local_engine(provider, tmp_path))
+    inbox = AgentInbox()
+    bus.on_message, bus.on_late_refusal = inbox.message, inbox.late_refusal
+    b.nursery.start_soon(AgentRuntime(bus, engine, BusReach(bus), inbox).run)
+
+
+@asynccontextmanager
+async def matrix_bench(
+    tmp_path: Path, server: Homeserver, provider: Any = None, **settings: Any
+) -> AsyncIterator[tuple[Bench, ChannelHost, MatrixAdapter]]:
+    entry = matrix_entry(server, **settings)
+
+    def configure(doc: dict[str, Any]) -> None:
+        doc["channels"]["matrix"] = {"home": entry}
+        doc["agents"]["alpha"]["channels"] = ["cli.local", "matrix.home"]
+        doc["peer_groups"]["home"] = {
+            "channel": "matrix.home",
+            "agents": ["alpha"],
+            "external_peers": [server.user_id("alice"), server.user_id("ops")],
+            "tools": ["file_write", "file_read"],
+            "approvals": "sender",
+        }
+
+    async with bench(tmp_path, configure=configure) as b:
+        await _agent(b, tmp_path, provider or OfflineProvider())
+        host = ChannelHost(b.service, lambda: b.router.policy, approval_timeout=PATIENCE)
+        adapter = MatrixAdapter(
+            "home", MatrixChannel(**entry), {PASSWORD_ENV: MATRIX_PASSWORD}, tmp_path / "state"
+        )
+        with trio.fail_after(PATIENCE):
+            # The channel stops before the bench: a turn in flight ends with it, not with
+            # the router closing under it.
+            async with trio.open_nursery() as channel:
+                await channel.start(adapter.serve, host)
+                yield b, host, adapter
+                channel.cancel_scope.cancel()
+
+
+@asynccontextmanager
+async def user(server: Homeserver, localpart: str) -> AsyncIterator[MatrixUser]:
+    person = server.user(localpart)
+    try:
+        await person.sync_once(0)  # from now on: what happens later
+        yield person
+    finally:
+        await person.aclose()
+
+
+async def _room_with_bot(alice: MatrixUser, server: Homeserver, **kwargs: Any) -> str:
+    bot = server.user_id("zcbot")
+    room = await alice.create_room(invite=[bot], **kwargs)
+    await alice.wait_for(room, is_member(bot, "join"))
+    return room
+
+
+async def test_an_admitted_senders_invite_is_accepted_and_a_strangers_refused(
+    tmp_path: Path, homeserver: Homeserver
+) -> None:
+    bot = homeserver.user_id("zcbot")
+    async with (
+        matrix_bench(tmp_path, homeserver),
+        user(homeserver, "alice") as alice,
+        user(homeserver, "mallory") as mallory,
+    ):
+        theirs = await mallory.create_room(invite=[bot])
+        await mallory.wait_for(theirs, is_member(bot, "leave"))  # the invite rejected
+        ours = await _room_with_bot(alice, homeserver)
+        assert any(is_member(bot, "join")(e) for r, e in alice.seen if r == ours)
+        # The stranger's room was never joined: no join of the bot there, ever.
+        assert not any(is_member(bot, "join")(e) for r, e in mallory.seen if r == theirs)
+
+
+async def test_a_message_gets_its_reply_as_an_escaped_notice_and_no_secret_is_logged(
+    tmp_path: Path, homeserver: Homeserver, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    bot = homeserver.user_id("zcbot")
+    async with (
+        matrix_bench(tmp_path, homeserver) as (_b, host, adapter),
+        user(homeserver, "alice") as alice,
+    ):
+        room = await _room_with_bot(alice, homeserver)
+        mark = alice.mark()
+        await alice.send(room, "say <b>bold</b> & more")
+        reply = await alice.wait_for(room, is_notice_from(bot, "heard:"), after=mark)
+        content = reply["content"]
+        assert content["body"] == "alpha (offline) heard: say <b>bold</b> & more"
+        assert content["format"] == "org.matrix.custom.html"
+        assert "&lt;b&gt;bold&lt;/b&gt; &amp; more" in content["formatted_body"]
+        assert "<b>" not in content["formatted_body"]
+        token = adapter._token
+        assert host.counts(("matrix.home",))[0] == 1  # delivered, as the metrics count it
+    assert token and token not in caplog.text
+    assert MATRIX_PASSWORD not in caplog.text
+
+
+async def test_a_streamed_reply_is_posted_then_edited(
+    tmp_path: Path, homeserver: Homeserver
+) -> None:
+    bot = homeserver.user_id("zcbot")
+    provider = StreamingProvider()
+    async with (
+        matrix_bench(tmp_path, homeserver, provider),
+        user(homeserver, "alice") as alice,
+    ):
+        room = await _room_with_bot(alice, homeserver)
+        mark = alice.mark()
+        await alice.send(room, "tell me")
+        first = await alice.wait_for(room, is_notice_from(bot, "first part"), after=mark)
+        assert "second" not in first["content"]["body"]
+        provider.gate.set()
+        edit = await alice.wait_for(room, is_edit_of(first["event_id"], "second part"), after=mark)
+        assert edit["content"]["m.new_content"]["body"] == "first part, second part"
+        assert edit["content"]["m.new_content"]["msgtype"] == "m.notice"
+
+
+async def test_an_approval_is_answered_by_an_approvers_reply_only(
+    tmp_path: Path, homeserver: Homeserver
+) -> None:
+    bot, ops_id = homeserver.user_id("zcbot"), homeserver.user_id("ops")
+    async with (
+        matrix_bench(tmp_path, homeserver),
+        user(homeserver, "alice") as alice,
+        user(homeserver, "ops") as ops,
+    ):
+        room = await _room_with_bot(alice, homeserver)
+        await alice.invite(room, ops_id)
+        await ops.join(room)
+        mark = alice.mark()
+        await alice.send(room, "write note.txt: hi")
+        prompt = await alice.wait_for(room, is_notice_from(bot, "Approval "), after=mark)
+        approval_id = prompt["content"]["body"].split()[1]
+        await alice.send(room, f"approve {approval_id}")  # the sender is no approver
+        await alice.wait_for(room, is_notice_from(bot, "Only the configured approvers"), after=mark)
+        assert not (tmp_path / "ws" / "note.txt").exists()
+        answered = alice.mark()
+        await ops.send(room, f"approve {approval_id}")
+        await alice.wait_for(room, is_notice_from(bot, "wrote 2 bytes"), after=answered)
+        assert (tmp_path / "ws" / "note.txt").read_text() == "hi"
+
+
+async def test_a_stranger_in_an_admitted_room_gets_no_turn_and_cannot_approve(
+    tmp_path: Path, homeserver: Homeserver
+) -> None:
+    """Admission is by the Matrix user id the homeserver stamps, room by room and message by
+    message: being in a room the admitted sender opened grants nothing."""
+    bot, mallory_id = homeserver.user_id("zcbot"), homeserver.user_id("mallory")
+    async with (
+        matrix_bench(tmp_path, homeserver) as (_b, host, _adapter),
+        user(homeserver, "alice") as alice,
+        user(homeserver, "mallory") as mallory,
+    ):
+        room = await _room_with_bot(alice, homeserver)
+        await alice.invite(room, mallory_id)
+        await mallory.join(room)
+        mark = alice.mark()
+        await mallory.send(room, "write stolen.txt: x")
+        await alice.send(room, "write note.txt: hi")
+        prompt = await alice.wait_for(room, is_notice_from(bot, "Approval "), after=mark)
+        approval_id = prompt["content"]["body"].split()[1]
+        await mallory.send(room, f"approve {approval_id}")
+        await alice.wait_for(room, is_notice_from(bot, "Only the configured approvers"), after=mark)
+        replies = [e["content"]["body"] for r, e in alice.seen[mark:] if is_notice_from(bot)(e)]
+        assert len(replies) == 2, replies  # the prompt and the refusal: nothing for mallory
+        assert not (tmp_path / "ws" / "stolen.txt").exists()
+        assert host.counts(("matrix.home",))[1].get("sender_not_accepted", 0) >= 1
+
+
+async def test_a_restart_neither_repeats_nor_loses_a_message(
+    tmp_path: Path, homeserver: Homeserver
+) -> None:
+    bot = homeserver.user_id("zcbot")
+    async with user(homeserver, "alice") as alice:
+        async with matrix_bench(tmp_path, homeserver):
+            room = await _room_with_bot(alice, homeserver)
+            mark = alice.mark()
+            await alice.send(room, "number one")
+            await alice.wait_for(room, is_notice_from(bot, "heard: number one"), after=mark)
+        assert (tmp_path / "state" / "channels" / "matrix" / "home" / "next_batch").exists()
+        await alice.send(room, "number two")  # while the channel is down
+        async with matrix_bench(tmp_path, homeserver):
+            await alice.wait_for(room, is_notice_from(bot, "heard: number two"), after=mark)
+        replies = [
+            e["content"]["body"]
+            for r, e in alice.seen[mark:]
+            if r == room and is_notice_from(bot)(e)
+        ]
+        # A repeat of "number one" would have come before the answer to "number two".
+        assert replies == ["alpha (offline) heard: number one", "alpha (offline) heard: number two"]
+
+
+async def test_an_encrypted_room_is_refused_with_a_clear_message(
+    tmp_path: Path, homeserver: Homeserver
+) -> None:
+    bot = homeserver.user_id("zcbot")
+    async with (
+        matrix_bench(tmp_path, homeserver),
+        user(homeserver, "alice") as alice,
+    ):
+        room = await alice.create_room(invite=[bot], encrypted=True)
+        notice = await alice.wait_for(room, is_notice_from(bot, "end-to-end encrypted"))
+        assert notice["content"]["body"] == ENCRYPTED_REFUSAL
+        await alice.wait_for(room, is_member(bot, "leave"))
+
+
+class Watched:
+    """The real adapter, its failures made observable to the test."""
+
+    def __init__(self, adapter: MatrixAdapter) -> None:
+        self.adapter = adapter
+        self.keys = adapter.keys
+        self.failures = 0
+        self.failed = trio.Event()
+
+    async def serve(
+        self, host: ChannelHost, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        try:
+            await self.adapter.serve(host, task_status=task_status)
+        except Exception:
+            self.failures += 1
+            self.failed.set()
+            raise
+
+
+async def test_an_unreachable_homeserver_is_failed_in_status_until_its_retry(
+    tmp_path: Path,
+) -> None:
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    entry = {
+        "homeserver": f"http://127.0.0.1:{port}",
+        "user_id": "@zcbot:localhost",
+        "access_token_env": "ZC_TEST_MATRIX_TOKEN",
+    }
+
+    def configure(doc: dict[str, Any]) -> None:
+        doc["channels"]["matrix"] = {"home": entry}
+        doc["agents"]["alpha"]["channels"] = ["cli.local", "matrix.home"]
+
+    async with bench(tmp_path, configure=configure) as b:
+        host = ChannelHost(b.service, lambda: b.router.policy)
+        env = {"ZC_TEST_MATRIX_TOKEN": MATRIX_PASSWORD}
+        watched = Watched(MatrixAdapter("home", MatrixChannel(**entry), env, tmp_path / "state"))
+        # A long backoff: the channel stays failed while the test reads its status.
+        supervisor = ChannelSupervisor(host, backoff_initial=600.0, backoff_max=600.0)
+        with trio.fail_after(PATIENCE):
+            await b.nursery.start(supervisor.run)
+            supervisor.replace([watched])
+            await watched.failed.wait()
+            await trio.testing.wait_all_tasks_blocked()  # the supervisor has recorded it
+        [status] = supervisor.status()
+        assert (status.keys, status.state, status.failures) == (["matrix.home"], "failed", 1)
+        assert status.retry_at is not None
+        assert "cannot reach the homeserver" in (status.last_error or "")
+        assert MATRIX_PASSWORD not in (status.last_error or "")

@@ -1,0 +1,381 @@
+"""The Matrix channel adapter: one Matrix account, synced from trio over httpx (ADR 0066).
+
+matrix-nio builds each request (`nio.Api`) and parses each response (`nio.*Response`,
+fed to the core's sans-IO `nio.Client`); nio's asyncio client is never used. The access
+token goes in an `Authorization` header, never in a URL (nio's builders put it in the query
+string, which HTTP clients log): `_strip_token` takes it out of every path.
+
+One task long-polls /sync; each response's actions (`MatrixCore.on_sync`) run in order,
+and the next-batch token is written (atomically) once they have: a message's turn is
+started then, so a restart neither repeats it nor loses it before its turn began. Turns
+run in the adapter's nursery, one at a time per room (each room is one session of its
+sender). A reply is posted as an `m.notice` when its first text streams in and edited
+(`m.replace`) at most every `edit_interval_secs`. A homeserver that cannot be reached, or
+refuses the account, ends `serve`: the channel supervisor shows it `failed` and starts it
+again with backoff, from the persisted token.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import os
+import secrets
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import parse_qsl
+
+import httpx
+import nio
+import trio
+
+from .._atomic import atomic_write
+from ..config import MatrixChannel
+from ._adapter import ChannelStartFailed
+from ._host import ChannelHost
+from ._matrix_core import (
+    Action,
+    Answer,
+    Deliver,
+    Join,
+    Leave,
+    MatrixCore,
+    Notice,
+    ReplyStream,
+    edit_content,
+    notice_content,
+)
+from ._routing import Routed
+from ._types import ChannelAnswer, ChannelFailure, Inbound, Scheduled
+
+log = logging.getLogger("zeroclaw.channels.matrix")
+
+TOKEN_FILE = "next_batch"
+SYNC_FILTER = {
+    "room": {"timeline": {"limit": 50}, "ephemeral": {"types": []}},
+    "presence": {"types": []},
+    "account_data": {"types": []},
+}
+REQUEST_TIMEOUT_SECS = 30.0
+MAX_RETRY_AFTER_SECS = 60.0
+MAX_RATE_RETRIES = 5
+
+
+class MatrixUnavailable(Exception):
+    """The homeserver could not be reached or refused a request (the message says which;
+    it never holds the token)."""
+
+
+def _strip_token(path: str) -> tuple[str, list[tuple[str, str | int | float | bool | None]]]:
+    """A path nio built, without its `access_token` query parameter."""
+    base, _, query = path.partition("?")
+    return base, [(k, v) for k, v in parse_qsl(query) if k != "access_token"]
+
+
+@dataclass
+class _Approval:
+    answered: trio.Event
+    approved: bool = False
+
+
+class MatrixAdapter:
+    """The channel `matrix.<alias>`. `env`: where the credential's variable is read;
+    `state_dir`: where the next-batch token is kept (`<state_dir>/channels/matrix/<alias>`)."""
+
+    def __init__(
+        self, alias: str, config: MatrixChannel, env: Mapping[str, str], state_dir: Path
+    ) -> None:
+        self.alias = alias
+        self.config = config
+        self.key = f"matrix.{alias}"
+        self._env = env
+        self.state_dir = state_dir / "channels" / "matrix" / alias
+        self._token = ""
+        self._http: httpx.AsyncClient | None = None
+        self._core: MatrixCore | None = None
+        self._approvals: dict[str, _Approval] = {}
+        self._room_locks: dict[str, trio.Lock] = {}
+        self._saved = ""  # the token last written
+        self.syncs = 0  # sync responses handled (tests wait on it)
+        self._synced = trio.Event()
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        return (self.key,)
+
+    async def wait_syncs(self, count: int) -> None:
+        """Until at least `count` sync responses were handled (for tests)."""
+        while self.syncs < count:
+            await self._synced.wait()
+
+    # ------------------------------------------------------------------ serve
+
+    async def push(self, key: str, scheduled: Scheduled) -> str | None:
+        """An account is in many rooms and no one of them a schedule could name yet: the
+        config rules refuse a schedule delivered to it, so this answers only a reload's race."""
+        return f"{key}: a matrix channel has nobody to deliver a scheduled reply to"
+
+    async def serve(
+        self, host: ChannelHost, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        timeout = httpx.Timeout(REQUEST_TIMEOUT_SECS + self.config.sync_timeout_secs)
+        async with httpx.AsyncClient(
+            base_url=self.config.homeserver.rstrip("/"), timeout=timeout
+        ) as http:
+            self._http = http
+            try:
+                await self._authenticate()
+                core = self._core = MatrixCore(
+                    self.config.user_id,
+                    functools.partial(self._admits, host),
+                    frozenset(self.config.approvers),
+                    self.config.rate_limit_per_minute,
+                    self.config.device_id,
+                )
+                core.restore(self._load_token())
+                first = await self._sync(0)
+            except (MatrixUnavailable, httpx.TransportError) as exc:
+                raise ChannelStartFailed(f"{self.key}: {_describe(exc)}") from None
+            async with trio.open_nursery() as nursery:
+                await self._handle(host, first, nursery)
+                task_status.started()
+                while True:
+                    try:
+                        response = await self._sync(int(self.config.sync_timeout_secs * 1000))
+                    except (MatrixUnavailable, httpx.TransportError) as exc:
+                        raise MatrixUnavailable(f"{self.key}: {_describe(exc)}") from None
+                    await self._handle(host, response, nursery)
+
+    def _admits(self, host: ChannelHost, sender: str) -> bool:
+        return isinstance(host.route(Inbound(self.key, sender, "")), Routed)
+
+    async def _authenticate(self) -> None:
+        if self.config.access_token_env is not None:
+            self._token = self._env.get(self.config.access_token_env, "")
+            if not self._token:
+                raise MatrixUnavailable(f"{self.config.access_token_env} is not set")
+            who = await self._call(nio.WhoamiResponse, *nio.Api.whoami(self._token))
+            if who.user_id != self.config.user_id:
+                raise MatrixUnavailable(
+                    f"the access token is {who.user_id}'s, not {self.config.user_id}'s"
+                )
+            return
+        assert self.config.password_env is not None  # the model asks for one of the two
+        password = self._env.get(self.config.password_env, "")
+        if not password:
+            raise MatrixUnavailable(f"{self.config.password_env} is not set")
+        login = await self._call(
+            nio.LoginResponse,
+            *nio.Api.login(
+                self.config.user_id,
+                password,
+                device_name="zeroclaw",
+                device_id=self.config.device_id or "",
+            ),
+        )
+        self._token = str(login.access_token)
+
+    # ------------------------------------------------------------------ HTTP
+
+    async def _call(
+        self,
+        response_type: type[nio.Response],
+        method: str,
+        path: str,
+        body: str | None = None,
+        *args: object,
+    ) -> nio.Response:
+        """One request nio built, sent with the token as a header; its parsed response, or
+        MatrixUnavailable. A 429 waits its `retry_after_ms` (bounded) and tries again."""
+        assert self._http is not None
+        base, params = _strip_token(path)
+        headers = {"content-type": "application/json"}
+        if self._token:
+            headers["authorization"] = f"Bearer {self._token}"
+        for _ in range(MAX_RATE_RETRIES):
+            answer = await self._http.request(
+                method, base, params=params, content=body, headers=headers
+            )
+            try:
+                parsed = answer.json()
+            except ValueError:
+                parsed = None
+            if not isinstance(parsed, dict):
+                raise MatrixUnavailable(f"{method} {base}: HTTP {answer.status_code}, not JSON")
+            if answer.status_code == 429:
+                wait = min(float(parsed.get("retry_after_ms", 1000)) / 1000, MAX_RETRY_AFTER_SECS)
+                await trio.sleep(wait)
+                continue
+            if answer.status_code >= 400:
+                code, error = parsed.get("errcode", "?"), parsed.get("error", "")
+                raise MatrixUnavailable(
+                    f"{method} {base}: HTTP {answer.status_code} {code} {error}"
+                )
+            response = response_type.from_dict(parsed, *args)
+            if isinstance(response, nio.ErrorResponse):
+                raise MatrixUnavailable(f"{method} {base}: {response.message}")
+            return response
+        raise MatrixUnavailable(f"{method} {base}: still rate-limited after retries")
+
+    async def _sync(self, timeout_ms: int) -> nio.SyncResponse:
+        assert self._core is not None
+        method, path = nio.Api.sync(
+            self._token,
+            since=self._core.next_batch or None,
+            timeout=timeout_ms,
+            filter=SYNC_FILTER,
+        )
+        response = await self._call(nio.SyncResponse, method, path)
+        assert isinstance(response, nio.SyncResponse)
+        return response
+
+    async def _send(self, room_id: str, content: Mapping[str, object]) -> str:
+        txn = secrets.token_hex(12)
+        method, path, body = nio.Api.room_send(
+            self._token, room_id, "m.room.message", dict(content), txn
+        )
+        sent = await self._call(nio.RoomSendResponse, method, path, body, room_id)
+        assert isinstance(sent, nio.RoomSendResponse)
+        return str(sent.event_id)
+
+    # ------------------------------------------------------------------ a sync's actions
+
+    async def _handle(
+        self, host: ChannelHost, response: nio.SyncResponse, nursery: trio.Nursery
+    ) -> None:
+        assert self._core is not None
+        for action in self._core.on_sync(response, time.monotonic()):
+            await self._act(host, action, nursery)
+        self._save_token(self._core.next_batch)
+        self.syncs += 1
+        self._synced.set()
+        self._synced = trio.Event()
+
+    async def _act(self, host: ChannelHost, action: Action, nursery: trio.Nursery) -> None:
+        if isinstance(action, Join):
+            method, path = nio.Api.join(self._token, action.room_id)
+            await self._call(nio.JoinResponse, method, path, "{}")
+        elif isinstance(action, Leave):
+            method, path = nio.Api.room_leave(self._token, action.room_id)
+            await self._call(
+                nio.RoomLeaveResponse, method, path, json.dumps({"reason": action.reason})
+            )
+        elif isinstance(action, Notice):
+            await self._send(action.room_id, notice_content(action.text))
+        elif isinstance(action, Answer):
+            pending = self._approvals.get(action.approval_id)
+            if pending is not None:
+                pending.approved = action.approved
+                pending.answered.set()
+        else:
+            assert isinstance(action, Deliver)
+            lock = self._room_locks.setdefault(action.room_id, trio.Lock())
+            nursery.start_soon(self._converse, host, action, lock)
+
+    async def _converse(self, host: ChannelHost, message: Deliver, lock: trio.Lock) -> None:
+        """One message's turn: its reply streamed by edits, or one line saying why not. A
+        sender the peer groups refuse gets no answer (counted and logged by the host)."""
+        inbound = Inbound(self.key, message.sender, message.text, session=message.room_id)
+        async with lock:
+            routed = host.route(inbound)
+            if not isinstance(routed, Routed):
+                return
+            stream = ReplyStream(self.config.edit_interval_secs)
+            changed = trio.Event()
+
+            async def on_delta(delta: str) -> None:
+                nonlocal changed
+                stream.add(delta)
+                changed.set()
+
+            async def ask(rid: str, what: str) -> bool:
+                return await self._ask(message.room_id, what)
+
+            sending = trio.Lock()
+            try:
+                async with trio.open_nursery() as nursery:
+
+                    async def pump() -> None:
+                        nonlocal changed
+                        while True:
+                            await changed.wait()
+                            changed = trio.Event()
+                            async with sending:
+                                await self._flush(message.room_id, stream)
+
+                    nursery.start_soon(pump)
+                    outcome = await host.converse(
+                        inbound, ask=ask, routed=routed, on_delta=on_delta
+                    )
+                    async with sending:  # a send in flight finishes: edits name its event
+                        nursery.cancel_scope.cancel()
+                if isinstance(outcome, ChannelAnswer):
+                    final = outcome.reply or f"error: {outcome.error or 'no reply'}"
+                elif isinstance(outcome, ChannelFailure):
+                    final = f"Sorry, no reply: {outcome.code} ({outcome.detail})"
+                else:  # refused after all (a reload between route and converse)
+                    return
+                stream.text = final  # the whole reply, at the same pace as the edits
+                await self._flush(message.room_id, stream)
+            except (MatrixUnavailable, httpx.TransportError) as exc:
+                log.warning(
+                    "%s: the reply to %s was not delivered: %s",
+                    self.key,
+                    message.event_id,
+                    _describe(exc),
+                )
+            except Exception:  # one turn's failure must not take the channel down
+                log.exception("%s: the turn of %s failed", self.key, message.event_id)
+
+    async def _flush(self, room_id: str, stream: ReplyStream) -> None:
+        """Send or edit the reply to what it is now, at the stream's pace."""
+        while (due := stream.due(time.monotonic())) is not None:
+            delay = due - time.monotonic()
+            if delay > 0:
+                await trio.sleep(delay)
+                continue
+            text = stream.text
+            if stream.event_id is None:
+                event_id = await self._send(room_id, notice_content(text))
+                stream.sent(text, time.monotonic(), event_id)
+            else:
+                await self._send(room_id, edit_content(stream.event_id, text))
+                stream.sent(text, time.monotonic())
+
+    async def _ask(self, room_id: str, what: str) -> bool:
+        """Post the approval prompt in the room; an approver's reply answers it. The host's
+        approval timeout cancels the wait (a denial)."""
+        assert self._core is not None
+        approval_id, prompt = self._core.ask(room_id, what)
+        pending = self._approvals[approval_id] = _Approval(trio.Event())
+        try:
+            await self._send(room_id, notice_content(prompt))
+            await pending.answered.wait()
+            return pending.approved
+        finally:
+            del self._approvals[approval_id]
+            self._core.forget(approval_id)
+
+    # ------------------------------------------------------------------ the token
+
+    def _load_token(self) -> str:
+        try:
+            return (self.state_dir / TOKEN_FILE).read_text().strip()
+        except FileNotFoundError:
+            return ""
+
+    def _save_token(self, token: str) -> None:
+        if not token or token == self._saved:
+            return
+        os.makedirs(self.state_dir, mode=0o700, exist_ok=True)
+        atomic_write(self.state_dir / TOKEN_FILE, token.encode(), fsync=True)
+        self._saved = token
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, httpx.TransportError):
+        return f"cannot reach the homeserver ({type(exc).__name__})"
+    return str(exc)

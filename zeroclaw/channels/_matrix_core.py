@@ -1,0 +1,332 @@
+"""The Matrix channel's decisions, without I/O (ADR 0066): what one /sync response asks of
+the channel (accept or refuse an invite, refuse an encrypted room, deliver a message,
+answer an approval), the content of what it sends (an `m.notice` with an escaped HTML
+body, an `m.replace` edit), the pace of a streamed reply's edits, and the approvals it
+waits for. `_matrix` only wires these to the homeserver over HTTP.
+
+Room state is matrix-nio's sans-IO `Client` fed each sync response (`receive_response`);
+the next-batch token it keeps is what the shell persists, so a restart neither loses nor
+repeats a message. A first sync without a token only catches up: it accepts invites, and
+answers no message already in a room's history.
+"""
+
+from __future__ import annotations
+
+import html
+import logging
+import math
+import re
+import secrets
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+import nio
+
+from .._sender_names import normalize_sender
+from ._webhook_core import RateLimiter
+
+log = logging.getLogger("zeroclaw.channels.matrix")
+# matrix-nio logs every response it parses whole at DEBUG, a login's access token with it,
+# and each room event at INFO: its loggers say warnings only, whatever the daemon's level.
+logging.getLogger("nio").setLevel(logging.WARNING)
+
+ENCRYPTED_REFUSAL = (
+    "This room is end-to-end encrypted, and this zeroclaw channel cannot read encrypted "
+    "messages: leaving. Talk to me in an unencrypted room (E2EE needs the encryption extra, "
+    "which this channel does not use)."
+)
+UNSUPPORTED = "I understand text messages only."
+HTML_FORMAT = "org.matrix.custom.html"
+APPROVAL_ID_BYTES = 3  # six hex digits: typed by a person, unique among the pending ones
+_ANSWER = re.compile(r"^\s*(approve|deny)\s+([0-9a-f]{1,32})\s*[.!]?\s*$", re.IGNORECASE)
+
+
+# --------------------------------------------------------------------------- actions
+
+
+@dataclass(frozen=True)
+class Join:
+    room_id: str
+
+
+@dataclass(frozen=True)
+class Leave:
+    room_id: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Notice:
+    room_id: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Deliver:
+    """A text message for the channel host: it decides the target and admits the sender."""
+
+    room_id: str
+    sender: str  # the Matrix user id as the homeserver stamped it
+    text: str
+    event_id: str
+
+
+@dataclass(frozen=True)
+class Answer:
+    approval_id: str
+    approved: bool
+
+
+Action = Join | Leave | Notice | Deliver | Answer
+
+
+# --------------------------------------------------------------------------- content
+
+
+def formatted(text: str) -> str:
+    """The HTML body of `text`: every character escaped, line breaks kept. A reply never
+    carries markup the model wrote (no link or image a room's clients would render)."""
+    return html.escape(text, quote=True).replace("\n", "<br>")
+
+
+def notice_content(text: str) -> dict[str, str]:
+    return {
+        "msgtype": "m.notice",
+        "body": text,
+        "format": HTML_FORMAT,
+        "formatted_body": formatted(text),
+    }
+
+
+def edit_content(event_id: str, text: str) -> dict[str, object]:
+    """An `m.replace` edit of the notice `event_id` to `text` (clients without edits show
+    the `* ` fallback)."""
+    new = notice_content(text)
+    return {
+        **notice_content(f"* {text}"),
+        "m.new_content": new,
+        "m.relates_to": {"rel_type": "m.replace", "event_id": event_id},
+    }
+
+
+def strip_reply_fallback(body: str) -> str:
+    """A reply's own text: the quoted `> ` lines of the message it answers dropped."""
+    lines = body.split("\n")
+    while lines and lines[0].startswith(">"):
+        lines.pop(0)
+    return "\n".join(lines).strip()
+
+
+def parse_answer(text: str) -> tuple[str, bool] | None:
+    """`approve <id>` / `deny <id>` (any case): the id and yes or no; None otherwise."""
+    match = _ANSWER.match(text)
+    if match is None:
+        return None
+    return match.group(2).lower(), match.group(1).lower() == "approve"
+
+
+def _relation(event: nio.Event) -> str | None:
+    content = event.source.get("content", {})
+    relates = content.get("m.relates_to") if isinstance(content, dict) else None
+    rel_type = relates.get("rel_type") if isinstance(relates, dict) else None
+    return rel_type if isinstance(rel_type, str) else None
+
+
+# --------------------------------------------------------------------------- streaming
+
+
+@dataclass
+class ReplyStream:
+    """One reply streamed by edits: the first text is sent at once, then the message is
+    edited at most once per `interval` seconds, and the last edit carries the whole reply."""
+
+    interval: float
+    text: str = ""
+    sent_text: str = ""
+    event_id: str | None = None
+    last_sent: float = -math.inf
+
+    def add(self, delta: str) -> None:
+        self.text += delta
+
+    def due(self, now: float) -> float | None:
+        """When the next send or edit should go (<= now: at once); None: nothing new."""
+        if not self.text.strip() or self.text == self.sent_text:
+            return None
+        if self.event_id is None:
+            return now
+        return max(now, self.last_sent + self.interval)
+
+    def sent(self, text: str, now: float, event_id: str | None = None) -> None:
+        self.sent_text, self.last_sent = text, now
+        if event_id is not None and self.event_id is None:
+            self.event_id = event_id
+
+
+# --------------------------------------------------------------------------- approvals
+
+
+@dataclass
+class PendingApproval:
+    room_id: str
+    what: str
+
+
+def approval_prompt(approval_id: str, what: str) -> str:
+    return (
+        f"Approval {approval_id} needed: {' '.join(what.split())}\n"
+        f"An approver replies 'approve {approval_id}' or 'deny {approval_id}'."
+    )
+
+
+# --------------------------------------------------------------------------- the core
+
+
+@dataclass
+class MatrixCore:
+    """The channel's state between sync responses. `admits(sender)`: whether the peer
+    groups of the channel's owner accept this Matrix user (the host's routing decides it
+    from the config alone); only such a user's invite is accepted."""
+
+    user_id: str
+    admits: Callable[[str], bool]
+    approvers: frozenset[str] = frozenset()  # normalised Matrix user ids
+    rate_per_minute: int = 20
+    device_id: str | None = None
+    client: nio.Client = field(init=False)
+    pending: dict[str, PendingApproval] = field(default_factory=dict)
+    refused_rooms: set[str] = field(default_factory=set)  # encrypted: left, said why once
+    _limiter: RateLimiter = field(init=False)
+    _told_to_wait: set[str] = field(default_factory=set)
+    _joining: set[str] = field(default_factory=set)  # joined in this run, join not yet seen
+
+    def __post_init__(self) -> None:
+        config = nio.ClientConfig(encryption_enabled=False, store_sync_tokens=False)
+        self.client = nio.Client(self.user_id, self.device_id, store_path=None, config=config)
+        self.client.user_id = self.user_id
+        self._limiter = RateLimiter(self.rate_per_minute)
+        self.approvers = frozenset(normalize_sender(a) for a in self.approvers)
+
+    @property
+    def next_batch(self) -> str:
+        return str(self.client.next_batch)
+
+    def restore(self, token: str) -> None:
+        """The token a previous run persisted: the next sync starts after it."""
+        self.client.next_batch = token
+
+    def on_sync(self, response: nio.SyncResponse, now: float) -> list[Action]:
+        """What one sync response asks of the channel, in order: invites, then each joined
+        room's messages (a first sync without a token answers none of them)."""
+        catching_up = not self.client.next_batch
+        self.client.receive_response(response)
+        actions: list[Action] = []
+        for room_id, invite in response.rooms.invite.items():
+            actions += self._invite(room_id, invite.invite_state)
+        for room_id, joined in response.rooms.join.items():
+            events = joined.timeline.events
+            if room_id in self.client.encrypted_rooms or any(
+                isinstance(e, nio.MegolmEvent) for e in events
+            ):
+                actions += self._refuse_encrypted(room_id)
+                continue
+            if catching_up:
+                continue
+            if room_id in self._joining:
+                # A room we just joined: its timeline may hold history from before the
+                # join, which nobody sent to us; answer only what follows our join.
+                joined_at = next((i for i, e in enumerate(events) if self._is_own_join(e)), None)
+                if joined_at is None:
+                    continue
+                self._joining.discard(room_id)
+                events = events[joined_at + 1 :]
+            for event in events:
+                actions += self._event(room_id, event, now)
+        for room_id in response.rooms.leave:
+            self.refused_rooms.discard(room_id)  # invited again later: decided anew
+            for approval_id, pending in list(self.pending.items()):
+                if pending.room_id == room_id:
+                    actions.append(Answer(approval_id, False))  # nobody left to answer
+        return actions
+
+    def _invite(self, room_id: str, state: Iterable[object]) -> list[Action]:
+        invites = [
+            e
+            for e in state
+            if isinstance(e, nio.InviteMemberEvent)
+            and e.state_key == self.user_id
+            and e.membership == "invite"
+        ]
+        if not invites:
+            return []
+        inviter = invites[-1].sender
+        if self.admits(inviter):
+            log.info("accepting the invite of %s to %s", inviter, room_id)
+            self._joining.add(room_id)
+            return [Join(room_id)]
+        log.info("refusing the invite of %s to %s: not an admitted sender", inviter, room_id)
+        return [Leave(room_id, "the inviter is not an admitted sender of this channel")]
+
+    def _is_own_join(self, event: object) -> bool:
+        return (
+            isinstance(event, nio.RoomMemberEvent)
+            and event.state_key == self.user_id
+            and event.membership == "join"
+        )
+
+    def _refuse_encrypted(self, room_id: str) -> list[Action]:
+        if room_id in self.refused_rooms:
+            return []
+        self.refused_rooms.add(room_id)
+        log.info("leaving %s: end-to-end encrypted", room_id)
+        return [
+            Notice(room_id, ENCRYPTED_REFUSAL),
+            Leave(room_id, "end-to-end encrypted rooms are not supported"),
+        ]
+
+    def _event(self, room_id: str, event: object, now: float) -> list[Action]:
+        if not isinstance(event, nio.RoomMessage) or event.sender == self.user_id:
+            return []  # state, our own echo
+        if isinstance(event, nio.RoomMessageNotice):
+            return []  # another bot's notice: answering bots would loop
+        if _relation(event) == "m.replace":
+            return []  # an edit is not a new message
+        if not isinstance(event, nio.RoomMessageText):
+            return [Notice(room_id, UNSUPPORTED)] if self.admits(event.sender) else []
+        text = strip_reply_fallback(event.body)
+        answer = parse_answer(text)
+        if answer is not None:
+            return self._answer(room_id, event.sender, *answer)
+        sender = normalize_sender(event.sender)
+        wait = self._limiter.admit(sender, now)
+        if wait is not None:
+            if sender in self._told_to_wait or not self.admits(event.sender):
+                return []
+            self._told_to_wait.add(sender)  # said once per flood, not per message
+            return [Notice(room_id, f"Too many messages: try again in {wait} s.")]
+        self._told_to_wait.discard(sender)
+        return [Deliver(room_id, event.sender, text, event.event_id)]
+
+    def _answer(self, room_id: str, sender: str, approval_id: str, yes: bool) -> list[Action]:
+        pending = self.pending.get(approval_id)
+        if pending is None or pending.room_id != room_id:
+            return [Notice(room_id, f"No approval {approval_id} is pending in this room.")]
+        if normalize_sender(sender) not in self.approvers:
+            log.info("refused %s's answer to approval %s: not an approver", sender, approval_id)
+            return [
+                Notice(room_id, f"Only the configured approvers answer approval {approval_id}.")
+            ]
+        del self.pending[approval_id]
+        return [Answer(approval_id, yes)]
+
+    def ask(self, room_id: str, what: str) -> tuple[str, str]:
+        """A new pending approval in `room_id`: its id and the prompt to post there."""
+        approval_id = secrets.token_hex(APPROVAL_ID_BYTES)
+        while approval_id in self.pending:
+            approval_id = secrets.token_hex(APPROVAL_ID_BYTES)
+        self.pending[approval_id] = PendingApproval(room_id, what)
+        return approval_id, approval_prompt(approval_id, what)
+
+    def forget(self, approval_id: str) -> None:
+        """The approval ended without an answer here (its timeout, the turn's end)."""
+        self.pending.pop(approval_id, None)
