@@ -5,14 +5,18 @@ loopback listener under another host name (DNS rebinding)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import re
 import socket
+import time
 from collections.abc import Iterator
 
+import httpx
 import pytest
 
 from tests.conftest import PATIENCE
-from tests.gateway.helpers import approvals, gateway_daemon, wait_until
+from tests.gateway.helpers import approvals, gateway_daemon, sign_in, wait_until
 from tests.known_secrets import API_TOKEN
 from tests.supervisor.harness import Daemon
 
@@ -46,3 +50,94 @@ def test_a_pipelined_client_that_goes_away_still_cancels_its_turn(gateway: Gatew
     events = daemon.cli("events", "--json", "--kind", "approval")
     assert '"abandoned"' in events.stdout, events.stdout[-2000:]
     assert not (daemon.root / "ws-alpha" / "piped.txt").exists()
+
+
+@contextlib.contextmanager
+def signed_in(port: int) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=PATIENCE) as browser:
+        assert sign_in(browser, port).status_code == 303
+        yield browser
+
+
+def page_csrf(browser: httpx.Client) -> str:
+    found = re.search(r'name="csrf" value="([^"]+)"', browser.get("/ui").text)
+    assert found is not None
+    return found.group(1)
+
+
+MEMORY_EVENT = b'"kind":"memory"'
+
+
+def follow_until(chunks: Iterator[bytes], wanted: bytes) -> bytes:
+    """What the stream sends until `wanted` is in it, it ends, or PATIENCE runs out."""
+    deadline = time.monotonic() + PATIENCE
+    got = b""
+    for chunk in chunks:
+        got += chunk
+        if wanted in got or time.monotonic() > deadline:
+            break
+    return got
+
+
+def test_the_event_stream_ends_with_its_sign_in(gateway: Gateway) -> None:
+    """A dashboard's live events are the operator's: once that browser signs out (or its
+    session expires, or is pushed out by newer ones), an event stream it opened before must
+    show nothing more, rather than follow the daemon for as long as it stays connected."""
+    daemon, port = gateway
+    with signed_in(port) as browser, browser.stream("GET", "/ui/events") as events:
+        assert events.status_code == 200
+        chunks = events.iter_raw()
+        next(chunks)  # the backlog: the stream is open
+        signout = browser.post(
+            "/ui/signout",
+            data={"csrf": page_csrf(browser)},
+            headers={"origin": f"http://127.0.0.1:{port}"},
+        )
+        assert signout.status_code == 303
+        stored = daemon.cli("memory", "store", "-a", "alpha", "after-signout", "x")
+        assert stored.returncode == 0, stored.stderr
+        after = follow_until(chunks, MEMORY_EVENT)
+    assert MEMORY_EVENT not in after, "a signed-out browser still follows the events"
+
+
+def test_the_event_stream_outlives_a_quiet_spell(gateway: Gateway) -> None:
+    """A keepalive is written after 15 quiet seconds; the stream goes on after it and shows
+    the next event (it used to end there with an error: the keepalive's deadline cancelled
+    the subscription's iterator, which then had nothing more to give)."""
+    daemon, port = gateway
+    with signed_in(port) as browser, browser.stream("GET", "/ui/events") as events:
+        chunks = events.iter_raw()
+        assert b": keepalive" in follow_until(chunks, b": keepalive")
+        stored = daemon.cli("memory", "store", "-a", "alpha", "after-a-keepalive", "x")
+        assert stored.returncode == 0, stored.stderr
+        assert MEMORY_EVENT in follow_until(chunks, MEMORY_EVENT)
+    assert "Error in ASGI" not in daemon.log_path.read_text()
+
+
+@pytest.mark.parametrize("host", ["rebound.example", "rebound.example:{port}", "127.0.0.1.nip.io"])
+def test_the_dashboard_answers_no_other_host_name(gateway: Gateway, host: str) -> None:
+    """DNS rebinding: another site's page whose name now resolves to 127.0.0.1 is, to the
+    browser, the same origin as the dashboard it reaches (Host and Origin both name that
+    site), so it could read the sign-in form, post it and spend the sign-in attempts of the
+    whole listener, locking the operator out. Over plain HTTP (loopback only) the dashboard
+    answers only a loopback Host."""
+    _, port = gateway
+    name = host.format(port=port)
+    with httpx.Client(base_url=f"http://127.0.0.1:{port}", headers={"host": name}) as page:
+        form = page.get("/ui/signin")
+        assert form.status_code == 421, form.status_code
+        assert "zc_signin" not in page.cookies
+        for _ in range(12):  # more than the sign-in attempts of a minute
+            tried = page.post(
+                "/ui/signin",
+                data={"csrf": "x", "token": "guess"},
+                headers={"origin": f"http://{name}", "cookie": "zc_signin=x"},
+            )
+            assert tried.status_code == 421
+    # The operator still signs in, by any loopback name.
+    for own in (f"127.0.0.1:{port}", f"localhost:{port}"):
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", headers={"host": own}) as ok:
+            form = ok.get("/ui/signin")
+            assert form.status_code == 200
+    with signed_in(port) as browser:
+        assert browser.get("/ui").status_code == 200
