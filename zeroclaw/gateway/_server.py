@@ -95,6 +95,7 @@ from ._ui import (
     cookie,
     cookies,
     csrf_refusal,
+    foreign_host,
     form,
     own_origin,
     page_headers,
@@ -379,6 +380,12 @@ class Gateway:
     ) -> None:
         if not self._operator_token:  # no operator token: no dashboard at all
             await _respond(send, 404, b"not found", [(b"content-type", b"text/plain")])
+            return
+        if not self._secure and foreign_host(scope["headers"]):
+            self._reject("foreign_host")
+            await _respond(
+                send, 421, b"misdirected: not this listener's host", page_headers(b"text/plain")
+            )
             return
         route = parse_ui_route(scope["method"], scope["path"])
         if route.name == "static":
