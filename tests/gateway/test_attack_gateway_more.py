@@ -79,6 +79,16 @@ def follow_until(chunks: Iterator[bytes], wanted: bytes) -> bytes:
     return got
 
 
+def last_seq(daemon: Daemon) -> int:
+    listed = daemon.cli("events", "--json")
+    assert listed.returncode == 0, listed.stderr
+    return max((json.loads(line)["seq"] for line in listed.stdout.splitlines()), default=0)
+
+
+def seqs(stream: bytes) -> list[int]:
+    return [int(s) for s in re.findall(rb'^data: \{"seq":(\d+),', stream, re.M)]
+
+
 def test_the_event_stream_ends_with_its_sign_in(gateway: Gateway) -> None:
     """A dashboard's live events are the operator's: once that browser signs out (or its
     session expires, or is pushed out by newer ones), an event stream it opened before must
@@ -87,17 +97,20 @@ def test_the_event_stream_ends_with_its_sign_in(gateway: Gateway) -> None:
     with signed_in(port) as browser, browser.stream("GET", "/ui/events") as events:
         assert events.status_code == 200
         chunks = events.iter_raw()
-        next(chunks)  # the backlog: the stream is open
+        got = next(chunks)  # the backlog: the stream is open
         signout = browser.post(
             "/ui/signout",
             data={"csrf": page_csrf(browser)},
             headers={"origin": f"http://127.0.0.1:{port}"},
         )
         assert signout.status_code == 303
+        signed_out_at = last_seq(daemon)
         stored = daemon.cli("memory", "store", "-a", "alpha", "after-signout", "x")
         assert stored.returncode == 0, stored.stderr
-        after = follow_until(chunks, MEMORY_EVENT)
-    assert MEMORY_EVENT not in after, "a signed-out browser still follows the events"
+        assert last_seq(daemon) > signed_out_at
+        got += follow_until(chunks, MEMORY_EVENT + b',"agent":"alpha","op":"store"')
+    later = [seq for seq in seqs(got) if seq > signed_out_at]
+    assert not later, "a signed-out browser still follows the events"
 
 
 def test_the_event_stream_outlives_a_quiet_spell(gateway: Gateway) -> None:

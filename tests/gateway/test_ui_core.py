@@ -7,7 +7,6 @@ import ipaddress
 import re
 
 import pytest
-
 from hypothesis import given
 from hypothesis import strategies as st
 
