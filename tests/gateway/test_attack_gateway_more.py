@@ -9,6 +9,7 @@ import contextlib
 import json
 import re
 import socket
+import subprocess
 import time
 from collections.abc import Iterator
 
@@ -16,9 +17,17 @@ import httpx
 import pytest
 
 from tests.conftest import PATIENCE
-from tests.gateway.helpers import approvals, gateway_daemon, sign_in, wait_until
+from tests.gateway.helpers import (
+    ENV,
+    approvals,
+    free_port,
+    gateway_config,
+    gateway_daemon,
+    sign_in,
+    wait_until,
+)
 from tests.known_secrets import API_TOKEN
-from tests.supervisor.harness import Daemon
+from tests.supervisor.harness import Daemon, remove_root, short_root
 
 Gateway = tuple[Daemon, int]
 
@@ -154,3 +163,28 @@ def test_the_dashboard_answers_no_other_host_name(gateway: Gateway, host: str) -
             assert form.status_code == 200
     with signed_in(port) as browser:
         assert browser.get("/ui").status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("copied", "named"),
+    [
+        ("ZC_OPERATOR", "gateway.operator_token_env"),  # an API key signing in as operator
+        ("ZC_API_OTHER", "gateway.tokens.other.token_env"),  # a key answering as another
+    ],
+)
+def test_a_daemon_whose_tokens_share_a_value_refuses_to_start(copied: str, named: str) -> None:
+    """Two variables, one value (a token pasted twice): the API key `ci` would then sign in
+    to the dashboard, or be taken for another key, its sessions and reach. The daemon
+    refuses to start, naming both variables and no value."""
+    root = short_root()
+    try:
+        daemon = Daemon(root, gateway_config(root, free_port()), faults=False)
+        env = daemon.env(**{**ENV, copied: API_TOKEN})
+        started = subprocess.run(
+            [*daemon.cli_argv(), "daemon"], env=env, capture_output=True, text=True, timeout=60
+        )
+        assert started.returncode == 2, (started.stdout, started.stderr)
+        assert named in started.stderr and "ZC_API_CI" in started.stderr, started.stderr
+        assert API_TOKEN not in started.stderr + started.stdout
+    finally:
+        remove_root(root)
