@@ -11,6 +11,7 @@ import logging
 import math
 import os
 import resource
+import select
 import socket
 import ssl
 from collections import Counter
@@ -104,6 +105,7 @@ async def answer_lifespan(receive: ASGIReceiveCallable, send: ASGISendCallable) 
 # --------------------------------------------------------------------------- guarded serving
 
 ACCEPT_RETRY_SECS = 0.1  # after an accept that found no descriptor: do not spin
+HANGUP_POLL_SECS = 1.0  # how often a connection is looked at for a client that hung up
 CUT_LOG_INTERVAL_SECS = 10.0  # a flood of cut connections is a line per cause per interval
 _CAPACITY_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 
@@ -248,6 +250,21 @@ class _ClockedServer(TCPServer):
         await super().protocol_send(event)
 
 
+async def _watch_hangup(stream: _GuardedStream) -> None:
+    """Stop the connection's server when the client hangs up, even while hypercorn does not
+    read: with a request pipelined behind the one being answered it waits for that answer
+    before it reads again, so the client's leaving (and its turn's end) went unnoticed until
+    the answer was written. The kernel tells a peer's FIN (`POLLRDHUP`) or reset (`POLLHUP`,
+    `POLLERR`) whatever is still unread; a look now and then is one non-blocking call."""
+    poller = select.poll()
+    poller.register(stream.socket.fileno(), select.POLLRDHUP)  # HUP and ERR come unasked
+    while True:
+        await trio.sleep(HANGUP_POLL_SECS)
+        if poller.poll(0):
+            stream.serving.cancel()
+            return
+
+
 def _body_deadline_app(
     app: ASGIFramework, bounds: HttpBounds, on_cut: Callable[[Cut], None]
 ) -> ASGIFramework:
@@ -342,8 +359,11 @@ async def serve_guarded(
     async def handle(stream: _GuardedStream) -> None:
         try:
             with stream.serving:
-                server = _ClockedServer(wrapped, config, context, state, stream)
-                await server.run()
+                async with trio.open_nursery() as watching:
+                    watching.start_soon(_watch_hangup, stream)
+                    server = _ClockedServer(wrapped, config, context, state, stream)
+                    await server.run()
+                    watching.cancel_scope.cancel()
         finally:
             stream.close_now()  # not awaited: the listener may be cancelled already
             counts.note_closed()

@@ -66,3 +66,23 @@ async def test_a_subscriber_gets_what_follows_and_a_slow_one_loses_the_oldest() 
     # Leaving the block unsubscribes: later events go nowhere.
     sink.publish(transition(5))
     assert not sink._subscribers
+
+
+async def test_a_wait_for_events_cut_by_a_deadline_loses_nothing() -> None:
+    """A follower waits for the next event with a deadline (then writes a keepalive) and
+    waits again: each wait cut short leaves the subscription whole."""
+    sink = EventSink()
+    with sink.subscribe() as subscription:
+        for _ in range(3):
+            with trio.move_on_after(0.01) as cut:
+                await subscription.ready()
+            assert cut.cancelled_caught and subscription.take() == []
+        sink.publish(transition(1))
+        sink.publish(transition(2))
+        await subscription.ready()  # something is queued: at once
+        assert [p.event for p in subscription.take()] == [transition(1), transition(2)]
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(subscription.ready)
+            await trio.testing.wait_all_tasks_blocked()
+            sink.publish(transition(3))
+        assert [p.event for p in subscription.take()] == [transition(3)]

@@ -3,8 +3,10 @@ the escaping builder and pages (whatever outside text holds, it stays text)."""
 
 from __future__ import annotations
 
+import ipaddress
 import re
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -19,6 +21,7 @@ from zeroclaw.gateway._ui import (
     cookie,
     cookies,
     csrf_refusal,
+    foreign_host,
     form,
     parse_ui_route,
     token_matches,
@@ -136,3 +139,38 @@ def test_an_agent_waiting_to_restart_shows_when_it_starts_next() -> None:
     page = overview_page(Overview([waiting, agent("beta")], [], [], []), "t").decode()
     assert '<td class="next-start">in 3 s</td>' in page
     assert '<td class="next-start"></td>' in page  # beta runs: nothing scheduled
+
+
+@pytest.mark.parametrize(
+    ("host", "foreign"),
+    [
+        ("127.0.0.1:8788", False),
+        ("127.0.0.1", False),
+        ("localhost:8788", False),
+        ("LocalHost", False),
+        ("[::1]:8788", False),
+        ("10.0.0.7:8788", False),  # an address literal: no name to rebind
+        (None, True),
+        ("", True),
+        ("rebound.example:8788", True),
+        ("127.0.0.1.nip.io", True),
+        ("localhost.rebound.example", True),
+        ("[::1", True),
+    ],
+)
+def test_only_a_loopback_host_name_or_an_address_is_the_dashboards(
+    host: str | None, foreign: bool
+) -> None:
+    headers = [] if host is None else [(b"host", host.encode())]
+    assert foreign_host(headers) is foreign
+
+
+@given(st.from_regex(r"[a-zA-Z0-9.-]{1,30}", fullmatch=True))
+def test_a_host_name_is_foreign_unless_it_is_localhost_or_an_address(name: str) -> None:
+    try:
+        ipaddress.ip_address(name)
+        address = True
+    except ValueError:
+        address = False
+    own = address or name.lower() == "localhost"
+    assert foreign_host([(b"host", f"{name}:8788".encode())]) is not own

@@ -985,7 +985,9 @@ def daemon_refusals(
 
 
 def _gateway_credentials_set(config: Config, env: Mapping[str, str]) -> Iterator[ConfigIssue]:
-    """Every credential the gateway names is in the environment (never its value said)."""
+    """Every credential the gateway names is in the environment, each with a value of its
+    own (never a value said): a token pasted twice would make an API key the operator's
+    sign-in, or one key taken for another (its sessions, reach and rate)."""
     gateway = config.gateway
     if gateway is None:
         return
@@ -995,9 +997,17 @@ def _gateway_credentials_set(config: Config, env: Mapping[str, str]) -> Iterator
     ]
     if gateway.operator_token_env is not None:
         named.append((("gateway", "operator_token_env"), gateway.operator_token_env))
+    first: dict[str, str] = {}  # a value -> the variable that holds it first
     for key, variable in named:
-        if not env.get(variable):
+        value = env.get(variable)
+        if not value:
             yield ConfigIssue(key, f"the gateway's token variable {variable} is not set")
+        elif first.setdefault(value, variable) != variable:
+            yield ConfigIssue(
+                key,
+                f"the gateway's token variable {variable} holds the same token as "
+                f"{first[value]}; give each token (and the operator's) a value of its own",
+            )
 
 
 def _skills_dirs_apart(

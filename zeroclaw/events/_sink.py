@@ -44,6 +44,19 @@ class Subscription:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
+    async def ready(self) -> None:
+        """Until an event is queued. Safe to cancel (a deadline for a keepalive): unlike
+        the iterator, whose generator a cancellation ends for good, nothing is lost."""
+        if not self._queue:
+            self._wakeup = trio.Event()
+            await self._wakeup.wait()
+
+    def take(self) -> list[Published]:
+        """The queued events, oldest first (none: an empty list)."""
+        taken = list(self._queue)
+        self._queue.clear()
+        return taken
+
     async def __aiter__(self) -> AsyncIterator[Published]:
         while True:
             while self._queue:

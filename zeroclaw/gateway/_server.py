@@ -95,6 +95,7 @@ from ._ui import (
     cookie,
     cookies,
     csrf_refusal,
+    foreign_host,
     form,
     own_origin,
     page_headers,
@@ -380,6 +381,12 @@ class Gateway:
         if not self._operator_token:  # no operator token: no dashboard at all
             await _respond(send, 404, b"not found", [(b"content-type", b"text/plain")])
             return
+        if not self._secure and foreign_host(scope["headers"]):
+            self._reject("foreign_host")
+            await _respond(
+                send, 421, b"misdirected: not this listener's host", page_headers(b"text/plain")
+            )
+            return
         route = parse_ui_route(scope["method"], scope["path"])
         if route.name == "static":
             await self._static(send, route.arg)
@@ -446,7 +453,7 @@ class Gateway:
         elif route.name == "memory":
             await self._memory(send, session, scope["query_string"])
         elif route.name == "events_stream":
-            await self._follow(send)
+            await self._follow(send, session)
         elif route.name in ("approve", "deny"):
             request = (
                 ApprovalApprove(route.arg) if route.name == "approve" else ApprovalDeny(route.arg)
@@ -532,7 +539,10 @@ class Gateway:
             send, 200, memory_page(agent, agents, records, session.csrf, before, error), _HTML
         )
 
-    async def _follow(self, send: ASGISendCallable) -> None:
+    async def _follow(self, send: ASGISendCallable, session: UiSession) -> None:
+        """The daemon's events for one signed-in browser, for as long as it stays signed
+        in: a stream opened before a sign-out (or the session's expiry, or its eviction by
+        newer ones) ends at its next event or keepalive, and shows nothing more."""
         if self._followers >= MAX_FOLLOWERS:
             await _respond(send, 503, b"too many followers", page_headers(b"text/plain"))
             return
@@ -550,13 +560,18 @@ class Gateway:
                 )
                 for published in self._events.recent(FOLLOW_BACKLOG):
                     await _more(send, sse(msgspec.json.encode(published)))
-                iterator = subscription.__aiter__()
                 while True:
+                    # Not the subscription's iterator: a keepalive's deadline would end it.
                     with trio.move_on_after(KEEPALIVE_SECS):
-                        published = await iterator.__anext__()
+                        await subscription.ready()
+                    if self._sessions.get(session.id, self._clock()) is None:
+                        break
+                    taken = subscription.take()
+                    for published in taken:
                         await _more(send, sse(msgspec.json.encode(published)))
-                        continue
-                    await _more(send, b": keepalive\n\n")
+                    if not taken:
+                        await _more(send, b": keepalive\n\n")
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
             self._followers -= 1
 

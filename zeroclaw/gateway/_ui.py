@@ -16,6 +16,7 @@ cookies, CSRF checks and the security headers of every page. `_pages` renders th
 from __future__ import annotations
 
 import hmac
+import ipaddress
 import secrets
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
@@ -225,6 +226,25 @@ def csrf_refusal(
     if not hmac.compare_digest(given.encode("utf-8", "replace"), expected.encode()):
         return "bad_csrf_token"
     return None
+
+
+def foreign_host(headers: Iterable[tuple[bytes, bytes]]) -> bool:
+    """Whether a plain-HTTP request names a host the loopback listener is not (DNS
+    rebinding): another site whose name now resolves to 127.0.0.1 is, to the browser, the
+    origin its page came from, so it may read our pages and post their forms, Origin and
+    Host agreeing. An IP literal cannot be rebound, and browsers resolve `localhost`
+    themselves; any other name is refused. (Under TLS the certificate names the host.)"""
+    host = header(headers, b"host")
+    if not host:
+        return True
+    name = host.rpartition("]")[0][1:] if host.startswith("[") else host.partition(":")[0]
+    if name.lower() == "localhost":
+        return False
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return True
+    return False
 
 
 def own_origin(headers: Iterable[tuple[bytes, bytes]], scheme: str) -> str:
