@@ -293,6 +293,11 @@ class Scheduler:
                     entry.last_slot = now
                     entry.next_slot = next_slot(spec.trigger, now)
                     actions.append(Settled(entry.mark()))
+                if entry.next_slot is None:
+                    # A one-shot whose slot was settled (its run cut by the daemon's death,
+                    # reported Interrupted): it ran, so it is gone, not kept and never due.
+                    actions += self._exhausted(entry)
+                    continue
             elif old.trigger != spec.trigger or (spec.enabled and not old.enabled):
                 # Takes effect at its next slot: none of the new trigger's past slots run,
                 # nor what passed while it was disabled.

@@ -479,8 +479,11 @@ class ScheduleService:
         await self.reload()
 
     async def drop_reminder(self, key: str) -> None:
-        """Unschedule it; the scheduler's Forget deletes it from the store (after the run
+        """Delete it from the store (durably, before it is unscheduled: a reminder deleted
+        while its run is in progress must not come back when the daemon dies before that
+        run ends) and unschedule it; the scheduler's Forget drops its mark (after the run
         in progress, if one is)."""
+        await trio.to_thread.run_sync(self.store.write, Batch(dropped=(key,)))
         self._reminders.pop(key, None)
         await self.reload()
 
