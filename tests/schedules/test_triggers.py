@@ -270,6 +270,12 @@ def test_jitter_is_stable_and_bounded(key: str, slot: float, jitter: float) -> N
         ("0 8 * * 1", "Mars/Olympus", "unknown timezone"),
         ("0 8 * * 1", "../../etc/passwd", "unknown timezone"),
         ("0 8 * * thu", "UTC", None),
+        # Fields split on any whitespace: a line break or another control character in one
+        # (a sender's reminder) would reach the daemon's text log and forge lines there.
+        ("0\n8 * * *", "UTC", "spaces"),
+        ("0 8 * * *\n2026-12-06 WARNING forged", "UTC", "spaces"),
+        ("0\x1c8 * * *", "UTC", "spaces"),
+        ("0\t8 * * *", "UTC", "spaces"),
     ],
 )
 def test_check_cron(expr: str, zone: str, problem: str | None) -> None:

@@ -884,6 +884,10 @@ def check_cron(expr: str, timezone: str) -> str | None:
     """Why a cron schedule cannot be used (None: it can): five fields croniter reads (its
     hashed `H` fields are not cron's), a zone this machine knows, and some date it
     matches."""
+    if not all(c == " " or (c.isprintable() and not c.isspace()) for c in expr):
+        # A line break or control character (a sender's reminder) would reach the logs and
+        # listings that show the expression.
+        return "a cron expression is five fields of printable characters separated by spaces"
     fields = expr.split()
     if len(fields) != 5:
         return (
