@@ -458,6 +458,17 @@ def test_a_one_shot_reminder_whose_run_a_kill_cut_is_reported_and_forgotten() ->
     assert machine.specs() == []
 
 
+def test_a_reminder_first_seen_after_its_time_still_runs_once() -> None:
+    """A reminder 'in 1s' reaches the scheduler after its write to the store (a synced
+    LMDB write, a thread hop): on a busy machine that can be after its time. It counts
+    from when it was made, so it runs (late within the grace: on time), not never."""
+    machine = Scheduler()
+    spec = ScheduleSpec("a", "reminder-1", Once(T0 + 1), "t", kind="reminder", created_at=T0)
+    machine.handle(Reloaded((spec,), T0 + 3))
+    (fire,) = machine.handle(Tick(T0 + 3))
+    assert isinstance(fire, Fire) and fire.slot == T0 + 1 and not fire.late
+
+
 @pytest.mark.parametrize("late", [30.0, 61.0])
 def test_a_late_tick_within_grace_is_on_time(late: float) -> None:
     machine = Scheduler()
