@@ -418,9 +418,16 @@ class ScheduleService:
                 return RunSummary(run_id, "nothing_open", self._clock(), "", fire.slot)
             text = heartbeat_text(items)
         outcome: Outcome = ChannelFailure("timeout", f"the turn took longer than {spec.timeout:g}s")
+        # A sender's reminder is a turn that sender caused (its reply goes back to it): it
+        # spends the sender's budgets too, else reminders would be a way around them.
+        maker = _maker(spec.created_by) if spec.kind == "reminder" else None
         with trio.move_on_after(spec.timeout):
             outcome = await self._host.run_turn(
-                spec.agent, Origin.schedule(spec.agent, spec.name), text, session=spec.session
+                spec.agent,
+                Origin.schedule(spec.agent, spec.name),
+                text,
+                session=spec.session,
+                budget_origin=maker,
             )
         code = failure_code(outcome)
         not_delivered = await self._deliver(spec, run_id, outcome)
