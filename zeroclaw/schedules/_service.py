@@ -145,6 +145,11 @@ def may_remind(config: Config, agent: str, maker: Origin | None, policy: PeerPol
     return names is None or "schedule_create" in names  # the tool that made it
 
 
+def _heartbeat_items(workspace: Path) -> list[str] | Unreadable:
+    found = read_heartbeat(workspace)
+    return found if isinstance(found, Unreadable) else open_items(found or "")
+
+
 def describe(spec: ScheduleSpec) -> str:
     trigger = spec.trigger
     if isinstance(trigger, Cron):
@@ -408,11 +413,12 @@ class ScheduleService:
         spec, run_id = fire.spec, fire.run_id
         text = spec.text
         if spec.kind == "heartbeat":
-            found = await trio.to_thread.run_sync(read_heartbeat, self._workspace(spec.agent))
+            # Read and parsed in a worker thread: the file is the agent's, the loop the daemon's.
+            found = await trio.to_thread.run_sync(_heartbeat_items, self._workspace(spec.agent))
             if isinstance(found, Unreadable):
                 self._failed(spec, run_id, "nothing_to_read", found.detail)
                 return RunSummary(run_id, "nothing_to_read", self._clock(), found.detail, fire.slot)
-            items = open_items(found or "")
+            items = found
             if not items:
                 self._skipped(spec.key, "nothing_open", fire.slot)
                 return RunSummary(run_id, "nothing_open", self._clock(), "", fire.slot)
