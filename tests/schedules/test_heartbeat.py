@@ -4,12 +4,24 @@ controls (a symlink, a FIFO, a second hard link, a huge file: none is read)."""
 from __future__ import annotations
 
 import os
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from tests.conftest import PATIENCE, REPO
 from zeroclaw.schedules import HEARTBEAT_FILE, open_items
-from zeroclaw.schedules._heartbeat import MAX_BYTES, Unreadable, heartbeat_text, read_heartbeat
+from zeroclaw.schedules._heartbeat import (
+    MAX_BYTES,
+    Unreadable,
+    heartbeat_text,
+    read_heartbeat,
+    without_comments,
+)
 
 
 def test_open_items_are_unchecked_list_items() -> None:
@@ -83,3 +95,24 @@ def test_a_huge_file_is_not_read(tmp_path: Path, size: int) -> None:
         f.truncate(size)  # sparse: no disk is used
     found = read_heartbeat(tmp_path)
     assert isinstance(found, Unreadable) and "larger than" in found.detail
+
+
+@given(st.text(alphabet="<!->x\n", max_size=60))
+def test_comments_are_removed_as_html_reads_them(text: str) -> None:
+    """The shortest `<!-- ... -->` from each opening, an unclosed one left as it is (the
+    lazy regex's reading, the oracle here)."""
+    assert without_comments(text) == re.sub(r"<!--.*?-->", "", text, flags=re.S)
+
+
+def test_a_file_of_unclosed_comments_is_read_in_one_pass() -> None:
+    """An agent's HEARTBEAT.md of nothing but '<!--' (64 KiB of it held the daemon's loop
+    for seconds: each opening was tried to the end of the file). A megabyte of it, in a
+    child process: quadratic, it would not end within PATIENCE."""
+    code = (
+        "from zeroclaw.schedules import open_items\n"
+        "assert open_items('<!--' * 250_000 + '\\n- [ ] after') == ['after']"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, timeout=PATIENCE, capture_output=True, check=False
+    )
+    assert done.returncode == 0, done.stderr

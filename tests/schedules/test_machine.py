@@ -33,6 +33,7 @@ from zeroclaw.schedules import (
     Reloaded,
     Restored,
     Resume,
+    Running,
     RunNow,
     Scheduler,
     ScheduleSpec,
@@ -445,6 +446,27 @@ def test_a_one_shot_reminder_missed_while_down_is_forgotten() -> None:
     machine.handle(Reloaded((spec,), T0 + 1000))
     missed, forget = machine.handle(Tick(T0 + 1000))
     assert isinstance(missed, Missed) and isinstance(forget, Forget)
+
+
+def test_a_one_shot_reminder_whose_run_a_kill_cut_is_reported_and_forgotten() -> None:
+    machine = Scheduler()
+    spec = ScheduleSpec("a", "reminder-1", Once(T0 + 100), "t", kind="reminder")
+    cut = Mark("a.reminder-1", T0 + 100, running=Running("r", T0 + 100, T0 + 100))
+    (interrupted,) = machine.handle(Restored((cut,)))
+    assert isinstance(interrupted, Interrupted)
+    assert machine.handle(Reloaded((spec,), T0 + 200)) == [Forget("a.reminder-1", spec)]
+    assert machine.specs() == []
+
+
+def test_a_reminder_first_seen_after_its_time_still_runs_once() -> None:
+    """A reminder 'in 1s' reaches the scheduler after its write to the store (a synced
+    LMDB write, a thread hop): on a busy machine that can be after its time. It counts
+    from when it was made, so it runs (late within the grace: on time), not never."""
+    machine = Scheduler()
+    spec = ScheduleSpec("a", "reminder-1", Once(T0 + 1), "t", kind="reminder", created_at=T0)
+    machine.handle(Reloaded((spec,), T0 + 3))
+    (fire,) = machine.handle(Tick(T0 + 3))
+    assert isinstance(fire, Fire) and fire.slot == T0 + 1 and not fire.late
 
 
 @pytest.mark.parametrize("late", [30.0, 61.0])

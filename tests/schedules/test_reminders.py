@@ -155,6 +155,8 @@ def test_a_reminder_more_often_than_min_interval_is_refused(
         ReminderCreate("x", after="soon"),
         ReminderCreate("x", after="400d"),
         ReminderCreate("x", cron="0 0 31 2 *"),
+        ReminderCreate("x", cron="0\n8 * * *"),  # a line break for the daemon's text log
+        ReminderCreate("x", cron=",".join(["0"] * 10_000) + " 0 * * *"),  # 20 KB to parse
         ReminderCreate("", after="1h"),
         ReminderCreate("x" * 5000, after="1h"),
     ],

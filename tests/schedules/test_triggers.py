@@ -270,6 +270,15 @@ def test_jitter_is_stable_and_bounded(key: str, slot: float, jitter: float) -> N
         ("0 8 * * 1", "Mars/Olympus", "unknown timezone"),
         ("0 8 * * 1", "../../etc/passwd", "unknown timezone"),
         ("0 8 * * thu", "UTC", None),
+        # Fields split on any whitespace: a line break or another control character in one
+        # (a sender's reminder) would reach the daemon's text log and forge lines there.
+        ("0\n8 * * *", "UTC", "spaces"),
+        ("0 8 * * *\n2026-12-06 WARNING forged", "UTC", "spaces"),
+        ("0\x1c8 * * *", "UTC", "spaces"),
+        ("0\t8 * * *", "UTC", "spaces"),
+        # Every slot of a cron parses it again: a 20 KB list ('0,0,0,...') held the daemon's
+        # loop for seconds at each reminder made, run or counted.
+        (",".join(["0"] * 10_000) + " 0 * * *", "UTC", "at most"),
     ],
 )
 def test_check_cron(expr: str, zone: str, problem: str | None) -> None:

@@ -117,10 +117,13 @@ class ChannelHost:
         session: str | None,
         ask: AskApproval | None = None,
         on_delta: OnDelta | None = None,
+        budget_origin: Origin | None = None,
     ) -> Outcome:
         """One turn of `agent` from `origin`, already admitted (routed here, or the
         daemon's own origin: a schedule's run), with its reply collected. Its approvals go
-        where its grant says: the operator's queue, or `ask`; `on_delta` as `converse`'s."""
+        where its grant says: the operator's queue, or `ask`; `on_delta` as `converse`'s;
+        `budget_origin`: whose budgets it spends from, when not its origin's (a sender's
+        reminder: its maker's)."""
         grant = self._policy().origin_grant(agent, origin)
         # An outside origin's approvals go to the operator unless its groups say "sender":
         # the sender's own approval path (a signed webhook approval, a serial answer line)
@@ -133,6 +136,7 @@ class ChannelHost:
                 session=session,
                 origin=origin,
                 interactive=(self.approvals if to_operator else ask) is not None,
+                budget_origin=budget_origin,
             ) as turn,
             trio.open_nursery() as nursery,
         ):

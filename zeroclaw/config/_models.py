@@ -937,10 +937,21 @@ SESSION_NAME = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 MAX_SCHEDULES_PER_AGENT = 1024
 
 
+MAX_CRON_CHARS = 256  # "0,5,10,...,55" in each field is well under it
+
+
 def check_cron(expr: str, timezone: str) -> str | None:
     """Why a cron schedule cannot be used (None: it can): five fields croniter reads (its
     hashed `H` fields are not cron's), a zone this machine knows, and some date it
     matches."""
+    if len(expr) > MAX_CRON_CHARS:
+        # croniter parses it again for every slot: a long list ('0,0,0,...', a sender's
+        # reminder) held the daemon's loop for seconds each time.
+        return f"a cron expression is at most {MAX_CRON_CHARS} characters"
+    if not all(c == " " or (c.isprintable() and not c.isspace()) for c in expr):
+        # A line break or control character (a sender's reminder) would reach the logs and
+        # listings that show the expression.
+        return "a cron expression is five fields of printable characters separated by spaces"
     fields = expr.split()
     if len(fields) != 5:
         return (

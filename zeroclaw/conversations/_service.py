@@ -291,8 +291,11 @@ class TurnService:
         origin: Origin,
         interactive: bool = False,
         input: object = None,
+        budget_origin: Origin | None = None,
     ) -> AsyncIterator[Turn]:
         """`input`: a sub-agent invocation's structured input (TurnInput.input).
+        `budget_origin`: whose budgets the turn spends from, when not its origin's (an
+        outside sender's reminder runs as a schedule and spends its maker's: ADR 0060).
         `session`: the name the origin asked for; the turn's session is the daemon's key
         for it inside the origin (`session_key`: an outside origin names only its own, and
         an operator's name that is not one raises SessionNameRefused before anything
@@ -309,7 +312,9 @@ class TurnService:
             refusal = self.check_agent(agent)
             budgeted = refusal is None and self._budgeted(agent, origin)
             over = (
-                self.admission.admit(agent, origin, key, turn_id, text=text) if budgeted else None
+                self.admission.admit(agent, budget_origin or origin, key, turn_id, text=text)
+                if budgeted
+                else None
             )
             if refusal is not None:
                 turn._push(refusal)

@@ -289,10 +289,18 @@ class Scheduler:
                     entry.queued = None
                 elif entry.last_slot is not None:
                     entry.next_slot = next_slot(spec.trigger, entry.last_slot)
-                else:  # new: it counts from now (and says so, so a restart does too)
-                    entry.last_slot = now
-                    entry.next_slot = next_slot(spec.trigger, now)
+                else:  # new: it counts from now (and says so, so a restart does too);
+                    # a reminder from when it was made (the store's write and a thread hop
+                    # came in between: a busy machine must not put a one-shot past its time)
+                    since = min(now, spec.created_at or now)
+                    entry.last_slot = since
+                    entry.next_slot = next_slot(spec.trigger, since)
                     actions.append(Settled(entry.mark()))
+                if entry.next_slot is None:
+                    # A one-shot whose slot was settled (its run cut by the daemon's death,
+                    # reported Interrupted): it ran, so it is gone, not kept and never due.
+                    actions += self._exhausted(entry)
+                    continue
             elif old.trigger != spec.trigger or (spec.enabled and not old.enabled):
                 # Takes effect at its next slot: none of the new trigger's past slots run,
                 # nor what passed while it was disabled.

@@ -145,6 +145,11 @@ def may_remind(config: Config, agent: str, maker: Origin | None, policy: PeerPol
     return names is None or "schedule_create" in names  # the tool that made it
 
 
+def _heartbeat_items(workspace: Path) -> list[str] | Unreadable:
+    found = read_heartbeat(workspace)
+    return found if isinstance(found, Unreadable) else open_items(found or "")
+
+
 def describe(spec: ScheduleSpec) -> str:
     trigger = spec.trigger
     if isinstance(trigger, Cron):
@@ -408,19 +413,27 @@ class ScheduleService:
         spec, run_id = fire.spec, fire.run_id
         text = spec.text
         if spec.kind == "heartbeat":
-            found = await trio.to_thread.run_sync(read_heartbeat, self._workspace(spec.agent))
+            # Read and parsed in a worker thread: the file is the agent's, the loop the daemon's.
+            found = await trio.to_thread.run_sync(_heartbeat_items, self._workspace(spec.agent))
             if isinstance(found, Unreadable):
                 self._failed(spec, run_id, "nothing_to_read", found.detail)
                 return RunSummary(run_id, "nothing_to_read", self._clock(), found.detail, fire.slot)
-            items = open_items(found or "")
+            items = found
             if not items:
                 self._skipped(spec.key, "nothing_open", fire.slot)
                 return RunSummary(run_id, "nothing_open", self._clock(), "", fire.slot)
             text = heartbeat_text(items)
         outcome: Outcome = ChannelFailure("timeout", f"the turn took longer than {spec.timeout:g}s")
+        # A sender's reminder is a turn that sender caused (its reply goes back to it): it
+        # spends the sender's budgets too, else reminders would be a way around them.
+        maker = _maker(spec.created_by) if spec.kind == "reminder" else None
         with trio.move_on_after(spec.timeout):
             outcome = await self._host.run_turn(
-                spec.agent, Origin.schedule(spec.agent, spec.name), text, session=spec.session
+                spec.agent,
+                Origin.schedule(spec.agent, spec.name),
+                text,
+                session=spec.session,
+                budget_origin=maker,
             )
         code = failure_code(outcome)
         not_delivered = await self._deliver(spec, run_id, outcome)
@@ -479,8 +492,11 @@ class ScheduleService:
         await self.reload()
 
     async def drop_reminder(self, key: str) -> None:
-        """Unschedule it; the scheduler's Forget deletes it from the store (after the run
+        """Delete it from the store (durably, before it is unscheduled: a reminder deleted
+        while its run is in progress must not come back when the daemon dies before that
+        run ends) and unschedule it; the scheduler's Forget drops its mark (after the run
         in progress, if one is)."""
+        await trio.to_thread.run_sync(self.store.write, Batch(dropped=(key,)))
         self._reminders.pop(key, None)
         await self.reload()
 

@@ -184,15 +184,17 @@ _reminder_dec = msgspec.msgpack.Decoder(StoredReminder)
 @dataclass(frozen=True)
 class Batch:
     """One durable write: marks to keep, keys to forget (with their run and reminder),
-    last runs, reminders added."""
+    last runs, reminders added, reminders deleted (`dropped`: their mark stays, so a run
+    in progress is still reported if the daemon dies in it)."""
 
     marks: Sequence[Mark] = ()
     forget: Sequence[str] = ()
     runs: Sequence[tuple[str, RunSummary]] = ()
     reminders: Sequence[ScheduleSpec] = ()
+    dropped: Sequence[str] = ()
 
     def __bool__(self) -> bool:
-        return bool(self.marks or self.forget or self.runs or self.reminders)
+        return bool(self.marks or self.forget or self.runs or self.reminders or self.dropped)
 
 
 class ScheduleStore:
@@ -335,6 +337,8 @@ class ScheduleStore:
             for key in batch.forget:
                 for db in ("marks", "runs", "reminders"):
                     txn.delete(key.encode(), db=self._dbs[db])
+            for key in batch.dropped:
+                txn.delete(key.encode(), db=self._dbs["reminders"])
 
         self._write(fn)
 

@@ -26,7 +26,7 @@ SCHEDULE_SERVICE = "schedule"
 ReminderRefusalCode = Literal[
     "reminder_not_allowed",  # no reminders in the risk profile, or a turn that may not make one
     "reminder_limit",  # the agent holds max_per_agent reminders already
-    "reminder_too_frequent",  # an interval (or a one-shot delay) under min_interval
+    "reminder_too_frequent",  # an interval (or a cron's spacing) under min_interval
     "reminder_not_deliverable",  # deliver_to is not `log` nor a channel the agent binds
     "unknown_reminder",  # delete: no reminder of that name the turn's origin made
 ]
