@@ -26,6 +26,8 @@ def with_a_subagent(doc: dict[str, Any]) -> None:
     root = Path(doc["agents"]["alpha"]["workspace"]["path"]).parent
     doc["subagents"] = {"dir": str(root / "subagents")}
     write_bundle(root / "subagents", "summariser", callers=("cli",))
+    # a schedule that is never due while the tests run: the agents row shows its next run
+    doc["agents"]["alpha"]["schedules"] = {"digest": {"every": "24h", "text": "the digest"}}
 
 
 @pytest.fixture(scope="module")
@@ -69,6 +71,7 @@ def test_the_overview_shows_the_agents_an_invocation_and_the_days_usage(
     assert re.search(r'<td class="rss">[0-9.]+ (KiB|MiB|GiB)</td>', row.group(1)), row.group(1)
     assert f'<td class="restarts">{alpha["restarts"]}</td>' in row.group(1)
     assert "next start" in agents
+    assert re.search(r'<td class="next-run">digest at [0-9-]+ [0-9:]+</td>', row.group(1))
     assert dispatched["id"] in section(page.text, "invocations")
     usage = section(page.text, "usage")
     assert "api.ci:ci-bot" in usage  # the API turn's origin

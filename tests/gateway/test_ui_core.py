@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import time
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from zeroclaw.control import AgentStatus, ApprovalInfo
+from zeroclaw.control import AgentStatus, ApprovalInfo, NextFire
 from zeroclaw.gateway._html import Markup, escape, join, tag
 from zeroclaw.gateway._pages import Overview, approvals_fragment, overview_page, signin_page
 from zeroclaw.gateway._ui import (
@@ -139,6 +140,15 @@ def test_an_agent_waiting_to_restart_shows_when_it_starts_next() -> None:
     page = overview_page(Overview([waiting, agent("beta")], [], [], []), "t").decode()
     assert '<td class="next-start">in 3 s</td>' in page
     assert '<td class="next-start"></td>' in page  # beta runs: nothing scheduled
+
+
+def test_an_agents_schedule_due_first_is_its_next_run() -> None:
+    due = NextFire("alpha", "<b>digest</b>", 1_800_000_000.0)
+    data = Overview([agent("alpha"), agent("beta")], [], [], [], now=1.0, next_runs=[due])
+    page = overview_page(data, "t").decode()
+    at = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(1_800_000_000.0))
+    assert f'<td class="next-run">&lt;b&gt;digest&lt;/b&gt; at {at}</td>' in page
+    assert page.count('<td class="next-run"></td>') == 1  # beta: nothing scheduled
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from ..control import AgentStatus, ApprovalInfo, UsageRow
+from ..control import AgentStatus, ApprovalInfo, NextFire, UsageRow
 from ..turns import Invocation, MemoryRecord
 from ._html import Markup, document, join, tag
 
@@ -120,6 +120,7 @@ class Overview:
     usage: Sequence[UsageRow]
     rss: Mapping[int, int] = field(default_factory=dict)  # pid -> resident bytes
     now: float = 0.0
+    next_runs: Sequence[NextFire] = ()  # each agent's schedule due first (status')
 
 
 def overview_page(data: Overview, csrf: str) -> bytes:
@@ -141,6 +142,7 @@ def overview_page(data: Overview, csrf: str) -> bytes:
 
 
 def _agents(data: Overview) -> Markup:
+    due = {fire.agent: fire for fire in data.next_runs}
     rows = [
         tag(
             "tr",
@@ -153,6 +155,7 @@ def _agents(data: Overview) -> Markup:
             tag("td", {"class": "last-error"}, a.last_error or ""),
             tag("td", None, a.activation),
             tag("td", {"class": "next-start"}, _next_start(a.next_start_in)),
+            tag("td", {"class": "next-run"}, _next_run(due.get(a.alias), data.now)),
         )
         for a in data.agents
     ]
@@ -165,6 +168,7 @@ def _agents(data: Overview) -> Markup:
         "last error",
         "activation",
         "next start",
+        "next run",
     )
     return tag(
         "section",
@@ -175,9 +179,14 @@ def _agents(data: Overview) -> Markup:
 
 
 def _next_start(seconds: float | None) -> str:
-    """When the supervisor starts the agent next (a restart's backoff): the only schedule
-    the daemon keeps for an agent."""
+    """When the supervisor starts the agent next (a restart's backoff)."""
     return "" if seconds is None else f"in {max(seconds, 0.0):.0f} s"
+
+
+def _next_run(fire: NextFire | None, now: float) -> str:
+    """The agent's schedule due first (issue 28): its name and when (the builder escapes
+    the name, an agent's reminder's included)."""
+    return "" if fire is None else f"{fire.schedule} at {_when(fire.at, now)}"
 
 
 def approvals_fragment(approvals: Sequence[ApprovalInfo], csrf: str) -> Markup:

@@ -513,6 +513,7 @@ class Gateway:
             usage=usage.data.rows if usage.data is not None else [],
             rss=rss,
             now=self._clock(),
+            next_runs=status.data.schedules if status.data is not None else [],
         )
 
     async def _memory(self, send: ASGISendCallable, session: UiSession, query: bytes) -> None:
