@@ -14,7 +14,14 @@ from typing import Any
 import httpx
 import trio
 
-from tests.channels.test_telegram import ALICE, Bench, final_text, telegram_bench
+from tests.channels.test_telegram import (
+    ALICE,
+    Bench,
+    bot_doc,
+    final_text,
+    issues_of,
+    telegram_bench,
+)
 from zeroclaw.channels import TelegramAdapter
 from zeroclaw.config import GatewayConfig
 from zeroclaw.control import Reply, Request
@@ -189,3 +196,36 @@ async def test_back_to_polling_removes_the_webhook_and_goes_on_from_its_updates(
         await polled.wait_turns(1)
         assert polled.turns_done == 1
         assert h.t.api.of("deleteWebhook")
+
+
+# ------------------------------------------------------------------ the config's rules
+
+
+def test_webhook_mode_needs_the_gateway_and_a_url_to_it(tmp_path: Path) -> None:
+    doc = bot_doc(tmp_path, mode="webhook")
+    issues = issues_of(doc)
+    assert any("channels.telegram.chat.mode" in i and "[gateway]" in i for i in issues)
+    assert any("channels.telegram.chat.webhook_url" in i and "public URL" in i for i in issues)
+    doc["gateway"] = {}
+    doc["channels"]["telegram"]["chat"]["webhook_url"] = "https://bot.example.org/telegram/chat"
+    assert issues_of(doc) == []
+
+
+def test_a_webhook_url_is_https_unless_loopback_and_ends_at_the_bots_path(
+    tmp_path: Path,
+) -> None:
+    def issues(url: str, **bot: Any) -> list[str]:
+        doc = bot_doc(tmp_path, mode="webhook", webhook_url=url, **bot)
+        doc["gateway"] = {}
+        return issues_of(doc)
+
+    [clear] = issues("http://bot.example.org/telegram/chat")
+    assert "channels.telegram.chat.webhook_url" in clear and "https://" in clear
+    assert issues("http://127.0.0.1:8788/telegram/chat") == []
+    assert issues("https://example.org/zc/telegram/chat") == []  # behind a proxy's prefix
+    assert "must end with /telegram/chat" in issues("https://example.org/telegram/chat/")[0]
+    [elsewhere] = issues("https://bot.example.org/telegram/other")
+    assert "must end with /telegram/chat" in elsewhere
+    doc = bot_doc(tmp_path, webhook_url="https://bot.example.org/telegram/chat")
+    [unused] = issues_of(doc)  # poll mode: a URL it would never use is a mistake
+    assert 'set mode = "webhook"' in unused

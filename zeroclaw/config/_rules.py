@@ -892,7 +892,7 @@ def _telegram_webhook(config: Config, alias: str, bot: TelegramChannel) -> Itera
             f"{url!r} is plain http to another host: Telegram sends the updates and their "
             "secret token in clear (and refuses it); use https://",
         )
-    path = urlsplit(url).path.rstrip("/")
+    path = urlsplit(url).path
     if not path.endswith(f"/telegram/{alias}"):
         yield ConfigIssue(
             where,
