@@ -321,6 +321,9 @@ class FakeBotApi:
         if what == "flood":
             self.flood(params["method"], *params["retry_after"])
             return {}
+        if what == "pushed":  # the updates queued, taken to be POSTed as Telegram would
+            pushed, self.updates = self.updates, []
+            return {"updates": pushed}
         if what == "calls":
             return {"calls": [{"method": c.method, "params": c.params} for c in self.calls]}
         if what == "messages":
