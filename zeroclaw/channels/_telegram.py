@@ -315,11 +315,13 @@ class TelegramAdapter:
                     return await self._pushed(host, api, me, nursery, body)
 
                 host.hooks[self.key] = GatewayHook(secret.encode(), deliver)
-                task_status.started()
-                await self._answer_cut_short(api)
-                await trio.sleep_forever()
+                try:
+                    task_status.started()
+                    await self._answer_cut_short(api)
+                    await trio.sleep_forever()
+                finally:  # before the nursery closes: no new update is handed to it
+                    host.hooks.pop(self.key, None)
         finally:
-            host.hooks.pop(self.key, None)
             with trio.CancelScope(shield=True), trio.move_on_after(CALL_TIMEOUT_SECS):
                 try:
                     await api.call("deleteWebhook", {"drop_pending_updates": False})
@@ -342,6 +344,11 @@ class TelegramAdapter:
         self.pushes += 1
         try:
             await self._act(host, api, me, nursery, [update])
+        except RuntimeError:
+            # The channel stopped while this update was being saved (its nursery closed
+            # to new tasks): taken, like a poll's batch cut short by a stop; a message in
+            # it is answered "send it again" at the next start.
+            return 503
         except ChannelStartFailed as exc:
             # The state file cannot be written: the channel fails (as a poll's would) and
             # starts again from the file; Telegram sends the update again.
