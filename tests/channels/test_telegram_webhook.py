@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 import trio
 
 from tests.channels.test_telegram import (
@@ -22,7 +23,7 @@ from tests.channels.test_telegram import (
     issues_of,
     telegram_bench,
 )
-from zeroclaw.channels import TelegramAdapter
+from zeroclaw.channels import ChannelStartFailed, TelegramAdapter
 from zeroclaw.config import GatewayConfig
 from zeroclaw.control import Reply, Request
 from zeroclaw.events import EventSink
@@ -196,6 +197,20 @@ async def test_back_to_polling_removes_the_webhook_and_goes_on_from_its_updates(
         await polled.wait_turns(1)
         assert polled.turns_done == 1
         assert h.t.api.of("deleteWebhook")
+
+
+async def test_a_refused_set_webhook_fails_the_channel_and_nothing_is_served(
+    tmp_path: Path,
+) -> None:
+    async with hooked_bench(tmp_path) as h:
+        h.t.api.failing["setWebhook"] = 502
+        adapter = h.adapter(tmp_path)
+        with pytest.raises(ChannelStartFailed) as failed:
+            await adapter.serve(h.t.host)
+        assert "setWebhook failed" in str(failed.value)
+        assert "telegram.chat" not in h.t.host.hooks
+        update = h.update(ALICE, "anyone there?")
+        assert (await h.post(update, "")).status_code == 404
 
 
 # ------------------------------------------------------------------ the config's rules
