@@ -1,5 +1,7 @@
-"""The Telegram channel adapter: one bot, read by long polling (`getUpdates`) over httpx,
-each update decided by `_telegram_core` and acted on here (ADR 0065).
+"""The Telegram channel adapter: one bot, read by long polling (`getUpdates`) over httpx
+or, in webhook mode, from the gateway's `POST /telegram/<alias>` (the adapter sets the
+webhook with a secret made at its start, and hands the gateway a `GatewayHook` on the host
+while it serves); each update decided by `_telegram_core` and acted on here (ADR 0065).
 
 The poll's offset, the usernames pinned to ids and the messages being answered are kept in
 `<state_dir>/channels/telegram.<alias>.json`, written (atomically, fsynced) before a batch

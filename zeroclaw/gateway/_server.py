@@ -1,6 +1,7 @@
 """The gateway's listener (issue 29): one ASGI app on hypercorn's trio worker, within the
 bounds every HTTP listener of the daemon gets (`serve_guarded`, ADR 0045), serving the
-OpenAI-compatible API under `/v1` and the operator's dashboard under `/ui`.
+OpenAI-compatible API under `/v1`, the operator's dashboard under `/ui`, and the updates of
+a Telegram bot in webhook mode under `/telegram/<alias>` (ADR 0065).
 
 Thin: the decisions are `_api` and `_ui`, the HTML `_pages`. An API turn runs in its
 request's task through the channel host (routing, admission, grant, the operator's
