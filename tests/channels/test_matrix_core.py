@@ -282,3 +282,26 @@ def test_edits_never_come_closer_than_the_interval(pieces: list[tuple[str, float
             sends.append(now)
             stream.sent(stream.text, now, "$e")
     assert all(b - a >= 0.5 - 1e-9 for a, b in itertools.pairwise(sends))
+
+
+def test_a_stranger_spelling_answers_gets_no_word_back() -> None:
+    """Anyone in a room the bot is in could make it post one notice per `approve <id>`
+    (a wrong id, no approver): a stranger is answered by silence, whatever the id."""
+    c = running()
+    approval_id, _ = c.ask(ROOM, "file_write note.txt")
+    events = [text(MALLORY, f"approve {i:06x}") for i in range(50)]
+    events.append(text(MALLORY, f"approve {approval_id}"))
+    assert c.on_sync(sync("s1", join={ROOM: events}), 0.0) == []
+    assert approval_id in c.pending
+
+
+def test_answers_and_media_count_against_the_senders_rate() -> None:
+    """An admitted sender's answers and media are notices the bot posts: they are within
+    the same rate as messages, told once when over it."""
+    c = running(rate_per_minute=2)
+    image = {"msgtype": "m.image", "body": "cat.png", "url": "mxc://x/y"}
+    events = [text(ALICE, "approve 000000") for _ in range(10)]
+    events += [{**text(ALICE, ""), "content": image} for _ in range(10)]
+    actions = c.on_sync(sync("s1", join={ROOM: events}), 0.0)
+    assert len(actions) == 3, actions  # two answers, then "too many" once
+    assert isinstance(actions[2], Notice) and "Too many messages" in actions[2].text

@@ -242,9 +242,11 @@ async def test_a_stranger_in_an_admitted_room_gets_no_turn_and_cannot_approve(
         prompt = await alice.wait_for(room, is_notice_from(bot, "Approval "), after=mark)
         approval_id = prompt["content"]["body"].split()[1]
         await mallory.send(room, f"approve {approval_id}")
+        # alice's answer comes after mallory's in the room: its refusal says mallory's was read
+        await alice.send(room, f"approve {approval_id}")
         await alice.wait_for(room, is_notice_from(bot, "Only the configured approvers"), after=mark)
         replies = [e["content"]["body"] for r, e in alice.seen[mark:] if is_notice_from(bot)(e)]
-        assert len(replies) == 2, replies  # the prompt and the refusal: nothing for mallory
+        assert len(replies) == 2, replies  # the prompt and alice's refusal: nothing for mallory
         assert not (tmp_path / "ws" / "stolen.txt").exists()
         assert host.counts(("matrix.home",))[1].get("sender_not_accepted", 0) >= 1
 
@@ -338,3 +340,31 @@ async def test_an_unreachable_homeserver_is_failed_in_status_until_its_retry(
         assert status.retry_at is not None
         assert "cannot reach the homeserver" in (status.last_error or "")
         assert MATRIX_PASSWORD not in (status.last_error or "")
+
+
+async def test_a_room_where_the_bot_may_not_post_does_not_stop_the_channel(
+    tmp_path: Path, homeserver: Homeserver
+) -> None:
+    """A room's admin mutes the bot (power levels); a notice it owes there is refused by the
+    homeserver. That room's failure is logged, not the channel's: before, it raised out of
+    the sync loop before the next-batch token was saved, and every restart replayed the
+    same sync into the same refusal (every room silent for good)."""
+    bot, alice_id = homeserver.user_id("zcbot"), homeserver.user_id("alice")
+    async with (
+        matrix_bench(tmp_path, homeserver),
+        user(homeserver, "alice") as alice,
+    ):
+        muted = await _room_with_bot(alice, homeserver)
+        other = await _room_with_bot(alice, homeserver)
+        path = f"/_matrix/client/v3/rooms/{muted}/state/m.room.power_levels"
+        current = await alice.http.get(path)
+        current.raise_for_status()
+        # alice created the room: her power is the creator's, not listed (room v12)
+        users = {u: v for u, v in current.json().get("users", {}).items() if u != alice_id}
+        levels = {**current.json(), "users": users, "events_default": 50}
+        answer = await alice.http.put(path, json=levels)
+        assert answer.status_code == 200, answer.text
+        await alice.send(muted, "approve 000000")  # owed a notice the bot may not post
+        mark = alice.mark()
+        await alice.send(other, "still there?")
+        await alice.wait_for(other, is_notice_from(bot, "heard: still there?"), after=mark)

@@ -255,6 +255,18 @@ class MatrixAdapter:
         self._synced = trio.Event()
 
     async def _act(self, host: ChannelHost, action: Action, nursery: trio.Nursery) -> None:
+        """One action of a sync. A request the homeserver refuses (a room where the bot may
+        not post, an invite withdrawn before the join) is that room's failure, logged: it
+        must not end the sync loop, which would stop every room and, the next-batch token
+        unsaved, replay the same sync into the same refusal at each restart. An unreachable
+        homeserver still ends it (the channel is failed, then retried)."""
+        try:
+            await self._request(host, action, nursery)
+        except MatrixUnavailable as exc:
+            room = "" if isinstance(action, Answer) else f" in {action.room_id}"
+            log.warning("%s: %s%s not done: %s", self.key, type(action).__name__, room, exc)
+
+    async def _request(self, host: ChannelHost, action: Action, nursery: trio.Nursery) -> None:
         if isinstance(action, Join):
             method, path = nio.Api.join(self._token, action.room_id)
             await self._call(nio.JoinResponse, method, path, "{}")
