@@ -305,3 +305,15 @@ def test_answers_and_media_count_against_the_senders_rate() -> None:
     actions = c.on_sync(sync("s1", join={ROOM: events}), 0.0)
     assert len(actions) == 3, actions  # two answers, then "too many" once
     assert isinstance(actions[2], Notice) and "Too many messages" in actions[2].text
+
+
+def test_a_join_pushed_out_of_a_gappy_timeline_still_opens_the_room() -> None:
+    """Past the sync filter's 50 events the timeline is cut and the bot's own join comes
+    in the room's state instead: the room must not stay deaf for the rest of the run (a
+    stranger flooding the room as the bot joins did that)."""
+    c = running()
+    c.on_sync(sync("s1", invite={ROOM: [member(BOT, "invite", sender=ALICE)]}), 0.0)
+    flood = [text(MALLORY, f"spam {i}") for i in range(50)]
+    c.on_sync(sync("s2", join={ROOM: flood}, state={ROOM: [member(BOT, "join")]}), 0.0)
+    [deliver] = c.on_sync(sync("s3", join={ROOM: [text(ALICE, "hello")]}), 0.0)
+    assert isinstance(deliver, Deliver) and deliver.text == "hello"

@@ -237,7 +237,12 @@ class MatrixCore:
                 # join, which nobody sent to us; answer only what follows our join.
                 joined_at = next((i for i, e in enumerate(events) if self._is_own_join(e)), None)
                 if joined_at is None:
-                    continue
+                    if not any(self._is_own_join(e) for e in joined.state):
+                        continue
+                    # A cut (limited) timeline: the join is in the state before it, so all
+                    # of the timeline follows it. Waiting for the join in a timeline kept
+                    # the room deaf for the run (50 messages as the bot joined did it).
+                    joined_at = -1
                 self._joining.discard(room_id)
                 events = events[joined_at + 1 :]
             for event in events:
