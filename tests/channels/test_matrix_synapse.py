@@ -368,3 +368,24 @@ async def test_a_room_where_the_bot_may_not_post_does_not_stop_the_channel(
         mark = alice.mark()
         await alice.send(other, "still there?")
         await alice.wait_for(other, is_notice_from(bot, "heard: still there?"), after=mark)
+
+
+async def test_one_sender_has_a_few_turns_queued_at_most(
+    tmp_path: Path, homeserver: Homeserver
+) -> None:
+    """A room's turns run one at a time and one may wait minutes on an approval: every
+    message queued a task behind it, without bound. A sender's ninth turn waiting is
+    answered `Busy` instead of queued."""
+    bot = homeserver.user_id("zcbot")
+    async with (
+        matrix_bench(tmp_path, homeserver),
+        user(homeserver, "alice") as alice,
+    ):
+        room = await _room_with_bot(alice, homeserver)
+        mark = alice.mark()
+        for n in range(8):  # the first asks an approval nobody gives; the others wait
+            await alice.send(room, f"write hog{n}.txt: x")
+        await alice.wait_for(room, is_notice_from(bot, "Approval "), after=mark)
+        await alice.send(room, "one more")
+        busy = await alice.wait_for(room, is_notice_from(bot, "Busy"), after=mark)
+        assert "8 of your messages" in busy["content"]["body"]

@@ -23,6 +23,7 @@ import logging
 import os
 import secrets
 import time
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +34,7 @@ import nio
 import trio
 
 from .._atomic import atomic_write
+from .._sender_names import normalize_sender
 from ..config import MatrixChannel
 from ._adapter import ChannelStartFailed
 from ._host import ChannelHost
@@ -62,6 +64,11 @@ SYNC_FILTER = {
 REQUEST_TIMEOUT_SECS = 30.0
 MAX_RETRY_AFTER_SECS = 60.0
 MAX_RATE_RETRIES = 5
+# Turns running or waiting for their room at once, in all and per sender: a room's turns
+# run one at a time and one may wait minutes on an approval, so each message would
+# otherwise queue a task without bound, and one sender could hold every slot.
+MAX_TURNS = 64
+MAX_TURNS_PER_SENDER = 8
 
 
 class MatrixUnavailable(Exception):
@@ -98,6 +105,7 @@ class MatrixAdapter:
         self._core: MatrixCore | None = None
         self._approvals: dict[str, _Approval] = {}
         self._room_locks: dict[str, trio.Lock] = {}
+        self._turns_of: Counter[str] = Counter()  # by normalised Matrix user id
         self._saved = ""  # the token last written
         self.syncs = 0  # sync responses handled (tests wait on it)
         self._synced = trio.Event()
@@ -284,8 +292,27 @@ class MatrixAdapter:
                 pending.answered.set()
         else:
             assert isinstance(action, Deliver)
+            sender = normalize_sender(action.sender)
+            if (
+                self._turns_of[sender] >= MAX_TURNS_PER_SENDER
+                or self._turns_of.total() >= MAX_TURNS
+            ):
+                if self._admits(host, action.sender):  # a stranger is not answered at all
+                    await self._send(action.room_id, notice_content(_busy(self._turns_of[sender])))
+                return
+            self._turns_of[sender] += 1
             lock = self._room_locks.setdefault(action.room_id, trio.Lock())
-            nursery.start_soon(self._converse, host, action, lock)
+            nursery.start_soon(self._turn, host, action, lock, sender)
+
+    async def _turn(
+        self, host: ChannelHost, message: Deliver, lock: trio.Lock, sender: str
+    ) -> None:
+        try:
+            await self._converse(host, message, lock)
+        finally:
+            self._turns_of[sender] -= 1
+            if self._turns_of[sender] <= 0:
+                del self._turns_of[sender]
 
     async def _converse(self, host: ChannelHost, message: Deliver, lock: trio.Lock) -> None:
         """One message's turn: its reply streamed by edits, or one line saying why not. A
@@ -385,6 +412,15 @@ class MatrixAdapter:
         os.makedirs(self.state_dir, mode=0o700, exist_ok=True)
         atomic_write(self.state_dir / TOKEN_FILE, token.encode(), fsync=True)
         self._saved = token
+
+
+def _busy(held: int) -> str:
+    if held >= MAX_TURNS_PER_SENDER:
+        return (
+            f"Busy: {held} of your messages are still being answered; "
+            "send this again when they are."
+        )
+    return "Busy: too many messages are being answered; try again shortly."
 
 
 def _describe(exc: BaseException) -> str:
