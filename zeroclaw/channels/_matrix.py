@@ -292,13 +292,14 @@ class MatrixAdapter:
                 pending.answered.set()
         else:
             assert isinstance(action, Deliver)
+            if not self._admits(host, action.sender):
+                return  # a stranger: refused (counted, logged), no task, no answer
             sender = normalize_sender(action.sender)
             if (
                 self._turns_of[sender] >= MAX_TURNS_PER_SENDER
                 or self._turns_of.total() >= MAX_TURNS
             ):
-                if self._admits(host, action.sender):  # a stranger is not answered at all
-                    await self._send(action.room_id, notice_content(_busy(self._turns_of[sender])))
+                await self._send(action.room_id, notice_content(_busy(self._turns_of[sender])))
                 return
             self._turns_of[sender] += 1
             lock = self._room_locks.setdefault(action.room_id, trio.Lock())

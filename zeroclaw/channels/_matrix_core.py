@@ -297,26 +297,30 @@ class MatrixCore:
         if _relation(event) == "m.replace":
             return []  # an edit is not a new message
         sender = normalize_sender(event.sender)
-        # Whom the bot says anything to: a stranger in a room gets silence, whatever they
-        # send (each answer, media line or refusal is a notice everyone there reads).
-        admitted = self.admits(event.sender)
-        known = admitted or sender in self.approvers
+        # A stranger in a room gets silence, whatever they send: each answer, media line or
+        # refusal is a notice everyone there reads. (`admits` routes, and the host counts a
+        # refusal: asked at most once a message, and not for a message delivered, which the
+        # host routes itself.)
         # Every message of another person counts against their rate, answers and media
         # too: each may make the bot post.
         wait = self._limiter.admit(sender, now)
         if wait is not None:
-            if sender in self._told_to_wait or not known:
+            if sender in self._told_to_wait or not self._known(event.sender):
                 return []
             self._told_to_wait.add(sender)  # said once per flood, not per message
             return [Notice(room_id, f"Too many messages: try again in {wait} s.")]
         self._told_to_wait.discard(sender)
         if not isinstance(event, nio.RoomMessageText):
-            return [Notice(room_id, UNSUPPORTED)] if admitted else []
+            return [Notice(room_id, UNSUPPORTED)] if self.admits(event.sender) else []
         text = strip_reply_fallback(event.body)
         answer = parse_answer(text)
         if answer is not None:
-            return self._answer(room_id, event.sender, *answer) if known else []
+            return self._answer(room_id, event.sender, *answer) if self._known(event.sender) else []
         return [Deliver(room_id, event.sender, text, event.event_id)]
+
+    def _known(self, sender: str) -> bool:
+        """An approver or an admitted sender: someone the bot answers."""
+        return normalize_sender(sender) in self.approvers or self.admits(sender)
 
     def _answer(self, room_id: str, sender: str, approval_id: str, yes: bool) -> list[Action]:
         pending = self.pending.get(approval_id)
