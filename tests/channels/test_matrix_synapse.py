@@ -390,3 +390,29 @@ async def test_one_sender_has_a_few_turns_queued_at_most(
         await alice.send(room, "one more")
         busy = await alice.wait_for(room, is_notice_from(bot, "Busy"), after=mark)
         assert "8 of your messages" in busy["content"]["body"]
+
+
+async def test_a_reply_naming_someone_pings_nobody(tmp_path: Path, homeserver: Homeserver) -> None:
+    """The reply is the model's text (a prompt injection's too) and may name anyone: it
+    pings nobody, because it is an `m.notice` (the default push rule `.m.rule.suppress_notices`
+    comes before the mention rules). Pinned by the attack pass: a reply as `m.text` would."""
+    ops_id = homeserver.user_id("ops")
+    bot = homeserver.user_id("zcbot")
+    async with (
+        matrix_bench(tmp_path, homeserver),
+        user(homeserver, "alice") as alice,
+        user(homeserver, "ops") as ops,
+    ):
+        room = await _room_with_bot(alice, homeserver)
+        await alice.invite(room, ops_id)
+        await ops.join(room)
+        mark = alice.mark()
+        await alice.send(room, f"wake up ops {ops_id}")
+        reply = await alice.wait_for(room, is_notice_from(bot, "heard: wake up ops"), after=mark)
+        await ops.wait_for(room, lambda e: e.get("event_id") == reply["event_id"])
+        answer = await ops.http.get(
+            "/_matrix/client/v3/notifications", params={"only": "highlight"}
+        )
+        answer.raise_for_status()
+        pinged = [n["event"]["event_id"] for n in answer.json()["notifications"]]
+        assert reply["event_id"] not in pinged
