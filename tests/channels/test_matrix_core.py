@@ -317,3 +317,13 @@ def test_a_join_pushed_out_of_a_gappy_timeline_still_opens_the_room() -> None:
     c.on_sync(sync("s2", join={ROOM: flood}, state={ROOM: [member(BOT, "join")]}), 0.0)
     [deliver] = c.on_sync(sync("s3", join={ROOM: [text(ALICE, "hello")]}), 0.0)
     assert isinstance(deliver, Deliver) and deliver.text == "hello"
+
+
+def test_invites_count_against_the_inviters_rate() -> None:
+    """Each accepted invite is a room the bot joins and syncs for good: an admitted sender
+    inviting it into room after room is held to the same rate as their messages."""
+    c = running(rate_per_minute=2)
+    rooms = {f"!r{i}:x": [member(BOT, "invite", sender=ALICE)] for i in range(5)}
+    actions = c.on_sync(sync("s1", invite=rooms), 0.0)
+    assert [type(a) for a in actions] == [Join, Join, Leave, Leave, Leave]
+    assert isinstance(actions[2], Leave) and "too many invites" in actions[2].reason

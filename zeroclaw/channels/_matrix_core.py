@@ -222,7 +222,7 @@ class MatrixCore:
         self.client.receive_response(response)
         actions: list[Action] = []
         for room_id, invite in response.rooms.invite.items():
-            actions += self._invite(room_id, invite.invite_state)
+            actions += self._invite(room_id, invite.invite_state, now)
         for room_id, joined in response.rooms.join.items():
             events = joined.timeline.events
             if room_id in self.client.encrypted_rooms or any(
@@ -254,7 +254,7 @@ class MatrixCore:
                     actions.append(Answer(approval_id, False))  # nobody left to answer
         return actions
 
-    def _invite(self, room_id: str, state: Iterable[object]) -> list[Action]:
+    def _invite(self, room_id: str, state: Iterable[object], now: float) -> list[Action]:
         invites = [
             e
             for e in state
@@ -266,6 +266,10 @@ class MatrixCore:
             return []
         inviter = invites[-1].sender
         if self.admits(inviter):
+            # Each joined room is synced for good: invites are held to the inviter's rate.
+            if self._limiter.admit(normalize_sender(inviter), now) is not None:
+                log.info("refusing the invite of %s to %s: over its rate", inviter, room_id)
+                return [Leave(room_id, "too many invites from this sender; try again later")]
             log.info("accepting the invite of %s to %s", inviter, room_id)
             self._joining.add(room_id)
             return [Join(room_id)]
