@@ -301,12 +301,10 @@ class MatrixCore:
         if _relation(event) == "m.replace":
             return []  # an edit is not a new message
         sender = normalize_sender(event.sender)
-        # A stranger in a room gets silence, whatever they send: each answer, media line or
-        # refusal is a notice everyone there reads. (`admits` routes, and the host counts a
-        # refusal: asked at most once a message, and not for a message delivered, which the
-        # host routes itself.)
-        # Every message of another person counts against their rate, answers and media
-        # too: each may make the bot post.
+        # Every message counts against its sender's rate, answers and media too (each may
+        # make the bot post), and a stranger gets silence whatever they send: a notice is
+        # read by everyone in the room. `admits` routes and the host counts each refusal:
+        # it is asked at most once a message, and not for a delivered one (routed later).
         wait = self._limiter.admit(sender, now)
         if wait is not None:
             if sender in self._told_to_wait or not self._known(event.sender):
