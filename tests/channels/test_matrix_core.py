@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import html
 import itertools
+import json
 from typing import Any
 
 import nio
@@ -25,6 +26,7 @@ from zeroclaw.channels._matrix_core import (
     formatted,
     notice_content,
     parse_answer,
+    split_reply,
     strip_reply_fallback,
 )
 
@@ -327,3 +329,11 @@ def test_invites_count_against_the_inviters_rate() -> None:
     actions = c.on_sync(sync("s1", invite=rooms), 0.0)
     assert [type(a) for a in actions] == [Join, Join, Leave, Leave, Leave]
     assert isinstance(actions[2], Leave) and "too many invites" in actions[2].reason
+
+
+@given(st.text(alphabet=st.sampled_from('a"&<\n😀'), max_size=3000), st.integers(400, 5000))
+def test_a_reply_is_cut_into_pieces_whose_edits_fit(body: str, limit: int) -> None:
+    pieces = split_reply(body, limit)
+    assert "".join(pieces) == body
+    for piece in pieces:
+        assert len(json.dumps(edit_content("$" + "x" * 80, piece))) <= limit or len(piece) == 1

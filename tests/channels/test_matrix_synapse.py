@@ -416,3 +416,53 @@ async def test_a_reply_naming_someone_pings_nobody(tmp_path: Path, homeserver: H
         answer.raise_for_status()
         pinged = [n["event"]["event_id"] for n in answer.json()["notifications"]]
         assert reply["event_id"] not in pinged
+
+
+class LongProvider:
+    """A model that streams a 30,000-character reply (code: `<`, `&`, quotes) in pieces."""
+
+    name = "long.test"
+    line = 'if a < b && c > "d": x = 1\n'
+    text = line * (30_000 // len(line))
+
+    async def complete(self, conversation: Conversation, on_delta: OnDelta) -> Step:
+        for at in range(0, len(self.text), 1000):
+            await on_delta(self.text[at : at + 1000])
+        return Step(text=self.text, streamed=True)
+
+    async def aclose(self) -> None:
+        return None
+
+
+async def test_a_long_reply_arrives_whole_in_notices_the_homeserver_takes(
+    tmp_path: Path, homeserver: Homeserver
+) -> None:
+    """An event is at most 64 KiB, and an edit carries its text four times (the body and
+    the escaped HTML, again in `m.new_content`): a reply of some 15,000 characters was
+    refused mid-stream and never arrived whole. It is now cut into notices that fit."""
+    bot = homeserver.user_id("zcbot")
+    async with (
+        matrix_bench(tmp_path, homeserver, LongProvider()),
+        user(homeserver, "alice") as alice,
+    ):
+        room = await _room_with_bot(alice, homeserver)
+        mark = alice.mark()
+        await alice.send(room, "the long one")
+        shown: dict[str, str] = {}  # notice event id -> its text as last edited
+        order: list[str] = []
+
+        def whole() -> bool:
+            for r, e in alice.seen[mark:]:
+                content = e.get("content", {})
+                if r != room or e.get("sender") != bot or content.get("msgtype") != "m.notice":
+                    continue
+                relates = content.get("m.relates_to", {})
+                if relates.get("rel_type") == "m.replace":
+                    shown[relates["event_id"]] = content["m.new_content"]["body"]
+                elif e["event_id"] not in shown:
+                    order.append(e["event_id"])
+                    shown[e["event_id"]] = content["body"]
+            return "".join(shown[i] for i in dict.fromkeys(order)) == LongProvider.text
+
+        while not whole():
+            await alice.sync_once()

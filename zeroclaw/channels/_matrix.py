@@ -49,6 +49,7 @@ from ._matrix_core import (
     ReplyStream,
     edit_content,
     notice_content,
+    split_reply,
 )
 from ._routing import Routed
 from ._types import ChannelAnswer, ChannelFailure, Inbound, Scheduled
@@ -358,8 +359,13 @@ class MatrixAdapter:
                     final = f"Sorry, no reply: {outcome.code} ({outcome.detail})"
                 else:  # refused after all (a reload between route and converse)
                     return
-                stream.text = final  # the whole reply, at the same pace as the edits
+                # the whole reply, at the same pace as the edits; past one event's size, the
+                # streamed notice shows its first piece and the others follow it
+                first, *more = split_reply(final)
+                stream.text = first
                 await self._flush(message.room_id, stream)
+                for piece in more:
+                    await self._send(message.room_id, notice_content(piece))
             except (MatrixUnavailable, httpx.TransportError) as exc:
                 log.warning(
                     "%s: the reply to %s was not delivered: %s",

@@ -13,6 +13,7 @@ answers no message already in a room's history.
 from __future__ import annotations
 
 import html
+import json
 import logging
 import math
 import re
@@ -37,6 +38,9 @@ ENCRYPTED_REFUSAL = (
 )
 UNSUPPORTED = "I understand text messages only."
 HTML_FORMAT = "org.matrix.custom.html"
+# A homeserver refuses an event over 64 KiB; an edit carries its text four times (body and
+# escaped HTML, again in m.new_content): a reply is sent in pieces whose edits fit this.
+MAX_EVENT_JSON = 48_000
 APPROVAL_ID_BYTES = 3  # six hex digits: typed by a person, unique among the pending ones
 _ANSWER = re.compile(r"^\s*(approve|deny)\s+([0-9a-f]{1,32})\s*[.!]?\s*$", re.IGNORECASE)
 
@@ -132,6 +136,32 @@ def _relation(event: nio.Event) -> str | None:
     return rel_type if isinstance(rel_type, str) else None
 
 
+def _edit_size(text: str) -> int:
+    """The JSON size of an edit to `text` (the largest event a reply's text is sent in)."""
+    return len(json.dumps(edit_content("$" + "x" * 80, text)))
+
+
+def split_reply(text: str, limit: int = MAX_EVENT_JSON) -> list[str]:
+    """`text` in pieces whose edit events fit `limit` bytes, cut at a line break in the
+    second half of a piece when there is one. Joined, the pieces are `text`."""
+    pieces: list[str] = []
+    rest = text
+    while _edit_size(rest) > limit:
+        lo, hi = 1, len(rest)  # the longest prefix that fits
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if _edit_size(rest[:mid]) <= limit:
+                lo = mid
+            else:
+                hi = mid - 1
+        at = rest.rfind("\n", 0, lo)
+        cut = at + 1 if at >= lo // 2 else lo
+        pieces.append(rest[:cut])
+        rest = rest[cut:]
+    pieces.append(rest)
+    return pieces
+
+
 # --------------------------------------------------------------------------- streaming
 
 
@@ -153,6 +183,8 @@ class ReplyStream:
         """When the next send or edit should go (<= now: at once); None: nothing new."""
         if not self.text.strip() or self.text == self.sent_text:
             return None
+        if _edit_size(self.text) > MAX_EVENT_JSON:
+            return None  # too long for one event: the whole reply goes in pieces at the end
         if self.event_id is None:
             return now
         return max(now, self.last_sent + self.interval)
