@@ -84,3 +84,21 @@ async def test_a_username_taken_over_after_a_rename_admits_nobody_new(tmp_path: 
         assert "does not take" in t.api.sent(BOB["id"])[-1]["text"]
         assert t.host.delivered["telegram.chat"] == 1
         assert adapter.state.pins == {"bob_zc": BOB["id"]}
+
+
+async def test_one_sender_holding_many_turns_leaves_room_for_the_others(tmp_path: Path) -> None:
+    """Turns queue per chat and a turn may wait minutes (an approval, a slow model): one
+    admitted sender, within a generous rate, held every one of the channel's 64 turn slots
+    and everyone else was answered `Busy`. Each sender has a few slots of their own."""
+    peers = [str(ALICE["id"]), str(BOB["id"])]
+    async with telegram_bench(tmp_path, peers=peers) as t:
+        for n in range(64):  # each asks an approval nobody gives: the turns wait
+            t.api.message(ALICE, f"write hog{n}.txt: x")
+        adapter = t.adapter(tmp_path, rate_limit_per_minute=1000, stream=False)
+        await t.start(adapter)
+        await t.api.until(lambda: any("reply_markup" in m for m in t.api.sent(ALICE["id"])))
+        t.api.message(BOB, "ping")
+        await adapter.wait_turns(1)
+        assert "heard: ping" in final_text(t.api, BOB["id"])
+        busy = [m for m in t.api.sent(ALICE["id"]) if m["text"].startswith("Busy")]
+        assert busy and "still being answered" in busy[0]["text"]

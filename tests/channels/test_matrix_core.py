@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import html
 import itertools
+import json
 from typing import Any
 
 import nio
@@ -25,6 +26,7 @@ from zeroclaw.channels._matrix_core import (
     formatted,
     notice_content,
     parse_answer,
+    split_reply,
     strip_reply_fallback,
 )
 
@@ -282,3 +284,56 @@ def test_edits_never_come_closer_than_the_interval(pieces: list[tuple[str, float
             sends.append(now)
             stream.sent(stream.text, now, "$e")
     assert all(b - a >= 0.5 - 1e-9 for a, b in itertools.pairwise(sends))
+
+
+def test_a_stranger_spelling_answers_gets_no_word_back() -> None:
+    """Anyone in a room the bot is in could make it post one notice per `approve <id>`
+    (a wrong id, no approver): a stranger is answered by silence, whatever the id."""
+    c = running()
+    approval_id, _ = c.ask(ROOM, "file_write note.txt")
+    events = [text(MALLORY, f"approve {i:06x}") for i in range(50)]
+    events.append(text(MALLORY, f"approve {approval_id}"))
+    assert c.on_sync(sync("s1", join={ROOM: events}), 0.0) == []
+    assert approval_id in c.pending
+
+
+def test_answers_and_media_count_against_the_senders_rate() -> None:
+    """An admitted sender's answers and media are notices the bot posts: they are within
+    the same rate as messages, told once when over it."""
+    c = running(rate_per_minute=2)
+    image = {"msgtype": "m.image", "body": "cat.png", "url": "mxc://x/y"}
+    events = [text(ALICE, "approve 000000") for _ in range(10)]
+    events += [{**text(ALICE, ""), "content": image} for _ in range(10)]
+    actions = c.on_sync(sync("s1", join={ROOM: events}), 0.0)
+    assert len(actions) == 3, actions  # two answers, then "too many" once
+    assert isinstance(actions[2], Notice) and "Too many messages" in actions[2].text
+
+
+def test_a_join_pushed_out_of_a_gappy_timeline_still_opens_the_room() -> None:
+    """Past the sync filter's 50 events the timeline is cut and the bot's own join comes
+    in the room's state instead: the room must not stay deaf for the rest of the run (a
+    stranger flooding the room as the bot joins did that)."""
+    c = running()
+    c.on_sync(sync("s1", invite={ROOM: [member(BOT, "invite", sender=ALICE)]}), 0.0)
+    flood = [text(MALLORY, f"spam {i}") for i in range(50)]
+    c.on_sync(sync("s2", join={ROOM: flood}, state={ROOM: [member(BOT, "join")]}), 0.0)
+    [deliver] = c.on_sync(sync("s3", join={ROOM: [text(ALICE, "hello")]}), 0.0)
+    assert isinstance(deliver, Deliver) and deliver.text == "hello"
+
+
+def test_invites_count_against_the_inviters_rate() -> None:
+    """Each accepted invite is a room the bot joins and syncs for good: an admitted sender
+    inviting it into room after room is held to the same rate as their messages."""
+    c = running(rate_per_minute=2)
+    rooms = {f"!r{i}:x": [member(BOT, "invite", sender=ALICE)] for i in range(5)}
+    actions = c.on_sync(sync("s1", invite=rooms), 0.0)
+    assert [type(a) for a in actions] == [Join, Join, Leave, Leave, Leave]
+    assert isinstance(actions[2], Leave) and "too many invites" in actions[2].reason
+
+
+@given(st.text(alphabet=st.sampled_from('a"&<\n😀'), max_size=3000), st.integers(400, 5000))
+def test_a_reply_is_cut_into_pieces_whose_edits_fit(body: str, limit: int) -> None:
+    pieces = split_reply(body, limit)
+    assert "".join(pieces) == body
+    for piece in pieces:
+        assert len(json.dumps(edit_content("$" + "x" * 80, piece))) <= limit or len(piece) == 1

@@ -242,11 +242,14 @@ async def test_a_stranger_in_an_admitted_room_gets_no_turn_and_cannot_approve(
         prompt = await alice.wait_for(room, is_notice_from(bot, "Approval "), after=mark)
         approval_id = prompt["content"]["body"].split()[1]
         await mallory.send(room, f"approve {approval_id}")
+        # alice's answer comes after mallory's in the room: its refusal says mallory's was read
+        await alice.send(room, f"approve {approval_id}")
         await alice.wait_for(room, is_notice_from(bot, "Only the configured approvers"), after=mark)
         replies = [e["content"]["body"] for r, e in alice.seen[mark:] if is_notice_from(bot)(e)]
-        assert len(replies) == 2, replies  # the prompt and the refusal: nothing for mallory
+        assert len(replies) == 2, replies  # the prompt and alice's refusal: nothing for mallory
         assert not (tmp_path / "ws" / "stolen.txt").exists()
-        assert host.counts(("matrix.home",))[1].get("sender_not_accepted", 0) >= 1
+        # each of mallory's two messages refused and counted once, and neither queued a turn
+        assert host.counts(("matrix.home",))[1].get("sender_not_accepted", 0) == 2
 
 
 async def test_a_restart_neither_repeats_nor_loses_a_message(
@@ -338,3 +341,128 @@ async def test_an_unreachable_homeserver_is_failed_in_status_until_its_retry(
         assert status.retry_at is not None
         assert "cannot reach the homeserver" in (status.last_error or "")
         assert MATRIX_PASSWORD not in (status.last_error or "")
+
+
+async def test_a_room_where_the_bot_may_not_post_does_not_stop_the_channel(
+    tmp_path: Path, homeserver: Homeserver
+) -> None:
+    """A room's admin mutes the bot (power levels); a notice it owes there is refused by the
+    homeserver. That room's failure is logged, not the channel's: before, it raised out of
+    the sync loop before the next-batch token was saved, and every restart replayed the
+    same sync into the same refusal (every room silent for good)."""
+    bot, alice_id = homeserver.user_id("zcbot"), homeserver.user_id("alice")
+    async with (
+        matrix_bench(tmp_path, homeserver),
+        user(homeserver, "alice") as alice,
+    ):
+        muted = await _room_with_bot(alice, homeserver)
+        other = await _room_with_bot(alice, homeserver)
+        path = f"/_matrix/client/v3/rooms/{muted}/state/m.room.power_levels"
+        current = await alice.http.get(path)
+        current.raise_for_status()
+        # alice created the room: her power is the creator's, not listed (room v12)
+        users = {u: v for u, v in current.json().get("users", {}).items() if u != alice_id}
+        levels = {**current.json(), "users": users, "events_default": 50}
+        answer = await alice.http.put(path, json=levels)
+        assert answer.status_code == 200, answer.text
+        await alice.send(muted, "approve 000000")  # owed a notice the bot may not post
+        mark = alice.mark()
+        await alice.send(other, "still there?")
+        await alice.wait_for(other, is_notice_from(bot, "heard: still there?"), after=mark)
+
+
+async def test_one_sender_has_a_few_turns_queued_at_most(
+    tmp_path: Path, homeserver: Homeserver
+) -> None:
+    """A room's turns run one at a time and one may wait minutes on an approval: every
+    message queued a task behind it, without bound. A sender's ninth turn waiting is
+    answered `Busy` instead of queued."""
+    bot = homeserver.user_id("zcbot")
+    async with (
+        matrix_bench(tmp_path, homeserver),
+        user(homeserver, "alice") as alice,
+    ):
+        room = await _room_with_bot(alice, homeserver)
+        mark = alice.mark()
+        for n in range(8):  # the first asks an approval nobody gives; the others wait
+            await alice.send(room, f"write hog{n}.txt: x")
+        await alice.wait_for(room, is_notice_from(bot, "Approval "), after=mark)
+        await alice.send(room, "one more")
+        busy = await alice.wait_for(room, is_notice_from(bot, "Busy"), after=mark)
+        assert "8 of your messages" in busy["content"]["body"]
+
+
+async def test_a_reply_naming_someone_pings_nobody(tmp_path: Path, homeserver: Homeserver) -> None:
+    """The reply is the model's text (a prompt injection's too) and may name anyone: it
+    pings nobody, because it is an `m.notice` (the default push rule `.m.rule.suppress_notices`
+    comes before the mention rules). Pinned by the attack pass: a reply as `m.text` would."""
+    ops_id = homeserver.user_id("ops")
+    bot = homeserver.user_id("zcbot")
+    async with (
+        matrix_bench(tmp_path, homeserver),
+        user(homeserver, "alice") as alice,
+        user(homeserver, "ops") as ops,
+    ):
+        room = await _room_with_bot(alice, homeserver)
+        await alice.invite(room, ops_id)
+        await ops.join(room)
+        mark = alice.mark()
+        await alice.send(room, f"wake up ops {ops_id}")
+        reply = await alice.wait_for(room, is_notice_from(bot, "heard: wake up ops"), after=mark)
+        await ops.wait_for(room, lambda e: e.get("event_id") == reply["event_id"])
+        answer = await ops.http.get(
+            "/_matrix/client/v3/notifications", params={"only": "highlight"}
+        )
+        answer.raise_for_status()
+        pinged = [n["event"]["event_id"] for n in answer.json()["notifications"]]
+        assert reply["event_id"] not in pinged
+
+
+class LongProvider:
+    """A model that streams a 30,000-character reply (code: `<`, `&`, quotes) in pieces."""
+
+    name = "long.test"
+    line = 'if a < b && c > "d": x = 1\n'
+    text = line * (30_000 // len(line))
+
+    async def complete(self, conversation: Conversation, on_delta: OnDelta) -> Step:
+        for at in range(0, len(self.text), 1000):
+            await on_delta(self.text[at : at + 1000])
+        return Step(text=self.text, streamed=True)
+
+    async def aclose(self) -> None:
+        return None
+
+
+async def test_a_long_reply_arrives_whole_in_notices_the_homeserver_takes(
+    tmp_path: Path, homeserver: Homeserver
+) -> None:
+    """An event is at most 64 KiB, and an edit carries its text four times (the body and
+    the escaped HTML, again in `m.new_content`): a reply of some 15,000 characters was
+    refused mid-stream and never arrived whole. It is now cut into notices that fit."""
+    bot = homeserver.user_id("zcbot")
+    async with (
+        matrix_bench(tmp_path, homeserver, LongProvider()),
+        user(homeserver, "alice") as alice,
+    ):
+        room = await _room_with_bot(alice, homeserver)
+        mark = alice.mark()
+        await alice.send(room, "the long one")
+        shown: dict[str, str] = {}  # notice event id -> its text as last edited
+        order: list[str] = []
+
+        def whole() -> bool:
+            for r, e in alice.seen[mark:]:
+                content = e.get("content", {})
+                if r != room or e.get("sender") != bot or content.get("msgtype") != "m.notice":
+                    continue
+                relates = content.get("m.relates_to", {})
+                if relates.get("rel_type") == "m.replace":
+                    shown[relates["event_id"]] = content["m.new_content"]["body"]
+                elif e["event_id"] not in shown:
+                    order.append(e["event_id"])
+                    shown[e["event_id"]] = content["body"]
+            return "".join(shown[i] for i in dict.fromkeys(order)) == LongProvider.text
+
+        while not whole():
+            await alice.sync_once()

@@ -38,6 +38,7 @@ from zeroclaw.channels._telegram_core import (
     Wait,
     api_outcome,
     approval_markup,
+    approval_settled,
     approval_text,
     choose_sender,
     decode_state,
@@ -361,3 +362,21 @@ def test_the_buttons_fit_telegrams_limits() -> None:
         assert len(button["callback_data"].encode()) <= 64
         assert parse_press(button["callback_data"]) is not None
     _check_markdown_v2(approval_text("run rm -rf ./build (1.5 MB) [y/n]!"))
+
+
+@given(st.text(alphabet=st.sampled_from("._-()!a😀\\"), max_size=5000))
+def test_an_approval_fits_one_message_once_escaped(what: str) -> None:
+    """The shown request is cut after escaping: code full of `.`, `(`, `-` escapes to
+    twice its length, and 3,000 characters of it were 6,000 units, beyond one message
+    (Telegram refused it, and an approval shown nowhere is denied)."""
+    for text in (approval_text(what), approval_settled(what, True, "@" + "u" * 32)):
+        assert len(text.encode("utf-16-le")) // 2 <= 4096
+        _check_markdown_v2(text)
+
+
+def test_a_long_approval_shows_its_start_and_is_marked_cut() -> None:
+    for what in ("f(x)." * 1000, "." * 3000, "😀" * 3000):
+        shown = approval_text(what)
+        assert len(shown.encode("utf-16-le")) // 2 <= 4096
+        assert shown.endswith("…")
+    assert approval_text("f(x)." * 1000).startswith("*Approval needed*\nf\\(x\\)\\.")

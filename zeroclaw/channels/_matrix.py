@@ -23,6 +23,7 @@ import logging
 import os
 import secrets
 import time
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +34,7 @@ import nio
 import trio
 
 from .._atomic import atomic_write
+from .._sender_names import normalize_sender
 from ..config import MatrixChannel
 from ._adapter import ChannelStartFailed
 from ._host import ChannelHost
@@ -47,6 +49,7 @@ from ._matrix_core import (
     ReplyStream,
     edit_content,
     notice_content,
+    split_reply,
 )
 from ._routing import Routed
 from ._types import ChannelAnswer, ChannelFailure, Inbound, Scheduled
@@ -62,6 +65,11 @@ SYNC_FILTER = {
 REQUEST_TIMEOUT_SECS = 30.0
 MAX_RETRY_AFTER_SECS = 60.0
 MAX_RATE_RETRIES = 5
+# Turns running or waiting for their room at once, in all and per sender: a room's turns
+# run one at a time and one may wait minutes on an approval, so each message would
+# otherwise queue a task without bound, and one sender could hold every slot.
+MAX_TURNS = 64
+MAX_TURNS_PER_SENDER = 8
 
 
 class MatrixUnavailable(Exception):
@@ -98,6 +106,7 @@ class MatrixAdapter:
         self._core: MatrixCore | None = None
         self._approvals: dict[str, _Approval] = {}
         self._room_locks: dict[str, trio.Lock] = {}
+        self._turns_of: Counter[str] = Counter()  # by normalised Matrix user id
         self._saved = ""  # the token last written
         self.syncs = 0  # sync responses handled (tests wait on it)
         self._synced = trio.Event()
@@ -255,6 +264,18 @@ class MatrixAdapter:
         self._synced = trio.Event()
 
     async def _act(self, host: ChannelHost, action: Action, nursery: trio.Nursery) -> None:
+        """One action of a sync. A request the homeserver refuses (a room where the bot may
+        not post, an invite withdrawn before the join) is that room's failure, logged: it
+        must not end the sync loop, which would stop every room and, the next-batch token
+        unsaved, replay the same sync into the same refusal at each restart. An unreachable
+        homeserver still ends it (the channel is failed, then retried)."""
+        try:
+            await self._request(host, action, nursery)
+        except MatrixUnavailable as exc:
+            room = "" if isinstance(action, Answer) else f" in {action.room_id}"
+            log.warning("%s: %s%s not done: %s", self.key, type(action).__name__, room, exc)
+
+    async def _request(self, host: ChannelHost, action: Action, nursery: trio.Nursery) -> None:
         if isinstance(action, Join):
             method, path = nio.Api.join(self._token, action.room_id)
             await self._call(nio.JoinResponse, method, path, "{}")
@@ -272,8 +293,28 @@ class MatrixAdapter:
                 pending.answered.set()
         else:
             assert isinstance(action, Deliver)
+            if not self._admits(host, action.sender):
+                return  # a stranger: refused (counted, logged), no task, no answer
+            sender = normalize_sender(action.sender)
+            if (
+                self._turns_of[sender] >= MAX_TURNS_PER_SENDER
+                or self._turns_of.total() >= MAX_TURNS
+            ):
+                await self._send(action.room_id, notice_content(_busy(self._turns_of[sender])))
+                return
+            self._turns_of[sender] += 1
             lock = self._room_locks.setdefault(action.room_id, trio.Lock())
-            nursery.start_soon(self._converse, host, action, lock)
+            nursery.start_soon(self._turn, host, action, lock, sender)
+
+    async def _turn(
+        self, host: ChannelHost, message: Deliver, lock: trio.Lock, sender: str
+    ) -> None:
+        try:
+            await self._converse(host, message, lock)
+        finally:
+            self._turns_of[sender] -= 1
+            if self._turns_of[sender] <= 0:
+                del self._turns_of[sender]
 
     async def _converse(self, host: ChannelHost, message: Deliver, lock: trio.Lock) -> None:
         """One message's turn: its reply streamed by edits, or one line saying why not. A
@@ -318,8 +359,13 @@ class MatrixAdapter:
                     final = f"Sorry, no reply: {outcome.code} ({outcome.detail})"
                 else:  # refused after all (a reload between route and converse)
                     return
-                stream.text = final  # the whole reply, at the same pace as the edits
+                # the whole reply, at the same pace as the edits; past one event's size, the
+                # streamed notice shows its first piece and the others follow it
+                first, *more = split_reply(final)
+                stream.text = first
                 await self._flush(message.room_id, stream)
+                for piece in more:
+                    await self._send(message.room_id, notice_content(piece))
             except (MatrixUnavailable, httpx.TransportError) as exc:
                 log.warning(
                     "%s: the reply to %s was not delivered: %s",
@@ -373,6 +419,15 @@ class MatrixAdapter:
         os.makedirs(self.state_dir, mode=0o700, exist_ok=True)
         atomic_write(self.state_dir / TOKEN_FILE, token.encode(), fsync=True)
         self._saved = token
+
+
+def _busy(held: int) -> str:
+    if held >= MAX_TURNS_PER_SENDER:
+        return (
+            f"Busy: {held} of your messages are still being answered; "
+            "send this again when they are."
+        )
+    return "Busy: too many messages are being answered; try again shortly."
 
 
 def _describe(exc: BaseException) -> str:

@@ -13,6 +13,7 @@ answers no message already in a room's history.
 from __future__ import annotations
 
 import html
+import json
 import logging
 import math
 import re
@@ -37,6 +38,9 @@ ENCRYPTED_REFUSAL = (
 )
 UNSUPPORTED = "I understand text messages only."
 HTML_FORMAT = "org.matrix.custom.html"
+# A homeserver refuses an event over 64 KiB; an edit carries its text four times (body and
+# escaped HTML, again in m.new_content): a reply is sent in pieces whose edits fit this.
+MAX_EVENT_JSON = 48_000
 APPROVAL_ID_BYTES = 3  # six hex digits: typed by a person, unique among the pending ones
 _ANSWER = re.compile(r"^\s*(approve|deny)\s+([0-9a-f]{1,32})\s*[.!]?\s*$", re.IGNORECASE)
 
@@ -132,6 +136,32 @@ def _relation(event: nio.Event) -> str | None:
     return rel_type if isinstance(rel_type, str) else None
 
 
+def _edit_size(text: str) -> int:
+    """The JSON size of an edit to `text` (the largest event a reply's text is sent in)."""
+    return len(json.dumps(edit_content("$" + "x" * 80, text)))
+
+
+def split_reply(text: str, limit: int = MAX_EVENT_JSON) -> list[str]:
+    """`text` in pieces whose edit events fit `limit` bytes, cut at a line break in the
+    second half of a piece when there is one. Joined, the pieces are `text`."""
+    pieces: list[str] = []
+    rest = text
+    while _edit_size(rest) > limit:
+        lo, hi = 1, len(rest)  # the longest prefix that fits
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if _edit_size(rest[:mid]) <= limit:
+                lo = mid
+            else:
+                hi = mid - 1
+        at = rest.rfind("\n", 0, lo)
+        cut = at + 1 if at >= lo // 2 else lo
+        pieces.append(rest[:cut])
+        rest = rest[cut:]
+    pieces.append(rest)
+    return pieces
+
+
 # --------------------------------------------------------------------------- streaming
 
 
@@ -153,6 +183,8 @@ class ReplyStream:
         """When the next send or edit should go (<= now: at once); None: nothing new."""
         if not self.text.strip() or self.text == self.sent_text:
             return None
+        if _edit_size(self.text) > MAX_EVENT_JSON:
+            return None  # too long for one event: the whole reply goes in pieces at the end
         if self.event_id is None:
             return now
         return max(now, self.last_sent + self.interval)
@@ -222,7 +254,7 @@ class MatrixCore:
         self.client.receive_response(response)
         actions: list[Action] = []
         for room_id, invite in response.rooms.invite.items():
-            actions += self._invite(room_id, invite.invite_state)
+            actions += self._invite(room_id, invite.invite_state, now)
         for room_id, joined in response.rooms.join.items():
             events = joined.timeline.events
             if room_id in self.client.encrypted_rooms or any(
@@ -237,7 +269,12 @@ class MatrixCore:
                 # join, which nobody sent to us; answer only what follows our join.
                 joined_at = next((i for i, e in enumerate(events) if self._is_own_join(e)), None)
                 if joined_at is None:
-                    continue
+                    if not any(self._is_own_join(e) for e in joined.state):
+                        continue
+                    # A cut (limited) timeline: the join is in the state before it, so all
+                    # of the timeline follows it. Waiting for the join in a timeline kept
+                    # the room deaf for the run (50 messages as the bot joined did it).
+                    joined_at = -1
                 self._joining.discard(room_id)
                 events = events[joined_at + 1 :]
             for event in events:
@@ -249,7 +286,7 @@ class MatrixCore:
                     actions.append(Answer(approval_id, False))  # nobody left to answer
         return actions
 
-    def _invite(self, room_id: str, state: Iterable[object]) -> list[Action]:
+    def _invite(self, room_id: str, state: Iterable[object], now: float) -> list[Action]:
         invites = [
             e
             for e in state
@@ -261,6 +298,10 @@ class MatrixCore:
             return []
         inviter = invites[-1].sender
         if self.admits(inviter):
+            # Each joined room is synced for good: invites are held to the inviter's rate.
+            if self._limiter.admit(normalize_sender(inviter), now) is not None:
+                log.info("refusing the invite of %s to %s: over its rate", inviter, room_id)
+                return [Leave(room_id, "too many invites from this sender; try again later")]
             log.info("accepting the invite of %s to %s", inviter, room_id)
             self._joining.add(room_id)
             return [Join(room_id)]
@@ -291,21 +332,29 @@ class MatrixCore:
             return []  # another bot's notice: answering bots would loop
         if _relation(event) == "m.replace":
             return []  # an edit is not a new message
+        sender = normalize_sender(event.sender)
+        # Every message counts against its sender's rate, answers and media too (each may
+        # make the bot post), and a stranger gets silence whatever they send: a notice is
+        # read by everyone in the room. `admits` routes and the host counts each refusal:
+        # it is asked at most once a message, and not for a delivered one (routed later).
+        wait = self._limiter.admit(sender, now)
+        if wait is not None:
+            if sender in self._told_to_wait or not self._known(event.sender):
+                return []
+            self._told_to_wait.add(sender)  # said once per flood, not per message
+            return [Notice(room_id, f"Too many messages: try again in {wait} s.")]
+        self._told_to_wait.discard(sender)
         if not isinstance(event, nio.RoomMessageText):
             return [Notice(room_id, UNSUPPORTED)] if self.admits(event.sender) else []
         text = strip_reply_fallback(event.body)
         answer = parse_answer(text)
         if answer is not None:
-            return self._answer(room_id, event.sender, *answer)
-        sender = normalize_sender(event.sender)
-        wait = self._limiter.admit(sender, now)
-        if wait is not None:
-            if sender in self._told_to_wait or not self.admits(event.sender):
-                return []
-            self._told_to_wait.add(sender)  # said once per flood, not per message
-            return [Notice(room_id, f"Too many messages: try again in {wait} s.")]
-        self._told_to_wait.discard(sender)
+            return self._answer(room_id, event.sender, *answer) if self._known(event.sender) else []
         return [Deliver(room_id, event.sender, text, event.event_id)]
+
+    def _known(self, sender: str) -> bool:
+        """An approver or an admitted sender: someone the bot answers."""
+        return normalize_sender(sender) in self.approvers or self.admits(sender)
 
     def _answer(self, room_id: str, sender: str, approval_id: str, yes: bool) -> list[Action]:
         pending = self.pending.get(approval_id)

@@ -82,6 +82,9 @@ from ._webhook_core import RateLimiter
 log = logging.getLogger("zeroclaw.channels.telegram")
 
 MAX_TURNS = 64  # turns running at once; one more message is answered "busy"
+# One sender's turns running or queued at once: a turn may wait minutes (an approval, a
+# slow model), and one sender within its rate could otherwise hold all MAX_TURNS.
+MAX_TURNS_PER_SENDER = 8
 MAX_TOLD_SLOW = 10_000  # senders told to slow down, remembered so as to tell each once
 MAX_ANSWERING = 64  # one-line answers and press answers on their way; beyond, dropped
 MAX_FLOOD_RETRIES = 5  # 429s in a row on one call before it fails
@@ -191,6 +194,7 @@ class TelegramAdapter:
         self.dropped_answers = 0
         self._chats: dict[int, trio.Lock] = {}
         self._turns = 0
+        self._turns_of: Counter[int] = Counter()  # by Telegram user id
         self.api: BotApi | None = None
         self.me: User | None = None
         self.skipped: Counter[str] = Counter()  # updates acted on with nothing, by why
@@ -493,9 +497,17 @@ class TelegramAdapter:
         routed = host.route(inbound)
         if isinstance(routed, ChannelRefused):
             return _Line(message.chat_id, message.message_id, refusal_line(routed, user.id))
+        if self._turns_of[user.id] >= MAX_TURNS_PER_SENDER:
+            return _Line(
+                message.chat_id,
+                message.message_id,
+                f"Busy: {MAX_TURNS_PER_SENDER} of your messages are still being answered; "
+                "send this again when they are.",
+            )
         if self._turns >= MAX_TURNS or not self.state.started(message.chat_id, message.message_id):
             return _Line(message.chat_id, message.message_id, "Busy: try again shortly.")
         self._turns += 1
+        self._turns_of[user.id] += 1
         return message, inbound, routed
 
     def _within_rate(self, user: User, chat_id: int, reply_to: int) -> _Line | bool | None:
@@ -558,6 +570,9 @@ class TelegramAdapter:
             log.exception("%s: turn in chat %d failed", self.key, chat)
         finally:
             self._turns -= 1
+            self._turns_of[message.user.id] -= 1
+            if self._turns_of[message.user.id] <= 0:
+                del self._turns_of[message.user.id]
             if not lock.locked() and lock.statistics().tasks_waiting == 0:
                 self._chats.pop(chat, None)
             if ended:

@@ -613,16 +613,35 @@ def approval_markup(token: str) -> dict[str, object]:
     }
 
 
+APPROVAL_SHOWN_UTF16 = 3500  # of the escaped request: the heading and its `by` fit beside it
+
+
+def _escaped_within(what: str, limit: int = APPROVAL_SHOWN_UTF16) -> str:
+    """`what` escaped for MarkdownV2 and cut (marked `…`) to `limit` UTF-16 units. Cut
+    after escaping, which can double the length (code is full of `.`, `(`, `-`), and in
+    units, not characters (an emoji is two): else a long request is refused by Telegram as
+    too long, and an approval shown nowhere is a denial."""
+    escaped = escape_markdown_v2(what)
+    if _utf16_len(escaped) <= limit:
+        return escaped
+    pieces, units = [], 1  # the `…`
+    for ch in what:
+        piece = escape_markdown_v2(ch)
+        units += _utf16_len(piece)
+        if units > limit:
+            break
+        pieces.append(piece)
+    return "".join(pieces) + "…"
+
+
 def approval_text(what: str) -> str:
     """The approval message, MarkdownV2: what the agent asks for, shown literally."""
-    shown = what if _utf16_len(what) <= 3000 else what[:3000] + "…"
-    return f"*Approval needed*\n{escape_markdown_v2(shown)}"
+    return f"*Approval needed*\n{_escaped_within(what)}"
 
 
 def approval_settled(what: str, approved: bool, by: str) -> str:
-    shown = what if _utf16_len(what) <= 3000 else what[:3000] + "…"
     verdict = "Approved" if approved else "Denied"
-    return f"*{verdict}* by {escape_markdown_v2(by)}\n{escape_markdown_v2(shown)}"
+    return f"*{verdict}* by {escape_markdown_v2(by)}\n{_escaped_within(what)}"
 
 
 PRESS_ANSWERS: dict[ApprovalVerdict, str] = {
