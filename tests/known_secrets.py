@@ -21,6 +21,7 @@ OTHER_API_TOKEN = "zc-test-gateway-other-token-8d27"  # a second gateway token
 OPERATOR_TOKEN = "zc-test-gateway-operator-token-c3a6"  # the gateway's operator_token_env
 ADAPTER_KEY = "zc-test-http-adapter-key-8f1c60"  # an HTTP adapter's api_key_env value
 TELEGRAM_TOKEN = "424242:zc-test-telegram-bot-token-b7e2"  # a Telegram bot's token_env value
+TELEGRAM_HOOK_TOKEN = "434343:zc-test-telegram-hook-token-5a1c"  # a webhook-mode bot's
 MATRIX_PASSWORD = "zc-test-matrix-password-4d9e17"  # the Matrix channel's password_env value
 
 TEST_SECRETS = (
@@ -35,6 +36,7 @@ TEST_SECRETS = (
     OPERATOR_TOKEN,
     ADAPTER_KEY,
     TELEGRAM_TOKEN,
+    TELEGRAM_HOOK_TOKEN,
     MATRIX_PASSWORD,
 )
 

@@ -1,11 +1,14 @@
 """A loopback server that speaks the Telegram Bot API methods the channel uses (getMe,
-getUpdates, sendMessage, editMessageText, sendChatAction, answerCallbackQuery), over real
+getUpdates, sendMessage, editMessageText, sendChatAction, answerCallbackQuery, setWebhook,
+deleteWebhook), over real
 HTTP/1.1 (h11, keep-alive) on 127.0.0.1. Telegram itself is not reachable here.
 
 It keeps what Telegram keeps: the updates not yet confirmed (a getUpdates with `offset`
 confirms every update below it), the messages in each chat. A test queues updates as a
 Telegram user would cause them (`message`, `press`), can make any method answer 429 with a
 `retry_after` for its next calls (`flood`), and reads every call the bot made (`calls`).
+While a webhook is set (`webhook`), getUpdates is refused with 409 as Telegram refuses it;
+the updates themselves a webhook test POSTs to the gateway as Telegram would.
 Only requests under `/bot<token>/` are answered; any other token gets 401 as Telegram
 answers it.
 
@@ -46,6 +49,7 @@ class FakeBotApi:
     floods: dict[str, list[int]] = field(default_factory=dict)  # method -> retry_afters
     failing: dict[str, int] = field(default_factory=dict)  # method -> HTTP status (500...)
     replay_confirmed: bool = False  # answer getUpdates from update 1 whatever the offset
+    webhook: dict[str, Any] | None = None  # setWebhook's url and secret_token, while set
     next_update: int = 1
     next_message: int = 1000
     confirmed_below: int = 0
@@ -217,6 +221,17 @@ class FakeBotApi:
     def _answerCallbackQuery(self, params: dict[str, Any]) -> Any:
         return True
 
+    def _setWebhook(self, params: dict[str, Any]) -> Any:
+        url = params.get("url")
+        if not isinstance(url, str) or not url:
+            raise _BadRequest("bad webhook: an HTTPS URL must be provided for webhook")
+        self.webhook = {"url": url, "secret_token": params.get("secret_token", "")}
+        return True
+
+    def _deleteWebhook(self, params: dict[str, Any]) -> Any:
+        self.webhook = None
+        return True
+
     # ------------------------------------------------------------------ serving
 
     async def serve(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -262,6 +277,12 @@ class FakeBotApi:
         if not path.startswith(prefix):
             return 401, {"ok": False, "error_code": 401, "description": "Unauthorized"}
         method = path.removeprefix(prefix)
+        if method == "getUpdates" and self.webhook is not None:
+            return 409, {
+                "ok": False,
+                "error_code": 409,
+                "description": "Conflict: can't use getUpdates method while webhook is active",
+            }
         if method == "getUpdates":
             return await self._long_poll(params)
         return self._answer(method, params)
@@ -300,6 +321,9 @@ class FakeBotApi:
         if what == "flood":
             self.flood(params["method"], *params["retry_after"])
             return {}
+        if what == "pushed":  # the updates queued, taken to be POSTed as Telegram would
+            pushed, self.updates = self.updates, []
+            return {"updates": pushed}
         if what == "calls":
             return {"calls": [{"method": c.method, "params": c.params} for c in self.calls]}
         if what == "messages":

@@ -15,6 +15,7 @@ from tests.channels.fake_bot_api import _BadRequest, _check_markdown_v2
 from zeroclaw.channels import ChannelAnswer, ChannelFailure, ChannelRefused
 from zeroclaw.channels._telegram_core import (
     MAX_MESSAGE_UTF16,
+    MAX_RECENT,
     UNSUPPORTED,
     ApiFailed,
     ApiOk,
@@ -169,6 +170,31 @@ def test_no_update_is_taken_twice_and_taken_ones_ascend(batches: list[list[int]]
         state = decode_state(encode_state(state))
     assert taken == sorted(set(taken))
     assert state.offset == (max(taken) + 1 if taken else 0)
+
+
+@given(st.lists(st.tuples(st.integers(1, 3000), st.booleans()), max_size=60))
+def test_a_pushed_update_is_taken_once_across_restarts(pushes: list[tuple[int, bool]]) -> None:
+    """Webhook mode: Telegram may send an update again, in any order, before or after a
+    restart (`restart`: the state read back from its file); each id is taken once."""
+    state = TelegramState()
+    taken: list[int] = []
+    for update_id, restart in pushes:
+        if state.take_pushed(Update(update_id)):
+            taken.append(update_id)
+        if restart:
+            state = decode_state(encode_state(state))
+    assert len(taken) == len(set(taken)) == len(set(i for i, _ in pushes))
+    assert state.offset == (max(taken) + 1 if taken else 0)  # a poll goes on after them
+
+
+def test_a_pushed_id_below_the_offset_is_taken_as_telegram_may_restart_its_ids() -> None:
+    state = TelegramState(offset=900_000)  # after a week without updates: a random next id
+    assert state.take_pushed(Update(12))
+    assert not state.take_pushed(Update(12))
+    assert state.offset == 900_000
+    for update_id in range(1000, 1000 + MAX_RECENT + 5):  # the window is bounded
+        state.take_pushed(Update(update_id))
+    assert len(state.recent) == MAX_RECENT
 
 
 def test_the_state_file_round_trips_and_a_bad_one_is_refused() -> None:

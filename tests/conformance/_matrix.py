@@ -85,6 +85,7 @@ PATHS = (
     "webhook",  # an inbound webhook channel
     "serial",  # an inbound serial channel
     "telegram",  # an inbound Telegram bot (long polling a loopback Bot API)
+    "telegram_webhook",  # a Telegram bot in webhook mode: updates POSTed to the gateway
     "matrix",  # an inbound Matrix channel: its core's decisions and the host's routing
     "cli",  # the CLI chat channel (the cli channel type)
     "subagent_runtime",  # a sub-agent runtime's tools
@@ -1169,6 +1170,50 @@ def _channel_cells() -> list[Cell]:
             "write {ws}/telegram-pressed.txt: x",
             _no("not_an_approver", "channel"),
             "file_write",
+        ),
+        # Telegram's webhook mode (ADR 0065, amended): the gateway's POST /telegram/<alias>
+        # takes an update only with the secret token the bot gave setWebhook at its start,
+        # only for a bot serving in webhook mode, each update id once; the sender is then
+        # admitted by the peer groups as a poll's would be.
+        Cell(
+            "router",
+            "telegram_webhook",
+            "unauthenticated",
+            "telegram webhook without the secret token",
+            "no_secret",
+            _no("telegram_secret_mismatch", "channel"),
+        ),
+        Cell(
+            "router",
+            "telegram_webhook",
+            "unauthenticated",
+            "telegram webhook wrong secret token",
+            "wrong_secret",
+            _no("telegram_secret_mismatch", "channel"),
+        ),
+        Cell(
+            "router",
+            "telegram_webhook",
+            "unauthenticated",
+            "telegram webhook to a polling bot's path",
+            "other_path",
+            _no("unknown_endpoint", "channel"),
+        ),
+        Cell(
+            "router",
+            "telegram_webhook",
+            "unauthenticated",
+            "telegram webhook replayed update",
+            "replay",
+            _no("repeated", "channel"),
+        ),
+        Cell(
+            "router",
+            "telegram_webhook",
+            "unauthenticated",
+            "telegram webhook sender no group admits",
+            "stranger",
+            _no("sender_not_accepted", "channel"),
         ),
     ]
     return cells

@@ -59,11 +59,16 @@ API_TOKEN_ENV = "ZC_CONFORMANCE_API_TOKEN"  # the gateway token `probe`'s variab
 
 
 def conformance_config(
-    root: Path, port: int = 0, gateway_port: int = 0, bot_port: int = 0
+    root: Path,
+    port: int = 0,
+    gateway_port: int = 0,
+    bot_port: int = 0,
+    hook_bot_port: int = 0,
 ) -> dict[str, Any]:
     """`port`: the webhook listener's (0: no channels, the in-process config);
     `gateway_port`: the gateway's (0: none), whose token `probe` reaches sup; `bot_port`:
-    the fake Bot API's, for the Telegram channel."""
+    the fake Bot API's, for the Telegram channel; `hook_bot_port`: another one's, for a
+    second bot in webhook mode (its updates POSTed to the gateway)."""
     defaults = RiskProfile.model_fields["forbidden_paths"].default
     forbidden = [*defaults, str(root / "outside" / "forbidden")]
     doc = make_config(root, {})
@@ -165,6 +170,15 @@ def conformance_config(
                 }
             }
             doc["agents"]["sup"]["channels"].append("telegram.phone")
+        if hook_bot_port and gateway_port:
+            doc["channels"].setdefault("telegram", {})["hooked"] = {
+                "token_env": "TG_HOOK_TOKEN",
+                "api_url": f"http://127.0.0.1:{hook_bot_port}",
+                "mode": "webhook",
+                "webhook_url": f"http://127.0.0.1:{gateway_port}/telegram/hooked",
+                "stream": False,
+            }
+            doc["agents"]["sup"]["channels"].append("telegram.hooked")
         # The channel cells attack the file and shell policy and the sender's own
         # approval path, so these groups grant those tools and `approvals = "sender"`
         # explicitly (the default is no tool, approvals to the operator: ADR 0042).
@@ -187,6 +201,12 @@ def conformance_config(
                 "agents": ["sup"],
                 "external_peers": [str(TG_SENDER["id"])],
                 **sender_grant,
+            }
+        if hook_bot_port and gateway_port:
+            doc["peer_groups"]["hooked"] = {
+                "channel": "telegram.hooked",
+                "agents": ["sup"],
+                "external_peers": [str(TG_SENDER["id"])],
             }
     if gateway_port:  # an API client of sup (issue 29): origin api, sender probe-api
         doc["gateway"] = {
@@ -370,6 +390,7 @@ class World:
     gateway_port: int = 0
     device: Device | None = None
     bot_port: int = 0  # the fake Bot API's (the Telegram channel's Telegram)
+    hook_bot_port: int = 0  # another fake Bot API's (the webhook-mode bot's Telegram)
     # The daemon's code, the first path of each kind it finds at its start (ADR 0044).
     code: dict[str, str] = field(default_factory=dict)
     listener: socket.socket | None = None

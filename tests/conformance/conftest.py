@@ -14,7 +14,7 @@ import pytest
 
 from tests.bodies import write_args
 from tests.conftest import REPO
-from tests.known_secrets import API_TOKEN, HOOK_SECRET, TELEGRAM_TOKEN
+from tests.known_secrets import API_TOKEN, HOOK_SECRET, TELEGRAM_HOOK_TOKEN, TELEGRAM_TOKEN
 from tests.supervisor import harness
 from zeroclaw.control import Chat, ControlClient
 from zeroclaw.memory import MemoryStore, Scope, WriteOp
@@ -44,7 +44,8 @@ def world() -> Iterator[World]:
     root = harness.short_root()
     bin_dir = harness.short_root()  # outside the project: a trusted program's directory
     port, gateway_port, bot_port = free_port(), free_port(), free_port()
-    doc = conformance_config(root, port, gateway_port, bot_port)
+    hook_bot_port = free_port()
+    doc = conformance_config(root, port, gateway_port, bot_port, hook_bot_port)
     lay_out(root)
     path = lay_out_adapters(root, bin_dir)
     daemon = harness.Daemon(root, doc, faults=False)
@@ -56,10 +57,23 @@ def world() -> Iterator[World]:
         gateway_port=gateway_port,
         device=Device(root / "ttyDESK"),
         bot_port=bot_port,
+        hook_bot_port=hook_bot_port,
     )
     # Telegram, as the Telegram channel meets it: a loopback Bot API (tests/channels).
     bot_api = subprocess.Popen(
         [sys.executable, "-m", "tests.channels.fake_bot_api", TELEGRAM_TOKEN, str(bot_port)],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    hook_bot_api = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tests.channels.fake_bot_api",
+            TELEGRAM_HOOK_TOKEN,
+            str(hook_bot_port),
+        ],
         cwd=REPO,
         stdout=subprocess.PIPE,
         text=True,
@@ -70,6 +84,7 @@ def world() -> Iterator[World]:
         "ZEROCLAW_AGENT_ENTRYPOINT": ENTRYPOINT,
         "HOOK_SECRET": HOOK_SECRET,
         "TG_TOKEN": TELEGRAM_TOKEN,
+        "TG_HOOK_TOKEN": TELEGRAM_HOOK_TOKEN,
         API_TOKEN_ENV: API_TOKEN,
         "PATH": path,
         "PYTHONUSERBASE": str(userbase),
@@ -90,6 +105,8 @@ def world() -> Iterator[World]:
     try:
         assert bot_api.stdout is not None
         assert bot_api.stdout.readline().strip() == str(bot_port)  # serving
+        assert hook_bot_api.stdout is not None
+        assert hook_bot_api.stdout.readline().strip() == str(hook_bot_port)
         daemon.start(**env)
         world.memory("store", "owner", key="ownersecret", content="ownersecret launch code")
         world.owner_record = world.memory("get", "owner", key="ownersecret")["record"]["id"]
@@ -102,8 +119,9 @@ def world() -> Iterator[World]:
         yield world
     finally:
         daemon.stop()
-        bot_api.kill()
-        bot_api.wait()
+        for fake in (bot_api, hook_bot_api):
+            fake.kill()
+            fake.wait()
         world.device.close()
         planted = remove_planted(world.code)
         harness.remove_root(root)

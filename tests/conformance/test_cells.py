@@ -480,10 +480,12 @@ def _webhook_turn(world: World, cell: Cell, approve: bool | None) -> dict[str, A
 @pytest.fixture(scope="module")
 def serving(world: World) -> World:
     assert world.daemon is not None
-    wanted = {"webhook.hook", "serial.desk", "telegram.phone", "gateway"}  # issues 29, 30
+    wanted = {"webhook.hook", "serial.desk", "telegram.phone", "telegram.hooked", "gateway"}
     world.daemon.wait_for(
-        lambda st: wanted
-        <= {k for c in st.get("channels", []) if c["state"] == "serving" for k in c["keys"]}
+        lambda st: (
+            wanted
+            <= {k for c in st.get("channels", []) if c["state"] == "serving" for k in c["keys"]}
+        )
     )
     return world
 
@@ -586,6 +588,79 @@ def test_telegram_channel(cell: Cell, serving: World) -> None:
             observed = Observed("refused", "sender_not_accepted", line[:200])
         else:
             observed = Observed("allowed", None, line[:200])
+    record(cell, observed)
+
+
+def _hook_bot(world: World, what: str, **params: Any) -> dict[str, Any]:
+    """The webhook-mode bot's fake Bot API (its own token): Telegram's side."""
+    url = f"http://127.0.0.1:{world.hook_bot_port}/_test/{what}"
+    answer: dict[str, Any] = httpx.post(url, json=params, timeout=120).json()
+    return answer
+
+
+@_params("telegram_webhook")
+def test_telegram_webhook(cell: Cell, serving: World) -> None:
+    """Updates POSTed to the gateway as Telegram would, with or without the secret token
+    the bot gave setWebhook; a replayed update, and a stranger's, with the right one. The
+    observed outcome: the gateway's refusal code, or what the bot did with the update."""
+    calls = _hook_bot(serving, "calls")["calls"]
+    secret = [c for c in calls if c["method"] == "setWebhook"][-1]["params"]["secret_token"]
+    base = f"http://127.0.0.1:{serving.gateway_port}/telegram/"
+    user = TG_STRANGER if cell.action == "stranger" else TG_SENDER
+
+    def update(text: str) -> dict[str, Any]:
+        _hook_bot(serving, "message", user=user, text=text)
+        [pushed] = _hook_bot(serving, "pushed")["updates"]
+        return pushed
+
+    def post(body: dict[str, Any], token: str | None, alias: str = "hooked") -> httpx.Response:
+        headers = {} if token is None else {"X-Telegram-Bot-Api-Secret-Token": token}
+        return httpx.post(base + alias, json=body, headers=headers, timeout=60)
+
+    def reply_to(message_id: int) -> list[dict[str, Any]]:
+        """The bot's replies to one message, once one came (waits for it)."""
+        seen = 0
+        while True:
+            word = _hook_bot(serving, "next", after=seen)
+            assert word, "the bot said nothing in 60 s"
+            seen += 1
+            if word["params"].get("reply_parameters", {}).get("message_id") == message_id:
+                break
+        sent = [c["params"] for c in _hook_bot(serving, "calls")["calls"]]
+        return [p for p in sent if p.get("reply_parameters", {}).get("message_id") == message_id]
+
+    first = update("hello by webhook")
+    if cell.action in ("no_secret", "wrong_secret", "other_path"):
+        token = {"no_secret": None, "wrong_secret": secret[::-1], "other_path": secret}
+        answer = post(
+            first, token[cell.action], "phone" if cell.action == "other_path" else "hooked"
+        )
+        observed = (
+            Observed("refused", answer.json()["error"]["code"], answer.text[:200])
+            if answer.status_code >= 400
+            else Observed("allowed", None, f"HTTP {answer.status_code}")
+        )
+    elif cell.action == "replay":
+        message_id = first["message"]["message_id"]
+        assert post(first, secret).status_code == 200
+        assert post(first, secret).status_code == 200
+        later = update("after the replay")
+        assert post(later, secret).status_code == 200
+        reply_to(later["message"]["message_id"])  # a second turn on `first` came before
+        replies = reply_to(message_id)
+        observed = (
+            Observed("refused", "repeated", f"{len(replies)} reply")
+            if len(replies) == 1
+            else Observed("allowed", None, f"{len(replies)} replies")
+        )
+    else:
+        assert post(first, secret).status_code == 200
+        [line] = reply_to(first["message"]["message_id"])
+        observed = (
+            Observed("refused", "sender_not_accepted", line["text"][:200])
+            if "does not take messages" in line["text"]
+            else Observed("allowed", None, line["text"][:200])
+        )
     record(cell, observed)
 
 

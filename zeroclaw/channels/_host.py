@@ -34,6 +34,7 @@ from ._types import (
     ChannelAnswer,
     ChannelFailure,
     ChannelRefused,
+    GatewayHook,
     Inbound,
     OnDelta,
     Outcome,
@@ -61,6 +62,9 @@ class ChannelHost:
         self.approval_timeout = approval_timeout
         self.refused: Counter[tuple[str, str]] = Counter()  # (channel, the rule that decided)
         self.delivered: Counter[str] = Counter()  # by channel
+        # Channels served through the gateway, by key (`telegram.<alias>` in webhook mode):
+        # set by the channel while it serves, so the gateway answers only a live one.
+        self.hooks: dict[str, GatewayHook] = {}
 
     def route(self, inbound: Inbound) -> Routed | ChannelRefused:
         routed = route_inbound(self._policy(), inbound)

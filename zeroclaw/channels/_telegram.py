@@ -1,5 +1,7 @@
-"""The Telegram channel adapter: one bot, read by long polling (`getUpdates`) over httpx,
-each update decided by `_telegram_core` and acted on here (ADR 0065).
+"""The Telegram channel adapter: one bot, read by long polling (`getUpdates`) over httpx
+or, in webhook mode, from the gateway's `POST /telegram/<alias>` (the adapter sets the
+webhook with a secret made at its start, and hands the gateway a `GatewayHook` on the host
+while it serves); each update decided by `_telegram_core` and acted on here (ADR 0065).
 
 The poll's offset, the usernames pinned to ids and the messages being answered are kept in
 `<state_dir>/channels/telegram.<alias>.json`, written (atomically, fsynced) before a batch
@@ -45,6 +47,7 @@ from ._telegram_core import (
     Send,
     StreamEdits,
     TelegramState,
+    Update,
     User,
     Wait,
     api_outcome,
@@ -55,6 +58,7 @@ from ._telegram_core import (
     choose_sender,
     decode_message,
     decode_state,
+    decode_update,
     decode_updates,
     decode_user,
     encode_state,
@@ -64,7 +68,15 @@ from ._telegram_core import (
     refusal_line,
     split_message,
 )
-from ._types import AskApproval, ChannelFailure, ChannelRefused, Inbound, Outcome, Scheduled
+from ._types import (
+    AskApproval,
+    ChannelFailure,
+    ChannelRefused,
+    GatewayHook,
+    Inbound,
+    Outcome,
+    Scheduled,
+)
 from ._webhook_core import RateLimiter
 
 log = logging.getLogger("zeroclaw.channels.telegram")
@@ -74,6 +86,7 @@ MAX_TOLD_SLOW = 10_000  # senders told to slow down, remembered so as to tell ea
 MAX_ANSWERING = 64  # one-line answers and press answers on their way; beyond, dropped
 MAX_FLOOD_RETRIES = 5  # 429s in a row on one call before it fails
 CALL_TIMEOUT_SECS = 30.0
+ALLOWED_UPDATES = ("message", "edited_message", "callback_query")
 
 
 class TelegramApiError(Exception):
@@ -183,6 +196,7 @@ class TelegramAdapter:
         self.skipped: Counter[str] = Counter()  # updates acted on with nothing, by why
         self.answered_presses: Counter[str] = Counter()  # button presses by verdict
         self.polls = 0  # getUpdates answered
+        self.pushes = 0  # updates the webhook took (repeats not counted)
         self.turns_done = 0  # turns whose reply went out (or failed to)
         self._polled = _Pulse()
         self._turned = _Pulse()
@@ -259,12 +273,90 @@ class TelegramAdapter:
                 me = self.me = decode_user(await api.call("getMe", {}))
             except (TelegramApiError, msgspec.DecodeError) as exc:
                 raise ChannelStartFailed(f"{self.key}: getMe failed: {exc}") from None
+            if self.config.mode == "webhook":
+                await self._serve_webhook(host, api, me, task_status)
+                return
+            # A webhook left set (webhook mode before, or a crash in it) makes Telegram
+            # refuse getUpdates: removed first, its pending updates kept for the poll.
+            try:
+                await api.call("deleteWebhook", {"drop_pending_updates": False})
+            except TelegramApiError as exc:
+                raise ChannelStartFailed(f"{self.key}: deleteWebhook failed: {exc}") from None
             log.info("%s: bot @%s (id %d) polling", self.key, me.username, me.id)
             task_status.started()
             async with trio.open_nursery() as nursery:
                 await self._answer_cut_short(api)
                 while True:
                     await self._poll(host, api, me, nursery)
+
+    async def _serve_webhook(
+        self, host: ChannelHost, api: BotApi, me: User, task_status: trio.TaskStatus[None]
+    ) -> None:
+        """Webhook mode: Telegram POSTs each update to the gateway's /telegram/<alias>
+        with a secret token made at this start (ADR 0065); the gateway checks it and hands
+        the body to `_pushed`. The webhook is removed when the channel stops."""
+        secret = secrets.token_urlsafe(32)  # Telegram allows A-Z a-z 0-9 _ - up to 256
+        try:
+            await api.call(
+                "setWebhook",
+                {
+                    "url": self.config.webhook_url,
+                    "secret_token": secret,
+                    "allowed_updates": list(ALLOWED_UPDATES),
+                    # one request at a time: updates arrive in order, as a poll's do
+                    "max_connections": 1,
+                },
+            )
+        except TelegramApiError as exc:
+            raise ChannelStartFailed(f"{self.key}: setWebhook failed: {exc}") from None
+        log.info("%s: bot @%s (id %d) on the gateway's webhook", self.key, me.username, me.id)
+        try:
+            async with trio.open_nursery() as nursery:
+
+                async def deliver(body: bytes) -> int:
+                    return await self._pushed(host, api, me, nursery, body)
+
+                host.hooks[self.key] = GatewayHook(secret.encode(), deliver)
+                try:
+                    task_status.started()
+                    await self._answer_cut_short(api)
+                    await trio.sleep_forever()
+                finally:  # before the nursery closes: no new update is handed to it
+                    host.hooks.pop(self.key, None)
+        finally:
+            with trio.CancelScope(shield=True), trio.move_on_after(CALL_TIMEOUT_SECS):
+                try:
+                    await api.call("deleteWebhook", {"drop_pending_updates": False})
+                except TelegramApiError as exc:
+                    log.warning("%s: deleteWebhook failed: %s", self.key, exc)
+
+    async def _pushed(
+        self, host: ChannelHost, api: BotApi, me: User, nursery: trio.Nursery, body: bytes
+    ) -> int:
+        """One update the gateway took (its secret checked): acted on as a poll's would be,
+        once; answered at once (the turn runs in the background: Telegram sends an update
+        again when its answer is slow). The HTTP status for Telegram."""
+        try:
+            update = decode_update(body)
+        except msgspec.DecodeError:
+            return 400
+        if not self.state.take_pushed(update):
+            self.skipped["repeated"] += 1
+            return 200
+        self.pushes += 1
+        try:
+            await self._act(host, api, me, nursery, [update])
+        except RuntimeError:
+            # The channel stopped while this update was being saved (its nursery closed
+            # to new tasks): taken, like a poll's batch cut short by a stop; a message in
+            # it is answered "send it again" at the next start.
+            return 503
+        except ChannelStartFailed as exc:
+            # The state file cannot be written: the channel fails (as a poll's would) and
+            # starts again from the file; Telegram sends the update again.
+            nursery.start_soon(_fail, exc)
+            return 500
+        return 200
 
     async def _answer_cut_short(self, api: BotApi) -> None:
         """The messages a restart cut short: each is told to be sent again (once)."""
@@ -287,7 +379,7 @@ class TelegramAdapter:
                 {
                     "offset": self.state.offset,
                     "timeout": timeout,
-                    "allowed_updates": ["message", "edited_message", "callback_query"],
+                    "allowed_updates": list(ALLOWED_UPDATES),
                 },
                 http_secs=timeout + CALL_TIMEOUT_SECS,
             )
@@ -296,6 +388,18 @@ class TelegramAdapter:
             raise ChannelStartFailed(f"{self.key}: getUpdates failed: {exc}") from None
         fresh = self.state.take(updates)
         self.polls += 1
+        await self._act(host, api, me, nursery, fresh)
+        self._polled.set()
+
+    async def _act(
+        self,
+        host: ChannelHost,
+        api: BotApi,
+        me: User,
+        nursery: trio.Nursery,
+        fresh: list[Update],
+    ) -> None:
+        """Decide on updates taken (by a poll or the webhook), save, then act."""
         lines: list[_Line] = []
         presses: list[Press] = []
         admitted: list[tuple[Converse, Inbound, Routed]] = []
@@ -321,7 +425,6 @@ class TelegramAdapter:
         # Written before anything is acted on: a restart from here on neither repeats
         # these updates nor loses the messages taken (they are in `inflight`).
         await self._save()
-        self._polled.set()
         # Answered in the background: a flood wait on one answer must not stall the poll.
         for line in lines:
             self._answer_soon(nursery, self._line, api, line.chat_id, line.reply_to, line.text)
@@ -632,6 +735,10 @@ class TelegramAdapter:
                 approval_settled(what, approved, by),
                 parse_mode="MarkdownV2",
             )
+
+
+async def _fail(exc: Exception) -> None:
+    raise exc
 
 
 async def _first(*waits: Callable[[], Awaitable[None]]) -> None:

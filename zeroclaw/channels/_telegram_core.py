@@ -27,6 +27,7 @@ MAX_CALLBACK_DATA = 64  # bytes of an inline button's callback_data
 TYPING_EVERY_SECS = 4.5  # a chat action shows for 5 s
 MAX_PINS = 1024  # usernames pinned to ids, kept in the state file
 MAX_INFLIGHT = 256  # messages taken and not yet answered, kept in the state file
+MAX_RECENT = 1024  # update ids a webhook took lately, kept in the state file
 
 # --------------------------------------------------------------------------- the Bot API
 
@@ -142,6 +143,14 @@ def api_outcome(status: int, body: bytes) -> ApiOutcome:
 
 def decode_updates(raw: msgspec.Raw) -> list[Update]:
     return _updates.decode(raw)
+
+
+_update = msgspec.json.Decoder(Update)
+
+
+def decode_update(body: bytes) -> Update:
+    """One update as a webhook POST carries it; msgspec.DecodeError when it is not one."""
+    return _update.decode(body)
 
 
 def decode_user(raw: msgspec.Raw) -> User:
@@ -342,6 +351,7 @@ class TelegramState(msgspec.Struct):
     offset: int = 0
     pins: dict[str, int] = msgspec.field(default_factory=dict)
     inflight: list[InFlight] = msgspec.field(default_factory=list)
+    recent: list[int] = msgspec.field(default_factory=list)  # webhook mode's update ids
 
     def take(self, updates: list[Update]) -> list[Update]:
         """The updates not seen yet, in order (a server that sends one again, or one below
@@ -358,6 +368,18 @@ class TelegramState(msgspec.Struct):
         if unique:
             self.offset = unique[-1].update_id + 1
         return unique
+
+    def take_pushed(self, update: Update) -> bool:
+        """Whether a webhook's update is new (Telegram sends one again when its answer was
+        late or lost). By the ids taken lately, not by the offset alone: after a week
+        without updates Telegram picks the next id at random, possibly below the offset.
+        The offset still moves past it, so a switch back to polling goes on from there."""
+        if update.update_id in self.recent:
+            return False
+        self.recent.append(update.update_id)
+        del self.recent[:-MAX_RECENT]
+        self.offset = max(self.offset, update.update_id + 1)
+        return True
 
     def started(self, chat_id: int, message_id: int) -> bool:
         """Record a message taken for a turn; False when too many are (it is answered busy)."""

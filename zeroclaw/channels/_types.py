@@ -4,6 +4,7 @@ conversation ended. Typed values; the adapters map them to their wire (HTTP, a l
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Literal
 
 import msgspec
@@ -95,3 +96,13 @@ AskApproval = Callable[[str, str], Awaitable[bool]]
 # What an adapter that streams (the gateway) is handed for each piece of the reply as the
 # agent produces it; awaited before the next event is read.
 OnDelta = Callable[[str], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class GatewayHook:
+    """A channel whose updates arrive on the gateway (`POST /telegram/<alias>`): the
+    secret each request must carry, and where a request's body goes once it does. The
+    channel sets it on the host while it serves; `deliver` answers the HTTP status."""
+
+    secret: bytes
+    deliver: Callable[[bytes], Awaitable[int]]

@@ -616,6 +616,18 @@ class TelegramChannel(_Strict):
         description="Show the reply as it is written, by editing one message; false: send it "
         "once the turn ends.",
     )
+    mode: Literal["poll", "webhook"] = Field(
+        default="poll",
+        description="How updates arrive: 'poll' (getUpdates long polling) or 'webhook' "
+        "(Telegram POSTs them to the gateway's /telegram/<alias>; needs [gateway] and "
+        "webhook_url).",
+    )
+    webhook_url: HttpUrl | None = Field(
+        default=None,
+        description="Webhook mode: the public https URL at which Telegram reaches the "
+        "gateway's /telegram/<alias> (its path must end so); plain http only to loopback.",
+    )
+
 
 class MatrixChannel(_Strict):
     """One Matrix account the daemon syncs as (issue 30, ADR 0066): its senders are Matrix

@@ -34,6 +34,7 @@ from ._models import (
     DispatchToolName,
     ProvidersTable,
     ReminderToolName,
+    TelegramChannel,
     ToolName,
     mcp_tool_name,
 )
@@ -864,6 +865,39 @@ def rule_telegram_bots(
                 f"{bot.token_env} is also channels.telegram.{first}'s token: one bot is "
                 "polled by one channel",
             )
+        yield from _telegram_webhook(config, alias, bot)
+
+
+def _telegram_webhook(config: Config, alias: str, bot: TelegramChannel) -> Iterator[ConfigIssue]:
+    """Webhook mode: the gateway serves the path Telegram POSTs to, so it must be
+    configured; the URL is where Telegram sends every update (and the secret token with
+    each), so https unless loopback (a test's); its path must be the gateway's."""
+    where = ("channels", "telegram", alias, "webhook_url")
+    url = bot.webhook_url
+    if bot.mode == "poll":
+        if url is not None:
+            yield ConfigIssue(where, 'is read in webhook mode only; set mode = "webhook"')
+        return
+    if config.gateway is None:
+        yield ConfigIssue(
+            ("channels", "telegram", alias, "mode"),
+            "webhook mode needs the gateway (a [gateway] table), which serves Telegram's POSTs",
+        )
+    if url is None:
+        yield ConfigIssue(where, "webhook mode needs the public URL Telegram is to POST to")
+        return
+    if url.startswith("http://") and not url_is_loopback(url):
+        yield ConfigIssue(
+            where,
+            f"{url!r} is plain http to another host: Telegram sends the updates and their "
+            "secret token in clear (and refuses it); use https://",
+        )
+    path = urlsplit(url).path
+    if not path.endswith(f"/telegram/{alias}"):
+        yield ConfigIssue(
+            where,
+            f"its path must end with /telegram/{alias}, where the gateway takes this bot's updates",
+        )
 
 
 def rule_matrix_homeserver(

@@ -46,6 +46,7 @@ GatewayErrorCode = Literal[
     "method_not_allowed",  # 405
     "agent_unavailable",  # 503: the agent is down, or the turn failed in the daemon
     "turn_timeout",  # 503: the turn took longer than max_turn_secs
+    "telegram_secret_mismatch",  # 401: a POST to /telegram/<alias> without the bot's secret
 ]
 
 ErrorType = Literal[
@@ -66,6 +67,7 @@ _TYPES: dict[int, ErrorType] = {
     413: "invalid_request_error",
     429: "rate_limit_error",
 }
+
 
 class ApiError(msgspec.Struct, frozen=True):
     status: int

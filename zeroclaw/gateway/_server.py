@@ -1,6 +1,7 @@
 """The gateway's listener (issue 29): one ASGI app on hypercorn's trio worker, within the
 bounds every HTTP listener of the daemon gets (`serve_guarded`, ADR 0045), serving the
-OpenAI-compatible API under `/v1` and the operator's dashboard under `/ui`.
+OpenAI-compatible API under `/v1`, the operator's dashboard under `/ui`, and the updates of
+a Telegram bot in webhook mode under `/telegram/<alias>` (ADR 0065).
 
 Thin: the decisions are `_api` and `_ui`, the HTML `_pages`. An API turn runs in its
 request's task through the channel host (routing, admission, grant, the operator's
@@ -14,6 +15,7 @@ dashboard reads the daemon through the control socket's own command table, in pr
 from __future__ import annotations
 
 import datetime
+import hmac
 import logging
 import os
 import secrets
@@ -114,6 +116,8 @@ FOLLOW_BACKLOG = 50  # events a dashboard is shown when it connects
 KEEPALIVE_SECS = 15.0  # a comment on a quiet event stream: a gone client is noticed
 REJECT_LOG_INTERVAL_SECS = 10.0
 MEMORY_PAGE = 100
+TELEGRAM_SECRET_HEADER = b"x-telegram-bot-api-secret-token"
+MAX_UPDATE_BYTES = 1 << 20  # an update: a 4,096-character message and what it replies to
 
 
 class Operator(Protocol):
@@ -258,6 +262,8 @@ class Gateway:
                 await self._api(scope, receive, send)
             elif path == "/ui" or path.startswith("/ui/"):
                 await self._ui(scope, receive, send)
+            elif path.startswith("/telegram/"):
+                await self._telegram(scope, receive, send)
             elif path == "/healthz":
                 await _respond(
                     send, 200, b'{"status":"ok"}', [(b"content-type", b"application/json")]
@@ -372,6 +378,43 @@ class Gateway:
             await _respond(
                 send, 200, completion_body(completion_id, created, outcome_or_error), _JSON
             )
+
+    # ------------------------------------------------------------------ Telegram's webhook
+
+    async def _telegram(
+        self, scope: HTTPScope, receive: ASGIReceiveCallable, send: ASGISendCallable
+    ) -> None:
+        """`POST /telegram/<alias>`: an update for a bot in webhook mode (ADR 0065). Only
+        a bot serving now has the path; its secret token header is compared in constant
+        time before the body is read, and nothing reaches the channel without it."""
+        assert self._host is not None
+        alias = scope["path"].removeprefix("/telegram/")
+        hook = self._host.hooks.get(f"telegram.{alias}") if "/" not in alias else None
+        if hook is None:
+            await self._api_error(send, api_error(404, "unknown_endpoint", "no such path"))
+            return
+        if scope["method"] != "POST":
+            error = api_error(405, "method_not_allowed", "POST only")
+            await self._api_error(send, error)
+            return
+        given = next((v for n, v in scope["headers"] if n.lower() == TELEGRAM_SECRET_HEADER), b"")
+        if not hmac.compare_digest(given, hook.secret):
+            await self._api_error(
+                send, api_error(401, "telegram_secret_mismatch", "wrong secret token")
+            )
+            return
+        body = await _read_body(
+            receive, scope["headers"], min(self._config().max_body_bytes, MAX_UPDATE_BYTES)
+        )
+        if body is None:
+            await self._api_error(
+                send, api_error(413, "request_too_large", "the body is too large")
+            )
+            return
+        status = await hook.deliver(body)
+        if status != 200:
+            self._reject(f"telegram_{status}")
+        await _respond(send, status, b"", [])
 
     # ------------------------------------------------------------------ the dashboard
 
