@@ -426,9 +426,10 @@ class Gateway:
             return
         if not self._secure and foreign_host(scope["headers"]):
             self._reject("foreign_host")
-            await _respond(
-                send, 421, b"misdirected: not this listener's host", page_headers(b"text/plain")
-            )
+            # Answered unread: a POST's body is still on the connection, so it is not kept
+            # for another request (the client reusing it found it closed under it).
+            headers = page_headers(b"text/plain", [(b"connection", b"close")])
+            await _respond(send, 421, b"misdirected: not this listener's host", headers)
             return
         route = parse_ui_route(scope["method"], scope["path"])
         if route.name == "static":
