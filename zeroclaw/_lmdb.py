@@ -54,22 +54,43 @@ def committed_size_problem(env: Any, data: Path) -> str | None:
     return None
 
 
-def walk(path: Path, names: Sequence[str]) -> str | None:
-    """Read every key and value of the named databases once; the problem found, or None."""
+class Unusable(Exception):
+    """The store's data file is not one LMDB can map safely; the message says why (each
+    store raises it again as its own `...Corrupt`)."""
+
+
+def open_checked(path: Path, **options: Any) -> Any:
+    """`lmdb.open(path, **options)` between the checks every store makes: the data file's
+    size before it is mapped, the pages its last commit uses after. Unusable otherwise."""
     import lmdb
 
     data = path / "data.mdb"
     problem = data_file_problem(data, os.sysconf("SC_PAGE_SIZE"))
     if problem is not None:
-        return problem
+        raise Unusable(problem)
     try:
-        env = lmdb.open(str(path), readonly=True, lock=False, max_dbs=len(names) + 1)
-    except lmdb.Error as exc:
-        return f"LMDB cannot open it ({exc})"
+        env = lmdb.open(str(path), **options)
+    except lmdb.Error as exc:  # not an LMDB file, a bad header, a version mismatch
+        raise Unusable(f"LMDB cannot open it ({exc})") from None
     try:
         problem = committed_size_problem(env, data)
-        if problem is not None:
-            return problem
+    except lmdb.Error as exc:
+        problem = f"a page cannot be read ({exc})"
+    if problem is not None:
+        env.close()
+        raise Unusable(problem)
+    return env
+
+
+def walk(path: Path, names: Sequence[str]) -> str | None:
+    """Read every key and value of the named databases once; the problem found, or None."""
+    import lmdb
+
+    try:
+        env = open_checked(path, readonly=True, lock=False, max_dbs=len(names) + 1)
+    except Unusable as exc:
+        return str(exc)
+    try:
         with env.begin() as txn:
             present = {name for name, _ in txn.cursor()}
             for name in names:

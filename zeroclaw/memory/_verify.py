@@ -11,7 +11,6 @@ The child: `python -m zeroclaw.memory._verify PATH`; exit 0 when every database 
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -23,23 +22,16 @@ def walk_store(path: Path) -> str | None:
     """Read every key and value of every database; the problem found, or None."""
     import lmdb
 
-    from .._lmdb import committed_size_problem, data_file_problem
+    from .._lmdb import Unusable, open_checked
     from ._store import MAX_DBS
 
-    data = path / "data.mdb"
-    if not data.exists():
+    if not (path / "data.mdb").exists():
         return None
-    problem = data_file_problem(data, os.sysconf("SC_PAGE_SIZE"))
-    if problem is not None:
-        return problem
     try:
-        env = lmdb.open(str(path), readonly=True, lock=False, max_dbs=MAX_DBS, subdir=True)
-    except lmdb.Error as exc:
-        return f"LMDB cannot open it ({exc})"
+        env = open_checked(path, readonly=True, lock=False, max_dbs=MAX_DBS, subdir=True)
+    except Unusable as exc:
+        return str(exc)
     try:
-        problem = committed_size_problem(env, data)
-        if problem is not None:
-            return problem
         with env.begin() as txn:
             names = [name for name, _ in txn.cursor()]
             for name in names:

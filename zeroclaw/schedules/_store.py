@@ -18,7 +18,6 @@ exists and never carried across a fork (LMDB's rule).
 
 from __future__ import annotations
 
-import errno
 import os
 import struct
 import threading
@@ -31,7 +30,7 @@ import lmdb
 import msgspec
 
 from .._flock import FileLock, LockHeld
-from .._lmdb import committed_size_problem, data_file_problem, walk_in_child
+from .._lmdb import Unusable, disk_full, open_checked, walk_in_child
 from ._spec import Mark, Running, RunSummary, ScheduleSpec
 from ._triggers import Cron, Every, Once, Trigger
 
@@ -42,7 +41,6 @@ VERIFY_TIMEOUT_SECS = 300.0
 _DBS = ("marks", "runs", "reminders", "meta")
 _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
-_FULL = tuple(os.strerror(code) for code in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT))
 T = TypeVar("T")
 
 
@@ -226,20 +224,13 @@ class ScheduleStore:
         return cls(path)
 
     def _open(self, map_size: int) -> tuple[lmdb.Environment, dict[str, lmdb._Database]]:
-        data = self.path / "data.mdb"
-        problem = data_file_problem(data, os.sysconf("SC_PAGE_SIZE"))
-        if problem is not None:
-            raise ScheduleStoreCorrupt(self.path, problem)
         try:
-            env = lmdb.open(
-                str(self.path), map_size=map_size, max_dbs=len(_DBS) + 1, sync=True, lock=True
+            env = open_checked(
+                self.path, map_size=map_size, max_dbs=len(_DBS) + 1, sync=True, lock=True
             )
-        except lmdb.Error as exc:
-            raise ScheduleStoreCorrupt(self.path, f"LMDB cannot open it ({exc})") from None
+        except Unusable as exc:
+            raise ScheduleStoreCorrupt(self.path, str(exc)) from None
         try:
-            problem = committed_size_problem(env, data)
-            if problem is not None:
-                raise ScheduleStoreCorrupt(self.path, problem)
             dbs = {name: env.open_db(name.encode(), create=True) for name in _DBS}
             with env.begin(write=True) as txn:
                 raw = txn.get(b"format", db=dbs["meta"])
@@ -286,8 +277,7 @@ class ScheduleStore:
                         raise ScheduleStoreError(f"schedule store {self.path} is full") from None
                     self.env.set_mapsize(size * 2)
                 except lmdb.Error as exc:
-                    full = any(str(exc).endswith(m) for m in _FULL)
-                    what = "the disk is full; free some space" if full else str(exc)
+                    what = "the disk is full; free some space" if disk_full(exc) else str(exc)
                     raise ScheduleStoreError(f"schedule store {self.path}: {what}") from exc
 
     def _read(self, fn: Callable[[lmdb.Transaction], T]) -> T:

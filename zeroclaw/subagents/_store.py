@@ -31,7 +31,7 @@ import lmdb
 import msgspec
 
 from .._flock import FileLock, LockHeld
-from .._lmdb import committed_size_problem, data_file_problem, disk_full, walk_in_child
+from .._lmdb import Unusable, disk_full, open_checked, walk_in_child
 from ..turns import (
     TERMINAL_STATES,
     EventBody,
@@ -173,13 +173,9 @@ class SubagentStore:
         return cls(path, map_size=map_size)
 
     def _open(self, map_size: int) -> tuple[Any, Mapping[str, object]]:
-        data = self.path / "data.mdb"
-        problem = data_file_problem(data, os.sysconf("SC_PAGE_SIZE"))
-        if problem is not None:
-            raise SubagentStoreCorrupt(self.path, problem)
         try:
-            env = lmdb.open(
-                str(self.path),
+            env = open_checked(
+                self.path,
                 map_size=map_size,
                 max_dbs=len(_DBS) + 1,
                 subdir=True,
@@ -187,12 +183,9 @@ class SubagentStore:
                 metasync=True,
                 lock=True,
             )
-        except lmdb.Error as exc:  # not an LMDB file, a bad header, a version mismatch
-            raise SubagentStoreCorrupt(self.path, f"LMDB cannot open it ({exc})") from None
+        except Unusable as exc:
+            raise SubagentStoreCorrupt(self.path, str(exc)) from None
         try:
-            problem = committed_size_problem(env, data)
-            if problem is not None:
-                raise SubagentStoreCorrupt(self.path, problem)
             with env.begin() as txn:
                 raw = txn.get(_FORMAT_KEY)
             found = _U32.unpack(raw)[0] if raw else 0

@@ -26,7 +26,7 @@ import lmdb
 import msgspec
 
 from .._flock import FileLock, LockHeld
-from .._lmdb import committed_size_problem, data_file_problem, disk_full, walk_in_child
+from .._lmdb import Unusable, disk_full, open_checked, walk_in_child
 from ._prices import saturated
 
 DEFAULT_MAP_SIZE = 1 << 26  # 64 MiB of address space up front; doubles on MapFullError
@@ -175,13 +175,9 @@ class UsageLedger:
         return cls(path)
 
     def _open(self, map_size: int) -> tuple[lmdb.Environment, lmdb._Database | None]:
-        data = self.path / "data.mdb"
-        problem = data_file_problem(data, os.sysconf("SC_PAGE_SIZE"))
-        if problem is not None:
-            raise LedgerCorrupt(self.path, problem)
         try:
-            env = lmdb.open(
-                str(self.path),
+            env = open_checked(
+                self.path,
                 map_size=map_size,
                 max_dbs=len(_DBS) + 1,
                 subdir=True,
@@ -190,12 +186,9 @@ class UsageLedger:
                 sync=True,
                 metasync=True,
             )
-        except lmdb.Error as exc:
-            raise LedgerCorrupt(self.path, f"LMDB cannot open it ({exc})") from None
+        except Unusable as exc:
+            raise LedgerCorrupt(self.path, str(exc)) from None
         try:
-            problem = committed_size_problem(env, data)
-            if problem is not None:
-                raise LedgerCorrupt(self.path, problem)
             with env.begin() as txn:
                 raw = txn.get(_FORMAT_KEY)
             found = _U32.unpack(raw)[0] if raw else 0
