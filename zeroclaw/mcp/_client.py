@@ -430,6 +430,15 @@ class BoundedTransport(httpx2.AsyncBaseTransport):
         await self._inner.aclose()
 
 
+async def _initialize(connection: Connection) -> None:
+    """The session's first request, bound by the server's start bound (not its call
+    bound: a first `npx`/`uvx` start downloads)."""
+    launch = connection.launch
+    bound = launch.start_bound
+    with _typed(launch, "initialize", connection.gone, bound), trio.fail_after(bound):
+        await connection.session.initialize()
+
+
 @contextlib.asynccontextmanager
 async def connect_http(launch: HttpLaunch) -> AsyncIterator[Connection]:
     """Open a session with a streamable-HTTP server, initialize it, and yield the
@@ -493,11 +502,7 @@ async def _http_session(
             connection = Connection(launch, None, session)
             holder.append(connection)
             try:
-                with (
-                    _typed(launch, "initialize", connection.gone, launch.start_bound),
-                    trio.fail_after(launch.start_bound),
-                ):
-                    await session.initialize()
+                await _initialize(connection)
                 yield connection
             except BaseException as exc:
                 thrown.append(exc)
@@ -641,11 +646,7 @@ async def _session(launch: Launch, child: Child) -> AsyncIterator[Connection]:
                 if reasons:  # it ended while the session was being made
                     connection.why = reasons[0]
                     connection.closed.set()
-                with (
-                    _typed(launch, "initialize", connection.gone, launch.start_bound),
-                    trio.fail_after(launch.start_bound),
-                ):
-                    await session.initialize()
+                await _initialize(connection)
                 yield connection
         finally:
             nursery.cancel_scope.cancel()
