@@ -244,3 +244,35 @@ def test_a_webhook_url_is_https_unless_loopback_and_ends_at_the_bots_path(
     doc = bot_doc(tmp_path, webhook_url="https://bot.example.org/telegram/chat")
     [unused] = issues_of(doc)  # poll mode: a URL it would never use is a mistake
     assert 'set mode = "webhook"' in unused
+
+
+# ------------------------------------------------------------------ the attack pass
+
+
+async def test_a_reload_that_restarts_the_bot_leaves_the_new_webhook_set(tmp_path: Path) -> None:
+    """A reload that changes any channel cancels the old adapter and starts the new one at
+    once (ChannelSupervisor.replace). The old one's deleteWebhook at its stop (slowed here
+    by flood control) must not land after the new one's setWebhook: the bot would then be
+    deaf (Telegram keeps the updates; nothing is POSTed) while `status` says serving."""
+    async with hooked_bench(tmp_path) as h:
+        old = h.adapter(tmp_path)
+        old_scope = trio.CancelScope()
+        old_done = trio.Event()
+
+        async def run_old(task_status: trio.TaskStatus[None]) -> None:
+            with old_scope:
+                await old.serve(h.t.host, task_status=task_status)
+            old_done.set()
+
+        await h.t.nursery.start(run_old)
+        h.t.api.flood("deleteWebhook", 1)
+        new = h.adapter(tmp_path)
+        old_scope.cancel()  # as replace() does: the old cancelled, the new started at once
+        await h.t.start(new)
+        await old_done.wait()
+        assert h.t.api.webhook is not None, "the old adapter's stop removed the new webhook"
+        answer = await h.post(h.update(ALICE, "after the reload"), h.secret())
+        assert answer.status_code == 200
+        await new.wait_turns(1)
+        assert "alpha" in final_text(h.t.api, ALICE["id"])
+
