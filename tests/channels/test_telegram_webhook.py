@@ -276,3 +276,29 @@ async def test_a_reload_that_restarts_the_bot_leaves_the_new_webhook_set(tmp_pat
         await new.wait_turns(1)
         assert "alpha" in final_text(h.t.api, ALICE["id"])
 
+
+async def test_a_refusal_closes_its_connection_so_the_next_update_is_not_lost_on_it(
+    tmp_path: Path,
+) -> None:
+    """A refusal is answered with the body unread (the secret is checked first): the body
+    stays on the connection, so the gateway closes it, and must say so. Else the client
+    (Telegram, between a restart and its setWebhook, POSTing with the old secret) sends
+    its next update on a connection closed under it: 'Server disconnected'."""
+    async with hooked_bench(tmp_path) as h:
+        adapter = h.adapter(tmp_path)
+        await h.t.start(adapter)
+        secret = h.secret()
+        big = h.update(ALICE, "x" * 200_000)  # more than one read of the server's
+        base = f"http://127.0.0.1:{h.gateway.port}/telegram/"
+        for round in range(10):
+            for refused in (
+                await h.post(big, "wrong"),
+                await h.post(big, secret, path=base + "other"),
+                await h.post(h.update(ALICE, "y" * (2 << 20)), secret),  # 413
+            ):
+                assert refused.status_code in (401, 404, 413)
+                assert refused.headers["connection"] == "close"
+            answer = await h.post(h.update(ALICE, f"taken {round}"), secret)
+            assert answer.status_code == 200
+            assert "connection" not in answer.headers  # a body read: kept alive
+        assert adapter.pushes == 10
