@@ -241,6 +241,16 @@ def test_a_webhook_url_is_https_unless_loopback_and_ends_at_the_bots_path(
     assert "must end with /telegram/chat" in issues("https://example.org/telegram/chat/")[0]
     [elsewhere] = issues("https://bot.example.org/telegram/other")
     assert "must end with /telegram/chat" in elsewhere
+    # URL tricks: read as loopback here, as plain http to another host by a WHATWG parser
+    # (a backslash ends the host there), or with a user part: refused, never "loopback"
+    for tricky in (
+        "http://evil.example\\@127.0.0.1/telegram/chat",
+        "http://evil.example\\@127.0.0.1:8788/telegram/chat",
+        "https://127.0.0.1@bot.example.org/telegram/chat",
+        "http://user:pw@127.0.0.1/telegram/chat",
+    ):
+        [refused] = issues(tricky)
+        assert "backslash or a user@ part" in refused, tricky
     doc = bot_doc(tmp_path, webhook_url="https://bot.example.org/telegram/chat")
     [unused] = issues_of(doc)  # poll mode: a URL it would never use is a mistake
     assert 'set mode = "webhook"' in unused
