@@ -6,6 +6,7 @@ The tests POST each update as Telegram would, with httpx."""
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -312,3 +313,27 @@ async def test_a_refusal_closes_its_connection_so_the_next_update_is_not_lost_on
             assert answer.status_code == 200
             assert "connection" not in answer.headers  # a body read: kept alive
         assert adapter.pushes == 10
+
+
+async def test_the_secret_is_in_no_log_line_state_file_repr_or_count(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Only Telegram and the daemon's memory hold the secret: not the debug log (httpx's
+    and the gateway's included), the state file, the hook's repr or the gateway's stats,
+    whatever is refused, taken or fails on the way."""
+    caplog.set_level(logging.DEBUG)
+    async with hooked_bench(tmp_path) as h:
+        adapter = h.adapter(tmp_path)
+        scope = await h.t.start(adapter)
+        secret = h.secret()
+        assert (await h.post(h.update(ALICE, "hi"), secret[:-1])).status_code == 401
+        assert (await h.post({"update_id": "x"}, secret)).status_code == 400
+        assert (await h.post(h.update(ALICE, "hello"), secret)).status_code == 200
+        await adapter.wait_turns(1)
+        hook = h.t.host.hooks["telegram.chat"]
+        shown = [repr(hook), str(h.gateway.stats()), adapter.state_path.read_text()]
+        scope.cancel()
+        await h.t.api.until(lambda: h.t.api.webhook is None)
+    for text in (*shown, caplog.text):
+        assert secret not in text
+        assert secret[:16] not in text
