@@ -198,6 +198,8 @@ def test_a_pushed_id_below_the_offset_is_taken_as_telegram_may_restart_its_ids()
     assert state.offset == 13
     assert state.take_pushed(Update(14)) and state.take_pushed(Update(13))  # out of order
     assert state.offset == 15
+    assert state.take_pushed(Update(-5_000))  # never a negative offset: getUpdates would
+    assert state.offset == 15  # forget all but the last updates with one
     for update_id in range(1000, 1000 + MAX_RECENT + 5):  # the window is bounded
         state.take_pushed(Update(update_id))
     assert len(state.recent) == MAX_RECENT
