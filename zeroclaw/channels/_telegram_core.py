@@ -383,7 +383,7 @@ class TelegramState(msgspec.Struct):
         del self.recent[:-MAX_RECENT]
         # Never below 0: a getUpdates with a negative offset forgets all but the last
         # updates (Telegram's ids are positive; a forged one is not let do that).
-        if 0 <= update.update_id and update.update_id + 1 < self.offset - MAX_RECENT:
+        if update.update_id >= 0 and update.update_id + 1 < self.offset - MAX_RECENT:
             self.offset = update.update_id + 1
         else:
             self.offset = max(self.offset, update.update_id + 1)
