@@ -337,3 +337,30 @@ async def test_the_secret_is_in_no_log_line_state_file_repr_or_count(
     for text in (*shown, caplog.text):
         assert secret not in text
         assert secret[:16] not in text
+
+
+async def test_a_reload_whose_set_webhook_is_refused_still_removes_the_old_webhook(
+    tmp_path: Path,
+) -> None:
+    """The new adapter's setWebhook refused during a reload: the old adapter's webhook (its
+    secret gone with it, so every POST is now refused) is still removed at its stop, and
+    Telegram keeps the updates for the next start rather than retrying them into refusals
+    until it drops them."""
+    async with hooked_bench(tmp_path) as h:
+        old = h.adapter(tmp_path)
+        old_scope = trio.CancelScope()
+        old_done = trio.Event()
+
+        async def run_old(task_status: trio.TaskStatus[None]) -> None:
+            with old_scope:
+                await old.serve(h.t.host, task_status=task_status)
+            old_done.set()
+
+        await h.t.nursery.start(run_old)
+        h.t.api.failing["setWebhook"] = 502
+        new = h.adapter(tmp_path)
+        with pytest.raises(ChannelStartFailed):  # the new one's start came first
+            await new.serve(h.t.host)
+        old_scope.cancel()
+        await old_done.wait()
+        assert h.t.api.webhook is None

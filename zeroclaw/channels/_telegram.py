@@ -304,7 +304,7 @@ class TelegramAdapter:
         # their setWebhook and deleteWebhook, and only the last to set the webhook removes it.
         claim, mine = host.hook_claim(self.key), object()
         async with claim.lock:
-            claim.owner = mine
+            previous, claim.owner = claim.owner, mine
             try:
                 await api.call(
                     "setWebhook",
@@ -317,6 +317,9 @@ class TelegramAdapter:
                     },
                 )
             except TelegramApiError as exc:
+                # The webhook is still the one it replaces: removed at that one's stop
+                # (Telegram then keeps the updates, for this adapter's next start).
+                claim.owner = previous
                 raise ChannelStartFailed(f"{self.key}: setWebhook failed: {exc}") from None
         log.info("%s: bot @%s (id %d) on the gateway's webhook", self.key, me.username, me.id)
         try:
