@@ -6,6 +6,7 @@ The tests POST each update as Telegram would, with httpx."""
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -241,6 +242,125 @@ def test_a_webhook_url_is_https_unless_loopback_and_ends_at_the_bots_path(
     assert "must end with /telegram/chat" in issues("https://example.org/telegram/chat/")[0]
     [elsewhere] = issues("https://bot.example.org/telegram/other")
     assert "must end with /telegram/chat" in elsewhere
+    # URL tricks: read as loopback here, as plain http to another host by a WHATWG parser
+    # (a backslash ends the host there), or with a user part: refused, never "loopback"
+    for tricky in (
+        "http://evil.example\\@127.0.0.1/telegram/chat",
+        "http://evil.example\\@127.0.0.1:8788/telegram/chat",
+        "https://127.0.0.1@bot.example.org/telegram/chat",
+        "http://user:pw@127.0.0.1/telegram/chat",
+    ):
+        [refused] = issues(tricky)
+        assert "backslash or a user@ part" in refused, tricky
     doc = bot_doc(tmp_path, webhook_url="https://bot.example.org/telegram/chat")
     [unused] = issues_of(doc)  # poll mode: a URL it would never use is a mistake
     assert 'set mode = "webhook"' in unused
+
+
+# ------------------------------------------------------------------ the attack pass
+
+
+async def test_a_reload_that_restarts_the_bot_leaves_the_new_webhook_set(tmp_path: Path) -> None:
+    """A reload that changes any channel cancels the old adapter and starts the new one at
+    once (ChannelSupervisor.replace). The old one's deleteWebhook at its stop (slowed here
+    by flood control) must not land after the new one's setWebhook: the bot would then be
+    deaf (Telegram keeps the updates; nothing is POSTed) while `status` says serving."""
+    async with hooked_bench(tmp_path) as h:
+        old = h.adapter(tmp_path)
+        old_scope = trio.CancelScope()
+        old_done = trio.Event()
+
+        async def run_old(task_status: trio.TaskStatus[None]) -> None:
+            with old_scope:
+                await old.serve(h.t.host, task_status=task_status)
+            old_done.set()
+
+        await h.t.nursery.start(run_old)
+        h.t.api.flood("deleteWebhook", 1)
+        new = h.adapter(tmp_path)
+        old_scope.cancel()  # as replace() does: the old cancelled, the new started at once
+        await h.t.start(new)
+        await old_done.wait()
+        assert h.t.api.webhook is not None, "the old adapter's stop removed the new webhook"
+        answer = await h.post(h.update(ALICE, "after the reload"), h.secret())
+        assert answer.status_code == 200
+        await new.wait_turns(1)
+        assert "alpha" in final_text(h.t.api, ALICE["id"])
+
+
+async def test_a_refusal_closes_its_connection_so_the_next_update_is_not_lost_on_it(
+    tmp_path: Path,
+) -> None:
+    """A refusal is answered with the body unread (the secret is checked first): the body
+    stays on the connection, so the gateway closes it, and must say so. Else the client
+    (Telegram, between a restart and its setWebhook, POSTing with the old secret) sends
+    its next update on a connection closed under it: 'Server disconnected'."""
+    async with hooked_bench(tmp_path) as h:
+        adapter = h.adapter(tmp_path)
+        await h.t.start(adapter)
+        secret = h.secret()
+        big = h.update(ALICE, "x" * 200_000)  # more than one read of the server's
+        base = f"http://127.0.0.1:{h.gateway.port}/telegram/"
+        for round in range(10):
+            for refused in (
+                await h.post(big, "wrong"),
+                await h.post(big, secret, path=base + "other"),
+                await h.post(h.update(ALICE, "y" * (2 << 20)), secret),  # 413
+            ):
+                assert refused.status_code in (401, 404, 413)
+                assert refused.headers["connection"] == "close"
+            answer = await h.post(h.update(ALICE, f"taken {round}"), secret)
+            assert answer.status_code == 200
+            assert "connection" not in answer.headers  # a body read: kept alive
+        assert adapter.pushes == 10
+
+
+async def test_the_secret_is_in_no_log_line_state_file_repr_or_count(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Only Telegram and the daemon's memory hold the secret: not the debug log (httpx's
+    and the gateway's included), the state file, the hook's repr or the gateway's stats,
+    whatever is refused, taken or fails on the way."""
+    caplog.set_level(logging.DEBUG)
+    async with hooked_bench(tmp_path) as h:
+        adapter = h.adapter(tmp_path)
+        scope = await h.t.start(adapter)
+        secret = h.secret()
+        assert (await h.post(h.update(ALICE, "hi"), secret[:-1])).status_code == 401
+        assert (await h.post({"update_id": "x"}, secret)).status_code == 400
+        assert (await h.post(h.update(ALICE, "hello"), secret)).status_code == 200
+        await adapter.wait_turns(1)
+        hook = h.t.host.hooks["telegram.chat"]
+        shown = [repr(hook), str(h.gateway.stats()), adapter.state_path.read_text()]
+        scope.cancel()
+        await h.t.api.until(lambda: h.t.api.webhook is None)
+    for text in (*shown, caplog.text):
+        assert secret not in text
+        assert secret[:16] not in text
+
+
+async def test_a_reload_whose_set_webhook_is_refused_still_removes_the_old_webhook(
+    tmp_path: Path,
+) -> None:
+    """The new adapter's setWebhook refused during a reload: the old adapter's webhook (its
+    secret gone with it, so every POST is now refused) is still removed at its stop, and
+    Telegram keeps the updates for the next start rather than retrying them into refusals
+    until it drops them."""
+    async with hooked_bench(tmp_path) as h:
+        old = h.adapter(tmp_path)
+        old_scope = trio.CancelScope()
+        old_done = trio.Event()
+
+        async def run_old(task_status: trio.TaskStatus[None]) -> None:
+            with old_scope:
+                await old.serve(h.t.host, task_status=task_status)
+            old_done.set()
+
+        await h.t.nursery.start(run_old)
+        h.t.api.failing["setWebhook"] = 502
+        new = h.adapter(tmp_path)
+        with pytest.raises(ChannelStartFailed):  # the new one's start came first
+            await new.serve(h.t.host)
+        old_scope.cancel()
+        await old_done.wait()
+        assert h.t.api.webhook is None

@@ -47,6 +47,26 @@ def say(port: int, token: str, text: str, user: str, model: str = "alpha") -> st
     return answer.choices[0].message.content or ""
 
 
+def test_a_refusal_with_the_body_unread_closes_the_connection(gateway: Gateway) -> None:
+    """A completion refused before its body is read (a wrong token) leaves the body on
+    the connection, which the server then closes: said in the answer, so the client does
+    not send its next request on it and find it closed (attack pass, issue 30)."""
+    _, port = gateway
+    body = b'{"model": "alpha", "messages": [{"role": "user", "content": "%s"}]}' % (
+        b"x" * 200_000
+    )
+    with httpx.Client(base_url=f"http://127.0.0.1:{port}") as http:
+        for _ in range(5):
+            refused = http.post(
+                "/v1/chat/completions", content=body, headers={"authorization": "Bearer x"}
+            )
+            assert refused.status_code == 401
+            assert refused.headers["connection"] == "close"
+            listed = http.get("/v1/models", headers={"authorization": f"Bearer {API_TOKEN}"})
+            assert listed.status_code == 200
+            assert "connection" not in listed.headers  # no body: kept alive
+
+
 # --------------------------------------------------------------------------- token confusion
 
 

@@ -35,6 +35,7 @@ from ._types import (
     ChannelFailure,
     ChannelRefused,
     GatewayHook,
+    HookClaim,
     Inbound,
     OnDelta,
     Outcome,
@@ -65,6 +66,12 @@ class ChannelHost:
         # Channels served through the gateway, by key (`telegram.<alias>` in webhook mode):
         # set by the channel while it serves, so the gateway answers only a live one.
         self.hooks: dict[str, GatewayHook] = {}
+        self._claims: dict[str, HookClaim] = {}
+
+    def hook_claim(self, key: str) -> HookClaim:
+        """The claim on `key`'s registration with the outside service, shared by every
+        adapter that serves that key (the old and the new one of a reload)."""
+        return self._claims.setdefault(key, HookClaim())
 
     def route(self, inbound: Inbound) -> Routed | ChannelRefused:
         routed = route_inbound(self._policy(), inbound)

@@ -300,19 +300,27 @@ class TelegramAdapter:
         with a secret token made at this start (ADR 0065); the gateway checks it and hands
         the body to `_pushed`. The webhook is removed when the channel stops."""
         secret = secrets.token_urlsafe(32)  # Telegram allows A-Z a-z 0-9 _ - up to 256
-        try:
-            await api.call(
-                "setWebhook",
-                {
-                    "url": self.config.webhook_url,
-                    "secret_token": secret,
-                    "allowed_updates": list(ALLOWED_UPDATES),
-                    # one request at a time: updates arrive in order, as a poll's do
-                    "max_connections": 1,
-                },
-            )
-        except TelegramApiError as exc:
-            raise ChannelStartFailed(f"{self.key}: setWebhook failed: {exc}") from None
+        # A reload starts this adapter while the one it replaces stops: the claim orders
+        # their setWebhook and deleteWebhook, and only the last to set the webhook removes it.
+        claim, mine = host.hook_claim(self.key), object()
+        async with claim.lock:
+            previous, claim.owner = claim.owner, mine
+            try:
+                await api.call(
+                    "setWebhook",
+                    {
+                        "url": self.config.webhook_url,
+                        "secret_token": secret,
+                        "allowed_updates": list(ALLOWED_UPDATES),
+                        # one request at a time: updates arrive in order, as a poll's do
+                        "max_connections": 1,
+                    },
+                )
+            except TelegramApiError as exc:
+                # The webhook is still the one it replaces: removed at that one's stop
+                # (Telegram then keeps the updates, for this adapter's next start).
+                claim.owner = previous
+                raise ChannelStartFailed(f"{self.key}: setWebhook failed: {exc}") from None
         log.info("%s: bot @%s (id %d) on the gateway's webhook", self.key, me.username, me.id)
         try:
             async with trio.open_nursery() as nursery:
@@ -320,19 +328,23 @@ class TelegramAdapter:
                 async def deliver(body: bytes) -> int:
                     return await self._pushed(host, api, me, nursery, body)
 
-                host.hooks[self.key] = GatewayHook(secret.encode(), deliver)
+                hook = host.hooks[self.key] = GatewayHook(secret.encode(), deliver)
                 try:
                     task_status.started()
                     await self._answer_cut_short(api)
                     await trio.sleep_forever()
                 finally:  # before the nursery closes: no new update is handed to it
-                    host.hooks.pop(self.key, None)
+                    if host.hooks.get(self.key) is hook:  # not the next adapter's
+                        del host.hooks[self.key]
         finally:
             with trio.CancelScope(shield=True), trio.move_on_after(CALL_TIMEOUT_SECS):
-                try:
-                    await api.call("deleteWebhook", {"drop_pending_updates": False})
-                except TelegramApiError as exc:
-                    log.warning("%s: deleteWebhook failed: %s", self.key, exc)
+                async with claim.lock:
+                    if claim.owner is mine:  # else a newer adapter has set its own since
+                        claim.owner = None
+                        try:
+                            await api.call("deleteWebhook", {"drop_pending_updates": False})
+                        except TelegramApiError as exc:
+                            log.warning("%s: deleteWebhook failed: %s", self.key, exc)
 
     async def _pushed(
         self, host: ChannelHost, api: BotApi, me: User, nursery: trio.Nursery, body: bytes

@@ -373,12 +373,20 @@ class TelegramState(msgspec.Struct):
         """Whether a webhook's update is new (Telegram sends one again when its answer was
         late or lost). By the ids taken lately, not by the offset alone: after a week
         without updates Telegram picks the next id at random, possibly below the offset.
-        The offset still moves past it, so a switch back to polling goes on from there."""
+        The offset moves past each id taken, so a switch back to polling goes on from
+        there: past the highest, or, for an id further below it than any redelivery
+        (Telegram restarted its ids), past that one (a getUpdates with the old offset would
+        confirm, so drop, every update of the new ids)."""
         if update.update_id in self.recent:
             return False
         self.recent.append(update.update_id)
         del self.recent[:-MAX_RECENT]
-        self.offset = max(self.offset, update.update_id + 1)
+        # Never below 0: a getUpdates with a negative offset forgets all but the last
+        # updates (Telegram's ids are positive; a forged one is not let do that).
+        if update.update_id >= 0 and update.update_id + 1 < self.offset - MAX_RECENT:
+            self.offset = update.update_id + 1
+        else:
+            self.offset = max(self.offset, update.update_id + 1)
         return True
 
     def started(self, chat_id: int, message_id: int) -> bool:

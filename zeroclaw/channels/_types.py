@@ -4,10 +4,11 @@ conversation ended. Typed values; the adapters map them to their wire (HTTP, a l
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 import msgspec
+import trio
 
 from ..turns import StepUsage, ToolCallRecord, TurnStop
 
@@ -104,5 +105,16 @@ class GatewayHook:
     secret each request must carry, and where a request's body goes once it does. The
     channel sets it on the host while it serves; `deliver` answers the HTTP status."""
 
-    secret: bytes
+    secret: bytes = field(repr=False)
     deliver: Callable[[bytes], Awaitable[int]]
+
+
+class HookClaim:
+    """Who registered a gateway hook's key with the outside service last (Telegram's
+    setWebhook), and the lock its register and unregister calls take. A reload starts the
+    new adapter while the old one stops: without it, the old one's unregister could land
+    after the new one's register and leave the new one deaf (attack pass, ADR 0065)."""
+
+    def __init__(self) -> None:
+        self.lock = trio.Lock()
+        self.owner: object | None = None

@@ -886,13 +886,23 @@ def _telegram_webhook(config: Config, alias: str, bot: TelegramChannel) -> Itera
     if url is None:
         yield ConfigIssue(where, "webhook mode needs the public URL Telegram is to POST to")
         return
+    parts = urlsplit(url)
+    if "\\" in url or "@" in parts.netloc:
+        # Parsers disagree on where such a URL goes: ours reads http://evil\@127.0.0.1/
+        # as loopback, a WHATWG parser as plain http to evil (attack pass, issue 30).
+        yield ConfigIssue(
+            where,
+            f"{url!r} holds a backslash or a user@ part: give the plain public URL "
+            "(https://host/.../telegram/<alias>)",
+        )
+        return
     if url.startswith("http://") and not url_is_loopback(url):
         yield ConfigIssue(
             where,
             f"{url!r} is plain http to another host: Telegram sends the updates and their "
             "secret token in clear (and refuses it); use https://",
         )
-    path = urlsplit(url).path
+    path = parts.path
     if not path.endswith(f"/telegram/{alias}"):
         yield ConfigIssue(
             where,

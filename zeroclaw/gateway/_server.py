@@ -279,9 +279,16 @@ class Gateway:
         if count:
             log.info("gateway refused %d request(s): %s", count, code, extra={"rule": code})
 
-    async def _api_error(self, send: ASGISendCallable, error: ApiError) -> None:
+    async def _api_error(
+        self, send: ASGISendCallable, error: ApiError, *, unread: HTTPScope | None = None
+    ) -> None:
+        """`unread`: the request, when its body is answered unread. The body then stays on
+        the connection, which the server closes: said here, so the client does not send
+        its next request on it (and find it closed under it)."""
         self._reject(error.code)
         headers = [(b"content-type", b"application/json"), *error.headers()]
+        if unread is not None and _has_body(unread):
+            headers.append((b"connection", b"close"))
         await _respond(send, error.status, error.body(), headers)
 
     # ------------------------------------------------------------------ the API
@@ -293,17 +300,17 @@ class Gateway:
         name = identify(bearer(scope["headers"]), self._tokens)
         token = None if name is None else self._config().tokens.get(name)
         if name is None or token is None:  # unknown endpoints too: nothing for no one
-            await self._api_error(send, unauthorized())
+            await self._api_error(send, unauthorized(), unread=scope)
             return
         if isinstance(route, ApiError):
-            await self._api_error(send, route)
+            await self._api_error(send, route, unread=scope)
             return
         wait = self._limiter(name, token).admit(name, self._clock())
         if wait is not None:
             error = ApiError(
                 429, "rate_limit_exceeded", f"over this key's rate; retry in {wait} s", None, wait
             )
-            await self._api_error(send, error)
+            await self._api_error(send, error, unread=scope)
             return
         reach = self._reach(token)
         created = int(self._clock())
@@ -319,9 +326,8 @@ class Gateway:
         assert isinstance(route, ChatCompletions)
         body = await _read_body(receive, scope["headers"], self._config().max_body_bytes)
         if body is None:
-            await self._api_error(
-                send, api_error(413, "request_too_large", "the body is too large")
-            )
+            error = api_error(413, "request_too_large", "the body is too large")
+            await self._api_error(send, error, unread=scope)
             return
         ask = parse_chat(body, reach)
         if isinstance(ask, ApiError):
@@ -391,25 +397,24 @@ class Gateway:
         alias = scope["path"].removeprefix("/telegram/")
         hook = self._host.hooks.get(f"telegram.{alias}") if "/" not in alias else None
         if hook is None:
-            await self._api_error(send, api_error(404, "unknown_endpoint", "no such path"))
+            error = api_error(404, "unknown_endpoint", "no such path")
+            await self._api_error(send, error, unread=scope)
             return
         if scope["method"] != "POST":
             error = api_error(405, "method_not_allowed", "POST only")
-            await self._api_error(send, error)
+            await self._api_error(send, error, unread=scope)
             return
         given = next((v for n, v in scope["headers"] if n.lower() == TELEGRAM_SECRET_HEADER), b"")
         if not hmac.compare_digest(given, hook.secret):
-            await self._api_error(
-                send, api_error(401, "telegram_secret_mismatch", "wrong secret token")
-            )
+            error = api_error(401, "telegram_secret_mismatch", "wrong secret token")
+            await self._api_error(send, error, unread=scope)
             return
         body = await _read_body(
             receive, scope["headers"], min(self._config().max_body_bytes, MAX_UPDATE_BYTES)
         )
         if body is None:
-            await self._api_error(
-                send, api_error(413, "request_too_large", "the body is too large")
-            )
+            error = api_error(413, "request_too_large", "the body is too large")
+            await self._api_error(send, error, unread=scope)
             return
         status = await hook.deliver(body)
         if status != 200:
@@ -709,6 +714,15 @@ async def _read_body(
         (v.decode("latin-1") for n, v in headers if n.lower() == b"content-length"), None
     )
     return await read_body(receive, declared, limit)
+
+
+def _has_body(scope: HTTPScope) -> bool:
+    """Whether a request declares a body (a length above 0, or chunks)."""
+    for name, value in scope["headers"]:
+        name = name.lower()
+        if name == b"transfer-encoding" or (name == b"content-length" and value.strip() != b"0"):
+            return True
+    return False
 
 
 def _resident_bytes(pids: Sequence[int]) -> dict[int, int]:
