@@ -16,7 +16,10 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict, Unpack
+
+if TYPE_CHECKING:
+    import lmdb
 
 _FULL_MESSAGES = tuple(os.strerror(code) for code in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT))
 
@@ -44,7 +47,7 @@ def data_file_problem(data: Path, page_size: int) -> str | None:
     return None
 
 
-def committed_size_problem(env: Any, data: Path) -> str | None:
+def committed_size_problem(env: lmdb.Environment, data: Path) -> str | None:
     """The file must hold every page the last commit uses: a read past its end SIGBUSes."""
     psize = int(env.stat()["psize"])
     needed = (int(env.info()["last_pgno"]) + 1) * psize
@@ -54,12 +57,24 @@ def committed_size_problem(env: Any, data: Path) -> str | None:
     return None
 
 
+class OpenOptions(TypedDict, total=False):
+    """The `lmdb.open` options our stores pass."""
+
+    map_size: int
+    max_dbs: int
+    readonly: bool
+    lock: bool
+    subdir: bool
+    sync: bool
+    metasync: bool
+
+
 class Unusable(Exception):
     """The store's data file is not one LMDB can map safely; the message says why (each
     store raises it again as its own `...Corrupt`)."""
 
 
-def open_checked(path: Path, **options: Any) -> Any:
+def open_checked(path: Path, **options: Unpack[OpenOptions]) -> lmdb.Environment:
     """`lmdb.open(path, **options)` between the checks every store makes: the data file's
     size before it is mapped, the pages its last commit uses after. Unusable otherwise."""
     import lmdb
