@@ -4,16 +4,19 @@ an ASGI app that answers the posted body and does nothing else.
 
 `python -m bench._echo_server PORT` serves on 127.0.0.1:PORT until SIGTERM;
 `python -m bench._echo_server PORT chat` serves `chat_completions` instead: an OpenAI-compatible
-model that answers at once (the agent bench's provider)."""
+model that answers at once (the agent bench's provider); `python -m bench._echo_server PORT chat
+SECS` one that thinks SECS seconds before each answer (the scale bench's model), with room for
+thousands of connections at once, as a model server has."""
 
 from __future__ import annotations
 
+import functools
 import json
 import socket
 import sys
 
 import trio
-from hypercorn.typing import ASGIReceiveCallable, ASGISendCallable, Scope
+from hypercorn.typing import ASGIFramework, ASGIReceiveCallable, ASGISendCallable, Scope
 
 from zeroclaw._asgi import answer_lifespan, serve_guarded
 from zeroclaw._http_guard import HttpBounds
@@ -77,9 +80,9 @@ def chat_answer(request: bytes) -> bytes:
 
 
 async def chat_completions(
-    scope: Scope, receive: ASGIReceiveCallable, send: ASGISendCallable
+    scope: Scope, receive: ASGIReceiveCallable, send: ASGISendCallable, think_secs: float = 0.0
 ) -> None:
-    """Streamed chat completions answered at once, as one body (a model with no think time)."""
+    """Streamed chat completions answered as one body, after `think_secs` (0: at once)."""
     if scope["type"] != "http":
         await echo(scope, receive, send)
         return
@@ -92,6 +95,8 @@ async def chat_completions(
         if not message["more_body"]:
             break
     body = chat_answer(b"".join(chunks)) if scope["method"] == "POST" else b""
+    if think_secs and scope["method"] == "POST":
+        await trio.sleep(think_secs)
     headers = [
         (b"content-type", b"text/event-stream"),
         (b"content-length", str(len(body)).encode()),
@@ -100,15 +105,24 @@ async def chat_completions(
     await send({"type": "http.response.body", "body": body, "more_body": False})
 
 
-async def main(port: int, app: str = "echo") -> None:
-    # The adapter's socket and server (zeroclaw/channels/_webhook.py `serve`), default bounds.
+async def main(port: int, app: str = "echo", think_secs: float = 0.0) -> None:
+    # The adapter's socket and server (zeroclaw/channels/_webhook.py `serve`), default bounds;
+    # a model that thinks holds a connection per request in flight: room for them all.
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", port))
-    sock.listen(128)
-    app_fn = chat_completions if app == "chat" else echo
-    await serve_guarded(app_fn, sock, name="bench.echo", bounds=HttpBounds(), log_name="bench.echo")
+    sock.listen(4096 if think_secs else 128)
+    bounds = HttpBounds(max_connections=8192) if think_secs else HttpBounds()
+    app_fn: ASGIFramework = echo
+    if app == "chat":
+        app_fn = functools.partial(chat_completions, think_secs=think_secs)
+    await serve_guarded(app_fn, sock, name="bench.echo", bounds=bounds, log_name="bench.echo")
 
 
 if __name__ == "__main__":
-    trio.run(main, int(sys.argv[1]), sys.argv[2] if len(sys.argv) > 2 else "echo")
+    trio.run(
+        main,
+        int(sys.argv[1]),
+        sys.argv[2] if len(sys.argv) > 2 else "echo",
+        float(sys.argv[3]) if len(sys.argv) > 3 else 0.0,
+    )

@@ -37,11 +37,14 @@ from hypercorn.typing import (
 
 from ._http_guard import ConnectionClock, Cut, HttpBounds, admit_connection, body_deadline
 from ._log_throttle import LogThrottle
+from ._unix import LISTEN_BACKLOG
 
 
 def bind_listener(listen: str) -> socket.socket:
     """A listening TCP socket on `host:port` ([v6]:port too); OSError when it cannot bind.
-    Listening at once: no other socket can take the port meanwhile."""
+    Listening at once: no other socket can take the port meanwhile. The accept queue is as
+    long as the kernel allows (`LISTEN_BACKLOG`): a full one drops a client's SYN, which it
+    sends again only a second later; the listener's own cap decides whom it serves."""
     host, _, port = listen.rpartition(":")
     host = host.removeprefix("[").removesuffix("]")
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -49,7 +52,7 @@ def bind_listener(listen: str) -> socket.socket:
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, int(port)))
-        sock.listen(128)
+        sock.listen(LISTEN_BACKLOG)
     except OSError:
         sock.close()
         raise

@@ -27,7 +27,14 @@ def owner_only_umask() -> Iterator[None]:
         os.umask(old)
 
 
-def bind_unix(address: str | Path, *, backlog: int = 128) -> socket.socket:
+# Connections the kernel queues for accept(): as many as it allows (net.core.somaxconn
+# caps it). A full queue refuses a unix connect at once (EAGAIN), and a burst of clients
+# (200 chat sessions opened together) comes faster than the daemon accepts and checks each
+# one's peer: the queue costs kernel memory only while connections wait in it.
+LISTEN_BACKLOG = socket.SOMAXCONN
+
+
+def bind_unix(address: str | Path, *, backlog: int = LISTEN_BACKLOG) -> socket.socket:
     """A listening AF_UNIX stream socket (close-on-exec) on `address`: an abstract name
     (str starting with NUL) or a path, which is made 0600. Raises OSError (EADDRINUSE when
     the name is taken or the path exists), with nothing left open."""

@@ -68,6 +68,20 @@ def server_refusal(uid: int, pid: int, trusted: frozenset[int], holder: int | No
     return None
 
 
+def connect_waiting(sock: socket.socket, address: str, timeout: float | None) -> None:
+    """Connect `sock` to `address`, waiting at most `timeout` (None: as long as it takes)
+    for room in the listener's accept queue. A unix socket with a timeout is non-blocking,
+    and a non-blocking connect to a full queue fails at once (EAGAIN), where a blocking
+    one waits for the listener to accept, for as long as the socket's send timeout: so the
+    connect blocks, under that timeout. EAGAIN once it has passed."""
+    sock.settimeout(None)
+    if timeout is not None:
+        whole = int(timeout)
+        micros = max(int((timeout - whole) * 1_000_000), 0 if whole else 1)  # 0 0: no limit
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("@ll", whole, micros))
+    sock.connect(address)
+
+
 class ControlSession:
     """One connection: send requests, read replies. A streaming command (chat) reads its
     events with `replies()` and may `send` more (cancel, approval) in between."""
@@ -76,16 +90,21 @@ class ControlSession:
         self.address = control_address(runtime_dir)
         self.name = printable(self.address)
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
-        self._sock.settimeout(timeout)
         self._decoder = FrameDecoder(MAX_CONTROL_FRAME)
         self._ready: list[bytes] = []  # frames, decoded when read (as the reader's type)
         try:
-            self._sock.connect(self.address)
+            connect_waiting(self._sock, self.address, timeout)
         except OSError as exc:
             self._sock.close()
             if exc.errno in (errno.ENOENT, errno.ECONNREFUSED, errno.ENOTDIR):
                 raise DaemonUnreachable(f"{self.name} (runtime dir {runtime_dir})") from None
+            if exc.errno == errno.EAGAIN:
+                raise DaemonUnreachable(
+                    f"{self.name}: the daemon accepted no connection within {timeout:g} s "
+                    "(its queue of connections waiting to be accepted stayed full)"
+                ) from None
             raise
+        self._sock.settimeout(timeout)
         creds = self._sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
         pid, uid, _gid = struct.unpack("3i", creds)
         why = server_refusal(uid, pid, trusted_uids(runtime_dir), lock_holder(runtime_dir))
