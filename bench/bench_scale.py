@@ -71,6 +71,8 @@ def scale_config(model_url: str, always: list[str], on_demand: list[str], gatewa
 
     def edit(doc: dict[str, Any]) -> None:
         doc["providers"] = {"openai": {"model": {"base_url": model_url, "model": "bench"}}}
+        # One program holding a control connection per turn in flight (ADR 0069).
+        doc["daemon"]["control_limits"] = {"max_per_process": CONCURRENT}
         # Not the limiter: an agent here takes many turns an hour.
         doc["runtime_profiles"]["d"]["max_actions_per_hour"] = 1_000_000
         doc["runtime_profiles"]["od"] = {**doc["runtime_profiles"]["d"], "activation": "on-demand"}

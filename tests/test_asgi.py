@@ -14,7 +14,13 @@ import trio.testing
 from hypercorn.typing import ASGIFramework, ASGIReceiveCallable, ASGISendCallable, Scope
 
 from tests.conftest import PATIENCE
-from zeroclaw._asgi import LISTENERS, ListenerCounts, answer_lifespan, serve_guarded
+from zeroclaw._asgi import (
+    LISTENERS,
+    ListenerCounts,
+    answer_lifespan,
+    bind_listener,
+    serve_guarded,
+)
 from zeroclaw._http_guard import HttpBounds
 
 _names = count()
@@ -213,3 +219,19 @@ async def test_a_client_that_does_not_read_its_answer_is_cut() -> None:
                 await counts.closed.wait()
         assert counts.open == 0
         await stream.aclose()
+
+
+def test_a_burst_of_connections_is_queued_by_the_kernel_before_any_accept() -> None:
+    """A full accept queue drops a client's SYN, which it sends again only a second later
+    (200 clients of the gateway at once met a queue of 128). Now the queue is the kernel's
+    maximum: 300 connections complete their handshake while the listener accepts none."""
+    listener = bind_listener("127.0.0.1:0")
+    port = listener.getsockname()[1]
+    clients: list[socket.socket] = []
+    try:
+        for _ in range(300):
+            clients.append(socket.create_connection(("127.0.0.1", port), timeout=PATIENCE))
+    finally:
+        for client in clients:
+            client.close()
+        listener.close()

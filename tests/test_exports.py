@@ -181,6 +181,7 @@ PUBLIC: dict[str, list[str]] = {
         "Config",
         "ConfigError",
         "ConfigIssue",
+        "ControlLimits",
         "DaemonConfig",
         "DaemonPaths",
         "DiscoveryConfig",

@@ -49,3 +49,21 @@ def test_owner_only_umask_restores_the_previous_umask(tmp_path: Path) -> None:
         os.umask(old)
     assert after == 0o022
     assert stat.S_IMODE((tmp_path / "f").stat().st_mode) == 0o600
+
+
+def test_a_burst_of_connections_waits_in_the_queue_while_none_is_accepted() -> None:
+    """200 chat sessions opened at once came faster than the daemon accepts; the queue was
+    128, and a unix connect to a full queue fails at once (EAGAIN) for a client with a
+    timeout. The queue is now the kernel's maximum: a burst of 300 waits in it."""
+    name = f"\0zeroclaw-test/{secrets.token_hex(8)}"
+    clients: list[socket.socket] = []
+    try:
+        with bind_unix(name):
+            for _ in range(300):
+                client = socket.socket(socket.AF_UNIX)
+                clients.append(client)
+                client.setblocking(False)  # a full queue would raise BlockingIOError here
+                client.connect(name)
+    finally:
+        for client in clients:
+            client.close()

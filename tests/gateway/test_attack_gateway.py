@@ -52,9 +52,7 @@ def test_a_refusal_with_the_body_unread_closes_the_connection(gateway: Gateway) 
     the connection, which the server then closes: said in the answer, so the client does
     not send its next request on it and find it closed (attack pass, issue 30)."""
     _, port = gateway
-    body = b'{"model": "alpha", "messages": [{"role": "user", "content": "%s"}]}' % (
-        b"x" * 200_000
-    )
+    body = b'{"model": "alpha", "messages": [{"role": "user", "content": "%s"}]}' % (b"x" * 200_000)
     with httpx.Client(base_url=f"http://127.0.0.1:{port}") as http:
         for _ in range(5):
             refused = http.post(

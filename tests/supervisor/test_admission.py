@@ -7,6 +7,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from zeroclaw.config import ControlLimits
 from zeroclaw.supervisor._admission import Admit, ConnectionTable, Refuse
 
 
@@ -52,6 +53,26 @@ def test_one_process_holds_at_most_per_peer_and_recycles_its_own() -> None:
     table.request(3, "chat", now=3)
     assert isinstance(table.connect(4, peer=7, now=4), Refuse)
     assert table.peer_count(7) == 2
+
+
+def test_new_limits_apply_to_the_connections_to_come_and_close_none() -> None:
+    """`[daemon] control_limits` at a reload: a program allowed more connections gets them
+    at once; a lower limit closes nothing open, and the next connect makes room by it."""
+    table = ConnectionTable(capacity=10, reserved=1, per_peer=2)
+    table.connect(1, peer=7, now=0)
+    table.connect(2, peer=7, now=1)
+    table.limit(capacity=10, per_peer=4)
+    assert table.connect(3, peer=7, now=2) == Admit(False)
+    assert table.connect(4, peer=7, now=3) == Admit(False)
+    table.limit(capacity=10, per_peer=2)
+    assert table.peer_count(7) == 4  # nothing was cut
+    assert table.connect(5, peer=7, now=4) == Admit(False, reap=(1,))
+
+
+def test_the_tables_defaults_are_the_configs() -> None:
+    """A server made without the config's limits (tests, tools) admits as the daemon does."""
+    table, limits = ConnectionTable(), ControlLimits()
+    assert (table.capacity, table.per_peer) == (limits.max_connections, limits.max_per_process)
 
 
 Op = tuple[str, int, Any]

@@ -117,7 +117,10 @@ def test_status_answers_while_64_hostile_connections_are_held(
 ) -> None:
     """'asking': the oldest idle connection makes room. 'chatting': 64 chat sessions can
     never be reaped, and status goes through a reserved slot."""
-    daemon = daemons(make_config(root, {"alpha": agent_entry()})).start()
+    config = make_config(root, {"alpha": agent_entry()})
+    # A full house of the crowd's size (the defaults are 256, 64 a process; ADR 0069).
+    config["daemon"]["control_limits"] = {"max_connections": 64, "max_per_process": 16}
+    daemon = daemons(config).start()
     first = Status() if crowd == "asking" else ChatOpen(agent="alpha")
     procs = hostile_crowd(daemon.runtime_dir, encode_frame(encode(first)))
     for _ in range(5):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import socket
 from pathlib import Path
 
 import trio
@@ -16,6 +17,7 @@ import trio.testing
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from zeroclaw.config import ControlLimits
 from zeroclaw.control import (
     AgentStart,
     AnyRequest,
@@ -98,3 +100,61 @@ def test_status_always_gets_in(kinds: list[str]) -> None:
     assert reply is not None and reply.ok, (kinds, reply)
     # Busy requests and chat sessions are never reaped; only the general pool holds them.
     assert in_use == min(sum(1 for k in kinds if k in ("busy", "chat")), CAPACITY)
+
+
+async def one_process_over_its_limit(runtime_dir: Path) -> tuple[list[bool], list[bool]]:
+    """Connections of this process, each asked one status (so idle), with a per-process
+    limit of 2, then of 4 (a reload): which of them the server had closed, after each."""
+    limits = [ControlLimits(max_connections=10, max_per_process=2)]
+    server = ControlServer(
+        bind_control_socket(runtime_dir),
+        handler,
+        zygote_pid=-1,
+        daemon_pid=-1,
+        limits=lambda: limits[0],
+    )
+    address = control_address(runtime_dir)
+    held: list[trio.SocketStream] = []
+
+    async def connect() -> None:
+        sock = trio.socket.socket(trio.socket.AF_UNIX, trio.socket.SOCK_STREAM)
+        await sock.connect(address)
+        held.append(trio.SocketStream(sock))
+        reply = await ask(held[-1], Status())
+        assert reply is not None and reply.ok
+        await trio.testing.wait_all_tasks_blocked()
+
+    async def closed() -> list[bool]:
+        return [_at_eof(stream) for stream in held]
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(server.serve)
+        for _ in range(3):
+            await connect()
+        first = await closed()
+        limits[0] = ControlLimits(max_connections=10, max_per_process=4)
+        for _ in range(2):
+            await connect()
+        second = await closed()
+        for stream in held:
+            await stream.aclose()
+        nursery.cancel_scope.cancel()
+    return first, second
+
+
+def test_the_per_process_limit_is_the_configs_read_at_each_connect() -> None:
+    """`[daemon] control_limits`: a process over its limit loses its oldest idle
+    connection; a raised limit (a reload) lets it hold more, closing nothing."""
+    runtime_dir = Path(f"/nonexistent/zeroclaw-test-{os.getpid()}-{next(_names)}")
+    first, second = trio.run(one_process_over_its_limit, runtime_dir)
+    assert first == [True, False, False]
+    assert second == [True, False, False, False, False]
+
+
+def _at_eof(stream: trio.SocketStream) -> bool:
+    """Whether the server closed this connection (a read that does not wait)."""
+    with socket.socket(fileno=os.dup(stream.socket.fileno())) as sock:
+        try:
+            return sock.recv(1, socket.MSG_DONTWAIT) == b""
+        except BlockingIOError:
+            return False

@@ -143,6 +143,28 @@ class HttpLimits(_Strict):
 # --------------------------------------------------------------------------- daemon
 
 
+class ControlLimits(_Strict):
+    """How many connections the control socket serves at once (ADR 0011, 0069). Each is
+    one of the daemon's descriptors and a few kilobytes; a `zeroclaw chat` session holds
+    one for as long as it is open, a program driving many turns at once holds one per turn
+    in flight. Beyond these, `status`, `agents list` and `stop` still get one of 4 reserved
+    connections."""
+
+    max_connections: Annotated[int, Field(ge=1, le=65536)] = Field(
+        default=256,
+        description="Connections served at once; when they are all taken, the oldest idle "
+        "one (no request running, no chat session open) is closed to make room, and with "
+        "none idle the new one is refused 'busy'.",
+    )
+    max_per_process: Annotated[int, Field(ge=1, le=65536)] = Field(
+        default=64,
+        description="Connections one client process may hold (its own oldest idle one makes "
+        "room for its next): one runaway script cannot take them all. Raise it for a "
+        "program that runs more turns at once over the control socket (at most "
+        "max_connections apply).",
+    )
+
+
 class DaemonConfig(_Strict):
     state_dir: ConfigPath | None = Field(
         default=None,
@@ -202,6 +224,11 @@ class DaemonConfig(_Strict):
     metrics_limits: HttpLimits = Field(
         default_factory=HttpLimits,
         description="Timeouts and connection cap of the metrics listener.",
+    )
+    control_limits: ControlLimits = Field(
+        default_factory=ControlLimits,
+        description="How many connections the control socket serves (the operator's CLI "
+        "and programs on this host); a reload applies them to the next connection.",
     )
 
     @model_validator(mode="after")

@@ -51,10 +51,17 @@ class _Conn:
 
 @dataclass
 class ConnectionTable:
-    capacity: int = 64
+    """`capacity` and `per_peer` are `[daemon] control_limits` (their defaults the same);
+    `limit` changes them for the connections to come (a reload): none open is closed for
+    it, the next connect makes room as it always does."""
+
+    capacity: int = 256
     reserved: int = 4
-    per_peer: int = 16
+    per_peer: int = 64
     _conns: dict[int, _Conn] = field(default_factory=dict)
+
+    def limit(self, capacity: int, per_peer: int) -> None:
+        self.capacity, self.per_peer = capacity, per_peer
 
     # --- events in, decisions out --------------------------------------------------------
 

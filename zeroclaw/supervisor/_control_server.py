@@ -31,6 +31,7 @@ import trio
 
 from .._log_throttle import LogThrottle
 from .._unix import bind_unix
+from ..config import ControlLimits
 from ..control import (
     MAX_CONTROL_FRAME,
     AgentsList,
@@ -144,9 +145,11 @@ class ControlServer:
         daemon_pid: int | None = None,
         idle_timeout: float = IDLE_TIMEOUT_SECS,
         table: ConnectionTable | None = None,
+        limits: Callable[[], ControlLimits] | None = None,
     ) -> None:
         """`daemon_pid`: the process whose descendants are never the operator (None: this
-        one, the daemon; a test serving its own children says -1)."""
+        one, the daemon; a test serving its own children says -1). `limits`: the running
+        config's `[daemon] control_limits`, read at each connect (None: the table's own)."""
         self.handler = handler
         self.zygote_pid = zygote_pid
         self.idle_timeout = idle_timeout
@@ -165,6 +168,7 @@ class ControlServer:
         self._scopes: dict[int, trio.CancelScope] = {}
         self._warnings = LogThrottle[str](LOG_EVERY_SECS, overflow_key="other")
         self._spare = SpareDescriptor()
+        self._limits = limits
 
     async def serve(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         listener = trio.socket.from_stdlib_socket(self._listener)
@@ -255,6 +259,9 @@ class ControlServer:
             nursery.start_soon(_refuse, conn, error_reply("forbidden", why))
             return
         conn_id = next(self._ids)
+        if self._limits is not None:
+            limits = self._limits()
+            self.table.limit(limits.max_connections, limits.max_per_process)
         decision = self.table.connect(conn_id, creds.pid, trio.current_time())
         if not isinstance(decision, Admit):
             self.refused_busy += 1

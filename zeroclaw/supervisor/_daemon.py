@@ -515,6 +515,7 @@ async def _main(parts: DaemonParts) -> int:
             table.dispatch,
             zygote_pid=zygote.pid,
             idle_timeout=parts.idle_timeout,
+            limits=lambda: running.config.daemon.control_limits,
         )
         status = DaemonStatusReport(running, fleet, runtimes, reloader, readiness, router)
         table.register(
