@@ -20,7 +20,13 @@ from zeroclaw.agent import AgentSpec
 from zeroclaw.agent._turn import Reach, TurnEngine
 from zeroclaw.config import validate_document
 from zeroclaw.policy import abi_version, check_path, decide, rules_for
-from zeroclaw.policy._landlock import READ_FILE, grant_around, plan_for
+from zeroclaw.policy._landlock import (
+    READ_FILE,
+    PathSet,
+    grant_around,
+    plan_for,
+    split_directories,
+)
 from zeroclaw.policy._paths import protected_root
 from zeroclaw.providers._offline import OfflineProvider
 from zeroclaw.supervisor._spec import build_specs
@@ -243,6 +249,42 @@ def test_grant_around_splits_only_along_the_way_to_a_protected_path() -> None:
     assert grant_around("/usr", protected, fake_entries, fake_resolve) == ("/usr",)
     assert grant_around("/var/lib/zeroclaw/x", protected, fake_entries, fake_resolve) == ()
     assert grant_around("/etc/zeroclaw/zeroclaw.toml", protected, fake_entries) == ()
+
+
+_PARTS = st.lists(st.sampled_from(["a", "b", "ab", "c"]), max_size=4)
+_PATHS = _PARTS.map(lambda parts: str(PurePosixPath("/", *parts)))
+
+
+def _beneath(path: str, root: str) -> bool:
+    """The definition: `root` is `path` or one of its ancestors."""
+    return (
+        PurePosixPath(path) == PurePosixPath(root)
+        or PurePosixPath(root) in PurePosixPath(path).parents
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(roots=st.lists(_PATHS, max_size=6), path=_PATHS)
+def test_a_path_set_answers_as_a_scan_of_every_root_would(roots: list[str], path: str) -> None:
+    """Every agent's plan keeps out every other agent's workspace: with 1,100 agents each
+    start scanned ~1,100 roots per candidate (0.3 s). The set answers in a path's depth,
+    and the same: `covers` (at or beneath a root), `holds` (a root at or beneath it)."""
+    kept = PathSet(roots)
+    assert kept.covers(PurePosixPath(path)) == any(_beneath(path, r) for r in roots)
+    assert kept.holds(PurePosixPath(path)) == any(_beneath(r, path) for r in roots)
+    outermost = [str(PurePosixPath(*parts)) for parts in kept.roots]
+    assert all(any(_beneath(r, o) for o in outermost) for r in roots)
+
+
+def test_grant_around_and_the_split_dirs_ignore_roots_beneath_another() -> None:
+    """One workspace per agent under the protected state dir: the plan is the state dir's."""
+    few = ["/etc/zeroclaw/zeroclaw.toml", "/var/lib/zeroclaw"]
+    many = [*few, *(f"/var/lib/zeroclaw/agents/a{i}/workspace" for i in range(1000))]
+    for top in ("/etc", "/usr", "/var", "/var/lib"):
+        assert grant_around(top, many, fake_entries, fake_resolve) == grant_around(
+            top, few, fake_entries, fake_resolve
+        )
+    assert split_directories("/etc", PathSet(many), fake_resolve) == ("/etc", "/etc/zeroclaw")
 
 
 def test_the_plan_never_grants_a_protected_path(tmp_path: Path) -> None:
