@@ -482,17 +482,19 @@ def list_entries(path: str) -> list[tuple[str, EntryKind]]:
 
 
 def carve(
-    path: str, rights: int, excluded: Sequence[PurePosixPath], listdir: Lister
+    path: str, rights: int, excluded: Sequence[PurePosixPath] | PathSet, listdir: Lister
 ) -> list[tuple[str, int]]:
     """Rules granting `rights` on `path` minus everything beneath an excluded path.
 
     A directory with an excluded path somewhere below it is granted entry by entry; a
     symlink entry gets no rule (a rule would follow it and grant its target, which is judged
     where it really lies)."""
+    if not isinstance(excluded, PathSet):
+        excluded = PathSet(excluded)
     here = PurePosixPath(path)
-    if any(_beneath(here, e) for e in excluded):
+    if excluded.covers(here):
         return []
-    if not any(_beneath(e, here) for e in excluded):
+    if not excluded.holds(here):
         return [(path, rights)]
     rules: list[tuple[str, int]] = []
     for name, kind in sorted(listdir(path)):
@@ -524,15 +526,16 @@ def plan_command_sandbox(
     executables is executable; nothing but the workspace, write grants and `home` is writable.
     `code` (the daemon's own code, ADR 0044) is carved out of every writable tree and only
     read where it lies inside one."""
-    out = tuple(sorted({PurePosixPath(resolve(p)) for p in (*excluded, *secrets)}))
+    kept_out = {PurePosixPath(resolve(p)) for p in (*excluded, *secrets)}
     read_only = tuple(sorted({PurePosixPath(resolve(p)) for p in code}))
+    out, out_and_code = PathSet(kept_out), PathSet({*kept_out, *read_only})
     rules: list[tuple[str, int]] = []
     writable: list[PurePosixPath] = []
 
     def grant(path: str, rights: int) -> None:
         if rights & WRITE and read_only:
             writable.append(PurePosixPath(resolve(path)))
-            rules.extend(carve(resolve(path), rights, (*out, *read_only), listdir))
+            rules.extend(carve(resolve(path), rights, out_and_code, listdir))
         else:
             rules.extend(carve(resolve(path), rights, out, listdir))
 
