@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import trio
+import trio.testing
 import zmq
 
 from tests.bodies import plain, raw
@@ -115,3 +116,22 @@ async def test_every_refusal_is_published_as_an_event(tmp_path: Path) -> None:
             ("alpha", "beta", "unavailable"),
             ("daemon", "alpha", "origin_not_allowed"),
         ]
+
+
+async def test_an_idle_agent_sends_the_router_nothing(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """No heartbeat: the router only counted them, and 100 idle agents' every 5 s were half
+    the idle CPU of a 1,100-agent daemon (ADR 0069). The runner's ping is the liveness."""
+    async with running(tmp_path) as (router, bus, _hooks):
+        sent: list[object] = []
+        send_frame = bus.send_frame
+
+        def recorded(frame: object) -> None:
+            sent.append(frame)
+            send_frame(frame)
+
+        bus.send_frame = recorded  # type: ignore[method-assign]
+        await trio.sleep(60)  # virtual: the clock jumps whenever every task waits
+        assert sent == []
+        assert router.core.counters["heartbeats"] == 0

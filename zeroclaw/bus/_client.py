@@ -18,7 +18,6 @@ from .._ops import BodyError, CallRefused, Operation, decode_body, encode_body
 from ._wire import (
     Ack,
     Deliver,
-    Heartbeat,
     Hello,
     Message,
     MessageKind,
@@ -37,7 +36,6 @@ log = logging.getLogger("zeroclaw.bus")
 Req = TypeVar("Req", bound=msgspec.Struct)
 Ans = TypeVar("Ans", bound=msgspec.Struct)
 
-HEARTBEAT_SECS = 5.0
 SEND_WINDOW = 512  # messages awaiting an outcome before senders wait
 
 
@@ -295,16 +293,13 @@ class AgentBus:
             [encode(Hello(pid=os.getpid(), sandbox=summary, sandbox_in_force=in_force))]
         )
         try:
+            # No heartbeat of our own: the router only counted them, and 100 idle agents'
+            # every 5 s (a CURVE frame and a wake-up on both sides) were half the idle CPU
+            # of a 1,100-agent daemon (ADR 0069). Liveness is the runner's ping (`_runner`).
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(owner.run)
-                nursery.start_soon(self._heartbeat)
                 task_status.started()
         finally:
             ctx.term()  # the owner closed the socket (linger 0), so this returns at once
             for message_id in list(self._waiting):
                 self._resolve(Outcome(message_id, False, "unavailable", "agent bus closed"))
-
-    async def _heartbeat(self) -> None:
-        for seq in itertools.count(1):
-            await trio.sleep(HEARTBEAT_SECS)
-            self.send_frame(Heartbeat(seq=seq))

@@ -135,6 +135,9 @@ class Refusal(_Wire, tag="refusal", frozen=True):
 
 
 class Heartbeat(_Wire, tag="heartbeat", frozen=True):
+    """Still accepted (and counted) from an agent that sends one; ours no longer do
+    (ADR 0069): the runner's ping over the link is the agent's liveness."""
+
     seq: int = 0
 
 
