@@ -99,8 +99,18 @@ reference: install
 
 error-codes: reference  # the error codes live in docs/reference/error-codes.md now
 
+# Every suite, or only those named after it: `make bench scale router` (the same as
+# `make bench SUITES="scale router"`); the names are the suites', not targets of their own.
+ifeq (bench,$(firstword $(MAKECMDGOALS)))
+BENCH_NAMED := $(wordlist 2,$(words $(MAKECMDGOALS)),$(MAKECMDGOALS))
+ifneq (,$(BENCH_NAMED))
+SUITES ?= $(BENCH_NAMED)
+$(eval $(BENCH_NAMED):;@:)
+endif
+endif
+
 bench: install
-	$(BIN)/python -m bench
+	$(BIN)/python -m bench $(SUITES)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .mypy_cache .ruff_cache .pytest_cache .hypothesis
