@@ -148,6 +148,11 @@ def start_zygote(
     """Start the zygote interpreter with `env` as its whole environment; it loads, before
     any fork, what providers of the `preload` kinds need (see `preload_kinds`)."""
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    # A Spawn carries the agent's spec, which names every other agent's workspace (~40
+    # bytes an agent): past the default send buffer (~208 KB) at ~5,000 agents, every
+    # start failed (EMSGSIZE). As large as a packet may be (the kernel doubles the value),
+    # within net.core.wmem_max.
+    ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, MAX_PACKET // 2)
     code = (
         # The collector is off from the first import on (see zygote_main).
         "import gc; gc.disable(); import sys; from zeroclaw.supervisor._zygote import zygote_main; "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import array
+import errno
 import itertools
 import logging
 import socket
@@ -12,7 +13,7 @@ import trio
 
 from .._decode import DecodeFailure
 from ..agent import AgentSpec
-from ._zygote import Exited, Spawn, Spawned, SpawnFailed, decode_reply, encode
+from ._zygote import MAX_PACKET, Exited, Spawn, Spawned, SpawnFailed, decode_reply, encode
 
 log = logging.getLogger("zeroclaw.supervisor")
 
@@ -38,22 +39,42 @@ class ZygoteClient:
         if self.closed.is_set():
             raise SpawnError("the zygote is gone")
         request_id = next(self._ids)
+        payload = encode(Spawn(request_id, spec, env))
+        if len(payload) > MAX_PACKET:
+            raise SpawnError(
+                f"zygote did not spawn {spec.alias}: its start message is {len(payload)} bytes, "
+                f"over the zygote's {MAX_PACKET}; run fewer agents in one daemon"
+            )
         send, receive = trio.open_memory_channel[Spawned | SpawnFailed](1)
         self._pending[request_id] = send
         try:
-            payload = encode(Spawn(request_id, spec, env))
             fds = array.array("i", [link_fd]).tobytes()
             async with self._send_lock:
                 await self._sock.sendmsg([payload], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
             with trio.fail_after(10):
                 reply = await receive.receive()
-        except (OSError, trio.EndOfChannel, trio.TooSlowError) as exc:
+        except OSError as exc:
+            if exc.errno == errno.EMSGSIZE:
+                raise SpawnError(
+                    f"zygote did not spawn {spec.alias}: its start message is {len(payload)} "
+                    f"bytes, more than the zygote's socket carries ({self._capacity()}); "
+                    f"raise net.core.wmem_max (sysctl) to {MAX_PACKET // 2}, or run fewer "
+                    "agents in one daemon"
+                ) from None
+            raise SpawnError(f"zygote did not spawn {spec.alias}: {exc}") from None
+        except (trio.EndOfChannel, trio.TooSlowError) as exc:
             raise SpawnError(f"zygote did not spawn {spec.alias}: {exc}") from None
         finally:
             self._pending.pop(request_id, None)
         if isinstance(reply, SpawnFailed):
             raise SpawnError(f"zygote could not spawn {spec.alias}: {reply.error}")
         return reply.pid
+
+    def _capacity(self) -> str:
+        try:
+            return f"{self._sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF)} bytes of buffer"
+        except OSError:
+            return "its buffer"
 
     async def run(self) -> None:
         try:
