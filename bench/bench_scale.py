@@ -1,18 +1,21 @@
-"""A thousand agents on one host (issue 31 #5): a daemon with 1,000 on-demand and 100
-always-on agents, every one on an OpenAI-compatible loopback model that thinks 1 s before
-each answer (bench/_echo_server.py `chat SECS`, its own process).
+"""A thousand agents on one host (issue 31 #5, ADR 0069): `make bench scale`. A daemon with
+1,000 on-demand and 100 always-on agents, every one on an OpenAI-compatible loopback model
+that thinks 1 s before each answer (bench/_echo_server.py `chat SECS`, its own process).
 
 - cold start to READY=1, PSS of the whole tree and its idle CPU (daemon, zygote, agents),
   each beside a 1-agent daemon on the same model measured in the same run;
 - 200 turns at once spread over 50 agents (half always-on, half on-demand, started by a
-  warm-up round first), through the control socket (a connection per turn, as 200
-  `zeroclaw chat` sessions hold) and through the gateway's OpenAI API (a kept-alive HTTP
-  connection per turn), beside the same 200 requests sent straight to the model: the
-  throughput against the ideal (200 turns per model latency) and the p99 above the model's.
+  warm-up round first), through the control socket (a connection per turn, one program
+  holding 200: `[daemon] control_limits` raised for it) and through the gateway's OpenAI
+  API (an HTTP connection per turn), beside the same 200 requests sent straight to the
+  model: the throughput against the ideal (200 turns per model latency), the p99 above
+  the model's own, and the CPU each turn cost the daemon and the agents.
 
 Rounds of the three sides are interleaved, so whatever else loads the machine hits them
 alike. The clients are threads of this process on blocking sockets with a minimal HTTP
-reader, the same for the model and the gateway: their own cost is in the baseline too."""
+reader, the same for the model and the gateway: their own cost is in the baseline too.
+BENCH_SCALE_ON_DEMAND, BENCH_SCALE_ALWAYS, BENCH_SCALE_ROUNDS and BENCH_SCALE_IDLE_SECS
+make a smaller run (the chatters are still 50, of those configured)."""
 
 from __future__ import annotations
 
@@ -64,7 +67,9 @@ def chatters() -> list[str]:
     return ons[:: max(len(ons) // half, 1)][:half] + offs[:: max(len(offs) // half, 1)][:half]
 
 
-def scale_config(model_url: str, always: list[str], on_demand: list[str], gateway_port: int):
+def scale_config(
+    model_url: str, always: list[str], on_demand: list[str], gateway_port: int
+) -> Callable[[dict[str, Any]], None]:
     """The bench config's edit: every agent on the model, `on_demand` ones activated by their
     first message, and a gateway whose token reaches the chatters."""
     reach = [a for a in chatters() if a in always or a in on_demand]
@@ -166,6 +171,17 @@ def idle_cpu_percent(daemon: ReadyDaemon, secs: float = IDLE_SECS) -> float:
 
 def load() -> float:
     return os.getloadavg()[0]
+
+
+def cpu_by_kind(daemon: ReadyDaemon, model: Model) -> Counter[str]:
+    """CPU ticks so far of the daemon, its agents (every process below the zygote) and the
+    model's process."""
+    tree = process_tree(daemon.proc.pid)
+    return Counter(
+        daemon=cpu_ticks(daemon.proc.pid),
+        agents=sum(cpu_ticks(pid) for pid in tree[2:]),
+        model=cpu_ticks(model.proc.pid),
+    )
 
 
 # --------------------------------------------------------------------------- turns at once
@@ -370,11 +386,14 @@ def _run(model: Model) -> list[Result]:
             warm_api = api.round()
             report_failures("warm-up through the gateway", [warm_api])
             sides: dict[str, list[Round]] = {"model": [], "control": [], "gateway": []}
+            cpu: dict[str, Counter[str]] = {name: Counter() for name in sides}
             turns_load = load()
             for _ in range(ROUNDS):
-                sides["model"].append(direct.round())
-                sides["control"].append(control.round())
-                sides["gateway"].append(api.round())
+                for name, turns in (("model", direct), ("control", control), ("gateway", api)):
+                    before = cpu_by_kind(big, model)
+                    sides[name].append(turns.round())
+                    cpu[name].update(cpu_by_kind(big, model))
+                    cpu[name].subtract(before)
             for name, rounds in sides.items():
                 report_failures(name, rounds)
         finally:
@@ -467,6 +486,22 @@ def _run(model: Model) -> list[Result]:
                 "0",
             ),
         ]
+    per_turn = {
+        side: {kind: ticks * 1000 / CLK_TCK / (CONCURRENT * ROUNDS) for kind, ticks in c.items()}
+        for side, c in cpu.items()
+    }
+    for side, label in (("control", "control socket"), ("gateway", "gateway OpenAI API")):
+        for kind in ("daemon", "agents"):
+            rows.append(
+                result(
+                    f"CPU per turn, {label}: {kind}",
+                    per_turn[side][kind],
+                    "ms",
+                    "the model server's CPU per request, straight to it",
+                    per_turn["model"]["model"],
+                    "diagnostic",
+                )
+            )
     rows.append(
         result(
             f"{CONCURRENT} requests at once straight to the model: throughput",
