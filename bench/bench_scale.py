@@ -44,6 +44,7 @@ CONCURRENT = 200  # turns at once
 THINK_SECS = 1.0  # the model's latency
 ROUNDS = int(os.environ.get("BENCH_SCALE_ROUNDS", 3))  # of each side, interleaved
 SETTLE_SECS = 5.0  # after READY, before the idle figures (discovery's first scan runs)
+ROUND_SETTLE_SECS = 1.0  # after each round of turns at once, before the next
 IDLE_SECS = float(os.environ.get("BENCH_SCALE_IDLE_SECS", 20))  # the idle CPU's window
 READY_REPEAT = 3  # starts of the 1-agent daemon (the big one starts once: it is heavy)
 
@@ -392,6 +393,9 @@ def _run(model: Model) -> list[Result]:
                 for name, turns in (("model", direct), ("control", control), ("gateway", api)):
                     before = cpu_by_kind(big, model)
                     sides[name].append(turns.round())
+                    # What a turn does after its answer (the transcript's append) is its
+                    # round's, and does not compete with the next round.
+                    time.sleep(ROUND_SETTLE_SECS)
                     cpu[name].update(cpu_by_kind(big, model))
                     cpu[name].subtract(before)
             for name, rounds in sides.items():
