@@ -1,15 +1,18 @@
-"""`python -m bench`: every benchmark beside its baseline, a table, and bench/results.json."""
+"""`python -m bench [SUITE...]`: every benchmark (or the named suites) beside its baseline, a
+table, and bench/results.json, the figures of record (`make reference` renders them as
+docs/reference/figures.md)."""
 
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import sys
 import traceback
 from pathlib import Path
+from typing import Any
 
 from . import (
+    _record,
     bench_agent,
     bench_channels,
     bench_cli,
@@ -48,15 +51,16 @@ def main() -> int:
     parser.add_argument("only", nargs="*", help=f"suites to run (default all): {', '.join(SUITES)}")
     parser.add_argument("--out", default=str(Path(__file__).parent / "results.json"))
     args = parser.parse_args()
-    unknown = [name for name in args.only if name not in SUITES]
-    if unknown:
-        parser.error(f"no such suite: {', '.join(unknown)} (the suites: {', '.join(SUITES)})")
     chosen = args.only or list(SUITES)
+    unknown = [name for name in chosen if name not in SUITES]
+    if unknown:
+        parser.error(f"unknown suite {', '.join(unknown)}; suites: {', '.join(SUITES)}")
     results: list[Result] = []
-    rows: list[dict[str, object]] = []
+    runs: dict[str, dict[str, Any]] = {}
     failed: list[str] = []
     for name in chosen:
         print(f"running {name} ...", file=sys.stderr, flush=True)
+        run = _record.SuiteRun()
         try:
             suite = SUITES[name]()
         except Exception:  # one broken suite must not lose the figures of the others
@@ -65,25 +69,14 @@ def main() -> int:
             continue
         print(table(suite), file=sys.stderr, flush=True)  # each suite's figures as they come
         results.extend(suite)
-        rows += [{"suite": name, **r.as_json()} for r in suite]
+        runs[name] = run.record(suite)
     print(table(results))
-    # Some suites run: the figures of the others, from an earlier run, stay in the file.
-    rows = [r for r in _earlier(Path(args.out)) if r.get("suite") not in chosen] + rows
-    Path(args.out).write_text(json.dumps(rows, indent=2) + "\n")
+    _record.write(Path(args.out), runs, list(SUITES))
     print(f"\nwrote {args.out} (python {platform.python_version()}, {platform.machine()})")
     if failed:
         print(f"failed suites: {', '.join(failed)}", file=sys.stderr)
         return 1
     return 0
-
-
-def _earlier(path: Path) -> list[dict[str, object]]:
-    """The rows an earlier run wrote (none when there is no file or it is not ours)."""
-    try:
-        rows = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return []
-    return [r for r in rows if isinstance(r, dict)] if isinstance(rows, list) else []
 
 
 if __name__ == "__main__":
