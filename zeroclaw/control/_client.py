@@ -77,7 +77,8 @@ def connect_waiting(sock: socket.socket, address: str, timeout: float | None) ->
     sock.settimeout(None)
     if timeout is not None:
         whole = int(timeout)
-        micros = max(int((timeout - whole) * 1_000_000), 0 if whole else 1)  # 0 0: no limit
+        # At least a microsecond: a send timeout of 0 s 0 µs means none at all.
+        micros = max(int((timeout - whole) * 1_000_000), 0 if whole else 1)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("@ll", whole, micros))
     sock.connect(address)
 
