@@ -43,7 +43,7 @@ import setproctitle
 from .._decode import DecodeFailure, decode_msgpack
 from .._prctl import PR_SET_CHILD_SUBREAPER, prctl, set_death_signal, set_not_dumpable
 from .._proctree import kill_all, orphans, read_parents, subtrees
-from ..agent import AgentSpec, say_fatal
+from ..agent import AgentSpec
 from ..providers import preload_providers
 
 log = logging.getLogger("zeroclaw.zygote")
@@ -330,6 +330,8 @@ def _fork_agent(
     except BaseException as exc:
         traceback.print_exc()
         if fds:  # the operator's `status` shows this line, not only the log
+            from ..agent import say_fatal  # the agent's code: loaded in the zygote already
+
             say_fatal(fds[0], f"crashed: {type(exc).__name__}: {exc}")
     finally:
         sys.stdout.flush()
