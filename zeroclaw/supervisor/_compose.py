@@ -92,13 +92,7 @@ from ..memory import (
 from ..ops import Metrics, MetricsListen, MetricsSources, metrics_listen
 from ..pins import PinService, PinStore, pins_path, register_pin_commands
 from ..policy import ROOT_FIX, code_roots, daemon_code_paths, root_warning
-from ..schedules import (
-    ReminderService,
-    ScheduleService,
-    ScheduleStore,
-    ScheduleStoreError,
-    register_schedule_commands,
-)
+from ..schedules import ScheduleStore, ScheduleStoreError
 from ..skills import SkillCatalogue, load_catalogue
 from ..subagents import (
     DispatchService,
@@ -157,6 +151,7 @@ from ._reloader import Reloader
 from ._route_probe import RouteProbeCommand
 from ._running import Running
 from ._runtimes import Runtimes
+from ._schedules import Schedules
 from ._services import Background, Services, Started
 from ._status import DaemonStatusReport
 from ._zygote import StartedZygote, daemon_title, preload_kinds, send_preload, set_title
@@ -462,9 +457,10 @@ async def _main(parts: DaemonParts) -> int:
         approvals = OperatorApprovals(events)
         host = ChannelHost(turns, lambda: router.policy, approvals=approvals)
         channels = ChannelSupervisor(host)
-        # Scheduled turns (issue 28): each a turn of its own origin through the same host,
-        # its reply out through the channel adapters (or the log).
-        schedules = ScheduleService(
+        # Scheduled turns and agents' reminders (issue 28), once the config has any (ADR
+        # 0067): each a turn of its own origin through the same host, its reply out through
+        # the channel adapters (or the log).
+        schedules = Schedules(
             parts.schedule_store,
             config=lambda: running.config,
             host=host,
@@ -472,20 +468,14 @@ async def _main(parts: DaemonParts) -> int:
             events=events,
             workspace=lambda alias: workspace_path(running.config, alias, running.paths),
             ready=readiness.ready,
-        )
-        # Agents' own reminders (issue 28): made in a turn the turn service opened, with
-        # the approvals the daemon saw given (ADR 0052), kept by the schedule service.
-        reminders = ReminderService(
-            config=lambda: running.config,
             turn_of=lambda turn_id: (
                 None if (t := turns.turns.get(turn_id)) is None else (t.agent, t.origin)
             ),
             # The tools the daemon grants that origin's turns now (ADR 0042, 0052).
             grant=lambda agent, origin: router.policy.origin_grant(agent, origin).tool_names(),
             approvals=approval_ledger,
-            schedules=schedules,
         )
-        hooks.bind(Behind(fleet, runtimes, turns, dispatch, discovery, pins, reminders, usage))
+        hooks.bind(Behind(fleet, runtimes, turns, dispatch, discovery, pins, schedules, usage))
         # Subscribed to the sink from here on: every event of the daemon's life is counted.
         metrics = Metrics(
             daemon_metrics_sources(fleet, router, host, memory, usage, schedules), events
@@ -526,7 +516,7 @@ async def _main(parts: DaemonParts) -> int:
         register_commands(table, running, memory, ChatService(turns), events, metrics, approvals)
         register_subagent_commands(table, dispatch)
         register_pin_commands(table, pins)
-        register_schedule_commands(table, schedules)
+        schedules.register_commands(table)
         table.register(UsageQuery, UsageQueryCommand(usage))
         table.require(
             (*REQUEST_TYPES, *SUBAGENT_REQUEST_TYPES, *MCP_REQUEST_TYPES, *SCHEDULE_REQUEST_TYPES)
@@ -655,7 +645,7 @@ def daemon_metrics_sources(
     host: ChannelHost,
     memory: MemoryService,
     usage: UsageService,
-    schedules: ScheduleService | None = None,
+    schedules: Schedules | None = None,
 ) -> MetricsSources:
     """The counters the daemon's components keep, read when metrics are scraped."""
     return MetricsSources(
@@ -672,7 +662,7 @@ def daemon_metrics_sources(
         budget_refusals=lambda: usage.counts.refusals,
         budget_stops=lambda: usage.counts.stopped,
         provider_failovers=lambda: usage.counts.failovers,
-        schedule_runs=lambda: {} if schedules is None else schedules.counts,
+        schedule_runs=lambda: {} if schedules is None else schedules.counts(),
         schedules=lambda: {} if schedules is None else schedules.per_agent(),
     )
 
