@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .._prctl import set_not_dumpable
+from .._trio_import import import_trio
 from ._environment import zygote_environment
 from ._zygote import DEFAULT_ENTRYPOINT, ENTRYPOINT_ENV, start_zygote
 
@@ -67,6 +68,7 @@ def run_daemon(
     # allowlist), and what the configured providers need follows once the config is read.
     zygote = start_zygote(env.get(ENTRYPOINT_ENV, DEFAULT_ENTRYPOINT), zygote_environment(env))
     try:
+        import_trio()  # before the composition root imports it: without a subprocess
         from ._compose import run_composed  # loaded while the zygote loads the agents' code
 
         return run_composed(zygote, config_path, env, log_level=log_level, limit=limit)

@@ -49,6 +49,7 @@ import setproctitle
 from .._decode import DecodeFailure, decode_msgpack
 from .._prctl import PR_SET_CHILD_SUBREAPER, prctl, set_death_signal, set_not_dumpable
 from .._proctree import kill_all, orphans, read_parents, subtrees
+from .._trio_import import import_trio
 from ..agent import AgentSpec
 from ..providers import preload_providers
 
@@ -250,6 +251,7 @@ def zygote_main(fd: int, daemon_pid: int, entrypoint: str) -> None:
     # are the daemon's to handle: it stops the agents in order, then closes our socket.
     for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM):
         signal.signal(sig, signal.SIG_IGN)
+    import_trio()  # before the agent's code imports it: without a subprocess (ADR 0067)
     entry = resolve_entrypoint(entrypoint)
     _freeze()
 
