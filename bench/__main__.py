@@ -1,15 +1,18 @@
-"""`python -m bench`: every benchmark beside its baseline, a table, and bench/results.json."""
+"""`python -m bench [SUITE...]`: every benchmark (or the named suites) beside its baseline, a
+table, and bench/results.json, the figures of record (`make reference` renders them as
+docs/reference/figures.md)."""
 
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import sys
 import traceback
 from pathlib import Path
+from typing import Any
 
 from . import (
+    _record,
     bench_agent,
     bench_channels,
     bench_cli,
@@ -49,10 +52,15 @@ def main() -> int:
     parser.add_argument("--out", default=str(Path(__file__).parent / "results.json"))
     args = parser.parse_args()
     chosen = args.only or list(SUITES)
+    unknown = [name for name in chosen if name not in SUITES]
+    if unknown:
+        parser.error(f"unknown suite {', '.join(unknown)}; suites: {', '.join(SUITES)}")
     results: list[Result] = []
+    runs: dict[str, dict[str, Any]] = {}
     failed: list[str] = []
     for name in chosen:
         print(f"running {name} ...", file=sys.stderr, flush=True)
+        run = _record.SuiteRun()
         try:
             suite = SUITES[name]()
         except Exception:  # one broken suite must not lose the figures of the others
@@ -61,8 +69,9 @@ def main() -> int:
             continue
         print(table(suite), file=sys.stderr, flush=True)  # each suite's figures as they come
         results.extend(suite)
+        runs[name] = run.record(suite)
     print(table(results))
-    Path(args.out).write_text(json.dumps([r.as_json() for r in results], indent=2) + "\n")
+    _record.write(Path(args.out), runs, list(SUITES))
     print(f"\nwrote {args.out} (python {platform.python_version()}, {platform.machine()})")
     if failed:
         print(f"failed suites: {', '.join(failed)}", file=sys.stderr)

@@ -159,7 +159,8 @@ async def server() -> AsyncIterator[Any]:
 # (`-m "not integration"`). The fast layer runs first, so the suite reports progress from
 # its first seconds instead of starting with minutes of daemon tests.
 
-PROCESS_FIXTURES = frozenset({"root", "daemons", "homeserver"})  # homeserver: a Synapse
+# homeserver: a Synapse; world: the conformance daemon
+PROCESS_FIXTURES = frozenset({"root", "daemons", "homeserver", "world"})
 # What a module that starts processes uses (directly or through a test helper that does).
 PROCESS_WORDS = re.compile(
     r"\bsubprocess\b|\bpexpect\b|\bDaemon\b|\brun_process\b|\bopen_process\b|\bPopen\b"

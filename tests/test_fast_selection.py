@@ -40,7 +40,15 @@ def test_the_fast_layer_is_the_cores_and_no_test_that_starts_a_process() -> None
     # Nothing that starts a daemon, the CLI or a pseudo-terminal.
     for module in modules:
         source = (REPO / module).read_text()
-        for word in ("daemons:", "Daemon(", "subprocess", "pexpect", "run_cli", "Popen"):
+        for word in (
+            "daemons:",
+            "Daemon(",
+            "world: World",
+            "subprocess",
+            "pexpect",
+            "run_cli",
+            "Popen",
+        ):
             assert word not in source, f"{module} uses {word} but is in the fast layer"
     for daemon_module in ("tests/supervisor/test_daemon.py", "tests/cli/test_events.py"):
         assert daemon_module not in modules

@@ -4,7 +4,8 @@ LMDB has no checksums and reads through a memory map: a file emptied or truncate
 is found only when a read faults (SIGBUS), or is silently started over as an empty store.
 These checks look at the file itself first; `walk` reads every page once, meant for a
 short-lived child (`python -m zeroclaw._lmdb PATH DB...`), since LMDB abort()s on some
-damaged pages. lmdb is imported only by the walk.
+damaged pages. lmdb is imported only by the walk, and the child imports nothing else of
+ours (a store's own package would cost it a second of imports under load).
 """
 
 from __future__ import annotations
@@ -97,21 +98,28 @@ def open_checked(path: Path, **options: Unpack[OpenOptions]) -> lmdb.Environment
     return env
 
 
+# Enough for a store whose databases are named by namespace (memory: one per agent).
+WALK_MAX_DBS = 8192
+
+
 def walk(path: Path, names: Sequence[str]) -> str | None:
-    """Read every key and value of the named databases once; the problem found, or None."""
+    """Read every key and value of the named databases once; the problem found, or None.
+    A name ending in `*` stands for every database whose name starts with the rest."""
     import lmdb
 
+    prefixes = tuple(name[:-1].encode() for name in names if name.endswith("*"))
+    exact = {name.encode() for name in names if not name.endswith("*")}
     try:
-        env = open_checked(path, readonly=True, lock=False, max_dbs=len(names) + 1)
+        env = open_checked(path, readonly=True, lock=False, max_dbs=WALK_MAX_DBS)
     except Unusable as exc:
         return str(exc)
     try:
         with env.begin() as txn:
-            present = {name for name, _ in txn.cursor()}
-            for name in names:
-                if name.encode() not in present:
+            present = [name for name, _ in txn.cursor()]
+            for name in present:
+                if name not in exact and not (prefixes and name.startswith(prefixes)):
                     continue
-                db = env.open_db(name.encode(), txn=txn, create=False)
+                db = env.open_db(name, txn=txn, create=False)
                 for _key, value in txn.cursor(db=db):
                     len(value)  # values may live on overflow pages: touch them
     except lmdb.Error as exc:

@@ -5,6 +5,8 @@
 - `cli.md`: every command and option, walked from the click tree (`zeroclaw.cli.cli`).
 - `error-codes.md`: every operator-facing error code family (`zeroclaw._error_codes`).
 - `docs/adr/README.md`: the ADR index table, read from the ADR files themselves.
+- `figures.md`: the figures of record, read from `bench/results.json` (`make bench` writes
+  it; the README and the guide write no figure by hand and point here).
 
 Only `make reference` (alias `make error-codes`) and the tests import this module; never the
 daemon or an agent (it loads the whole click tree and every package with an error family).
@@ -339,6 +341,61 @@ def adr_index(adr_dir: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+# --------------------------------------------------------------------------- figures
+
+
+def _figure(value: float, unit: str) -> str:
+    """A figure as an operator reads it: three significant digits, its unit."""
+    text = f"{value:.3g}" if abs(value) < 1000 else f"{value:,.0f}"
+    return f"{text} {unit}".strip()
+
+
+def figures_reference(results_json: Path) -> str:
+    """docs/reference/figures.md from bench/results.json: a table per suite, each figure
+    beside the baseline measured in the same run, and when and under what load it ran."""
+    import json
+
+    lines = [
+        HEADER.format(source="bench/results.json (written by `make bench`)"),
+        "",
+        "# Figures",
+        "",
+        "Every performance figure the project states, from its last `make bench` run: each "
+        "beside a baseline measured in the same run (ratio = value / baseline; which way is "
+        "better depends on the unit, and the target says it). Figures are medians unless "
+        "named otherwise. A suite is rerun alone with `python -m bench SUITE`, which replaces "
+        "only that suite's figures. What each suite measures, and why, is in "
+        "[development](../guide/development.md#benchmarks) and the ADRs it names.",
+        "",
+    ]
+    try:
+        document = json.loads(results_json.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        document = {}
+    suites = document.get("suites", {}) if isinstance(document, dict) else {}
+    if not suites:
+        lines += ["No run is recorded yet: `make bench`, then `make reference`.", ""]
+    for name, run in suites.items():
+        load = f"load {run['load_before']:g} before, {run['load_after']:g} after"
+        lines += [
+            f"## {name}",
+            "",
+            f"Measured {run['measured_at']} on {run['cpus']} CPUs ({run['machine']}, "
+            f"Python {run['python']}), {load}.",
+            "",
+            "| Figure | Value | Baseline (same run) | Ratio | Target |",
+            "| --- | --- | --- | --- | --- |",
+        ]
+        for r in run["results"]:
+            baseline = f"{_figure(r['baseline_value'], r['unit'])}: {r['baseline']}"
+            lines.append(
+                f"| {_one_line(r['name'])} | {_figure(r['value'], r['unit'])} "
+                f"| {_one_line(baseline)} | {r['ratio']:g} | {_one_line(r['target'])} |"
+            )
+        lines.append("")
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
 # --------------------------------------------------------------------------- files
 
 GENERATORS: dict[str, Callable[[Path], str]] = {
@@ -346,6 +403,7 @@ GENERATORS: dict[str, Callable[[Path], str]] = {
     "docs/reference/cli.md": lambda root: cli_reference(),
     "docs/reference/error-codes.md": lambda root: error_codes_reference(),
     "docs/adr/README.md": lambda root: adr_index(root / "docs" / "adr"),
+    "docs/reference/figures.md": lambda root: figures_reference(root / "bench" / "results.json"),
 }
 
 

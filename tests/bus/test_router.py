@@ -18,6 +18,7 @@ from tests.bodies import raw
 from tests.conftest import PATIENCE
 from tests.supervisor.harness import Daemon, agent_entry, make_config
 from zeroclaw.bus import REFUSAL_CODES, Hello, Message, Send, encode
+from zeroclaw.bus._router import HWM
 
 DaemonFactory = Callable[..., Daemon]
 OPS = {"ops": {"channel": "cli", "agents": ["alpha", "beta"]}}
@@ -166,7 +167,10 @@ def test_ten_thousand_bad_frames_from_an_authenticated_agent(
 
 @pytest.mark.slow
 def test_flood_both_directions(root: Path, daemons: DaemonFactory) -> None:
-    n = 100_000
+    # More than the four queues on a message's path hold (sender, router in and out,
+    # receiver, each at HWM), so both senders meet back-pressure; 100,000 took twice as
+    # long and showed nothing more.
+    n = 5 * HWM
     doc = make_config(
         root,
         {"flood-a": agent_entry(), "flood-b": agent_entry()},
@@ -249,14 +253,16 @@ def test_no_ack_ends_in_timeout(root: Path, daemons: DaemonFactory) -> None:
     assert daemon.status()["router"]["outcomes"]["timeout"] == 1
 
 
-def test_a_thousand_failed_handshakes_log_a_bounded_number_of_lines(
+def test_three_hundred_failed_handshakes_log_a_bounded_number_of_lines(
     root: Path, daemons: DaemonFactory
 ) -> None:
     daemon = daemons(topology(root)).start()
     router = daemon.status()["router"]
     ctx = zmq.Context.instance()
     started = time.monotonic()
-    for batch in range(1, 11):  # clients with made-up keys; libzmq does not retry a denial
+    # Clients with made-up keys (libzmq does not retry a denial): enough for many times the
+    # lines the throttle lets through, whose windows tests/test_log_throttle.py pins.
+    for batch in range(1, 4):
         rogues = []
         for _ in range(100):
             sock = ctx.socket(zmq.DEALER)
@@ -280,10 +286,10 @@ def test_a_thousand_failed_handshakes_log_a_bounded_number_of_lines(
         if "zeroclaw.router" in line and ("bus connection" in line or "handshake" in line)
     ]
     # Per kind (a ZAP denial, a failed handshake): one line at once, then one per 10 s;
-    # a loaded machine takes longer over the thousand, and so may log a few more windows.
+    # a loaded machine takes longer over them, and so may log a few more windows.
     windows = 2 + (time.monotonic() - started) / 10
     assert 2 <= len(lines) <= 2 * windows, (len(lines), windows, lines)
-    assert refused["zap_denied"] == 1000 and refused["handshake_failed"] >= 1000
+    assert refused["zap_denied"] == 300 and refused["handshake_failed"] >= 300
     assert probe(daemon, "alpha", "beta")[0] == 0
 
 

@@ -35,6 +35,8 @@ def test_a_chat_turn_calls_an_mcp_tool_of_the_agents_server(root: Path, daemons)
             "command": sys.executable,
             "args": ["-c", "import time; time.sleep(3600)"],
             "timeout_secs": 1.0,
+            # Its start is what fails; the default bound (30 s) would only make this wait.
+            "startup_timeout_secs": 2.0,
             "tools": ["anything"],
         },
     }
