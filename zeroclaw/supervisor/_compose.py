@@ -255,12 +255,7 @@ def _log_descriptor_limit(limit: DescriptorLimit) -> None:
     """Say what `raise_descriptor_limit` did, and what the HTTP listeners keep in reserve
     for the control socket (ADR 0045)."""
     if limit.error is not None:
-        log.warning(
-            "cannot raise the descriptor limit from %d to %d: %s",
-            limit.soft,
-            limit.hard,
-            limit.error,
-        )
+        log.warning("cannot raise the descriptor limit from %d %s", limit.soft, limit.error)
     log.info(
         "descriptor limit %d (was %d); HTTP listeners stop admitting %d short of it, kept "
         "for the control socket",

@@ -51,7 +51,7 @@ def raise_descriptor_limit() -> DescriptorLimit:
         try:
             resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
         except (OSError, ValueError) as exc:
-            return DescriptorLimit(soft, soft, hard, str(exc))
+            return DescriptorLimit(soft, soft, hard, f"to {target}: {exc}")
     return DescriptorLimit(soft, target, hard)
 
 

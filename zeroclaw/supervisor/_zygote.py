@@ -190,7 +190,8 @@ class StartedZygote:
 
 def start_zygote(entrypoint: str, env: Mapping[str, str]) -> StartedZygote:
     """Start the zygote interpreter with `env` as its whole environment. It needs nothing
-    of the config: the daemon starts it first, then sends `send_preload` once it has one."""
+    of the config: the daemon starts it first, and `send_preload` follows once the config
+    is read."""
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     code = (
         # The collector is off from the first import on (see zygote_main).
