@@ -11,6 +11,7 @@ none, as it always did).
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from collections.abc import Awaitable, Callable, Collection
 from pathlib import Path
@@ -40,6 +41,8 @@ from ..turns import ApprovalLedger
 
 if TYPE_CHECKING:
     from ..schedules import ReminderService, ScheduleService, ScheduleStore
+
+log = logging.getLogger("zeroclaw.schedules")
 
 # Where a run's outcome goes (the channel supervisor's push): None once delivered, else why.
 Push = Callable[[str, Scheduled], Awaitable[str | None]]
@@ -103,7 +106,11 @@ class Schedules:
                             and event.outcome != "reload_failed"
                             and schedules_configured(self._config())
                         ):
-                            await self._start(nursery)
+                            try:
+                                await self._start(nursery)
+                            except Exception:  # a reload's failure, never the daemon's
+                                log.exception("schedules: the scheduler did not start")
+                                continue  # the next applied reload tries again
                             break
             # The subscription ends here; the schedule service, if any, runs on.
 
