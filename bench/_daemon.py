@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -188,6 +189,21 @@ class ReadyDaemon:
     def pss_total_kb(self) -> int:
         """PSS of the daemon, its zygote and every agent."""
         return sum(pss_kb(pid) for pid in process_tree(self.proc.pid))
+
+    def settle(self, deadline_secs: float = 60) -> None:
+        """Until the daemon's first discovery scan (which starts after READY=1) is done:
+        from then on it idles."""
+        env = {**os.environ, "PYTHONPATH": str(REPO)}
+        argv = [sys.executable, "-m", "zeroclaw", "--config", str(self.config_path)]
+        deadline = time.monotonic() + deadline_secs
+        while time.monotonic() < deadline:
+            done = subprocess.run(
+                [*argv, "status", "--json"], env=env, capture_output=True, check=False
+            )
+            if done.returncode == 0 and json.loads(done.stdout)["discovery"].get("scanned_at"):
+                return
+            time.sleep(0.1)
+        raise RuntimeError("the daemon's first discovery scan did not end")
 
     def close(self) -> None:
         self.proc.send_signal(signal.SIGTERM)

@@ -1,4 +1,6 @@
-"""Cold start to READY=1 and memory per idle agent, each beside fresh interpreters."""
+"""Cold start to READY=1 and memory per idle agent, each beside fresh interpreters (issue 31:
+READY for 1 and 5 agents at most 0.5 s on a quiet machine, an idle 1-agent install at most
+60 MB PSS in all, a networked idle agent at most 6 MB)."""
 
 from __future__ import annotations
 
@@ -13,13 +15,17 @@ from ._daemon import ANTHROPIC_KEY_ENV, LOOPBACK_URL, PROVIDER_KINDS, ReadyDaemo
 from ._harness import Result, result
 
 REPO = Path(__file__).resolve().parent.parent
+# What the zygote imports before its first fork: the agent's code (`agent_main`, which
+# zeroclaw.agent loads on first use), so the baseline is one agent's own interpreter.
 IMPORT_AGENT = (
-    "import sys, zeroclaw.agent; sys.stdout.write('r'); sys.stdout.flush(); sys.stdin.read()"
+    "import sys; from zeroclaw.agent import agent_main; "
+    "sys.stdout.write('r'); sys.stdout.flush(); sys.stdin.read()"
 )
 # What an idle agent of each provider kind has loaded and built: the agent code and its
 # provider (a network provider's pooled client, TLS context included). argv: kind, URL, key.
 BUILD_PROVIDER = """
-import sys, zeroclaw.agent
+import sys
+from zeroclaw.agent import agent_main
 from zeroclaw.providers import make_provider, AnthropicSpec, OfflineSpec, OpenAISpec
 kind, url, key = sys.argv[1:4]
 specs = {
@@ -82,20 +88,21 @@ def _median_start(cls: type[_Daemon] | type[_Fresh], n: int, repeat: int) -> flo
 
 def run() -> list[Result]:
     results = []
-    for n in (1, 10, 20, 50):
+    targets = {1: "<= 0.5 s (quiet machine)", 5: "<= 0.5 s (quiet machine)", 20: "<= 1.0 s"}
+    for n, target in targets.items():
         ours = _median_start(_Daemon, n, repeat=3)
         fresh = _median_start(_Fresh, n, repeat=3)
-        target = "<= 1.0 s" if n == 20 else ""
         results.append(
             result(
                 f"cold start to READY=1, {n} agents",
                 ours,
                 "s",
-                f"{n} fresh interpreters importing zeroclaw.agent",
+                f"{n} fresh interpreters importing the agent's code",
                 fresh,
                 target,
             )
         )
+    results.append(idle_install())
     n = 20
     one, many = _Daemon(1), _Daemon(n)
     fresh = _Fresh(n)
@@ -113,7 +120,7 @@ def run() -> list[Result]:
             "PSS per idle agent (incremental), offline",
             per_agent_mb,
             "MB",
-            "PSS per fresh interpreter importing zeroclaw.agent",
+            "PSS per fresh interpreter importing the agent's code",
             fresh_per_mb,
             "<= 8 MB",
         )
@@ -129,6 +136,28 @@ def run() -> list[Result]:
     )
     results.extend(pss_per_provider_kind(("openai", "anthropic")))
     return results
+
+
+def idle_install() -> Result:
+    """An idle 1-agent install, everything counted (the daemon, the zygote, the agent), once
+    its first discovery scan is over; beside one fresh interpreter importing the agent."""
+    daemon = _Daemon(1)
+    fresh = _Fresh(1)
+    try:
+        daemon.settle()
+        total_mb = daemon.pss_total_kb() / 1024
+        fresh_mb = fresh.pss_total_kb() / 1024
+    finally:
+        daemon.close()
+        fresh.close()
+    return result(
+        "PSS of an idle 1-agent install, offline",
+        total_mb,
+        "MB",
+        "PSS of 1 fresh interpreter importing the agent's code",
+        fresh_mb,
+        "<= 60 MB",
+    )
 
 
 def pss_per_provider_kind(kinds: tuple[str, ...] = PROVIDER_KINDS, n: int = 10) -> list[Result]:

@@ -15,15 +15,9 @@ import trio.testing
 from hypercorn.typing import ASGIFramework, ASGIReceiveCallable, ASGISendCallable, Scope
 
 from tests.conftest import PATIENCE
-from zeroclaw._asgi import (
-    LISTENERS,
-    ListenerCounts,
-    answer_lifespan,
-    bind_listener,
-    open_descriptors,
-    serve_guarded,
-)
+from zeroclaw._asgi import answer_lifespan, bind_listener, open_descriptors, serve_guarded
 from zeroclaw._http_guard import HttpBounds
+from zeroclaw._listeners import LISTENERS, ListenerCounts
 
 _names = count()
 

@@ -50,3 +50,17 @@ def test_a_burst_is_one_line_now_and_one_line_with_the_rest() -> None:
     assert throttle.flush(5.0) == []
     assert throttle.flush(10.0) == [("zap", 999)]
     assert throttle.event("zap", 11.0) == 1
+
+
+def test_the_next_flush_is_the_end_of_the_first_window_holding_a_count() -> None:
+    throttle = LogThrottle[str](10.0, overflow_key="other")
+    assert throttle.next_flush() == math.inf
+    assert throttle.event("a", 0.0) == 1  # logged at once: nothing held back
+    assert throttle.next_flush() == math.inf
+    assert throttle.event("b", 3.0) == 1
+    assert throttle.event("b", 4.0) == 0  # held back until b's window ends
+    assert throttle.next_flush() == 13.0
+    assert throttle.event("a", 5.0) == 0
+    assert throttle.next_flush() == 10.0
+    assert throttle.flush(10.0) == [("a", 1)]
+    assert throttle.next_flush() == 13.0

@@ -14,9 +14,7 @@ import resource
 import select
 import socket
 import ssl
-from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any, cast
 
 import hypercorn.config
@@ -43,6 +41,7 @@ from ._http_guard import (
     body_deadline,
     descriptor_reserve,
 )
+from ._listeners import LISTENERS
 from ._log_throttle import LogThrottle
 from ._unix import LISTEN_BACKLOG
 
@@ -118,37 +117,6 @@ ACCEPT_RETRY_SECS = 0.1  # after an accept that found no descriptor: do not spin
 HANGUP_POLL_SECS = 1.0  # how often a connection is looked at for a client that hung up
 CUT_LOG_INTERVAL_SECS = 10.0  # a flood of cut connections is a line per cause per interval
 _CAPACITY_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
-
-
-@dataclass
-class ListenerCounts:
-    """One listener's connections: open now, and those it cut, by cause (kept across
-    restarts of the listener, so the metrics counters only grow)."""
-
-    open: int = 0
-    cut: Counter[Cut] = field(default_factory=Counter)
-    closed: trio.Event = field(default_factory=trio.Event)  # set at a close (then a new one)
-
-    def note_closed(self) -> None:
-        self.open -= 1
-        self.closed.set()
-        self.closed = trio.Event()
-
-
-class ListenerBook:
-    """Every HTTP listener of this process by name, for the metrics."""
-
-    def __init__(self) -> None:
-        self._counts: dict[str, ListenerCounts] = {}
-
-    def counts(self, name: str) -> ListenerCounts:
-        return self._counts.setdefault(name, ListenerCounts())
-
-    def snapshot(self) -> dict[str, ListenerCounts]:
-        return dict(self._counts)
-
-
-LISTENERS = ListenerBook()
 
 
 def open_descriptors(limit: int) -> int:

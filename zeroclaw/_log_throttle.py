@@ -6,6 +6,7 @@ by default) must not turn into one log line each. Pure: the caller passes the ti
 
 from __future__ import annotations
 
+import math
 from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
@@ -41,6 +42,10 @@ class LogThrottle(Generic[K]):
             return earlier + 1
         window.suppressed += 1
         return 0
+
+    def next_flush(self) -> float:
+        """When `flush` next has a count to report (inf: none is held back)."""
+        return min((w.until for w in self._windows.values() if w.suppressed), default=math.inf)
 
     def flush(self, now: float) -> list[tuple[K, int]]:
         """(key, count) for every ended interval that held unreported events; ended

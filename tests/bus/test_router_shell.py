@@ -3,6 +3,7 @@ services and hooks it was built with, and the events it publishes."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -135,3 +136,29 @@ async def test_an_idle_agent_sends_the_router_nothing(
         await trio.sleep(60)  # virtual: the clock jumps whenever every task waits
         assert sent == []
         assert router.core.counters["heartbeats"] == 0
+
+
+class _TaskSteps(trio.abc.Instrument):
+    """How often each task ran, by name."""
+
+    def __init__(self) -> None:
+        self.steps: Counter[str] = Counter()
+
+    def before_task_step(self, task: trio.lowlevel.Task) -> None:
+        self.steps[task.name] += 1
+
+
+async def test_an_idle_router_does_not_wake_its_timeout_sweep(tmp_path: Path) -> None:
+    """Nothing in flight, no refusal line held back: the sweep sleeps until something is
+    (it used to wake four times a second). The delivery timeout itself is pinned through a
+    real daemon (tests/bus/test_router.py::test_no_ack_ends_in_timeout)."""
+    async with running(tmp_path) as (_router, bus, _hooks):
+        response = await bus.request("echo", "ping", EMPTY_BODY)  # a round trip: then idle
+        assert response.ok
+        steps = _TaskSteps()
+        trio.lowlevel.add_instrument(steps)
+        try:
+            await trio.sleep(1.0)  # idleness has no event: observed for a second
+        finally:
+            trio.lowlevel.remove_instrument(steps)
+        assert not [name for name in steps.steps if name.endswith("_sweep_timeouts")], steps.steps

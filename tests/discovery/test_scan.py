@@ -381,6 +381,27 @@ def test_a_configured_model_server_that_is_down_says_so(project: Project) -> Non
     assert snap.find(f"127.0.0.1:{port}")[0].item.health.status == "unavailable"
 
 
+def test_a_usual_model_port_is_asked_over_http_only_when_it_accepts() -> None:
+    """The pre-check of the usual model-server ports (ADR 0067): a port nothing listens on
+    refuses the connect, and no HTTP client is built for it."""
+    from zeroclaw.discovery._health import _accepts
+
+    async def main() -> list[bool]:
+        sock = trio.socket.socket()
+        await sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        with socket.socket() as closed:
+            closed.bind(("127.0.0.1", 0))
+            free = closed.getsockname()[1]
+        listening = [False, False]
+        await _accepts(f"http://127.0.0.1:{sock.getsockname()[1]}/v1/models", listening, 0)
+        await _accepts(f"http://127.0.0.1:{free}/api/tags", listening, 1)
+        sock.close()
+        return listening
+
+    assert trio.run(main) == [True, False]
+
+
 def test_an_explicit_skill_manifest_classifies_and_registers_a_user_skill(
     project: Project,
 ) -> None:

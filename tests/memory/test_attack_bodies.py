@@ -19,7 +19,7 @@ from zeroclaw.bus import AgentBus, BusCredentials, Router
 from zeroclaw.config import validate_document
 from zeroclaw.memory import MemoryStore
 from zeroclaw.memory._service import MemoryGrants, MemoryService
-from zeroclaw.supervisor._daemon import memory_service
+from zeroclaw.supervisor._compose import memory_service
 from zeroclaw.turns import MEMORY_SERVICE, GetArgs, ListArgs, StoreArgs
 
 

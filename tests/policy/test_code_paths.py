@@ -35,7 +35,12 @@ from zeroclaw.policy import (
     plan_for,
     rules_for,
 )
-from zeroclaw.policy._code import editable_sources, interpreter_facts
+from zeroclaw.policy._code import (
+    editable_sources,
+    inside_code,
+    interpreter_facts,
+    realpath_by_directory,
+)
 from zeroclaw.policy._landlock import READ_EXEC, READ_FILE
 
 needs_landlock = pytest.mark.skipif(abi_version() < 1, reason="this kernel has no Landlock")
@@ -522,3 +527,44 @@ def test_a_module_linked_into_the_code_from_outside_it_is_code(tmp_path: Path) -
     decision = check_path(rules, str(outside / "sitecustomize.py"), "write")
     assert (decision.allowed, decision.code) == (False, "forbidden_path"), decision
     assert check_path(rules, str(outside / "beside.txt"), "write").allowed  # only the module
+
+
+_SEGMENTS = st.lists(st.sampled_from(["a", "b", "ab", "a.b", "b-"]), max_size=4)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_SEGMENTS, st.lists(_SEGMENTS, min_size=1, max_size=4))
+def test_inside_code_by_strings_agrees_with_paths(path: list[str], roots: list[list[str]]) -> None:
+    """The string test the daemon runs for every loaded module (ADR 0067) says what the
+    PurePosixPath one said, for the normalised absolute paths it is given."""
+    here = "/" + "/".join(path)
+    code = ["/" + "/".join(r) for r in roots]
+    expected = next(
+        (
+            str(root)
+            for root in map(PurePosixPath, code)
+            if PurePosixPath(here) == root or root in PurePosixPath(here).parents
+        ),
+        None,
+    )
+    assert inside_code(here, code) == expected
+
+
+def test_realpath_by_directory_answers_as_realpath(tmp_path: Path) -> None:
+    real = tmp_path / "real"
+    (real / "pkg").mkdir(parents=True)
+    (real / "pkg" / "mod.py").write_text("")
+    elsewhere = tmp_path / "elsewhere.py"
+    elsewhere.write_text("")
+    (real / "pkg" / "linked.py").symlink_to(elsewhere)  # a file that is a symlink
+    (tmp_path / "alias").symlink_to(real)  # a directory that is one
+    resolve = realpath_by_directory()
+    for path in (
+        real / "pkg" / "mod.py",
+        real / "pkg" / "linked.py",
+        tmp_path / "alias" / "pkg" / "mod.py",
+        tmp_path / "alias" / "pkg" / "linked.py",
+        tmp_path / "alias" / "pkg" / "missing.py",
+        tmp_path / "alias" / "pkg",
+    ):
+        assert resolve(str(path)) == os.path.realpath(path), path

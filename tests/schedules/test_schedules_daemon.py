@@ -205,6 +205,24 @@ def test_a_reload_takes_effect_and_a_removed_schedule_stops(
     assert cli_json(daemon, "schedules", "list")["schedules"] == []
 
 
+def test_a_reload_that_adds_the_first_schedule_starts_the_scheduler(
+    root: Path, daemons: DaemonFactory, receiver: Receiver
+) -> None:
+    """Without schedules the daemon runs no scheduler (ADR 0067) and answers as one with
+    none; the reload that adds the first one starts it."""
+    daemon = daemons(scheduled_config(root, receiver.port, {}), faults=False)
+    daemon.start(HOOK_SECRET=HOOK_SECRET)
+    assert cli_json(daemon, "schedules", "list")["schedules"] == []
+    shown = daemon.cli("schedules", "show", "tick")
+    assert shown.returncode == 1 and "no schedule named 'tick'" in shown.stderr, shown.stderr
+    tick = {"every": "1s", "text": "first", "deliver_to": "webhook.ops"}
+    daemon.write_config(scheduled_config(root, receiver.port, {"tick": tick}))
+    assert daemon.cli("reload").returncode == 0
+    assert receiver.wait(1)[0]["schedule"] == "alpha.tick"
+    listed = cli_json(daemon, "schedules", "list")["schedules"]
+    assert [(s["agent"], s["name"]) for s in listed] == [("alpha", "tick")]
+
+
 def test_every_second_to_a_serial_device(root: Path, daemons: DaemonFactory) -> None:
     master, slave = os.openpty()
     port = root / "tty-sched"

@@ -6,7 +6,8 @@ import time
 
 import pytest
 
-from zeroclaw.subagents._schema import SchemaValidator, pattern_problems
+from zeroclaw._jsonschema import SchemaValidator
+from zeroclaw.subagents._schema import pattern_problems
 
 
 def test_a_backtracking_pattern_is_matched_in_linear_time() -> None:

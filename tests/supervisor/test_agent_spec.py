@@ -16,7 +16,7 @@ from zeroclaw.agent._sandbox import connect_ports
 from zeroclaw.config import validate_document
 from zeroclaw.providers import AnthropicSpec, OfflineSpec, OpenAISpec
 from zeroclaw.supervisor._spec import build_specs
-from zeroclaw.supervisor._zygote import Spawn, decode_spawn, encode
+from zeroclaw.supervisor._zygote import Spawn, decode_request, encode
 
 
 def specs(doc: dict[str, Any]) -> dict[str, AgentSpec]:
@@ -72,14 +72,14 @@ def test_risk_runtime_and_provider_are_typed_structs_built_from_the_config() -> 
 
 def test_a_spec_crosses_to_the_zygote_and_back_unchanged() -> None:
     for spec in specs(networked_doc()).values():
-        assert decode_spawn(encode(Spawn(1, spec, {}))).spec == spec
+        assert decode_request(encode(Spawn(1, spec, {}))) == Spawn(1, spec, {})
 
 
 def test_an_agent_process_decodes_its_spec_without_the_config_models() -> None:
     spec = specs(networked_doc())["alpha"]
     code = (
-        "import sys; from zeroclaw.supervisor._zygote import decode_spawn; import zeroclaw.agent;"
-        "spec = decode_spawn(sys.stdin.buffer.read()).spec;"
+        "import sys; from zeroclaw.supervisor._zygote import decode_request; import zeroclaw.agent;"
+        "spec = decode_request(sys.stdin.buffer.read()).spec;"
         "print(spec.risk.level, spec.runtime.max_tool_iterations, spec.provider_config.model);"
         "print(sorted(m for m in sys.modules if m in ('pydantic', 'zeroclaw.config')))"
     )

@@ -15,7 +15,7 @@ from tests.conftest import PATIENCE
 from tests.known_secrets import UNBOUND_SECRET
 from tests.supervisor.harness import Daemon, agent_entry, make_config, process_alive, wait_gone
 from zeroclaw.control import control_address, is_listening
-from zeroclaw.supervisor._spec import ENV_ALLOWLIST
+from zeroclaw.supervisor._environment import ENV_ALLOWLIST
 
 DaemonFactory = Callable[..., Daemon]
 

@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 CHECK = (
-    "import sys, zeroclaw.supervisor._daemon, zeroclaw.supervisor._adapters, "
+    "import sys, zeroclaw.supervisor._compose, zeroclaw.supervisor._adapters, "
     "zeroclaw.supervisor._http_adapter, zeroclaw.discovery._service, "
     "zeroclaw.discovery._http_adapter; "
     "print(sorted(m for m in sys.modules if m.split('.')[0] in "

@@ -13,14 +13,10 @@ import pytest
 
 from tests.conftest import REPO, VALID_DOC
 from zeroclaw.config import validate_document
+from zeroclaw.supervisor._environment import agent_environment, zygote_environment
 from zeroclaw.supervisor._lock import AlreadyRunning, PidLock
 from zeroclaw.supervisor._notify import Notifier
-from zeroclaw.supervisor._spec import (
-    agent_environment,
-    build_specs,
-    diff_specs,
-    zygote_environment,
-)
+from zeroclaw.supervisor._spec import build_specs, diff_specs
 
 
 def test_notifier_sends_datagrams(tmp_path: Path) -> None:

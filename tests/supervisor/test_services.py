@@ -177,12 +177,14 @@ from zeroclaw.supervisor import DaemonError, run_daemon
 from zeroclaw.supervisor._control_server import bind_control_socket
 from zeroclaw.supervisor._lock import PidLock
 
+from zeroclaw.config import ConfigError
+
 config, runtime, state = map(Path, sys.argv[1:4])
 fds = sorted(os.listdir("/proc/self/fd"))
 try:
     run_daemon(config, dict(os.environ))
     error = None
-except DaemonError as exc:
+except (DaemonError, ConfigError) as exc:
     error = str(exc)
 fds_left = sorted(set(os.listdir("/proc/self/fd")) - set(fds))
 try:
@@ -201,16 +203,8 @@ print(json.dumps({
 """
 
 
-@pytest.mark.parametrize("which", ["subagents", "schedules"])
-def test_a_corrupt_store_releases_everything_acquired_before_it(root: Path, which: str) -> None:
-    """The sub-agent store and the schedule store are the last things run_daemon opens:
-    either refused, the pid lock, the control socket, the memory lock, the zygote and the
-    memory store (and the sub-agent store) are gone after."""
-    config = root / "zeroclaw.toml"
-    config.write_text(tomli_w.dumps(make_config(root, {"alpha": agent_entry()})))
-    store = root / "state" / which
-    store.mkdir(parents=True)
-    (store / "data.mdb").write_bytes(b"")  # an empty data file: refused as damaged
+def released(root: Path, config: Path) -> dict[str, Any]:
+    """What `run_daemon` on `config` left behind once refused (RELEASED, in a child)."""
     result = subprocess.run(
         [sys.executable, "-c", RELEASED, str(config), str(root / "run"), str(root / "state")],
         capture_output=True,
@@ -222,6 +216,34 @@ def test_a_corrupt_store_releases_everything_acquired_before_it(root: Path, whic
     )
     assert result.returncode == 0, result.stderr
     report: dict[str, Any] = json.loads(result.stdout.splitlines()[-1])
+    return report
+
+
+def test_a_refused_config_leaves_no_zygote_and_no_descriptor(root: Path) -> None:
+    """The zygote starts before the config is read (ADR 0067): a config refused after that
+    kills it (it has forked nothing) and leaves nothing open."""
+    doc = make_config(root, {"alpha": agent_entry(model_provider="offline.missing")})
+    config = root / "zeroclaw.toml"
+    config.write_text(tomli_w.dumps(doc))
+    for made in ("run", "state"):  # refused before it makes them; the probe locks in them
+        (root / made).mkdir(mode=0o700)
+    report = released(root, config)
+    assert report["error"] is not None and "offline.missing" in report["error"], report
+    assert report["children"] is False, report
+    assert report["fds_left"] == [], report
+
+
+@pytest.mark.parametrize("which", ["subagents", "schedules"])
+def test_a_corrupt_store_releases_everything_acquired_before_it(root: Path, which: str) -> None:
+    """The sub-agent store and the schedule store are the last things run_daemon opens:
+    either refused, the pid lock, the control socket, the memory lock, the zygote and the
+    memory store (and the sub-agent store) are gone after."""
+    config = root / "zeroclaw.toml"
+    config.write_text(tomli_w.dumps(make_config(root, {"alpha": agent_entry()})))
+    store = root / "state" / which
+    store.mkdir(parents=True)
+    (store / "data.mdb").write_bytes(b"")  # an empty data file: refused as damaged
+    report = released(root, config)
     assert report["error"] is not None and f"mv {store}" in report["error"], report
     assert report["children"] is False, report
     assert report["fds_left"] == [], report

@@ -15,7 +15,7 @@ from tests.conftest import REPO, VALID_DOC
 from tests.supervisor.harness import agent_entry, make_config
 from tests.supervisor.test_daemon import DaemonFactory
 from zeroclaw.config import validate_document
-from zeroclaw.supervisor._spec import preload_kinds
+from zeroclaw.supervisor._zygote import preload_kinds
 
 NETWORK_MODULES = (
     "httpx",

@@ -2,10 +2,17 @@
 
 It reaches memory, peers and sub-agents only through the daemon (ADR 0049): the CLI's
 in-process run (`chat -m` with no daemon) composes its own reach over the memory store.
+
+The daemon imports this package for the start contract (the spec, the link, the sandbox
+plan); the agent's main and its turn engine (tools, providers, the bus client) load on
+first use, so the daemon never does (ADR 0067).
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_attributes
 from ._link import (
     MAX_LINK_FRAME,
     Busy,
@@ -20,7 +27,6 @@ from ._link import (
     decode_link,
     encode_link,
 )
-from ._process import LinkSender, agent_main, say_fatal, serve_agent
 from ._sandbox import (
     InProcessSandbox,
     InProcessSandboxRequired,
@@ -39,7 +45,26 @@ from ._spec import (
     SubagentRuntime,
     path_rules,
 )
-from ._turn import TurnEngine
+
+if TYPE_CHECKING:
+    from ._process import LinkSender, agent_main, say_fatal, serve_agent
+    from ._turn import TurnEngine
+
+_load = lazy_attributes(
+    __name__,
+    {
+        "LinkSender": "._process",
+        "agent_main": "._process",
+        "say_fatal": "._process",
+        "serve_agent": "._process",
+        "TurnEngine": "._turn",
+    },
+)
+
+
+def __getattr__(name: str) -> object:
+    return _load(name, globals())
+
 
 __all__ = [
     "MAX_LINK_FRAME",

@@ -26,7 +26,9 @@ from __future__ import annotations
 import contextlib
 import inspect
 import logging
+import math
 import os
+import struct
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
@@ -38,7 +40,6 @@ import msgspec
 import trio
 import zmq
 from zmq.utils import z85
-from zmq.utils.monitor import parse_monitor_message
 
 from .._log_throttle import LogThrottle
 from .._router_stats import RouterStats
@@ -90,9 +91,18 @@ ZAP_DOMAIN = b"zeroclaw"
 HWM = 10_000
 SUN_PATH_MAX = 107
 REFUSAL_LOG_INTERVAL_SECS = 10.0  # failed handshakes: one line per kind per interval
-SWEEP_SECS = 0.25  # the longest the timeout task sleeps (a reload may shorten a deadline)
 SERVICE_CONCURRENCY = 64  # awaited service calls running at once, per service
 MAX_CALLS_PER_SENDER = 32  # one sender's awaited calls to one service, waiting or running
+
+def monitor_event(frames: Frames) -> str:
+    """The event a libzmq monitor message reports: its first frame holds a 16-bit event id
+    and a 32-bit value, its second the endpoint. ValueError or struct.error if it is not
+    one. (pyzmq's own parser is in a module that imports asyncio.)"""
+    if len(frames) != 2:
+        raise ValueError("a monitor message has two frames")
+    event_id, _value = struct.unpack("=hi", frames[0])
+    return str(zmq.Event(event_id))
+
 
 # A kind of refused handshake, for the log: what, detail (mechanism or event), address.
 RefusalKind = tuple[str, str, str]
@@ -199,6 +209,8 @@ class Router:
         )
         self._owner: SocketOwner | None = None
         self._zap_owner: SocketOwner | None = None
+        # The timeout task's sleep: until the next deadline, none while nothing waits.
+        self._sweep: trio.CancelScope | None = None
         self._nursery: trio.Nursery | None = None  # runs awaited service calls
         # The clock, read once per drained burst (a read per frame showed in the profile);
         # None between bursts.
@@ -235,6 +247,7 @@ class Router:
     def update_config(self, config: Config) -> None:
         """Everything the router takes from the config (at start, and on reload)."""
         self.core.update_config(config)
+        self._sweep_sooner()  # a shorter delivery timeout brings the next deadline forward
 
     def agent_down(self, alias: str) -> None:
         """The agent's process is gone: everything in flight to it is refused `unavailable`."""
@@ -354,17 +367,18 @@ class Router:
 
     def _on_monitor(self, frames: Frames, _user: bytes) -> bool:
         try:
-            event = parse_monitor_message(frames)
-        except Exception:  # a malformed monitor frame says nothing about a peer
+            event = monitor_event(frames)
+        except (ValueError, struct.error):  # a malformed monitor frame says nothing about a peer
             return True
         self.core.counters["handshake_failed"] += 1
-        kind = ("handshake_failed", str(event.get("event")), "")
+        kind = ("handshake_failed", event, "")
         self._log_refusal(kind, self._refusal_log.event(kind, trio.current_time()))
         return True
 
     def _log_refusal(self, kind: RefusalKind, count: int) -> None:
         """One line for `count` refused handshakes of one kind (none when count is 0)."""
         if not count:
+            self._sweep_sooner()  # counted for a later line: the sweep writes it when due
             return
         what, detail, address = kind
         if what == "zap_denied":
@@ -459,14 +473,30 @@ class Router:
         self._execute()
 
     async def _sweep_timeouts(self) -> None:
+        """Refuses what timed out and writes the refusal lines held back, each when due. It
+        sleeps until the earliest of those, and for good while nothing waits: an idle daemon
+        is not woken (ADR 0067). What adds a deadline brings the sleep forward
+        (`_sweep_sooner`); a deadline added later than the earliest never needs to."""
         while True:
-            now = trio.current_time()
-            await trio.sleep_until(min(self.core.next_deadline(), now + SWEEP_SECS))
+            with trio.CancelScope(deadline=self._sweep_due()) as self._sweep:
+                await trio.sleep_forever()
+            self._sweep = None
             now = trio.current_time()
             for kind, count in self._refusal_log.flush(now):
                 self._log_refusal(kind, count)
             self.core.on_deadline(now)
             self._execute()
+
+    def _sweep_due(self) -> float:
+        return min(self.core.next_deadline(), self._refusal_log.next_flush())
+
+    def _sweep_sooner(self) -> None:
+        """The timeout task's sleep ends by the earliest deadline now known."""
+        sweep = self._sweep
+        if sweep is not None:
+            due = self._sweep_due()
+            if due < sweep.deadline:
+                sweep.deadline = due
 
     # --- executing the core's actions -----------------------------------------------------
 
@@ -474,6 +504,10 @@ class Router:
         owner = self._owner
         core = self.core
         actions, core.out = core.out, []
+        if self._sweep is not None and self._sweep.deadline == math.inf:
+            # The sweep sleeps for good: whatever this burst left waiting needs it woken.
+            # (Deliveries go out in deadline order: a busy sweep's deadline comes first.)
+            self._sweep_sooner()
         # Once per batch, not per message: at info the hot path pays one attribute test.
         debug = log.isEnabledFor(logging.DEBUG)
         for action in actions:

@@ -18,15 +18,15 @@ import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import yaml
-from jsonschema import Draft202012Validator, ValidationError
-
-from .._yaml import safe_load
+from .._yaml import YamlError, safe_load
 from ._context import Limits
 from ._model import Diagnostic
 from ._redact import REDACTED, is_secret_key
+
+if TYPE_CHECKING:
+    import jsonschema
 
 _OPEN = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
@@ -159,7 +159,7 @@ def parse(data: bytes, suffix: str, display: str) -> Any:
             return json.loads(text)
         if suffix == ".toml":
             return tomllib.loads(text)
-    except (UnicodeDecodeError, yaml.YAMLError, json.JSONDecodeError, tomllib.TOMLDecodeError) as e:
+    except (UnicodeDecodeError, YamlError, json.JSONDecodeError, tomllib.TOMLDecodeError) as e:
         first = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
         raise Unreadable(
             Diagnostic("error", "invalid_yaml", f"{display}: cannot parse: {first}", source=display)
@@ -177,6 +177,9 @@ def schema_diagnostics(
     document: Any, schema: dict[str, Any], display: str, limit: int = 10
 ) -> list[Diagnostic]:
     """Every way `document` breaks `schema` (the first `limit`), as diagnostics."""
+    # jsonschema loads with the first manifest checked: none, none loaded (ADR 0067).
+    from jsonschema import Draft202012Validator
+
     validator = Draft202012Validator(schema)
     errors = sorted(validator.iter_errors(document), key=lambda e: list(map(str, e.path)))
     out = []
@@ -197,7 +200,7 @@ def schema_diagnostics(
     return out
 
 
-def _expected(error: ValidationError) -> str:
+def _expected(error: jsonschema.ValidationError) -> str:
     value: Any = error.validator_value
     instance: Any = error.instance
     if error.validator == "required":

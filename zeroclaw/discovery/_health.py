@@ -281,9 +281,22 @@ def model_targets(ctx: ScanContext) -> list[tuple[str, str, bool]]:
 
 
 async def scan_model_servers(ctx: ScanContext) -> list[DiscoveredItem]:
+    # The usual ports with nothing listening (the common case) refuse a plain connect: only
+    # a server that may be there is asked over HTTP, so the daemon's scan loads no HTTP
+    # client without one (ADR 0067). A configured server is always asked: why it is not
+    # there is reported.
+    candidates = model_targets(ctx)
+    listening = [configured for _, _, configured in candidates]
+    with trio.move_on_after(ctx.limits.command_check_timeout):
+        async with trio.open_nursery() as nursery:
+            for index, (_, url, configured) in enumerate(candidates):
+                if not configured:
+                    nursery.start_soon(_accepts, url, listening, index)
+    targets = [target for target, up in zip(candidates, listening, strict=True) if up]
+    if not targets:
+        return []
     import httpx
 
-    targets = model_targets(ctx)
     found: list[DiscoveredItem | None] = [None] * len(targets)
     timeout = httpx.Timeout(ctx.limits.command_check_timeout)
     async with (
@@ -293,6 +306,15 @@ async def scan_model_servers(ctx: ScanContext) -> list[DiscoveredItem]:
         for index, target in enumerate(targets):
             nursery.start_soon(_probe_server, client, ctx, target, found, index)
     return [item for item in found if item is not None]
+
+
+async def _accepts(url: str, listening: list[bool], index: int) -> None:
+    """Whether something accepts a TCP connection at `url`'s loopback host and port."""
+    host, _, port = _host(url).rpartition(":")
+    with contextlib.suppress(OSError):
+        stream = await trio.open_tcp_stream(host.strip("[]"), int(port))
+        await stream.aclose()
+        listening[index] = True
 
 
 async def _probe_server(

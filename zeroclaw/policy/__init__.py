@@ -1,16 +1,13 @@
-"""What an agent's tools may do: path access and shell commands. Pure decisions."""
+"""What an agent's tools may do: path access and shell commands. Pure decisions.
 
-from ._caps import cap_last_cap, drop_capabilities
-from ._code import (
-    CODE_PATH_KINDS,
-    CodePath,
-    CodePathKind,
-    InterpreterFacts,
-    code_paths,
-    code_roots,
-    daemon_code_paths,
-    inside_code,
-)
+The pure decisions load with the package; what reaches the kernel (Landlock, seccomp,
+capabilities, through ctypes) and the interpreter's code paths on first use, so a one-shot
+command whose replies only name a sandbox gap does not load them (ADR 0067).
+"""
+
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_attributes
 from ._commands import INTERPRETERS, CommandDecision, PathCheck, Risk, decide_command, parse
 from ._confine import (
     PROCESS_KINDS,
@@ -24,25 +21,6 @@ from ._confine import (
     root_warning,
     url_port,
 )
-from ._interpreters import program_executables
-from ._landlock import (
-    NOT_EXECUTABLE,
-    READ,
-    SYSTEM_READ_ONLY,
-    SYSTEM_SECRETS,
-    SandboxPlan,
-    SandboxUnavailable,
-    abi_version,
-    apply_sandbox,
-    build_ruleset,
-    command_executables,
-    enforce_ruleset,
-    plan_command_sandbox,
-    plan_for,
-    plan_readonly,
-    process_gaps,
-    sandbox_summary,
-)
 from ._paths import (
     Access,
     Grant,
@@ -55,7 +33,79 @@ from ._paths import (
     resolve_request,
     rules_for,
 )
-from ._seccomp import forbid_user_namespaces, user_namespace_filter
+
+if TYPE_CHECKING:
+    from ._caps import cap_last_cap, drop_capabilities
+    from ._code import (
+        CODE_PATH_KINDS,
+        CodePath,
+        CodePathKind,
+        InterpreterFacts,
+        code_paths,
+        code_roots,
+        daemon_code_paths,
+        inside_code,
+    )
+    from ._interpreters import program_executables
+    from ._landlock import (
+        NOT_EXECUTABLE,
+        READ,
+        SYSTEM_READ_ONLY,
+        SYSTEM_SECRETS,
+        SandboxPlan,
+        SandboxUnavailable,
+        abi_version,
+        apply_sandbox,
+        build_ruleset,
+        command_executables,
+        enforce_ruleset,
+        plan_command_sandbox,
+        plan_for,
+        plan_readonly,
+        process_gaps,
+        sandbox_summary,
+    )
+    from ._seccomp import forbid_user_namespaces, user_namespace_filter
+
+_load = lazy_attributes(
+    __name__,
+    {
+        "cap_last_cap": "._caps",
+        "drop_capabilities": "._caps",
+        "CODE_PATH_KINDS": "._code",
+        "CodePath": "._code",
+        "CodePathKind": "._code",
+        "InterpreterFacts": "._code",
+        "code_paths": "._code",
+        "code_roots": "._code",
+        "daemon_code_paths": "._code",
+        "inside_code": "._code",
+        "program_executables": "._interpreters",
+        "NOT_EXECUTABLE": "._landlock",
+        "READ": "._landlock",
+        "SYSTEM_READ_ONLY": "._landlock",
+        "SYSTEM_SECRETS": "._landlock",
+        "SandboxPlan": "._landlock",
+        "SandboxUnavailable": "._landlock",
+        "abi_version": "._landlock",
+        "apply_sandbox": "._landlock",
+        "build_ruleset": "._landlock",
+        "command_executables": "._landlock",
+        "enforce_ruleset": "._landlock",
+        "plan_command_sandbox": "._landlock",
+        "plan_for": "._landlock",
+        "plan_readonly": "._landlock",
+        "process_gaps": "._landlock",
+        "sandbox_summary": "._landlock",
+        "forbid_user_namespaces": "._seccomp",
+        "user_namespace_filter": "._seccomp",
+    },
+)
+
+
+def __getattr__(name: str) -> object:
+    return _load(name, globals())
+
 
 __all__ = [
     "CODE_PATH_KINDS",

@@ -10,6 +10,7 @@ directory or on `sys.path`, would run as the operator, unsandboxed, at the next 
 from __future__ import annotations
 
 import os
+import posixpath
 import shutil
 import site
 import sys
@@ -94,13 +95,32 @@ def code_paths(
     # A loaded module reached through a sys.path entry whose real file lies outside every
     # root above is code too (kept under `sys_path`); those inside add nothing.
     roots = code_roots(path for _, path in out)
+    resolve_file = realpath_by_directory() if resolve is os.path.realpath else resolve
     for path in facts.module_files:
         if not path or "\x00" in path or not os.path.isabs(path):
             continue
-        real = resolve(path)
+        real = resolve_file(path)
         if inside_code(real, roots) is None:
             out[("sys_path", real)] = None
     return tuple(CodePath(kind, path) for kind, path in out)
+
+
+def realpath_by_directory() -> Callable[[str], str]:
+    """os.path.realpath for many files in few directories (every loaded module's): each
+    directory resolved once, then only whether the file itself is a symlink (then it is
+    resolved whole). The same answers, a fraction of the system calls (ADR 0067)."""
+    directories: dict[str, str] = {}
+
+    def resolve(path: str) -> str:
+        head, tail = os.path.split(path)
+        if tail in ("", ".", "..") or os.path.islink(path):
+            return os.path.realpath(path)
+        real = directories.get(head)
+        if real is None:
+            real = directories[head] = os.path.realpath(head)
+        return os.path.join(real, tail)
+
+    return resolve
 
 
 def code_roots(paths: Iterable[CodePath | str]) -> tuple[str, ...]:
@@ -114,11 +134,12 @@ def code_roots(paths: Iterable[CodePath | str]) -> tuple[str, ...]:
 
 
 def inside_code(path: str, code: Sequence[str]) -> str | None:
-    """The code path `path` (absolute, resolved) lies in or is, or None."""
-    here = PurePosixPath(path)
-    for root in map(PurePosixPath, code):
-        if here == root or root in here.parents:
-            return str(root)
+    """The code path `path` (absolute, resolved) lies in or is, or None. By strings, once
+    normalised: called for every loaded module at each daemon start (ADR 0067)."""
+    here = posixpath.normpath(path)
+    for root in map(posixpath.normpath, code):
+        if here == root or here.startswith(root if root.endswith("/") else f"{root}/"):
+            return root
     return None
 
 

@@ -22,9 +22,8 @@ from __future__ import annotations
 import re
 
 import msgspec
-import yaml
 
-from .._yaml import front_matter_text, safe_load
+from .._yaml import YamlError, front_matter_text, safe_load
 
 SKILL_FILE = "SKILL.md"
 # A skill's folder name: the same syntax as zeroclaw.config's SKILL_NAME (a test keeps
@@ -73,9 +72,8 @@ def parse_front_matter(text: str, folder: str) -> FrontMatter | str:
         return f"the front matter is over {MAX_FRONT_MATTER_BYTES} bytes"
     try:
         raw = safe_load(block)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" (line {mark.line + 2})" if mark is not None else ""
+    except YamlError as exc:
+        where = f" (line {exc.line + 2})" if exc.line is not None else ""
         return f"the front matter is not YAML{where}"
     except RecursionError:
         return "the front matter is nested too deeply"

@@ -10,16 +10,13 @@ list. Concurrency is a hard refusal, not a queue.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, cast
-
-from jsonschema.exceptions import best_match
 
 from .._schema_check import Invalid, Outcome, OutOfBound, Unusable
 from ..turns import DispatchRefusalCode
 from ._bundle import Bundle
-from ._schema import SchemaValidator
+from ._schema import check_instance
 
 IdempotencyKey = tuple[str, str | None, str]  # (source, parent_run_id, idempotency_key)
 
@@ -62,11 +59,6 @@ class Admitted:
 Admission = Existing | Refused | Admitted
 
 
-def json_pointer(path: Iterable[object]) -> str:
-    parts = [str(p).replace("~", "~0").replace("/", "~1") for p in path]
-    return "/" + "/".join(parts) if parts else ""
-
-
 def admit(
     request: DispatchRequest,
     *,
@@ -92,11 +84,7 @@ def admit(
         )
     if bundle.input_schema is not None:
         if checked is None:
-            error = best_match(
-                SchemaValidator(bundle.input_schema).iter_errors(cast(Any, request.input))
-            )
-            if error is not None:
-                checked = Invalid(error.message, json_pointer(error.absolute_path))
+            checked = check_instance(bundle.input_schema, request.input)
         if isinstance(checked, Invalid):
             return Refused("subagent_input_invalid", checked.message, checked.pointer)
         if isinstance(checked, Unusable):

@@ -25,13 +25,10 @@ from typing import Any, Literal
 from urllib.parse import unquote
 
 import msgspec
-import yaml
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
 
-from .._yaml import front_matter_text, safe_load
+from .._yaml import YamlError, front_matter_text, safe_load
 from ..turns import McpBinding, Policy
-from ._schema import pattern_problems
+from ._schema import meta_schema_problem, pattern_problems
 
 ID_SYNTAX = re.compile(r"^[a-z][a-z0-9_-]{0,63}$")
 RESERVED_IDS = frozenset({"main", "daemon", "cli"})
@@ -181,7 +178,7 @@ def _front_matter(text: str) -> dict[str, Any] | str:
         return missing
     try:
         data = safe_load(block)
-    except yaml.YAMLError:
+    except YamlError:
         return missing
     except RecursionError:
         return "SKILL.md front matter is nested too deeply"
@@ -286,10 +283,9 @@ def schema_problems(canonical: str) -> tuple[str, ...]:
     the 2020-12 meta-schema costs about a millisecond, and every rescan (each reload, each
     discovery scan) sees the same unchanged schemas again."""
     schema = json.loads(canonical)
-    try:
-        Draft202012Validator.check_schema(schema)
-    except SchemaError as exc:
-        return (f"not a valid JSON Schema 2020-12: {exc.message}",)
+    problem = meta_schema_problem(schema)
+    if problem is not None:
+        return (f"not a valid JSON Schema 2020-12: {problem}",)
     return tuple(ref_problems(schema) + pattern_problems(schema))
 
 
@@ -365,7 +361,7 @@ def _load(
         raw = safe_load(reader.read(MANIFEST))
     except _Refused as exc:
         return BundleProblems(path, [str(exc)])
-    except yaml.YAMLError as exc:
+    except YamlError as exc:
         return BundleProblems(path, [f"{MANIFEST}: not YAML: {exc}"])
     except RecursionError:
         return BundleProblems(path, [f"{MANIFEST}: nested too deeply"])

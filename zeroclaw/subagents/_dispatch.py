@@ -30,10 +30,9 @@ from typing import Any, Literal, ParamSpec, Protocol, TypeVar, cast
 
 import msgspec
 import trio
-from jsonschema.exceptions import best_match
 
 from .._ops import OpTable
-from .._schema_check import Invalid, Outcome, OutOfBound, Unusable, Valid
+from .._schema_check import Invalid, Outcome, OutOfBound, Unusable
 from ..bus import Origin, Request, Response, answer, refusal, serve_op
 from ..conversations import ServiceEvent, Turn, TurnService
 from ..events import EventSink, InvocationFinished
@@ -67,13 +66,12 @@ from ._admission import (
     Existing,
     Refused,
     admit,
-    json_pointer,
 )
 from ._api import LoadedRevision
 from ._bundle import Bundle, BundleProblems
 from ._registry import SubagentRegistry
 from ._revision import SnapshotDamaged
-from ._schema import SchemaValidator
+from ._schema import check_instance
 from ._store import DuplicateInvocation, SubagentStore, WriteOp
 from ._validator import ValidatorPool
 
@@ -154,10 +152,7 @@ def verdict(
             reply=last.reply,
         )
     if checked is None:
-        error = best_match(SchemaValidator(output_schema).iter_errors(cast(Any, last.result)))
-        checked = (
-            Valid() if error is None else Invalid(error.message, json_pointer(error.absolute_path))
-        )
+        checked = check_instance(output_schema, last.result)
     if isinstance(checked, Invalid):
         return Verdict(
             "failed",

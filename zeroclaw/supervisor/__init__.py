@@ -12,12 +12,13 @@ from ._lifecycle import ExitStatus, InvalidTransition, Lifecycle, State, Transit
 
 if TYPE_CHECKING:
     from ._daemon import DaemonError, run_daemon
-    from ._spec import agent_environment, build_specs, diff_specs
+    from ._environment import agent_environment
+    from ._spec import build_specs, diff_specs
 
 _LAZY = {
     "DaemonError": "._daemon",
     "run_daemon": "._daemon",
-    "agent_environment": "._spec",
+    "agent_environment": "._environment",
     "build_specs": "._spec",
     "diff_specs": "._spec",
 }

@@ -33,8 +33,8 @@ from ..discovery import (
 from ..mcp import Launch, OneCall, OneHttpCall, call_once, call_once_http
 from ..policy import PathRules, abi_version
 from ..tools import adapter_ruleset, shell_environment
+from ._environment import scrubbed_environment
 from ._http_adapter import post
-from ._spec import scrubbed_environment
 
 
 def adapter_runner(

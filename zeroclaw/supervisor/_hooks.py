@@ -17,13 +17,13 @@ from ..bus import Response
 from ..conversations import TurnService
 from ..discovery import DiscoveryService
 from ..pins import PinService
-from ..schedules import ReminderService
 from ..subagents import DispatchService
 from ..usage import UsageService
 from ._fleet import Fleet
 from ._lifecycle import State
 from ._runner import AgentRunner, Command, ProcessReady, SandboxReport
 from ._runtimes import Runtimes
+from ._schedules import Schedules
 
 log = logging.getLogger("zeroclaw.supervisor")
 
@@ -38,7 +38,7 @@ class Behind:
     dispatch: DispatchService
     discovery: DiscoveryService
     pins: PinService | None = None
-    reminders: ReminderService | None = None
+    schedules: Schedules | None = None  # and the agents' reminders
     usage: UsageService | None = None
 
 
@@ -108,7 +108,7 @@ class DaemonHooks:
         return self._to.discovery.serve(sender, request)
 
     async def schedule_request(self, sender: str, request: BusRequest) -> Response:
-        reminders = self._to.reminders
-        if reminders is None:
+        schedules = self._to.schedules
+        if schedules is None:
             return Response(id=request.id, ok=False, error="unknown_service")
-        return await reminders.serve(sender, request)
+        return await schedules.serve(sender, request)

@@ -45,6 +45,7 @@ from ..bus import AgentKeys
 from ..config import RestartPolicy
 from ..control import AgentStatus
 from ..policy import abi_version, process_gaps, sandbox_summary
+from ._environment import agent_environment
 from ._lifecycle import (
     Action,
     CommandKind,
@@ -57,7 +58,6 @@ from ._lifecycle import (
     Timers,
     Transition,
 )
-from ._spec import agent_environment
 from ._zygote_client import SpawnError, ZygoteClient
 
 if TYPE_CHECKING:

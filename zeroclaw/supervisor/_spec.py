@@ -7,7 +7,6 @@ restarted exactly when something it was started with changed.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,32 +42,6 @@ from ..providers import AnthropicSpec, NamedProvider, OfflineSpec, OpenAISpec, P
 from ..skills import SkillCatalogue
 from ..subagents import LoadedRevision
 from ..turns import McpBinding
-from ._notify import SYSTEMD_VARIABLES
-
-# Variables an agent process may inherit from the daemon. Everything else is dropped:
-# systemd's NOTIFY_SOCKET / WATCHDOG_* above all, and secrets the agent is not bound to.
-ENV_ALLOWLIST = frozenset(
-    {
-        "PATH",
-        "HOME",
-        "USER",
-        "LOGNAME",
-        "LANG",
-        "LANGUAGE",
-        "TZ",
-        "TMPDIR",
-        "SSL_CERT_FILE",
-        "SSL_CERT_DIR",
-        "HTTP_PROXY",
-        "HTTPS_PROXY",
-        "NO_PROXY",
-        "http_proxy",
-        "https_proxy",
-        "no_proxy",
-    }
-)
-_LOCALE = re.compile(r"^LC_[A-Z_]+$")
-
 
 ENV_FILE = "env"  # beside the config: the unit's EnvironmentFile= as the README names it
 
@@ -302,45 +275,6 @@ def mcp_env(servers: tuple[McpServerSpec, ...]) -> tuple[str, ...]:
     """The variables the agent's process must have for its MCP servers: what each stdio
     server gets, and what each HTTP server's headers are made of."""
     return tuple(dict.fromkeys(name for s in servers for name in (*s.env, *s.headers_env.values())))
-
-
-def scrubbed_environment(daemon_env: Mapping[str, str]) -> dict[str, str]:
-    """The allowlisted part of the daemon's environment: no secrets, nothing of systemd's."""
-    return {
-        key: value
-        for key, value in daemon_env.items()
-        if (key in ENV_ALLOWLIST or _LOCALE.match(key)) and key not in SYSTEMD_VARIABLES
-    }
-
-
-def preload_kinds(config: Config) -> frozenset[str]:
-    """The provider kinds the enabled agents use: the zygote preloads what they need, so
-    an agent does not import (and privately hold) it after the fork (ADR 0036)."""
-    return frozenset(
-        ref.partition(".")[0]
-        for agent in config.agents.values()
-        if agent.enabled
-        for ref in agent.provider_chain
-    )
-
-
-def zygote_environment(daemon_env: Mapping[str, str]) -> dict[str, str]:
-    """The zygote's environment block, which every agent's /proc/self/environ will show.
-    PYTHONPATH is kept so the zygote imports the same code the daemon runs."""
-    env = scrubbed_environment(daemon_env)
-    if "PYTHONPATH" in daemon_env:
-        env["PYTHONPATH"] = daemon_env["PYTHONPATH"]
-    return env
-
-
-def agent_environment(spec: AgentSpec, daemon_env: Mapping[str, str]) -> dict[str, str]:
-    """The agent's os.environ: the allowlist plus the secrets it is bound to."""
-    env = scrubbed_environment(daemon_env)
-    for name in spec.secret_env:
-        if name in daemon_env and name not in SYSTEMD_VARIABLES:
-            env[name] = daemon_env[name]
-    env["ZEROCLAW_AGENT"] = spec.alias
-    return env
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,13 @@ environment block, which /proc/self/environ exposes). The zygote imports the age
 once, freezes the GC so those pages stay shared, then forks one child per agent start.
 It is single-threaded and never runs trio, so forking from it is safe and costs milliseconds.
 
+The daemon starts it first, before it has read its config (ADR 0067): the two load their
+code at once, on two cores. What the configured providers need comes once the config is
+read, as the first message (Preload), before any Spawn.
+
 Wire (SOCK_SEQPACKET, one msgpack message per packet):
-  daemon → zygote  Spawn(id, spec, env)       + SCM_RIGHTS: the agent's link socket
+  daemon → zygote  Preload(kinds) | Spawn(id, spec, env)  + SCM_RIGHTS with a Spawn: the
+                   agent's link socket
   zygote → daemon  Spawned(id, pid) | SpawnFailed(id, error) | Exited(pid, wait_status)
 
 Death chain: each agent has PR_SET_PDEATHSIG=SIGKILL towards the zygote. The zygote's own
@@ -36,6 +41,7 @@ import sys
 import time
 import traceback
 from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING
 
 import msgspec
 import setproctitle
@@ -43,8 +49,12 @@ import setproctitle
 from .._decode import DecodeFailure, decode_msgpack
 from .._prctl import PR_SET_CHILD_SUBREAPER, prctl, set_death_signal, set_not_dumpable
 from .._proctree import kill_all, orphans, read_parents, subtrees
-from ..agent import AgentSpec, say_fatal
+from .._trio_import import import_trio
+from ..agent import AgentSpec
 from ..providers import preload_providers
+
+if TYPE_CHECKING:
+    from ..config import Config
 
 log = logging.getLogger("zeroclaw.zygote")
 
@@ -64,6 +74,12 @@ class Spawn(msgspec.Struct, tag="spawn", frozen=True):
     env: dict[str, str]
 
 
+class Preload(msgspec.Struct, tag="preload", frozen=True):
+    """Load what providers of these kinds need before the next fork (ADR 0036)."""
+
+    kinds: list[str]
+
+
 class Spawned(msgspec.Struct, tag="spawned", frozen=True):
     id: int
     pid: int
@@ -79,20 +95,21 @@ class Exited(msgspec.Struct, tag="exited", frozen=True):
     status: int
 
 
+ZygoteRequest = Spawn | Preload
 ZygoteMessage = Spawned | SpawnFailed | Exited
 
 _encoder = msgspec.msgpack.Encoder()
-_spawn_decoder = msgspec.msgpack.Decoder(Spawn)
+_request_decoder = msgspec.msgpack.Decoder(ZygoteRequest)
 _reply_decoder = msgspec.msgpack.Decoder(ZygoteMessage)
 
 
-def encode(message: Spawn | Spawned | SpawnFailed | Exited) -> bytes:
+def encode(message: ZygoteRequest | ZygoteMessage) -> bytes:
     return _encoder.encode(message)
 
 
-def decode_spawn(data: bytes) -> Spawn:
-    """Raises DecodeFailure on anything that is not a Spawn request (ADR 0014)."""
-    return decode_msgpack(_spawn_decoder, data, max_bytes=MAX_PACKET)
+def decode_request(data: bytes) -> ZygoteRequest:
+    """Raises DecodeFailure on anything that is not a Spawn or Preload request (ADR 0014)."""
+    return decode_msgpack(_request_decoder, data, max_bytes=MAX_PACKET)
 
 
 def decode_reply(data: bytes) -> ZygoteMessage:
@@ -142,11 +159,39 @@ def set_title(title: str, name: str | None = None) -> None:
 # --------------------------------------------------------------------------- daemon side
 
 
-def start_zygote(
-    entrypoint: str, env: Mapping[str, str], preload: Iterable[str] = ()
-) -> tuple[subprocess.Popen[bytes], socket.socket]:
-    """Start the zygote interpreter with `env` as its whole environment; it loads, before
-    any fork, what providers of the `preload` kinds need (see `preload_kinds`)."""
+class StartedZygote:
+    """The zygote process and the daemon's end of its socket, from its start until an exit
+    stack holds them (`hold_on`); a start that fails before kills it (`drop`)."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], sock: socket.socket) -> None:
+        self.proc = proc
+        self.sock = sock
+        self._held = False
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def hold_on(self, stack: contextlib.ExitStack) -> None:
+        """From here on `stack` ends it: the socket closed first (the EOF tells the zygote
+        to kill what is left below it and exit), then the zygote waited for."""
+        stack.callback(self.proc.wait)
+        stack.callback(self.sock.close)
+        self._held = True
+
+    def drop(self) -> None:
+        """Unless a stack holds it: it has forked nothing yet, so it is killed (not left
+        to finish loading its code before it reads the EOF) and reaped."""
+        if not self._held:
+            self.proc.kill()
+            self.sock.close()
+            self.proc.wait()
+
+
+def start_zygote(entrypoint: str, env: Mapping[str, str]) -> StartedZygote:
+    """Start the zygote interpreter with `env` as its whole environment. It needs nothing
+    of the config: the daemon starts it first, and `send_preload` follows once the config
+    is read."""
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     # A Spawn carries the agent's spec, which names every other agent's workspace (~40
     # bytes an agent): past the default send buffer (~208 KB) at ~5,000 agents, every
@@ -156,9 +201,8 @@ def start_zygote(
     code = (
         # The collector is off from the first import on (see zygote_main).
         "import gc; gc.disable(); import sys; from zeroclaw.supervisor._zygote import zygote_main; "
-        "zygote_main(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4])"
+        "zygote_main(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3])"
     )
-    kinds = ",".join(sorted(set(preload)))
     try:
         proc = subprocess.Popen(
             [
@@ -168,7 +212,6 @@ def start_zygote(
                 str(theirs.fileno()),
                 str(os.getpid()),
                 entrypoint,
-                kinds,
             ],
             env=dict(env),
             pass_fds=(theirs.fileno(),),
@@ -176,15 +219,31 @@ def start_zygote(
         )
     finally:
         theirs.close()
-    return proc, ours
+    return StartedZygote(proc, ours)
+
+
+def preload_kinds(config: Config) -> frozenset[str]:
+    """The provider kinds the enabled agents use: the zygote preloads what they need, so
+    an agent does not import (and privately hold) it after the fork (ADR 0036)."""
+    return frozenset(
+        ref.partition(".")[0]
+        for agent in config.agents.values()
+        if agent.enabled
+        for ref in agent.provider_chain
+    )
+
+
+def send_preload(sock: socket.socket, kinds: Iterable[str]) -> None:
+    """Have the zygote load what providers of `kinds` need before its first fork. Sent
+    before the first Spawn; a blocking send of one small packet, before trio runs."""
+    sock.send(encode(Preload(sorted(set(kinds)))))
 
 
 # --------------------------------------------------------------------------- zygote side
 
 
-def zygote_main(fd: int, daemon_pid: int, entrypoint: str, preload: str = "") -> None:
-    """The zygote process's main (started by start_zygote). `preload`: provider kinds,
-    comma-separated, whose code (and lazily built state) every agent gets shared."""
+def zygote_main(fd: int, daemon_pid: int, entrypoint: str) -> None:
+    """The zygote process's main (started by start_zygote)."""
     sock = socket.socket(fileno=fd)
     # Catchable, so the zygote can clean up before it goes (see the module docstring).
     signal.signal(DAEMON_GONE, lambda *_: None)
@@ -198,18 +257,9 @@ def zygote_main(fd: int, daemon_pid: int, entrypoint: str, preload: str = "") ->
     # are the daemon's to handle: it stops the agents in order, then closes our socket.
     for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM):
         signal.signal(sig, signal.SIG_IGN)
+    import_trio()  # before the agent's code imports it: without a subprocess (ADR 0067)
     entry = resolve_entrypoint(entrypoint)
-    # What a networked agent would otherwise import and build after the fork, once per
-    # agent (~10 MB each): httpx and what it loads lazily, the provider modules, the TLS
-    # context. Safe here: nothing of it opens a socket or starts a thread (ADR 0036).
-    preload_providers(kind for kind in preload.split(",") if kind)
-    # Pre-import done: move every object to the permanent generation so the GC never
-    # touches (and so copies) these pages in the children. No collection first: with the
-    # collector off since the first import, the heap has no freed holes that an agent's
-    # first allocations would fill, copying the page around each (the gc module's advice
-    # for fork servers). Collecting again from here on only ever walks younger objects.
-    gc.freeze()
-    gc.enable()
+    _freeze()
 
     wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
     signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
@@ -263,11 +313,15 @@ def zygote_main(fd: int, daemon_pid: int, entrypoint: str, preload: str = "") ->
                 kill_descendants(zygote_pid)
                 return
             try:
-                request = decode_spawn(data)
+                request = decode_request(data)
             except DecodeFailure as exc:
+                request = None
+                log.error("zygote: malformed request dropped: %s", exc)
+            if not isinstance(request, Spawn):
                 for fd in fds:
                     os.close(fd)
-                log.error("zygote: malformed request dropped: %s", exc)
+                if isinstance(request, Preload):
+                    _preload(request.kinds)
                 continue
             pid = _fork_agent(request, fds, entry, zygote_pid, [sock.fileno(), wake_r, wake_w])
             for fd in fds:
@@ -278,6 +332,25 @@ def zygote_main(fd: int, daemon_pid: int, entrypoint: str, preload: str = "") ->
                 agents.add(pid)
                 send(Spawned(request.id, pid))
             reap()  # a child may already have died before we started tracking it
+
+
+def _freeze() -> None:
+    """Pre-import done: move every object to the permanent generation so the GC never
+    touches (and so copies) these pages in the children. No collection first: with the
+    collector off since the first import, the heap has no freed holes that an agent's first
+    allocations would fill, copying the page around each (the gc module's advice for fork
+    servers). Collecting again from here on only ever walks younger objects."""
+    gc.freeze()
+    gc.enable()
+
+
+def _preload(kinds: Iterable[str]) -> None:
+    """What a networked agent would otherwise import and build after the fork, once per
+    agent (~10 MB each): httpx and what it loads lazily, the provider modules, the TLS
+    context. Safe here: nothing of it opens a socket or starts a thread (ADR 0036)."""
+    gc.disable()
+    preload_providers(kinds)
+    _freeze()
 
 
 MAX_KILL_PASSES = 100
@@ -335,6 +408,8 @@ def _fork_agent(
     except BaseException as exc:
         traceback.print_exc()
         if fds:  # the operator's `status` shows this line, not only the log
+            from ..agent import say_fatal  # the agent's code: loaded in the zygote already
+
             say_fatal(fds[0], f"crashed: {type(exc).__name__}: {exc}")
     finally:
         sys.stdout.flush()
