@@ -17,7 +17,11 @@ from zeroclaw.turns import (
     ApprovalAnswer,
     ApprovalAsked,
     ApprovalQuestion,
+    ContextArgs,
+    ContextTurn,
     Delta,
+    MemoryContext,
+    PrefetchedContext,
     ToolUsed,
     TurnCancel,
     TurnDone,
@@ -185,3 +189,38 @@ async def test_the_turns_session_is_the_daemons_key_inside_its_origin(root: Path
                 sessions.append(delivered.session)
     # The operator keeps its names; `default` when it gives none.
     assert sessions == ["default", "default", "work"]
+
+
+async def test_a_chat_turn_carries_the_context_read_as_it_opened_unless_too_large(
+    root: Path,
+) -> None:
+    """ADR 0068: the reader's context goes with the chat message, read for the daemon's
+    session key and the turn's grant; one that would crowd the bus frame stays behind (the
+    agent asks for it), and a sub-agent invocation's input gets none."""
+    asked: list[tuple[str, str, str, tuple[str, ...] | None]] = []
+    size = {"content": "x"}
+
+    async def reader(
+        agent: str, session: str, text: str, tools: tuple[str, ...] | None
+    ) -> PrefetchedContext:
+        asked.append((agent, session, text, tools))
+        turn = ContextTurn(1, "assistant", size["content"], 0.0)
+        return PrefetchedContext(ContextArgs(session=session), MemoryContext([turn], last_seq=1))
+
+    async with bench(root, context=reader) as b:
+        _, inbox = await b.client("alpha")
+        bodies = []
+        for content, given in (("x", None), ("y" * (1 << 20), None), ("x", {"task": 1})):
+            size["content"] = content
+            async with b.service.open_turn(
+                "alpha", "hi", session="work", origin=CLI, input=given
+            ):
+                while (delivered := await inbox.receive()).kind != "chat":
+                    pass  # the previous turn's cancel
+                bodies.append(decode_body(delivered.body, TurnInput))
+    small, large, invocation = bodies
+    assert small.context is not None and small.context.found.turns[0].content == "x"
+    assert small.context.args.session == "work"
+    assert large.context is None and large.text == "hi"
+    assert invocation.context is None
+    assert asked == [("alpha", "work", "hi", None)] * 2

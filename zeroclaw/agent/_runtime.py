@@ -368,6 +368,7 @@ class AgentRuntime:
                     toolset=self.engine.origin_toolset(chat.tools),
                     turn_id=turn,
                     on_answer=on_answer,
+                    prefetched=chat.context,
                 )
             finally:
                 del self.chats[turn]

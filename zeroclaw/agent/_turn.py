@@ -52,6 +52,7 @@ from ..turns import (
     MEMORY_APPEND_TURNS,
     AppendTurnsArgs,
     Delta,
+    PrefetchedContext,
     StepUsage,
     ToolCallRecord,
     ToolUsed,
@@ -60,7 +61,14 @@ from ..turns import (
     UsageReport,
     UsageVerdict,
 )
-from ._context import TurnContext, compact_session, fetch_context
+from ._context import (
+    SessionMarks,
+    TurnContext,
+    compact_session,
+    context_request,
+    fetch_context,
+    prefetched_context,
+)
 from ._skills import skills_section, with_skills
 from ._spec import AgentSpec, path_rules
 
@@ -184,6 +192,9 @@ class TurnEngine:
         self.mcp_explain: Callable[[str], ToolResult | None] | None = None
         # Sessions whose last turn's transcript append is still on its way (see run_turn).
         self._saving: dict[str, trio.Event] = {}
+        # What this process last wrote to each session: whether a context the daemon read
+        # ahead of a turn is current (ADR 0068).
+        self.marks = SessionMarks()
         # The skills listing (ADR 0056), told to a turn that may read them with skill_read.
         self.skills_prompt = skills_section(spec.skills)
         # Where each provider step is reported (the daemon's usage service); None: nowhere
@@ -230,6 +241,7 @@ class TurnEngine:
         toolset: Toolset | None = None,
         on_answer: Callable[[TurnResult], None] | None = None,
         turn_id: str | None = None,
+        prefetched: PrefetchedContext | None = None,
     ) -> TurnResult:
         """One turn. `approver` belongs to the channel that started it (None: nobody to ask,
         so supervised medium-risk actions are denied); `depth` counts the asks and
@@ -246,7 +258,9 @@ class TurnEngine:
         What the turn is given from memory (the session's history by the agent's token
         budget, its summary, recalled records) comes in one request before the first model
         call; a compaction the session is due for runs after the transcript append, before
-        the session's next turn (ADR 0059)."""
+        the session's next turn (ADR 0059). `prefetched`: that request's answer, read by
+        the daemon as it opened the turn; taken when it answers the same request and shows
+        this session's last append and compaction, else asked for again (ADR 0068)."""
         tools = self.toolset if toolset is None else toolset
         spans = _Spans()
         identity = ""
@@ -258,9 +272,12 @@ class TurnEngine:
             nonlocal identity
             identity = await trio.to_thread.run_sync(system_prompt, self.spec.workspace)
 
+        request = context_request(self.spec.memory, session, text, tools)
         async with trio.open_nursery() as nursery:  # identity and memory side by side
             nursery.start_soon(read_identity)
-            context = await fetch_context(self.reach, self.spec.memory, session, text, tools)
+            context = prefetched_context(prefetched, request, self.marks)
+            if context is None:
+                context = await fetch_context(self.reach, request)
         spans.mark("setup")
         if SKILL_READ in tools:
             identity = with_skills(identity, self.skills_prompt)
@@ -348,13 +365,14 @@ class TurnEngine:
         saved: CallRefused | None = None
         try:
             try:
-                await self.reach.memory(
+                appended = await self.reach.memory(
                     MEMORY_APPEND_TURNS,
                     AppendTurnsArgs(
                         session=session,
                         turns=[TurnArg("user", text), TurnArg("assistant", answer)],
                     ),
                 )
+                self.marks.appended(session, appended.seq)
             except CallRefused as refused:
                 saved = refused
             if context.overflow and stopped is None:  # the next turn waits for it too
@@ -402,7 +420,7 @@ class TurnEngine:
             if self.meter is not None and turn is not None:
                 self.meter.last(UsageReport(turn, step, last=True, compaction=True))
 
-        await compact_session(
+        done = await compact_session(
             self.reach,
             self.provider,
             self.spec.alias,
@@ -412,6 +430,8 @@ class TurnEngine:
             keep_facts="memory_store" in tools and self.spec.risk.may_act,
             on_step=metered,
         )
+        if done is not None:
+            self.marks.compacted(session, done.summary.through_seq)
 
     async def _run_tool_guarded(
         self, call: ToolCall, ctx: ToolContext, tools: Toolset

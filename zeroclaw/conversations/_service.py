@@ -12,6 +12,10 @@ The turn's message enters the router as injected input `from` the daemon with it
 service takes them only from the agent the turn went to (the router says who sent
 each), so no agent can speak into another agent's turn. Leaving the block before the
 turn ended cancels the agent's work; approvals nobody answered are denied.
+
+A chat turn's message carries the turn's context from memory, read here as the turn opens
+(`ContextReader`, ADR 0068): the agent then starts its model call without a round trip
+to the memory service first.
 """
 
 from __future__ import annotations
@@ -21,10 +25,11 @@ import logging
 import math
 import os
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Protocol
 
+import msgspec
 import trio
 
 from .._ops import BodyError, OpTable, encode_body
@@ -40,6 +45,7 @@ from ..turns import (
     ApprovalAsked,
     ApprovalLedger,
     ApprovalQuestion,
+    PrefetchedContext,
     TurnCancel,
     TurnDone,
     TurnEventPost,
@@ -62,6 +68,15 @@ log = logging.getLogger("zeroclaw.turns")
 CANCEL_GRACE_SECS = 5.0  # how long a cancelled turn may take to say it stopped
 MAX_BUFFERED_EVENTS = 10_000  # events of one turn waiting for its reader before it is cut off
 MAX_APPROVAL_TEXT = 500  # characters of an approval question shown to whoever answers
+# Room left in a chat message's bus frame around its body: a context that would leave less
+# is not sent with the turn (the agent asks for it then).
+CONTEXT_ROOM_BYTES = 16 * 1024
+
+# The turn's context from memory, read as a chat turn opens (agent, session key, text,
+# the tools granted; ADR 0068); None when there is none to give (the agent asks itself).
+ContextReader = Callable[
+    [str, str, str, tuple[str, ...] | None], Awaitable[PrefetchedContext | None]
+]
 
 
 class Refusal(Protocol):
@@ -253,11 +268,14 @@ class TurnService:
         events: EventSink | None = None,
         approvals: ApprovalLedger | None = None,
         admission: TurnAdmission | None = None,
+        context: ContextReader | None = None,
     ) -> None:
         """`approvals`: where the yes answers of its turns are recorded (the composition
         root's one ledger, shared with the services that act on them; ADR 0052);
-        `admission`: the budgets every turn passes before its agent hears of it."""
+        `admission`: the budgets every turn passes before its agent hears of it;
+        `context`: reads a chat turn's context from memory to send with it (ADR 0068)."""
         self.router = router
+        self.context = context
         self.admission: TurnAdmission = AdmitAll() if admission is None else admission
         self.approvals = ApprovalLedger() if approvals is None else approvals
         self.events = events  # each finished turn is published here (TurnFinished)
@@ -323,13 +341,15 @@ class TurnService:
             else:
                 admitted = budgeted
                 turn._agent_working = True
+                chat = TurnInput(text, interactive, input, tools)
+                body = await self._input_body(agent, key, chat)
                 self.router.turn_opened(agent, turn_id, tools)
                 self.router.inject(
                     Message(
                         id=turn_id,
                         to=agent,
                         channel=origin.channel,
-                        body=encode_body(TurnInput(text, interactive, input, tools)),
+                        body=body,
                         sent_at=time.time(),
                         from_=DAEMON_SENDER,
                         session=key,
@@ -354,6 +374,20 @@ class TurnService:
                         round(trio.current_time() - opened, 6),
                     )
                 )
+
+    async def _input_body(self, agent: str, session: str, chat: TurnInput) -> msgspec.Raw:
+        """The chat message's body: with the turn's context when there is a reader, the
+        turn is a chat (not a sub-agent invocation's input) and the context leaves room in
+        the bus frame; else without, and the agent asks memory itself."""
+        if self.context is None or chat.input is not None:
+            return encode_body(chat)
+        context = await self.context(agent, session, chat.text, chat.tools)
+        if context is None:
+            return encode_body(chat)
+        body = encode_body(msgspec.structs.replace(chat, context=context))
+        if len(body) + CONTEXT_ROOM_BYTES > self.router.core.max_frame:
+            return encode_body(chat)
+        return body
 
     def _budgeted(self, agent: str, origin: Origin) -> bool:
         """Whether the budgets hear of this turn: not when the router will refuse its

@@ -119,6 +119,7 @@ from ._memory import (
     MemoryStored,
     MemorySummary,
     NamespaceCounts,
+    PrefetchedContext,
     PurgeArgs,
     RecallArgs,
     RecalledMemory,
@@ -127,6 +128,7 @@ from ._memory import (
     StatsArgs,
     StoreArgs,
     TurnArg,
+    context_args,
 )
 from ._schedules import (
     MAX_REMINDER_TEXT,
@@ -316,6 +318,7 @@ __all__ = [
     "MemorySummary",
     "NamespaceCounts",
     "Policy",
+    "PrefetchedContext",
     "ProviderHealth",
     "ProvidersReport",
     "PurgeArgs",
@@ -355,6 +358,7 @@ __all__ = [
     "UsageVerdict",
     "adapter_approval_question",
     "adapter_retryable",
+    "context_args",
     "http_status_retryable",
     "reminder_approval_question",
     "tool_digest",

@@ -14,6 +14,7 @@ import msgspec
 
 from .._ops import Nothing, Operation
 from ._events import Delta, ToolUsed, TurnDone
+from ._memory import PrefetchedContext
 
 TURN_SERVICE = "chat"  # the daemon service name an agent posts its turn's events to
 TurnOp = Literal["event", "approve"]
@@ -38,6 +39,9 @@ class TurnInput(msgspec.Struct, frozen=True):
     # 0042): None, the agent's whole toolset (the operator, a dispatch); otherwise only
     # these names, anything else refused as `tool_not_granted`.
     tools: tuple[str, ...] | None = None
+    # The turn's context from memory, read by the daemon as it opened the turn (ADR
+    # 0068); None: the agent asks memory itself (as it does for a peer's question).
+    context: PrefetchedContext | None = None
 
 
 class TurnCancel(msgspec.Struct, frozen=True):
