@@ -96,8 +96,8 @@ async def test_a_context_read_before_the_sessions_last_append_is_asked_for_again
         await engine.run_turn("third", session="s", prefetched=fresh)
     assert fresh.found.last_seq == 3  # four turns: 0..3
     assert counted.asked == 1
-    assert [t.content for t in provider.asked[1].history][0] == "first"
-    assert [t.content for t in provider.asked[2].history][2] == "second"
+    assert provider.asked[1].history[0].content == "first"
+    assert provider.asked[2].history[2].content == "second"
 
 
 def found(last_seq: int, through_seq: int | None = None) -> MemoryContext:
