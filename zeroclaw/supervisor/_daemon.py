@@ -766,7 +766,7 @@ async def _keep_channels(
         return [*channel_adapters(running.config, running.env), *more(running.config)]
 
     built = settings()
-    with events.subscribe() as reloads:
+    with events.subscribe(kinds=(ReloadApplied,)) as reloads:
         channels.replace(adapters())
         async for published in reloads:
             if not isinstance(published.event, ReloadApplied):
@@ -789,7 +789,7 @@ async def _keep_discovery(
         except Exception:
             log.exception("discovery: a scan failed")
 
-    with events.subscribe() as reloads:
+    with events.subscribe(kinds=(ReloadApplied,)) as reloads:
         async with trio.open_nursery() as nursery:
             # Not while the agents start: a scan (probing model servers, building an HTTP
             # client, walking project dirs) competes with them for the CPU and the event
