@@ -93,7 +93,7 @@ async def test_a_cancel_the_agent_does_not_confirm_ends_after_the_grace(root: Pa
             turn.cancel()
             assert await read_all(turn) == [TurnCancelled()]
             cancel = await inbox.receive()
-    assert decode_body(chat.body, TurnInput) == TurnInput("hi")
+    assert decode_body(chat.body, TurnInput) == TurnInput("hi", budgeted=False)  # no budgets here
     assert cancel.kind == "cancel" and decode_body(cancel.body, TurnCancel).turn == chat.id
 
 

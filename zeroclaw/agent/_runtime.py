@@ -209,7 +209,7 @@ class BusMeter:
             log.warning("usage of turn %s not reported: %s %s", report.turn, exc.code, exc.detail)
             return UsageVerdict()
 
-    def last(self, report: UsageReport) -> None:
+    def post(self, report: UsageReport) -> None:
         self.bus.post_request(USAGE_REPORT, report)
 
 
@@ -369,6 +369,7 @@ class AgentRuntime:
                     turn_id=turn,
                     on_answer=on_answer,
                     prefetched=chat.context,
+                    budgeted=chat.budgeted,
                 )
             finally:
                 del self.chats[turn]

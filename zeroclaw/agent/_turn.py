@@ -118,8 +118,9 @@ class UsageMeter(Protocol):
         """A step after which the turn goes on (its tools ran): the daemon's verdict."""
         ...
 
-    def last(self, report: UsageReport) -> None:
-        """The turn's last step: posted, nobody waits."""
+    def post(self, report: UsageReport) -> None:
+        """A step nobody waits for (the turn's last, or one of a turn no budget applies
+        to): posted."""
         ...
 
 
@@ -242,6 +243,7 @@ class TurnEngine:
         on_answer: Callable[[TurnResult], None] | None = None,
         turn_id: str | None = None,
         prefetched: PrefetchedContext | None = None,
+        budgeted: bool = True,
     ) -> TurnResult:
         """One turn. `approver` belongs to the channel that started it (None: nobody to ask,
         so supervised medium-risk actions are denied); `depth` counts the asks and
@@ -260,7 +262,9 @@ class TurnEngine:
         call; a compaction the session is due for runs after the transcript append, before
         the session's next turn (ADR 0059). `prefetched`: that request's answer, read by
         the daemon as it opened the turn; taken when it answers the same request and shows
-        this session's last append and compaction, else asked for again (ADR 0068)."""
+        this session's last append and compaction, else asked for again (ADR 0068).
+        `budgeted`: False when the daemon said no budget applies to the turn: its steps'
+        usage is posted, not waited for (ADR 0068)."""
         tools = self.toolset if toolset is None else toolset
         spans = _Spans()
         identity = ""
@@ -328,7 +332,7 @@ class TurnEngine:
                     calls.append(ToolCallRecord(call.name, call.args, result.ok, result.error_code))
                     await on_event(ToolUsed(call.name, call.args, result.ok, result.error_code))
                 conversation.rounds.append(Round(step, tuple(outcomes)))
-                verdict = await self._metered(turn_id, usage[-1])
+                verdict = await self._metered(turn_id, usage[-1], budgeted)
                 if verdict.stop:  # a budget of this turn is spent: no further step
                     stopped = verdict
                     break
@@ -352,7 +356,7 @@ class TurnEngine:
                 await on_event(Delta(answer[start : start + STREAM_CHUNK]))
         if stopped is None and usage and self.meter is not None and turn_id is not None:
             # Before the answer: the daemon hears of the step while the turn is its own.
-            self.meter.last(UsageReport(turn_id, usage[-1], last=True))
+            self.meter.post(UsageReport(turn_id, usage[-1], last=True))
         finished = TurnResult(
             answer,
             calls,
@@ -402,9 +406,13 @@ class TurnEngine:
         usage.append(StepUsage(step.provider or self.provider.name, tokens, step.failed))
         return dataclasses.replace(step, usage=tokens)
 
-    async def _metered(self, turn: str | None, step: StepUsage) -> UsageVerdict:
-        """The daemon's word on a step after which the turn would go on."""
+    async def _metered(self, turn: str | None, step: StepUsage, budgeted: bool) -> UsageVerdict:
+        """The daemon's word on a step after which the turn would go on; posted, and "go
+        on", when no budget applies to the turn (the daemon said so as it opened it)."""
         if self.meter is None or turn is None:
+            return UsageVerdict()
+        if not budgeted:
+            self.meter.post(UsageReport(turn, step))
             return UsageVerdict()
         return await self.meter.step(UsageReport(turn, step))
 
@@ -418,7 +426,7 @@ class TurnEngine:
 
         def metered(step: StepUsage) -> None:
             if self.meter is not None and turn is not None:
-                self.meter.last(UsageReport(turn, step, last=True, compaction=True))
+                self.meter.post(UsageReport(turn, step, last=True, compaction=True))
 
         done = await compact_session(
             self.reach,

@@ -94,6 +94,11 @@ class TurnAdmission(Protocol):
         the turn's message (what it will spend at least)."""
         ...
 
+    def budgeted(self, agent: str, origin: Origin) -> bool:
+        """Whether any budget applies to a turn of `agent` from `origin` (when none does,
+        the agent posts its steps' usage without waiting for a verdict, ADR 0068)."""
+        ...
+
     def closed(self, agent: str, turn: str) -> None: ...
 
 
@@ -104,6 +109,9 @@ class AdmitAll:
         self, agent: str, origin: Origin, session: str, turn: str, *, text: str = ""
     ) -> Refusal | None:
         return None
+
+    def budgeted(self, agent: str, origin: Origin) -> bool:
+        return False
 
     def closed(self, agent: str, turn: str) -> None:
         return None
@@ -341,7 +349,8 @@ class TurnService:
             else:
                 admitted = budgeted
                 turn._agent_working = True
-                chat = TurnInput(text, interactive, input, tools)
+                budgets = self.admission.budgeted(agent, budget_origin or origin)
+                chat = TurnInput(text, interactive, input, tools, budgeted=budgets)
                 body = await self._input_body(agent, key, chat)
                 self.router.turn_opened(agent, turn_id, tools)
                 self.router.inject(

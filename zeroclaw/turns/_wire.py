@@ -42,6 +42,10 @@ class TurnInput(msgspec.Struct, frozen=True):
     # The turn's context from memory, read by the daemon as it opened the turn (ADR
     # 0068); None: the agent asks memory itself (as it does for a peer's question).
     context: PrefetchedContext | None = None
+    # Whether a budget applies to this turn (ADR 0057): when none does, the agent posts
+    # each step's usage instead of waiting for a verdict that can only say "go on"
+    # (ADR 0068; a budget a reload adds mid-turn still ends it from the daemon's side).
+    budgeted: bool = True
 
 
 class TurnCancel(msgspec.Struct, frozen=True):
