@@ -1196,6 +1196,7 @@ PUBLIC: dict[str, list[str]] = {
         "adapter_approval_question",
         "adapter_retryable",
         "context_args",
+        "context_id",
         "http_status_retryable",
         "reminder_approval_question",
         "tool_digest",

@@ -1,9 +1,11 @@
-"""A chat turn's context read by the daemon as it opened the turn (ADR 0068): the engine
-takes it in place of its own MEMORY_CONTEXT request only when it answers that very request
-and shows everything this process last wrote to the session; otherwise it asks."""
+"""A chat turn's context read by the daemon for the turn (ADR 0068): the engine awaits it
+while it reads its identity files and takes it in place of its own MEMORY_CONTEXT request
+only when it answers that very request and shows everything this process last wrote to
+the session; otherwise (or when none came) it asks."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TypeVar
 
@@ -42,6 +44,15 @@ class CountedReach:
         return await self.reach.memory(op, request)
 
 
+def sent(context: PrefetchedContext | None) -> Callable[[], Awaitable[PrefetchedContext | None]]:
+    """The daemon's context as the runtime hands it to the engine."""
+
+    async def arrived() -> PrefetchedContext | None:
+        return context
+
+    return arrived
+
+
 class Recording(OfflineProvider):
     def __init__(self) -> None:
         super().__init__()
@@ -59,7 +70,7 @@ async def test_a_context_read_ahead_is_taken_in_place_of_the_request(tmp_path: P
         ahead = PrefetchedContext(request, await reach.memory(MEMORY_CONTEXT, request))
         counted = CountedReach(reach)
         engine.reach = counted
-        reply = (await engine.run_turn("context friday", session="s", prefetched=ahead)).reply
+        reply = (await engine.run_turn("context friday", session="s", prefetched=sent(ahead))).reply
     assert counted.asked == 0
     assert "we ship on friday" in reply
 
@@ -72,7 +83,7 @@ async def test_a_context_read_for_another_request_is_asked_for_again(tmp_path: P
         ahead = PrefetchedContext(other, await reach.memory(MEMORY_CONTEXT, other))
         counted = CountedReach(reach)
         engine.reach = counted
-        reply = (await engine.run_turn("context friday", session="s", prefetched=ahead)).reply
+        reply = (await engine.run_turn("context friday", session="s", prefetched=sent(ahead))).reply
     assert counted.asked == 1
     assert "we ship on friday" in reply
 
@@ -88,12 +99,12 @@ async def test_a_context_read_before_the_sessions_last_append_is_asked_for_again
         await engine.run_turn("first", session="s")
         counted = CountedReach(reach)
         engine.reach = counted
-        await engine.run_turn("second", session="s", prefetched=stale)
+        await engine.run_turn("second", session="s", prefetched=sent(stale))
         assert counted.asked == 1
         # Read after the second turn's append: it shows it, and is taken.
         request = context_request(engine.spec.memory, "s", "third", engine.toolset)
         fresh = PrefetchedContext(request, await reach.memory(MEMORY_CONTEXT, request))
-        await engine.run_turn("third", session="s", prefetched=fresh)
+        await engine.run_turn("third", session="s", prefetched=sent(fresh))
     assert fresh.found.last_seq == 3  # four turns: 0..3
     assert counted.asked == 1
     assert provider.asked[1].history[0].content == "first"
@@ -125,3 +136,12 @@ def test_once_a_session_is_forgotten_no_unknown_session_counts_as_current() -> N
     marks.appended("c", 1)  # "a" is forgotten
     assert not marks.current("a", found(1)) and not marks.current("never", found(0))
     assert marks.current("c", found(1))
+
+
+async def test_a_turn_whose_context_did_not_come_asks_for_it(tmp_path: Path) -> None:
+    async with local_engine(OfflineProvider(), tmp_path) as (engine, reach):
+        await reach.memory(MEMORY_STORE, StoreArgs(key="release", content="we ship on friday"))
+        counted = CountedReach(reach)
+        engine.reach = counted
+        reply = (await engine.run_turn("context friday", session="s", prefetched=sent(None))).reply
+    assert counted.asked == 1 and "we ship on friday" in reply

@@ -27,6 +27,7 @@ from zeroclaw.turns import (
     TurnDone,
     TurnEventPost,
     TurnInput,
+    context_id,
 )
 
 CLI = Origin("cli.local")
@@ -191,12 +192,11 @@ async def test_the_turns_session_is_the_daemons_key_inside_its_origin(root: Path
     assert sessions == ["default", "default", "work"]
 
 
-async def test_a_chat_turn_carries_the_context_read_as_it_opened_unless_too_large(
-    root: Path,
-) -> None:
-    """ADR 0068: the reader's context goes with the chat message, read for the daemon's
-    session key and the turn's grant; one that would crowd the bus frame stays behind (the
-    agent asks for it), and a sub-agent invocation's input gets none."""
+async def test_a_chat_turns_context_follows_its_message_unless_too_large(root: Path) -> None:
+    """ADR 0068: the chat message says its context follows; the reader's context, read for
+    the daemon's session key and the turn's grant, comes behind it as the Response the
+    agent expects; one that would crowd the bus frame comes as a refusal (the agent asks
+    memory), and a sub-agent invocation's input is told of none."""
     asked: list[tuple[str, str, str, tuple[str, ...] | None]] = []
     size = {"content": "x"}
 
@@ -208,8 +208,8 @@ async def test_a_chat_turn_carries_the_context_read_as_it_opened_unless_too_larg
         return PrefetchedContext(ContextArgs(session=session), MemoryContext([turn], last_seq=1))
 
     async with bench(root, context=reader) as b:
-        _, inbox = await b.client("alpha")
-        bodies = []
+        bus, inbox = await b.client("alpha")
+        told, followed = [], []
         for content, given in (("x", None), ("y" * (1 << 20), None), ("x", {"task": 1})):
             size["content"] = content
             async with b.service.open_turn(
@@ -217,10 +217,14 @@ async def test_a_chat_turn_carries_the_context_read_as_it_opened_unless_too_larg
             ):
                 while (delivered := await inbox.receive()).kind != "chat":
                     pass  # the previous turn's cancel
-                bodies.append(decode_body(delivered.body, TurnInput))
-    small, large, invocation = bodies
-    assert small.context is not None and small.context.found.turns[0].content == "x"
-    assert small.context.args.session == "work"
-    assert large.context is None and large.text == "hi"
-    assert invocation.context is None
+                chat = decode_body(delivered.body, TurnInput)
+                told.append(chat.context_follows)
+                if chat.context_follows:
+                    followed.append(await bus.expect(context_id(delivered.id), wait_secs=30))
+    assert told == [True, True, False]
+    small, large = followed
+    assert small is not None and small.ok
+    context = decode_body(small.body, PrefetchedContext)
+    assert context.found.turns[0].content == "x" and context.args.session == "work"
+    assert large is not None and not large.ok
     assert asked == [("alpha", "work", "hi", None)] * 2

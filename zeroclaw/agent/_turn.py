@@ -242,7 +242,7 @@ class TurnEngine:
         toolset: Toolset | None = None,
         on_answer: Callable[[TurnResult], None] | None = None,
         turn_id: str | None = None,
-        prefetched: PrefetchedContext | None = None,
+        prefetched: Callable[[], Awaitable[PrefetchedContext | None]] | None = None,
         budgeted: bool = True,
     ) -> TurnResult:
         """One turn. `approver` belongs to the channel that started it (None: nobody to ask,
@@ -260,9 +260,10 @@ class TurnEngine:
         What the turn is given from memory (the session's history by the agent's token
         budget, its summary, recalled records) comes in one request before the first model
         call; a compaction the session is due for runs after the transcript append, before
-        the session's next turn (ADR 0059). `prefetched`: that request's answer, read by
-        the daemon as it opened the turn; taken when it answers the same request and shows
-        this session's last append and compaction, else asked for again (ADR 0068).
+        the session's next turn (ADR 0059). `prefetched`: that request's answer as the
+        daemon read it for this turn, awaited while the identity files are read; taken
+        when it answers the same request and shows this session's last append and
+        compaction, else asked for again (ADR 0068).
         `budgeted`: False when the daemon said no budget applies to the turn: its steps'
         usage is posted, not waited for (ADR 0068)."""
         tools = self.toolset if toolset is None else toolset
@@ -279,7 +280,8 @@ class TurnEngine:
         request = context_request(self.spec.memory, session, text, tools)
         async with trio.open_nursery() as nursery:  # identity and memory side by side
             nursery.start_soon(read_identity)
-            context = prefetched_context(prefetched, request, self.marks)
+            ahead = None if prefetched is None else await prefetched()
+            context = prefetched_context(ahead, request, self.marks)
             if context is None:
                 context = await fetch_context(self.reach, request)
         spans.mark("setup")

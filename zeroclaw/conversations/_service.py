@@ -13,9 +13,10 @@ service takes them only from the agent the turn went to (the router says who sen
 each), so no agent can speak into another agent's turn. Leaving the block before the
 turn ended cancels the agent's work; approvals nobody answered are denied.
 
-A chat turn's message carries the turn's context from memory, read here as the turn opens
-(`ContextReader`, ADR 0068): the agent then starts its model call without a round trip
-to the memory service first.
+A chat turn's context from memory follows its message: read here once the message is on
+its way (`ContextReader`) and sent to the agent as a Response it was told to expect, so the
+agent starts its model call without a round trip to the memory service first, and reads
+its identity files while the daemon reads its memory (ADR 0068).
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Protocol
 
-import msgspec
 import trio
 
 from .._ops import BodyError, OpTable, encode_body
@@ -50,6 +50,7 @@ from ..turns import (
     TurnDone,
     TurnEventPost,
     TurnInput,
+    context_id,
 )
 from ._outcomes import (
     TERMINAL,
@@ -350,15 +351,23 @@ class TurnService:
                 admitted = budgeted
                 turn._agent_working = True
                 budgets = self.admission.budgeted(agent, budget_origin or origin)
-                chat = TurnInput(text, interactive, input, tools, budgeted=budgets)
-                body = await self._input_body(agent, key, chat)
+                # Only to an agent on the bus now: a message queued while an on-demand
+                # agent starts would arrive after a Response sent meanwhile (dropped).
+                follows = (
+                    self.context is not None
+                    and input is None
+                    and self.router.core.conn_of(agent) is not None
+                )
+                chat = TurnInput(
+                    text, interactive, input, tools, context_follows=follows, budgeted=budgets
+                )
                 self.router.turn_opened(agent, turn_id, tools)
                 self.router.inject(
                     Message(
                         id=turn_id,
                         to=agent,
                         channel=origin.channel,
-                        body=body,
+                        body=encode_body(chat),
                         sent_at=time.time(),
                         from_=DAEMON_SENDER,
                         session=key,
@@ -367,6 +376,8 @@ class TurnService:
                     origin,
                     turn._delivered,
                 )
+                if follows and turn._agent_working:  # not refused on the way
+                    await self._send_context(agent, turn_id, key, chat)
             yield turn
         finally:
             del self.turns[turn_id]
@@ -384,19 +395,17 @@ class TurnService:
                     )
                 )
 
-    async def _input_body(self, agent: str, session: str, chat: TurnInput) -> msgspec.Raw:
-        """The chat message's body: with the turn's context when there is a reader, the
-        turn is a chat (not a sub-agent invocation's input) and the context leaves room in
-        the bus frame; else without, and the agent asks memory itself."""
-        if self.context is None or chat.input is not None:
-            return encode_body(chat)
+    async def _send_context(self, agent: str, turn_id: str, session: str, chat: TurnInput) -> None:
+        """The context the agent was told follows its chat message: read now, while the
+        message travels, and sent as the Response `context_id(turn_id)`; not ok when there
+        is none to give or it would crowd the bus frame (the agent asks memory then)."""
+        assert self.context is not None
         context = await self.context(agent, session, chat.text, chat.tools)
-        if context is None:
-            return encode_body(chat)
-        body = encode_body(msgspec.structs.replace(chat, context=context))
-        if len(body) + CONTEXT_ROOM_BYTES > self.router.core.max_frame:
-            return encode_body(chat)
-        return body
+        body = None if context is None else encode_body(context)
+        if body is not None and len(body) + CONTEXT_ROOM_BYTES <= self.router.core.max_frame:
+            self.router.reply(agent, Response(id=context_id(turn_id), body=body))
+        else:
+            self.router.reply(agent, Response(id=context_id(turn_id), ok=False, error="none"))
 
     def _budgeted(self, agent: str, origin: Origin) -> bool:
         """Whether the budgets hear of this turn: not when the router will refuse its

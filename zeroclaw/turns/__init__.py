@@ -192,6 +192,7 @@ from ._wire import (
     TurnEventPost,
     TurnInput,
     TurnServiceErrorCode,
+    context_id,
 )
 
 __all__ = [
@@ -359,6 +360,7 @@ __all__ = [
     "adapter_approval_question",
     "adapter_retryable",
     "context_args",
+    "context_id",
     "http_status_retryable",
     "reminder_approval_question",
     "tool_digest",
