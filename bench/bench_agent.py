@@ -1,7 +1,8 @@
 """Turn overhead: a chat message in, the reply out, through control socket, daemon, router
 and the agent process, beside its baseline: with the offline provider the raw relay round
 trip; with an OpenAI-compatible loopback model that answers at once (bench/_echo_server.py
-`chat`), the bare httpx request to that model; a turn with one `memory_store` call
+`chat`), the bare httpx request to that model, whole and to its first event beside the
+turn's first delta (issue 31 #3); a turn with one `memory_store` call
 beside the same turn without it; and a turn given the records recalled for its text from
 100k beside the same turn of an agent that recalls nothing (ADR 0059)."""
 
@@ -114,10 +115,14 @@ class _Bare:
             "stream": True,
         }
 
-    def __call__(self) -> None:
+    def __call__(self) -> float:
+        """Returns when its first event arrived (perf_counter)."""
+        first = 0.0
         with self.client.stream("POST", "chat/completions", json=self.payload) as response:
-            for _line in response.iter_lines():
-                pass
+            for line in response.iter_lines():
+                if not first and line.startswith("data:"):
+                    first = time.perf_counter()
+        return first
 
     def close(self) -> None:
         self.client.close()
@@ -131,13 +136,19 @@ class _Turn:
         self.name = session
         self.count = 0
 
-    def __call__(self) -> None:
+    def __call__(self) -> float:
+        """Returns when its first delta arrived (perf_counter)."""
         # A session of its own per turn: back to back in one session, a turn would wait for
         # the previous turn's transcript commit, which a person typing never does (ADR 0038).
         self.count += 1
         self.session.send(Chat(agent="alpha", text=self.text, session=f"{self.name}-{self.count}"))
+        first = 0.0
         for reply in self.session.replies():
             assert reply.ok, reply
+            data = reply.data
+            if not first and isinstance(data, dict) and data.get("event") == "delta":
+                first = time.perf_counter()
+        return first
 
     def close(self) -> None:
         self.session.close()
@@ -145,7 +156,8 @@ class _Turn:
 
 def _net_latency(debug_log: Path | None = None) -> dict[str, dict[str, float]]:
     """p50/p99 in ms of a bare request, a plain turn and a turn with one memory_store call,
-    against one local model server, interleaved in blocks."""
+    against one local model server, interleaved in blocks; and of the bare request's first
+    event and the plain turn's first delta ("bare first", "turn first")."""
     port = free_port()
     url = f"http://127.0.0.1:{port}/v1"
     server = subprocess.Popen(
@@ -157,7 +169,13 @@ def _net_latency(debug_log: Path | None = None) -> dict[str, dict[str, float]]:
     try:
         wait_http(f"http://127.0.0.1:{port}/healthz")
         daemon = _NetDaemon(url, debug_log=debug_log)
-        samples: dict[str, list[float]] = {"bare": [], "turn": [], "store": []}
+        samples: dict[str, list[float]] = {
+            "bare": [],
+            "turn": [],
+            "store": [],
+            "bare first": [],
+            "turn first": [],
+        }
         rounds = NET_TURNS // NET_BLOCK
         for block in range(rounds + 1):  # the first block is the warm-up
             ops: dict[str, _Bare | _Turn] = {
@@ -170,9 +188,11 @@ def _net_latency(debug_log: Path | None = None) -> dict[str, dict[str, float]]:
                     op()  # a new connection's first request is not a turn's cost
                     for _ in range(NET_BLOCK):
                         started = time.perf_counter()
-                        op()
+                        first = op()
                         if block:
                             samples[name].append((time.perf_counter() - started) * 1000)
+                            if name != "store":
+                                samples[f"{name} first"].append((first - started) * 1000)
             finally:
                 for op in ops.values():
                     op.close()
@@ -244,6 +264,7 @@ def run() -> list[Result]:
     recall = _recall_latency()
     net = _net_latency()
     bare, turn, store = net["bare"], net["turn"], net["store"]
+    bare_first, turn_first = net["bare first"], net["turn first"]
     # The tool call costs a second model request by nature; what the turn adds is the rest.
     store_added = store["p50"] - turn["p50"] - bare["p50"]
     plain = _turns("hello")
@@ -264,7 +285,15 @@ def run() -> list[Result]:
             "ms",
             "bare httpx streamed request p50, same server",
             bare["p50"],
-            f"<= +1 ms (now +{turn['p50'] - bare['p50']:.2f} ms)",
+            f"<= +2 ms (now +{turn['p50'] - bare['p50']:.2f} ms)",
+        ),
+        result(
+            "turn first delta p50, openai loopback model",
+            turn_first["p50"],
+            "ms",
+            "bare httpx streamed request's first event p50",
+            bare_first["p50"],
+            f"<= +2 ms (now +{turn_first['p50'] - bare_first['p50']:.2f} ms)",
         ),
         result(
             "turn p99, openai loopback model",

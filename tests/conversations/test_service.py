@@ -17,12 +17,17 @@ from zeroclaw.turns import (
     ApprovalAnswer,
     ApprovalAsked,
     ApprovalQuestion,
+    ContextArgs,
+    ContextTurn,
     Delta,
+    MemoryContext,
+    PrefetchedContext,
     ToolUsed,
     TurnCancel,
     TurnDone,
     TurnEventPost,
     TurnInput,
+    context_id,
 )
 
 CLI = Origin("cli.local")
@@ -89,7 +94,7 @@ async def test_a_cancel_the_agent_does_not_confirm_ends_after_the_grace(root: Pa
             turn.cancel()
             assert await read_all(turn) == [TurnCancelled()]
             cancel = await inbox.receive()
-    assert decode_body(chat.body, TurnInput) == TurnInput("hi")
+    assert decode_body(chat.body, TurnInput) == TurnInput("hi", budgeted=False)  # no budgets here
     assert cancel.kind == "cancel" and decode_body(cancel.body, TurnCancel).turn == chat.id
 
 
@@ -185,3 +190,41 @@ async def test_the_turns_session_is_the_daemons_key_inside_its_origin(root: Path
                 sessions.append(delivered.session)
     # The operator keeps its names; `default` when it gives none.
     assert sessions == ["default", "default", "work"]
+
+
+async def test_a_chat_turns_context_follows_its_message_unless_too_large(root: Path) -> None:
+    """ADR 0068: the chat message says its context follows; the reader's context, read for
+    the daemon's session key and the turn's grant, comes behind it as the Response the
+    agent expects; one that would crowd the bus frame comes as a refusal (the agent asks
+    memory), and a sub-agent invocation's input is told of none."""
+    asked: list[tuple[str, str, str, tuple[str, ...] | None]] = []
+    size = {"content": "x"}
+
+    async def reader(
+        agent: str, session: str, text: str, tools: tuple[str, ...] | None
+    ) -> PrefetchedContext:
+        asked.append((agent, session, text, tools))
+        turn = ContextTurn(1, "assistant", size["content"], 0.0)
+        return PrefetchedContext(ContextArgs(session=session), MemoryContext([turn], last_seq=1))
+
+    async with bench(root, context=reader) as b:
+        bus, inbox = await b.client("alpha")
+        told, followed = [], []
+        for content, given in (("x", None), ("y" * (1 << 20), None), ("x", {"task": 1})):
+            size["content"] = content
+            async with b.service.open_turn(
+                "alpha", "hi", session="work", origin=CLI, input=given
+            ):
+                while (delivered := await inbox.receive()).kind != "chat":
+                    pass  # the previous turn's cancel
+                chat = decode_body(delivered.body, TurnInput)
+                told.append(chat.context_follows)
+                if chat.context_follows:
+                    followed.append(await bus.expect(context_id(delivered.id), wait_secs=30))
+    assert told == [True, True, False]
+    small, large = followed
+    assert small is not None and small.ok
+    context = decode_body(small.body, PrefetchedContext)
+    assert context.found.turns[0].content == "x" and context.args.session == "work"
+    assert large is not None and not large.ok
+    assert asked == [("alpha", "work", "hi", None)] * 2

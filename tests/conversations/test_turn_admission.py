@@ -11,9 +11,10 @@ import trio
 
 from tests.conftest import PATIENCE
 from tests.conversations.helpers import bench, read_all
+from zeroclaw._ops import decode_body
 from zeroclaw.bus import Origin
 from zeroclaw.conversations import TurnRefused
-from zeroclaw.turns import TurnDone
+from zeroclaw.turns import TurnDone, TurnInput
 
 
 @dataclass
@@ -25,8 +26,9 @@ class Admission:
     """The budgets as the turn service sees them (`TurnAdmission`): it records what it is
     asked, and refuses everything when told to."""
 
-    def __init__(self, refuse: bool = False) -> None:
+    def __init__(self, refuse: bool = False, budgets: bool = True) -> None:
         self.refuse = refuse
+        self.budgets = budgets
         self.admitted: list[tuple[str, str, str]] = []
         self.closed_turn_ids: list[str] = []
 
@@ -37,6 +39,9 @@ class Admission:
             return Over("turns_per_hour of agent alpha spent (3 of 3)")
         self.admitted.append((agent, origin.who, session))
         return None
+
+    def budgeted(self, agent: str, origin: Origin) -> bool:
+        return self.budgets
 
     def closed(self, agent: str, turn: str) -> None:
         self.closed_turn_ids.append(turn)
@@ -87,3 +92,18 @@ async def test_attack_an_origin_the_router_refuses_spends_no_budget(tmp_path: Pa
                 [refused] = await read_all(turn)
         assert isinstance(refused, TurnRefused) and refused.code == "origin_not_allowed"
         assert budgets.admitted == [] and budgets.closed_turn_ids == []
+
+
+async def test_the_agent_is_told_whether_a_budget_applies_to_its_turn(tmp_path: Path) -> None:
+    """ADR 0068: when none does, the agent posts its steps' usage instead of waiting."""
+    told = []
+    for budgets in (True, False):
+        async with bench(tmp_path / str(budgets), admission=Admission(budgets=budgets)) as b:
+            _, delivered = await b.client("alpha")
+            with trio.fail_after(PATIENCE):
+                async with b.service.open_turn(
+                    "alpha", "hello", session=None, origin=Origin.operator("cli.local")
+                ):
+                    message = await delivered.receive()
+            told.append(decode_body(message.body, TurnInput).budgeted)
+    assert told == [True, False]

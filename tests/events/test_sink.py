@@ -12,6 +12,7 @@ from zeroclaw.events import (
     EventSink,
     MemoryOperation,
     Published,
+    ReloadApplied,
     RouteRefused,
 )
 
@@ -86,3 +87,17 @@ async def test_a_wait_for_events_cut_by_a_deadline_loses_nothing() -> None:
             await trio.testing.wait_all_tasks_blocked()
             sink.publish(transition(3))
         assert [p.event for p in subscription.take()] == [transition(3)]
+
+
+def test_a_subscriber_of_some_kinds_is_offered_only_those() -> None:
+    """A task that waits for reloads is not woken by every turn's events (ADR 0068)."""
+    sink = EventSink()
+    reloads = sink.subscribe(kinds=(ReloadApplied,))
+    everything = sink.subscribe()
+    sink.publish(transition(1))
+    sink.publish(MemoryOperation(agent="alpha", op="context"))
+    assert reloads.take() == []  # nothing queued, nobody woken
+    applied = ReloadApplied(outcome="ok")
+    sink.publish(applied)
+    assert [p.event for p in reloads.take()] == [applied]
+    assert [p.seq for p in everything.take()] == [1, 2, 3]

@@ -382,3 +382,11 @@ async def test_attack_a_flood_of_questions_does_not_make_the_daemon_forget_a_cha
     verdict = harness.report("alpha", "t1")  # 2200 of 1500: the sender's budget ends it
     assert verdict.stop and "webhook.ops:ci-bot on agent alpha" in verdict.detail
     assert len(service._turns) <= 4 + 1  # the questions stay bounded
+
+
+def test_a_turn_is_budgeted_only_when_a_budget_applies(ledger: UsageLedger) -> None:
+    """ADR 0068: without one, the agent posts its steps' usage and waits for no verdict."""
+    assert not Harness(ledger, config()).service.budgeted("alpha", OPERATOR)
+    capped = Harness(ledger, config({"budget": {"tokens_per_day": 2000}}))
+    assert capped.service.budgeted("alpha", OPERATOR)
+    assert capped.service.budgeted("alpha", HOOK)

@@ -14,6 +14,11 @@ the turns in one transaction. The facts are kept only when the turn's toolset ho
 `memory_store` and the profile may write: what that tool could have stored. A summary that
 fails (the provider, an empty answer, the service's refusal) keeps the turns and is logged;
 the next turn of the session tries again.
+
+A chat turn's context usually comes with the turn: the daemon read it as it opened the turn
+(ADR 0068), and the agent takes it when it answers the very request the agent would make
+and is not older than what this process last wrote to the session (`SessionMarks`); else
+the agent asks, as it always does for a peer's question.
 """
 
 from __future__ import annotations
@@ -45,14 +50,16 @@ from ..turns import (
     CompactArgs,
     ContextArgs,
     ContextTurn,
+    MemoryCompacted,
     MemoryContext,
+    PrefetchedContext,
     StepUsage,
+    context_args,
 )
 from ._spec import MemorySpec
 
 log = logging.getLogger("zeroclaw.agent")
 
-RECALL_QUERY_CHARS = 2000  # a long message is recalled for by its start
 SUMMARY_SHARE = 4  # a summary takes at most 1/SUMMARY_SHARE of the history budget
 CHAT_ROLES = ("user", "assistant")
 
@@ -66,17 +73,69 @@ class TurnContext:
     overflow: tuple[ContextTurn, ...] = ()  # the turns a compaction should summarise
 
 
+MAX_MARKS = 4096  # sessions whose last write a process remembers
+
+
 def context_request(memory: MemorySpec, session: str, text: str, tools: Toolset) -> ContextArgs:
     """The one request a turn makes before its first model call."""
-    recall = memory.recall and "memory_recall" in tools
-    return ContextArgs(
-        session=session,
+    return context_args(
+        session,
+        text,
         history_tokens=memory.history_budget_tokens,
         compact=memory.compact,
-        query=text[:RECALL_QUERY_CHARS] if recall else "",
-        recall_k=memory.recall_k if recall else 0,
-        recall_tokens=memory.recall_budget_tokens if recall else 0,
+        recall=memory.recall and "memory_recall" in tools,
+        recall_k=memory.recall_k,
+        recall_tokens=memory.recall_budget_tokens,
     )
+
+
+class SessionMarks:
+    """What this process last wrote to each session: its newest turn's sequence number and
+    how far its summary reaches. A context read before that write was committed (the
+    daemon reads a chat turn's ahead, as the turn opens, while the previous turn's append
+    may still be on its way) shows less, and is not taken (ADR 0068). Pure.
+
+    At most `limit` sessions are remembered, the least recently written forgotten first;
+    once one was forgotten, a session not remembered is no proof of freshness any more,
+    and its context is asked for again."""
+
+    def __init__(self, limit: int = MAX_MARKS) -> None:
+        self.limit = limit
+        self._marks: dict[str, tuple[int, int]] = {}
+        self._forgot = False
+
+    def appended(self, session: str, seq: int) -> None:
+        _, through = self._marks.pop(session, (0, 0))
+        self._keep(session, (seq, through))
+
+    def compacted(self, session: str, through_seq: int) -> None:
+        last, _ = self._marks.pop(session, (0, 0))
+        self._keep(session, (last, through_seq))
+
+    def _keep(self, session: str, mark: tuple[int, int]) -> None:
+        self._marks[session] = mark
+        if len(self._marks) > self.limit:
+            del self._marks[next(iter(self._marks))]
+            self._forgot = True
+
+    def current(self, session: str, found: MemoryContext) -> bool:
+        """Whether `found`, read for `session`, shows everything this process wrote to it."""
+        mark = self._marks.get(session)
+        if mark is None:
+            return not self._forgot
+        through = found.summary.through_seq if found.summary is not None else 0
+        return found.last_seq >= mark[0] and through >= mark[1]
+
+
+def prefetched_context(
+    prefetched: PrefetchedContext | None, request: ContextArgs, marks: SessionMarks
+) -> TurnContext | None:
+    """The context the daemon read ahead, when it answers `request` and is current."""
+    if prefetched is None or prefetched.args != request:
+        return None
+    if not marks.current(request.session, prefetched.found):
+        return None
+    return turn_context(prefetched.found)
 
 
 def turn_context(found: MemoryContext) -> TurnContext:
@@ -97,12 +156,11 @@ def turn_context(found: MemoryContext) -> TurnContext:
     )
 
 
-async def fetch_context(
-    reach: Reach, memory: MemorySpec, session: str, text: str, tools: Toolset
-) -> TurnContext:
+async def fetch_context(reach: Reach, request: ContextArgs) -> TurnContext:
     """What the turn is given; nothing when memory refuses (the turn still runs)."""
+    session = request.session
     try:
-        found = await reach.memory(MEMORY_CONTEXT, context_request(memory, session, text, tools))
+        found = await reach.memory(MEMORY_CONTEXT, request)
     except CallRefused as refused:
         log.warning(
             "session %r: no context from memory: %s %s", session, refused.code, refused.detail
@@ -138,10 +196,10 @@ async def compact_session(
     *,
     keep_facts: bool,
     on_step: Callable[[StepUsage], None] = lambda step: None,
-) -> None:
+) -> MemoryCompacted | None:
     """Summarise `context.overflow` and compact the session with it; any failure keeps the
-    turns and says so in the log. `on_step`: what the summary step used (it is metered
-    like a turn's)."""
+    turns and says so in the log (and is None). `on_step`: what the summary step used (it
+    is metered like a turn's)."""
     first, last = context.overflow[0].seq, context.overflow[-1].seq
     kept = f"agent {alias}: session {session!r} not compacted (turns {first}-{last} kept)"
     conversation = summary_conversation(alias, context)
@@ -149,7 +207,7 @@ async def compact_session(
         step = await provider.complete(conversation, _ignore)
     except ProviderError as exc:
         log.warning("%s: the summary failed: %s", kept, exc)
-        return
+        return None
     tokens = step.usage or estimate_usage(conversation, step)
     on_step(StepUsage(step.provider or provider.name, tokens, step.failed))
     summarised = parse_summary(
@@ -160,7 +218,7 @@ async def compact_session(
     )
     if summarised is None:
         log.warning("%s: the provider's answer held no summary", kept)
-        return
+        return None
     request = CompactArgs(
         session=session,
         from_seq=first,
@@ -172,7 +230,7 @@ async def compact_session(
         done = await reach.memory(MEMORY_COMPACT, request)
     except CallRefused as refused:
         log.warning("%s: %s %s", kept, refused.code, refused.detail)
-        return
+        return None
     log.info(
         "agent %s: session %r compacted: turns %d-%d summarised, %d facts kept",
         alias,
@@ -181,3 +239,4 @@ async def compact_session(
         last,
         len(done.facts),
     )
+    return done

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import math
 import os
 import shutil
 import signal
@@ -93,15 +94,23 @@ class LinkSender:
     def __init__(self, stream: trio.SocketStream) -> None:
         self._stream = stream
         self._lock = trio.Lock()
+        self._busy, self._busy_queued = trio.open_memory_channel[int](math.inf)
 
     async def send(self, message: LinkMessage) -> None:
         async with self._lock:
             await self._stream.send_all(encode_frame(encode_link(message)))
 
     async def report_busy(self, turns: int) -> None:
-        """Tell the daemon how many turns run: an on-demand agent is not idle while > 0."""
-        with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
-            await self.send(Busy(turns))
+        """Tell the daemon how many turns run: an on-demand agent is not idle while > 0.
+        Queued for `send_busy_reports`, so a turn never waits for the link on its way in or
+        out (ADR 0068); its traffic on the bus keeps the agent from idling meanwhile."""
+        self._busy.send_nowait(turns)
+
+    async def send_busy_reports(self) -> None:
+        """Send what `report_busy` queued, in order."""
+        async for turns in self._busy_queued:
+            with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+                await self.send(Busy(turns))
 
 
 BusHook = Callable[[AgentBus, trio.Nursery, LinkSender], None]
@@ -272,6 +281,7 @@ async def serve_agent(
     with receiver as signals:
         async with trio.open_nursery() as nursery:
             await nursery.start(bus.run)
+            nursery.start_soon(sender.send_busy_reports)
             if on_bus is not None:
                 on_bus(bus, nursery, sender)
             nursery.start_soon(

@@ -15,6 +15,7 @@ its real sender; "daemon" is a reserved alias no agent can have.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import math
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -55,6 +56,7 @@ from ..turns import (
     CatalogCall,
     Delta,
     DispatchCall,
+    PrefetchedContext,
     ToolUsed,
     TurnCancel,
     TurnDone,
@@ -62,6 +64,7 @@ from ..turns import (
     TurnInput,
     UsageReport,
     UsageVerdict,
+    context_id,
 )
 from ._turn import TurnEngine, TurnResult
 
@@ -87,6 +90,7 @@ SERVICE_NAMES = {
 SCHEDULE_WAIT_SECS = 30.0
 ADAPTER_WAIT_SECS = 3600.0  # an invoke answers when the program ended (its own timeout)
 METER_WAIT_SECS = 30.0  # the daemon's verdict on a step; none by then is "go on"
+CONTEXT_WAIT_SECS = 30.0  # a chat turn's context from the daemon; none by then: ask memory
 BodyT = TypeVar("BodyT", TurnInput, TurnCancel, PeerQuestion, PeerAnswer)
 Req = TypeVar("Req", bound=msgspec.Struct)
 Ans = TypeVar("Ans", bound=msgspec.Struct)
@@ -209,7 +213,7 @@ class BusMeter:
             log.warning("usage of turn %s not reported: %s %s", report.turn, exc.code, exc.detail)
             return UsageVerdict()
 
-    def last(self, report: UsageReport) -> None:
+    def post(self, report: UsageReport) -> None:
         self.bus.post_request(USAGE_REPORT, report)
 
 
@@ -368,11 +372,27 @@ class AgentRuntime:
                     toolset=self.engine.origin_toolset(chat.tools),
                     turn_id=turn,
                     on_answer=on_answer,
+                    prefetched=functools.partial(self._context_of, turn)
+                    if chat.context_follows
+                    else None,
+                    budgeted=chat.budgeted,
                 )
             finally:
                 del self.chats[turn]
         if not answered:
             emit(TurnDone("", cancelled=True))
+
+    async def _context_of(self, turn: str) -> PrefetchedContext | None:
+        """The context the daemon sends behind a chat turn's message (ADR 0068); None when
+        it had none to give or it does not come in time (the engine asks memory then)."""
+        response = await self.bus.expect(context_id(turn), wait_secs=CONTEXT_WAIT_SECS)
+        if response is None or not response.ok:
+            return None
+        try:
+            return decode_body(response.body, PrefetchedContext)
+        except BodyError as exc:
+            log.warning("turn %s: the context sent with it does not decode: %s", turn, exc)
+            return None
 
     async def _peer_turn(self, message: Message, question: PeerQuestion) -> None:
         async with self.busy.turn():

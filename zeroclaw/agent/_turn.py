@@ -52,6 +52,7 @@ from ..turns import (
     MEMORY_APPEND_TURNS,
     AppendTurnsArgs,
     Delta,
+    PrefetchedContext,
     StepUsage,
     ToolCallRecord,
     ToolUsed,
@@ -60,7 +61,14 @@ from ..turns import (
     UsageReport,
     UsageVerdict,
 )
-from ._context import TurnContext, compact_session, fetch_context
+from ._context import (
+    SessionMarks,
+    TurnContext,
+    compact_session,
+    context_request,
+    fetch_context,
+    prefetched_context,
+)
 from ._skills import skills_section, with_skills
 from ._spec import AgentSpec, path_rules
 
@@ -110,8 +118,9 @@ class UsageMeter(Protocol):
         """A step after which the turn goes on (its tools ran): the daemon's verdict."""
         ...
 
-    def last(self, report: UsageReport) -> None:
-        """The turn's last step: posted, nobody waits."""
+    def post(self, report: UsageReport) -> None:
+        """A step nobody waits for (the turn's last, or one of a turn no budget applies
+        to): posted."""
         ...
 
 
@@ -184,6 +193,9 @@ class TurnEngine:
         self.mcp_explain: Callable[[str], ToolResult | None] | None = None
         # Sessions whose last turn's transcript append is still on its way (see run_turn).
         self._saving: dict[str, trio.Event] = {}
+        # What this process last wrote to each session: whether a context the daemon read
+        # ahead of a turn is current (ADR 0068).
+        self.marks = SessionMarks()
         # The skills listing (ADR 0056), told to a turn that may read them with skill_read.
         self.skills_prompt = skills_section(spec.skills)
         # Where each provider step is reported (the daemon's usage service); None: nowhere
@@ -230,6 +242,8 @@ class TurnEngine:
         toolset: Toolset | None = None,
         on_answer: Callable[[TurnResult], None] | None = None,
         turn_id: str | None = None,
+        prefetched: Callable[[], Awaitable[PrefetchedContext | None]] | None = None,
+        budgeted: bool = True,
     ) -> TurnResult:
         """One turn. `approver` belongs to the channel that started it (None: nobody to ask,
         so supervised medium-risk actions are denied); `depth` counts the asks and
@@ -246,7 +260,12 @@ class TurnEngine:
         What the turn is given from memory (the session's history by the agent's token
         budget, its summary, recalled records) comes in one request before the first model
         call; a compaction the session is due for runs after the transcript append, before
-        the session's next turn (ADR 0059)."""
+        the session's next turn (ADR 0059). `prefetched`: that request's answer as the
+        daemon read it for this turn, awaited while the identity files are read; taken
+        when it answers the same request and shows this session's last append and
+        compaction, else asked for again (ADR 0068).
+        `budgeted`: False when the daemon said no budget applies to the turn: its steps'
+        usage is posted, not waited for (ADR 0068)."""
         tools = self.toolset if toolset is None else toolset
         spans = _Spans()
         identity = ""
@@ -258,9 +277,13 @@ class TurnEngine:
             nonlocal identity
             identity = await trio.to_thread.run_sync(system_prompt, self.spec.workspace)
 
+        request = context_request(self.spec.memory, session, text, tools)
         async with trio.open_nursery() as nursery:  # identity and memory side by side
             nursery.start_soon(read_identity)
-            context = await fetch_context(self.reach, self.spec.memory, session, text, tools)
+            ahead = None if prefetched is None else await prefetched()
+            context = prefetched_context(ahead, request, self.marks)
+            if context is None:
+                context = await fetch_context(self.reach, request)
         spans.mark("setup")
         if SKILL_READ in tools:
             identity = with_skills(identity, self.skills_prompt)
@@ -311,7 +334,7 @@ class TurnEngine:
                     calls.append(ToolCallRecord(call.name, call.args, result.ok, result.error_code))
                     await on_event(ToolUsed(call.name, call.args, result.ok, result.error_code))
                 conversation.rounds.append(Round(step, tuple(outcomes)))
-                verdict = await self._metered(turn_id, usage[-1])
+                verdict = await self._metered(turn_id, usage[-1], budgeted)
                 if verdict.stop:  # a budget of this turn is spent: no further step
                     stopped = verdict
                     break
@@ -335,7 +358,7 @@ class TurnEngine:
                 await on_event(Delta(answer[start : start + STREAM_CHUNK]))
         if stopped is None and usage and self.meter is not None and turn_id is not None:
             # Before the answer: the daemon hears of the step while the turn is its own.
-            self.meter.last(UsageReport(turn_id, usage[-1], last=True))
+            self.meter.post(UsageReport(turn_id, usage[-1], last=True))
         finished = TurnResult(
             answer,
             calls,
@@ -348,13 +371,14 @@ class TurnEngine:
         saved: CallRefused | None = None
         try:
             try:
-                await self.reach.memory(
+                appended = await self.reach.memory(
                     MEMORY_APPEND_TURNS,
                     AppendTurnsArgs(
                         session=session,
                         turns=[TurnArg("user", text), TurnArg("assistant", answer)],
                     ),
                 )
+                self.marks.appended(session, appended.seq)
             except CallRefused as refused:
                 saved = refused
             if context.overflow and stopped is None:  # the next turn waits for it too
@@ -384,9 +408,13 @@ class TurnEngine:
         usage.append(StepUsage(step.provider or self.provider.name, tokens, step.failed))
         return dataclasses.replace(step, usage=tokens)
 
-    async def _metered(self, turn: str | None, step: StepUsage) -> UsageVerdict:
-        """The daemon's word on a step after which the turn would go on."""
+    async def _metered(self, turn: str | None, step: StepUsage, budgeted: bool) -> UsageVerdict:
+        """The daemon's word on a step after which the turn would go on; posted, and "go
+        on", when no budget applies to the turn (the daemon said so as it opened it)."""
         if self.meter is None or turn is None:
+            return UsageVerdict()
+        if not budgeted:
+            self.meter.post(UsageReport(turn, step))
             return UsageVerdict()
         return await self.meter.step(UsageReport(turn, step))
 
@@ -400,9 +428,9 @@ class TurnEngine:
 
         def metered(step: StepUsage) -> None:
             if self.meter is not None and turn is not None:
-                self.meter.last(UsageReport(turn, step, last=True, compaction=True))
+                self.meter.post(UsageReport(turn, step, last=True, compaction=True))
 
-        await compact_session(
+        done = await compact_session(
             self.reach,
             self.provider,
             self.spec.alias,
@@ -412,6 +440,8 @@ class TurnEngine:
             keep_facts="memory_store" in tools and self.spec.risk.may_act,
             on_step=metered,
         )
+        if done is not None:
+            self.marks.compacted(session, done.summary.through_seq)
 
     async def _run_tool_guarded(
         self, call: ToolCall, ctx: ToolContext, tools: Toolset

@@ -6,6 +6,7 @@ import itertools
 import logging
 import os
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -37,6 +38,9 @@ Req = TypeVar("Req", bound=msgspec.Struct)
 Ans = TypeVar("Ans", bound=msgspec.Struct)
 
 SEND_WINDOW = 512  # messages awaiting an outcome before senders wait
+# Responses that arrived before anyone waited for them (a chat turn's context, which the
+# daemon sends right behind the turn's message: ADR 0068), the oldest dropped first.
+EARLY_RESPONSES = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +88,7 @@ class AgentBus:
         # agent asked will never be answered (its callee exited).
         self.on_late_refusal = on_late_refusal
         self._requests: dict[str, trio.MemorySendChannel[Response]] = {}
+        self._early: OrderedDict[str, Response] = OrderedDict()
         self._window = window
         self._waiting: dict[str, OutcomeHandler] = {}
         self._room = trio.Event()
@@ -203,6 +208,21 @@ class AgentBus:
         finally:
             self._requests.pop(request_id, None)
 
+    async def expect(self, response_id: str, *, wait_secs: float) -> Response | None:
+        """A Response the daemon sends unasked (one it announced: a chat turn's context,
+        ADR 0068), whether it arrived already or arrives within `wait_secs`; None if not."""
+        early = self._early.pop(response_id, None)
+        if early is not None:
+            return early
+        send, receive = trio.open_memory_channel[Response](1)
+        self._requests[response_id] = send
+        try:
+            with trio.move_on_after(wait_secs):
+                return await receive.receive()
+            return None
+        finally:
+            self._requests.pop(response_id, None)
+
     def send_raw(self, payload: bytes) -> None:
         """Put arbitrary bytes on the wire (for tests of the router's input handling)."""
         assert self._owner is not None
@@ -250,6 +270,10 @@ class AgentBus:
             waiter = self._requests.pop(frame.id, None)
             if waiter is not None:
                 waiter.send_nowait(frame)
+            else:  # late (its caller gave up), or early: kept a while for `expect`
+                self._early[frame.id] = frame
+                if len(self._early) > EARLY_RESPONSES:
+                    self._early.popitem(last=False)
         return True
 
     def _resolve(self, outcome: Outcome, *, wake: bool = True) -> None:

@@ -29,7 +29,14 @@ if TYPE_CHECKING:
         TurnRefused,
         result_json,
     )
-    from ._service import AdmitAll, Refusal, Turn, TurnAdmission, TurnService
+    from ._service import (
+        AdmitAll,
+        ContextReader,
+        Refusal,
+        Turn,
+        TurnAdmission,
+        TurnService,
+    )
 
 _load = lazy_attributes(
     __name__,
@@ -43,6 +50,7 @@ _load = lazy_attributes(
         "result_json": "._outcomes",
         "OperatorApprovals": "._operator_approvals",
         "AdmitAll": "._service",
+        "ContextReader": "._service",
         "Refusal": "._service",
         "Turn": "._service",
         "TurnAdmission": "._service",
@@ -60,6 +68,7 @@ __all__ = [
     "AgentDown",
     "ApprovalOutcome",
     "ApprovalQueue",
+    "ContextReader",
     "Decided",
     "NotPending",
     "OperatorApprovals",

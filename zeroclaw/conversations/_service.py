@@ -12,6 +12,11 @@ The turn's message enters the router as injected input `from` the daemon with it
 service takes them only from the agent the turn went to (the router says who sent
 each), so no agent can speak into another agent's turn. Leaving the block before the
 turn ended cancels the agent's work; approvals nobody answered are denied.
+
+A chat turn's context from memory follows its message: read here once the message is on
+its way (`ContextReader`) and sent to the agent as a Response it was told to expect, so the
+agent starts its model call without a round trip to the memory service first, and reads
+its identity files while the daemon reads its memory (ADR 0068).
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ import logging
 import math
 import os
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Protocol
 
@@ -40,10 +45,12 @@ from ..turns import (
     ApprovalAsked,
     ApprovalLedger,
     ApprovalQuestion,
+    PrefetchedContext,
     TurnCancel,
     TurnDone,
     TurnEventPost,
     TurnInput,
+    context_id,
 )
 from ._outcomes import (
     TERMINAL,
@@ -62,6 +69,15 @@ log = logging.getLogger("zeroclaw.turns")
 CANCEL_GRACE_SECS = 5.0  # how long a cancelled turn may take to say it stopped
 MAX_BUFFERED_EVENTS = 10_000  # events of one turn waiting for its reader before it is cut off
 MAX_APPROVAL_TEXT = 500  # characters of an approval question shown to whoever answers
+# Room left in a chat message's bus frame around its body: a context that would leave less
+# is not sent with the turn (the agent asks for it then).
+CONTEXT_ROOM_BYTES = 16 * 1024
+
+# The turn's context from memory, read as a chat turn opens (agent, session key, text,
+# the tools granted; ADR 0068); None when there is none to give (the agent asks itself).
+ContextReader = Callable[
+    [str, str, str, tuple[str, ...] | None], Awaitable[PrefetchedContext | None]
+]
 
 
 class Refusal(Protocol):
@@ -79,6 +95,11 @@ class TurnAdmission(Protocol):
         the turn's message (what it will spend at least)."""
         ...
 
+    def budgeted(self, agent: str, origin: Origin) -> bool:
+        """Whether any budget applies to a turn of `agent` from `origin` (when none does,
+        the agent posts its steps' usage without waiting for a verdict, ADR 0068)."""
+        ...
+
     def closed(self, agent: str, turn: str) -> None: ...
 
 
@@ -89,6 +110,9 @@ class AdmitAll:
         self, agent: str, origin: Origin, session: str, turn: str, *, text: str = ""
     ) -> Refusal | None:
         return None
+
+    def budgeted(self, agent: str, origin: Origin) -> bool:
+        return False
 
     def closed(self, agent: str, turn: str) -> None:
         return None
@@ -253,11 +277,14 @@ class TurnService:
         events: EventSink | None = None,
         approvals: ApprovalLedger | None = None,
         admission: TurnAdmission | None = None,
+        context: ContextReader | None = None,
     ) -> None:
         """`approvals`: where the yes answers of its turns are recorded (the composition
         root's one ledger, shared with the services that act on them; ADR 0052);
-        `admission`: the budgets every turn passes before its agent hears of it."""
+        `admission`: the budgets every turn passes before its agent hears of it;
+        `context`: reads a chat turn's context from memory to send with it (ADR 0068)."""
         self.router = router
+        self.context = context
         self.admission: TurnAdmission = AdmitAll() if admission is None else admission
         self.approvals = ApprovalLedger() if approvals is None else approvals
         self.events = events  # each finished turn is published here (TurnFinished)
@@ -323,13 +350,24 @@ class TurnService:
             else:
                 admitted = budgeted
                 turn._agent_working = True
+                budgets = self.admission.budgeted(agent, budget_origin or origin)
+                # Only to an agent on the bus now: a message queued while an on-demand
+                # agent starts would arrive after a Response sent meanwhile (dropped).
+                follows = (
+                    self.context is not None
+                    and input is None
+                    and self.router.core.conn_of(agent) is not None
+                )
+                chat = TurnInput(
+                    text, interactive, input, tools, context_follows=follows, budgeted=budgets
+                )
                 self.router.turn_opened(agent, turn_id, tools)
                 self.router.inject(
                     Message(
                         id=turn_id,
                         to=agent,
                         channel=origin.channel,
-                        body=encode_body(TurnInput(text, interactive, input, tools)),
+                        body=encode_body(chat),
                         sent_at=time.time(),
                         from_=DAEMON_SENDER,
                         session=key,
@@ -338,6 +376,8 @@ class TurnService:
                     origin,
                     turn._delivered,
                 )
+                if follows and turn._agent_working:  # not refused on the way
+                    await self._send_context(agent, turn_id, key, chat)
             yield turn
         finally:
             del self.turns[turn_id]
@@ -354,6 +394,18 @@ class TurnService:
                         round(trio.current_time() - opened, 6),
                     )
                 )
+
+    async def _send_context(self, agent: str, turn_id: str, session: str, chat: TurnInput) -> None:
+        """The context the agent was told follows its chat message: read now, while the
+        message travels, and sent as the Response `context_id(turn_id)`; not ok when there
+        is none to give or it would crowd the bus frame (the agent asks memory then)."""
+        assert self.context is not None
+        context = await self.context(agent, session, chat.text, chat.tools)
+        body = None if context is None else encode_body(context)
+        if body is not None and len(body) + CONTEXT_ROOM_BYTES <= self.router.core.max_frame:
+            self.router.reply(agent, Response(id=context_id(turn_id), body=body))
+        else:
+            self.router.reply(agent, Response(id=context_id(turn_id), ok=False, error="none"))
 
     def _budgeted(self, agent: str, origin: Origin) -> bool:
         """Whether the budgets hear of this turn: not when the router will refuse its

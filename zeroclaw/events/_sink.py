@@ -2,7 +2,9 @@
 
 `publish` never blocks and never fails: producers call it from inside their own hot paths
 (the router's frame handler, the runner's transitions). A subscriber that does not keep up
-loses the oldest events it has not read, and is told how many it lost.
+loses the oldest events it has not read, and is told how many it lost. A subscriber that
+waits for some kinds only (a reload) names them: the others never wake it (a turn publishes
+several events, and every woken task costs the daemon a scheduler round; ADR 0068).
 """
 
 from __future__ import annotations
@@ -23,8 +25,11 @@ class Subscription:
     """Events published after `subscribe()`, in order; `lost` counts what overflowed.
     Use it as a context manager: leaving it unsubscribes."""
 
-    def __init__(self, sink: EventSink, buffer: int) -> None:
+    def __init__(
+        self, sink: EventSink, buffer: int, kinds: tuple[type[Event], ...] | None = None
+    ) -> None:
         self._sink = sink
+        self.kinds = kinds  # None: every event
         self._queue: deque[Published] = deque(maxlen=buffer)
         self._wakeup = trio.Event()
         self.lost = 0
@@ -79,7 +84,8 @@ class EventSink:
         item = Published(self._seq, self._clock(), event)
         self._ring.append(item)
         for subscriber in self._subscribers:
-            subscriber._offer(item)
+            if subscriber.kinds is None or isinstance(event, subscriber.kinds):
+                subscriber._offer(item)
         return item
 
     def recent(self, limit: int | None = None) -> list[Published]:
@@ -87,8 +93,11 @@ class EventSink:
         items = list(self._ring)
         return items if limit is None else items[-limit:] if limit > 0 else []
 
-    def subscribe(self, buffer: int = SUBSCRIBER_BUFFER) -> Subscription:
-        subscription = Subscription(self, buffer)
+    def subscribe(
+        self, buffer: int = SUBSCRIBER_BUFFER, *, kinds: tuple[type[Event], ...] | None = None
+    ) -> Subscription:
+        """Events published from now on; with `kinds`, only events of those types."""
+        subscription = Subscription(self, buffer, kinds)
         self._subscribers.add(subscription)
         return subscription
 

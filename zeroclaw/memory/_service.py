@@ -394,6 +394,7 @@ class MemoryService:
             window.cut,
             context_turns(window.overflow),
             fit_memories([hit.record for hit in hits], args.recall_tokens),
+            window.last,
         )
 
     async def _compact_op(self, scope: AnyScope, args: CompactArgs) -> MemoryReply:

@@ -246,12 +246,14 @@ class SessionWindow:
     """A session as a turn is given it (ADR 0059): the newest turns that fit the history
     budget with the session's summary (oldest first, with their sequence numbers);
     whether older turns no summary covers were left out (`cut`); and, when a compaction
-    was asked for and is due, the turns it should summarise (`overflow`, oldest first)."""
+    was asked for and is due, the turns it should summarise (`overflow`, oldest first).
+    `last`: the sequence number of the session's newest turn (0: it has none)."""
 
     turns: list[tuple[int, Turn]]
     digest: SessionDigest | None = None
     cut: bool = False
     overflow: list[tuple[int, Turn]] = field(default_factory=list)
+    last: int = 0
 
 
 @dataclass(frozen=True)
@@ -1214,8 +1216,9 @@ def _window(
     if cut:  # a model's history opens with a user turn (Anthropic's API requires it)
         while shown and shown[0][1].role != "user":
             shown.pop(0)
+    last = seen[0][0] if seen else 0
     if not (cut and compact):
-        return SessionWindow(shown, digest, cut)
+        return SessionWindow(shown, digest, cut, last=last)
     kept = keep_tokens = 0
     for _, _, cost in seen:
         if keep_tokens + cost > left // 2:
@@ -1240,4 +1243,4 @@ def _window(
             break
         overflow.append((seq, turn))
         ok = cursor.next()
-    return SessionWindow(shown, digest, cut, overflow)
+    return SessionWindow(shown, digest, cut, overflow, last)

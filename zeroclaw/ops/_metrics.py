@@ -256,7 +256,7 @@ class Metrics:
     ) -> None:
         """Serve `/metrics` as `listen_of()` says (the running config's `metrics_listen`,
         its token and limits), and move the listener when a reload changes it."""
-        with events.subscribe() as reloads:
+        with events.subscribe(kinds=(ReloadApplied,)) as reloads:
             async with trio.open_nursery() as nursery:
                 listen = listen_of()
                 scope = self._start(nursery, listen, retry_initial, retry_max)

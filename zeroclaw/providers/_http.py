@@ -1,8 +1,10 @@
 """HTTP for network providers: one pooled client, retries with backoff, SSE parsing, and
 the whole-JSON answer some proxies give to a streamed request.
 
-Only this module and the two network providers import httpx, so agents on the offline
-provider never load it (ADR 0009).
+Only this module, the lean client (`_lean_http`) and the two network providers import httpx,
+so agents on the offline provider never load it (ADR 0009). The request itself goes through
+the lean client (h11 over trio, ADR 0068) unless the environment names a proxy: then
+through httpx's `AsyncClient`, which honours it.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import trio
 
 from .._decode import DecodeFailure, decode_json
 from ..turns import TokenUsage
+from ._lean_http import LeanClient, LeanResponse, proxied
 from ._types import OnDelta, ProviderError, Step, ToolCall, ToolSpec, status_failure
 
 RETRY_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
@@ -217,14 +220,18 @@ class HttpModel:
         self._settings = (base_url.rstrip("/") + "/", headers, timeout_secs)
 
     @functools.cached_property
-    def _client(self) -> httpx.AsyncClient:
+    def _client(self) -> LeanClient | httpx.AsyncClient:
         """Built at the first request: an agent that idles never holds one (building it
-        touches ~1 MB of pages shared with the zygote, ADR 0036)."""
+        touches ~1 MB of pages shared with the zygote, ADR 0036). The lean client, or
+        httpx's when the environment names a proxy (ADR 0068)."""
         base_url, headers, timeout_secs = self._settings
+        timeout = httpx.Timeout(timeout_secs, connect=min(timeout_secs, 10.0))
+        if not proxied():
+            return LeanClient(base_url, headers=headers, timeout=timeout, ssl_context=tls_context())
         return httpx.AsyncClient(
             base_url=base_url,
             headers=headers,
-            timeout=httpx.Timeout(timeout_secs, connect=min(timeout_secs, 10.0)),
+            timeout=timeout,
             follow_redirects=False,
             verify=tls_context(),
         )
@@ -354,7 +361,7 @@ async def answer_whole(
     await on_json(data)
 
 
-async def _read_head(response: httpx.Response) -> bytes:
+async def _read_head(response: httpx.Response | LeanResponse) -> bytes:
     """At most MAX_ERROR_READ bytes of an error answer's body; the rest is never read."""
     head = b""
     async for chunk in response.aiter_bytes():

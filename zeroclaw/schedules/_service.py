@@ -215,7 +215,7 @@ class ScheduleService:
         self.counts: Counter[tuple[str, str]] = Counter()
         self.wakes = 0  # how often the loop woke (the bench reads it)
         # Subscribed now, not when `run` starts: no reload in between is missed.
-        self._reloads = events.subscribe()
+        self._reloads = events.subscribe(kinds=(ReloadApplied,))
 
     # --- the service --------------------------------------------------------------------
 

@@ -76,7 +76,7 @@ from ..control import (
     UsageQuery,
 )
 from ..control import Metrics as MetricsRequest
-from ..conversations import OperatorApprovals, TurnService
+from ..conversations import ContextReader, OperatorApprovals, TurnService
 from ..discovery import AdapterRun, AdapterRunner, DiscoveryService, RunOutcome
 from ..events import EventSink, ReloadApplied
 from ..memory import (
@@ -110,6 +110,9 @@ from ..turns import (
     TURN_SERVICE,
     USAGE_SERVICE,
     ApprovalLedger,
+    MemoryContext,
+    PrefetchedContext,
+    context_args,
 )
 from ..usage import LedgerError, UsageLedger, UsageQueryCommand, UsageService
 from ._chat import ChatService
@@ -428,7 +431,13 @@ async def _main(parts: DaemonParts) -> int:
         # and for the sub-agent runtimes' invocations. The approvals its turns were given
         # are the daemon's own record, which the adapter service takes from (ADR 0052).
         approval_ledger = ApprovalLedger()
-        turns = TurnService(router, events=events, approvals=approval_ledger, admission=usage)
+        turns = TurnService(
+            router,
+            events=events,
+            approvals=approval_ledger,
+            admission=usage,
+            context=context_reader(memory, running),
+        )
         dispatch = DispatchService(
             registry,
             parts.subagent_store,
@@ -677,6 +686,37 @@ def lazy_adapter_runner(
     return run
 
 
+def context_reader(memory: MemoryService, running: Running) -> ContextReader:
+    """A chat turn's context, read as the turn opens and sent with it (ADR 0068): the request
+    the agent would make, from the settings its process runs with (recall when the agent
+    recalls and the turn's grant holds `memory_recall`). None for an identity that is not a
+    running agent's (a sub-agent runtime), and when memory refuses: the agent asks then."""
+
+    async def read(
+        agent: str, session: str, text: str, tools: tuple[str, ...] | None
+    ) -> PrefetchedContext | None:
+        spec = running.specs.get(agent)
+        if spec is None or spec.subagent is not None:
+            return None
+        settings = spec.memory
+        args = context_args(
+            session,
+            text,
+            history_tokens=settings.history_budget_tokens,
+            compact=settings.compact,
+            recall=settings.recall and (tools is None or "memory_recall" in tools),
+            recall_k=settings.recall_k,
+            recall_tokens=settings.recall_budget_tokens,
+        )
+        try:
+            found = await memory.run(memory.scope_for(agent), args)
+        except MemoryServiceError:
+            return None
+        return PrefetchedContext(args, found) if isinstance(found, MemoryContext) else None
+
+    return read
+
+
 def memory_service(memory: MemoryService) -> ServiceHandler:
     """Agents reach memory through the router; the router says who is asking."""
 
@@ -708,7 +748,7 @@ async def _keep_channels(
         return [*channel_adapters(running.config, running.env), *more(running.config)]
 
     built = settings()
-    with events.subscribe() as reloads:
+    with events.subscribe(kinds=(ReloadApplied,)) as reloads:
         channels.replace(adapters())
         async for published in reloads:
             if not isinstance(published.event, ReloadApplied):
@@ -731,7 +771,7 @@ async def _keep_discovery(
         except Exception:
             log.exception("discovery: a scan failed")
 
-    with events.subscribe() as reloads:
+    with events.subscribe(kinds=(ReloadApplied,)) as reloads:
         async with trio.open_nursery() as nursery:
             # Not while the agents start: a scan (probing model servers, building an HTTP
             # client, walking project dirs) competes with them for the CPU and the event

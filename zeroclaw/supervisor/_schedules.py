@@ -90,7 +90,7 @@ class Schedules:
         self.reminders: ReminderService | None = None
         self.commands = CommandTable()  # the schedule service's own, once it runs
         # Subscribed now, not when `run` starts: no reload in between is missed.
-        self._reloads: Subscription = events.subscribe()
+        self._reloads: Subscription = events.subscribe(kinds=(ReloadApplied,))
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:

@@ -119,6 +119,7 @@ from ._memory import (
     MemoryStored,
     MemorySummary,
     NamespaceCounts,
+    PrefetchedContext,
     PurgeArgs,
     RecallArgs,
     RecalledMemory,
@@ -127,6 +128,7 @@ from ._memory import (
     StatsArgs,
     StoreArgs,
     TurnArg,
+    context_args,
 )
 from ._schedules import (
     MAX_REMINDER_TEXT,
@@ -190,6 +192,7 @@ from ._wire import (
     TurnEventPost,
     TurnInput,
     TurnServiceErrorCode,
+    context_id,
 )
 
 __all__ = [
@@ -316,6 +319,7 @@ __all__ = [
     "MemorySummary",
     "NamespaceCounts",
     "Policy",
+    "PrefetchedContext",
     "ProviderHealth",
     "ProvidersReport",
     "PurgeArgs",
@@ -355,6 +359,8 @@ __all__ = [
     "UsageVerdict",
     "adapter_approval_question",
     "adapter_retryable",
+    "context_args",
+    "context_id",
     "http_status_retryable",
     "reminder_approval_question",
     "tool_digest",

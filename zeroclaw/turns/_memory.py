@@ -199,6 +199,34 @@ class ContextArgs(_Args, frozen=True):
     }
 
 
+RECALL_QUERY_CHARS = 2000  # a long message is recalled for by its start
+
+
+def context_args(
+    session: str,
+    text: str,
+    *,
+    history_tokens: int,
+    compact: bool,
+    recall: bool,
+    recall_k: int,
+    recall_tokens: int,
+) -> ContextArgs:
+    """The one request a turn makes before its first model call (ADR 0059), from the agent's
+    `[agents.<a>.memory]` settings; `recall`: whether this turn recalls at all (its toolset
+    holds `memory_recall` and the agent recalls). Pure: the agent and the daemon, which
+    reads it ahead for a chat turn (ADR 0068), build the same request from the same
+    settings."""
+    return ContextArgs(
+        session=session,
+        history_tokens=history_tokens,
+        compact=compact,
+        query=text[:RECALL_QUERY_CHARS] if recall else "",
+        recall_k=recall_k if recall else 0,
+        recall_tokens=recall_tokens if recall else 0,
+    )
+
+
 class CompactArgs(_Args, frozen=True):
     """Replace the turns of `session` up to `through_seq` by `summary` (which covers them
     and the session's earlier summary), storing `facts` as records of category
@@ -366,6 +394,20 @@ class MemoryContext(msgspec.Struct, frozen=True):
     cut: bool = False  # older turns that no summary covers did not fit
     overflow: list[ContextTurn] = msgspec.field(default_factory=list)  # to summarise
     memories: list[RecalledMemory] = msgspec.field(default_factory=list)  # best first
+    # The sequence number of the session's newest turn when it was read (0: none), shown
+    # or not: what tells an agent that a context read ahead of its turn predates the
+    # session's last append (ADR 0068).
+    last_seq: int = 0
+
+
+class PrefetchedContext(msgspec.Struct, frozen=True):
+    """A turn's context the daemon read as it opened the turn (ADR 0068), with the request
+    it answers: the agent takes it in place of its own MEMORY_CONTEXT request when that
+    request would be the same and the context is not older than what the agent last wrote
+    to the session."""
+
+    args: ContextArgs
+    found: MemoryContext
 
 
 class MemoryCompacted(msgspec.Struct, frozen=True):

@@ -38,6 +38,21 @@ class TurnInput(msgspec.Struct, frozen=True):
     # 0042): None, the agent's whole toolset (the operator, a dispatch); otherwise only
     # these names, anything else refused as `tool_not_granted`.
     tools: tuple[str, ...] | None = None
+    # The turn's context from memory follows this message (ADR 0068): the daemon reads it
+    # once the message is on its way and sends it as a Response with the id
+    # `context_id(<this message's id>)`, a `PrefetchedContext` (not ok: the agent asks
+    # memory itself, as it does when this is False and for a peer's question).
+    context_follows: bool = False
+    # Whether a budget applies to this turn (ADR 0057): when none does, the agent posts
+    # each step's usage instead of waiting for a verdict that can only say "go on"
+    # (ADR 0068; a budget a reload adds mid-turn still ends it from the daemon's side).
+    budgeted: bool = True
+
+
+def context_id(turn: str) -> str:
+    """The id of the Response that carries a chat turn's context (ADR 0068). Never an
+    agent's own request id (those hold no "/")."""
+    return f"{turn}/context"
 
 
 class TurnCancel(msgspec.Struct, frozen=True):

@@ -249,6 +249,11 @@ class UsageService:
         self._add(self._key(day, named(agent), owner.who, session, ""), Tally(turns=1))
         return None
 
+    def budgeted(self, agent: str, origin: Origin) -> bool:
+        """Whether any budget applies to a turn of `agent` from `origin` (the turn service
+        tells the agent, which then waits for a verdict on each step; ADR 0068)."""
+        return bool(self._now_settings().budgets.of(agent, origin))
+
     def admit_question(self, callee: str, origin: Origin, session: str, turn: str) -> str | None:
         """The router's question admission (`bus.QuestionAdmission`): why not, or None."""
         over = self.admit(callee, origin, session, turn, question=True)
