@@ -77,7 +77,7 @@ def bus_services() -> frozenset[str]:
     """The services the daemon registers on its router: the keys of `services={...}` in
     the daemon's Router(...) call (the daemon builds that dict inline; no registry exports
     it, so the source is the registry)."""
-    source = (REPO / "zeroclaw" / "supervisor" / "_daemon.py").read_text()
+    source = (REPO / "zeroclaw" / "supervisor" / "_compose.py").read_text()
     names: set[str] = set()
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Router":
