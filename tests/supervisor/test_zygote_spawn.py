@@ -13,7 +13,7 @@ import trio
 
 from tests.agent.helpers import agent_spec
 from tests.conftest import PATIENCE
-from zeroclaw.supervisor._zygote import start_zygote
+from zeroclaw.supervisor._zygote import send_preload, start_zygote
 from zeroclaw.supervisor._zygote_client import SpawnError, ZygoteClient
 
 # An entry point that returns at once (exit status 0): only the start is looked at.
@@ -23,7 +23,9 @@ EXIT_AT_ONCE = "operator:is_"
 async def test_a_spec_naming_8000_other_workspaces_reaches_the_zygote(tmp_path: Path) -> None:
     others = tuple(f"/var/lib/zeroclaw/agents/a{i:05d}/workspace" for i in range(8000))
     spec = msgspec.structs.replace(agent_spec(tmp_path), other_workspaces=others)
-    proc, sock = start_zygote(EXIT_AT_ONCE, {"PYTHONPATH": os.environ.get("PYTHONPATH", "")})
+    started = start_zygote(EXIT_AT_ONCE, {"PYTHONPATH": os.environ.get("PYTHONPATH", "")})
+    proc, sock = started.proc, started.sock
+    send_preload(sock, ())  # the daemon's order: the preload (none here) before any spawn
     exited: dict[int, int] = {}
     done = trio.Event()
 
@@ -53,7 +55,9 @@ async def test_a_start_message_over_the_zygotes_packet_is_refused_saying_so(
 ) -> None:
     others = tuple(f"/var/lib/zeroclaw/agents/a{i:05d}/workspace" for i in range(60_000))
     spec = msgspec.structs.replace(agent_spec(tmp_path), other_workspaces=others)
-    proc, sock = start_zygote(EXIT_AT_ONCE, {"PYTHONPATH": os.environ.get("PYTHONPATH", "")})
+    started = start_zygote(EXIT_AT_ONCE, {"PYTHONPATH": os.environ.get("PYTHONPATH", "")})
+    proc, sock = started.proc, started.sock
+    send_preload(sock, ())  # the daemon's order: the preload (none here) before any spawn
     client = ZygoteClient(proc.pid, sock, lambda pid, status: None)
     ours, theirs = socket.socketpair()
     try:
