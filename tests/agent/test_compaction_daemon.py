@@ -5,17 +5,22 @@ session once, facts and summary together."""
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
 import signal
+import subprocess
 from pathlib import Path
 
 from tests.agent.test_chat_daemon import DaemonFactory, chat
-from tests.conftest import PATIENCE
+from tests.conftest import PATIENCE, REPO
 from tests.known_secrets import OPENAI_KEY
 from tests.subagents.helpers import model_server
 from tests.supervisor.harness import agent_entry, make_config
 from zeroclaw.memory import MemoryStore, Scope
 
 TURNS_AT_MOST = 20  # a 64-token history is due for a compaction well before
+CHAT = ("--agent", "alpha", "chat", "-m")
 
 
 def held(state_dir: Path) -> tuple[list[int], object, list[tuple[str, str]]]:
@@ -45,12 +50,35 @@ def test_kill_9_while_the_summary_is_asked_loses_nothing_and_the_next_turn_compa
         state_dir = Path(doc["daemon"]["state_dir"])
         daemon = daemons(doc, faults=False).start(FAKE_OPENAI_KEY=OPENAI_KEY)
         turns = 0
-        while not mark.exists():  # each turn's answer is out before its compaction asks
+        while True:
             assert turns < TURNS_AT_MOST, daemon.log()
-            assert chat(daemon, "alpha", f"message {turns}", session="s")["reply"] == "fake answer"
+            asking = subprocess.Popen(
+                [*daemon.cli_argv(), *CHAT, f"message {turns}", "--json", "--session", "s"],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env={**os.environ, "PYTHONPATH": str(REPO)},
+                cwd=REPO,
+            )
+            # A turn's answer is out before its compaction asks for the summary, and the
+            # session's next turn waits for that compaction (ADR 0038): a chat started
+            # before the summary was asked never ends. So the summary is watched for while
+            # each chat runs, not only between them (a file: nothing to await).
+            while asking.poll() is None and not mark.exists():
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    asking.wait(timeout=0.05)
+            if mark.exists():
+                break
+            out, err = asking.communicate(timeout=PATIENCE)
+            assert asking.returncode == 0, err + daemon.log()
+            assert json.loads(out)["reply"] == "fake answer"
             turns += 1
         daemon.signal(signal.SIGKILL)  # the summary request is open, nothing compacted yet
         daemon.wait_exit()
+        out, _ = asking.communicate(timeout=PATIENCE)
+        if asking.returncode == 0:  # its answer was out before its own compaction asked
+            assert json.loads(out)["reply"] == "fake answer"
+            turns += 1
         seqs, digest, facts = held(state_dir)
         assert seqs == list(range(2 * turns)) and digest is None and facts == []
 

@@ -15,10 +15,10 @@ the turns in one transaction. The facts are kept only when the turn's toolset ho
 fails (the provider, an empty answer, the service's refusal) keeps the turns and is logged;
 the next turn of the session tries again.
 
-A chat turn's context usually comes with the turn: the daemon read it as it opened the turn
-(ADR 0068), and the agent takes it when it answers the very request the agent would make
-and is not older than what this process last wrote to the session (`SessionMarks`); else
-the agent asks, as it always does for a peer's question.
+A chat turn's context usually follows the turn's message: the daemon reads it while the
+message travels and sends it behind it (ADR 0068); the agent takes it when it answers the
+very request the agent would make and is not older than what this process last wrote to
+the session (`SessionMarks`); else the agent asks, as it always does for a peer's question.
 """
 
 from __future__ import annotations

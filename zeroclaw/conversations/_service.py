@@ -69,12 +69,12 @@ log = logging.getLogger("zeroclaw.turns")
 CANCEL_GRACE_SECS = 5.0  # how long a cancelled turn may take to say it stopped
 MAX_BUFFERED_EVENTS = 10_000  # events of one turn waiting for its reader before it is cut off
 MAX_APPROVAL_TEXT = 500  # characters of an approval question shown to whoever answers
-# Room left in a chat message's bus frame around its body: a context that would leave less
-# is not sent with the turn (the agent asks for it then).
+# Room left in a bus frame around a chat turn's context: a context that would leave less
+# is not sent (the agent asks memory for it then).
 CONTEXT_ROOM_BYTES = 16 * 1024
 
-# The turn's context from memory, read as a chat turn opens (agent, session key, text,
-# the tools granted; ADR 0068); None when there is none to give (the agent asks itself).
+# A chat turn's context from memory, read while its message travels (agent, session key,
+# text, the tools granted; ADR 0068); None when there is none to give (the agent asks).
 ContextReader = Callable[
     [str, str, str, tuple[str, ...] | None], Awaitable[PrefetchedContext | None]
 ]
@@ -282,7 +282,8 @@ class TurnService:
         """`approvals`: where the yes answers of its turns are recorded (the composition
         root's one ledger, shared with the services that act on them; ADR 0052);
         `admission`: the budgets every turn passes before its agent hears of it;
-        `context`: reads a chat turn's context from memory to send with it (ADR 0068)."""
+        `context`: reads a chat turn's context from memory, sent behind its message
+        (ADR 0068)."""
         self.router = router
         self.context = context
         self.admission: TurnAdmission = AdmitAll() if admission is None else admission

@@ -687,10 +687,11 @@ def lazy_adapter_runner(
 
 
 def context_reader(memory: MemoryService, running: Running) -> ContextReader:
-    """A chat turn's context, read as the turn opens and sent with it (ADR 0068): the request
-    the agent would make, from the settings its process runs with (recall when the agent
-    recalls and the turn's grant holds `memory_recall`). None for an identity that is not a
-    running agent's (a sub-agent runtime), and when memory refuses: the agent asks then."""
+    """A chat turn's context, read while its message travels and sent behind it (ADR
+    0068): the request the agent would make, from the settings its process runs with
+    (recall when the agent recalls and the turn's grant holds `memory_recall`). None for an
+    identity that is not a running agent's (a sub-agent runtime), and when memory refuses:
+    the agent asks then."""
 
     async def read(
         agent: str, session: str, text: str, tools: tuple[str, ...] | None
