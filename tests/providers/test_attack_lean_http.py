@@ -44,9 +44,7 @@ async def read_request(stream: trio.SocketStream) -> bytes:
 
 
 @asynccontextmanager
-async def raw_server(
-    script: Script, *, tls: ssl.SSLContext | None = None
-) -> AsyncIterator[int]:
+async def raw_server(script: Script, *, tls: ssl.SSLContext | None = None) -> AsyncIterator[int]:
     async def handle(stream: trio.SocketStream) -> None:
         try:
             if tls is not None:
@@ -88,9 +86,11 @@ def certificate(tmp_path: Path, san: str) -> tuple[Path, Path]:
         pytest.skip("openssl is needed to make a certificate")
     cert, key = tmp_path / f"{san.replace(':', '_')}.pem", tmp_path / "key.pem"
     subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"]
-        + ["-subj", "/CN=zeroclaw-test", "-addext", f"subjectAltName={san}"]
-        + ["-keyout", str(key), "-out", str(cert)],
+        [
+            *("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"),
+            *("-subj", "/CN=zeroclaw-test", "-addext", f"subjectAltName={san}"),
+            *("-keyout", str(key), "-out", str(cert)),
+        ],
         check=True,
         capture_output=True,
     )
