@@ -41,6 +41,9 @@ SEND_WINDOW = 512  # messages awaiting an outcome before senders wait
 # Responses that arrived before anyone waited for them (a chat turn's context, which the
 # daemon sends right behind the turn's message: ADR 0068), the oldest dropped first.
 EARLY_RESPONSES = 16
+# The ids of those dropped, remembered (a few bytes each) so that whoever expects one is
+# told at once that it will not come, rather than waiting out its deadline.
+DROPPED_RESPONSES = 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +92,7 @@ class AgentBus:
         self.on_late_refusal = on_late_refusal
         self._requests: dict[str, trio.MemorySendChannel[Response]] = {}
         self._early: OrderedDict[str, Response] = OrderedDict()
+        self._dropped: OrderedDict[str, None] = OrderedDict()
         self._window = window
         self._waiting: dict[str, OutcomeHandler] = {}
         self._room = trio.Event()
@@ -214,6 +218,9 @@ class AgentBus:
         early = self._early.pop(response_id, None)
         if early is not None:
             return early
+        if response_id in self._dropped:  # it came, and newer ones pushed it out
+            del self._dropped[response_id]
+            return None
         send, receive = trio.open_memory_channel[Response](1)
         self._requests[response_id] = send
         try:
@@ -270,11 +277,19 @@ class AgentBus:
             waiter = self._requests.pop(frame.id, None)
             if waiter is not None:
                 waiter.send_nowait(frame)
-            else:  # late (its caller gave up), or early: kept a while for `expect`
-                self._early[frame.id] = frame
-                if len(self._early) > EARLY_RESPONSES:
-                    self._early.popitem(last=False)
+            elif not frame.id.startswith(f"{self._prefix}-"):  # early: kept a while for `expect`
+                self._keep_early(frame)
+            # else late: an answer to this bus's own request whose caller gave up; nobody
+            # will expect it, and it must not push out a context that is expected.
         return True
+
+    def _keep_early(self, frame: Response) -> None:
+        self._early[frame.id] = frame
+        if len(self._early) > EARLY_RESPONSES:
+            dropped, _ = self._early.popitem(last=False)
+            self._dropped[dropped] = None
+            if len(self._dropped) > DROPPED_RESPONSES:
+                self._dropped.popitem(last=False)
 
     def _resolve(self, outcome: Outcome, *, wake: bool = True) -> None:
         handler = self._waiting.pop(outcome.id, None)

@@ -15,10 +15,11 @@ Not here, and so left to httpx (`HttpModel` picks): proxies from the environment
 
 from __future__ import annotations
 
+import select
 import ssl
 import urllib.request
 import zlib
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
@@ -33,6 +34,9 @@ MAX_IDLE = 4  # kept-alive connections to the origin (peers' turns run side by s
 # httpx's default: a connection idle longer is not reused (servers close theirs).
 KEEPALIVE_EXPIRY_SECS = 5.0
 MAX_HEADER_BYTES = 64 * 1024  # h11's default is 16 KiB; some proxies send long headers
+# 1xx answers before the real one (a 100 Continue; nothing else is asked for): a server that
+# sends them without end would hold the request for ever, each within the read timeout.
+MAX_INFORMATIONAL = 8
 
 
 def proxied() -> bool:
@@ -154,9 +158,9 @@ class LeanClient:
         now = trio.current_time()
         while self._idle and not fresh:
             conn = self._idle.pop()
-            if now - conn.idle_since <= KEEPALIVE_EXPIRY_SECS:
+            if now - conn.idle_since <= KEEPALIVE_EXPIRY_SECS and not _readable(conn.stream):
                 return conn, True
-            await _close(conn)
+            await _close(conn)  # expired, closed by the server, or sent what nobody asked
         return await self._connect(), False
 
     async def _connect(self) -> _Connection:
@@ -179,7 +183,9 @@ class LeanClient:
         except trio.TooSlowError:
             raise httpx.ConnectTimeout("timed out connecting") from None
         except (OSError, trio.BrokenResourceError) as exc:
-            raise httpx.ConnectError(str(exc) or type(exc).__name__) from None
+            # trio's TLS failure carries the reason (a certificate refused) as its cause.
+            reason = exc.__cause__ if isinstance(exc, trio.BrokenResourceError) else exc
+            raise httpx.ConnectError(str(reason or exc) or type(exc).__name__) from None
         protocol = h11.Connection(h11.CLIENT, max_incomplete_event_size=MAX_HEADER_BYTES)
         return _Connection(stream, protocol)
 
@@ -194,12 +200,13 @@ class LeanClient:
             raise httpx.WriteTimeout("timed out sending the request") from None
         except (OSError, trio.BrokenResourceError, trio.ClosedResourceError) as exc:
             raise httpx.WriteError(str(exc) or type(exc).__name__) from None
-        while True:
+        for _ in range(MAX_INFORMATIONAL + 1):
             event = await self._next(conn)
             if isinstance(event, h11.Response):
                 return event
             if not isinstance(event, h11.InformationalResponse):
                 raise httpx.RemoteProtocolError(f"unexpected {type(event).__name__}")
+        raise httpx.RemoteProtocolError(f"over {MAX_INFORMATIONAL} informational answers")
 
     async def _next(self, conn: _Connection) -> h11.Event:
         """The server's next event, reading as much as it takes."""
@@ -236,11 +243,11 @@ class LeanClient:
             while True:
                 event = await self._next(conn)
                 if isinstance(event, h11.Data):
-                    chunk = bytes(event.data)
-                    if decode is not None:
-                        chunk = _decompress(decode, chunk)
-                    if chunk:
-                        yield chunk
+                    if decode is None:
+                        yield bytes(event.data)
+                    else:  # in pieces: the caller counts the answer's size between them
+                        for piece in _decompressed(decode, bytes(event.data)):
+                            yield piece
                 elif isinstance(event, h11.EndOfMessage):
                     done = True
                     if decode is not None and (rest := decode.flush()):
@@ -255,8 +262,8 @@ class LeanClient:
     def _keep(self, conn: _Connection) -> bool:
         if conn.h11.our_state is not h11.DONE or conn.h11.their_state is not h11.DONE:
             return False
-        if len(self._idle) >= MAX_IDLE:
-            return False
+        if len(self._idle) >= MAX_IDLE or conn.h11.trailing_data[0]:
+            return False  # (bytes after the answer: one nobody asked for, not the next's)
         conn.h11.start_next_cycle()
         conn.idle_since = trio.current_time()
         return True
@@ -274,11 +281,30 @@ def _decoder(encoding: str) -> zlib._Decompress | None:
     return None
 
 
-def _decompress(decode: zlib._Decompress, chunk: bytes) -> bytes:
+def _decompressed(decode: zlib._Decompress, chunk: bytes) -> Iterator[bytes]:
+    """`chunk` undone, at most RECEIVE_BYTES at a time: a 64 KiB read of a compression bomb
+    is 64 MiB undone whole, twice MAX_ANSWER_BYTES before the provider could count it."""
     try:
-        return decode.decompress(chunk)
+        while True:
+            piece = decode.decompress(chunk, RECEIVE_BYTES)
+            chunk = decode.unconsumed_tail
+            if piece:
+                yield piece
+            if not chunk and len(piece) < RECEIVE_BYTES:
+                return
     except zlib.error as exc:
         raise httpx.DecodingError(str(exc)) from None
+
+
+def _readable(stream: trio.abc.Stream) -> bool:
+    """Whether an idle connection's socket has something to read: the server closed it, or
+    sent bytes no request asked for. Either way it is not reused (as httpcore decides)."""
+    transport = stream.transport_stream if isinstance(stream, trio.SSLStream) else stream
+    if not isinstance(transport, trio.SocketStream):
+        return False
+    poll = select.poll()
+    poll.register(transport.socket.fileno(), select.POLLIN)
+    return bool(poll.poll(0))
 
 
 def _secs(value: float | None) -> float:
