@@ -244,7 +244,8 @@ class LeanClient:
                 event = await self._next(conn)
                 if isinstance(event, h11.Data):
                     if decode is None:
-                        yield bytes(event.data)
+                        if event.data:
+                            yield bytes(event.data)
                     else:  # in pieces: the caller counts the answer's size between them
                         for piece in _decompressed(decode, bytes(event.data)):
                             yield piece
