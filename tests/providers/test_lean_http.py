@@ -197,3 +197,18 @@ def test_a_proxy_in_the_environment_sends_requests_through_httpx(
         "openai.x", "http://127.0.0.1:9/v1", headers={}, timeout_secs=5, max_retries=0
     )
     assert proxied() and isinstance(model._client, httpx.AsyncClient)
+
+
+@pytest.mark.parametrize(
+    ("url", "host", "header"),
+    [
+        ("https://bücher.example/v1/", "xn--bcher-kva.example", "xn--bcher-kva.example"),
+        ("http://[::1]:8000/v1/", "::1", "[::1]:8000"),
+        ("http://127.0.0.1:9/v1/", "127.0.0.1", "127.0.0.1:9"),
+    ],
+)
+def test_the_host_is_named_as_it_is_reached(url: str, host: str, header: str) -> None:
+    """An international name in its ASCII form (h11 sends only ASCII), an IPv6 literal in
+    brackets, a port only when it is not the scheme's."""
+    client = LeanClient(url, headers={}, timeout=TIMEOUT, ssl_context=None)  # type: ignore[arg-type]
+    assert client._host == host and ("host", header) in client._headers

@@ -82,7 +82,8 @@ class LeanClient:
         if scheme not in ("http", "https"):
             raise ValueError(f"unsupported scheme {scheme!r}")
         self._tls = scheme == "https"
-        self._host = self.base_url.host
+        # The ASCII (IDNA) form: what is resolved, verified by TLS and named in `host`.
+        self._host = self.base_url.raw_host.decode("ascii")
         self._port = self.base_url.port or (443 if self._tls else 80)
         authority = self._host if self.base_url.port is None else f"{self._host}:{self._port}"
         if ":" in self._host and self.base_url.port is None:  # an IPv6 literal
