@@ -7,12 +7,16 @@ import errno
 
 import httpx2
 import pytest
+import trio
 
 from zeroclaw._errno import first_errno
 from zeroclaw.mcp._client import (
     BoundedTransport,
     HttpLaunch,
+    McpFailure,
     ResponseTooLarge,
+    _http_failure,
+    _only_failure,
     _unreachable,
     endpoint_of,
 )
@@ -57,3 +61,49 @@ def test_a_failure_never_tells_a_header_value_even_cut() -> None:
     assert "s3cret" not in detail and "<a headers_env value>" in detail, detail
     long = httpx2.LocalProtocolError("x" * 280 + secret)  # cut at 300 inside the value
     assert "s3cr" not in _unreachable(launch, long).detail
+
+
+LAUNCH = HttpLaunch("h", "http://127.0.0.1:9/mcp", {}, 5.0, 65536)
+
+
+async def failed_while_cancelled() -> BaseExceptionGroup[BaseException]:
+    """The group a session's task group raises when the host is stopped as its initialize
+    fails: the failure beside the Cancelled of the host's own (outer) scope, which the
+    task group's scope leaves alone because the outer cancel is visible to it."""
+    caught: list[BaseExceptionGroup[BaseException]] = []
+    with trio.CancelScope() as host:
+
+        async def initialize() -> None:
+            host.cancel()  # the host stops just as the server's answer fails
+            raise McpFailure("mcp_unavailable", "h: Redirect to elsewhere not followed")
+
+        try:
+            async with trio.open_nursery() as session:
+                session.start_soon(trio.sleep_forever)
+                session.start_soon(initialize)
+        except BaseExceptionGroup as group:
+            caught.append(group)
+        await trio.lowlevel.checkpoint()  # the cancel is level-triggered: it comes back
+    assert host.cancelled_caught
+    (group,) = caught
+    assert group.subgroup(trio.Cancelled) is not None, group  # both, as under load
+    return group
+
+
+async def test_a_failure_beside_the_hosts_cancel_is_still_the_failure() -> None:
+    # Under load the host was stopped while a retry's initialize failed: the group held
+    # the McpFailure and a Cancelled, was not read as the failure, and escaped the host.
+    group = await failed_while_cancelled()
+    for read in (_only_failure(group), _http_failure(LAUNCH, group)):
+        assert isinstance(read, McpFailure) and read.code == "mcp_unavailable", read
+
+
+async def test_a_cancel_alone_is_not_a_failure() -> None:
+    with trio.CancelScope() as scope:
+        scope.cancel()
+        try:
+            await trio.lowlevel.checkpoint()
+        except trio.Cancelled as cancelled:
+            group = BaseExceptionGroup("session", [cancelled])
+            assert _only_failure(group) is None and _http_failure(LAUNCH, group) is None
+            raise

@@ -367,7 +367,10 @@ def _http_failure(
     failure = _only_failure(group)
     if failure is not None:
         return failure
-    matched, rest = group.split((httpx2.HTTPError, OSError, McpFailure))
+    kept = _without_cancelled(group)
+    if kept is None:
+        return None
+    matched, rest = kept.split((httpx2.HTTPError, OSError, McpFailure))
     if matched is None or rest is not None:
         return None
     leaf: BaseException = matched
@@ -515,9 +518,22 @@ async def _http_session(
             holder[0].closed.set()
 
 
+def _without_cancelled(
+    group: BaseExceptionGroup[BaseException],
+) -> BaseExceptionGroup[BaseException] | None:
+    """The group without a Cancelled beside what failed. A cancel that arrived while the
+    SDK's task group was ending a failed session (the host stopped while it retried) is
+    dropped safely: cancellation is level-triggered, so the caller's next checkpoint
+    raises it again. Kept, it hid the failure and the group escaped the host."""
+    return group.split(trio.Cancelled)[1]
+
+
 def _only_failure(group: BaseExceptionGroup[BaseException]) -> McpFailure | None:
-    """The group's McpFailure when that is all it holds."""
-    matched, rest = group.split(McpFailure)
+    """The group's McpFailure when that is all it holds (beside a Cancelled)."""
+    kept = _without_cancelled(group)
+    if kept is None:
+        return None
+    matched, rest = kept.split(McpFailure)
     if matched is None or rest is not None:
         return None
     leaf: BaseException = matched
