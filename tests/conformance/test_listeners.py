@@ -334,7 +334,12 @@ def flood(listeners: Listeners) -> Flood:
             sock = held.enter_context(connect(listeners.ports["flood"]))
             with contextlib.suppress(OSError):  # already cut
                 sock.sendall(head)
-        # The last one is in only when the daemon took it: its answer (a close) says so.
+        # The daemon takes connections in the order they came: once it has cut the last
+        # one, it has taken every other and holds all it may. Probed before, a listener
+        # still had descriptors to spare and held each probe until its idle deadline.
+        sock.settimeout(WAIT * 3)  # a busy machine: within the held ones' deadlines (x4)
+        last_cut, _ = until_closed(sock)
+        assert last_cut, "the flood's last connection was never cut"
         probes = {}
         for kind in names:
             probes[kind] = held.enter_context(connect(listeners.ports[kind]))
