@@ -73,7 +73,10 @@ class ScriptedServer:
             }
             length = int(headers.get("content-length", "0"))
             while len(body) < length:
-                body += await stream.receive_some(65536)
+                chunk = await stream.receive_some(65536)
+                if not chunk:  # closed mid-body: b"" at once, every time; never a spin
+                    return
+                body += chunk
             seen = Seen(lines[0].split()[1], headers, json.loads(body or b"null"))
             self.seen.append(seen)
             if self.log is not None:
