@@ -10,18 +10,10 @@ from __future__ import annotations
 import trio
 import trio.testing
 
-from zeroclaw.bus import AgentBus, BusCredentials
+from tests.bus.test_client_responses import arrive, client
 from zeroclaw.bus._client import EARLY_RESPONSES
-from zeroclaw.bus._wire import Response, encode
+from zeroclaw.bus._wire import Response
 from zeroclaw.turns import context_id
-
-
-def client() -> AgentBus:
-    return AgentBus(BusCredentials("alpha", "ipc://unused", b"s", b"p", b"k", 1 << 20))
-
-
-def arrive(bus: AgentBus, response: Response) -> None:
-    bus._on_frames([encode(response)], b"")
 
 
 async def test_a_context_pushed_out_by_newer_ones_is_given_up_at_once() -> None:
