@@ -364,9 +364,6 @@ def _http_failure(
 ) -> McpFailure | None:
     """The McpFailure a transport's group stands for: ours when it holds one, else its
     first HTTP or OS error as `mcp_unavailable`; None when it holds something else."""
-    failure = _only_failure(group)
-    if failure is not None:
-        return failure
     kept = _without_cancelled(group)
     if kept is None:
         return None
