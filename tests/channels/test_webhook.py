@@ -265,14 +265,17 @@ async def test_an_approved_webhook_turn_runs_the_action(tmp_path: Path) -> None:
         waiting = await s.http.get(status_url, headers=signed(status_url.encode()))
         assert waiting.status_code == 202 and waiting.json()["status"] == "pending"
         assert waiting.json()["approvals"][0]["approval_id"] == pending["approval_id"]
-        answer = await s.approve("ops", pending["approval_id"], True)
+        first_ts = int(time.time())
+        answer = await s.approve("ops", pending["approval_id"], True, ts=first_ts)
         assert answer.status_code == 200, answer.text
         result = await s.result(status_url)
         assert result.status_code == 200, result.text
         calls = result.json()["tool_calls"]
         assert [(c["name"], c["ok"]) for c in calls] == [("file_write", True)], calls
-        # Answered once: the id is gone (a fresh timestamp, or it would be a replay).
-        again = await s.approve("ops", pending["approval_id"], True, ts=int(time.time()) - 1)
+        # Answered once: the id is gone. The second answer's stamp differs from the first's
+        # (or it would be a replay, 409) whatever time the turn took: `now - 1` is not enough
+        # when a busy machine spends a second between the two.
+        again = await s.approve("ops", pending["approval_id"], True, ts=first_ts - 1)
         assert again.status_code == 404 and again.json()["error"] == "unknown_approval"
 
 
