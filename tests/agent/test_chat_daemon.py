@@ -323,13 +323,14 @@ def _runner_config(root: Path) -> dict[str, Any]:
 
 def _start_sleeping_turn(daemon: Daemon) -> tuple[subprocess.Popen[str], int]:
     """gamma runs `sleep 120` for a CLI in another process; returns that CLI and the sleep."""
-    turn = subprocess.Popen(
-        [*daemon.cli_argv(), "--agent", "gamma", "chat", "-m", "run sleep 120"],
-        cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
+    turn = daemon.cli_popen(
+        "--agent",
+        "gamma",
+        "chat",
+        "-m",
+        "run sleep 120",
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        text=True,
     )
     return turn, wait_for_process(["sleep", "120"], under=daemon.agent("gamma")["pid"])
 

@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import signal
 import subprocess
 from pathlib import Path
 
 from tests.agent.test_chat_daemon import DaemonFactory, chat
-from tests.conftest import PATIENCE, REPO
+from tests.conftest import PATIENCE
 from tests.known_secrets import OPENAI_KEY
 from tests.subagents.helpers import model_server
 from tests.supervisor.harness import agent_entry, make_config
@@ -52,13 +51,14 @@ def test_kill_9_while_the_summary_is_asked_loses_nothing_and_the_next_turn_compa
         turns = 0
         while True:
             assert turns < TURNS_AT_MOST, daemon.log()
-            asking = subprocess.Popen(
-                [*daemon.cli_argv(), *CHAT, f"message {turns}", "--json", "--session", "s"],
+            asking = daemon.cli_popen(
+                *CHAT,
+                f"message {turns}",
+                "--json",
+                "--session",
+                "s",
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
-                text=True,
-                env={**os.environ, "PYTHONPATH": str(REPO)},
-                cwd=REPO,
             )
             # A turn's answer is out before its compaction asks for the summary, and the
             # session's next turn waits for that compaction (ADR 0038): a chat started

@@ -22,7 +22,6 @@ from hypothesis import strategies as st
 
 from tests.agent.test_chat_inprocess import config
 from tests.bus.test_router import plan, result_of
-from tests.conftest import REPO
 from tests.supervisor.harness import Daemon, agent_entry
 from zeroclaw.control import Chat, ChatApproval, ControlSession, Status
 from zeroclaw.tools import ERROR_CODES
@@ -249,13 +248,15 @@ def test_an_ask_whose_peer_dies_is_unavailable_at_once(root: Path, daemons: Daem
     ask ends `unavailable` now, not after its 120 s reply timeout."""
     plan(root, "beta", do="silent_callee")
     daemon = daemons(config(root)).start()  # fault entry point: beta runs the plan
-    asker = subprocess.Popen(
-        [*daemon.cli_argv(), "--agent", "alpha", "chat", "-m", "ask beta: hello", "--json"],
-        cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
+    asker = daemon.cli_popen(
+        "--agent",
+        "alpha",
+        "chat",
+        "-m",
+        "ask beta: hello",
+        "--json",
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        text=True,
     )
     try:
         result_of(root, "beta")  # beta has the ask, and the router its ack

@@ -193,6 +193,12 @@ class Daemon:
             check=False,
         )
 
+    def cli_popen(self, *args: str, **popen: Any) -> subprocess.Popen[str]:
+        """A CLI command left running, as `cli` would run it (argv, environment, directory):
+        for a test that acts while the command is under way."""
+        popen.setdefault("env", {**os.environ, "PYTHONPATH": str(REPO)})
+        return subprocess.Popen([*self.cli_argv(), *args], text=True, cwd=REPO, **popen)
+
     def status(self) -> dict[str, Any]:
         result = self.cli("status", "--json")
         assert result.returncode == 0, result.stderr
