@@ -333,6 +333,23 @@ async def stall(seen: Seen, write: Writer) -> None:
     await trio.sleep_forever()
 
 
+def trickling(start: Answer | None = None, every: float = 0.05) -> Answer:
+    """`start` (by default a 200 event stream's headers alone), then an event-stream comment
+    every `every` seconds, for ever: an answer that never ends, though its bytes come well
+    within any read timeout."""
+
+    async def answer(seen: Seen, write: Writer) -> None:
+        if start is None:
+            await write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n")
+        else:
+            await start(seen, write)
+        while True:
+            await write(b": still thinking\n\n")
+            await trio.sleep(every)
+
+    return answer
+
+
 def late(answer: Answer, seconds: float) -> Answer:
     async def answer_late(seen: Seen, write: Writer) -> None:
         await trio.sleep(seconds)

@@ -20,6 +20,7 @@ from tests.providers.protocol_server import (
     Writer,
     sse,
     status,
+    trickling,
 )
 from zeroclaw.providers import Conversation, Provider, ProviderError, ProviderSpec, make_provider
 from zeroclaw.tools import DEFAULT_TOOLSET
@@ -242,6 +243,56 @@ async def test_a_server_that_stalls_times_out(kind: str, server: ScriptedServer)
     server.answers.append(stall)
     message = await failure(kind, server.url, timeout_secs=0.2, max_retries=0)
     assert message == f"provider {kind}.test: timed out after 1 attempt"
+
+
+# The first piece of a text answer, in each protocol: then the answer trickles.
+ANSWER_STARTED = {
+    "openai": sse([(None, {"choices": [{"index": 0, "delta": {"content": "piece"}}]})]),
+    "anthropic": sse(
+        [
+            ("message_start", {"type": "message_start", "message": {"id": "m", "content": []}}),
+            (
+                "content_block_start",
+                {"type": "content_block_start", "index": 0, "content_block": {"type": "text"}},
+            ),
+            (
+                "content_block_delta",
+                {
+                    "type": "content_block_delta",
+                    "index": 0,
+                    "delta": {"type": "text_delta", "text": "piece"},
+                },
+            ),
+        ]
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("started", [False, True], ids=["before-the-answer", "mid-answer"])
+async def test_an_answer_that_trickles_is_cut_at_answer_timeout_secs(
+    kind: str, started: bool, server: ScriptedServer
+) -> None:
+    # Bytes every 50 ms keep each read within timeout_secs: without a bound on the whole,
+    # the turn waited for ever (until `failure`'s own deadline).
+    server.answers.append(trickling(ANSWER_STARTED[kind] if started else None))
+    deltas: list[str] = []
+
+    async def on_delta(text: str) -> None:
+        deltas.append(text)
+
+    provider = make(kind, server.url, timeout_secs=30.0, answer_timeout_secs=0.5)
+    try:
+        with trio.fail_after(PATIENCE), pytest.raises(ProviderError) as caught:
+            await provider.complete(conversation(), on_delta)
+    finally:
+        await provider.aclose()
+    assert str(caught.value) == (
+        f"provider {kind}.test: no whole answer in 0.5 s (answer_timeout_secs)"
+    )
+    assert caught.value.kind == "timeout"  # a chain fails over, as for any timeout
+    assert deltas == (["piece"] if started else [])
+    assert len(server.seen) == 1  # the bound is the request's, retries included
 
 
 async def test_openai_arguments_sent_as_an_object_are_accepted(

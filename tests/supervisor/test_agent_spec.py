@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from tests.conftest import REPO, VALID_DOC
 from zeroclaw.agent import AgentSpec, RiskSpec, RuntimeSpec
 from zeroclaw.agent._sandbox import connect_ports
@@ -132,3 +134,39 @@ def test_memory_context_settings_reach_the_spec_and_defaults_match() -> None:
     }
     assert specs(doc)["alpha"].memory == MemorySpec(False, 3, 200, 900, False)
     assert specs(doc)["beta"].memory == MemorySpec()
+
+
+def test_every_provider_setting_reaches_the_spec_and_the_defaults_match() -> None:
+    # A setting the config accepts but the agent never receives is silently ignored (an
+    # answer_timeout_secs that cut nothing); a spec default that differs from the config's
+    # would make an agent built from a default spec act otherwise.
+    from zeroclaw.config import AnthropicProvider, OpenAIProvider
+
+    for config_model, spec_type, ref in (
+        (OpenAIProvider, OpenAISpec, "openai.local"),
+        (AnthropicProvider, AnthropicSpec, "anthropic.main"),
+    ):
+        fields = msgspec.structs.fields(spec_type)
+        for field in fields:
+            declared = config_model.model_fields[field.name].default
+            if field.default is not msgspec.NODEFAULT:
+                assert field.default == declared, (spec_type.__name__, field.name)
+        doc = networked_doc()
+        kind, alias = ref.split(".")
+        table = doc["providers"][kind][alias]
+        changed = {
+            "timeout_secs": 7.5,
+            "answer_timeout_secs": 42.0,
+            "max_retries": 9,
+            "breaker_failures": 5,
+            "breaker_open_secs": 11.0,
+        }
+        if spec_type is OpenAISpec:
+            changed["stream_usage"] = False
+        table.update(changed)
+        doc["agents"]["alpha"]["model_provider"] = ref
+        built = specs(doc)["alpha"].provider_config
+        assert isinstance(built, spec_type)
+        assert {name: getattr(built, name) for name in changed} == changed
+        # Every setting of the spec is one the test changed, the table names or a default.
+        assert {f.name for f in fields} <= {*changed, *table, "api_key_env", "base_url"}, spec_type

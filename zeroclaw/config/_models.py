@@ -297,7 +297,15 @@ class _Priced(_Strict):
 
 class _ProviderBase(_Priced):
     timeout_secs: Seconds = Field(
-        default=60.0, description="Seconds to wait for one model request before giving up."
+        default=60.0,
+        description="Seconds to wait for the server's next bytes (the answer's start, each "
+        "piece of it; at most 10 to connect) before giving up on the request.",
+    )
+    answer_timeout_secs: Seconds = Field(
+        default=600.0,
+        description="Seconds one model request may take in all, from sending it to the "
+        "answer's last byte, its retries included: an answer that trickles in, each piece "
+        "within timeout_secs, is cut all the same (a timeout, as a chain counts it).",
     )
     max_retries: Annotated[int, Field(ge=0, le=20)] = Field(
         default=3, description="Retries, with exponential backoff, on HTTP 429 and 5xx answers."

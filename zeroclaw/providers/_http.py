@@ -213,9 +213,11 @@ class HttpModel:
         headers: dict[str, str],
         timeout_secs: float,
         max_retries: int,
+        answer_timeout_secs: float = 600.0,
     ) -> None:
         self.provider = provider
         self.max_retries = max_retries
+        self.answer_timeout_secs = answer_timeout_secs
         self.retries = 0  # how many retries this client made, for tests and stats
         self._settings = (base_url.rstrip("/") + "/", headers, timeout_secs)
 
@@ -251,7 +253,24 @@ class HttpModel:
         server that answers the streamed request with one JSON document instead (some
         proxies do) goes to `on_json` whole. The body's first byte decides, not its content
         type (proxies relabel). Retries happen only before the first event arrives, so no half
-        answer is ever repeated."""
+        answer is ever repeated. The whole of it, retries included, has answer_timeout_secs:
+        the client's own timeouts bound each wait for bytes, not an answer that trickles."""
+        with trio.move_on_after(self.answer_timeout_secs):
+            await self._stream(path, body, on_event, on_json)
+            return
+        raise ProviderError(
+            self.provider,
+            f"no whole answer in {self.answer_timeout_secs:g} s (answer_timeout_secs)",
+            "timeout",
+        )
+
+    async def _stream(
+        self,
+        path: str,
+        body: bytes,
+        on_event: Callable[[SseEvent], Awaitable[None]],
+        on_json: Callable[[Any], Awaitable[None]],
+    ) -> None:
         attempt = 0
         started = False
         while True:

@@ -153,6 +153,7 @@ class OpenAIProvider:
             headers=headers,
             timeout_secs=config.timeout_secs,
             max_retries=config.max_retries,
+            answer_timeout_secs=config.answer_timeout_secs,
         )
 
     async def complete(self, conversation: Conversation, on_delta: OnDelta) -> Step:

@@ -23,6 +23,7 @@ class OpenAISpec(_ProviderSpec, tag="openai", frozen=True):
     api_key_env: str | None
     timeout_secs: float
     max_retries: int
+    answer_timeout_secs: float = 600.0  # the whole request, retries included
     stream_usage: bool = True  # ask for usage in a streamed answer (stream_options)
     breaker_failures: int = 3  # in a chain: consecutive failures before it is skipped
     breaker_open_secs: float = 30.0  # ... and for how long at first
@@ -35,6 +36,7 @@ class AnthropicSpec(_ProviderSpec, tag="anthropic", frozen=True):
     max_tokens: int
     timeout_secs: float
     max_retries: int
+    answer_timeout_secs: float = 600.0
     breaker_failures: int = 3
     breaker_open_secs: float = 30.0
 

@@ -139,7 +139,7 @@ class Provider(Protocol):
 # (a request the server refuses, an answer nobody can read, a provider that cannot start).
 FailureKind = Literal[
     "connect",  # the server could not be reached (refused, reset, DNS, TLS)
-    "timeout",  # no answer in timeout_secs (or HTTP 408)
+    "timeout",  # no bytes in timeout_secs, no whole answer in answer_timeout_secs, HTTP 408
     "rate_limited",  # HTTP 429
     "server",  # HTTP 5xx (529 included), or an error the server sent inside its stream
     "refused",  # any other HTTP 4xx: the request itself is wrong (a model name, a key)

@@ -96,6 +96,7 @@ def provider_spec(provider: ProviderConfig) -> ProviderSpec:
             api_key_env=provider.api_key_env,
             timeout_secs=provider.timeout_secs,
             max_retries=provider.max_retries,
+            answer_timeout_secs=provider.answer_timeout_secs,
             stream_usage=provider.stream_usage,
             breaker_failures=provider.breaker_failures,
             breaker_open_secs=provider.breaker_open_secs,
@@ -108,6 +109,7 @@ def provider_spec(provider: ProviderConfig) -> ProviderSpec:
             max_tokens=provider.max_tokens,
             timeout_secs=provider.timeout_secs,
             max_retries=provider.max_retries,
+            answer_timeout_secs=provider.answer_timeout_secs,
             breaker_failures=provider.breaker_failures,
             breaker_open_secs=provider.breaker_open_secs,
         )
