@@ -21,6 +21,9 @@ from zeroclaw.turns import TurnDone, TurnInput
 class Over:
     detail: str
 
+    def told_to(self, origin: Origin) -> str:
+        return self.detail
+
 
 class Admission:
     """The budgets as the turn service sees them (`TurnAdmission`): it records what it is

@@ -197,7 +197,8 @@ def test_a_turn_over_a_budget_gets_429_budget_exceeded_with_retry_after(
         with pytest.raises(openai.RateLimitError) as over:
             api.chat.completions.create(model="alpha", messages=messages, stream=stream)
         assert over.value.code == "budget_exceeded"
-        assert "api.twin:ci-bot" in over.value.message
+        # the key's own budget, in its terms (the event names the origin and agent)
+        assert over.value.message.endswith("- your turns_per_hour budget is spent; try again later")
         assert int(over.value.response.headers["retry-after"]) >= 1
     # Another key of the same sender is another origin, with no budget of its own.
     assert client(port).chat.completions.create(model="alpha", messages=messages).choices

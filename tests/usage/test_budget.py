@@ -21,12 +21,14 @@ from zeroclaw.usage import (
     Budgeted,
     Budgets,
     Limits,
+    OverBudget,
     Price,
     Scope,
     cost,
     per_token,
     scopes_of,
     shown,
+    units,
 )
 from zeroclaw.usage._budget import HOUR, Spent
 
@@ -293,3 +295,35 @@ def test_every_hold_released_leaves_nothing_held(holds: list[tuple[int, int]]) -
     for hold in admitted:
         book.release([ALPHA], hold, DAY)
     assert book._held == {}
+
+
+ORIGINS = {
+    "operator": Origin.operator(),
+    "channel": Origin.from_sender("webhook.ops", "ci-bot"),
+    "api": Origin.api("ci", "pipeline"),
+    "peer": Origin.peer("beta"),
+    "subagent": Origin.subagent("alpha"),
+    "schedule": Origin.schedule("alpha", "daily"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(ORIGINS))
+@pytest.mark.parametrize(
+    ("scope", "whose"),
+    [
+        (Scope("secret-agent"), "the agent's"),
+        (Scope("secret-agent", "origin", "webhook.ops:ci-bot"), "your"),
+        (Scope("secret-agent", "channel", "webhook.ops"), "this channel's"),
+    ],
+)
+def test_an_outside_sender_is_told_whose_limit_is_spent_and_nothing_of_the_host(
+    kind: str, scope: Scope, whose: str
+) -> None:
+    over = OverBudget(scope, "cost_per_day", units(Decimal("12.5")), units(Decimal("10")))
+    told = over.told_to(ORIGINS[kind])
+    if kind in ("channel", "api"):
+        assert told == f"{whose} cost_per_day budget is spent; try again later"
+        assert not any(secret in told for secret in ("secret-agent", "ci-bot", "12.5", "10"))
+    else:  # the operator, the host's own agents and schedules: the whole of it
+        assert told == over.detail
+        assert "secret-agent" in told and "12.500000 of 10.000000" in told

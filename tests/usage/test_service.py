@@ -380,7 +380,8 @@ async def test_attack_a_flood_of_questions_does_not_make_the_daemon_forget_a_cha
     verdict = harness.report("alpha", "t1")  # 1100 tokens: the sender still has room
     assert not verdict.stop and service.counts.spoofed == 0
     verdict = harness.report("alpha", "t1")  # 2200 of 1500: the sender's budget ends it
-    assert verdict.stop and "webhook.ops:ci-bot on agent alpha" in verdict.detail
+    # the sender's own budget, told in its terms
+    assert verdict.stop and verdict.detail == "your tokens_per_day budget is spent; try again later"
     assert len(service._turns) <= 4 + 1  # the questions stay bounded
 
 

@@ -21,6 +21,7 @@ from tests.channels.test_channels_daemon import (
 )
 from tests.conftest import PATIENCE
 from tests.known_secrets import OPENAI_KEY
+from tests.schedules.test_schedules_daemon import events
 from tests.subagents.helpers import invocation, model_server, write_bundle
 from tests.subagents.helpers import start as start_subagents
 from tests.supervisor.harness import Daemon, agent_entry, make_config
@@ -178,12 +179,19 @@ def test_outside_senders_have_budgets_of_their_own_and_of_their_channel_together
     over = post(port, "ops", {"sender": "@CI-Bot", "text": "hello 2"})  # the same sender
     assert (over.status_code, over.json()["error"]) == (429, "budget_exceeded"), over.text
     assert over.headers["retry-after"] == "60"
-    assert "webhook.ops:ci-bot on agent alpha" in over.json()["message"]
+    # Told whose limit, in the sender's terms: not the agent, other keys or the amounts.
+    assert over.json()["message"] == "your turns_per_hour budget is spent; try again later"
     for n in range(2):  # another sender has its own; the channel's three are shared
         assert post(port, "ops", {"sender": "bob", "text": f"hello {n}"}).status_code == 200
     flood = post(port, "ops", {"sender": "mallory", "text": "hello 3"})
     assert (flood.status_code, flood.json()["error"]) == (429, "budget_exceeded")
-    assert "every sender of webhook.ops together" in flood.json()["message"]
+    told = flood.json()["message"]
+    assert told == "this channel's turns_per_hour budget is spent; try again later"
+    # The operator's event has it all.
+    refusals = [
+        e for e in events(daemon, "budget.exceeded") if e["origin"] == "webhook.ops:mallory"
+    ]
+    assert "every sender of webhook.ops together on agent alpha" in refusals[0]["detail"], refusals
     assert chat(daemon, "alpha", "hi")["reply"]  # the operator's turns are not theirs
     origins = {g["origin"]: g["turns"] for g in usage(daemon)["groups"]}
     assert origins == {"webhook.ops:ci-bot": 1, "webhook.ops:bob": 2, "operator": 1}

@@ -103,6 +103,11 @@ class Origin(msgspec.Struct, frozen=True, omit_defaults=True):
         return self.kind == "operator"
 
     @property
+    def is_outside(self) -> bool:
+        """A sender from outside the host: a channel's or a gateway token's."""
+        return self.kind in ("channel", "api")
+
+    @property
     def who(self) -> str:
         """The origin in words: `operator`, `webhook.ops:ci-bot`, `peer:beta`, ..."""
         if self.sender is None:

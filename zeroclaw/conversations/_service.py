@@ -81,8 +81,9 @@ ContextReader = Callable[
 
 
 class Refusal(Protocol):
-    @property
-    def detail(self) -> str: ...
+    def told_to(self, origin: Origin) -> str:
+        """Why, as `origin` is told it (an outside sender is told less than the operator)."""
+        ...
 
 
 class TurnAdmission(Protocol):
@@ -347,7 +348,7 @@ class TurnService:
             if refusal is not None:
                 turn._push(refusal)
             elif over is not None:  # before the agent hears of it: no provider call
-                turn._push(TurnRefused("budget_exceeded", over.detail))
+                turn._push(TurnRefused("budget_exceeded", over.told_to(budget_origin or origin)))
             else:
                 admitted = budgeted
                 turn._agent_working = True

@@ -102,6 +102,15 @@ class OverBudget:
         running = ", the turns running now included" if self.in_flight else ""
         return f"{self.limit} of {self.scope.describe()} spent ({amount}{running})"
 
+    def told_to(self, origin: Origin) -> str:
+        """`detail` as the turn's origin is told it. An outside sender learns which limit
+        is spent and whose, in its own terms: not the agent's name, another sender's key or
+        the amounts (what the operator spends). The `budget.exceeded` event has it all."""
+        if not origin.is_outside:
+            return self.detail
+        whose = {"origin": "your", "channel": "this channel's", "agent": "the agent's"}
+        return f"{whose[self.scope.kind]} {self.limit} budget is spent; try again later"
+
 
 @dataclass(slots=True)
 class Spent:

@@ -337,7 +337,8 @@ class UsageService:
             budgets = settings.budgets.of(sender, owner.origin or Origin.operator())
             over = self.book.exhausted(budgets, day)
             if over is not None:
-                verdict = UsageVerdict(True, over.limit, over.detail)
+                told = over.told_to(owner.origin or Origin.operator())
+                verdict = UsageVerdict(True, over.limit, told)
                 self.counts.stopped[(sender, over.limit)] += 1
                 if not ignored:
                     self._publish(
