@@ -334,10 +334,10 @@ class UsageService:
             _add_step(tally, provider, tokens, spent, failed)
         verdict = UsageVerdict()
         if not report.last:
-            budgets = settings.budgets.of(sender, owner.origin or Origin.operator())
-            over = self.book.exhausted(budgets, day)
+            origin = owner.origin or Origin.operator()
+            over = self.book.exhausted(settings.budgets.of(sender, origin), day)
             if over is not None:
-                told = over.told_to(owner.origin or Origin.operator())
+                told = over.told_to(origin)
                 verdict = UsageVerdict(True, over.limit, told)
                 self.counts.stopped[(sender, over.limit)] += 1
                 if not ignored:
