@@ -14,7 +14,7 @@ import httpx
 import msgspec
 
 from tests.bus.test_router import plan, result_of
-from tests.bus.test_router_core import connected_core, message, only
+from tests.bus.test_router_core import OPERATOR, SENDER, connected_core, message, only
 from tests.channels.test_channels_daemon import free_port, wait_serving
 from tests.channels.test_origin_tools_daemon import signed
 from tests.conftest import PATIENCE
@@ -54,8 +54,8 @@ def test_a_question_with_the_id_of_the_callees_chat_does_not_get_the_chats_grant
     # that id, so when it asked gamma on (as mallory's text said), the router found the
     # operator's chat under that name and stamped its grant: all of gamma's peer_tools.
     core = connected_core("alpha", "beta", "gamma")
-    core.turn_opened("beta", "turn-1f-65-8", None)  # the operator's chat with beta
-    core.turn_opened("alpha", "turn-1f-65-7", HOOK)  # the sender's chat with mallory
+    core.turn_opened("beta", "turn-1f-65-8", None, OPERATOR)  # the operator's chat with beta
+    core.turn_opened("alpha", "turn-1f-65-7", HOOK, SENDER)  # the sender's chat with mallory
     question = delivered(core, "alpha", "beta", "turn-1f-65-8", "turn-1f-65-7")
     assert question.tools == HOOK
     assert grant(core, "beta", "gamma", "b1", callee_turn(question)) == HOOK
@@ -69,8 +69,8 @@ def test_two_askers_questions_of_one_id_are_two_turns_each_with_its_own_grant() 
     # alpha's), asked beta first with alpha's next id; once alpha's question was acked under
     # that id too, beta's turn for mallory's text asked on with the operator's grant.
     core = connected_core("alpha", "beta", "gamma")
-    core.turn_opened("gamma", "chat-hook", HOOK)
-    core.turn_opened("alpha", "chat-op", None)
+    core.turn_opened("gamma", "chat-hook", HOOK, SENDER)
+    core.turn_opened("alpha", "chat-op", None, OPERATOR)
     mallory = delivered(core, "gamma", "beta", "alpha-7f-1a2b-9", "chat-hook")
     honest = delivered(core, "alpha", "beta", "alpha-7f-1a2b-9", "chat-op")
     assert (mallory.tools, honest.tools) == (HOOK, None)
@@ -101,7 +101,7 @@ def test_an_exited_callee_refuses_both_askers_questions_of_one_id() -> None:
 
 def test_an_agent_cannot_name_a_question_it_was_not_asked() -> None:
     core = connected_core("alpha", "beta", "gamma")
-    core.turn_opened("alpha", "chat-op", None)
+    core.turn_opened("alpha", "chat-op", None, OPERATOR)
     question = delivered(core, "alpha", "beta", "q-1", "chat-op")
     # gamma claims beta's turn by its name, and a name of its own shape
     assert grant(core, "gamma", "alpha", "g1", callee_turn(question)) == ()
@@ -114,8 +114,8 @@ def test_a_question_queued_for_an_on_demand_agent_reaches_it_with_its_turns_gran
     # remembered by the first check, made it a "replay": no peer could ever ask an on-demand
     # agent that was not running yet. The grant is the asker's turn's as it is at the start.
     core = connected_core("alpha")
-    core.turn_opened("alpha", "chat-hook", HOOK)
-    core.turn_opened("alpha", "chat-op", None)
+    core.turn_opened("alpha", "chat-hook", HOOK, SENDER)
+    core.turn_opened("alpha", "chat-op", None, OPERATOR)
     for qid, turn in (("q1", "chat-hook"), ("q2", "chat-op")):
         sent = msgspec.structs.replace(message(qid, "lazy", "ask", {"text": "x"}), turn=turn)
         core.send("alpha", sent, 0.0)
@@ -141,7 +141,7 @@ def test_a_question_asked_from_a_turn_that_ended_passes_no_grant_on() -> None:
     # out); beta, driven by someone else by then, never answers, and asked on with the
     # operator's grant for as long as it liked (until it exited, or 10 000 newer questions).
     core = connected_core("alpha", "beta", "gamma")
-    core.turn_opened("alpha", "chat-op", None)
+    core.turn_opened("alpha", "chat-op", None, OPERATOR)
     question = delivered(core, "alpha", "beta", "q1", "chat-op")
     onward = delivered(core, "beta", "gamma", "b1", callee_turn(question))
     assert onward.tools is None and core.held("gamma", callee_turn(onward)) is not None
@@ -151,7 +151,7 @@ def test_a_question_asked_from_a_turn_that_ended_passes_no_grant_on() -> None:
     # and for good: a chat opened later under a name the asker claimed before it held it
     # gives a question asked then nothing
     early = delivered(core, "alpha", "beta", "q2", "chat-later")
-    core.turn_opened("alpha", "chat-later", None)
+    core.turn_opened("alpha", "chat-later", None, OPERATOR)
     assert early.tools == ()
     assert grant(core, "beta", "gamma", "b3", callee_turn(early)) == ()
 

@@ -66,6 +66,8 @@ def config(*, gamma_in_group: bool = True, **agents: dict[str, Any]) -> Config:
 
 CONFIG = config()
 RELOADED = config(gamma_in_group=False)
+OPERATOR = Origin.operator()
+SENDER = Origin("webhook.ops", "ci-bot")  # an outside sender's chat
 
 
 def message(
@@ -638,14 +640,15 @@ def asked_tools(
 
 def test_a_question_carries_the_grant_of_the_turn_it_comes_from_never_the_askers_word() -> None:
     core = connected_core("alpha", "beta", "gamma")
-    core.turn_opened("alpha", "chat-op", None)  # the operator's chat: not narrowed
-    core.turn_opened("alpha", "chat-hook", ("send_message_to_peer",))  # an outside sender's
+    core.turn_opened("alpha", "chat-op", None, OPERATOR)  # the operator's chat: not narrowed
+    # (chat-hook: an outside sender's)
+    core.turn_opened("alpha", "chat-hook", ("send_message_to_peer",), SENDER)
     assert asked_tools(core, "alpha", "beta", "q1", "chat-op") is None
     assert asked_tools(core, "alpha", "beta", "q2", "chat-hook") == ("send_message_to_peer",)
     # no turn, a turn nobody opened, another agent's turn: no tools at all
     assert asked_tools(core, "alpha", "beta", "q3", None) == ()
     assert asked_tools(core, "alpha", "beta", "q4", "chat-made-up") == ()
-    core.turn_opened("gamma", "chat-g", None)
+    core.turn_opened("gamma", "chat-g", None, OPERATOR)
     assert asked_tools(core, "alpha", "beta", "q5", "chat-g") == ()
     # a closed turn passes nothing on
     core.turn_closed("alpha", "chat-op")
@@ -655,12 +658,12 @@ def test_a_question_carries_the_grant_of_the_turn_it_comes_from_never_the_askers
 
 def test_a_chain_passes_on_the_grant_of_the_question_each_hop_was_handed() -> None:
     core = connected_core("alpha", "beta", "gamma")
-    core.turn_opened("alpha", "chat-hook", ("memory_recall",))
+    core.turn_opened("alpha", "chat-hook", ("memory_recall",), SENDER)
     assert asked_tools(core, "alpha", "beta", "q1", "chat-hook") == ("memory_recall",)
     # beta asks on from the turn of q1 before acking it
     assert asked_tools(core, "beta", "gamma", "q2", "alpha/q1", ack=True) == ("memory_recall",)
     core = connected_core("alpha", "beta", "gamma")
-    core.turn_opened("alpha", "chat-hook", ("memory_recall",))
+    core.turn_opened("alpha", "chat-hook", ("memory_recall",), SENDER)
     assert asked_tools(core, "alpha", "beta", "q1", "chat-hook", ack=True) == ("memory_recall",)
     # and after
     assert asked_tools(core, "beta", "gamma", "q2", "alpha/q1", ack=True) == ("memory_recall",)
@@ -675,7 +678,7 @@ def test_a_chain_passes_on_the_grant_of_the_question_each_hop_was_handed() -> No
 
 def test_an_agents_turns_end_with_it() -> None:
     core = connected_core("alpha", "beta")
-    core.turn_opened("alpha", "chat-op", None)
+    core.turn_opened("alpha", "chat-op", None, OPERATOR)
     core.agent_down("alpha")
     core.hello("alpha", b"alpha", 101, 0.0)
     core.take()
@@ -684,7 +687,7 @@ def test_an_agents_turns_end_with_it() -> None:
 
 def test_a_plain_message_and_a_reply_carry_no_grant_whatever_the_sender_put() -> None:
     core = connected_core("alpha", "beta")
-    core.turn_opened("alpha", "chat-op", None)
+    core.turn_opened("alpha", "chat-op", None, OPERATOR)
     sent = msgspec.structs.replace(
         message("m1", "beta", "message", {"text": "x"}), turn="chat-op", tools=("shell",)
     )
@@ -699,7 +702,9 @@ def test_a_plain_message_and_a_reply_carry_no_grant_whatever_the_sender_put() ->
 def test_a_question_over_the_callees_budget_is_refused_before_the_callee_hears_of_it() -> None:
     asked: list[tuple[str, str, str, str]] = []
 
-    def admission(callee: str, origin: Any, session: str, turn: str) -> str | None:
+    def admission(
+        callee: str, origin: Any, session: str, turn: str, on_behalf_of: Any
+    ) -> str | None:
         asked.append((callee, origin.who, session, turn))
         return (
             "turns_per_hour of peer:alpha on agent beta spent (1 of 1)" if len(asked) > 1 else None
@@ -722,10 +727,39 @@ def test_a_question_over_the_callees_budget_is_refused_before_the_callee_hears_o
     assert len(asked) == 2
 
 
+def test_a_questions_admission_learns_the_origin_its_chain_works_for() -> None:
+    """A refusal goes back up the chain to the chat it began with: the budgets tell it in
+    that origin's terms (an outside sender's chat is told no amounts), so the router names
+    that origin, taken from the turns it holds, never from what the asker says."""
+    behalf: dict[str, Origin | None] = {}
+
+    def admission(callee: str, origin: Any, session: str, turn: str, on_behalf_of: Any) -> None:
+        behalf[turn] = on_behalf_of
+
+    core = RouterCore(CONFIG, frozenset({"memory"}), admission=admission)
+    for alias in ("alpha", "beta", "gamma"):
+        core.hello(alias, alias.encode(), 100, 0.0)
+    core.take()
+    core.turn_opened("alpha", "chat-op", None, OPERATOR)
+    core.turn_opened("alpha", "chat-hook", ("send_message_to_peer",), SENDER)
+    asked_tools(core, "alpha", "beta", "q1", "chat-hook", ack=True)
+    asked_tools(core, "alpha", "beta", "q2", "chat-op")
+    asked_tools(core, "beta", "gamma", "q3", "alpha/q1")  # a chain: its start's origin
+    asked_tools(core, "alpha", "beta", "q4", None)  # from no turn: nobody known
+    asked_tools(core, "alpha", "beta", "q5", "chat-made-up")
+    assert behalf == {
+        "alpha/q1": SENDER,
+        "alpha/q2": OPERATOR,
+        "beta/q3": SENDER,
+        "alpha/q4": None,
+        "alpha/q5": None,
+    }
+
+
 def test_a_question_waiting_for_an_on_demand_callee_is_admitted_once() -> None:
     asked: list[str] = []
 
-    def admission(callee: str, origin: Any, session: str, turn: str) -> None:
+    def admission(callee: str, origin: Any, session: str, turn: str, on_behalf_of: Any) -> None:
         asked.append(turn)
 
     core = RouterCore(CONFIG, frozenset({"memory"}), admission=admission)

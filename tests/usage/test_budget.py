@@ -327,3 +327,26 @@ def test_an_outside_sender_is_told_whose_limit_is_spent_and_nothing_of_the_host(
     else:  # the operator, the host's own agents and schedules: the whole of it
         assert told == over.detail
         assert "secret-agent" in told and "12.500000 of 10.000000" in told
+
+
+@pytest.mark.parametrize("kind", sorted(ORIGINS))
+@pytest.mark.parametrize(
+    "scope",
+    [Scope("beta"), Scope("beta", "origin", "peer:alpha"), Scope("beta", "channel", "peer")],
+)
+def test_a_peers_refusal_on_an_outside_senders_behalf_names_only_the_peers_limit(
+    kind: str, scope: Scope
+) -> None:
+    """Told to the asking agent, whose model may pass it on to the chain's origin."""
+    over = OverBudget(scope, "cost_per_day", units(Decimal("12.5")), units(Decimal("10")))
+    told = over.told_to(ORIGINS[kind], peer=True)
+    if kind in ("channel", "api"):
+        assert told == "the peer's cost_per_day budget is spent; try again later"
+    else:
+        assert told == over.detail
+
+
+def test_an_origin_the_daemon_does_not_know_is_told_as_little_as_an_outside_sender() -> None:
+    over = OverBudget(Scope("beta"), "turns_per_hour", 3, 3)
+    assert over.told_to(None) == "the agent's turns_per_hour budget is spent; try again later"
+    assert over.told_to(None, peer=True).startswith("the peer's turns_per_hour budget")

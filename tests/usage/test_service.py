@@ -376,13 +376,38 @@ async def test_attack_a_flood_of_questions_does_not_make_the_daemon_forget_a_cha
     assert service.admit("alpha", HOOK, "webhook.ops:ci-bot/default", "t1") is None
     for n in range(20):
         peer = Origin.peer("beta")
-        assert service.admit_question("alpha", peer, "peer:beta/default", f"beta/{n}") is None
+        turn = f"beta/{n}"
+        assert service.admit_question("alpha", peer, "peer:beta/default", turn, None) is None
     verdict = harness.report("alpha", "t1")  # 1100 tokens: the sender still has room
     assert not verdict.stop and service.counts.spoofed == 0
     verdict = harness.report("alpha", "t1")  # 2200 of 1500: the sender's budget ends it
     # the sender's own budget, told in its terms
     assert verdict.stop and verdict.detail == "your tokens_per_day budget is spent; try again later"
     assert len(service._turns) <= 4 + 1  # the questions stay bounded
+
+
+def test_a_peers_question_is_refused_in_the_terms_of_the_chat_its_chain_began_with(
+    ledger: UsageLedger,
+) -> None:
+    """The asking agent's model reads the refusal and may pass it on to whom its turn
+    answers: for an outside sender's chain (or one the daemon does not know) it names only
+    the peer's limit, never the peer's scopes or the amounts; the operator's gets it all."""
+    running = config({"budget": {"origins": {"peer:beta": {"tokens_per_day": 1500}}}})
+    harness = Harness(ledger, running)
+    service = harness.service
+    peer, session = Origin.peer("beta"), "peer:beta/default"
+    assert service.admit_question("alpha", peer, session, "beta/q1", HOOK) is None
+    assert not harness.report("alpha", "beta/q1").stop  # 1100 of 1500
+    stopped = harness.report("alpha", "beta/q1")  # mid-turn: 2200 of 1500
+    assert stopped.detail == "the peer's tokens_per_day budget is spent; try again later"
+    short = "the peer's tokens_per_day budget is spent; try again later"
+    assert service.admit_question("alpha", peer, session, "beta/q2", HOOK) == short
+    assert service.admit_question("alpha", peer, session, "beta/q3", None) == short
+    whole = service.admit_question("alpha", peer, session, "beta/q4", OPERATOR)
+    assert whole == "tokens_per_day of peer:beta on agent alpha spent (2200 of 1500)"
+    assert service.admit("alpha", OPERATOR, "default", "t1") is None  # not the peer's budget
+    # the event keeps the whole line, whoever is told
+    assert all("2200 of 1500" in e.detail for e in harness.published(BudgetExceeded))
 
 
 def test_a_turn_is_budgeted_only_when_a_budget_applies(ledger: UsageLedger) -> None:

@@ -218,6 +218,34 @@ def test_a_peers_question_over_its_budget_is_refused_to_the_asking_tool(
     assert origins == {("alpha", "operator"): 2, ("beta", "peer:alpha"): 1}
 
 
+def test_a_peers_refusal_reaches_an_outside_sender_in_its_terms_through_the_asking_agent(
+    root: Path, daemons: DaemonFactory
+) -> None:
+    """The asking agent's model repeats a tool's refusal in its reply (the offline one does,
+    word for word): asked on an outside sender's behalf, the peer's refusal names only the
+    peer's limit, never the peer's scopes or the amounts the operator spends."""
+    port = free_port()
+    doc = webhook_config(root, {"ops": port})
+    doc["agents"]["beta"]["budget"] = {"origins": {"peer:alpha": {"turns_per_hour": 1}}}
+    doc["peer_groups"]["team"] = {"channel": "cli", "agents": ["alpha", "beta"]}
+    doc["peer_groups"]["hooks-ops"]["tools"] = ["send_message_to_peer"]
+    daemon = daemons(doc, faults=False)
+    daemon.start(HOOK_SECRET=SECRET)
+    wait_serving(daemon, "webhook.ops")
+    assert chat(daemon, "alpha", "ask beta: hello")["reply"].startswith("beta says:")
+    answer = post(port, "ops", {"sender": "ci-bot", "text": "ask beta: hello"})
+    assert answer.status_code == 200, answer.text
+    reply = answer.json()["reply"]
+    told = "budget_exceeded (the peer's turns_per_hour budget is spent; try again later)"
+    assert told in reply, reply
+    assert not any(secret in reply for secret in ("peer:alpha", "agent beta", "1 of 1")), reply
+    # The operator's own chain is told it all, and so is the event.
+    again = chat(daemon, "alpha", "ask beta: hello")["reply"]
+    assert "turns_per_hour of peer:alpha on agent beta spent (1 of 1)" in again, again
+    refused = [e["detail"] for e in events(daemon, "budget.exceeded")]
+    assert len(refused) == 2 and all("peer:alpha on agent beta" in d for d in refused), refused
+
+
 def test_a_fallback_chain_answers_from_the_next_and_status_shows_the_open_breaker(
     root: Path, daemons: DaemonFactory
 ) -> None:

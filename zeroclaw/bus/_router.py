@@ -445,10 +445,13 @@ class Router:
         self.core.inject(message, origin, trio.current_time())
         self._execute()
 
-    def turn_opened(self, agent: str, turn: str, tools: tuple[str, ...] | None) -> None:
-        """The turn service opened chat `turn` on `agent` with this grant: a question the
-        agent sends from it passes that grant on (ADR 0052)."""
-        self.core.turn_opened(agent, turn, tools)
+    def turn_opened(
+        self, agent: str, turn: str, tools: tuple[str, ...] | None, on_behalf_of: Origin
+    ) -> None:
+        """The turn service opened chat `turn` on `agent` with this grant, for this origin:
+        a question the agent sends from it passes that grant on (ADR 0052), and a refusal of
+        it by the callee's budgets is told in that origin's terms."""
+        self.core.turn_opened(agent, turn, tools, on_behalf_of)
 
     def turn_closed(self, agent: str, turn: str) -> None:
         self.core.turn_closed(agent, turn)

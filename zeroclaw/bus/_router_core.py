@@ -190,12 +190,17 @@ def question_turn(asker: str, question_id: str) -> str:
     return f"{asker}/{question_id}"
 
 
-# (callee, origin, session, turn) -> why the callee's turn for a question may not start, or
-# None: it starts (and is counted). The daemon's budgets; pure as far as the core goes.
-QuestionAdmission = Callable[[str, Origin, str, str], str | None]
+# (callee, origin, session, turn, on_behalf_of) -> why the callee's turn for a question may
+# not start, or None: it starts (and is counted). `on_behalf_of`: the origin of the chat the
+# chain of questions began with (None: the asker named no turn it holds), whose terms the
+# refusal is told in, since the asker's answer goes back to it in the end. The daemon's
+# budgets; pure as far as the core goes.
+QuestionAdmission = Callable[[str, Origin, str, str, Origin | None], str | None]
 
 
-def admit_every_question(callee: str, origin: Origin, session: str, turn: str) -> None:
+def admit_every_question(
+    callee: str, origin: Origin, session: str, turn: str, on_behalf_of: Origin | None
+) -> None:
     return None
 
 
@@ -223,9 +228,12 @@ class OpenQuestion:
 
 @dataclass(frozen=True, slots=True)
 class Held:
-    """A turn an agent holds open, and what it was granted."""
+    """A turn an agent holds open, what it was granted, and for whom it works: the origin
+    of the chat at the start of its chain of questions (a reminder's maker for its run;
+    None: the chain began at a question asked from no turn its asker held)."""
 
     tools: Tools
+    on_behalf_of: Origin | None
 
 
 class RouterCore:
@@ -259,8 +267,8 @@ class RouterCore:
         self._asked: dict[str, dict[int, int]] = {}
         # sender -> the ids of its latest questions, oldest first (a set in insertion order)
         self._seen_questions: dict[str, dict[str, None]] = {}
-        # agent -> {turn id: its grant}: the chats the daemon opened on it and not closed
-        self._chats: dict[str, dict[str, Tools]] = {}
+        # agent -> {turn id: the chat}: the chats the daemon opened on it and not closed
+        self._chats: dict[str, dict[str, Held]] = {}
         self.update_config(config)
 
     def update_config(self, config: Config) -> None:
@@ -425,7 +433,7 @@ class RouterCore:
         otherwise."""
         if "/" not in turn:  # a chat's id (the turn service's): never a question's name
             chats = self._chats.get(alias)
-            return Held(chats[turn]) if chats is not None and turn in chats else None
+            return None if chats is None else chats.get(turn)
         found: OpenQuestion | InFlight | None = self._questions.get(alias, {}).get(turn)
         if found is None:
             for rid in self._asked.get(alias, {}):
@@ -435,19 +443,21 @@ class RouterCore:
                     break
         if found is None:
             return None
+        if found.parent is None:  # asked from no turn the asker held: nothing passed on
+            return Held(found.tools, None)
         asker = found.asker if isinstance(found, OpenQuestion) else found.sender
-        if found.parent is not None and (
-            hops <= 0 or self.held(asker, found.parent, hops - 1) is None
-        ):
+        above = None if hops <= 0 else self.held(asker, found.parent, hops - 1)
+        if above is None:
             return None  # the asking turn has ended: so has what it passed on
-        return Held(found.tools)
+        return Held(found.tools, above.on_behalf_of)
 
-    def turn_opened(self, agent: str, turn: str, tools: Tools) -> None:
-        """The daemon opened chat `turn` on `agent` with this grant (the turn service)."""
+    def turn_opened(self, agent: str, turn: str, tools: Tools, on_behalf_of: Origin) -> None:
+        """The daemon opened chat `turn` on `agent` with this grant, for this origin (the
+        chat's, or a reminder's maker for its run: the turn service)."""
         chats = self._chats.setdefault(agent, {})
         if len(chats) >= OPEN_QUESTIONS_LIMIT:
             del chats[next(iter(chats))]  # the oldest: its questions get no tools
-        chats[turn] = tools
+        chats[turn] = Held(tools, on_behalf_of)
 
     def turn_closed(self, agent: str, turn: str) -> None:
         chats = self._chats.get(agent)
@@ -521,7 +531,9 @@ class RouterCore:
             peer_session = session_key(Origin.peer(sender), message.session)
             # The callee's turn for it goes by the router's name, never by the bare id.
             turn = question_turn(sender, message.id)
-            over = self.admission(dest, Origin.peer(sender), peer_session, turn)
+            asking = None if message.turn is None else self.held(sender, message.turn)
+            on_behalf_of = None if asking is None else asking.on_behalf_of
+            over = self.admission(dest, Origin.peer(sender), peer_session, turn, on_behalf_of)
             if over is not None:  # before the callee hears of it: no provider call is made
                 self._refuse(sender, message.id, "budget_exceeded", over, dest, message.channel)
                 return

@@ -363,7 +363,7 @@ class TurnService:
                 chat = TurnInput(
                     text, interactive, input, tools, context_follows=follows, budgeted=budgets
                 )
-                self.router.turn_opened(agent, turn_id, tools)
+                self.router.turn_opened(agent, turn_id, tools, budget_origin or origin)
                 self.router.inject(
                     Message(
                         id=turn_id,

@@ -102,14 +102,22 @@ class OverBudget:
         running = ", the turns running now included" if self.in_flight else ""
         return f"{self.limit} of {self.scope.describe()} spent ({amount}{running})"
 
-    def told_to(self, origin: Origin) -> str:
-        """`detail` as the turn's origin is told it. An outside sender learns which limit
-        is spent and whose, in its own terms: not the agent's name, another sender's key or
-        the amounts (what the operator spends). The `budget.exceeded` event has it all."""
-        if not origin.is_outside:
+    def told_to(self, origin: Origin | None, *, peer: bool = False) -> str:
+        """`detail` as `origin`, whose turn it is in the end, is told it. An outside sender
+        learns which limit is spent and whose, in its own terms: not the agent's name,
+        another sender's key or the amounts (what the operator spends). None: an origin
+        the daemon does not know, told as little. `peer`: the refused turn is a peer's
+        question, told to the asking agent on that origin's behalf (its model may pass the
+        words on): the limit is the peer's. The `budget.exceeded` event has it all."""
+        if origin is not None and not origin.is_outside:
             return self.detail
-        whose = {"origin": "your", "channel": "this channel's", "agent": "the agent's"}
-        return f"{whose[self.scope.kind]} {self.limit} budget is spent; try again later"
+        if peer:
+            whose = "the peer's"
+        else:
+            whose = {"origin": "your", "channel": "this channel's", "agent": "the agent's"}[
+                self.scope.kind
+            ]
+        return f"{whose} {self.limit} budget is spent; try again later"
 
 
 @dataclass(slots=True)

@@ -71,11 +71,14 @@ def utc_day(wall: float) -> str:
 
 @dataclass(frozen=True, slots=True)
 class TurnOwner:
-    """A turn as the daemon admitted it: to whom, from whom, in which session."""
+    """A turn as the daemon admitted it: to whom, from whom, in which session, and on
+    whose behalf (whose terms a refusal is told in: the turn's own origin for a chat, the
+    chat a chain of questions began with for a peer's question; None: not known)."""
 
     agent: str
     origin: Origin | None  # None: a turn the daemon does not know (charged as `unknown`)
     session: str
+    on_behalf_of: Origin | None = None
 
     @property
     def who(self) -> str:
@@ -213,13 +216,15 @@ class UsageService:
         *,
         text: str = "",
         question: bool = False,
+        on_behalf_of: Origin | None = None,
     ) -> OverBudget | None:
         """Whether a turn may start: None (it is counted, and remembered with its origin
         and session), or the budget that refuses it (published as an event). `text`: the
         turn's message, the least it will spend, held against its budgets while it has
         charged nothing (so turns admitted together see each other). `question`: a peer's
         question, which nobody closes: remembered apart, the oldest forgotten first, so
-        that however many are asked no turn the turn service holds open is forgotten."""
+        that however many are asked no turn the turn service holds open is forgotten;
+        `on_behalf_of` is then the chat its chain began with (a chat is on its own)."""
         day = utc_day(self.wall())
         settings = self._now_settings()
         budgets = settings.budgets.of(agent, origin)
@@ -233,7 +238,7 @@ class UsageService:
                 )
             )
             return over
-        owner = TurnOwner(agent, origin, session)
+        owner = TurnOwner(agent, origin, session, on_behalf_of if question else origin)
         key = (agent, turn)
         order = self._questions if question else self._chats
         self._turns[key] = owner
@@ -254,10 +259,13 @@ class UsageService:
         tells the agent, which then waits for a verdict on each step; ADR 0068)."""
         return bool(self._now_settings().budgets.of(agent, origin))
 
-    def admit_question(self, callee: str, origin: Origin, session: str, turn: str) -> str | None:
-        """The router's question admission (`bus.QuestionAdmission`): why not, or None."""
-        over = self.admit(callee, origin, session, turn, question=True)
-        return None if over is None else over.detail
+    def admit_question(
+        self, callee: str, origin: Origin, session: str, turn: str, on_behalf_of: Origin | None
+    ) -> str | None:
+        """The router's question admission (`bus.QuestionAdmission`): why not, in the terms
+        of the origin the asking chain works for, or None."""
+        over = self.admit(callee, origin, session, turn, question=True, on_behalf_of=on_behalf_of)
+        return None if over is None else over.told_to(on_behalf_of, peer=True)
 
     def closed(self, agent: str, turn: str) -> None:
         """The turn service: the turn ended (its last step was reported before its end).
@@ -337,7 +345,7 @@ class UsageService:
             origin = owner.origin or Origin.operator()
             over = self.book.exhausted(settings.budgets.of(sender, origin), day)
             if over is not None:
-                told = over.told_to(origin)
+                told = over.told_to(owner.on_behalf_of, peer=origin.kind == "peer")
                 verdict = UsageVerdict(True, over.limit, told)
                 self.counts.stopped[(sender, over.limit)] += 1
                 if not ignored:
