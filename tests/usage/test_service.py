@@ -410,6 +410,18 @@ def test_a_peers_question_is_refused_in_the_terms_of_the_chat_its_chain_began_wi
     assert all("2200 of 1500" in e.detail for e in harness.published(BudgetExceeded))
 
 
+def test_a_turn_the_daemon_does_not_know_is_told_as_little_as_an_outside_sender(
+    ledger: UsageLedger,
+) -> None:
+    """A made-up turn (or one a flood of questions pushed out) learns no amounts; one
+    named as a question is told it is the peer's limit, as its asker would be."""
+    harness = Harness(ledger, config({"budget": {"tokens_per_day": 1000}}))
+    question = harness.report("alpha", "beta/made-up")  # 1100 of 1000
+    assert question.detail == "the peer's tokens_per_day budget is spent; try again later"
+    chat = harness.report("alpha", "made-up")
+    assert chat.detail == "the agent's tokens_per_day budget is spent; try again later"
+
+
 def test_a_turn_is_budgeted_only_when_a_budget_applies(ledger: UsageLedger) -> None:
     """ADR 0068: without one, the agent posts its steps' usage and waits for no verdict."""
     assert not Harness(ledger, config()).service.budgeted("alpha", OPERATOR)

@@ -345,7 +345,8 @@ class UsageService:
             origin = owner.origin or Origin.operator()
             over = self.book.exhausted(settings.budgets.of(sender, origin), day)
             if over is not None:
-                told = over.told_to(owner.on_behalf_of, peer=origin.kind == "peer")
+                # a question's turn is named `asker/id` (bus.question_turn), known or not
+                told = over.told_to(owner.on_behalf_of, peer="/" in report.turn)
                 verdict = UsageVerdict(True, over.limit, told)
                 self.counts.stopped[(sender, over.limit)] += 1
                 if not ignored:
