@@ -314,6 +314,21 @@ def is_notice_from(user_id: str, contains: str = "") -> Callable[[Event], bool]:
     return match
 
 
+def is_reply_to(user_id: str, event_id: str) -> Callable[[Event], bool]:
+    """A notice of `user_id` in reply to the message `event_id`."""
+
+    def match(event: Event) -> bool:
+        content = event.get("content", {})
+        replied = content.get("m.relates_to", {}).get("m.in_reply_to", {})
+        return (
+            event.get("sender") == user_id
+            and content.get("msgtype") == "m.notice"
+            and replied.get("event_id") == event_id
+        )
+
+    return match
+
+
 def is_edit_of(event_id: str, contains: str = "") -> Callable[[Event], bool]:
     def match(event: Event) -> bool:
         content = event.get("content", {})

@@ -20,12 +20,17 @@ from zeroclaw.channels._matrix_core import (
     Join,
     Leave,
     MatrixCore,
+    MatrixState,
     Notice,
     ReplyStream,
+    Taken,
+    decode_state,
     edit_content,
+    encode_state,
     formatted,
     notice_content,
     parse_answer,
+    reply_content,
     split_reply,
     strip_reply_fallback,
 )
@@ -337,3 +342,20 @@ def test_a_reply_is_cut_into_pieces_whose_edits_fit(body: str, limit: int) -> No
     assert "".join(pieces) == body
     for piece in pieces:
         assert len(json.dumps(edit_content("$" + "x" * 80, piece))) <= limit or len(piece) == 1
+
+
+def test_the_kept_state_holds_the_token_and_the_turns_taken_until_each_is_answered() -> None:
+    state = MatrixState("s72_1")
+    state.started("!room:x", "$one")
+    state.started("!room:x", "$two")
+    state.finished("!room:x", "$one")
+    state.finished("!room:x", "$never-taken")  # nothing to do
+    again = decode_state(encode_state(state))
+    assert again == MatrixState("s72_1", [Taken("!room:x", "$two")])
+    assert decode_state(b"{}") == MatrixState()  # every field has a default
+
+
+def test_a_reply_names_the_message_it_answers_and_is_a_notice() -> None:
+    content = reply_content("$one", "please send it again")
+    assert content["m.relates_to"] == {"m.in_reply_to": {"event_id": "$one"}}
+    assert (content["msgtype"], content["body"]) == ("m.notice", "please send it again")

@@ -25,13 +25,15 @@ from tests.channels.synapse import (
     is_edit_of,
     is_member,
     is_notice_from,
+    is_reply_to,
 )
 from tests.conftest import PATIENCE
 from tests.conversations.helpers import Bench, bench
 from tests.known_secrets import MATRIX_PASSWORD
 from zeroclaw.agent._runtime import AgentInbox, AgentRuntime, BusReach
-from zeroclaw.channels import ChannelHost, ChannelSupervisor, MatrixAdapter
-from zeroclaw.channels._matrix_core import ENCRYPTED_REFUSAL
+from zeroclaw.channels import ChannelHost, ChannelStartFailed, ChannelSupervisor, MatrixAdapter
+from zeroclaw.channels._matrix_core import ENCRYPTED_REFUSAL, Taken, decode_state
+from zeroclaw.channels._types import RESTARTED
 from zeroclaw.config import MatrixChannel
 from zeroclaw.providers import OfflineProvider, Step
 from zeroclaw.providers._types import Conversation, OnDelta
@@ -255,14 +257,20 @@ async def test_a_stranger_in_an_admitted_room_gets_no_turn_and_cannot_approve(
 async def test_a_restart_neither_repeats_nor_loses_a_message(
     tmp_path: Path, homeserver: Homeserver
 ) -> None:
+    """Also from the token file of an older daemon (`next_batch`, the token alone): read
+    once, then kept in the state file."""
     bot = homeserver.user_id("zcbot")
+    kept = tmp_path / "state" / "channels" / "matrix" / "home"
     async with user(homeserver, "alice") as alice:
         async with matrix_bench(tmp_path, homeserver):
             room = await _room_with_bot(alice, homeserver)
             mark = alice.mark()
             await alice.send(room, "number one")
             await alice.wait_for(room, is_notice_from(bot, "heard: number one"), after=mark)
-        assert (tmp_path / "state" / "channels" / "matrix" / "home" / "next_batch").exists()
+        state = decode_state((kept / "state.json").read_bytes())
+        assert state.next_batch and state.inflight == []
+        (kept / "state.json").unlink()
+        (kept / "next_batch").write_text(state.next_batch + "\n")  # as an older daemon left it
         await alice.send(room, "number two")  # while the channel is down
         async with matrix_bench(tmp_path, homeserver):
             await alice.wait_for(room, is_notice_from(bot, "heard: number two"), after=mark)
@@ -273,6 +281,45 @@ async def test_a_restart_neither_repeats_nor_loses_a_message(
         ]
         # A repeat of "number one" would have come before the answer to "number two".
         assert replies == ["alpha (offline) heard: number one", "alpha (offline) heard: number two"]
+        assert (kept / "state.json").exists() and not (kept / "next_batch").exists()
+
+
+async def test_a_message_cut_short_by_a_restart_is_answered_send_it_again_once(
+    tmp_path: Path, homeserver: Homeserver
+) -> None:
+    """Its turn was running (waiting for an approval) when the channel stopped: its reply is
+    lost, and running it again could repeat what it did, so the sender is told to resend."""
+    bot = homeserver.user_id("zcbot")
+    kept = tmp_path / "state" / "channels" / "matrix" / "home" / "state.json"
+    async with user(homeserver, "alice") as alice:
+        async with matrix_bench(tmp_path, homeserver):
+            room = await _room_with_bot(alice, homeserver)
+            mark = alice.mark()
+            cut = await alice.send(room, "write cut.txt: x")  # an approval nobody gives
+            await alice.wait_for(room, is_notice_from(bot, "Approval "), after=mark)
+        assert decode_state(kept.read_bytes()).inflight == [Taken(room, cut)]
+        for n in (2, 3):  # told at the next start, and not again at the one after
+            async with matrix_bench(tmp_path, homeserver):
+                later = alice.mark()
+                await alice.send(room, f"number {n}")
+                await alice.wait_for(room, is_notice_from(bot, f"heard: number {n}"), after=later)
+        told = [e for r, e in alice.seen[mark:] if r == room and is_reply_to(bot, cut)(e)]
+        assert [e["content"]["body"] for e in told] == [RESTARTED]
+        assert decode_state(kept.read_bytes()).inflight == []
+        assert not (tmp_path / "ws" / "cut.txt").exists()
+
+
+async def test_a_state_file_that_is_not_one_fails_the_channel_and_says_how_to_start_over(
+    tmp_path: Path, homeserver: Homeserver
+) -> None:
+    kept = tmp_path / "state" / "channels" / "matrix" / "home"
+    kept.mkdir(parents=True)
+    (kept / "state.json").write_text("{not json")
+    failed = pytest.RaisesExc(ChannelStartFailed, match="not a valid state file.*move it away")
+    with pytest.RaisesGroup(failed, flatten_subgroups=True):
+        async with matrix_bench(tmp_path, homeserver):
+            pass
+    assert (kept / "state.json").read_text() == "{not json"  # nothing overwritten
 
 
 async def test_an_encrypted_room_is_refused_with_a_clear_message(

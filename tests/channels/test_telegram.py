@@ -18,7 +18,8 @@ from tests.channels.fake_bot_api import BOT, FakeBotApi
 from tests.conftest import PATIENCE
 from tests.conversations.helpers import bench
 from zeroclaw.channels import ChannelHost, ChannelStartFailed, ChannelSupervisor, TelegramAdapter
-from zeroclaw.channels._telegram_core import RESTARTED, UNSUPPORTED, TelegramState
+from zeroclaw.channels._telegram_core import UNSUPPORTED, TelegramState
+from zeroclaw.channels._types import RESTARTED
 from zeroclaw.config import TelegramChannel
 
 TOKEN = "123456:zc-test-telegram-bot-token-4d9b"

@@ -6,8 +6,10 @@ token goes in an `Authorization` header, never in a URL (nio's builders put it i
 string, which HTTP clients log): `_strip_token` takes it out of every path.
 
 One task long-polls /sync; each response's actions (`MatrixCore.on_sync`) run in order,
-and the next-batch token is written (atomically) once they have: a message's turn is
-started then, so a restart neither repeats it nor loses it before its turn began. Turns
+and the next-batch token is written (atomically, in `MatrixState` with the messages whose
+turns run) once they have: a message's turn is started then, so a restart neither repeats
+it nor loses it before its turn began, and a turn it cut short is answered "send it
+again" (running it again could repeat what it had done). Turns
 run in the adapter's nursery, one at a time per room (each room is one session of its
 sender). A reply is posted as an `m.notice` when its first text streams in and edited
 (`m.replace`) at most every `edit_interval_secs`. A homeserver that cannot be reached, or
@@ -17,6 +19,7 @@ again with backoff, from the persisted token.
 
 from __future__ import annotations
 
+import errno
 import functools
 import json
 import logging
@@ -30,6 +33,7 @@ from pathlib import Path
 from urllib.parse import parse_qsl
 
 import httpx
+import msgspec
 import nio
 import trio
 
@@ -45,18 +49,24 @@ from ._matrix_core import (
     Join,
     Leave,
     MatrixCore,
+    MatrixState,
     Notice,
     ReplyStream,
+    Taken,
+    decode_state,
     edit_content,
+    encode_state,
     notice_content,
+    reply_content,
     split_reply,
 )
 from ._routing import Routed
-from ._types import ChannelAnswer, ChannelFailure, Inbound, Scheduled
+from ._types import RESTARTED, ChannelAnswer, ChannelFailure, Inbound, Scheduled
 
 log = logging.getLogger("zeroclaw.channels.matrix")
 
-TOKEN_FILE = "next_batch"
+STATE_FILE = "state.json"
+LEGACY_TOKEN_FILE = "next_batch"  # an older daemon's: the token alone, read once
 SYNC_FILTER = {
     "room": {"timeline": {"limit": 50}, "ephemeral": {"types": []}},
     "presence": {"types": []},
@@ -91,7 +101,7 @@ class _Approval:
 
 class MatrixAdapter:
     """The channel `matrix.<alias>`. `env`: where the credential's variable is read;
-    `state_dir`: where the next-batch token is kept (`<state_dir>/channels/matrix/<alias>`)."""
+    `state_dir`: where its `MatrixState` is kept (`<state_dir>/channels/matrix/<alias>`)."""
 
     def __init__(
         self, alias: str, config: MatrixChannel, env: Mapping[str, str], state_dir: Path
@@ -107,7 +117,9 @@ class MatrixAdapter:
         self._approvals: dict[str, _Approval] = {}
         self._room_locks: dict[str, trio.Lock] = {}
         self._turns_of: Counter[str] = Counter()  # by normalised Matrix user id
-        self._saved = ""  # the token last written
+        self.state = MatrixState()
+        self._saved = b""  # the state last written
+        self._save_lock = trio.Lock()
         self.syncs = 0  # sync responses handled (tests wait on it)
         self._synced = trio.Event()
 
@@ -144,11 +156,15 @@ class MatrixAdapter:
                     self.config.rate_limit_per_minute,
                     self.config.device_id,
                 )
-                core.restore(self._load_token())
+                self.state = await self._load()
+                core.restore(self.state.next_batch)
                 first = await self._sync(0)
             except (MatrixUnavailable, httpx.TransportError) as exc:
                 raise ChannelStartFailed(f"{self.key}: {_describe(exc)}") from None
+            cut_short, self.state.inflight = self.state.inflight, []
+            await self._save()  # told once: a crash from here on does not tell them again
             async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._answer_cut_short, cut_short)
                 await self._handle(host, first, nursery)
                 task_status.started()
                 while True:
@@ -258,7 +274,8 @@ class MatrixAdapter:
         assert self._core is not None
         for action in self._core.on_sync(response, time.monotonic()):
             await self._act(host, action, nursery)
-        self._save_token(self._core.next_batch)
+        self.state.next_batch = self._core.next_batch  # with the turns it started, at once
+        await self._save()
         self.syncs += 1
         self._synced.set()
         self._synced = trio.Event()
@@ -303,18 +320,27 @@ class MatrixAdapter:
                 await self._send(action.room_id, notice_content(_busy(self._turns_of[sender])))
                 return
             self._turns_of[sender] += 1
+            self.state.started(action.room_id, action.event_id)  # saved with the sync's token
             lock = self._room_locks.setdefault(action.room_id, trio.Lock())
             nursery.start_soon(self._turn, host, action, lock, sender)
 
     async def _turn(
         self, host: ChannelHost, message: Deliver, lock: trio.Lock, sender: str
     ) -> None:
+        ended = False  # not cut short by a stop: a stopped turn stays in `inflight`
         try:
             await self._converse(host, message, lock)
+            ended = True
         finally:
             self._turns_of[sender] -= 1
             if self._turns_of[sender] <= 0:
                 del self._turns_of[sender]
+            if ended:
+                self.state.finished(message.room_id, message.event_id)
+                try:
+                    await self._save()
+                except ChannelStartFailed as exc:  # told again at the next start, at worst
+                    log.error("%s", exc)
 
     async def _converse(self, host: ChannelHost, message: Deliver, lock: trio.Lock) -> None:
         """One message's turn: its reply streamed by edits, or one line saying why not. A
@@ -405,20 +431,64 @@ class MatrixAdapter:
             del self._approvals[approval_id]
             self._core.forget(approval_id)
 
-    # ------------------------------------------------------------------ the token
+    async def _answer_cut_short(self, cut_short: list[Taken]) -> None:
+        """The messages whose turns a restart cut short: each is told to be sent again."""
+        for taken in cut_short:
+            try:
+                await self._send(taken.room_id, reply_content(taken.event_id, RESTARTED))
+            except (MatrixUnavailable, httpx.TransportError) as exc:
+                log.warning(
+                    "%s: could not tell %s to resend: %s", self.key, taken.room_id, _describe(exc)
+                )
 
-    def _load_token(self) -> str:
+    # ------------------------------------------------------------------ the state
+
+    async def _load(self) -> MatrixState:
+        path = self.state_dir / STATE_FILE
         try:
-            return (self.state_dir / TOKEN_FILE).read_text().strip()
+            data = await trio.Path(path).read_bytes()
         except FileNotFoundError:
-            return ""
+            legacy = trio.Path(self.state_dir / LEGACY_TOKEN_FILE)
+            try:
+                return MatrixState((await legacy.read_text()).strip())
+            except FileNotFoundError:
+                return MatrixState()
+            except OSError as exc:
+                raise ChannelStartFailed(f"{self.key}: cannot read {legacy}: {exc}") from None
+        except OSError as exc:
+            raise ChannelStartFailed(f"{self.key}: cannot read {path}: {exc}") from None
+        try:
+            state = decode_state(data)
+        except msgspec.DecodeError as exc:
+            # Starting without a token answers no message sent while the channel was down.
+            raise ChannelStartFailed(
+                f"{self.key}: {path} is not a valid state file ({exc}); move it away to "
+                "start over (messages sent while the channel was down then get no answer)"
+            ) from None
+        self._saved = data
+        return state
 
-    def _save_token(self, token: str) -> None:
-        if not token or token == self._saved:
-            return
-        os.makedirs(self.state_dir, mode=0o700, exist_ok=True)
-        atomic_write(self.state_dir / TOKEN_FILE, token.encode(), fsync=True)
-        self._saved = token
+    async def _save(self) -> None:
+        async with self._save_lock:
+            data = encode_state(self.state)  # this moment's state, whatever changes meanwhile
+            if data == self._saved:
+                return
+            directory = self.state_dir
+
+            def write() -> None:
+                os.makedirs(directory, mode=0o700, exist_ok=True)
+                atomic_write(directory / STATE_FILE, data, fsync=True)
+                (directory / LEGACY_TOKEN_FILE).unlink(missing_ok=True)  # read once, now gone
+
+            try:
+                await trio.to_thread.run_sync(write)
+            except OSError as exc:
+                full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
+                raise ChannelStartFailed(
+                    f"{self.key}: cannot write {directory / STATE_FILE}: {exc.strerror or exc}"
+                    + (" (the disk is full)" if full else "")
+                ) from None
+            self._saved = data
 
 
 def _busy(held: int) -> str:

@@ -5,9 +5,10 @@ body, an `m.replace` edit), the pace of a streamed reply's edits, and the approv
 waits for. `_matrix` only wires these to the homeserver over HTTP.
 
 Room state is matrix-nio's sans-IO `Client` fed each sync response (`receive_response`);
-the next-batch token it keeps is what the shell persists, so a restart neither loses nor
-repeats a message. A first sync without a token only catches up: it accepts invites, and
-answers no message already in a room's history.
+the next-batch token it keeps is what the shell persists (`MatrixState`, with the messages
+whose turns are running), so a restart neither loses nor repeats a message, and answers
+one whose turn it cut short "send it again". A first sync without a token only catches
+up: it accepts invites, and answers no message already in a room's history.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import secrets
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+import msgspec
 import nio
 
 from .._sender_names import normalize_sender
@@ -100,6 +102,11 @@ def notice_content(text: str) -> dict[str, str]:
         "format": HTML_FORMAT,
         "formatted_body": formatted(text),
     }
+
+
+def reply_content(event_id: str, text: str) -> dict[str, object]:
+    """A notice in reply to the message `event_id` (clients show it quoted)."""
+    return {**notice_content(text), "m.relates_to": {"m.in_reply_to": {"event_id": event_id}}}
 
 
 def edit_content(event_id: str, text: str) -> dict[str, object]:
@@ -379,3 +386,43 @@ class MatrixCore:
     def forget(self, approval_id: str) -> None:
         """The approval ended without an answer here (its timeout, the turn's end)."""
         self.pending.pop(approval_id, None)
+
+
+# --------------------------------------------------------------------------- kept state
+
+
+class Taken(msgspec.Struct, frozen=True, array_like=True):
+    """A message taken for a turn whose reply has not been sent."""
+
+    room_id: str
+    event_id: str
+
+
+class MatrixState(msgspec.Struct):
+    """What the channel keeps across a restart (`<state_dir>/channels/matrix/<alias>/
+    state.json`): the next-batch token of the last sync whose messages were acted on, and
+    the messages taken for a turn and not answered (a restart answers each: send it
+    again). At most the channel's turns at once are taken."""
+
+    next_batch: str = ""
+    inflight: list[Taken] = msgspec.field(default_factory=list)
+
+    def started(self, room_id: str, event_id: str) -> None:
+        self.inflight.append(Taken(room_id, event_id))
+
+    def finished(self, room_id: str, event_id: str) -> None:
+        taken = Taken(room_id, event_id)
+        if taken in self.inflight:
+            self.inflight.remove(taken)
+
+
+_state = msgspec.json.Decoder(MatrixState)
+
+
+def encode_state(state: MatrixState) -> bytes:
+    return msgspec.json.encode(state)
+
+
+def decode_state(data: bytes) -> MatrixState:
+    """The state file's contents; msgspec.DecodeError when it is not one."""
+    return _state.decode(data)

@@ -34,7 +34,6 @@ from ._host import ChannelHost
 from ._routing import Routed
 from ._telegram_core import (
     PRESS_ANSWERS,
-    RESTARTED,
     TYPING_EVERY_SECS,
     ApiFailed,
     ApiOk,
@@ -69,6 +68,7 @@ from ._telegram_core import (
     split_message,
 )
 from ._types import (
+    RESTARTED,
     AskApproval,
     ChannelFailure,
     ChannelRefused,

@@ -420,8 +420,6 @@ def decode_state(data: bytes) -> TelegramState:
     return _state.decode(data)
 
 
-RESTARTED = "The daemon restarted before answering this message; please send it again."
-
 # --------------------------------------------------------------------------- replies
 
 
