@@ -3,10 +3,13 @@
 
 from __future__ import annotations
 
+import errno
+from pathlib import Path
 from typing import Protocol
 
 import trio
 
+from .._atomic import atomic_write
 from ._host import ChannelHost
 from ._types import Scheduled
 
@@ -14,6 +17,24 @@ from ._types import Scheduled
 class ChannelStartFailed(Exception):
     """The adapter cannot serve (port in use, device missing): the daemon reports it in
     `status` and the log and retries with backoff; the rest of the daemon serves on."""
+
+
+async def write_state(key: str, path: Path, data: bytes) -> None:
+    """Write a channel's kept state atomically (a worker thread: it fsyncs), its directory
+    the daemon's user's alone; ChannelStartFailed says why not (a full disk by name)."""
+
+    def write() -> None:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        atomic_write(path, data, fsync=True)
+
+    try:
+        await trio.to_thread.run_sync(write)
+    except OSError as exc:
+        full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
+        raise ChannelStartFailed(
+            f"{key}: cannot write {path}: {exc.strerror or exc}"
+            + (" (the disk is full)" if full else "")
+        ) from None
 
 
 class ChannelAdapter(Protocol):

@@ -19,11 +19,9 @@ again with backoff, from the persisted token.
 
 from __future__ import annotations
 
-import errno
 import functools
 import json
 import logging
-import os
 import secrets
 import time
 from collections import Counter
@@ -37,10 +35,9 @@ import msgspec
 import nio
 import trio
 
-from .._atomic import atomic_write
 from .._sender_names import normalize_sender
 from ..config import MatrixChannel
-from ._adapter import ChannelStartFailed
+from ._adapter import ChannelStartFailed, write_state
 from ._host import ChannelHost
 from ._matrix_core import (
     Action,
@@ -473,21 +470,9 @@ class MatrixAdapter:
             data = encode_state(self.state)  # this moment's state, whatever changes meanwhile
             if data == self._saved:
                 return
-            directory = self.state_dir
-
-            def write() -> None:
-                os.makedirs(directory, mode=0o700, exist_ok=True)
-                atomic_write(directory / STATE_FILE, data, fsync=True)
-                (directory / LEGACY_TOKEN_FILE).unlink(missing_ok=True)  # read once, now gone
-
-            try:
-                await trio.to_thread.run_sync(write)
-            except OSError as exc:
-                full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
-                raise ChannelStartFailed(
-                    f"{self.key}: cannot write {directory / STATE_FILE}: {exc.strerror or exc}"
-                    + (" (the disk is full)" if full else "")
-                ) from None
+            await write_state(self.key, self.state_dir / STATE_FILE, data)
+            if not self._saved:  # the first write: an older daemon's token file is read
+                await trio.Path(self.state_dir / LEGACY_TOKEN_FILE).unlink(missing_ok=True)
             self._saved = data
 
 

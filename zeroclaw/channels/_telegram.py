@@ -15,7 +15,6 @@ exception text of this module carries a URL unredacted.
 
 from __future__ import annotations
 
-import errno
 import logging
 import secrets
 from collections import Counter
@@ -27,9 +26,8 @@ import httpx
 import msgspec
 import trio
 
-from .._atomic import atomic_write
 from ..config import TelegramChannel
-from ._adapter import ChannelStartFailed
+from ._adapter import ChannelStartFailed, write_state
 from ._host import ChannelHost
 from ._routing import Routed
 from ._telegram_core import (
@@ -240,20 +238,7 @@ class TelegramAdapter:
     async def _save(self) -> None:
         async with self._save_lock:
             data = encode_state(self.state)  # this moment's state, whatever changes meanwhile
-            path = self.state_path
-
-            def write() -> None:
-                path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-                atomic_write(path, data)
-
-            try:
-                await trio.to_thread.run_sync(write)
-            except OSError as exc:
-                full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
-                raise ChannelStartFailed(
-                    f"{self.key}: cannot write {path}: {exc.strerror or exc}"
-                    + (" (the disk is full)" if full else "")
-                ) from None
+            await write_state(self.key, self.state_path, data)
 
     # ------------------------------------------------------------------ serving
 
