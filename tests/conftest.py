@@ -164,7 +164,7 @@ PROCESS_FIXTURES = frozenset({"root", "daemons", "homeserver", "world"})
 # What a module that starts processes uses (directly or through a test helper that does).
 PROCESS_WORDS = re.compile(
     r"\bsubprocess\b|\bpexpect\b|\bDaemon\b|\brun_process\b|\bopen_process\b|\bPopen\b"
-    r"|\brun_cli\b|\bos\.fork\b|\bmultiprocessing\b|tests\.discovery\.helpers"
+    r"|\brun_cli\b|\bos\.fork\b|\bmultiprocessing\b|tests\.discovery\.helpers|tests\.tmpfs"
     r"|\bstart_agent\b|\bspawn\b"
 )
 

@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from tests.agent.test_chat_inprocess import config
 from tests.bus.test_router import plan, result_of
 from tests.supervisor.harness import Daemon, agent_entry
+from tests.tmpfs import tiny_tmpfs
 from zeroclaw.control import Chat, ChatApproval, ControlSession, Status
 from zeroclaw.tools import ERROR_CODES
 
@@ -130,17 +131,8 @@ def test_the_reported_crashes_are_typed_refusals(
 
 @pytest.fixture
 def full_disk(root: Path) -> Iterator[Path]:
-    disk = workspace(root, "wide") / "disk"
-    disk.mkdir(parents=True)
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", str(disk)], capture_output=True
-    )
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr!r}")
-    try:
+    with tiny_tmpfs(workspace(root, "wide") / "disk") as disk:
         yield disk
-    finally:
-        subprocess.run(["umount", "-l", str(disk)], check=False)
 
 
 def test_a_write_on_a_full_disk_is_no_space_in_a_landlocked_agent(

@@ -1,32 +1,25 @@
 """What every adapter shares: its kept state written whole or not at all (Telegram's offset
-and pins, Matrix's token and turns taken), on a real full disk (a tmpfs of one page)."""
+and pins, Matrix's token and turns taken), on a real full disk (a tmpfs of one page; the
+mount is a process: `tests.tmpfs` puts a module in the integration layer)."""
 
 from __future__ import annotations
 
 import stat
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import trio
 
+from tests.tmpfs import tiny_tmpfs
 from zeroclaw.channels import ChannelStartFailed
 from zeroclaw.channels._adapter import write_state
 
 
 @pytest.fixture
 def full_disk(tmp_path: Path) -> Iterator[Path]:
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=4k", "tmpfs", str(disk)], capture_output=True
-    )
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr!r}")
-    try:
+    with tiny_tmpfs(tmp_path / "disk", "4k") as disk:
         yield disk
-    finally:
-        subprocess.run(["umount", "-l", str(disk)], check=False)
 
 
 async def test_a_state_is_written_in_a_directory_of_the_daemons_user_alone(
@@ -45,4 +38,5 @@ async def test_a_full_disk_keeps_the_last_state_and_says_so(full_disk: Path) -> 
     with pytest.raises(ChannelStartFailed, match=r"telegram.chat: cannot write .*disk is full"):
         await write_state("telegram.chat", path, b"x" * 64_000)
     assert path.read_bytes() == b"{}"
-    assert [p.name for p in full_disk.iterdir()] == ["state.json"]  # no temporary file left
+    left = [p.name for p in await trio.Path(full_disk).iterdir()]
+    assert left == ["state.json"]  # no temporary file left

@@ -6,7 +6,6 @@ from __future__ import annotations
 import errno
 import os
 import socket
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 
@@ -14,6 +13,7 @@ import pytest
 import trio
 
 from tests.conftest import PATIENCE
+from tests.tmpfs import tiny_tmpfs
 from zeroclaw.policy import PathRules, rules_for
 from zeroclaw.tools import ERROR_CODES, file_list, file_read, file_write
 from zeroclaw.tools._beneath import make_dirs_beneath, open_beneath, open_root
@@ -150,17 +150,8 @@ def test_refusals_name_the_request_not_where_a_symlink_points(ws: Path) -> None:
 @pytest.fixture
 def tiny_disk(ws: Path) -> Iterator[Path]:
     """A 16 KiB tmpfs inside the workspace: a real ENOSPC from a real filesystem."""
-    disk = ws / "disk"
-    disk.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", str(disk)], capture_output=True
-    )
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr!r}")
-    try:
+    with tiny_tmpfs(ws / "disk") as disk:
         yield disk
-    finally:
-        subprocess.run(["umount", "-l", str(disk)], check=False)
 
 
 @pytest.mark.parametrize("use_openat2", STRATEGIES)
