@@ -91,7 +91,11 @@ async def _agent(b: Bench, tmp_path: Path, provider: Any) -> None:
 
 @asynccontextmanager
 async def matrix_bench(
-    tmp_path: Path, server: Homeserver, provider: Any = None, **settings: Any
+    tmp_path: Path,
+    server: Homeserver,
+    provider: Any = None,
+    adapter_type: type[MatrixAdapter] = MatrixAdapter,
+    **settings: Any,
 ) -> AsyncIterator[tuple[Bench, ChannelHost, MatrixAdapter]]:
     entry = matrix_entry(server, **settings)
 
@@ -109,7 +113,7 @@ async def matrix_bench(
     async with bench(tmp_path, configure=configure) as b:
         await _agent(b, tmp_path, provider or OfflineProvider())
         host = ChannelHost(b.service, lambda: b.router.policy, approval_timeout=PATIENCE)
-        adapter = MatrixAdapter(
+        adapter = adapter_type(
             "home", MatrixChannel(**entry), {PASSWORD_ENV: MATRIX_PASSWORD}, tmp_path / "state"
         )
         with trio.fail_after(PATIENCE):
@@ -307,6 +311,50 @@ async def test_a_message_cut_short_by_a_restart_is_answered_send_it_again_once(
         assert [e["content"]["body"] for e in told] == [RESTARTED]
         assert decode_state(kept.read_bytes()).inflight == []
         assert not (tmp_path / "ws" / "cut.txt").exists()
+
+
+class SavedFirst(MatrixAdapter):
+    """Reads, as each turn starts, the state on disk: whether it holds the turn's message
+    and the token of the sync that took it (a restart from then on neither runs the turn
+    again nor forgets it)."""
+
+    saved_first: list[bool]
+
+    async def _turn(self, *args: Any) -> None:
+        message = args[1]
+        # At once, with no checkpoint before it: what is on disk as the turn starts.
+        on_disk = decode_state((self.state_dir / "state.json").read_bytes())
+        assert self._core is not None
+        taken = Taken(message.room_id, message.event_id) in on_disk.inflight
+        self.saved_first.append(taken and on_disk.next_batch == self._core.next_batch)
+        await super()._turn(*args)
+
+
+async def test_messages_taken_together_run_in_order_once_the_sync_is_saved_with_them(
+    tmp_path: Path, homeserver: Homeserver
+) -> None:
+    """Sent while the channel is down, four messages come in one sync. Their turns start
+    once the sync's token and the messages are on disk (before, a turn could run before
+    the token was saved: a restart then ran it again), and run in the order sent (trio
+    runs tasks spawned together in either order)."""
+    bot = homeserver.user_id("zcbot")
+    SavedFirst.saved_first = []
+    async with user(homeserver, "alice") as alice:
+        async with matrix_bench(tmp_path, homeserver):
+            room = await _room_with_bot(alice, homeserver)
+        mark = alice.mark()
+        for n in range(4):
+            await alice.send(room, f"in order {n}")
+        async with matrix_bench(tmp_path, homeserver, adapter_type=SavedFirst):
+            for n in range(4):
+                await alice.wait_for(room, is_notice_from(bot, f"heard: in order {n}"), after=mark)
+        replies = [
+            e["content"]["body"]
+            for r, e in alice.seen[mark:]
+            if r == room and is_notice_from(bot, "heard: in order")(e)
+        ]
+        assert replies == [f"alpha (offline) heard: in order {n}" for n in range(4)]
+        assert SavedFirst.saved_first == [True] * 4
 
 
 async def test_a_state_file_that_is_not_one_fails_the_channel_and_says_how_to_start_over(

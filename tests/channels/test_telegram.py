@@ -241,6 +241,22 @@ async def test_an_update_is_neither_repeated_nor_lost_across_a_restart(tmp_path:
         assert second.state.offset == saved.offset + 1
 
 
+async def test_messages_taken_together_are_answered_in_the_order_they_were_sent(
+    tmp_path: Path,
+) -> None:
+    """Six messages in one getUpdates: their turns were spawned together and trio runs such
+    a batch reversed half the time, so a lock alone answered the last one first."""
+    async with telegram_bench(tmp_path) as t:
+        for n in range(6):
+            t.api.message(ALICE, f"in order {n}")
+        await t.start(t.adapter(tmp_path))
+        await t.api.until(lambda: "heard: in order 5" in final_text(t.api, ALICE["id"]))
+        await t.api.until(lambda: final_text(t.api, ALICE["id"]).count("heard: in order") == 6)
+        shown = final_text(t.api, ALICE["id"])
+        places = [shown.index(f"heard: in order {n}") for n in range(6)]
+        assert places == sorted(places), shown
+
+
 async def test_a_message_cut_short_by_a_restart_is_answered_send_it_again(tmp_path: Path) -> None:
     async with telegram_bench(tmp_path) as t:
         first = t.adapter(tmp_path, approvers=(CAROL["id"],))

@@ -39,6 +39,7 @@ from .._sender_names import normalize_sender
 from ..config import MatrixChannel
 from ._adapter import ChannelStartFailed, write_state
 from ._host import ChannelHost
+from ._in_order import InOrder, Place
 from ._matrix_core import (
     Action,
     Answer,
@@ -112,7 +113,7 @@ class MatrixAdapter:
         self._http: httpx.AsyncClient | None = None
         self._core: MatrixCore | None = None
         self._approvals: dict[str, _Approval] = {}
-        self._room_locks: dict[str, trio.Lock] = {}
+        self._rooms: InOrder[str] = InOrder()  # one turn per room at a time, in order
         self._turns_of: Counter[str] = Counter()  # by normalised Matrix user id
         self.state = MatrixState()
         self._saved = b""  # the state last written
@@ -144,6 +145,7 @@ class MatrixAdapter:
             base_url=self.config.homeserver.rstrip("/"), timeout=timeout
         ) as http:
             self._http = http
+            self._turns_of.clear()  # a previous start's taken messages never ran here
             try:
                 await self._authenticate()
                 core = self._core = MatrixCore(
@@ -269,27 +271,38 @@ class MatrixAdapter:
         self, host: ChannelHost, response: nio.SyncResponse, nursery: trio.Nursery
     ) -> None:
         assert self._core is not None
+        taken: list[Deliver] = []
         for action in self._core.on_sync(response, time.monotonic()):
-            await self._act(host, action, nursery)
-        self.state.next_batch = self._core.next_batch  # with the turns it started, at once
+            await self._act(host, action, taken)
+        # The sync's token and the messages it took, written together (no await between
+        # the changes) and before any of their turns runs: a restart from here on neither
+        # runs one again (the sync is not replayed) nor forgets one (it is in `inflight`).
+        for message in taken:
+            self.state.started(message.room_id, message.event_id)
+        self.state.next_batch = self._core.next_batch
         await self._save()
+        for message in taken:
+            place = self._rooms.take(message.room_id)  # here, in the sync's order
+            nursery.start_soon(self._turn, host, message, place, normalize_sender(message.sender))
         self.syncs += 1
         self._synced.set()
         self._synced = trio.Event()
 
-    async def _act(self, host: ChannelHost, action: Action, nursery: trio.Nursery) -> None:
+    async def _act(self, host: ChannelHost, action: Action, taken: list[Deliver]) -> None:
         """One action of a sync. A request the homeserver refuses (a room where the bot may
         not post, an invite withdrawn before the join) is that room's failure, logged: it
         must not end the sync loop, which would stop every room and, the next-batch token
         unsaved, replay the same sync into the same refusal at each restart. An unreachable
         homeserver still ends it (the channel is failed, then retried)."""
         try:
-            await self._request(host, action, nursery)
+            await self._request(host, action, taken)
         except MatrixUnavailable as exc:
             room = "" if isinstance(action, Answer) else f" in {action.room_id}"
             log.warning("%s: %s%s not done: %s", self.key, type(action).__name__, room, exc)
 
-    async def _request(self, host: ChannelHost, action: Action, nursery: trio.Nursery) -> None:
+    async def _request(self, host: ChannelHost, action: Action, taken: list[Deliver]) -> None:
+        """One action; a message admitted for a turn joins `taken` (its turn starts once
+        the sync is saved)."""
         if isinstance(action, Join):
             method, path = nio.Api.join(self._token, action.room_id)
             await self._call(nio.JoinResponse, method, path, "{}")
@@ -317,16 +330,15 @@ class MatrixAdapter:
                 await self._send(action.room_id, notice_content(_busy(self._turns_of[sender])))
                 return
             self._turns_of[sender] += 1
-            self.state.started(action.room_id, action.event_id)  # saved with the sync's token
-            lock = self._room_locks.setdefault(action.room_id, trio.Lock())
-            nursery.start_soon(self._turn, host, action, lock, sender)
+            taken.append(action)
 
     async def _turn(
-        self, host: ChannelHost, message: Deliver, lock: trio.Lock, sender: str
+        self, host: ChannelHost, message: Deliver, place: Place[str], sender: str
     ) -> None:
         ended = False  # not cut short by a stop: a stopped turn stays in `inflight`
         try:
-            await self._converse(host, message, lock)
+            async with self._rooms.turn(place):  # the room's session, in its order
+                await self._converse(host, message)
             ended = True
         finally:
             self._turns_of[sender] -= 1
@@ -339,65 +351,62 @@ class MatrixAdapter:
                 except ChannelStartFailed as exc:  # told again at the next start, at worst
                     log.error("%s", exc)
 
-    async def _converse(self, host: ChannelHost, message: Deliver, lock: trio.Lock) -> None:
+    async def _converse(self, host: ChannelHost, message: Deliver) -> None:
         """One message's turn: its reply streamed by edits, or one line saying why not. A
         sender the peer groups refuse gets no answer (counted and logged by the host)."""
         inbound = Inbound(self.key, message.sender, message.text, session=message.room_id)
-        async with lock:
-            routed = host.route(inbound)
-            if not isinstance(routed, Routed):
+        routed = host.route(inbound)
+        if not isinstance(routed, Routed):
+            return
+        stream = ReplyStream(self.config.edit_interval_secs)
+        changed = trio.Event()
+
+        async def on_delta(delta: str) -> None:
+            nonlocal changed
+            stream.add(delta)
+            changed.set()
+
+        async def ask(rid: str, what: str) -> bool:
+            return await self._ask(message.room_id, what)
+
+        sending = trio.Lock()
+        try:
+            async with trio.open_nursery() as nursery:
+
+                async def pump() -> None:
+                    nonlocal changed
+                    while True:
+                        await changed.wait()
+                        changed = trio.Event()
+                        async with sending:
+                            await self._flush(message.room_id, stream)
+
+                nursery.start_soon(pump)
+                outcome = await host.converse(inbound, ask=ask, routed=routed, on_delta=on_delta)
+                async with sending:  # a send in flight finishes: edits name its event
+                    nursery.cancel_scope.cancel()
+            if isinstance(outcome, ChannelAnswer):
+                final = outcome.reply or f"error: {outcome.error or 'no reply'}"
+            elif isinstance(outcome, ChannelFailure):
+                final = f"Sorry, no reply: {outcome.code} ({outcome.detail})"
+            else:  # refused after all (a reload between route and converse)
                 return
-            stream = ReplyStream(self.config.edit_interval_secs)
-            changed = trio.Event()
-
-            async def on_delta(delta: str) -> None:
-                nonlocal changed
-                stream.add(delta)
-                changed.set()
-
-            async def ask(rid: str, what: str) -> bool:
-                return await self._ask(message.room_id, what)
-
-            sending = trio.Lock()
-            try:
-                async with trio.open_nursery() as nursery:
-
-                    async def pump() -> None:
-                        nonlocal changed
-                        while True:
-                            await changed.wait()
-                            changed = trio.Event()
-                            async with sending:
-                                await self._flush(message.room_id, stream)
-
-                    nursery.start_soon(pump)
-                    outcome = await host.converse(
-                        inbound, ask=ask, routed=routed, on_delta=on_delta
-                    )
-                    async with sending:  # a send in flight finishes: edits name its event
-                        nursery.cancel_scope.cancel()
-                if isinstance(outcome, ChannelAnswer):
-                    final = outcome.reply or f"error: {outcome.error or 'no reply'}"
-                elif isinstance(outcome, ChannelFailure):
-                    final = f"Sorry, no reply: {outcome.code} ({outcome.detail})"
-                else:  # refused after all (a reload between route and converse)
-                    return
-                # the whole reply, at the same pace as the edits; past one event's size, the
-                # streamed notice shows its first piece and the others follow it
-                first, *more = split_reply(final)
-                stream.text = first
-                await self._flush(message.room_id, stream)
-                for piece in more:
-                    await self._send(message.room_id, notice_content(piece))
-            except (MatrixUnavailable, httpx.TransportError) as exc:
-                log.warning(
-                    "%s: the reply to %s was not delivered: %s",
-                    self.key,
-                    message.event_id,
-                    _describe(exc),
-                )
-            except Exception:  # one turn's failure must not take the channel down
-                log.exception("%s: the turn of %s failed", self.key, message.event_id)
+            # the whole reply, at the same pace as the edits; past one event's size, the
+            # streamed notice shows its first piece and the others follow it
+            first, *more = split_reply(final)
+            stream.text = first
+            await self._flush(message.room_id, stream)
+            for piece in more:
+                await self._send(message.room_id, notice_content(piece))
+        except (MatrixUnavailable, httpx.TransportError) as exc:
+            log.warning(
+                "%s: the reply to %s was not delivered: %s",
+                self.key,
+                message.event_id,
+                _describe(exc),
+            )
+        except Exception:  # one turn's failure must not take the channel down
+            log.exception("%s: the turn of %s failed", self.key, message.event_id)
 
     async def _flush(self, room_id: str, stream: ReplyStream) -> None:
         """Send or edit the reply to what it is now, at the stream's pace."""
@@ -445,13 +454,16 @@ class MatrixAdapter:
         try:
             data = await trio.Path(path).read_bytes()
         except FileNotFoundError:
+            self._saved = b""
             legacy = trio.Path(self.state_dir / LEGACY_TOKEN_FILE)
             try:
                 return MatrixState((await legacy.read_text()).strip())
             except FileNotFoundError:
                 return MatrixState()
-            except OSError as exc:
-                raise ChannelStartFailed(f"{self.key}: cannot read {legacy}: {exc}") from None
+            except (OSError, ValueError) as exc:  # ValueError: not UTF-8
+                raise ChannelStartFailed(
+                    f"{self.key}: cannot read {legacy} ({exc}); move it away to start over"
+                ) from None
         except OSError as exc:
             raise ChannelStartFailed(f"{self.key}: cannot read {path}: {exc}") from None
         try:

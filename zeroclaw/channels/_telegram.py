@@ -29,6 +29,7 @@ import trio
 from ..config import TelegramChannel
 from ._adapter import ChannelStartFailed, write_state
 from ._host import ChannelHost
+from ._in_order import InOrder, Place
 from ._routing import Routed
 from ._telegram_core import (
     PRESS_ANSWERS,
@@ -190,7 +191,7 @@ class TelegramAdapter:
         self._told_slow: set[str] = set()
         self._answering = 0
         self.dropped_answers = 0
-        self._chats: dict[int, trio.Lock] = {}
+        self._chats: InOrder[int] = InOrder()  # one turn per chat at a time, in order
         self._turns = 0
         self._turns_of: Counter[int] = Counter()  # by Telegram user id
         self.api: BotApi | None = None
@@ -432,7 +433,8 @@ class TelegramAdapter:
         for press in presses:
             self._answer_soon(nursery, self._press, api, press)
         for converse, inbound, routed in admitted:
-            nursery.start_soon(self._turn, host, api, converse, inbound, routed)
+            place = self._chats.take(converse.chat_id)  # here, in the updates' order
+            nursery.start_soon(self._turn, host, api, converse, inbound, routed, place)
 
     def _answer_soon(
         self,
@@ -550,13 +552,18 @@ class TelegramAdapter:
     # ------------------------------------------------------------------ turns
 
     async def _turn(
-        self, host: ChannelHost, api: BotApi, message: Converse, inbound: Inbound, routed: Routed
+        self,
+        host: ChannelHost,
+        api: BotApi,
+        message: Converse,
+        inbound: Inbound,
+        routed: Routed,
+        place: Place[int],
     ) -> None:
         chat = message.chat_id
-        lock = self._chats.setdefault(chat, trio.Lock())
         ended = False  # not cut short by a stop: a stopped turn stays in `inflight`
         try:
-            async with lock:  # one turn per chat at a time: its session's order
+            async with self._chats.turn(place):  # the chat's session, in its order
                 await self._converse(host, api, message, inbound, routed)
             ended = True
         except TelegramApiError as exc:
@@ -570,8 +577,6 @@ class TelegramAdapter:
             self._turns_of[message.user.id] -= 1
             if self._turns_of[message.user.id] <= 0:
                 del self._turns_of[message.user.id]
-            if not lock.locked() and lock.statistics().tasks_waiting == 0:
-                self._chats.pop(chat, None)
             if ended:
                 self.state.finished(chat, message.message_id)
                 try:
