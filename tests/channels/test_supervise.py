@@ -68,3 +68,44 @@ async def test_a_failing_adapter_is_retried_with_backoff_and_the_others_serve(
         await flaky.stopped.wait()
         await steady.stopped.wait()
         nursery.cancel_scope.cancel()
+
+
+class SlowToStop(ScriptedAdapter):
+    """Its stop ends with a last write that takes a while (a kept state's fsync)."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.written = trio.Event()
+
+    async def serve(
+        self, host: ChannelHost, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        try:
+            await super().serve(host, task_status=task_status)
+        finally:
+            with trio.CancelScope(shield=True):
+                await self.written.wait()
+
+
+async def test_a_replaced_channel_starts_again_once_the_old_one_has_stopped(
+    tmp_path: Path,
+) -> None:
+    """A reload that changes a channel: the new adapter would otherwise read its kept state
+    (or bind its port) while the old one still writes it (or holds it)."""
+    old, new = SlowToStop("telegram.chat"), ScriptedAdapter("telegram.chat")
+    async with bench(tmp_path) as b, trio.open_nursery() as nursery:
+        supervisor = ChannelSupervisor(ChannelHost(b.service, lambda: b.router.policy))
+        await nursery.start(supervisor.run)
+        supervisor.replace([old])
+        await old.serving.wait()
+        supervisor.replace([new])
+        supervisor.replace([new])  # a second reload meanwhile waits as well
+        await old.stopped.wait()
+        await trio.testing.wait_all_tasks_blocked()
+        try:
+            assert new.starts == 0 and supervisor.status()[0].state == "starting"
+        finally:
+            old.written.set()  # else a failure here would wait for it for ever
+        await new.serving.wait()
+        assert new.starts == 1
+        nursery.cancel_scope.cancel()

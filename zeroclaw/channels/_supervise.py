@@ -64,6 +64,7 @@ class ChannelSupervisor:
         self.records: list[AdapterRecord] = []
         self._adapters: list[ChannelAdapter] = []
         self._scope: trio.CancelScope | None = None
+        self._stopped: trio.Event | None = None  # set once the current set has stopped
         self._nursery: trio.Nursery | None = None
 
     async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -111,18 +112,32 @@ class ChannelSupervisor:
         scope = self._scope = trio.CancelScope()
         self.records = [AdapterRecord(tuple(a.keys)) for a in adapters]
         self._adapters = list(adapters)
-        self._nursery.start_soon(self._serve_all, scope, list(adapters), self.records)
+        replaced, stopped = self._stopped, trio.Event()
+        self._stopped = stopped
+        self._nursery.start_soon(
+            self._serve_all, scope, list(adapters), self.records, replaced, stopped
+        )
 
     async def _serve_all(
         self,
         scope: trio.CancelScope,
         adapters: list[ChannelAdapter],
         records: list[AdapterRecord],
+        replaced: trio.Event | None,
+        stopped: trio.Event,
     ) -> None:
-        with scope:
-            async with trio.open_nursery() as nursery:
-                for adapter, record in zip(adapters, records, strict=True):
-                    nursery.start_soon(self._keep, adapter, record)
+        try:
+            # The set replaced stops first (a later replace does not cut this wait): its
+            # listeners' ports are free, and its last write of a kept state (in a worker
+            # thread, which a cancel waits for) is on disk before a new adapter reads it.
+            if replaced is not None:
+                await replaced.wait()
+            with scope:
+                async with trio.open_nursery() as nursery:
+                    for adapter, record in zip(adapters, records, strict=True):
+                        nursery.start_soon(self._keep, adapter, record)
+        finally:
+            stopped.set()
 
     async def _keep(self, adapter: ChannelAdapter, record: AdapterRecord) -> None:
         name = ", ".join(record.keys)
