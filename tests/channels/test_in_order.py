@@ -38,27 +38,24 @@ async def test_a_place_left_while_waiting_lets_nobody_ahead_of_the_running_turn(
     order: InOrder[int] = InOrder()
     release = trio.Event()
     log: list[str] = []
+    scopes: dict[str, trio.CancelScope] = {}
 
     async def turn(name: str, place: Place[int]) -> None:
-        async with order.turn(place):
-            log.append(f"{name} in")
-            if name == "first":
-                await release.wait()
-            log.append(f"{name} out")
+        with trio.CancelScope() as scopes[name]:
+            async with order.turn(place):
+                log.append(f"{name} in")
+                if name == "first":
+                    await release.wait()
+                log.append(f"{name} out")
 
-    async with trio.open_nursery() as nursery:
-        first, second, third = order.take(7), order.take(7), order.take(7)
-        nursery.start_soon(turn, "first", first)
-        with trio.CancelScope() as waiting:
-            nursery.start_soon(turn, "third", third)
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            for name in ("first", "second", "third"):
+                nursery.start_soon(turn, name, order.take(7))
             await trio.testing.wait_all_tasks_blocked()
-            waiting.cancel()
-        # the second is cancelled while it waits (its task never got to run here)
-        async with trio.open_nursery() as inner:
-            inner.cancel_scope.cancel()
-            inner.start_soon(turn, "second", second)
-        await trio.testing.wait_all_tasks_blocked()
-        assert log == ["first in"]  # the third waits for the first, not for the second
-        release.set()
+            scopes["second"].cancel()  # it leaves while the first runs and the third waits
+            await trio.testing.wait_all_tasks_blocked()
+            assert log == ["first in"]  # the third waits for the first, not for the second
+            release.set()
     assert log == ["first in", "first out", "third in", "third out"]
     assert len(order) == 0

@@ -9,6 +9,7 @@ import pytest
 import trio
 import trio.testing
 
+from tests.conftest import PATIENCE
 from tests.conversations.helpers import bench
 from zeroclaw.channels import (
     ChannelHost,
@@ -83,7 +84,7 @@ class SlowToStop(ScriptedAdapter):
         try:
             await super().serve(host, task_status=task_status)
         finally:
-            with trio.CancelScope(shield=True):
+            with trio.CancelScope(shield=True), trio.move_on_after(PATIENCE):
                 await self.written.wait()
 
 
@@ -93,6 +94,13 @@ async def test_a_replaced_channel_starts_again_once_the_old_one_has_stopped(
     """A reload that changes a channel: the new adapter would otherwise read its kept state
     (or bind its port) while the old one still writes it (or holds it)."""
     old, new = SlowToStop("telegram.chat"), ScriptedAdapter("telegram.chat")
+    with trio.fail_after(PATIENCE):
+        await _replace_while_the_old_one_writes(tmp_path, old, new)
+
+
+async def _replace_while_the_old_one_writes(
+    tmp_path: Path, old: SlowToStop, new: ScriptedAdapter
+) -> None:
     async with bench(tmp_path) as b, trio.open_nursery() as nursery:
         supervisor = ChannelSupervisor(ChannelHost(b.service, lambda: b.router.policy))
         await nursery.start(supervisor.run)
@@ -109,3 +117,41 @@ async def test_a_replaced_channel_starts_again_once_the_old_one_has_stopped(
         await new.serving.wait()
         assert new.starts == 1
         nursery.cancel_scope.cancel()
+
+
+class FailsAsItStops(ScriptedAdapter):
+    """As it is stopped, one of its tasks fails (a turn's last write on a full disk) while
+    the others are cancelled: the error and the cancel come out in one group."""
+
+    async def serve(
+        self, host: ChannelHost, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._last_write)
+            await super().serve(host, task_status=task_status)
+
+    async def _last_write(self) -> None:
+        try:
+            await trio.sleep_forever()
+        finally:
+            raise ChannelStartFailed("matrix.home: cannot write state.json (the disk is full)")
+
+
+async def test_a_channel_that_fails_as_a_reload_stops_it_takes_down_nothing_else(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Its error came out of the supervisor (its task's cancel and the error in one group),
+    which ended the daemon's channels for good."""
+    old, new = FailsAsItStops("matrix.home"), ScriptedAdapter("matrix.home")
+    with trio.fail_after(PATIENCE):
+        async with bench(tmp_path) as b, trio.open_nursery() as nursery:
+            supervisor = ChannelSupervisor(ChannelHost(b.service, lambda: b.router.policy))
+            await nursery.start(supervisor.run)
+            supervisor.replace([old])
+            await old.serving.wait()
+            supervisor.replace([new])
+            await new.serving.wait()
+            await trio.testing.wait_all_tasks_blocked()  # the supervisor has seen it start
+            assert supervisor.status()[0].state == "serving"
+            nursery.cancel_scope.cancel()
+    assert "failed as it stopped: matrix.home: cannot write state.json" in caplog.text

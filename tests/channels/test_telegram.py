@@ -6,6 +6,7 @@ where a test says so), approvals by the sender's channel with CAROL as the one a
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -17,7 +18,9 @@ import trio
 from tests.channels.fake_bot_api import BOT, FakeBotApi
 from tests.conftest import PATIENCE
 from tests.conversations.helpers import bench
+from tests.tmpfs import tiny_tmpfs
 from zeroclaw.channels import ChannelHost, ChannelStartFailed, ChannelSupervisor, TelegramAdapter
+from zeroclaw.channels._telegram import MAX_TURNS_PER_SENDER
 from zeroclaw.channels._telegram_core import UNSUPPORTED, TelegramState
 from zeroclaw.channels._types import RESTARTED
 from zeroclaw.config import TelegramChannel
@@ -239,6 +242,48 @@ async def test_an_update_is_neither_repeated_nor_lost_across_a_restart(tmp_path:
         await second.wait_polls(second.polls + 1)
         assert t.host.delivered["telegram.chat"] == 2
         assert second.state.offset == saved.offset + 1
+
+
+async def test_a_message_whose_save_failed_at_each_start_is_answered_once_the_disk_has_room(
+    tmp_path: Path,
+) -> None:
+    """The disk is full: each start takes the message, cannot save, and fails. Each counted
+    it as one more of its sender's turns (never started), so after eight the sender was
+    answered `Busy` for good; each start now counts afresh."""
+    with tiny_tmpfs(tmp_path / "disk") as disk:
+        async with telegram_bench(tmp_path) as t:
+            adapter = t.adapter(disk)
+            scope = await t.start(adapter)
+            t.api.message(ALICE, "before")
+            await adapter.wait_turns(1)  # its end saved: nothing left to tell at a start
+            scope.cancel()
+            await fill(disk / "filler")
+            t.api.message(ALICE, "after the disk filled")
+            full = pytest.RaisesExc(ChannelStartFailed, match="disk is full")
+            for _ in range(MAX_TURNS_PER_SENDER + 1):  # the supervisor starting it again
+                with pytest.RaisesGroup(full, flatten_subgroups=True, allow_unwrapped=True):
+                    await adapter.serve(t.host)
+            await trio.Path(disk / "filler").unlink()
+            await t.start(adapter)
+            shown = "heard: after the disk filled"
+            await t.api.until(lambda: shown in final_text(t.api, ALICE["id"]))
+            assert "Busy" not in final_text(t.api, ALICE["id"])
+
+
+async def fill(path: Path) -> None:
+    """Write to `path` until the filesystem has no room left."""
+
+    def write() -> None:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+        try:
+            while os.write(fd, b"x" * 1024):
+                pass
+        except OSError:  # ENOSPC: full
+            pass
+        finally:
+            os.close(fd)
+
+    await trio.to_thread.run_sync(write)
 
 
 async def test_messages_taken_together_are_answered_in_the_order_they_were_sent(

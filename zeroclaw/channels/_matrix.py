@@ -145,7 +145,10 @@ class MatrixAdapter:
             base_url=self.config.homeserver.rstrip("/"), timeout=timeout
         ) as http:
             self._http = http
-            self._turns_of.clear()  # a previous start's taken messages never ran here
+            # A start after a failed one: the messages it admitted and never started (its
+            # save failed) hold no sender's room, and no turn of the last runs is queued.
+            self._turns_of.clear()
+            self._rooms = InOrder()
             try:
                 await self._authenticate()
                 core = self._core = MatrixCore(
@@ -347,8 +350,11 @@ class MatrixAdapter:
             if ended:
                 self.state.finished(message.room_id, message.event_id)
                 try:
-                    await self._save()
-                except ChannelStartFailed as exc:  # told again at the next start, at worst
+                    # Not cut by a stop meanwhile: an answered message is not told to
+                    # send again (the write is bounded; a worker thread is not abandoned).
+                    with trio.CancelScope(shield=True):
+                        await self._save()
+                except ChannelStartFailed as exc:  # told to send again next start, at worst
                     log.error("%s", exc)
 
     async def _converse(self, host: ChannelHost, message: Deliver) -> None:

@@ -22,6 +22,7 @@ log = logging.getLogger("zeroclaw.channels")
 
 BACKOFF_INITIAL_SECS = 1.0
 BACKOFF_MAX_SECS = 60.0
+SLOW_STOP_SECS = 10.0  # a reload's wait for the replaced channels to stop, before it says so
 
 AdapterState = Literal["starting", "serving", "failed", "stopped"]
 
@@ -131,11 +132,23 @@ class ChannelSupervisor:
             # listeners' ports are free, and its last write of a kept state (in a worker
             # thread, which a cancel waits for) is on disk before a new adapter reads it.
             if replaced is not None:
-                await replaced.wait()
+                with trio.move_on_after(SLOW_STOP_SECS):
+                    await replaced.wait()
+                if not replaced.is_set():
+                    log.warning(
+                        "channels: the replaced channels are still stopping after %gs; "
+                        "the new ones start when they have",
+                        SLOW_STOP_SECS,
+                    )
+                    await replaced.wait()
             with scope:
                 async with trio.open_nursery() as nursery:
                     for adapter, record in zip(adapters, records, strict=True):
                         nursery.start_soon(self._keep, adapter, record)
+        except Exception as exc:
+            # An adapter that failed as it was stopped (a last write on a full disk): its
+            # error, logged; the supervisor, and the channels that replace it, serve on.
+            log.error("channels: a replaced channel failed as it stopped: %s", _reason(exc))
         finally:
             stopped.set()
 

@@ -256,6 +256,11 @@ class TelegramAdapter:
                 f"{self.key}: its bot token variable {self.config.token_env} is not set in "
                 "the daemon's environment"
             )
+        # A start after a failed one (the supervisor starts the same adapter again): no turn
+        # of the last runs, and what it counted or queued for messages it never started
+        # (a save that failed after they were admitted) must not hold their senders' room.
+        self._chats, self._turns = InOrder(), 0
+        self._turns_of.clear()
         self.state = await self._load()
         async with httpx.AsyncClient(follow_redirects=False) as client:
             api = self.api = BotApi(client, self.config.api_url, self._token)
@@ -580,8 +585,11 @@ class TelegramAdapter:
             if ended:
                 self.state.finished(chat, message.message_id)
                 try:
-                    await self._save()
-                except ChannelStartFailed as exc:
+                    # Not cut by a stop meanwhile: an answered message is not told to
+                    # send again (the write is bounded; a worker thread is not abandoned).
+                    with trio.CancelScope(shield=True):
+                        await self._save()
+                except ChannelStartFailed as exc:  # told to send again next start, at worst
                     log.error("%s", exc)
             self.turns_done += 1
             self._turned.set()
