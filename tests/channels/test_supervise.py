@@ -3,6 +3,8 @@ backoff while the others serve; a replaced set of adapters stops the old ones.""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -95,27 +97,28 @@ async def test_a_replaced_channel_starts_again_once_the_old_one_has_stopped(
     (or bind its port) while the old one still writes it (or holds it)."""
     old, new = SlowToStop("telegram.chat"), ScriptedAdapter("telegram.chat")
     with trio.fail_after(PATIENCE):
-        await _replace_while_the_old_one_writes(tmp_path, old, new)
+        async with supervising(tmp_path) as supervisor:
+            supervisor.replace([old])
+            await old.serving.wait()
+            supervisor.replace([new])
+            supervisor.replace([new])  # a second reload meanwhile waits as well
+            await old.stopped.wait()
+            await trio.testing.wait_all_tasks_blocked()
+            try:
+                assert new.starts == 0 and supervisor.status()[0].state == "starting"
+            finally:
+                old.written.set()  # else a failure here would wait for it for ever
+            await new.serving.wait()
+            assert new.starts == 1
 
 
-async def _replace_while_the_old_one_writes(
-    tmp_path: Path, old: SlowToStop, new: ScriptedAdapter
-) -> None:
+@asynccontextmanager
+async def supervising(tmp_path: Path) -> AsyncIterator[ChannelSupervisor]:
+    """A running channel supervisor on the turns bench, stopped at the block's end."""
     async with bench(tmp_path) as b, trio.open_nursery() as nursery:
         supervisor = ChannelSupervisor(ChannelHost(b.service, lambda: b.router.policy))
         await nursery.start(supervisor.run)
-        supervisor.replace([old])
-        await old.serving.wait()
-        supervisor.replace([new])
-        supervisor.replace([new])  # a second reload meanwhile waits as well
-        await old.stopped.wait()
-        await trio.testing.wait_all_tasks_blocked()
-        try:
-            assert new.starts == 0 and supervisor.status()[0].state == "starting"
-        finally:
-            old.written.set()  # else a failure here would wait for it for ever
-        await new.serving.wait()
-        assert new.starts == 1
+        yield supervisor
         nursery.cancel_scope.cancel()
 
 
@@ -144,14 +147,11 @@ async def test_a_channel_that_fails_as_a_reload_stops_it_takes_down_nothing_else
     which ended the daemon's channels for good."""
     old, new = FailsAsItStops("matrix.home"), ScriptedAdapter("matrix.home")
     with trio.fail_after(PATIENCE):
-        async with bench(tmp_path) as b, trio.open_nursery() as nursery:
-            supervisor = ChannelSupervisor(ChannelHost(b.service, lambda: b.router.policy))
-            await nursery.start(supervisor.run)
+        async with supervising(tmp_path) as supervisor:
             supervisor.replace([old])
             await old.serving.wait()
             supervisor.replace([new])
             await new.serving.wait()
             await trio.testing.wait_all_tasks_blocked()  # the supervisor has seen it start
             assert supervisor.status()[0].state == "serving"
-            nursery.cancel_scope.cancel()
     assert "failed as it stopped: matrix.home: cannot write state.json" in caplog.text
