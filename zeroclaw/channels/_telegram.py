@@ -15,6 +15,7 @@ exception text of this module carries a URL unredacted.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import secrets
 from collections import Counter
@@ -361,7 +362,8 @@ class TelegramAdapter:
         except ChannelStartFailed as exc:
             # The state file cannot be written: the channel fails (as a poll's would) and
             # starts again from the file; Telegram sends the update again.
-            nursery.start_soon(_fail, exc)
+            with contextlib.suppress(RuntimeError):  # unless it is stopping already
+                nursery.start_soon(_fail, exc)
             return 500
         return 200
 
