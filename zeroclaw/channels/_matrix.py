@@ -6,12 +6,11 @@ token goes in an `Authorization` header, never in a URL (nio's builders put it i
 string, which HTTP clients log): `_strip_token` takes it out of every path.
 
 One task long-polls /sync; each response's actions (`MatrixCore.on_sync`) run in order,
-and the next-batch token is written (atomically, in `MatrixState` with the messages whose
-turns run) once they have: a message's turn is started then, so a restart neither repeats
-it nor loses it before its turn began, and a turn it cut short is answered "send it
-again" (running it again could repeat what it had done). Turns
-run in the adapter's nursery, one at a time per room (each room is one session of its
-sender). A reply is posted as an `m.notice` when its first text streams in and edited
+and the next-batch token is written (atomically, in `MatrixState`) once they have, with the
+messages the sync took; only then do their turns start. So a restart neither runs a turn
+twice nor loses a message, and a turn it cut short is answered "send it again" (running it
+again could repeat what it had done). Turns run in the adapter's nursery, one at a time
+per room and in the order sent (each room is one session of its sender). A reply is posted as an `m.notice` when its first text streams in and edited
 (`m.replace`) at most every `edit_interval_secs`. A homeserver that cannot be reached, or
 refuses the account, ends `serve`: the channel supervisor shows it `failed` and starts it
 again with backoff, from the persisted token.
