@@ -10,10 +10,11 @@ and the next-batch token is written (atomically, in `MatrixState`) once they hav
 messages the sync took; only then do their turns start. So a restart neither runs a turn
 twice nor loses a message, and a turn it cut short is answered "send it again" (running it
 again could repeat what it had done). Turns run in the adapter's nursery, one at a time
-per room and in the order sent (each room is one session of its sender). A reply is posted as an `m.notice` when its first text streams in and edited
-(`m.replace`) at most every `edit_interval_secs`. A homeserver that cannot be reached, or
-refuses the account, ends `serve`: the channel supervisor shows it `failed` and starts it
-again with backoff, from the persisted token.
+per room and in the order sent (each room is one session of its sender). A reply is
+posted as an `m.notice` when its first text streams in and edited (`m.replace`) at most
+every `edit_interval_secs`. A homeserver that cannot be reached, or refuses the account,
+ends `serve`: the channel supervisor shows it `failed` and starts it again with backoff,
+from the persisted token.
 """
 
 from __future__ import annotations
