@@ -71,6 +71,7 @@ SYNC_FILTER = {
     "account_data": {"types": []},
 }
 REQUEST_TIMEOUT_SECS = 30.0
+REPLY_AFTER_STOP_SECS = 30.0  # a finished turn's reply still posted while the channel stops
 MAX_RETRY_AFTER_SECS = 60.0
 MAX_RATE_RETRIES = 5
 # Turns running or waiting for their room at once, in all and per sender: a room's turns
@@ -398,12 +399,15 @@ class MatrixAdapter:
             else:  # refused after all (a reload between route and converse)
                 return
             # the whole reply, at the same pace as the edits; past one event's size, the
-            # streamed notice shows its first piece and the others follow it
+            # streamed notice shows its first piece and the others follow it. The turn is
+            # over: a stop waits for its reply (bounded), so an answered message is never
+            # told at the next start to send it again.
             first, *more = split_reply(final)
             stream.text = first
-            await self._flush(message.room_id, stream)
-            for piece in more:
-                await self._send(message.room_id, notice_content(piece))
+            with trio.CancelScope(shield=True), trio.move_on_after(REPLY_AFTER_STOP_SECS):
+                await self._flush(message.room_id, stream)
+                for piece in more:
+                    await self._send(message.room_id, notice_content(piece))
         except (MatrixUnavailable, httpx.TransportError) as exc:
             log.warning(
                 "%s: the reply to %s was not delivered: %s",

@@ -629,15 +629,18 @@ class TelegramAdapter:
         calls = (
             stream.finish(final) if stream is not None else [Send(p) for p in split_message(final)]
         )
-        first = True
-        for call in calls:
-            if isinstance(call, Edit):
-                await self._edit(api, chat, call.message_id, call.text)
-            else:
-                await self._send(
-                    api, chat, call.text, reply_to=message.message_id if first else None
-                )
-            first = False
+        # The turn is over: a stop waits for its reply (bounded), so an answered message is
+        # never told at the next start to send it again.
+        with trio.CancelScope(shield=True), trio.move_on_after(CALL_TIMEOUT_SECS):
+            first = True
+            for call in calls:
+                if isinstance(call, Edit):
+                    await self._edit(api, chat, call.message_id, call.text)
+                else:
+                    await self._send(
+                        api, chat, call.text, reply_to=message.message_id if first else None
+                    )
+                first = False
 
     async def _typing(self, api: BotApi, chat: int, scope: trio.CancelScope) -> None:
         with scope:
