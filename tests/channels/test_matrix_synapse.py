@@ -266,11 +266,14 @@ async def test_a_restart_neither_repeats_nor_loses_a_message(
     bot = homeserver.user_id("zcbot")
     kept = tmp_path / "state" / "channels" / "matrix" / "home"
     async with user(homeserver, "alice") as alice:
-        async with matrix_bench(tmp_path, homeserver):
+        async with matrix_bench(tmp_path, homeserver) as (_b, _host, adapter):
             room = await _room_with_bot(alice, homeserver)
             mark = alice.mark()
             await alice.send(room, "number one")
             await alice.wait_for(room, is_notice_from(bot, "heard: number one"), after=mark)
+            # Its end saved (a stop between the reply and the end would cut the turn, and
+            # the next start would tell it to send again).
+            await adapter.wait_turns(1)
         state = decode_state((kept / "state.json").read_bytes())
         assert state.next_batch and state.inflight == []
         (kept / "state.json").unlink()
@@ -303,10 +306,11 @@ async def test_a_message_cut_short_by_a_restart_is_answered_send_it_again_once(
             await alice.wait_for(room, is_notice_from(bot, "Approval "), after=mark)
         assert decode_state(kept.read_bytes()).inflight == [Taken(room, cut)]
         for n in (2, 3):  # told at the next start, and not again at the one after
-            async with matrix_bench(tmp_path, homeserver):
+            async with matrix_bench(tmp_path, homeserver) as (_b, _host, adapter):
                 later = alice.mark()
                 await alice.send(room, f"number {n}")
                 await alice.wait_for(room, is_notice_from(bot, f"heard: number {n}"), after=later)
+                await adapter.wait_turns(1)  # its end saved
         told = [e for r, e in alice.seen[mark:] if r == room and is_reply_to(bot, cut)(e)]
         assert [e["content"]["body"] for e in told] == [RESTARTED]
         assert decode_state(kept.read_bytes()).inflight == []

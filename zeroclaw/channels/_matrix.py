@@ -121,6 +121,8 @@ class MatrixAdapter:
         self._save_lock = trio.Lock()
         self.syncs = 0  # sync responses handled (tests wait on it)
         self._synced = trio.Event()
+        self.turns_done = 0  # turns that ended, their end saved (tests wait on it)
+        self._turned = trio.Event()
 
     @property
     def keys(self) -> tuple[str, ...]:
@@ -130,6 +132,11 @@ class MatrixAdapter:
         """Until at least `count` sync responses were handled (for tests)."""
         while self.syncs < count:
             await self._synced.wait()
+
+    async def wait_turns(self, count: int) -> None:
+        """Until at least `count` turns have ended, their end saved (for tests)."""
+        while self.turns_done < count:
+            await self._turned.wait()
 
     # ------------------------------------------------------------------ serve
 
@@ -357,6 +364,9 @@ class MatrixAdapter:
                         await self._save()
                 except ChannelStartFailed as exc:  # told to send again next start, at worst
                     log.error("%s", exc)
+                self.turns_done += 1
+                self._turned.set()
+                self._turned = trio.Event()
 
     async def _converse(self, host: ChannelHost, message: Deliver) -> None:
         """One message's turn: its reply streamed by edits, or one line saying why not. A

@@ -16,7 +16,7 @@ from ..turns import StepUsage, ToolCallRecord, TurnStop
 # (of the daemon, or of the channel: a reload, a lost homeserver): the message was taken,
 # its reply is lost, and running the turn again could repeat what it had done (a write, a
 # peer's question), so the sender decides.
-RESTARTED = "The bot restarted before answering this message; please send it again."
+RESTARTED = "The bot restarted before it finished answering this message; please send it again."
 
 # The Retry-After of a turn a budget refused (webhook 429, gateway 429): budgets are per
 # hour and per day, so a minute is the shortest wait that may find room again.
