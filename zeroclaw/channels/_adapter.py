@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import errno
+import logging
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Protocol
 
@@ -12,6 +14,8 @@ import trio
 from .._atomic import atomic_write
 from ._host import ChannelHost
 from ._types import Scheduled
+
+log = logging.getLogger("zeroclaw.channels")
 
 
 class ChannelStartFailed(Exception):
@@ -35,6 +39,17 @@ async def write_state(key: str, path: Path, data: bytes) -> None:
             f"{key}: cannot write {path}: {exc.strerror or exc}"
             + (" (the disk is full)" if full else "")
         ) from None
+
+
+async def save_turns_end(save: Callable[[], Awaitable[None]]) -> None:
+    """Save a turn's end (a chat channel's `_save`) even while the channel stops: an
+    answered message is not told to send again (the write is bounded; a worker thread is
+    not abandoned). A failed write is logged: told to send again next start, at worst."""
+    try:
+        with trio.CancelScope(shield=True):
+            await save()
+    except ChannelStartFailed as exc:
+        log.error("%s", exc)
 
 
 class ChannelAdapter(Protocol):

@@ -37,7 +37,7 @@ import trio
 
 from .._sender_names import normalize_sender
 from ..config import MatrixChannel
-from ._adapter import ChannelStartFailed, write_state
+from ._adapter import ChannelStartFailed, save_turns_end, write_state
 from ._host import ChannelHost
 from ._in_order import InOrder, Place
 from ._matrix_core import (
@@ -357,13 +357,7 @@ class MatrixAdapter:
                 del self._turns_of[sender]
             if ended:
                 self.state.finished(message.room_id, message.event_id)
-                try:
-                    # Not cut by a stop meanwhile: an answered message is not told to
-                    # send again (the write is bounded; a worker thread is not abandoned).
-                    with trio.CancelScope(shield=True):
-                        await self._save()
-                except ChannelStartFailed as exc:  # told to send again next start, at worst
-                    log.error("%s", exc)
+                await save_turns_end(self._save)
                 self.turns_done += 1
                 self._turned.set()
                 self._turned = trio.Event()

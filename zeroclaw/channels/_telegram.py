@@ -28,7 +28,7 @@ import msgspec
 import trio
 
 from ..config import TelegramChannel
-from ._adapter import ChannelStartFailed, write_state
+from ._adapter import ChannelStartFailed, save_turns_end, write_state
 from ._host import ChannelHost
 from ._in_order import InOrder, Place
 from ._routing import Routed
@@ -586,13 +586,7 @@ class TelegramAdapter:
                 del self._turns_of[message.user.id]
             if ended:
                 self.state.finished(chat, message.message_id)
-                try:
-                    # Not cut by a stop meanwhile: an answered message is not told to
-                    # send again (the write is bounded; a worker thread is not abandoned).
-                    with trio.CancelScope(shield=True):
-                        await self._save()
-                except ChannelStartFailed as exc:  # told to send again next start, at worst
-                    log.error("%s", exc)
+                await save_turns_end(self._save)
             self.turns_done += 1
             self._turned.set()
 
